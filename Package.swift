@@ -1,0 +1,64 @@
+// swift-tools-version:6.0
+// The Spark SDK core for Linux. See ARCHITECTURE in docs/ for the layers; dependencies point down only.
+import PackageDescription
+
+/// Settings every Swift target shares: Swift 6 mode plus the upcoming features the project relies on.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SparkSDK",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "SparkCrypto", targets: ["SparkCrypto"]),
+        .library(name: "SparkStore", targets: ["SparkStore"]),
+        .library(name: "SparkObservable", targets: ["SparkObservable"]),
+        .executable(name: "spark-bench", targets: ["spark-bench"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(name: "SparkCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "SparkObservable", swiftSettings: swiftSettings),
+        .target(
+            name: "SparkTestSupport",
+            dependencies: ["SparkCrypto", "SparkStore"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "spark-bench",
+            dependencies: ["SparkCrypto", "SparkObservable"],
+            path: "Benchmarks/SparkBench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "store-writer",
+            dependencies: ["SparkStore"],
+            path: "Tests/Helpers/store-writer",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SparkCryptoTests",
+            dependencies: ["SparkCrypto", "SparkTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SparkStoreTests",
+            dependencies: ["SparkStore", "SparkTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

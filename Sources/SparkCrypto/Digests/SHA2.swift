@@ -1,0 +1,60 @@
+public import Foundation
+internal import COpenSSL
+
+/// The SHA-2 hash functions SparkCrypto uses (FIPS 180-4).
+public enum HashFunction: Sendable, Hashable, CustomStringConvertible {
+    /// SHA-256, 32-byte digests.
+    case sha256
+    /// SHA-512, 64-byte digests.
+    case sha512
+
+    /// The digest length in bytes.
+    public var digestCount: Int {
+        switch self {
+        case .sha256: 32
+        case .sha512: 64
+        }
+    }
+
+    /// `SHA-256` or `SHA-512`.
+    public var description: String {
+        switch self {
+        case .sha256: "SHA-256"
+        case .sha512: "SHA-512"
+        }
+    }
+
+    /// OpenSSL's implicitly fetched digest. `EVP_sha256()` returns a static object that is never
+    /// freed, so it can be shared freely.
+    var evp: OpaquePointer {
+        switch self {
+        case .sha256: EVP_sha256()
+        case .sha512: EVP_sha512()
+        }
+    }
+
+    /// Hashes `data` in one call.
+    public func hash(_ data: some ContiguousBytes) -> Data {
+        var digest = Data(count: digestCount)
+        let result = data.withUnsafeBytes { input in
+            digest.withUnsafeMutableBytes { output in
+                EVP_Digest(input.bytePointer, input.count, output.mutableBytePointer, nil, evp, nil)
+            }
+        }
+        // A one-shot digest of in-memory data only fails on allocation failure.
+        precondition(result == 1, "EVP_Digest failed: \(OpenSSL.drainErrors())")
+        return digest
+    }
+}
+
+/// SHA-256 (FIPS 180-4).
+public enum SHA256 {
+    /// Returns the 32-byte SHA-256 digest of `data`.
+    public static func hash(_ data: some ContiguousBytes) -> Data { HashFunction.sha256.hash(data) }
+}
+
+/// SHA-512 (FIPS 180-4).
+public enum SHA512 {
+    /// Returns the 64-byte SHA-512 digest of `data`.
+    public static func hash(_ data: some ContiguousBytes) -> Data { HashFunction.sha512.hash(data) }
+}

@@ -1,0 +1,75 @@
+public import Foundation
+
+/// Helpers shared by the test targets: hex, paths, temporary directories, built products.
+public enum Fixtures {
+    /// The repository root, found from this file's location.
+    public static let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The directory of built products (where the test bundle and the helper executables are).
+    public static var productsDirectory: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    /// The built executable named `name`, beside the test bundle.
+    public static func executable(_ name: String) -> URL { productsDirectory.appendingPathComponent(name) }
+
+    /// A fresh temporary directory (mode 0700) removed when `body` returns.
+    public static func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async rethrows -> T {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("spark-test-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: url) }
+        return try await body(url)
+    }
+
+    /// Runs an executable to completion and returns its exit status, standard output and error.
+    public static func run(
+        _ executable: URL, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let stdout = Pipe()
+        let stderr = Pipe()
+        let stdin = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(input) }
+        try stdin.fileHandleForWriting.close()
+        // Read both pipes before waiting, so a chatty child cannot block on a full pipe.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var errorData = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            errorData = stderr.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
+    }
+}
+
+extension Data {
+    /// Bytes from a hex string (whitespace ignored); traps on bad hex, since it is for fixtures.
+    public init(hex: String) {
+        let digits = Array(hex.utf8.filter { !($0 == 32 || $0 == 10 || $0 == 9) })
+        precondition(digits.count % 2 == 0, "odd hex length")
+        func value(_ c: UInt8) -> UInt8 {
+            switch c {
+            case 48...57: c - 48
+            case 97...102: c - 87
+            case 65...70: c - 55
+            default: preconditionFailure("bad hex digit")
+            }
+        }
+        self.init(stride(from: 0, to: digits.count, by: 2).map { value(digits[$0]) << 4 | value(digits[$0 + 1]) })
+    }
+
+    /// Lowercase hex.
+    public var hex: String { map { String(format: "%02x", $0) }.joined() }
+}
