@@ -202,8 +202,9 @@ public enum JWE {
         return try parsed.open(kek: keyEncryptionKey)
     }
 
-    /// Reads a JWE's combined header without decrypting, for example to see its `p2c` or `kid`.
-    public static func header(of json: Data) throws -> Header { try Parsed(json).header }
+    /// Reads a JWE's combined header without decrypting or checking its algorithms, for example
+    /// to see its `p2c` or `kid`. Nothing returned here may be trusted.
+    public static func header(of json: Data) throws -> Header { try Parsed.headers(json).header }
 
     /// The PBES2 key-encryption key (RFC 7518 §4.8.1.1): PBKDF2-HMAC-SHA-512 over
     /// `UTF8(alg) ‖ 0x00 ‖ p2s`, 32 bytes for A256KW.
@@ -224,28 +225,9 @@ public enum JWE {
         let aad: String?
 
         init(_ json: Data) throws {
-            guard json.count <= JWE.maximumEncodedSize else {
-                throw CryptoError(.limitExceeded, "a JWE is limited to \(JWE.maximumEncodedSize) bytes")
-            }
-            let serialization = try JOSEJSON.decode(Serialization.self, from: json, what: "the JWE")
-            guard let protected = serialization.protected, !protected.isEmpty else {
-                throw CryptoError(.malformedInput, "the JWE has no protected header")
-            }
-            guard protected.utf8.count <= JWE.maximumHeaderSize * 4 / 3 + 4 else {
-                throw CryptoError(.limitExceeded, "a JWE protected header is limited to \(JWE.maximumHeaderSize) bytes")
-            }
-            let protectedHeader = try JOSEJSON.decode(
-                Header.self, from: Data(base64URLEncoded: protected), what: "the JWE protected header")
-            var recipientHeader = serialization.header
-            var encryptedKey = serialization.encryptedKey
-            if let recipients = serialization.recipients {
-                guard recipients.count == 1, serialization.header == nil, serialization.encryptedKey == nil else {
-                    throw CryptoError(.unsupportedAlgorithm, "only JWEs with exactly one recipient are supported")
-                }
-                recipientHeader = recipients[0].header
-                encryptedKey = recipients[0].encryptedKey
-            }
-            let header = try protectedHeader.merged(with: serialization.unprotected).merged(with: recipientHeader)
+            let (serialization, header, encryptedKey) = try Self.headers(json)
+            // `headers` has checked that the protected header is present.
+            let protected = serialization.protected ?? ""
             if header.critical != nil { throw CryptoError(.unsupportedAlgorithm, "JWE 'crit' extensions are not supported") }
             if header.compression != nil { throw CryptoError(.unsupportedAlgorithm, "compressed JWEs ('zip') are refused") }
             guard let algorithm = header.algorithm, let keyManagement = KeyManagement(rawValue: algorithm) else {
@@ -269,6 +251,33 @@ public enum JWE {
             self.keyManagement = keyManagement
             self.protected = protected
             self.aad = serialization.aad
+        }
+
+        /// The serialization, its combined header and the encrypted key member, with size caps.
+        static func headers(_ json: Data) throws -> (serialization: Serialization, header: Header, encryptedKey: String?) {
+            guard json.count <= JWE.maximumEncodedSize else {
+                throw CryptoError(.limitExceeded, "a JWE is limited to \(JWE.maximumEncodedSize) bytes")
+            }
+            let serialization = try JOSEJSON.decode(Serialization.self, from: json, what: "the JWE")
+            guard let protected = serialization.protected, !protected.isEmpty else {
+                throw CryptoError(.malformedInput, "the JWE has no protected header")
+            }
+            guard protected.utf8.count <= JWE.maximumHeaderSize * 4 / 3 + 4 else {
+                throw CryptoError(.limitExceeded, "a JWE protected header is limited to \(JWE.maximumHeaderSize) bytes")
+            }
+            let protectedHeader = try JOSEJSON.decode(
+                Header.self, from: Data(base64URLEncoded: protected), what: "the JWE protected header")
+            var recipientHeader = serialization.header
+            var encryptedKey = serialization.encryptedKey
+            if let recipients = serialization.recipients {
+                guard recipients.count == 1, serialization.header == nil, serialization.encryptedKey == nil else {
+                    throw CryptoError(.unsupportedAlgorithm, "only JWEs with exactly one recipient are supported")
+                }
+                recipientHeader = recipients[0].header
+                encryptedKey = recipients[0].encryptedKey
+            }
+            let header = try protectedHeader.merged(with: serialization.unprotected).merged(with: recipientHeader)
+            return (serialization, header, encryptedKey)
         }
 
         /// Validates `p2s` and `p2c` before any PBKDF2 work is spent.
