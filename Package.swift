@@ -52,11 +52,12 @@ let package = Package(
         .testTarget(
             name: "SparkCryptoTests",
             dependencies: ["SparkCrypto", "SparkTestSupport"],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SparkStoreTests",
-            dependencies: ["SparkStore", "SparkTestSupport"],
+            dependencies: ["SparkStore", "SparkTestSupport", "store-writer"],
             swiftSettings: swiftSettings
         ),
     ],

@@ -25,10 +25,7 @@ public final class DatabaseQueue: @unchecked Sendable {
         if path != ":memory:" { try Self.prepareFile(at: path) }
         let database = try Database(path: path, busyTimeout: busyTimeout)
         if path != ":memory:" {
-            let mode = try database.scalar("PRAGMA journal_mode=WAL", as: String.self)
-            guard mode?.lowercased() == "wal" else {
-                throw StoreError(.sqlite, message: "could not switch \(path) to WAL (got \(mode ?? "nothing"))")
-            }
+            try Self.enableWAL(database, timeout: busyTimeout)
             try database.execute("PRAGMA synchronous=NORMAL")
         }
         try database.execute("PRAGMA foreign_keys=ON")
@@ -65,6 +62,24 @@ public final class DatabaseQueue: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return try body()
+    }
+
+    /// Switches to WAL once per file. The switch needs a moment alone with the file and SQLite
+    /// does not run the busy handler for it, so a contended first open retries here.
+    private static func enableWAL(_ database: Database, timeout: Duration) throws {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            do {
+                if try database.scalar("PRAGMA journal_mode", as: String.self)?.lowercased() == "wal" { return }
+                let mode = try database.scalar("PRAGMA journal_mode=WAL", as: String.self)
+                guard mode?.lowercased() == "wal" else {
+                    throw StoreError(.sqlite, message: "could not switch \(database.path) to WAL (got \(mode ?? "nothing"))")
+                }
+                return
+            } catch let error as StoreError where error.code == .busy && ContinuousClock.now < deadline {
+                usleep(500)
+            }
+        }
     }
 
     private static func prepareFile(at path: String) throws {
