@@ -1,5 +1,5 @@
-import Foundation
 internal import CSQLite
+import Foundation
 
 /// One SQLite connection. Not thread-safe: it lives behind one owner, a ``DatabaseQueue``, which
 /// hands it to one closure at a time.
@@ -42,7 +42,8 @@ public final class Database {
     /// with two processes writing one file it was measured here making them 20x slower than
     /// one writer. This handler sleeps 50–250 µs with jitter and gives up after `busyTimeout`.
     private func installBusyHandler() {
-        let limit = Int32(clamping: busyTimeout.components.seconds * 10_000 + busyTimeout.components.attoseconds / 100_000_000_000_000)
+        let limit = Int32(
+            clamping: busyTimeout.components.seconds * 10_000 + busyTimeout.components.attoseconds / 100_000_000_000_000)
         let context = UnsafeMutableRawPointer(bitPattern: Int(max(limit, 1)))
         sqlite3_busy_handler(
             handle,

@@ -1,5 +1,5 @@
-import Foundation
 internal import CSQLite
+import Foundation
 
 /// The serial owner of one ``Database`` connection: every access runs on the calling thread while
 /// holding a lock, one closure at a time. Several processes may open queues on the same file;
@@ -10,8 +10,8 @@ internal import CSQLite
 /// try queue.write { db in try db.execute("INSERT INTO t(v) VALUES (?)", [42]) }
 /// let count = try queue.read { db in try db.scalar("SELECT count(*) FROM t", as: Int.self) }
 /// ```
-// @unchecked Sendable: `database` is only touched while `lock` is held.
 public final class DatabaseQueue: @unchecked Sendable {
+    // @unchecked Sendable: `database` is only touched while `lock` is held.
     private let lock = NSLock()
     private let database: Database
     /// The database file path.

@@ -1,5 +1,5 @@
-import Foundation
 internal import CSQLite
+import Foundation
 
 /// A prepared statement; the only owner of its `sqlite3_stmt`, finalized in `deinit`.
 final class Statement {
@@ -38,7 +38,9 @@ final class Statement {
             case .blob(let value):
                 result = value.withUnsafeBytes {
                     // A zero-length blob needs a non-null pointer to be stored as a blob, not NULL.
-                    sqlite3_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), spark_SQLITE_TRANSIENT())
+                    sqlite3_bind_blob(
+                        handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count),
+                        spark_SQLITE_TRANSIENT())
                 }
             }
             guard result == SQLITE_OK else { throw database.error(result, sql: sql) }

@@ -17,7 +17,8 @@ public enum Fixtures {
     /// A fresh temporary directory (mode 0700) removed when `body` returns.
     public static func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async rethrows -> T {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("spark-test-\(UUID().uuidString)")
-        try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try! FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: url) }
         return try await body(url)
     }
@@ -50,7 +51,9 @@ public enum Fixtures {
         let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
         group.wait()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
+        return (
+            process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self)
+        )
     }
 }
 

@@ -48,7 +48,9 @@ struct JOSETests {
     // RFC 8037 Appendix A.4: Ed25519 signing, deterministic.
     @Test func rfc8037EdDSA() throws {
         let jwk = try JWK(
-            json: Data(#"{"kty":"OKP","crv":"Ed25519","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#.utf8))
+            json: Data(
+                #"{"kty":"OKP","crv":"Ed25519","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#
+                    .utf8))
         let key = try jwk.ed25519PrivateKey()
         let token = try JWS.sign(payload: Data("Example of Ed25519 signing".utf8), using: key)
         #expect(
@@ -105,7 +107,9 @@ struct JOSETests {
         var encryptionKey = JWK(signer.publicKey)
         encryptionKey.use = "enc"
         #expect(throws: CryptoError(.unsupportedAlgorithm, "")) { try JWS.VerificationKey(jwk: encryptionKey) }
-        #expect(throws: CryptoError(.unsupportedAlgorithm, "")) { try JWS.VerificationKey(jwk: JWK(try X25519.PrivateKey().publicKey)) }
+        #expect(throws: CryptoError(.unsupportedAlgorithm, "")) {
+            try JWS.VerificationKey(jwk: JWK(try X25519.PrivateKey().publicKey))
+        }
     }
 
     @Test func jwsRejectsMalformedAndOversizeInput() throws {
@@ -218,7 +222,8 @@ struct JOSETests {
             }
         }
         let shortKey = try Self.edit(blob) { object in
-            object["encrypted_key"] = (try! Data(base64URLEncoded: object["encrypted_key"] as! String)).prefix(32).base64URLEncodedString()
+            object["encrypted_key"] = (try! Data(base64URLEncoded: object["encrypted_key"] as! String)).prefix(32)
+                .base64URLEncodedString()
         }
         #expect(throws: CryptoError(.malformedInput, "")) { try JWE.decrypt(shortKey, password: Self.password) }
         let badIV = try Self.edit(blob) { $0["iv"] = Data(count: 16).base64URLEncodedString() }
@@ -235,7 +240,9 @@ struct JOSETests {
         #expect(try JWE.header(of: blob).algorithm == "A256KW")
         #expect(try JWE.header(of: blob).keyID == "mk-1")
         #expect(try JWE.decrypt(blob, keyEncryptionKey: kek).unsafeData() == Data("profile keys".utf8))
-        #expect(throws: CryptoError(.authenticationFailure, "")) { try JWE.decrypt(blob, keyEncryptionKey: SymmetricKey(size: .bits256)) }
+        #expect(throws: CryptoError(.authenticationFailure, "")) {
+            try JWE.decrypt(blob, keyEncryptionKey: SymmetricKey(size: .bits256))
+        }
         #expect(throws: CryptoError(.invalidKey, "")) { try JWE.encrypt(Data(), keyEncryptionKey: SymmetricKey(size: .bits128)) }
         // Each API refuses the other's blobs rather than guessing.
         #expect(throws: CryptoError(.unsupportedAlgorithm, "")) { try JWE.decrypt(blob, password: Self.password) }
@@ -254,9 +261,11 @@ struct JOSETests {
         let header = try JWE.header(of: Data(jwe.utf8))
         #expect(header.pbes2Count == 8192 && header.pbes2Salt == "8Q1SzinasR3xchYz6ZZcHA")
         let salt = Data("PBES2-HS512+A256KW".utf8) + [0] + (try Data(base64URLEncoded: "8Q1SzinasR3xchYz6ZZcHA"))
-        let kek = try PBKDF2.deriveKey(fromPassword: password, salt: salt, hash: .sha512, outputByteCount: 32, unsafeUncheckedRounds: 8192)
+        let kek = try PBKDF2.deriveKey(
+            fromPassword: password, salt: salt, hash: .sha512, outputByteCount: 32, unsafeUncheckedRounds: 8192)
         let cek = try AESKeyWrap.unwrap(
-            Data(base64URLEncoded: "d3qNhUWfqheyPp4H8sjOWsDYajoej4c5Je6rlUtFPWdgtURtmeDV1g"), using: SymmetricKey(secureBytes: kek))
+            Data(base64URLEncoded: "d3qNhUWfqheyPp4H8sjOWsDYajoej4c5Je6rlUtFPWdgtURtmeDV1g"),
+            using: SymmetricKey(secureBytes: kek))
         #expect(cek.unsafeData().base64URLEncodedString() == "uwsjJXaBK407Qaf0_zpcpmr1Cs0CC50hIUEyGNEt3m0")
     }
 
@@ -294,7 +303,9 @@ struct JOSETests {
         #expect(try JWK(json: JWK(agreement).jsonData()).x25519PrivateKey().publicKey == agreement.publicKey)
         #expect(throws: CryptoError(.invalidKey, "")) { try JWK(agreement).ed25519PublicKey() }
         #expect(throws: CryptoError(.malformedInput, "")) { try JWK(json: Data(#"{"kty":"XYZ"}"#.utf8)) }
-        #expect(throws: CryptoError(.malformedInput, "")) { try JWK(json: Data(#"{"kty":"OKP","crv":"Ed25519","x":"a+b"}"#.utf8)) }
+        #expect(throws: CryptoError(.malformedInput, "")) {
+            try JWK(json: Data(#"{"kty":"OKP","crv":"Ed25519","x":"a+b"}"#.utf8))
+        }
         #expect(throws: CryptoError(.invalidKey, "")) {
             try JWK(json: Data(#"{"kty":"OKP","crv":"Ed25519","x":"AAAA"}"#.utf8)).ed25519PublicKey()
         }
@@ -303,7 +314,8 @@ struct JOSETests {
 
     @Test func jwkSetIgnoresUnknownMembersAndCapsSize() throws {
         let key = try Ed25519.PrivateKey()
-        let json = #"{"keys":[\#(String(decoding: try JWK(key.publicKey, keyID: "a").jsonData(), as: UTF8.self)),{"kty":"PQC","x":"AA"},{"kty":"EC","crv":"P-256","x":"!"}]}"#
+        let json =
+            #"{"keys":[\#(String(decoding: try JWK(key.publicKey, keyID: "a").jsonData(), as: UTF8.self)),{"kty":"PQC","x":"AA"},{"kty":"EC","crv":"P-256","x":"!"}]}"#
         let set = try JWKSet(json: Data(json.utf8))
         #expect(set.keys.count == 1 && set.ignoredCount == 2)
         #expect(try set.keys(withID: "a").first?.ed25519PublicKey() == key.publicKey)
@@ -313,8 +325,12 @@ struct JOSETests {
     }
 
     @Test func rsaAndP256KeysAreValidated() throws {
-        #expect(throws: CryptoError(.invalidKey, "")) { try RSA.PublicKey(modulus: Data(repeating: 0xFF, count: 128), exponent: Data([1, 0, 1])) }
-        #expect(throws: CryptoError(.invalidKey, "")) { try RSA.PublicKey(modulus: Data(repeating: 0xFF, count: 256), exponent: Data([2])) }
+        #expect(throws: CryptoError(.invalidKey, "")) {
+            try RSA.PublicKey(modulus: Data(repeating: 0xFF, count: 128), exponent: Data([1, 0, 1]))
+        }
+        #expect(throws: CryptoError(.invalidKey, "")) {
+            try RSA.PublicKey(modulus: Data(repeating: 0xFF, count: 256), exponent: Data([2]))
+        }
         #expect(throws: CryptoError(.invalidKey, "")) { try P256.PublicKey(x: Data(count: 32), y: Data(count: 32)) }
         #expect(throws: CryptoError(.invalidKey, "")) { try P256.PublicKey(x: Data(count: 31), y: Data(count: 32)) }
     }

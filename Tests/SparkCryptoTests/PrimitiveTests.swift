@@ -43,19 +43,54 @@ struct PrimitiveTests {
         var tag = box.tag
         tag[15] ^= 0x01
         #expect(throws: CryptoError(.authenticationFailure, "")) {
-            try AESGCM.open(AESGCM.SealedBox(nonce: box.nonce, ciphertext: box.ciphertext, tag: tag), using: key, authenticating: aad)
+            try AESGCM.open(
+                AESGCM.SealedBox(nonce: box.nonce, ciphertext: box.ciphertext, tag: tag), using: key, authenticating: aad)
         }
-        #expect(throws: CryptoError(.authenticationFailure, "")) { try AESGCM.open(box, using: key, authenticating: Data("chat-2|alice|7".utf8)) }
-        #expect(throws: CryptoError(.authenticationFailure, "")) { try AESGCM.open(box, using: SymmetricKey(size: .bits256), authenticating: aad) }
+        #expect(throws: CryptoError(.authenticationFailure, "")) {
+            try AESGCM.open(box, using: key, authenticating: Data("chat-2|alice|7".utf8))
+        }
+        #expect(throws: CryptoError(.authenticationFailure, "")) {
+            try AESGCM.open(box, using: SymmetricKey(size: .bits256), authenticating: aad)
+        }
         #expect(throws: CryptoError(.invalidKey, "")) { try AESGCM.seal(Data(), using: SymmetricKey(data: Data(count: 31))) }
         #expect(throws: CryptoError(.invalidNonce, "")) { try AESGCM.Nonce(Data()) }
-        #expect(throws: CryptoError(.malformedInput, "")) { try AESGCM.SealedBox(nonce: box.nonce, ciphertext: Data(), tag: Data(count: 15)) }
+        #expect(throws: CryptoError(.malformedInput, "")) {
+            try AESGCM.SealedBox(nonce: box.nonce, ciphertext: Data(), tag: Data(count: 15))
+        }
         #expect(throws: CryptoError(.malformedInput, "")) { try AESGCM.SealedBox(combined: Data(count: 27)) }
         let combined = try AESGCM.SealedBox(combined: box.combined)
         #expect(try AESGCM.open(combined, using: key, authenticating: aad).unsafeData() == Data("hello".utf8))
         // The empty plaintext seals and opens too.
         let empty = try AESGCM.seal(Data(), using: key)
         #expect(try AESGCM.open(empty, using: key).isEmpty)
+    }
+
+    /// One key sealing and opening from many tasks at once shares its pool of keyed contexts; a
+    /// failed open must not poison a context that a later call reuses.
+    @Test func oneKeyUsedConcurrently() async throws {
+        let key = SymmetricKey(size: .bits256)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for n in 0..<200 {
+                        let message = Data("worker \(worker) message \(n)".utf8)
+                        let box = try AESGCM.seal(message, using: key, authenticating: Data([UInt8(worker)]))
+                        if n % 7 == 0 {
+                            #expect(throws: CryptoError(.authenticationFailure, "")) {
+                                try AESGCM.open(box, using: key, authenticating: Data([UInt8(worker + 1)]))
+                            }
+                        }
+                        #expect(try AESGCM.open(box, using: key, authenticating: Data([UInt8(worker)])).unsafeData() == message)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // A nonce of another length re-sets the pooled context's IV length, then back again.
+        let long = try AESGCM.seal(Data("x".utf8), using: key, nonce: AESGCM.Nonce(Data(count: 16)))
+        let short = try AESGCM.seal(Data("x".utf8), using: key)
+        #expect(try AESGCM.open(long, using: key).unsafeData() == Data("x".utf8))
+        #expect(try AESGCM.open(short, using: key).unsafeData() == Data("x".utf8))
     }
 
     @Test func curveKeyLengthsAreChecked() throws {

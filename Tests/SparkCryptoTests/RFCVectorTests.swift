@@ -8,8 +8,14 @@ import Testing
 struct RFCVectorTests {
     // RFC 7914 §11: PBKDF2-HMAC-SHA256.
     @Test(arguments: [
-        ("passwd", "salt", 1, "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783"),
-        ("Password", "NaCl", 80000, "4ddcd8f60b98be21830cee5ef22701f9641a4418d04c0414aeff08876b34ab56a1d425a1225833549adb841b51c9b3176a272bdebba1d078478f62b397f33c8d"),
+        (
+            "passwd", "salt", 1,
+            "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783"
+        ),
+        (
+            "Password", "NaCl", 80000,
+            "4ddcd8f60b98be21830cee5ef22701f9641a4418d04c0414aeff08876b34ab56a1d425a1225833549adb841b51c9b3176a272bdebba1d078478f62b397f33c8d"
+        ),
     ])
     func pbkdf2RFC7914(password: String, salt: String, rounds: Int, expected: String) throws {
         let key = try PBKDF2.deriveKey(
@@ -20,7 +26,8 @@ struct RFCVectorTests {
 
     @Test func pbkdf2RefusesLowRoundsWithoutTheEscapeHatch() {
         #expect(throws: CryptoError(.weakParameters, "")) {
-            try PBKDF2.deriveKey(fromPassword: Data("pw".utf8), salt: Data("salt".utf8), hash: .sha512, outputByteCount: 32, rounds: 80_000)
+            try PBKDF2.deriveKey(
+                fromPassword: Data("pw".utf8), salt: Data("salt".utf8), hash: .sha512, outputByteCount: 32, rounds: 80_000)
         }
         #expect(throws: CryptoError(.invalidParameter, "")) {
             try PBKDF2.deriveKey(
@@ -36,45 +43,59 @@ struct RFCVectorTests {
 
     // RFC 5869 Appendix A.1–A.3 (SHA-256).
     @Test(arguments: [
-        ("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "000102030405060708090a0b0c", "f0f1f2f3f4f5f6f7f8f9", 42,
-         "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"),
-        ("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f",
-         "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9fa0a1a2a3a4a5a6a7a8a9aaabacadaeaf",
-         "b0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",
-         82,
-         "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c59045a99cac7827271cb41c65e590e09da3275600c2f09b8367793a9aca3db71cc30c58179ec3e87c14c01d5c1f3434f1d87"),
-        ("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "", "", 42,
-         "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"),
+        (
+            "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "000102030405060708090a0b0c", "f0f1f2f3f4f5f6f7f8f9", 42,
+            "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"
+        ),
+        (
+            "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f",
+            "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9fa0a1a2a3a4a5a6a7a8a9aaabacadaeaf",
+            "b0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",
+            82,
+            "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c59045a99cac7827271cb41c65e590e09da3275600c2f09b8367793a9aca3db71cc30c58179ec3e87c14c01d5c1f3434f1d87"
+        ),
+        (
+            "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "", "", 42,
+            "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"
+        ),
     ])
     func hkdfRFC5869(ikm: String, salt: String, info: String, length: Int, okm: String) throws {
         let key = try HKDF.deriveKey(
-            inputKeyMaterial: Data(hex: ikm), salt: Data(hex: salt), info: Data(hex: info), outputByteCount: length, hash: .sha256)
+            inputKeyMaterial: Data(hex: ikm), salt: Data(hex: salt), info: Data(hex: info), outputByteCount: length, hash: .sha256
+        )
         #expect(key.unsafeData().hex == okm)
     }
 
     @Test func hkdfRefusesOutputLongerThan255Blocks() {
         #expect(throws: CryptoError(.invalidParameter, "")) {
-            try HKDF.deriveKey(inputKeyMaterial: Data([1]), salt: Data(), info: Data(), outputByteCount: 255 * 32 + 1, hash: .sha256)
+            try HKDF.deriveKey(
+                inputKeyMaterial: Data([1]), salt: Data(), info: Data(), outputByteCount: 255 * 32 + 1, hash: .sha256)
         }
     }
 
     // RFC 7748 §5.2 and §6.1.
     @Test func x25519RFC7748() throws {
         let vectors = [
-            ("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
-             "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
-             "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"),
-            ("4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d",
-             "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493",
-             "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957"),
+            (
+                "a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
+                "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
+                "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"
+            ),
+            (
+                "4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d",
+                "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493",
+                "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957"
+            ),
         ]
         for (scalar, u, output) in vectors {
             let key = try X25519.PrivateKey(rawRepresentation: Data(hex: scalar))
             let shared = try key.sharedSecret(with: X25519.PublicKey(rawRepresentation: Data(hex: u)))
             #expect(shared.unsafeData().hex == output)
         }
-        let alice = try X25519.PrivateKey(rawRepresentation: Data(hex: "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a"))
-        let bob = try X25519.PrivateKey(rawRepresentation: Data(hex: "5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb"))
+        let alice = try X25519.PrivateKey(
+            rawRepresentation: Data(hex: "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a"))
+        let bob = try X25519.PrivateKey(
+            rawRepresentation: Data(hex: "5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb"))
         #expect(alice.publicKey.rawRepresentation.hex == "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a")
         #expect(bob.publicKey.rawRepresentation.hex == "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f")
         let shared = "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742"
@@ -97,15 +118,21 @@ struct RFCVectorTests {
 
     // RFC 8032 §7.1, tests 1–3.
     @Test(arguments: [
-        ("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
-         "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", "",
-         "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"),
-        ("4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
-         "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", "72",
-         "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00"),
-        ("c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
-         "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025", "af82",
-         "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a"),
+        (
+            "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+            "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", "",
+            "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+        ),
+        (
+            "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+            "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", "72",
+            "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00"
+        ),
+        (
+            "c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
+            "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025", "af82",
+            "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a"
+        ),
     ])
     func ed25519RFC8032(secret: String, public: String, message: String, signature: String) throws {
         let key = try Ed25519.PrivateKey(rawRepresentation: Data(hex: secret))
@@ -123,13 +150,19 @@ struct RFCVectorTests {
 
     // RFC 3394 §4.1, §4.3, §4.6.
     @Test(arguments: [
-        ("000102030405060708090A0B0C0D0E0F", "00112233445566778899AABBCCDDEEFF",
-         "1FA68B0A8112B447AEF34BD8FB5A7B829D3E862371D2CFE5"),
-        ("000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F", "00112233445566778899AABBCCDDEEFF",
-         "64E8C3F9CE0F5BA263E9777905818A2A93C8191E7D6E8AE7"),
-        ("000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F",
-         "00112233445566778899AABBCCDDEEFF000102030405060708090A0B0C0D0E0F",
-         "28C9F404C4B810F4CBCCB35CFB87F8263F5786E2D80ED326CBC7F0E71A99F43BFB988B9B7A02DD21"),
+        (
+            "000102030405060708090A0B0C0D0E0F", "00112233445566778899AABBCCDDEEFF",
+            "1FA68B0A8112B447AEF34BD8FB5A7B829D3E862371D2CFE5"
+        ),
+        (
+            "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F", "00112233445566778899AABBCCDDEEFF",
+            "64E8C3F9CE0F5BA263E9777905818A2A93C8191E7D6E8AE7"
+        ),
+        (
+            "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F",
+            "00112233445566778899AABBCCDDEEFF000102030405060708090A0B0C0D0E0F",
+            "28C9F404C4B810F4CBCCB35CFB87F8263F5786E2D80ED326CBC7F0E71A99F43BFB988B9B7A02DD21"
+        ),
     ])
     func aesKeyWrapRFC3394(kek: String, keyData: String, wrapped: String) throws {
         let kek = SymmetricKey(data: Data(hex: kek))
@@ -146,7 +179,9 @@ struct RFCVectorTests {
         #expect(throws: CryptoError(.invalidParameter, "")) { try AESKeyWrap.wrap(Data(count: 20), using: kek) }
         #expect(throws: CryptoError(.malformedInput, "")) { try AESKeyWrap.unwrap(Data(count: 16), using: kek) }
         #expect(throws: CryptoError(.malformedInput, "")) { try AESKeyWrap.unwrap(Data(count: 41), using: kek) }
-        #expect(throws: CryptoError(.invalidKey, "")) { try AESKeyWrap.wrap(Data(count: 16), using: SymmetricKey(data: Data(count: 20))) }
+        #expect(throws: CryptoError(.invalidKey, "")) {
+            try AESKeyWrap.wrap(Data(count: 16), using: SymmetricKey(data: Data(count: 20)))
+        }
     }
 
     // FIPS 180-4 examples ("abc").
@@ -154,7 +189,8 @@ struct RFCVectorTests {
         #expect(SHA256.hash(Data("abc".utf8)).hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(
             SHA512.hash(Data("abc".utf8)).hex
-                == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f")
+                == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"
+        )
         #expect(SHA256.hash(Data()).hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 

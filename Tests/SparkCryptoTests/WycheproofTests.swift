@@ -57,7 +57,9 @@ struct WycheproofTests {
                     // Acceptable: wrapping an 8-byte key. RFC 3394 needs two blocks; we refuse both ways.
                     #expect(test.flags.contains("ShortKey"), "\(test)")
                     #expect(throws: CryptoError.self, "\(test)") { try unwrapped.get() }
-                    #expect(throws: CryptoError(.invalidParameter, ""), "\(test)") { try AESKeyWrap.wrap(test.hex("msg"), using: kek) }
+                    #expect(throws: CryptoError(.invalidParameter, ""), "\(test)") {
+                        try AESKeyWrap.wrap(test.hex("msg"), using: kek)
+                    }
                 }
             }
         }
@@ -168,7 +170,8 @@ struct WycheproofTests {
             for group in try Wycheproof.groups(file) {
                 for test in group.tests {
                     tally.count(test)
-                    let valid = HMAC.isValidAuthenticationCode(test.hex("tag"), for: test.hex("msg"), using: test.hex("key"), hash: hash)
+                    let valid = HMAC.isValidAuthenticationCode(
+                        test.hex("tag"), for: test.hex("msg"), using: test.hex("key"), hash: hash)
                     #expect(valid == (test.result == "valid"), "\(file) \(test)")
                 }
             }

@@ -85,7 +85,9 @@ struct StoreTests {
             let other = try DatabaseQueue(path: directory.appendingPathComponent("f.sqlite").path)
             #expect(throws: StoreError.self) { try failing.migrate(other) }
             // The failed step left nothing behind: neither its table nor its record.
-            #expect(try other.read { db in try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'half'", as: Int.self) } == 0)
+            #expect(
+                try other.read { db in try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'half'", as: Int.self) }
+                    == 0)
             #expect(try failing.appliedIdentifiers(other).isEmpty)
         }
     }
@@ -96,7 +98,9 @@ struct StoreTests {
             let queue = try DatabaseQueue(path: path)
             try queue.write { db in try db.execute("CREATE TABLE t (x)") }
             let fileMode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
-            let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("nested/dir").path)[.posixPermissions] as? Int
+            let directoryMode =
+                try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("nested/dir").path)[
+                    .posixPermissions] as? Int
             #expect(fileMode == 0o600)
             #expect(directoryMode == 0o700)
             #expect(try queue.withConnection { db in try db.scalar("PRAGMA journal_mode", as: String.self) } == "wal")
@@ -142,7 +146,9 @@ struct StoreTests {
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<8 {
                 group.addTask {
-                    for n in 0..<100 { _ = try? queue.write { db in try db.execute("INSERT INTO c VALUES (?)", [worker * 1000 + n]) } }
+                    for n in 0..<100 {
+                        _ = try? queue.write { db in try db.execute("INSERT INTO c VALUES (?)", [worker * 1000 + n]) }
+                    }
                 }
             }
         }

@@ -30,9 +30,12 @@ public enum AESGCM {
 
         /// A fresh random 12-byte nonce.
         public static func random() -> Nonce {
-            // Twelve bytes is within range, so this cannot throw.
-            try! Nonce(SystemRandom.bytes(count: 12))
+            var bytes = Data(count: 12)
+            bytes.withUnsafeMutableBytes { NonceSource.fill($0) }
+            return Nonce(validated: bytes)
         }
+
+        private init(validated bytes: Data) { self.bytes = bytes }
     }
 
     /// A sealed message: nonce, ciphertext and tag.

@@ -1,4 +1,5 @@
 public import Foundation
+
 /// A symmetric key held in wiped memory. It has no description that shows its bytes.
 public struct SymmetricKey: Sendable, Equatable, ContiguousBytes, CustomStringConvertible {
     /// Standard key sizes.
@@ -12,6 +13,8 @@ public struct SymmetricKey: Sendable, Equatable, ContiguousBytes, CustomStringCo
     }
 
     private let bytes: SecureBytes
+    /// Keyed AES-GCM contexts for this key (see ``CipherContextPool``); not part of equality.
+    let cipherContexts = CipherContextPool()
 
     /// A fresh random key.
     public init(size: Size) { bytes = SecureBytes(randomCount: size.rawValue) }
@@ -32,6 +35,9 @@ public struct SymmetricKey: Sendable, Equatable, ContiguousBytes, CustomStringCo
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withUnsafeBytes(body)
     }
+
+    /// Keys are equal when their bytes are (compared in constant time).
+    public static func == (lhs: SymmetricKey, rhs: SymmetricKey) -> Bool { lhs.bytes == rhs.bytes }
 
     /// The key as secure bytes.
     public var secureBytes: SecureBytes { bytes }

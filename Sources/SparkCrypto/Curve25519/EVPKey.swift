@@ -1,5 +1,5 @@
-import Foundation
 internal import COpenSSL
+import Foundation
 
 /// The single Swift owner of an `EVP_PKEY`, freed in `deinit`.
 // @unchecked Sendable: an EVP_PKEY is immutable after creation and OpenSSL 3 allows concurrent

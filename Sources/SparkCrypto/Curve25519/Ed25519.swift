@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// Ed25519 signatures (RFC 8032), as JOSE's `EdDSA` (RFC 8037).
 public enum Ed25519 {

@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// X25519 Diffie-Hellman (RFC 7748).
 public enum X25519 {

@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// The SHA-2 hash functions SparkCrypto uses (FIPS 180-4).
 public enum HashFunction: Sendable, Hashable, CustomStringConvertible {

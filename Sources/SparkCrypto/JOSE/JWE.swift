@@ -120,7 +120,8 @@ public enum JWE {
         guard iterations >= PBKDF2.minimumIterations else {
             throw CryptoError(.weakParameters, "PBES2 needs at least \(PBKDF2.minimumIterations) iterations, got \(iterations)")
         }
-        return try encrypt(plaintext, password: password, unsafeUncheckedIterations: iterations, keyID: keyID, contentType: contentType)
+        return try encrypt(
+            plaintext, password: password, unsafeUncheckedIterations: iterations, keyID: keyID, contentType: contentType)
     }
 
     /// Encrypts under a passcode with any iteration count, for tests and vectors.
@@ -234,7 +235,8 @@ public enum JWE {
                 throw CryptoError(.unsupportedAlgorithm, "JWE alg '\(header.algorithm?.prefix(32) ?? "missing")' is not accepted")
             }
             guard header.encryption == "A256GCM" else {
-                throw CryptoError(.unsupportedAlgorithm, "JWE enc '\(header.encryption?.prefix(32) ?? "missing")' is not accepted")
+                throw CryptoError(
+                    .unsupportedAlgorithm, "JWE enc '\(header.encryption?.prefix(32) ?? "missing")' is not accepted")
             }
             guard let encryptedKey else { throw CryptoError(.malformedInput, "the JWE has no encrypted_key") }
             self.encryptedKey = try Data(base64URLEncoded: encryptedKey)

@@ -45,7 +45,12 @@ public struct JWK: Sendable, Equatable, Codable, CustomStringConvertible {
     public static let maximumEncodedSize = 16 * 1024
 
     enum CodingKeys: String, CodingKey {
-        case keyType = "kty", curve = "crv", x, y, n, e, d, k, keyID = "kid", algorithm = "alg", use
+        case keyType = "kty"
+        case curve = "crv"
+        case x, y, n, e, d, k
+        case keyID = "kid"
+        case algorithm = "alg"
+        case use
     }
 
     /// A bare key of the given type; the typed initializers below are usually what you want.
@@ -189,7 +194,8 @@ extension JWK {
 
     private func requireCurve(_ type: KeyType, _ name: String) throws {
         guard keyType == type, curve == name else {
-            throw CryptoError(.invalidKey, "expected a \(type.rawValue) \(name) JWK, got \(keyType.rawValue) \(curve ?? "without crv")")
+            throw CryptoError(
+                .invalidKey, "expected a \(type.rawValue) \(name) JWK, got \(keyType.rawValue) \(curve ?? "without crv")")
         }
     }
 

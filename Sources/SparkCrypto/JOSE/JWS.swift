@@ -102,7 +102,8 @@ public enum JWS {
                     .unsupportedAlgorithm, "a \(jwk.keyType.rawValue) \(jwk.curve ?? "") key cannot verify signatures")
             }
             if let declared = jwk.algorithm, declared != algorithm.rawValue {
-                throw CryptoError(.unsupportedAlgorithm, "the JWK says alg \(declared) but its key type only allows \(algorithm.rawValue)")
+                throw CryptoError(
+                    .unsupportedAlgorithm, "the JWK says alg \(declared) but its key type only allows \(algorithm.rawValue)")
             }
             if let use = jwk.use, use != "sig" {
                 throw CryptoError(.unsupportedAlgorithm, "the JWK's use is '\(use)', not 'sig'")
@@ -135,7 +136,8 @@ public enum JWS {
         payload: some ContiguousBytes, using key: Ed25519.PrivateKey, keyID: String? = nil, type: String? = nil
     ) throws -> String {
         let header = Header(algorithm: Algorithm.edDSA.rawValue, keyID: keyID, type: type)
-        let signingInput = try JOSEJSON.encode(header).base64URLEncodedString() + "."
+        let signingInput =
+            try JOSEJSON.encode(header).base64URLEncodedString() + "."
             + payload.withUnsafeBytes { Data($0) }.base64URLEncodedString()
         let signature = try key.signature(for: Data(signingInput.utf8))
         return signingInput + "." + signature.base64URLEncodedString()

@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// HKDF, the HMAC-based extract-and-expand key derivation function (RFC 5869).
 public enum HKDF {

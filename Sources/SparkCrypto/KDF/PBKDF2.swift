@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// PBKDF2 with HMAC-SHA-256 or HMAC-SHA-512 (RFC 8018 §5.2), through OpenSSL's
 /// `PKCS5_PBKDF2_HMAC`.

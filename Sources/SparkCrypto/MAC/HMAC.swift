@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// HMAC (RFC 2104) with SHA-256 or SHA-512.
 public enum HMAC {

@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// Cryptographically secure random bytes from OpenSSL's `RAND_bytes`.
 public enum SystemRandom {

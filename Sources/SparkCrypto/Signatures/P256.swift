@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// NIST P-256 ECDSA with SHA-256 verification, as JOSE's `ES256` carries it (RFC 7518 §3.4).
 public enum P256 {

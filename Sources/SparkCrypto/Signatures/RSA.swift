@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// RSASSA-PKCS1-v1_5 with SHA-256 verification, as JOSE's `RS256` (RFC 7518 §3.3).
 public enum RSA {

@@ -1,5 +1,5 @@
-public import Foundation
 internal import COpenSSL
+public import Foundation
 
 /// A buffer for secrets: wiped with `OPENSSL_cleanse` when its last copy is released, compared in
 /// constant time, and never printed.

@@ -1,0 +1,99 @@
+import Foundation
+
+/// One printed row: our number beside a reference's, measured in the same run.
+struct BenchmarkResult: Codable {
+    /// The row's name, stable across runs (`pbkdf2-sha512-600k`).
+    var name: String
+    /// The unit both numbers are in.
+    var unit: String
+    /// Our measurement.
+    var ours: Double
+    /// The reference's measurement.
+    var reference: Double
+    /// ours / reference; read it with `higherIsBetter` (a time wants ≤ 1, a rate ≥ 1).
+    var ratio: Double
+    /// Whether larger numbers are better (throughput) or worse (time).
+    var higherIsBetter: Bool
+    /// What the reference is.
+    var referenceName: String
+}
+
+/// A benchmark: a name, a filterable group, and a closure producing its result.
+struct Benchmark: Sendable {
+    let name: String
+    let run: @Sendable () throws -> BenchmarkResult
+}
+
+enum Harness {
+    /// Makes a result. The ratio is always ours/reference, printed with the direction, so the
+    /// issues' targets (≤ 1.05 for a time, ≥ 0.95 for a throughput) read directly.
+    static func result(
+        _ name: String, unit: String, ours: Double, reference: Double, higherIsBetter: Bool, referenceName: String
+    ) -> BenchmarkResult {
+        BenchmarkResult(
+            name: name, unit: unit, ours: ours, reference: reference, ratio: reference == 0 ? .nan : ours / reference,
+            higherIsBetter: higherIsBetter, referenceName: referenceName)
+    }
+
+    /// Seconds taken by `body`, best of `repeats` runs (the least disturbed by the other core).
+    static func bestTime(repeats: Int, _ body: () throws -> Void) rethrows -> Double {
+        var best = Double.infinity
+        for _ in 0..<repeats {
+            let start = ContinuousClock.now
+            try body()
+            best = min(best, (ContinuousClock.now - start).seconds)
+        }
+        return best
+    }
+
+    /// Operations per second of `body`, run in batches for about `seconds`.
+    static func rate(seconds: Double = 1.0, batch: Int = 64, _ body: () throws -> Void) rethrows -> Double {
+        // Warm up caches and lazy initialisation.
+        for _ in 0..<batch { try body() }
+        var operations = 0
+        let start = ContinuousClock.now
+        var elapsed = 0.0
+        repeat {
+            for _ in 0..<batch { try body() }
+            operations += batch
+            elapsed = (ContinuousClock.now - start).seconds
+        } while elapsed < seconds
+        return Double(operations) / elapsed
+    }
+
+    /// Runs a command and returns its standard output; throws when it fails.
+    static func run(_ executable: String, _ arguments: [String]) throws -> (output: String, seconds: Double) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [executable] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        let start = ContinuousClock.now
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let seconds = (ContinuousClock.now - start).seconds
+        guard process.terminationStatus == 0 else {
+            throw BenchError("\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        }
+        return (String(decoding: data, as: UTF8.self), seconds)
+    }
+
+    /// The fields of the first line of `output` starting with `prefix`, split on ':'.
+    static func machineReadableLine(_ output: String, prefix: String) throws -> [String] {
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else {
+            throw BenchError("no '\(prefix)' line in the reference's output")
+        }
+        return line.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
