@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what SparkSDK needs on a Debian machine that already has the Swift toolchain:
+# the C libraries it links (OpenSSL 3, SQLite 3), the openssl CLI the benchmark compares
+# against, and the Python peers the interop tests talk to. Safe to run again; run as root.
+set -euo pipefail
+
+packages=(libssl-dev libsqlite3-dev openssl pkg-config)
+python_modules=(cryptography jwcrypto jwt)
+python_packages=(cryptography jwcrypto pyjwt)
+
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "bootstrap: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+need_pip=0
+for module in "${python_modules[@]}"; do
+    python3 -c "import $module" 2>/dev/null || need_pip=1
+done
+if [ "$need_pip" -eq 1 ]; then
+    echo "bootstrap: installing Python packages ${python_packages[*]}"
+    python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq; apt-get install -y -qq python3-pip >/dev/null; }
+    # Debian's own python3 refuses pip installs outside a venv (PEP 668) unless told otherwise.
+    python3 -m pip install --quiet --disable-pip-version-check "${python_packages[@]}" 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_packages[@]}"
+fi
+echo "bootstrap: ready"
