@@ -44,7 +44,8 @@ enum CryptoBenchmarks {
         // gains from a quieter moment on the machine. `openssl speed` encrypts one buffer in
         // place; we allocate each ciphertext, as a real caller does.
         let before = try Harness.rate(batch: 256) { _ = try AESGCM.seal(buffer, using: key) }
-        let output = try Harness.run("openssl", ["speed", "-evp", "aes-256-gcm", "-bytes", "16384", "-seconds", "1", "-mr"]).output
+        let output = try Harness.run("openssl", ["speed", "-evp", "aes-256-gcm", "-bytes", "16384", "-seconds", "1", "-mr"])
+            .output
         let fields = try Harness.machineReadableLine(output, prefix: "+F:")
         guard let bytesPerSecond = Double(fields.last ?? "") else { throw BenchError("unreadable openssl speed output") }
         let after = try Harness.rate(batch: 256) { _ = try AESGCM.seal(buffer, using: key) }
@@ -80,8 +81,11 @@ enum CryptoBenchmarks {
         let ours = try Harness.rate { _ = try key.sharedSecret(with: peer) }
         let output = try Harness.run("openssl", ["speed", "-seconds", "1", "-mr", "ecdhx25519"]).output
         let fields = try Harness.machineReadableLine(output, prefix: "+F5:")
-        guard fields.count >= 4, let rate = Double(fields[3]) else { throw BenchError("unreadable openssl speed ecdhx25519 output") }
+        guard fields.count >= 4, let rate = Double(fields[3]) else {
+            throw BenchError("unreadable openssl speed ecdhx25519 output")
+        }
         return Harness.result(
-            "x25519-derive", unit: "ops/s", ours: ours, reference: rate, higherIsBetter: true, referenceName: "openssl speed ecdhx25519")
+            "x25519-derive", unit: "ops/s", ours: ours, reference: rate, higherIsBetter: true,
+            referenceName: "openssl speed ecdhx25519")
     }
 }

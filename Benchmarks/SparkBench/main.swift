@@ -41,7 +41,7 @@ func usage(_ problem: String?) -> Never {
 }
 
 #if DEBUG
-FileHandle.standardError.write(Data("spark-bench: this is a debug build; use `swift run -c release spark-bench`\n".utf8))
+    FileHandle.standardError.write(Data("spark-bench: this is a debug build; use `swift run -c release spark-bench`\n".utf8))
 #endif
 
 let selected = benchmarks.filter { benchmark in filters.isEmpty || filters.contains { benchmark.name.contains($0) } }

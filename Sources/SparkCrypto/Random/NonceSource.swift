@@ -1,5 +1,5 @@
-import Foundation
 internal import COpenSSL
+import Foundation
 import Synchronization
 
 /// Random bytes for public values such as AES-GCM nonces, drawn from `RAND_bytes` in 4 KiB
