@@ -20,7 +20,7 @@ while let argument = arguments.popFirst() {
         guard let text = arguments.popFirst() else { usage("--filter needs text") }
         filters.append(text)
     case "--list":
-        benchmarks.forEach { print($0.name) }
+        for benchmark in benchmarks { print(benchmark.name) }
         exit(0)
     case "--help", "-h":
         usage(nil)
