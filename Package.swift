@@ -31,7 +31,8 @@ let package = Package(
         ),
         .target(name: "SparkCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
-        .target(name: "SparkObservable", swiftSettings: swiftSettings),
+        .target(name: "CSparkThreadLocal"),
+        .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal"], swiftSettings: swiftSettings),
         .target(
             name: "SparkTestSupport",
             dependencies: ["SparkCrypto", "SparkStore"],
@@ -53,6 +54,11 @@ let package = Package(
             name: "SparkCryptoTests",
             dependencies: ["SparkCrypto", "SparkTestSupport"],
             exclude: ["Python"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SparkObservableTests",
+            dependencies: ["SparkObservable", "SparkTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
