@@ -60,8 +60,8 @@ func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
 }
 
 print(
-    pad("name", 26) + pad("ours", 14, right: true) + pad("reference", 14, right: true) + pad("ratio", 9, right: true) + "  "
-        + pad("unit", 8) + "better  reference")
+    pad("name", 36) + pad("ours", 14, right: true) + pad("reference", 14, right: true) + pad("ratio", 9, right: true) + "  "
+        + pad("unit", 10) + "better  reference")
 var results: [BenchmarkResult] = []
 var failures = 0
 for benchmark in selected {
@@ -69,12 +69,12 @@ for benchmark in selected {
         let result = try benchmark.run()
         results.append(result)
         print(
-            pad(result.name, 26) + pad(format(result.ours), 14, right: true) + pad(format(result.reference), 14, right: true)
-                + pad(String(format: "%.3f", result.ratio), 9, right: true) + "  " + pad(result.unit, 8)
+            pad(result.name, 36) + pad(format(result.ours), 14, right: true) + pad(format(result.reference), 14, right: true)
+                + pad(String(format: "%.3f", result.ratio), 9, right: true) + "  " + pad(result.unit, 10)
                 + pad(result.higherIsBetter ? "higher" : "lower", 8) + result.referenceName)
     } catch {
         failures += 1
-        print(pad(benchmark.name, 26) + "  failed: \(error)")
+        print(pad(benchmark.name, 36) + "  failed: \(error)")
     }
 }
 

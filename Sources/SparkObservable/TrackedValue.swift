@@ -10,7 +10,7 @@ public import Observation
 ///
 /// With `observable: true` the value is also visible to Swift's `withObservationTracking` (its
 /// `onChange` fires after the new value is stored). That bridge roughly doubles the cost of a
-/// write and adds half again to a read (measured by `spark-bench`), so it is opt-in: the SDK
+/// write and adds two thirds to a read (measured by `spark-bench`), so it is opt-in: the SDK
 /// turns it on for app-facing state such as ``StateFlow``, not for every internal value.
 public final class TrackedValue<Value: Sendable>: Sendable, Observable {
     private let storage: Locked<Value>

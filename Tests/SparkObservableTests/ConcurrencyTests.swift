@@ -145,6 +145,26 @@ struct ConcurrencyTests {
         _ = monitor
     }
 
+    @Test func aSelfTriggeringMonitorOnAQueueStopsToo() async {
+        let reports = Box<[String]>([])
+        let previous = ObservableTracker.diagnosticHandler
+        ObservableTracker.diagnosticHandler = { message in reports.update { $0.append(message) } }
+        defer { ObservableTracker.diagnosticHandler = previous }
+        let counter = TrackedValue(0, label: "QueueLoop.counter")
+        let queue = DispatchQueue(label: "loop")
+        let monitor = ObservableMonitor(activatedWithName: "queue-increment", executor: .queue(queue)) {
+            counter.value += 1
+        }
+        #expect(await eventually { reports.value.contains { $0.contains("queue-increment") } })
+        await drain(queue)
+        let settled = counter.untrackedValue
+        try? await Task.sleep(for: .milliseconds(50))
+        await drain(queue)
+        #expect(counter.untrackedValue == settled, "it stopped re-running itself")
+        #expect(settled <= ObservableMonitor.selfTriggerLimit + 2)
+        _ = monitor
+    }
+
     @Test func trackedUpdatesAreAtomic() async {
         let value = TrackedValue(0)
         await withTaskGroup(of: Void.self) { group in
