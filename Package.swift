@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "SparkCrypto", targets: ["SparkCrypto"]),
         .library(name: "SparkStore", targets: ["SparkStore"]),
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
+        .library(name: "SparkDomain", targets: ["SparkDomain"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
     ],
     targets: [
@@ -34,8 +35,13 @@ let package = Package(
         .target(name: "CSparkThreadLocal"),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal"], swiftSettings: swiftSettings),
         .target(
-            name: "SparkTestSupport",
+            name: "SparkDomain",
             dependencies: ["SparkCrypto", "SparkStore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SparkTestSupport",
+            dependencies: ["SparkCrypto", "SparkStore", "SparkDomain"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -53,6 +59,18 @@ let package = Package(
         .testTarget(
             name: "SparkCryptoTests",
             dependencies: ["SparkCrypto", "SparkTestSupport"],
+            exclude: ["Python"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "domain-peer",
+            dependencies: ["SparkDomain"],
+            path: "Tests/Helpers/domain-peer",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SparkDomainTests",
+            dependencies: ["SparkDomain", "SparkTestSupport", "domain-peer"],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),

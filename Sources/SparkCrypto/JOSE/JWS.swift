@@ -149,6 +149,12 @@ public enum JWS {
         try Parsed(compact).header
     }
 
+    /// The payload of a compact JWS without verifying it, for example to read a JWT's `iss` to
+    /// choose which issuer's keys to verify with. Nothing returned here may be trusted.
+    public static func unverifiedPayload(of compact: String) throws -> Data {
+        try Parsed(compact).payload
+    }
+
     /// Verifies a compact JWS against a set of keys and returns its payload.
     ///
     /// The header's `alg` must be one of ``Algorithm``; when the header has a `kid`, only keys

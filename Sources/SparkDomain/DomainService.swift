@@ -1,0 +1,132 @@
+import Foundation
+
+/// The whole contract between an endpoint (the SDK) and the domain (the service). Every type it
+/// uses is `Codable` and `Sendable`, and no call depends on process memory, so the same contract
+/// can later be served over the network. Calls that act for a user carry that user's token.
+public protocol DomainService: Sendable {
+    /// The domain's id; tokens for this domain name it as their audience.
+    var domainID: String { get }
+
+    /// The domain's policy.
+    func policy() async throws -> DomainPolicy
+
+    /// Validates a token and returns who it proves the caller is.
+    func validate(token: String) async throws -> VerifiedIdentity
+
+    // MARK: Test auth (Spark's sandbox)
+
+    /// A token for any user id, signed by the domain's test issuer. Refused with
+    /// ``DomainError/Code/userAuthenticationRequired`` when the domain requires user
+    /// authentication.
+    func testToken(userID: String) async throws -> IssuedToken
+
+    // MARK: The sign-up and login assistant
+
+    /// Creates an account that must be activated with the code sent by email.
+    func signUp(_ request: SignUpRequest) async throws
+    /// Activates an account with the code from its activation email.
+    func activate(userName: String, code: String) async throws
+    /// Sends a new activation code, replacing the old one.
+    func resendActivationCode(userName: String) async throws
+    /// Logs an activated account in: an id token and a refresh token.
+    func logIn(userName: String, password: String) async throws -> IssuedToken
+    /// A new id token (and a new refresh token; the old one stops working).
+    func refresh(refreshToken: String) async throws -> IssuedToken
+    /// Revokes a refresh token (logging out).
+    func revoke(refreshToken: String) async throws
+    /// Emails a password-reset code if an account has this address; says nothing either way.
+    func requestPasswordReset(email: String) async throws
+    /// Sets a new password with the emailed code; existing refresh tokens stop working.
+    func resetPassword(email: String, code: String, newPassword: String) async throws
+}
+
+/// What a new account needs (SmartFoxServer's sign-up assistant fields).
+public struct SignUpRequest: Sendable, Codable, Equatable, CustomStringConvertible {
+    /// The user name, which becomes the user id.
+    public var userName: String
+    /// The password (checked against ``AccountPolicy/checkPassword(_:userName:)``).
+    public var password: String
+    /// Where activation and recovery codes are sent.
+    public var email: String
+    /// An ISO 3166-1 alpha-2 country code.
+    public var country: String
+    /// The user's age.
+    public var age: Int
+
+    /// A request with every field.
+    public init(userName: String, password: String, email: String, country: String, age: Int) {
+        self.userName = userName
+        self.password = password
+        self.email = email
+        self.country = country
+        self.age = age
+    }
+
+    /// Never shows the password.
+    public var description: String { "SignUpRequest(userName: \(userName), email: \(email), country: \(country), age: \(age))" }
+}
+
+/// A domain's rules, set when it is created and changed by its operator.
+public struct DomainPolicy: Sendable, Codable, Equatable {
+    /// Whether users must prove who they are; when false, test tokens are accepted (sandbox).
+    public var userAuthenticationEnabled: Bool
+    /// The most endpoints one user may have registered.
+    public var maximumEndpoints: Int
+    /// Whether one user may have several active endpoints at once; if not, a second device must
+    /// take the profile over (device switch).
+    public var multipleActiveEndpoints: Bool
+    /// PBKDF2 iterations for account passwords.
+    public var passwordIterations: Int
+    /// How long issued id tokens last, in seconds.
+    public var tokenLifetime: Int
+    /// How long refresh tokens last, in seconds.
+    public var refreshTokenLifetime: Int
+    /// How long activation codes last, in seconds.
+    public var activationCodeLifetime: Int
+    /// How long password-reset codes last, in seconds.
+    public var resetCodeLifetime: Int
+    /// Wrong tries allowed per activation or reset code.
+    public var codeAttempts: Int
+    /// Failed logins for one account before each further failure locks it for a while.
+    public var loginAttemptsBeforeThrottle: Int
+
+    /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
+    /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
+    /// throttling after 5 failed logins.
+    public init(
+        userAuthenticationEnabled: Bool = false, maximumEndpoints: Int = 5, multipleActiveEndpoints: Bool = true,
+        passwordIterations: Int = PasswordHasher.owaspIterations, tokenLifetime: Int = 3600,
+        refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
+        codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5
+    ) {
+        self.userAuthenticationEnabled = userAuthenticationEnabled
+        self.maximumEndpoints = maximumEndpoints
+        self.multipleActiveEndpoints = multipleActiveEndpoints
+        self.passwordIterations = passwordIterations
+        self.tokenLifetime = tokenLifetime
+        self.refreshTokenLifetime = refreshTokenLifetime
+        self.activationCodeLifetime = activationCodeLifetime
+        self.resetCodeLifetime = resetCodeLifetime
+        self.codeAttempts = codeAttempts
+        self.loginAttemptsBeforeThrottle = loginAttemptsBeforeThrottle
+    }
+
+    /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations
+    /// (tests only).
+    public func validate(allowUnsafePasswordHashing: Bool = false) throws {
+        func check(_ ok: Bool, _ what: String) throws {
+            if !ok { throw DomainError(.invalidRequest, "domain policy: \(what)") }
+        }
+        try check((1...100).contains(maximumEndpoints), "maximumEndpoints must be 1...100")
+        try check(
+            allowUnsafePasswordHashing ? passwordIterations >= 1 : passwordIterations >= PasswordHasher.owaspIterations,
+            "passwordIterations must be at least \(PasswordHasher.owaspIterations)")
+        try check(passwordIterations <= 10_000_000, "passwordIterations must be at most 10,000,000")
+        try check((60...86400).contains(tokenLifetime), "tokenLifetime must be 60...86400 seconds")
+        try check((3600...(365 * 86400)).contains(refreshTokenLifetime), "refreshTokenLifetime must be 1 hour...1 year")
+        try check((60...(7 * 86400)).contains(activationCodeLifetime), "activationCodeLifetime must be 1 minute...7 days")
+        try check((60...86400).contains(resetCodeLifetime), "resetCodeLifetime must be 1 minute...1 day")
+        try check((1...20).contains(codeAttempts), "codeAttempts must be 1...20")
+        try check((1...100).contains(loginAttemptsBeforeThrottle), "loginAttemptsBeforeThrottle must be 1...100")
+    }
+}

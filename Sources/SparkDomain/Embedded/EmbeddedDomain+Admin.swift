@@ -1,0 +1,115 @@
+import Foundation
+import SparkStore
+
+/// What the domain's operator does (`spark-admin`): policy, external issuers, accounts, outbox.
+/// These are not part of ``DomainService``: endpoints never call them.
+extension EmbeddedDomain {
+    /// An external identity provider whose tokens the domain accepts.
+    public struct ExternalIssuer: Sendable, Codable, Equatable {
+        /// The `iss` value its tokens carry.
+        public var issuer: String
+        /// The audience its tokens must name.
+        public var audience: String
+        /// The JWKS file with its public keys.
+        public var jwksPath: String
+
+        /// An issuer configuration.
+        public init(issuer: String, audience: String, jwksPath: String) {
+            self.issuer = issuer
+            self.audience = audience
+            self.jwksPath = jwksPath
+        }
+    }
+
+    /// An account as the operator sees it (no password hash).
+    public struct AccountSummary: Sendable, Codable, Equatable {
+        /// The user name.
+        public var userName: String
+        /// The email address.
+        public var email: String
+        /// The country code.
+        public var country: String
+        /// The age given at sign-up.
+        public var age: Int
+        /// Whether the account is activated.
+        public var activated: Bool
+    }
+
+    /// Replaces the domain's policy.
+    public func setPolicy(_ policy: DomainPolicy) throws {
+        try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+        let json = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
+        try storage { try queue.write { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
+    }
+
+    /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
+    public func addExternalIssuer(_ external: ExternalIssuer) throws {
+        guard !external.issuer.isEmpty, !external.audience.isEmpty else {
+            throw DomainError(.invalidRequest, "an external issuer needs an issuer id and an audience")
+        }
+        guard external.issuer != testIssuerName, external.issuer != accountsIssuerName else {
+            throw DomainError(.conflict, "\(external.issuer) is one of the domain's own issuers")
+        }
+        _ = try jwksCache.keys(at: external.jwksPath)
+        try storage {
+            try queue.write { db in
+                try db.execute(
+                    """
+                    INSERT INTO external_issuers(issuer, audience, jwks_path) VALUES (?, ?, ?)
+                    ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = excluded.jwks_path
+                    """, [external.issuer, external.audience, external.jwksPath])
+            }
+        }
+    }
+
+    /// Stops trusting an external issuer.
+    public func removeExternalIssuer(_ issuer: String) throws {
+        let removed = try storage { try queue.write { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) } }
+        if removed == 0 { throw DomainError(.notFound, "no external issuer \(issuer)") }
+    }
+
+    /// The configured external issuers.
+    public func externalIssuers() throws -> [ExternalIssuer] {
+        try storage {
+            try queue.read { db in
+                try db.rows("SELECT issuer, audience, jwks_path FROM external_issuers ORDER BY issuer").map {
+                    ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2))
+                }
+            }
+        }
+    }
+
+    /// The accounts of the sign-up assistant.
+    public func accounts() throws -> [AccountSummary] {
+        try storage {
+            try queue.read { db in
+                try db.rows("SELECT user_name, email, country, age, activated FROM accounts ORDER BY user_name").map {
+                    AccountSummary(
+                        userName: try $0.get(0), email: try $0.get(1), country: try $0.get(2), age: try $0.get(3),
+                        activated: try $0.get(4))
+                }
+            }
+        }
+    }
+
+    /// The outbox, newest last; only mail for `recipient` when given.
+    public func outbox(recipient: String? = nil, limit: Int = 50) throws -> [Mail] {
+        try storage {
+            try queue.read { db in
+                let rows =
+                    if let recipient {
+                        try db.rows(
+                            "SELECT recipient, subject, body, sent_at FROM outbox WHERE recipient = ? ORDER BY id DESC LIMIT ?",
+                            [recipient.lowercased(), limit])
+                    } else {
+                        try db.rows("SELECT recipient, subject, body, sent_at FROM outbox ORDER BY id DESC LIMIT ?", [limit])
+                    }
+                return try rows.reversed().map {
+                    Mail(
+                        to: try $0.get(0), subject: try $0.get(1), body: try $0.get(2),
+                        sentAt: Date(timeIntervalSince1970: try $0.get(3)))
+                }
+            }
+        }
+    }
+}

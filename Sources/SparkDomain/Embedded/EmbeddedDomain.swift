@@ -1,0 +1,223 @@
+import Foundation
+public import SparkCrypto
+import SparkStore
+
+/// The domain in one SQLite file (WAL mode) that every process on the machine opens: two
+/// quick-start processes with different data directories are two devices of one domain. All of
+/// its state lives in the file, none in process memory, so processes see each other's changes.
+///
+/// ```swift
+/// let domain = try EmbeddedDomain.openOrCreate(at: path, domainID: "sandbox-1")
+/// let token = try await domain.testToken(userID: "alice")
+/// let who = try await domain.validate(token: token.token)
+/// ```
+public final class EmbeddedDomain: DomainService {
+    /// The domain's id; the audience of its tokens.
+    public let domainID: String
+    /// The database file.
+    public let path: String
+    let queue: DatabaseQueue
+    let clock: WallClock
+    let mailer: any Mailer
+    let testIssuer: TokenIssuer
+    let accountsIssuer: TokenIssuer
+    let allowUnsafePasswordHashing: Bool
+    let jwksCache = JWKSCache()
+
+    private init(
+        path: String, queue: DatabaseQueue, clock: WallClock, mailer: (any Mailer)?, allowUnsafePasswordHashing: Bool
+    ) throws {
+        self.path = path
+        self.queue = queue
+        self.clock = clock
+        self.mailer = mailer ?? OutboxMailer(queue: queue)
+        self.allowUnsafePasswordHashing = allowUnsafePasswordHashing
+        let loaded = try Self.storage {
+            try queue.read { db -> (String, [String: (String, String, Data)]) in
+                guard let id = try db.scalar("SELECT id FROM domain WHERE singleton = 1", as: String.self) else {
+                    throw DomainError(.unavailable, "\(path) holds no domain; create it first")
+                }
+                var keys: [String: (String, String, Data)] = [:]
+                for row in try db.rows("SELECT kind, issuer, key_id, private_key FROM issuer_keys") {
+                    keys[try row.get(0, as: String.self)] = (
+                        try row.get(1, as: String.self), try row.get(2, as: String.self), try row.get(3, as: Data.self)
+                    )
+                }
+                return (id, keys)
+            }
+        }
+        domainID = loaded.0
+        func issuer(_ kind: String) throws -> TokenIssuer {
+            guard let (name, keyID, seed) = loaded.1[kind] else {
+                throw DomainError(.unavailable, "\(path) has no \(kind) issuer key")
+            }
+            return TokenIssuer(issuer: name, key: try Ed25519.PrivateKey(rawRepresentation: seed), keyID: keyID)
+        }
+        testIssuer = try issuer("test")
+        accountsIssuer = try issuer("accounts")
+    }
+
+    /// Opens an existing domain file.
+    ///
+    /// - Parameters:
+    ///   - mailer: where mail goes; the domain's outbox table by default.
+    ///   - allowUnsafePasswordHashing: accept a policy with fewer than OWASP's password-hash
+    ///     iterations (tests only).
+    public static func open(
+        at path: String, clock: WallClock = .system, mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false
+    ) throws -> EmbeddedDomain {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw DomainError(.unavailable, "no domain at \(path); create it with `spark-admin create`")
+        }
+        let queue = try storage { try DatabaseQueue(path: path) }
+        try storage { try DomainSchema.migrator.migrate(queue) }
+        return try EmbeddedDomain(
+            path: path, queue: queue, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+    }
+
+    /// Creates a domain file with fresh issuer keys. Fails with ``DomainError/Code/conflict`` if
+    /// the file already holds a domain.
+    public static func create(
+        at path: String, domainID: String, policy: DomainPolicy = DomainPolicy(), clock: WallClock = .system,
+        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false
+    ) throws -> EmbeddedDomain {
+        try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+        guard !domainID.isEmpty, domainID.count <= 128, !domainID.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw DomainError(.invalidRequest, "a domain id is 1 to 128 characters without spaces")
+        }
+        let queue = try storage { try DatabaseQueue(path: path) }
+        try storage { try DomainSchema.migrator.migrate(queue) }
+        let policyJSON = try JSONEncoder().encode(policy)
+        try storage {
+            try queue.write { db in
+                if try db.scalar("SELECT id FROM domain", as: String.self) != nil {
+                    throw DomainError(.conflict, "\(path) already holds a domain")
+                }
+                try db.execute(
+                    "INSERT INTO domain(singleton, id, policy, created_at) VALUES (1, ?, ?, ?)",
+                    [domainID, String(decoding: policyJSON, as: UTF8.self), clock.now().timeIntervalSince1970])
+                for (kind, scheme) in [("test", "spark-test"), ("accounts", "spark-accounts")] {
+                    let key = try Ed25519.PrivateKey()
+                    let keyID = try JWK(key.publicKey).thumbprint().base64URLEncodedString()
+                    try db.execute(
+                        "INSERT INTO issuer_keys(kind, issuer, key_id, private_key) VALUES (?, ?, ?, ?)",
+                        [kind, "\(scheme):\(domainID)", keyID, key.rawRepresentation.unsafeData()])
+                }
+            }
+        }
+        return try EmbeddedDomain(
+            path: path, queue: queue, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+    }
+
+    /// Opens the domain at `path`, creating it with `domainID` and `policy` if the file does not
+    /// exist yet (the quick start's embedded default). An existing domain with another id is an
+    /// error, so two apps never share a domain by accident.
+    public static func openOrCreate(
+        at path: String, domainID: String, policy: DomainPolicy = DomainPolicy(), clock: WallClock = .system,
+        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false
+    ) throws -> EmbeddedDomain {
+        let domain: EmbeddedDomain
+        do {
+            domain = try create(
+                at: path, domainID: domainID, policy: policy, clock: clock, mailer: mailer,
+                allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+        } catch let error as DomainError where error.code == .conflict {
+            domain = try open(at: path, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+        }
+        guard domain.domainID == domainID else {
+            throw DomainError(.conflict, "\(path) holds domain '\(domain.domainID)', not '\(domainID)'")
+        }
+        return domain
+    }
+
+    // MARK: Policy and tokens
+
+    /// The domain's policy, read from the file (another process may have changed it).
+    public func policy() async throws -> DomainPolicy { try currentPolicy() }
+
+    func currentPolicy() throws -> DomainPolicy {
+        let json = try Self.storage { try queue.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
+        guard let json, let policy = try? JSONDecoder().decode(DomainPolicy.self, from: Data(json.utf8)) else {
+            throw DomainError(.unavailable, "the domain's policy is unreadable")
+        }
+        return policy
+    }
+
+    /// Validates a token against the domain's issuers: its accounts issuer always, its test
+    /// issuer when user authentication is off, and the configured external issuers.
+    public func validate(token: String) async throws -> VerifiedIdentity {
+        try validator().validate(token)
+    }
+
+    func validator() throws -> TokenValidator {
+        var issuers = [accountsIssuer.trusted(audience: domainID, kind: .accounts)]
+        let policy = try currentPolicy()
+        let test = testIssuer.trusted(audience: domainID, kind: .test)
+        issuers.append(test)
+        for external in try externalIssuers() {
+            let keys = try jwksCache.keys(at: external.jwksPath)
+            issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
+        }
+        return TokenValidator(
+            issuers: issuers, leeway: 30, clock: clock,
+            refuseTestTokens: policy.userAuthenticationEnabled ? test.issuer : nil)
+    }
+
+    /// A sandbox token for any user id, signed by the test issuer (Spark used unsigned tokens;
+    /// these are signed so that nothing else can mint them).
+    public func testToken(userID: String) async throws -> IssuedToken {
+        let policy = try currentPolicy()
+        guard !policy.userAuthenticationEnabled else {
+            throw DomainError(.userAuthenticationRequired, "domain \(domainID) requires user authentication; test tokens are off")
+        }
+        guard !userID.isEmpty, userID.count <= TokenValidator.maximumSubjectLength,
+            !userID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw DomainError(.invalidRequest, "a user id is 1 to \(TokenValidator.maximumSubjectLength) printable characters")
+        }
+        return try testIssuer.issue(
+            subject: userID, audience: domainID, lifetime: TimeInterval(policy.tokenLifetime), now: clock.now())
+    }
+
+    /// The public keys of the test issuer, for relying parties that verify its tokens.
+    public var testIssuerJWKS: JWKSet { testIssuer.jwks }
+    /// The `iss` of test tokens.
+    public var testIssuerName: String { testIssuer.issuer }
+    /// The public keys of the accounts issuer.
+    public var accountsIssuerJWKS: JWKSet { accountsIssuer.jwks }
+    /// The `iss` of tokens from the sign-up and login assistant.
+    public var accountsIssuerName: String { accountsIssuer.issuer }
+
+    /// Runs storage work, turning SparkStore's errors into ``DomainError/Code/storageFailure``
+    /// (domain errors thrown inside pass through).
+    @discardableResult
+    static func storage<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DomainError {
+            throw error
+        } catch let error as StoreError where error.code == .schemaTooNew {
+            throw DomainError(.unavailable, "the domain file was written by a newer version: \(error.message)")
+        } catch {
+            throw DomainError(.storageFailure, "domain storage failed: \(error)")
+        }
+    }
+
+    @discardableResult
+    func storage<T>(_ body: () throws -> T) throws -> T { try Self.storage(body) }
+}
+
+/// The default mailer: the domain's outbox table.
+struct OutboxMailer: Mailer {
+    let queue: DatabaseQueue
+
+    func send(_ mail: Mail) async throws {
+        try EmbeddedDomain.storage {
+            try queue.write { db in
+                try db.execute(
+                    "INSERT INTO outbox(recipient, subject, body, sent_at) VALUES (?, ?, ?, ?)",
+                    [mail.to, mail.subject, mail.body, mail.sentAt.timeIntervalSince1970])
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+public import Foundation
+public import SparkCrypto
+
+/// An issuer whose tokens the domain accepts: its `iss`, the audience its tokens must name, and
+/// its public keys (each bound to one algorithm).
+public struct TrustedIssuer: Sendable {
+    /// What kind of issuer this is.
+    public enum Kind: String, Sendable, Codable {
+        /// The domain's own sandbox issuer (Spark's test auth).
+        case test
+        /// The domain's sign-up and login assistant.
+        case accounts
+        /// An app's identity provider, configured with a JWKS.
+        case external
+    }
+
+    /// The `iss` value.
+    public let issuer: String
+    /// The audience the token's `aud` must contain.
+    public let audience: String
+    /// The keys that may sign its tokens.
+    public let keys: [JWS.VerificationKey]
+    /// What kind of issuer this is.
+    public let kind: Kind
+
+    /// An issuer with its keys.
+    public init(issuer: String, audience: String, keys: [JWS.VerificationKey], kind: Kind) {
+        self.issuer = issuer
+        self.audience = audience
+        self.keys = keys
+        self.kind = kind
+    }
+}
+
+/// Who a valid token says the caller is.
+public struct VerifiedIdentity: Sendable, Equatable, Codable {
+    /// The user id (`sub`).
+    public let userID: String
+    /// The issuer (`iss`).
+    public let issuer: String
+    /// The kind of issuer.
+    public let issuerKind: TrustedIssuer.Kind
+    /// When the token expires.
+    public let expiresAt: Date
+    /// The `name` claim, if any.
+    public let name: String?
+    /// The `email` claim, if any.
+    public let email: String?
+}
+
+/// Validates JWTs as RFC 8725 asks: size cap, a trusted issuer chosen by `iss`, a signature by
+/// one of that issuer's keys with the algorithm bound to the key (never `none`, never a MAC),
+/// `exp` required and `nbf`/`iat` checked with a small leeway, `aud` naming the domain, and a
+/// non-empty `sub`.
+public struct TokenValidator: Sendable {
+    /// The largest token accepted, in bytes.
+    public static let maximumTokenSize = 8 * 1024
+    /// The longest user id accepted.
+    public static let maximumSubjectLength = 255
+
+    /// The issuers whose tokens are accepted.
+    public var issuers: [TrustedIssuer]
+    /// Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
+    public var leeway: Int
+    /// The time source.
+    public var clock: WallClock
+    /// An issuer whose tokens are refused with ``DomainError/Code/userAuthenticationRequired``
+    /// (the test issuer, when the domain requires user authentication).
+    public var refusedIssuer: String?
+
+    /// A validator for the given issuers.
+    public init(issuers: [TrustedIssuer], leeway: Int = 30, clock: WallClock = .system, refuseTestTokens refusedIssuer: String? = nil) {
+        self.issuers = issuers
+        self.leeway = leeway
+        self.clock = clock
+        self.refusedIssuer = refusedIssuer
+    }
+
+    /// Validates `token` and returns the identity it proves.
+    ///
+    /// - Throws: ``DomainError`` with ``DomainError/Code/invalidToken`` (malformed, oversize,
+    ///   untrusted issuer, refused algorithm, bad signature, bad `sub`),
+    ///   ``DomainError/Code/tokenExpired`` (past `exp`, or before `nbf`) or
+    ///   ``DomainError/Code/wrongAudience``.
+    public func validate(_ token: String) throws -> VerifiedIdentity {
+        guard token.utf8.count <= Self.maximumTokenSize else {
+            throw DomainError(.invalidToken, "the token is larger than \(Self.maximumTokenSize) bytes")
+        }
+        let unverified: JWTClaims
+        do {
+            unverified = try JSONDecoder().decode(JWTClaims.self, from: JWS.unverifiedPayload(of: token))
+        } catch {
+            throw DomainError(.invalidToken, "the token is not a JWT")
+        }
+        if let refusedIssuer, unverified.issuer == refusedIssuer {
+            throw DomainError(.userAuthenticationRequired, "this domain requires user authentication; test tokens are refused")
+        }
+        guard let issuerName = unverified.issuer, let issuer = issuers.first(where: { $0.issuer == issuerName }) else {
+            throw DomainError(.invalidToken, "the token's issuer is not trusted by this domain")
+        }
+        let verified: JWS.Verified
+        do {
+            verified = try JWS.verify(token, using: issuer.keys)
+        } catch let error as CryptoError where error.code == .unsupportedAlgorithm {
+            throw DomainError(.invalidToken, "the token's signature algorithm is refused: \(error.reason)")
+        } catch {
+            throw DomainError(.invalidToken, "the token's signature does not verify with \(issuer.issuer)'s keys")
+        }
+        guard let claims = try? JSONDecoder().decode(JWTClaims.self, from: verified.payload) else {
+            throw DomainError(.invalidToken, "the token's claims are malformed")
+        }
+        let now = Int(clock.now().timeIntervalSince1970)
+        guard let expiresAt = claims.expiresAt else { throw DomainError(.invalidToken, "the token has no exp claim") }
+        guard now <= expiresAt + leeway else { throw DomainError(.tokenExpired, "the token has expired") }
+        if let notBefore = claims.notBefore, now + leeway < notBefore {
+            throw DomainError(.tokenExpired, "the token is not valid yet (nbf is in the future)")
+        }
+        if let issuedAt = claims.issuedAt, now + leeway < issuedAt {
+            throw DomainError(.invalidToken, "the token claims to be issued in the future")
+        }
+        guard claims.audience.contains(issuer.audience) else {
+            throw DomainError(.wrongAudience, "the token is for another audience, not \(issuer.audience)")
+        }
+        guard let subject = claims.subject, !subject.isEmpty, subject.count <= Self.maximumSubjectLength,
+            !subject.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw DomainError(.invalidToken, "the token's sub (user id) is missing or malformed")
+        }
+        return VerifiedIdentity(
+            userID: subject, issuer: issuer.issuer, issuerKind: issuer.kind,
+            expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt)), name: claims.name, email: claims.email)
+    }
+}
+
+/// A token the domain issued, with its expiry.
+public struct IssuedToken: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// The compact JWS.
+    public let token: String
+    /// When it expires.
+    public let expiresAt: Date
+    /// A secret that buys the next token without the password (accounts only), if any.
+    public let refreshToken: String?
+
+    /// A token with its expiry.
+    public init(token: String, expiresAt: Date, refreshToken: String? = nil) {
+        self.token = token
+        self.expiresAt = expiresAt
+        self.refreshToken = refreshToken
+    }
+
+    /// Shows the expiry only, never the token.
+    public var description: String { "IssuedToken(expires: \(expiresAt))" }
+}
+
+/// Signs JWTs with an Ed25519 key (`EdDSA`), for the domain's own issuers.
+public struct TokenIssuer: Sendable {
+    /// The `iss` value.
+    public let issuer: String
+    /// The signing key.
+    let key: Ed25519.PrivateKey
+    /// The `kid` written into the header.
+    public let keyID: String
+
+    /// An issuer signing with `key`.
+    public init(issuer: String, key: Ed25519.PrivateKey, keyID: String) {
+        self.issuer = issuer
+        self.key = key
+        self.keyID = keyID
+    }
+
+    /// The public side, for a ``TokenValidator``.
+    public func trusted(audience: String, kind: TrustedIssuer.Kind) -> TrustedIssuer {
+        TrustedIssuer(issuer: issuer, audience: audience, keys: [JWS.VerificationKey(key.publicKey, keyID: keyID)], kind: kind)
+    }
+
+    /// The public key as a JWK Set, for relying parties that verify these tokens themselves.
+    public var jwks: JWKSet {
+        var jwk = JWK(key.publicKey, keyID: keyID)
+        jwk.algorithm = JWS.Algorithm.edDSA.rawValue
+        jwk.use = "sig"
+        return JWKSet(keys: [jwk])
+    }
+
+    /// Issues a token for `subject`.
+    public func issue(
+        subject: String, audience: String, lifetime: TimeInterval, now: Date, name: String? = nil, email: String? = nil
+    ) throws -> IssuedToken {
+        let issuedAt = Int(now.timeIntervalSince1970)
+        let expiresAt = issuedAt + Int(lifetime)
+        let claims = JWTClaims(
+            issuer: issuer, subject: subject, audience: [audience], expiresAt: expiresAt, notBefore: issuedAt,
+            issuedAt: issuedAt, tokenID: SystemRandom.bytes(count: 12).base64URLEncodedString(), name: name, email: email)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let token = try JWS.sign(payload: encoder.encode(claims), using: key, keyID: keyID, type: "JWT")
+        return IssuedToken(token: token, expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt)))
+    }
+}
