@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "SparkStore", targets: ["SparkStore"]),
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
+        .library(name: "SparkSDK", targets: ["SparkSDK"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
     ],
     targets: [
@@ -37,6 +38,11 @@ let package = Package(
         .target(
             name: "SparkDomain",
             dependencies: ["SparkCrypto", "SparkStore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SparkSDK",
+            dependencies: ["SparkCrypto", "SparkStore", "SparkObservable", "SparkDomain"],
             swiftSettings: swiftSettings
         ),
         .target(

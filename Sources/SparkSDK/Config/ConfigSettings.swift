@@ -1,0 +1,275 @@
+public import Foundation
+
+/// The SDK's configuration, read from `ConfigSettings.plist` (Spark's file and keys, plus what
+/// this SDK adds). Every key and its default is listed in the README.
+///
+/// ```swift
+/// let settings = try ConfigSettings.load(from: URL(fileURLWithPath: "ConfigSettings.plist"))
+/// ```
+public struct ConfigSettings: Sendable, Equatable {
+    /// Who proves the user's identity.
+    public enum AuthProvider: String, Sendable, CaseIterable {
+        /// Spark's sandbox: any user id gets a token from the domain's test issuer.
+        case testAuth
+        /// The domain's sign-up and login assistant (real accounts).
+        case accounts
+        /// The app's own identity provider hands the SDK a JWT.
+        case custom
+    }
+
+    /// Spark's environments.
+    public enum Environment: String, Sendable, CaseIterable {
+        /// Spark's sandbox.
+        case sandbox
+        /// Production.
+        case production
+    }
+
+    /// One identity provider's dictionary (`testAuth`, `accounts` or `custom`).
+    public struct Provider: Sendable, Equatable {
+        /// The OAuth client id (Spark's `clientId`), when the provider has one.
+        public var clientID: String?
+        /// The domain id.
+        public var domain: String
+        /// The environment.
+        public var environment: Environment
+        /// For `custom`: the `iss` of the app's tokens.
+        public var issuer: String?
+    }
+
+    /// The lowest passcode iteration count the plist may set (OWASP's figure for PBKDF2).
+    public static let passcodeIterationsFloor = 600_000
+    /// The highest passcode iteration count the plist may set.
+    public static let passcodeIterationsCeiling = 5_000_000
+
+    /// `authProvider`.
+    public var authProvider: AuthProvider
+    /// `useBlackBerryKMS`: keys are kept, passcode-protected, in the domain's key store (true,
+    /// the default) or by the app through a `BBMKeyStorageProvider` (false).
+    public var useBlackBerryKMS: Bool
+    /// `testAuth`.
+    public var testAuth: Provider?
+    /// `accounts`.
+    public var accounts: Provider?
+    /// `custom`.
+    public var custom: Provider?
+    /// `dataDirectory`: this device's data (its endpoint store).
+    public var dataDirectory: URL
+    /// `embeddedDomainPath`: the embedded domain's SQLite file.
+    public var embeddedDomainPath: URL
+    /// `tokenLeewaySeconds`: refresh tokens this long before they expire.
+    public var tokenLeeway: Int
+    /// `passcodeIterations`: PBKDF2 iterations (`p2c`) for new passcode-protected key blobs.
+    public var passcodeIterations: Int
+    /// `endpointDescription`: how this device is listed among the user's endpoints.
+    public var endpointDescription: String
+
+    /// The selected provider's dictionary.
+    public var provider: Provider {
+        switch authProvider {
+        case .testAuth: testAuth!
+        case .accounts: accounts!
+        case .custom: custom!
+        }
+    }
+
+    /// The domain id of the selected provider.
+    public var domain: String { provider.domain }
+
+    /// Reads and checks a plist file.
+    ///
+    /// - Parameter environment: where `XDG_DATA_HOME` and `HOME` are read for the defaults.
+    /// - Throws: ``ConfigError`` naming the file and key.
+    public static func load(
+        from url: URL, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> ConfigSettings {
+        let name = url.path
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw ConfigError(.missingFile, file: name, keyPath: "", "cannot be read (does the file exist?)")
+        }
+        return try decode(data, file: name, baseDirectory: url.deletingLastPathComponent(), environment: environment)
+    }
+
+    /// Checks plist data; `file` names it in errors and relative paths are resolved against
+    /// `baseDirectory`.
+    public static func decode(
+        _ data: Data, file: String, baseDirectory: URL, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> ConfigSettings {
+        let root: [String: Any]
+        do {
+            guard let dictionary = try PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any] else {
+                throw ConfigError(.notAPlist, file: file, keyPath: "", "is a property list but its root is not a dictionary")
+            }
+            root = dictionary
+        } catch let error as ConfigError {
+            throw error
+        } catch {
+            throw ConfigError(.notAPlist, file: file, keyPath: "", "is not a property list (XML, binary or OpenStep)")
+        }
+        try checkUnknownKeys(root, file: file)
+        let raw: RawSettings
+        do {
+            raw = try PropertyListDecoder().decode(RawSettings.self, from: data)
+        } catch let error as DecodingError {
+            throw ConfigError(decoding: error, file: file)
+        }
+        return try raw.settings(file: file, baseDirectory: baseDirectory, environment: environment)
+    }
+
+    static let knownKeys: [String: String] = [
+        "authProvider": "a string: testAuth, accounts or custom",
+        "useBlackBerryKMS": "a boolean",
+        "testAuth": "a dictionary with clientId, domain and environment",
+        "accounts": "a dictionary with domain and environment",
+        "custom": "a dictionary with domain, environment and issuer",
+        "dataDirectory": "a string: a directory path",
+        "embeddedDomainPath": "a string: a file path",
+        "tokenLeewaySeconds": "an integer, 0 to 600",
+        "passcodeIterations": "an integer, \(passcodeIterationsFloor) to \(passcodeIterationsCeiling)",
+        "endpointDescription": "a string",
+    ]
+    static let knownProviderKeys: [String: String] = [
+        "clientId": "a string", "domain": "a string: the domain id", "environment": "a string: sandbox or production",
+        "issuer": "a string: the iss of your tokens",
+    ]
+
+    private static func checkUnknownKeys(_ root: [String: Any], file: String) throws {
+        for key in root.keys.sorted() where knownKeys[key] == nil {
+            throw ConfigError(.unknownKey, file: file, keyPath: key, "is not a known key; known keys: \(knownKeys.keys.sorted().joined(separator: ", "))")
+        }
+        for providerKey in ["testAuth", "accounts", "custom"] {
+            guard let dictionary = root[providerKey] as? [String: Any] else { continue }
+            for key in dictionary.keys.sorted() where knownProviderKeys[key] == nil {
+                throw ConfigError(
+                    .unknownKey, file: file, keyPath: "\(providerKey).\(key)",
+                    "is not a known key; known keys: \(knownProviderKeys.keys.sorted().joined(separator: ", "))")
+            }
+        }
+    }
+}
+
+/// The plist as written, before defaults and checks.
+private struct RawSettings: Decodable {
+    struct RawProvider: Decodable {
+        var clientId: String?
+        var domain: String
+        var environment: String
+        var issuer: String?
+    }
+
+    var authProvider: String
+    var useBlackBerryKMS: Bool?
+    var testAuth: RawProvider?
+    var accounts: RawProvider?
+    var custom: RawProvider?
+    var dataDirectory: String?
+    var embeddedDomainPath: String?
+    var tokenLeewaySeconds: Int?
+    var passcodeIterations: Int?
+    var endpointDescription: String?
+
+    func settings(file: String, baseDirectory: URL, environment: [String: String]) throws -> ConfigSettings {
+        guard let provider = ConfigSettings.AuthProvider(rawValue: authProvider) else {
+            throw ConfigError(.outOfRange, file: file, keyPath: "authProvider", "is '\(authProvider)'; expected testAuth, accounts or custom")
+        }
+        func checked(_ raw: RawProvider?, _ key: String) throws -> ConfigSettings.Provider? {
+            guard let raw else { return nil }
+            guard let environmentValue = ConfigSettings.Environment(rawValue: raw.environment) else {
+                throw ConfigError(
+                    .outOfRange, file: file, keyPath: "\(key).environment", "is '\(raw.environment)'; expected sandbox or production")
+            }
+            guard !raw.domain.isEmpty, raw.domain.count <= 128, !raw.domain.contains(where: { $0.isWhitespace || $0 == "/" }) else {
+                throw ConfigError(.outOfRange, file: file, keyPath: "\(key).domain", "must be 1 to 128 characters without spaces or '/'")
+            }
+            return ConfigSettings.Provider(clientID: raw.clientId, domain: raw.domain, environment: environmentValue, issuer: raw.issuer)
+        }
+        let testAuth = try checked(testAuth, "testAuth")
+        let accounts = try checked(accounts, "accounts")
+        let custom = try checked(custom, "custom")
+        let selected: ConfigSettings.Provider? =
+            switch provider {
+            case .testAuth: testAuth
+            case .accounts: accounts
+            case .custom: custom
+            }
+        guard let selected else {
+            throw ConfigError(
+                .missingKey, file: file, keyPath: provider.rawValue,
+                "is missing: authProvider is \(provider.rawValue), so its dictionary (domain, environment) is required")
+        }
+        if provider == .custom, (selected.issuer ?? "").isEmpty {
+            throw ConfigError(.missingKey, file: file, keyPath: "custom.issuer", "is missing (expected a string: the iss of your tokens)")
+        }
+        let leeway = tokenLeewaySeconds ?? 60
+        guard (0...600).contains(leeway) else {
+            throw ConfigError(.outOfRange, file: file, keyPath: "tokenLeewaySeconds", "is \(leeway); expected 0 to 600")
+        }
+        let iterations = passcodeIterations ?? ConfigSettings.passcodeIterationsFloor
+        guard iterations >= ConfigSettings.passcodeIterationsFloor else {
+            throw ConfigError(
+                .securityFloor, file: file, keyPath: "passcodeIterations",
+                "is \(iterations), below the security floor of \(ConfigSettings.passcodeIterationsFloor)")
+        }
+        guard iterations <= ConfigSettings.passcodeIterationsCeiling else {
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "passcodeIterations", "is \(iterations); at most \(ConfigSettings.passcodeIterationsCeiling)")
+        }
+        let dataHome = Self.dataHome(environment)
+        func path(_ value: String?, key: String, default fallback: URL) throws -> URL {
+            guard let value else { return fallback }
+            guard !value.isEmpty else { throw ConfigError(.outOfRange, file: file, keyPath: key, "is empty; expected a path") }
+            if value.hasPrefix("~/"), let home = environment["HOME"] {
+                return URL(fileURLWithPath: home).appendingPathComponent(String(value.dropFirst(2)))
+            }
+            return URL(fileURLWithPath: value, relativeTo: baseDirectory).standardizedFileURL
+        }
+        let sdkHome = dataHome.appendingPathComponent("spark-sdk")
+        let description = endpointDescription ?? "SparkSDK on \(ProcessInfo.processInfo.hostName)"
+        guard !description.isEmpty, description.count <= 128 else {
+            throw ConfigError(.outOfRange, file: file, keyPath: "endpointDescription", "must be 1 to 128 characters")
+        }
+        return ConfigSettings(
+            authProvider: provider, useBlackBerryKMS: useBlackBerryKMS ?? true, testAuth: testAuth, accounts: accounts,
+            custom: custom,
+            dataDirectory: try path(
+                dataDirectory, key: "dataDirectory", default: sdkHome.appendingPathComponent(selected.domain).appendingPathComponent("device")),
+            embeddedDomainPath: try path(
+                embeddedDomainPath, key: "embeddedDomainPath",
+                default: sdkHome.appendingPathComponent("domains").appendingPathComponent("\(selected.domain).sqlite")),
+            tokenLeeway: leeway, passcodeIterations: iterations, endpointDescription: description)
+    }
+
+    /// `$XDG_DATA_HOME`, else `$HOME/.local/share` (the XDG Base Directory default).
+    static func dataHome(_ environment: [String: String]) -> URL {
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return URL(fileURLWithPath: xdg) }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".local/share")
+    }
+}
+
+extension ConfigError {
+    /// Maps a decoder error to the key path and expectation it concerns.
+    init(decoding error: DecodingError, file: String) {
+        func path(_ codingPath: [any CodingKey], _ key: (any CodingKey)? = nil) -> String {
+            (codingPath + (key.map { [$0] } ?? [])).map(\.stringValue).joined(separator: ".")
+        }
+        func expectation(_ keyPath: String) -> String {
+            let last = keyPath.split(separator: ".").last.map(String.init) ?? keyPath
+            let known = keyPath.contains(".") ? ConfigSettings.knownProviderKeys[last] : ConfigSettings.knownKeys[last]
+            return known.map { "expected \($0)" } ?? "see the README for its type"
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let keyPath = path(context.codingPath, key)
+            self.init(.missingKey, file: file, keyPath: keyPath, "is missing (\(expectation(keyPath)))")
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            let keyPath = path(context.codingPath)
+            self.init(.wrongType, file: file, keyPath: keyPath, "has the wrong type (\(expectation(keyPath)))")
+        case .dataCorrupted(let context):
+            let keyPath = path(context.codingPath)
+            self.init(.wrongType, file: file, keyPath: keyPath, "cannot be read (\(expectation(keyPath)))")
+        @unknown default:
+            self.init(.notAPlist, file: file, keyPath: "", "cannot be decoded")
+        }
+    }
+}

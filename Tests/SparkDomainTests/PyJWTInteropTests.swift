@@ -1,0 +1,42 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkTestSupport
+import Testing
+
+/// Tokens from PyJWT are accepted through an external issuer configured with a JWKS that Python
+/// wrote, and tokens from our test issuer verify in PyJWT. `.ci/run` installs PyJWT.
+@Suite("Interop with PyJWT")
+struct PyJWTInteropTests {
+    static let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/SparkDomainTests/Python/jwt_peer.py").path
+
+    static func python(_ arguments: [String], input: String = "") throws -> String {
+        let result = try Fixtures.run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script] + arguments, input: Data(input.utf8))
+        guard result.status == 0 else { throw DomainError(.invalidToken, "python peer failed (is PyJWT installed?): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test(arguments: ["RS256", "ES256", "EdDSA"])
+    func pyJWTTokensAreAcceptedByAnExternalIssuer(algorithm: String) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let jwksPath = directory.appendingPathComponent("jwks-\(algorithm).json").path
+            let token = try Self.python(["make", algorithm, "https://py.example", "py-app", "frank", jwksPath])
+            try domain.addExternalIssuer(.init(issuer: "https://py.example", audience: "py-app", jwksPath: jwksPath))
+            let identity = try await domain.validate(token: token)
+            #expect(identity.userID == "frank" && identity.issuerKind == .external)
+            #expect(try JWS.unverifiedHeader(of: token).algorithm == algorithm)
+        }
+    }
+
+    @Test func ourTestIssuerTokensVerifyInPyJWT() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let jwksPath = directory.appendingPathComponent("ours.json").path
+            try domain.testIssuerJWKS.jsonData().write(to: URL(fileURLWithPath: jwksPath))
+            let token = try await domain.testToken(userID: "grace").token
+            #expect(try Self.python(["verify", jwksPath, domain.testIssuerName, domain.domainID], input: token) == "grace")
+            #expect(throws: DomainError.self) { try Self.python(["verify", jwksPath, domain.testIssuerName, "other-audience"], input: token) }
+        }
+    }
+}
