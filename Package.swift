@@ -81,6 +81,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "SparkSDKTests",
+            dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SparkObservableTests",
             dependencies: ["SparkObservable", "SparkTestSupport"],
             swiftSettings: swiftSettings

@@ -50,9 +50,13 @@ struct TestAuthTests {
             #expect(throws: DomainError(.conflict, "")) { try EmbeddedDomain.create(at: path, domainID: "two") }
             #expect(throws: DomainError(.conflict, "")) { try EmbeddedDomain.openOrCreate(at: path, domainID: "two") }
             #expect(try EmbeddedDomain.openOrCreate(at: path, domainID: "one").domainID == "one")
-            #expect(throws: DomainError(.unavailable, "")) { try EmbeddedDomain.open(at: directory.appendingPathComponent("none").path) }
+            #expect(throws: DomainError(.unavailable, "")) {
+                try EmbeddedDomain.open(at: directory.appendingPathComponent("none").path)
+            }
             #expect(throws: DomainError(.invalidRequest, "")) {
-                try EmbeddedDomain.create(at: directory.appendingPathComponent("w.sqlite").path, domainID: "w", policy: DomainPolicy(passwordIterations: 1000))
+                try EmbeddedDomain.create(
+                    at: directory.appendingPathComponent("w.sqlite").path, domainID: "w",
+                    policy: DomainPolicy(passwordIterations: 1000))
             }
             #expect(throws: DomainError(.invalidRequest, "")) {
                 try EmbeddedDomain.create(at: directory.appendingPathComponent("s.sqlite").path, domainID: "has space")
@@ -81,7 +85,8 @@ struct TestAuthTests {
             #expect(try await domain.validate(token: fresh.token).userID == "carol")
             // A file without signature keys is refused when configuring.
             let badPath = directory.appendingPathComponent("bad.json").path
-            try Data(#"{"keys":[{"kty":"OKP","crv":"X25519","x":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]}"#.utf8).write(to: URL(fileURLWithPath: badPath))
+            try Data(#"{"keys":[{"kty":"OKP","crv":"X25519","x":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]}"#.utf8).write(
+                to: URL(fileURLWithPath: badPath))
             #expect(throws: DomainError(.invalidRequest, "")) {
                 try domain.addExternalIssuer(.init(issuer: "https://other", audience: "x", jwksPath: badPath))
             }
@@ -96,7 +101,8 @@ struct TestAuthTests {
 
 @Suite("Embedded domain: sign-up and login assistant")
 struct AccountAssistantTests {
-    static let good = SignUpRequest(userName: "alice", password: "Correct-Horse-7", email: "Alice@Example.com", country: "CA", age: 30)
+    static let good = SignUpRequest(
+        userName: "alice", password: "Correct-Horse-7", email: "Alice@Example.com", country: "CA", age: 30)
 
     @Test func eachFieldHasItsOwnError() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -119,7 +125,11 @@ struct AccountAssistantTests {
             #expect(await attempt { $0.email = "alice@localhost" } == .emailMalformed)
             #expect(await attempt { $0.password = "short1A!" } == .passwordTooWeak)
             #expect(await attempt { $0.password = "alllowercaseletters" } == nil, "a long passphrase needs no symbols")
-            #expect(await attempt { $0.userName = "bob"; $0.password = "bob-Secret-99" } == .passwordTooWeak)
+            #expect(
+                await attempt {
+                    $0.userName = "bob"
+                    $0.password = "bob-Secret-99"
+                } == .passwordTooWeak)
             #expect(await attempt { $0.password = "abcdefghij" } == .passwordTooWeak)
             #expect(await attempt { $0.password = "Password123" } == .passwordTooWeak)
             #expect(await attempt { $0.country = "XX" } == .countryInvalid)
@@ -150,9 +160,13 @@ struct AccountAssistantTests {
             try await domain.signUp(Self.good)
             let mail = try #require(try domain.outbox(recipient: "alice@example.com").last)
             #expect(mail.subject.contains("Activate"))
-            await #expect(throws: DomainError(.notActivated, "")) { try await domain.logIn(userName: "alice", password: "Correct-Horse-7") }
+            await #expect(throws: DomainError(.notActivated, "")) {
+                try await domain.logIn(userName: "alice", password: "Correct-Horse-7")
+            }
             // A wrong password on an inactive account says nothing about activation.
-            await #expect(throws: DomainError(.invalidCredentials, "")) { try await domain.logIn(userName: "alice", password: "Wrong-Horse-77") }
+            await #expect(throws: DomainError(.invalidCredentials, "")) {
+                try await domain.logIn(userName: "alice", password: "Wrong-Horse-77")
+            }
             let code = try latestCode(domain, "alice@example.com")
             let wrong = code == "000000" ? "111111" : "000000"
             await #expect(throws: DomainError(.codeInvalid, "")) { try await domain.activate(userName: "alice", code: wrong) }
@@ -168,7 +182,9 @@ struct AccountAssistantTests {
             #expect(refreshed.token != tokens.token && refreshed.refreshToken != refreshToken)
             await #expect(throws: DomainError(.invalidToken, "")) { try await domain.refresh(refreshToken: refreshToken) }
             try await domain.revoke(refreshToken: try #require(refreshed.refreshToken))
-            await #expect(throws: DomainError(.invalidToken, "")) { try await domain.refresh(refreshToken: refreshed.refreshToken!) }
+            await #expect(throws: DomainError(.invalidToken, "")) {
+                try await domain.refresh(refreshToken: refreshed.refreshToken!)
+            }
             // Errors never carry the secrets they are about.
             do {
                 _ = try await domain.logIn(userName: "alice", password: "Wrong-Horse-77")
@@ -208,12 +224,19 @@ struct AccountAssistantTests {
             for name in ["alice", "nobody"] {
                 var errors: [DomainError] = []
                 for _ in 0..<testPolicy.loginAttemptsBeforeThrottle {
-                    do { _ = try await domain.logIn(userName: name, password: "Wrong-Horse-77") } catch let error as DomainError { errors.append(error) }
+                    do { _ = try await domain.logIn(userName: name, password: "Wrong-Horse-77") } catch let error as DomainError {
+                        errors.append(error)
+                    }
                 }
-                #expect(errors.dropLast().allSatisfy { $0.code == .invalidCredentials && $0.reason == "the user name or password is incorrect" })
+                #expect(
+                    errors.dropLast().allSatisfy {
+                        $0.code == .invalidCredentials && $0.reason == "the user name or password is incorrect"
+                    })
                 #expect(errors.last?.code == .tooManyAttempts && errors.last?.retryAfter == 30)
                 // Even the right password waits out the lock.
-                await #expect(throws: DomainError(.tooManyAttempts, "")) { try await domain.logIn(userName: name, password: "Correct-Horse-7") }
+                await #expect(throws: DomainError(.tooManyAttempts, "")) {
+                    try await domain.logIn(userName: name, password: "Correct-Horse-7")
+                }
             }
             clock.advance(by: 31)
             #expect(try await domain.logIn(userName: "alice", password: "Correct-Horse-7").refreshToken != nil)
@@ -238,9 +261,13 @@ struct AccountAssistantTests {
             await #expect(throws: DomainError(.codeExpired, "")) {
                 try await domain.resetPassword(email: "alice@example.com", code: code, newPassword: "Battery-Staple-43")
             }
-            await #expect(throws: DomainError(.invalidCredentials, "")) { try await domain.logIn(userName: "alice", password: "Correct-Horse-7") }
+            await #expect(throws: DomainError(.invalidCredentials, "")) {
+                try await domain.logIn(userName: "alice", password: "Correct-Horse-7")
+            }
             #expect(try await domain.logIn(userName: "alice", password: "Battery-Staple-42").refreshToken != nil)
-            await #expect(throws: DomainError(.invalidToken, "")) { try await domain.refresh(refreshToken: session.refreshToken!) }
+            await #expect(throws: DomainError(.invalidToken, "")) {
+                try await domain.refresh(refreshToken: session.refreshToken!)
+            }
         }
     }
 
@@ -260,7 +287,8 @@ struct AccountAssistantTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let domain = try makeDomain(directory)
             let peer = Fixtures.executable("domain-peer")
-            let signUp = try Fixtures.run(peer, [domain.path, "signup", "dave", "Correct-Horse-7", "dave@example.com", "DE", "41"])
+            let signUp = try Fixtures.run(
+                peer, [domain.path, "signup", "dave", "Correct-Horse-7", "dave@example.com", "DE", "41"])
             #expect(signUp.status == 0, "\(signUp.stderr)")
             // This process reads the code from the outbox the other process wrote.
             let code = try latestCode(domain, "dave@example.com")

@@ -32,13 +32,16 @@ struct TokenValidatorTests {
     var now: Int { Int(clock.now.timeIntervalSince1970) }
 
     func claims(_ changes: [String: Any] = [:]) -> [String: Any] {
-        var claims: [String: Any] = ["iss": "https://idp.example", "sub": "alice", "aud": "domain-1", "exp": now + 600, "iat": now]
+        var claims: [String: Any] = [
+            "iss": "https://idp.example", "sub": "alice", "aud": "domain-1", "exp": now + 600, "iat": now,
+        ]
         for (key, value) in changes { claims[key] = value }
         return claims
     }
 
     @Test func aGoodTokenProvesItsSubject() throws {
-        let issued = try issuer.issue(subject: "alice", audience: "domain-1", lifetime: 600, now: clock.now, email: "a@example.com")
+        let issued = try issuer.issue(
+            subject: "alice", audience: "domain-1", lifetime: 600, now: clock.now, email: "a@example.com")
         let identity = try validator.validate(issued.token)
         #expect(identity.userID == "alice" && identity.issuerKind == .external && identity.email == "a@example.com")
         #expect(identity.expiresAt == clock.now.addingTimeInterval(600))
@@ -97,14 +100,18 @@ struct TokenValidatorTests {
     }
 
     @Test func untrustedIssuerAndKidAreRefused() throws {
-        #expect(throws: DomainError(.invalidToken, "")) { try validator.validate(Self.token(claims(["iss": "https://evil"]), key: signer)) }
+        #expect(throws: DomainError(.invalidToken, "")) {
+            try validator.validate(Self.token(claims(["iss": "https://evil"]), key: signer))
+        }
         let unknownKid = try Self.token(claims(), header: ["alg": "EdDSA", "kid": "k9"], key: signer)
         #expect(throws: DomainError(.invalidToken, "")) { try validator.validate(unknownKid) }
     }
 
     @Test func subjectIsRequiredAndSane() throws {
         for sub: Any in ["", String(repeating: "a", count: 256), "bad\u{7}id", 42] {
-            #expect(throws: DomainError(.invalidToken, ""), "\(sub)") { try validator.validate(Self.token(claims(["sub": sub]), key: signer)) }
+            #expect(throws: DomainError(.invalidToken, ""), "\(sub)") {
+                try validator.validate(Self.token(claims(["sub": sub]), key: signer))
+            }
         }
         #expect(throws: DomainError(.invalidToken, "")) {
             try validator.validate(Self.token(claims().filter { $0.key != "sub" }, key: signer))

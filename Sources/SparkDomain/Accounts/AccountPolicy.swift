@@ -5,9 +5,11 @@ public enum AccountPolicy {
     /// User names: 3–32 characters of `a-z 0-9 . _ -`, starting with a letter or digit.
     public static func checkUserName(_ name: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789._-")
-        guard (3...32).contains(name.count), name.allSatisfy(allowed.contains), let first = name.first, first.isLetter || first.isNumber
+        guard (3...32).contains(name.count), name.allSatisfy(allowed.contains), let first = name.first,
+            first.isLetter || first.isNumber
         else {
-            throw DomainError(.nameInvalid, "a user name is 3 to 32 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
+            throw DomainError(
+                .nameInvalid, "a user name is 3 to 32 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit")
         }
     }
 

@@ -32,7 +32,8 @@ public struct PasswordHasher: Sendable {
     /// matches.
     public func verify(_ password: String, against stored: String) -> Bool {
         let parts = stored.split(separator: "$")
-        guard parts.count == 4, parts[0] == "pbkdf2-sha256", let iterations = Int(parts[1]), (1...10_000_000).contains(iterations),
+        guard parts.count == 4, parts[0] == "pbkdf2-sha256", let iterations = Int(parts[1]),
+            (1...10_000_000).contains(iterations),
             let salt = try? Data(base64URLEncoded: parts[2]), let expected = try? SecureBytes(base64URLEncoded: parts[3]),
             let derived = try? derive(password, salt: salt, iterations: iterations)
         else { return false }

@@ -40,7 +40,9 @@ extension EmbeddedDomain {
                 try db.execute(
                     "INSERT INTO accounts(user_name, email, password_hash, country, age, activated, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
                     [request.userName, email, hash, request.country, request.age, now.timeIntervalSince1970])
-                try storeCode(db, code, user: request.userName, purpose: .activation, lifetime: policy.activationCodeLifetime, policy: policy)
+                try storeCode(
+                    db, code, user: request.userName, purpose: .activation, lifetime: policy.activationCodeLifetime,
+                    policy: policy)
             }
         }
         try await mailer.send(Self.activationMail(to: email, user: request.userName, code: code, now: now, domain: domainID))
@@ -54,8 +56,11 @@ extension EmbeddedDomain {
                 guard let row = try db.row("SELECT email, activated FROM accounts WHERE user_name = ?", [userName]) else {
                     throw DomainError(.notFound, "no account named '\(userName)'")
                 }
-                guard try !row.get(1, as: Bool.self) else { throw DomainError(.alreadyActivated, "'\(userName)' is already active") }
-                try storeCode(db, code, user: userName, purpose: .activation, lifetime: policy.activationCodeLifetime, policy: policy)
+                guard try !row.get(1, as: Bool.self) else {
+                    throw DomainError(.alreadyActivated, "'\(userName)' is already active")
+                }
+                try storeCode(
+                    db, code, user: userName, purpose: .activation, lifetime: policy.activationCodeLifetime, policy: policy)
                 return try row.get(0, as: String.self)
             }
         }
@@ -67,7 +72,8 @@ extension EmbeddedDomain {
             // The code check and its consequences commit together; a wrong code's spent try
             // must be saved even though the call fails, so the error is returned, not thrown.
             let failure = try queue.write { db -> DomainError? in
-                guard let activated = try db.scalar("SELECT activated FROM accounts WHERE user_name = ?", [userName], as: Bool.self)
+                guard
+                    let activated = try db.scalar("SELECT activated FROM accounts WHERE user_name = ?", [userName], as: Bool.self)
                 else { return DomainError(.codeInvalid, "that activation code is not valid") }
                 guard !activated else { return DomainError(.alreadyActivated, "'\(userName)' is already active") }
                 if let failure = try checkCode(db, code, user: userName, purpose: .activation) { return failure }
@@ -203,7 +209,10 @@ extension EmbeddedDomain {
             try queue.write { db in
                 try db.execute(
                     "INSERT INTO refresh_tokens(token_hash, user_name, expires_at) VALUES (?, ?, ?)",
-                    [Self.refreshTokenHash(refreshToken), userName, now.timeIntervalSince1970 + Double(policy.refreshTokenLifetime)])
+                    [
+                        Self.refreshTokenHash(refreshToken), userName,
+                        now.timeIntervalSince1970 + Double(policy.refreshTokenLifetime),
+                    ])
             }
         }
         return IssuedToken(token: idToken.token, expiresAt: idToken.expiresAt, refreshToken: refreshToken)
@@ -215,7 +224,8 @@ extension EmbeddedDomain {
     private func recordFailedLogin(_ userName: String, policy: DomainPolicy, now: Date) throws -> Int? {
         try storage {
             try queue.write { db -> Int? in
-                let failures = (try db.scalar("SELECT failures FROM login_attempts WHERE user_name = ?", [userName], as: Int.self) ?? 0) + 1
+                let failures =
+                    (try db.scalar("SELECT failures FROM login_attempts WHERE user_name = ?", [userName], as: Int.self) ?? 0) + 1
                 var lock = 0
                 if failures >= policy.loginAttemptsBeforeThrottle {
                     lock = min(900, 30 << min(failures - policy.loginAttemptsBeforeThrottle, 5))
@@ -230,15 +240,20 @@ extension EmbeddedDomain {
         }
     }
 
-    private func storeCode(_ db: Database, _ code: String, user: String, purpose: CodePurpose, lifetime: Int, policy: DomainPolicy) throws {
+    private func storeCode(
+        _ db: Database, _ code: String, user: String, purpose: CodePurpose, lifetime: Int, policy: DomainPolicy
+    ) throws {
         try db.execute(
             """
             INSERT INTO account_codes(user_name, purpose, code_hash, expires_at, attempts_left) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(user_name, purpose) DO UPDATE SET code_hash = excluded.code_hash, expires_at = excluded.expires_at,
                 attempts_left = excluded.attempts_left
             """,
-            [user, purpose.rawValue, Self.codeHash(code, user: user, purpose: purpose), clock.now().timeIntervalSince1970 + Double(lifetime),
-             policy.codeAttempts])
+            [
+                user, purpose.rawValue, Self.codeHash(code, user: user, purpose: purpose),
+                clock.now().timeIntervalSince1970 + Double(lifetime),
+                policy.codeAttempts,
+            ])
     }
 
     /// Checks a code inside a write transaction. A wrong code spends a try; the last try, or an

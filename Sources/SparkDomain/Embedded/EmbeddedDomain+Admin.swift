@@ -64,7 +64,9 @@ extension EmbeddedDomain {
 
     /// Stops trusting an external issuer.
     public func removeExternalIssuer(_ issuer: String) throws {
-        let removed = try storage { try queue.write { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) } }
+        let removed = try storage {
+            try queue.write { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) }
+        }
         if removed == 0 { throw DomainError(.notFound, "no external issuer \(issuer)") }
     }
 

@@ -18,7 +18,8 @@ final class JWKSCache: Sendable {
     func keys(at path: String) throws -> [JWS.VerificationKey] {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
         guard let size, size <= JWKSet.maximumEncodedSize, let data = FileManager.default.contents(atPath: path) else {
-            throw DomainError(.unavailable, "the JWKS file \(path) is missing, unreadable or larger than \(JWKSet.maximumEncodedSize) bytes")
+            throw DomainError(
+                .unavailable, "the JWKS file \(path) is missing, unreadable or larger than \(JWKSet.maximumEncodedSize) bytes")
         }
         let digest = SHA256.hash(data)
         if let cached = entries.withLock({ $0[path] }), cached.digest == digest { return cached.keys }

@@ -69,7 +69,9 @@ public struct TokenValidator: Sendable {
     public var refusedIssuer: String?
 
     /// A validator for the given issuers.
-    public init(issuers: [TrustedIssuer], leeway: Int = 30, clock: WallClock = .system, refuseTestTokens refusedIssuer: String? = nil) {
+    public init(
+        issuers: [TrustedIssuer], leeway: Int = 30, clock: WallClock = .system, refuseTestTokens refusedIssuer: String? = nil
+    ) {
         self.issuers = issuers
         self.leeway = leeway
         self.clock = clock

@@ -32,7 +32,8 @@ public final class BBMAccountsTokenManager: BBMTokenManager {
     public init(domain: any DomainService, store: EndpointStore, leeway: TimeInterval = 60, clock: WallClock = .system) {
         self.domain = domain
         core = TokenManagerCore(
-            providerKey: "accounts:\(domain.domainID)", store: store, clock: clock, leeway: leeway, source: Source(domain: domain))
+            providerKey: "accounts:\(domain.domainID)", store: store, clock: clock, leeway: leeway, source: Source(domain: domain)
+        )
     }
 
     /// Told whenever the account changes; held weakly.

@@ -29,7 +29,8 @@ public final class BBMCustomTokenManager: BBMTokenManager {
         refresh: @escaping Refresh
     ) {
         fetch = refresh
-        core = TokenManagerCore(providerKey: providerKey, store: store, clock: clock, leeway: leeway, source: Source(fetch: refresh))
+        core = TokenManagerCore(
+            providerKey: providerKey, store: store, clock: clock, leeway: leeway, source: Source(fetch: refresh))
     }
 
     /// Told whenever the account changes; held weakly.

@@ -15,10 +15,13 @@ public final class BBMTestTokenManager: BBMTokenManager {
         func refresh(_ credential: StoredCredential) async throws -> StoredCredential {
             guard let userID = credential.refreshSecret else { throw AuthError(.userIDRequired, "no user id is cached") }
             let issued = try await refusing { try await domain.testToken(userID: userID) }
-            return StoredCredential(account: try BBMAuthenticatedAccount(token: issued.token, fallbackExpiry: issued.expiresAt), refreshSecret: userID)
+            return StoredCredential(
+                account: try BBMAuthenticatedAccount(token: issued.token, fallbackExpiry: issued.expiresAt), refreshSecret: userID
+            )
         }
         func isFinal(_ error: AuthError) -> Bool {
-            error.domainCode == .userAuthenticationRequired || error.domainCode == .invalidRequest || error.code == .userIDRequired
+            error.domainCode == .userAuthenticationRequired || error.domainCode == .invalidRequest
+                || error.code == .userIDRequired
         }
     }
 
@@ -32,7 +35,8 @@ public final class BBMTestTokenManager: BBMTokenManager {
     public init(domain: any DomainService, store: EndpointStore, leeway: TimeInterval = 60, clock: WallClock = .system) {
         self.domain = domain
         core = TokenManagerCore(
-            providerKey: "testAuth:\(domain.domainID)", store: store, clock: clock, leeway: leeway, source: Source(domain: domain))
+            providerKey: "testAuth:\(domain.domainID)", store: store, clock: clock, leeway: leeway, source: Source(domain: domain)
+        )
     }
 
     /// The user id ``signIn()`` uses (Spark's test auth asked for one).

@@ -135,7 +135,9 @@ public struct ConfigSettings: Sendable, Equatable {
 
     private static func checkUnknownKeys(_ root: [String: Any], file: String) throws {
         for key in root.keys.sorted() where knownKeys[key] == nil {
-            throw ConfigError(.unknownKey, file: file, keyPath: key, "is not a known key; known keys: \(knownKeys.keys.sorted().joined(separator: ", "))")
+            throw ConfigError(
+                .unknownKey, file: file, keyPath: key,
+                "is not a known key; known keys: \(knownKeys.keys.sorted().joined(separator: ", "))")
         }
         for providerKey in ["testAuth", "accounts", "custom"] {
             guard let dictionary = root[providerKey] as? [String: Any] else { continue }
@@ -170,18 +172,23 @@ private struct RawSettings: Decodable {
 
     func settings(file: String, baseDirectory: URL, environment: [String: String]) throws -> ConfigSettings {
         guard let provider = ConfigSettings.AuthProvider(rawValue: authProvider) else {
-            throw ConfigError(.outOfRange, file: file, keyPath: "authProvider", "is '\(authProvider)'; expected testAuth, accounts or custom")
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "authProvider", "is '\(authProvider)'; expected testAuth, accounts or custom")
         }
         func checked(_ raw: RawProvider?, _ key: String) throws -> ConfigSettings.Provider? {
             guard let raw else { return nil }
             guard let environmentValue = ConfigSettings.Environment(rawValue: raw.environment) else {
                 throw ConfigError(
-                    .outOfRange, file: file, keyPath: "\(key).environment", "is '\(raw.environment)'; expected sandbox or production")
+                    .outOfRange, file: file, keyPath: "\(key).environment",
+                    "is '\(raw.environment)'; expected sandbox or production")
             }
-            guard !raw.domain.isEmpty, raw.domain.count <= 128, !raw.domain.contains(where: { $0.isWhitespace || $0 == "/" }) else {
-                throw ConfigError(.outOfRange, file: file, keyPath: "\(key).domain", "must be 1 to 128 characters without spaces or '/'")
+            guard !raw.domain.isEmpty, raw.domain.count <= 128, !raw.domain.contains(where: { $0.isWhitespace || $0 == "/" })
+            else {
+                throw ConfigError(
+                    .outOfRange, file: file, keyPath: "\(key).domain", "must be 1 to 128 characters without spaces or '/'")
             }
-            return ConfigSettings.Provider(clientID: raw.clientId, domain: raw.domain, environment: environmentValue, issuer: raw.issuer)
+            return ConfigSettings.Provider(
+                clientID: raw.clientId, domain: raw.domain, environment: environmentValue, issuer: raw.issuer)
         }
         let testAuth = try checked(testAuth, "testAuth")
         let accounts = try checked(accounts, "accounts")
@@ -198,7 +205,8 @@ private struct RawSettings: Decodable {
                 "is missing: authProvider is \(provider.rawValue), so its dictionary (domain, environment) is required")
         }
         if provider == .custom, (selected.issuer ?? "").isEmpty {
-            throw ConfigError(.missingKey, file: file, keyPath: "custom.issuer", "is missing (expected a string: the iss of your tokens)")
+            throw ConfigError(
+                .missingKey, file: file, keyPath: "custom.issuer", "is missing (expected a string: the iss of your tokens)")
         }
         let leeway = tokenLeewaySeconds ?? 60
         guard (0...600).contains(leeway) else {
@@ -212,7 +220,8 @@ private struct RawSettings: Decodable {
         }
         guard iterations <= ConfigSettings.passcodeIterationsCeiling else {
             throw ConfigError(
-                .outOfRange, file: file, keyPath: "passcodeIterations", "is \(iterations); at most \(ConfigSettings.passcodeIterationsCeiling)")
+                .outOfRange, file: file, keyPath: "passcodeIterations",
+                "is \(iterations); at most \(ConfigSettings.passcodeIterationsCeiling)")
         }
         let dataHome = Self.dataHome(environment)
         func path(_ value: String?, key: String, default fallback: URL) throws -> URL {
@@ -221,7 +230,8 @@ private struct RawSettings: Decodable {
             if value.hasPrefix("~/"), let home = environment["HOME"] {
                 return URL(fileURLWithPath: home).appendingPathComponent(String(value.dropFirst(2)))
             }
-            return URL(fileURLWithPath: value, relativeTo: baseDirectory).standardizedFileURL
+            if value.hasPrefix("/") { return URL(fileURLWithPath: value).standardizedFileURL }
+            return baseDirectory.appendingPathComponent(value).standardizedFileURL
         }
         let sdkHome = dataHome.appendingPathComponent("spark-sdk")
         let description = endpointDescription ?? "SparkSDK on \(ProcessInfo.processInfo.hostName)"
@@ -232,7 +242,8 @@ private struct RawSettings: Decodable {
             authProvider: provider, useBlackBerryKMS: useBlackBerryKMS ?? true, testAuth: testAuth, accounts: accounts,
             custom: custom,
             dataDirectory: try path(
-                dataDirectory, key: "dataDirectory", default: sdkHome.appendingPathComponent(selected.domain).appendingPathComponent("device")),
+                dataDirectory, key: "dataDirectory",
+                default: sdkHome.appendingPathComponent(selected.domain).appendingPathComponent("device")),
             embeddedDomainPath: try path(
                 embeddedDomainPath, key: "embeddedDomainPath",
                 default: sdkHome.appendingPathComponent("domains").appendingPathComponent("\(selected.domain).sqlite")),

@@ -1,0 +1,150 @@
+import Foundation
+import SparkSDK
+import SparkTestSupport
+import Testing
+
+@Suite("ConfigSettings.plist")
+struct ConfigTests {
+    static let environment = ["HOME": "/home/ada", "XDG_DATA_HOME": "/data/ada"]
+
+    static func plist(_ body: String) -> Data {
+        Data(
+            """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+            <plist version="1.0"><dict>\(body)</dict></plist>
+            """.utf8)
+    }
+
+    static let testAuth =
+        "<key>testAuth</key><dict><key>clientId</key><string>c</string><key>domain</key><string>d1</string><key>environment</key><string>sandbox</string></dict>"
+
+    static func decode(_ body: String) throws -> ConfigSettings {
+        try ConfigSettings.decode(
+            plist(body), file: "ConfigSettings.plist", baseDirectory: URL(fileURLWithPath: "/etc/app"), environment: environment)
+    }
+
+    static func error(_ body: String) -> ConfigError? {
+        do {
+            _ = try decode(body)
+            return nil
+        } catch let error as ConfigError {
+            return error
+        } catch {
+            return nil
+        }
+    }
+
+    @Test func theRepositoryPlistLoadsWithDefaults() throws {
+        let settings = try ConfigSettings.load(
+            from: Fixtures.repositoryRoot.appendingPathComponent("ConfigSettings.plist"), environment: Self.environment)
+        #expect(settings.authProvider == .testAuth && settings.useBlackBerryKMS)
+        #expect(settings.domain == "spark-sandbox" && settings.provider.environment == .sandbox)
+        #expect(settings.dataDirectory.path == "/data/ada/spark-sdk/spark-sandbox/device")
+        #expect(settings.embeddedDomainPath.path == "/data/ada/spark-sdk/domains/spark-sandbox.sqlite")
+        #expect(settings.tokenLeeway == 60 && settings.passcodeIterations == 600_000)
+        #expect(settings.endpointDescription.hasPrefix("SparkSDK on "))
+    }
+
+    @Test func explicitValuesAndPaths() throws {
+        let settings = try Self.decode(
+            "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)"
+                + "<key>dataDirectory</key><string>devices/a</string><key>embeddedDomainPath</key><string>~/d.sqlite</string>"
+                + "<key>tokenLeewaySeconds</key><integer>0</integer><key>passcodeIterations</key><integer>1000000</integer>"
+                + "<key>endpointDescription</key><string>Ada's laptop</string><key>useBlackBerryKMS</key><false/>")
+        #expect(settings.dataDirectory.path == "/etc/app/devices/a")
+        #expect(settings.embeddedDomainPath.path == "/home/ada/d.sqlite")
+        #expect(settings.tokenLeeway == 0 && settings.passcodeIterations == 1_000_000 && !settings.useBlackBerryKMS)
+        #expect(settings.endpointDescription == "Ada's laptop")
+        // Without XDG_DATA_HOME the default is ~/.local/share.
+        let plain = try ConfigSettings.decode(
+            Self.plist("<key>authProvider</key><string>testAuth</string>\(Self.testAuth)"), file: "x.plist",
+            baseDirectory: URL(fileURLWithPath: "/"), environment: ["HOME": "/home/bob"])
+        #expect(plain.dataDirectory.path == "/home/bob/.local/share/spark-sdk/d1/device")
+    }
+
+    @Test func missingFileAndNotAPlist() {
+        #expect(throws: ConfigError(.missingFile, file: "", keyPath: "", "")) {
+            try ConfigSettings.load(from: URL(fileURLWithPath: "/nonexistent/ConfigSettings.plist"))
+        }
+        #expect(throws: ConfigError(.notAPlist, file: "", keyPath: "", "")) {
+            try ConfigSettings.decode(Data("{ not: a plist".utf8), file: "f", baseDirectory: URL(fileURLWithPath: "/"))
+        }
+        #expect(throws: ConfigError(.notAPlist, file: "", keyPath: "", "")) {
+            try ConfigSettings.decode(
+                Data("<?xml version=\"1.0\"?><plist version=\"1.0\"><array/></plist>".utf8), file: "f",
+                baseDirectory: URL(fileURLWithPath: "/"))
+        }
+    }
+
+    @Test func everyKindOfBadValueNamesItsKey() throws {
+        let missingDomain = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string><key>testAuth</key><dict><key>environment</key><string>sandbox</string></dict>"
+            ))
+        #expect(missingDomain.code == .missingKey && missingDomain.keyPath == "testAuth.domain")
+        #expect(
+            missingDomain.description
+                == "ConfigSettings.plist: key 'testAuth.domain' is missing (expected a string: the domain id)")
+
+        let missingProvider = try #require(Self.error(Self.testAuth))
+        #expect(missingProvider.code == .missingKey && missingProvider.keyPath == "authProvider")
+
+        let missingDictionary = try #require(Self.error("<key>authProvider</key><string>accounts</string>\(Self.testAuth)"))
+        #expect(missingDictionary.code == .missingKey && missingDictionary.keyPath == "accounts")
+
+        let wrongType = try #require(Self.error("<key>authProvider</key><integer>3</integer>\(Self.testAuth)"))
+        #expect(wrongType.code == .wrongType && wrongType.keyPath == "authProvider")
+        #expect(wrongType.description.contains("expected a string: testAuth, accounts or custom"))
+
+        let nestedType = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string><key>testAuth</key><dict><key>domain</key><true/><key>environment</key><string>sandbox</string></dict>"
+            ))
+        #expect(nestedType.code == .wrongType && nestedType.keyPath == "testAuth.domain")
+
+        let unknown = try #require(Self.error("<key>authProvidr</key><string>testAuth</string>\(Self.testAuth)"))
+        #expect(unknown.code == .unknownKey && unknown.keyPath == "authProvidr")
+        #expect(unknown.message.contains("known keys: accounts, authProvider,"))
+
+        let nestedUnknown = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string><key>testAuth</key><dict><key>domian</key><string>x</string></dict>"
+            ))
+        #expect(nestedUnknown.code == .unknownKey && nestedUnknown.keyPath == "testAuth.domian")
+
+        let provider = try #require(Self.error("<key>authProvider</key><string>google</string>\(Self.testAuth)"))
+        #expect(provider.code == .outOfRange && provider.keyPath == "authProvider")
+
+        let environment = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string><key>testAuth</key><dict><key>domain</key><string>d</string><key>environment</key><string>staging</string></dict>"
+            ))
+        #expect(environment.code == .outOfRange && environment.keyPath == "testAuth.environment")
+
+        let leeway = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)<key>tokenLeewaySeconds</key><integer>9999</integer>"
+            ))
+        #expect(leeway.code == .outOfRange && leeway.keyPath == "tokenLeewaySeconds")
+
+        let floor = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)<key>passcodeIterations</key><integer>1000</integer>"
+            ))
+        #expect(floor.code == .securityFloor && floor.keyPath == "passcodeIterations")
+        #expect(floor.description.contains("below the security floor of 600000"))
+
+        let customIssuer = try #require(
+            Self.error(
+                "<key>authProvider</key><string>custom</string><key>custom</key><dict><key>domain</key><string>d</string><key>environment</key><string>sandbox</string></dict>"
+            ))
+        #expect(customIssuer.code == .missingKey && customIssuer.keyPath == "custom.issuer")
+
+        let badDomain = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string><key>testAuth</key><dict><key>domain</key><string>a b</string><key>environment</key><string>sandbox</string></dict>"
+            ))
+        #expect(badDomain.code == .outOfRange && badDomain.keyPath == "testAuth.domain")
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkSDK
+import SparkTestSupport
+import Synchronization
+import Testing
+
+/// Forwards to a real domain and counts the token-minting calls, to prove single flight.
+final class CountingDomain: DomainService {
+    let inner: EmbeddedDomain
+    let testTokens = Atomic<Int>(0)
+    let refreshes = Atomic<Int>(0)
+    init(_ inner: EmbeddedDomain) { self.inner = inner }
+    var domainID: String { inner.domainID }
+    func policy() async throws -> DomainPolicy { try await inner.policy() }
+    func validate(token: String) async throws -> VerifiedIdentity { try await inner.validate(token: token) }
+    func testToken(userID: String) async throws -> IssuedToken {
+        testTokens.add(1, ordering: .relaxed)
+        try await Task.sleep(for: .milliseconds(20))  // long enough for callers to pile up
+        return try await inner.testToken(userID: userID)
+    }
+    func signUp(_ request: SignUpRequest) async throws { try await inner.signUp(request) }
+    func activate(userName: String, code: String) async throws { try await inner.activate(userName: userName, code: code) }
+    func resendActivationCode(userName: String) async throws { try await inner.resendActivationCode(userName: userName) }
+    func logIn(userName: String, password: String) async throws -> IssuedToken {
+        try await inner.logIn(userName: userName, password: password)
+    }
+    func refresh(refreshToken: String) async throws -> IssuedToken {
+        refreshes.add(1, ordering: .relaxed)
+        return try await inner.refresh(refreshToken: refreshToken)
+    }
+    func revoke(refreshToken: String) async throws { try await inner.revoke(refreshToken: refreshToken) }
+    func requestPasswordReset(email: String) async throws { try await inner.requestPasswordReset(email: email) }
+    func resetPassword(email: String, code: String, newPassword: String) async throws {
+        try await inner.resetPassword(email: email, code: code, newPassword: newPassword)
+    }
+}
+
+/// Records what the delegate was told.
+final class RecordingDelegate: BBMTokenManagerDelegate {
+    let events = Mutex<[String]>([])
+    func localAuthDataChanged(_ account: BBMAuthenticatedAccount?, error: (any Error)?) {
+        events.withLock { $0.append(account.map { "in:\($0.accountId)" } ?? (error == nil ? "out" : "out:error")) }
+    }
+    var recorded: [String] { events.withLock { $0 } }
+}
+
+struct Harness {
+    let directory: URL
+    let clock = TestClock(Date())
+    let domain: EmbeddedDomain
+    let counting: CountingDomain
+
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
+        self.directory = directory
+        domain = try EmbeddedDomain.create(
+            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "sdk-test", policy: policy,
+            clock: clock.wallClock, allowUnsafePasswordHashing: true)
+        counting = CountingDomain(domain)
+    }
+
+    func store(_ device: String = "device-a") throws -> EndpointStore {
+        try EndpointStore(directory: directory.appendingPathComponent(device))
+    }
+}
+
+@Suite("Token managers")
+struct TokenManagerTests {
+    @Test func testAuthSignInSilentSignInAndSignOut() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let harness = try Harness(directory)
+            let delegate = RecordingDelegate()
+            let manager = BBMTestTokenManager(domain: harness.domain, store: try harness.store(), clock: harness.clock.wallClock)
+            manager.delegate = delegate
+            await #expect(throws: AuthError(.userIDRequired, "")) { try await manager.signIn() }
+            let account = try await manager.signIn(userID: "alice")
+            #expect(account.accountId == "alice")
+            #expect(try await harness.domain.validate(token: account.idToken).userID == "alice")
+            #expect(!String(describing: account).contains(account.idToken))
+
+            // A restart: a new manager on the same store signs in without asking.
+            let restarted = BBMTestTokenManager(
+                domain: harness.domain, store: try harness.store(), clock: harness.clock.wallClock)
+            #expect(try await restarted.signInSilently()?.idToken == account.idToken)
+            #expect(restarted.userIdentifier == "alice")
+            // Another device has nothing cached.
+            let other = BBMTestTokenManager(domain: harness.domain, store: try harness.store("device-b"))
+            #expect(try await other.signInSilently() == nil)
+
+            await manager.signOut()
+            #expect(await manager.account == nil)
+            await #expect(throws: AuthError(.signedOut, "")) { try await manager.validAccount() }
+            #expect(try await BBMTestTokenManager(domain: harness.domain, store: try harness.store()).signInSilently() == nil)
+            #expect(delegate.recorded == ["in:alice", "out"])
+
+            let mode =
+                try FileManager.default.attributesOfItem(
+                    atPath: directory.appendingPathComponent("device-a/endpoint.sqlite").path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+        }
+    }
+
+    @Test func refreshHappensBeforeExpiryOnceForAllCallers() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let harness = try Harness(directory)
+            let delegate = RecordingDelegate()
+            let manager = BBMTestTokenManager(
+                domain: harness.counting, store: try harness.store(), leeway: 120, clock: harness.clock.wallClock)
+            manager.delegate = delegate
+            let first = try await manager.signIn(userID: "alice")
+            #expect(try await manager.validAccount() == first, "fresh: no refresh")
+            harness.clock.advance(by: 3600 - 100)  // inside the 120 s leeway
+            let accounts = try await withThrowingTaskGroup(of: BBMAuthenticatedAccount.self) { group in
+                for _ in 0..<20 { group.addTask { try await manager.validAccount() } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(accounts.map(\.idToken)).count == 1, "every caller got the same refreshed token")
+            #expect(accounts[0].idToken != first.idToken)
+            #expect(harness.counting.testTokens.load(ordering: .relaxed) == 2, "one sign-in and one refresh")
+            // The refreshed token was cached: a restart gets it, not the old one.
+            let restarted = BBMTestTokenManager(
+                domain: harness.domain, store: try harness.store(), clock: harness.clock.wallClock)
+            #expect(try await restarted.signInSilently()?.idToken == accounts[0].idToken)
+            #expect(delegate.recorded == ["in:alice", "in:alice"])
+        }
+    }
+
+    @Test func aRejectedTokenIsReplacedOnce() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let harness = try Harness(directory)
+            let manager = BBMTestTokenManager(
+                domain: harness.counting, store: try harness.store(), clock: harness.clock.wallClock)
+            let first = try await manager.signIn(userID: "alice")
+            harness.clock.advance(by: 5)
+            async let a = manager.tokenRejected(first.idToken)
+            async let b = manager.tokenRejected(first.idToken)
+            let (one, two) = try await (a, b)
+            #expect(one == two && one.idToken != first.idToken)
+            // Reporting the old token again returns the current one without another refresh.
+            #expect(try await manager.tokenRejected(first.idToken) == one)
+            #expect(harness.counting.testTokens.load(ordering: .relaxed) == 2)
+        }
+    }
+
+    @Test func testAuthStopsWhenTheDomainRequiresUserAuthentication() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let harness = try Harness(directory)
+            let delegate = RecordingDelegate()
+            let manager = BBMTestTokenManager(domain: harness.domain, store: try harness.store(), clock: harness.clock.wallClock)
+            manager.delegate = delegate
+            let account = try await manager.signIn(userID: "alice")
+            var policy = try await harness.domain.policy()
+            policy.userAuthenticationEnabled = true
+            try harness.domain.setPolicy(policy)
+            await #expect(throws: AuthError(.refused, "", domainCode: .userAuthenticationRequired)) {
+                try await manager.tokenRejected(account.idToken)
+            }
+            #expect(await manager.account == nil, "a final refusal signs the user out")
+            #expect(delegate.recorded == ["in:alice", "out:error"])
+        }
+    }
+
+    @Test func accountsAssistantEndToEnd() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let harness = try Harness(directory)
+            let manager = BBMAccountsTokenManager(
+                domain: harness.counting, store: try harness.store(), clock: harness.clock.wallClock)
+            await #expect(throws: AuthError(.refused, "", domainCode: .passwordTooWeak)) {
+                try await manager.signUp(
+                    SignUpRequest(userName: "hana", password: "weak", email: "hana@example.com", country: "JP", age: 22))
+            }
+            try await manager.signUp(
+                SignUpRequest(userName: "hana", password: "Maple-Leaf-2024", email: "hana@example.com", country: "JP", age: 22))
+            await #expect(throws: AuthError(.refused, "", domainCode: .notActivated)) {
+                try await manager.logIn(userName: "hana", password: "Maple-Leaf-2024")
+            }
+            let code = try #require(
+                try harness.domain.outbox(recipient: "hana@example.com").last?.body.firstMatch(of: /(\d{6})/)?.1)
+            try await manager.activate(userName: "hana", code: String(code))
+            await #expect(throws: AuthError(.credentialsRequired, "")) { try await manager.signIn() }
+            let account = try await manager.logIn(userName: "hana", password: "Maple-Leaf-2024")
+            #expect(account.accountId == "hana" && account.email == "hana@example.com")
+
+            harness.clock.advance(by: 3600)
+            let refreshed = try await manager.validAccount()
+            #expect(refreshed.idToken != account.idToken && harness.counting.refreshes.load(ordering: .relaxed) == 1)
+            // Silent sign-in on restart uses the rotated refresh token.
+            let restarted = BBMAccountsTokenManager(
+                domain: harness.domain, store: try harness.store(), clock: harness.clock.wallClock)
+            #expect(try await restarted.signInSilently() == refreshed)
+
+            // Password recovery, then the old session's refresh token no longer works.
+            try await manager.requestPasswordReset(email: "hana@example.com")
+            let reset = try #require(
+                try harness.domain.outbox(recipient: "hana@example.com").last?.body.firstMatch(of: /(\d{6})/)?.1)
+            try await manager.resetPassword(email: "hana@example.com", code: String(reset), newPassword: "Cherry-Blossom-99")
+            harness.clock.advance(by: 3600)
+            let delegate = RecordingDelegate()
+            restarted.delegate = delegate
+            await #expect(throws: AuthError(.refused, "", domainCode: .invalidToken)) { try await restarted.validAccount() }
+            #expect(delegate.recorded == ["out:error"])
+            let again = try await manager.logIn(userName: "hana", password: "Cherry-Blossom-99")
+            await manager.signOut()
+            #expect(await manager.account == nil)
+            _ = again
+        }
+    }
+
+    @Test func customTokensFromTheApp() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let harness = try Harness(directory)
+            let key = try Ed25519.PrivateKey()
+            let issuer = TokenIssuer(issuer: "https://app.example", key: key, keyID: "app-1")
+            let jwks = directory.appendingPathComponent("jwks.json")
+            try issuer.jwks.jsonData().write(to: jwks)
+            try harness.domain.addExternalIssuer(.init(issuer: "https://app.example", audience: "sdk-test", jwksPath: jwks.path))
+            let fetches = Atomic<Int>(0)
+            let clock = harness.clock
+            let manager = BBMCustomTokenManager(store: try harness.store(), clock: clock.wallClock) { _ in
+                fetches.add(1, ordering: .relaxed)
+                return try issuer.issue(subject: "ivan", audience: "sdk-test", lifetime: 600, now: clock.now).token
+            }
+            await #expect(throws: AuthError(.malformedToken, "")) { try await manager.signIn(jwtToken: "not.a.jwt") }
+            let account = try await manager.signIn()
+            #expect(account.accountId == "ivan")
+            #expect(try await harness.domain.validate(token: account.idToken).issuerKind == .external)
+            clock.advance(by: 590)
+            #expect(try await manager.validAccount().idToken != account.idToken)
+            #expect(fetches.load(ordering: .relaxed) == 2)
+        }
+    }
+}
