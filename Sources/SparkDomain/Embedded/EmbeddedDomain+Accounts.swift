@@ -17,6 +17,7 @@ extension EmbeddedDomain {
         }
     }
 
+    /// Creates an inactive account after checking every field, and emails its activation code.
     public func signUp(_ request: SignUpRequest) async throws {
         try AccountPolicy.checkUserName(request.userName)
         try AccountPolicy.checkEmail(request.email)
@@ -48,6 +49,7 @@ extension EmbeddedDomain {
         try await mailer.send(Self.activationMail(to: email, user: request.userName, code: code, now: now, domain: domainID))
     }
 
+    /// Emails a new activation code, replacing the pending one.
     public func resendActivationCode(userName: String) async throws {
         let policy = try currentPolicy()
         let code = Self.makeCode()
@@ -67,6 +69,7 @@ extension EmbeddedDomain {
         try await mailer.send(Self.activationMail(to: email, user: userName, code: code, now: clock.now(), domain: domainID))
     }
 
+    /// Activates an account; a wrong code spends one of its tries.
     public func activate(userName: String, code: String) async throws {
         try storage {
             // The code check and its consequences commit together; a wrong code's spent try
@@ -84,6 +87,8 @@ extension EmbeddedDomain {
         }
     }
 
+    /// Logs in: the same error and the same work whether the name or the password is wrong;
+    /// repeated failures lock the name for a while.
     public func logIn(userName: String, password: String) async throws -> IssuedToken {
         let policy = try currentPolicy()
         let now = clock.now()
@@ -125,6 +130,7 @@ extension EmbeddedDomain {
         return try issueAccountTokens(userName: userName, email: account.email, policy: policy, now: now)
     }
 
+    /// Exchanges a refresh token for new tokens; the old refresh token stops working.
     public func refresh(refreshToken: String) async throws -> IssuedToken {
         let policy = try currentPolicy()
         let now = clock.now()
@@ -148,6 +154,7 @@ extension EmbeddedDomain {
         return try issueAccountTokens(userName: userName, email: email, policy: policy, now: now)
     }
 
+    /// Revokes a refresh token.
     public func revoke(refreshToken: String) async throws {
         try storage {
             try queue.write { db in
@@ -156,6 +163,7 @@ extension EmbeddedDomain {
         }
     }
 
+    /// Emails a reset code when an account uses `email`; the answer is the same either way.
     public func requestPasswordReset(email: String) async throws {
         let policy = try currentPolicy()
         let code = Self.makeCode()
@@ -178,6 +186,7 @@ extension EmbeddedDomain {
                 sentAt: clock.now()))
     }
 
+    /// Sets a new password with the emailed code and ends the account's other sessions.
     public func resetPassword(email: String, code: String, newPassword: String) async throws {
         let address = email.lowercased()
         let userName = try storage {
