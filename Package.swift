@@ -52,8 +52,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "spark-bench",
-            dependencies: ["SparkCrypto", "SparkObservable"],
+            dependencies: ["SparkCrypto", "SparkObservable", "SparkDomain"],
             path: "Benchmarks/SparkBench",
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -6,7 +6,7 @@
 // whether a higher number is better (throughput) or worse (time).
 import Foundation
 
-let benchmarks = CryptoBenchmarks.all + ObservationBenchmarks.all
+let benchmarks = CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

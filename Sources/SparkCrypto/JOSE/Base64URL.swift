@@ -5,11 +5,14 @@ extension Data {
     /// Decodes unpadded base64url. Refuses padding, whitespace, characters outside the URL-safe
     /// alphabet, impossible lengths and non-canonical encodings (unused trailing bits set).
     public init(base64URLEncoded text: some StringProtocol) throws {
-        let utf8 = Array(text.utf8)
+        let utf8 = text.utf8
         guard utf8.count % 4 != 1 else {
             throw CryptoError(.malformedInput, "base64url text of length \(utf8.count) cannot be decoded")
         }
-        var output = Data(capacity: utf8.count * 3 / 4)
+        // Bytes are collected in an array and wrapped once: appending to `Data` byte by byte
+        // dominated token verification.
+        var output = [UInt8]()
+        output.reserveCapacity(utf8.count * 3 / 4)
         var accumulator: UInt32 = 0
         var bits = 0
         for character in utf8 {
@@ -27,7 +30,7 @@ extension Data {
         guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else {
             throw CryptoError(.malformedInput, "base64url text is not canonical (unused bits are set)")
         }
-        self = output
+        self = Data(output)
     }
 
     /// Encodes as unpadded base64url.

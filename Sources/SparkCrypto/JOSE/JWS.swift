@@ -155,6 +155,24 @@ public enum JWS {
         try Parsed(compact).payload
     }
 
+    /// A compact JWS split and decoded but not verified: read its header and payload (for
+    /// example a JWT's `iss`, to choose whose keys to verify with), then ``verify(using:)`` it
+    /// without parsing again. Nothing read before verification may be trusted.
+    public struct Unverified: Sendable {
+        let parsed: Parsed
+
+        /// Splits and decodes `compact`, with the size caps of ``JWS``.
+        public init(_ compact: String) throws { parsed = try Parsed(compact) }
+
+        /// The protected header (unverified).
+        public var header: Header { parsed.header }
+        /// The payload (unverified).
+        public var payload: Data { parsed.payload }
+
+        /// Verifies the signature with `keys`; see ``JWS/verify(_:using:)``.
+        public func verify(using keys: [VerificationKey]) throws -> Verified { try JWS.verify(parsed, using: keys) }
+    }
+
     /// Verifies a compact JWS against a set of keys and returns its payload.
     ///
     /// The header's `alg` must be one of ``Algorithm``; when the header has a `kid`, only keys
@@ -164,7 +182,10 @@ public enum JWS {
     ///   and for `crit`; ``CryptoError/Code/invalidSignature`` when no allowed key verifies;
     ///   ``CryptoError/Code/malformedInput`` or ``CryptoError/Code/limitExceeded`` for bad input.
     public static func verify(_ compact: String, using keys: [VerificationKey]) throws -> Verified {
-        let parsed = try Parsed(compact)
+        try verify(Parsed(compact), using: keys)
+    }
+
+    static func verify(_ parsed: Parsed, using keys: [VerificationKey]) throws -> Verified {
         guard let algorithm = Algorithm(rawValue: parsed.header.algorithm) else {
             throw CryptoError(.unsupportedAlgorithm, "JWS algorithm '\(parsed.header.algorithm.prefix(32))' is not accepted")
         }
@@ -185,7 +206,7 @@ public enum JWS {
     }
 
     /// A compact JWS split and decoded, not yet verified.
-    struct Parsed {
+    struct Parsed: Sendable {
         let header: Header
         let payload: Data
         let signature: Data

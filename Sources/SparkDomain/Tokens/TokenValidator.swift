@@ -88,28 +88,28 @@ public struct TokenValidator: Sendable {
         guard token.utf8.count <= Self.maximumTokenSize else {
             throw DomainError(.invalidToken, "the token is larger than \(Self.maximumTokenSize) bytes")
         }
-        let unverified: JWTClaims
+        // Parsed once: the claims are read to pick the issuer, and trusted only after the
+        // signature over exactly these bytes verifies.
+        let jws: JWS.Unverified
+        let claims: JWTClaims
         do {
-            unverified = try JSONDecoder().decode(JWTClaims.self, from: JWS.unverifiedPayload(of: token))
+            jws = try JWS.Unverified(token)
+            claims = try JSONDecoder().decode(JWTClaims.self, from: jws.payload)
         } catch {
             throw DomainError(.invalidToken, "the token is not a JWT")
         }
-        if let refusedIssuer, unverified.issuer == refusedIssuer {
+        if let refusedIssuer, claims.issuer == refusedIssuer {
             throw DomainError(.userAuthenticationRequired, "this domain requires user authentication; test tokens are refused")
         }
-        guard let issuerName = unverified.issuer, let issuer = issuers.first(where: { $0.issuer == issuerName }) else {
+        guard let issuerName = claims.issuer, let issuer = issuers.first(where: { $0.issuer == issuerName }) else {
             throw DomainError(.invalidToken, "the token's issuer is not trusted by this domain")
         }
-        let verified: JWS.Verified
         do {
-            verified = try JWS.verify(token, using: issuer.keys)
+            _ = try jws.verify(using: issuer.keys)
         } catch let error as CryptoError where error.code == .unsupportedAlgorithm {
             throw DomainError(.invalidToken, "the token's signature algorithm is refused: \(error.reason)")
         } catch {
             throw DomainError(.invalidToken, "the token's signature does not verify with \(issuer.issuer)'s keys")
-        }
-        guard let claims = try? JSONDecoder().decode(JWTClaims.self, from: verified.payload) else {
-            throw DomainError(.invalidToken, "the token's claims are malformed")
         }
         let now = Int(clock.now().timeIntervalSince1970)
         guard let expiresAt = claims.expiresAt else { throw DomainError(.invalidToken, "the token has no exp claim") }
