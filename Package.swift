@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
         .library(name: "SparkSDK", targets: ["SparkSDK"]),
+        .executable(name: "spark-admin", targets: ["spark-admin"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
     ],
     targets: [
@@ -48,6 +49,11 @@ let package = Package(
         .target(
             name: "SparkTestSupport",
             dependencies: ["SparkCrypto", "SparkStore", "SparkDomain"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "spark-admin",
+            dependencies: ["SparkCrypto", "SparkDomain", "SparkSDK"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -83,7 +89,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkSDKTests",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport"],
+            dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport", "spark-admin"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -35,9 +35,11 @@ extension EmbeddedDomain {
         public var activated: Bool
     }
 
-    /// Replaces the domain's policy.
+    /// Replaces the domain's policy. A password-hash cost below OWASP's needs the unsafe
+    /// opening option, unless it is the domain's current cost left unchanged.
     public func setPolicy(_ policy: DomainPolicy) throws {
-        try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+        let unchangedCost = (try? currentPolicy().passwordIterations) == policy.passwordIterations
+        try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing || unchangedCost)
         let json = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
         try storage { try queue.write { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
     }

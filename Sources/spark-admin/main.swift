@@ -1,0 +1,184 @@
+// spark-admin: the embedded domain's operator tool.
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkSDK
+
+let usage = """
+    usage: spark-admin [--domain PATH | --config PLIST] COMMAND [ARGUMENTS]
+
+    The domain file is --domain PATH, else the embeddedDomainPath of --config PLIST
+    (default: ./ConfigSettings.plist).
+
+    commands:
+      create DOMAIN_ID [--user-auth on|off] [--max-endpoints N] [--single-endpoint | --multiple-endpoints]
+                                  create the domain (user authentication off by default: sandbox)
+      policy                      show the domain's policy
+      policy set [--user-auth on|off] [--max-endpoints N] [--single-endpoint | --multiple-endpoints]
+                                  change the policy
+      users                       list the accounts of the sign-up assistant
+      outbox [--to EMAIL] [--limit N]
+                                  show the mail the domain sent (activation and reset codes)
+      issuer add ISSUER AUDIENCE JWKS_PATH
+                                  trust an external identity provider's tokens
+      issuer list                 list the trusted external issuers
+      issuer remove ISSUER        stop trusting an external issuer
+      jwks test|accounts          print the public keys of the domain's own issuer
+      token USER_ID               issue a test token (sandbox domains only)
+      help                        show this text
+
+    exit status: 0 success, 1 failure, 64 usage error
+    """
+
+enum AdminFailure: Error {
+    case usage(String)
+    case failed(String)
+}
+
+func domainPath(_ arguments: inout Arguments) throws -> String {
+    if let path = try arguments.option("--domain") { return path }
+    let config = try arguments.option("--config") ?? "ConfigSettings.plist"
+    do {
+        return try ConfigSettings.load(from: URL(fileURLWithPath: config)).embeddedDomainPath.path
+    } catch let error as ConfigError {
+        throw AdminFailure.failed(error.description)
+    }
+}
+
+func applyPolicyOptions(_ arguments: inout Arguments, to policy: inout DomainPolicy) throws {
+    if let userAuth = try arguments.onOff("--user-auth") { policy.userAuthenticationEnabled = userAuth }
+    if let maximum = try arguments.integer("--max-endpoints", in: 1...100) { policy.maximumEndpoints = maximum }
+    let single = arguments.flag("--single-endpoint")
+    let multiple = arguments.flag("--multiple-endpoints")
+    if single && multiple { throw Arguments.UsageError(message: "--single-endpoint and --multiple-endpoints exclude each other") }
+    if single { policy.multipleActiveEndpoints = false }
+    if multiple { policy.multipleActiveEndpoints = true }
+    // For tests only: a cheap password hash. Named unsafe on purpose.
+    if let iterations = try arguments.integer("--unsafe-password-iterations", in: 1...10_000_000) {
+        policy.passwordIterations = iterations
+    }
+}
+
+func describe(_ policy: DomainPolicy) -> String {
+    """
+    user authentication: \(policy.userAuthenticationEnabled ? "on (test tokens refused)" : "off (sandbox: test tokens accepted)")
+    maximum endpoints per user: \(policy.maximumEndpoints)
+    active endpoints per user: \(policy.multipleActiveEndpoints ? "several" : "one (a new device must take the profile over)")
+    password hashing: PBKDF2-HMAC-SHA-256, \(policy.passwordIterations) iterations
+    token lifetime: \(policy.tokenLifetime) s; refresh tokens: \(policy.refreshTokenLifetime / 86400) days
+    codes: activation \(policy.activationCodeLifetime / 3600) h, reset \(policy.resetCodeLifetime / 60) min, \(policy.codeAttempts) tries
+    login throttling after \(policy.loginAttemptsBeforeThrottle) failures
+    """
+}
+
+func run(_ words: [String]) async throws {
+    var arguments = Arguments(words)
+    if words.isEmpty || words.contains("--help") || words.contains("-h") || words.first == "help" {
+        print(usage)
+        return
+    }
+    let path = try domainPath(&arguments)
+    let command = try arguments.next("a command")
+    let unsafeHashing = words.contains("--unsafe-password-iterations")
+    switch command {
+    case "create":
+        let id = try arguments.next("the domain id")
+        var policy = DomainPolicy()
+        try applyPolicyOptions(&arguments, to: &policy)
+        try arguments.finish()
+        let domain = try EmbeddedDomain.create(at: path, domainID: id, policy: policy, allowUnsafePasswordHashing: unsafeHashing)
+        print("created domain \(domain.domainID) at \(path)")
+        print(describe(policy))
+    case "policy":
+        let domain = try EmbeddedDomain.open(at: path, allowUnsafePasswordHashing: unsafeHashing)
+        var policy = try await domain.policy()
+        if arguments.isEmpty {
+            print(describe(policy))
+            return
+        }
+        let verb = try arguments.next("set")
+        guard verb == "set" else { throw Arguments.UsageError(message: "unknown policy command '\(verb)'") }
+        try applyPolicyOptions(&arguments, to: &policy)
+        try arguments.finish()
+        try domain.setPolicy(policy)
+        print(describe(policy))
+    case "users":
+        try arguments.finish()
+        let accounts = try EmbeddedDomain.open(at: path).accounts()
+        if accounts.isEmpty { print("no accounts") }
+        for account in accounts {
+            print(
+                "\(account.userName)\t\(account.email)\t\(account.country)\tage \(account.age)\t\(account.activated ? "active" : "not activated")"
+            )
+        }
+    case "outbox":
+        let recipient = try arguments.option("--to")
+        let limit = try arguments.integer("--limit", in: 1...1000) ?? 20
+        try arguments.finish()
+        let mail = try EmbeddedDomain.open(at: path).outbox(recipient: recipient, limit: limit)
+        if mail.isEmpty { print("the outbox is empty") }
+        let formatter = ISO8601DateFormatter()
+        for message in mail {
+            print("--- \(formatter.string(from: message.sentAt)) to \(message.to)\nsubject: \(message.subject)\n\(message.body)")
+        }
+    case "issuer":
+        let verb = try arguments.next("add, list or remove")
+        let domain = try EmbeddedDomain.open(at: path)
+        switch verb {
+        case "add":
+            let issuer = try arguments.next("the issuer (iss)")
+            let audience = try arguments.next("the audience")
+            let jwks = try arguments.next("the JWKS file")
+            try arguments.finish()
+            let absolute = URL(fileURLWithPath: jwks).standardizedFileURL.path
+            try domain.addExternalIssuer(.init(issuer: issuer, audience: audience, jwksPath: absolute))
+            print("trusting \(issuer) for audience \(audience) with keys from \(absolute)")
+        case "list":
+            try arguments.finish()
+            let issuers = try domain.externalIssuers()
+            if issuers.isEmpty { print("no external issuers") }
+            for issuer in issuers { print("\(issuer.issuer)\taudience \(issuer.audience)\t\(issuer.jwksPath)") }
+        case "remove":
+            let issuer = try arguments.next("the issuer (iss)")
+            try arguments.finish()
+            try domain.removeExternalIssuer(issuer)
+            print("no longer trusting \(issuer)")
+        default:
+            throw Arguments.UsageError(message: "unknown issuer command '\(verb)'")
+        }
+    case "jwks":
+        let which = try arguments.next("test or accounts")
+        try arguments.finish()
+        let domain = try EmbeddedDomain.open(at: path)
+        let set: JWKSet
+        switch which {
+        case "test": set = domain.testIssuerJWKS
+        case "accounts": set = domain.accountsIssuerJWKS
+        default: throw Arguments.UsageError(message: "jwks takes test or accounts, not '\(which)'")
+        }
+        print(String(decoding: try set.jsonData(), as: UTF8.self))
+    case "token":
+        let user = try arguments.next("the user id")
+        try arguments.finish()
+        let token = try await EmbeddedDomain.open(at: path).testToken(userID: user)
+        print(token.token)
+    default:
+        throw Arguments.UsageError(message: "unknown command '\(command)'")
+    }
+}
+
+do {
+    try await run(Array(CommandLine.arguments.dropFirst()))
+} catch let error as Arguments.UsageError {
+    FileHandle.standardError.write(Data("spark-admin: \(error.message)\n\n\(usage)\n".utf8))
+    exit(64)
+} catch AdminFailure.failed(let message) {
+    FileHandle.standardError.write(Data("spark-admin: \(message)\n".utf8))
+    exit(1)
+} catch let error as DomainError {
+    FileHandle.standardError.write(Data("spark-admin: \(error.reason) (\(error.code))\n".utf8))
+    exit(1)
+} catch {
+    FileHandle.standardError.write(Data("spark-admin: \(error)\n".utf8))
+    exit(1)
+}

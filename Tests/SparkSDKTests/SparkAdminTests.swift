@@ -1,0 +1,91 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkTestSupport
+import Testing
+
+/// `spark-admin`, run as a binary.
+@Suite("spark-admin")
+struct SparkAdminTests {
+    static let binary = Fixtures.executable("spark-admin")
+
+    static func admin(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        try Fixtures.run(binary, arguments)
+    }
+
+    @Test func helpAndUsageErrors() throws {
+        let help = try Self.admin(["--help"])
+        #expect(help.status == 0 && help.stdout.contains("usage: spark-admin") && help.stdout.contains("outbox"))
+        let unknown = try Self.admin(["--domain", "/tmp/x.sqlite", "frobnicate"])
+        #expect(unknown.status == 64 && unknown.stderr.hasPrefix("spark-admin: unknown command 'frobnicate'"))
+        let badFlag = try Self.admin(["--domain", "/tmp/x.sqlite", "users", "--verbose"])
+        #expect(badFlag.status == 64 && badFlag.stderr.contains("unknown option --verbose"))
+        let badValue = try Self.admin(["--domain", "/tmp/x.sqlite", "create", "d", "--max-endpoints", "lots"])
+        #expect(badValue.status == 64 && badValue.stderr.contains("--max-endpoints must be a whole number"))
+        let missingValue = try Self.admin(["--domain"])
+        #expect(missingValue.status == 64)
+        let badConfig = try Self.admin(["--config", "/nonexistent/ConfigSettings.plist", "users"])
+        #expect(
+            badConfig.status == 1
+                && badConfig.stderr == "spark-admin: /nonexistent/ConfigSettings.plist: cannot be read (does the file exist?)\n")
+    }
+
+    @Test func createPolicyTokenAndIssuers() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("d.sqlite").path
+            let created = try Self.admin(["--domain", path, "create", "ops", "--max-endpoints", "2", "--single-endpoint"])
+            #expect(created.status == 0, "\(created.stderr)")
+            #expect(
+                created.stdout.contains("maximum endpoints per user: 2")
+                    && created.stdout.contains("active endpoints per user: one"))
+            #expect(try Self.admin(["--domain", path, "create", "ops"]).status == 1, "a domain is created once")
+
+            let token = try Self.admin(["--domain", path, "token", "alice"])
+            #expect(token.status == 0)
+            let domain = try EmbeddedDomain.open(at: path)
+            #expect(
+                try await domain.validate(token: token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)).userID == "alice")
+
+            #expect(try Self.admin(["--domain", path, "policy", "set", "--user-auth", "on"]).status == 0)
+            #expect(try await domain.policy().userAuthenticationEnabled)
+            let refused = try Self.admin(["--domain", path, "token", "bob"])
+            #expect(refused.status == 1 && refused.stderr.contains("userAuthenticationRequired"))
+            #expect(try Self.admin(["--domain", path, "policy"]).stdout.contains("user authentication: on"))
+
+            let key = try Ed25519.PrivateKey()
+            let issuer = TokenIssuer(issuer: "https://idp.example", key: key, keyID: "k")
+            let jwks = directory.appendingPathComponent("jwks.json")
+            try issuer.jwks.jsonData().write(to: jwks)
+            let added = try Self.admin(["--domain", path, "issuer", "add", "https://idp.example", "app", jwks.path])
+            #expect(added.status == 0, "\(added.stderr)")
+            #expect(try Self.admin(["--domain", path, "issuer", "list"]).stdout.contains("https://idp.example\taudience app"))
+            let external = try issuer.issue(subject: "carol", audience: "app", lifetime: 60, now: Date())
+            #expect(try await domain.validate(token: external.token).userID == "carol")
+            #expect(try Self.admin(["--domain", path, "issuer", "remove", "https://idp.example"]).status == 0)
+            #expect(try Self.admin(["--domain", path, "issuer", "remove", "https://idp.example"]).status == 1)
+
+            let published = try Self.admin(["--domain", path, "jwks", "test"])
+            let set = try JWKSet(json: Data(published.stdout.utf8))
+            #expect(set.keys.count == 1 && set.keys[0].curve == "Ed25519")
+        }
+    }
+
+    @Test func usersAndOutboxShowTheAssistantsWork() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("d.sqlite").path
+            #expect(try Self.admin(["--domain", path, "create", "mail", "--unsafe-password-iterations", "1000"]).status == 0)
+            #expect(try Self.admin(["--domain", path, "outbox"]).stdout.contains("the outbox is empty"))
+            let domain = try EmbeddedDomain.open(at: path)
+            try await domain.signUp(
+                SignUpRequest(userName: "judy", password: "Violet-Sky-314", email: "judy@example.com", country: "FR", age: 27))
+            let outbox = try Self.admin(["--domain", path, "outbox", "--to", "judy@example.com"])
+            #expect(
+                outbox.status == 0 && outbox.stdout.contains("to judy@example.com")
+                    && outbox.stdout.contains("activation code is"))
+            #expect(
+                try Self.admin(["--domain", path, "users"]).stdout.contains("judy\tjudy@example.com\tFR\tage 27\tnot activated"))
+            // Changing other settings keeps the domain's (test) password cost.
+            #expect(try Self.admin(["--domain", path, "policy", "set", "--max-endpoints", "4"]).status == 0)
+        }
+    }
+}
