@@ -119,17 +119,24 @@ struct ConcurrencyTests {
 
     @Test func limitFrequencyCoalescesBursts() async {
         let value = TrackedValue(0)
-        let seen = Box<[Int]>([])
+        let runs = Box<[(value: Int, at: ContinuousClock.Instant)]>([])
         let queue = DispatchQueue(label: "limited")
-        let monitor = ObservableMonitor(name: "limited", executor: .queue(queue), limitFrequency: .milliseconds(200)) {
-            seen.update { $0.append(value.value) }
+        let limit = Duration.milliseconds(100)
+        let monitor = ObservableMonitor(name: "limited", executor: .queue(queue), limitFrequency: limit) {
+            let seen = value.value
+            runs.update { $0.append((seen, .now)) }
         }
         monitor.activate()
-        #expect(await eventually { seen.value.count == 1 })
-        for n in 1...100 { value.value = n }
-        #expect(await eventually { seen.value.last == 100 })
-        // A hundred changes in a burst: the first run plus at most two coalesced ones.
-        #expect(seen.value.count <= 3, "\(seen.value)")
+        #expect(await eventually { runs.value.count == 1 })
+        for n in 1...1000 { value.value = n }
+        #expect(await eventually { runs.value.last?.value == 1000 }, "the last run saw the final value")
+        let observed = runs.value
+        // Runs are spaced by the limit (whatever the machine's speed), so a burst of a thousand
+        // changes becomes a handful of runs.
+        for (earlier, later) in zip(observed, observed.dropFirst()) {
+            #expect(later.at - earlier.at >= limit * 0.9, "runs \(earlier.value) and \(later.value) were closer than the limit")
+        }
+        #expect(observed.count < 100, "\(observed.count) runs for 1000 changes")
     }
 
     @Test func activatingOffTheExecutorRunsThere() async {
