@@ -50,6 +50,13 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
         /// Too many failed attempts: wait ``DomainError/retryAfter`` seconds.
         public static let tooManyAttempts = Code(rawValue: "tooManyAttempts")
 
+        // Endpoints and keys
+        /// This endpoint is no longer registered (removed from another endpoint, superseded by a
+        /// device switch, or dropped by a key reset); ``DomainError/reason`` says which.
+        public static let endpointRemoved = Code(rawValue: "endpointRemoved")
+        /// The unlock proof does not verify or its challenge is unknown, used or expired.
+        public static let invalidProof = Code(rawValue: "invalidProof")
+
         // General
         /// A request field is malformed or out of range.
         public static let invalidRequest = Code(rawValue: "invalidRequest")

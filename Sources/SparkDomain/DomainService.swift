@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The whole contract between an endpoint (the SDK) and the domain (the service). Every type it
 /// uses is `Codable` and `Sendable`, and no call depends on process memory, so the same contract
@@ -38,6 +38,39 @@ public protocol DomainService: Sendable {
     func requestPasswordReset(email: String) async throws
     /// Sets a new password with the emailed code; existing refresh tokens stop working.
     func resetPassword(email: String, code: String, newPassword: String) async throws
+
+    // MARK: Endpoints
+
+    /// Registers this device as one of the token's user's endpoints, or reports why it cannot
+    /// be yet (another device holds the profile, or the user has the maximum of endpoints).
+    func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome
+    /// The user's registered endpoints.
+    func endpoints(token: String) async throws -> [EndpointInfo]
+    /// Removes one of the user's endpoints; it learns on its next call.
+    func deregisterEndpoint(token: String, endpointID: String) async throws
+    /// Confirms that `endpointID` is still registered and marks it seen; throws
+    /// ``DomainError/Code/endpointRemoved`` with the reason when it is not.
+    func checkIn(token: String, endpointID: String) async throws -> EndpointInfo
+
+    // MARK: Key store and identity directory
+
+    /// Reads one of the user's key blobs. Fetching the passcode-protected management blob
+    /// (``KeyBlob/managementName``) also returns a challenge to sign once the keys are unlocked;
+    /// fetches not followed by a proof are limited per user per hour.
+    func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch
+    /// Writes a key blob if its current version is `expectedVersion` (nil: it must not exist
+    /// yet); returns the new version. A lost race is ``DomainError/Code/conflict``.
+    func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
+    /// Proves the keys were unlocked: an Ed25519 signature by the published identity key over
+    /// the challenge from the last management-blob fetch. Each challenge works once.
+    func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws
+    /// Publishes the user's public identity (signed by its own signing key).
+    func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws
+    /// Looks up a user's published identity.
+    func identity(token: String, userID: String) async throws -> PublishedIdentity?
+    /// Forgets the user's keys and identity (a forgotten passcode) and deregisters every other
+    /// endpoint of the user; this endpoint stays.
+    func resetIdentity(token: String, endpointID: String) async throws
 }
 
 /// What a new account needs (SmartFoxServer's sign-up assistant fields).
@@ -89,6 +122,9 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     public var codeAttempts: Int
     /// Failed logins for one account before each further failure locks it for a while.
     public var loginAttemptsBeforeThrottle: Int
+    /// Management-key blob fetches per user per hour not followed by a proof of unlock (each
+    /// one a passcode guess the domain cannot see).
+    public var unlockAttemptsPerHour: Int
 
     /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
     /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
@@ -97,7 +133,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         userAuthenticationEnabled: Bool = false, maximumEndpoints: Int = 5, multipleActiveEndpoints: Bool = true,
         passwordIterations: Int = PasswordHasher.owaspIterations, tokenLifetime: Int = 3600,
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
-        codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5
+        codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
         self.maximumEndpoints = maximumEndpoints
@@ -109,6 +145,27 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.resetCodeLifetime = resetCodeLifetime
         self.codeAttempts = codeAttempts
         self.loginAttemptsBeforeThrottle = loginAttemptsBeforeThrottle
+        self.unlockAttemptsPerHour = unlockAttemptsPerHour
+    }
+
+    /// Decodes a stored policy; settings added after it was stored take their defaults.
+    public init(from decoder: any Decoder) throws {
+        let defaults = DomainPolicy()
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func value<T: Decodable>(_ key: CodingKeys, _ fallback: T) throws -> T {
+            try container.decodeIfPresent(T.self, forKey: key) ?? fallback
+        }
+        userAuthenticationEnabled = try value(.userAuthenticationEnabled, defaults.userAuthenticationEnabled)
+        maximumEndpoints = try value(.maximumEndpoints, defaults.maximumEndpoints)
+        multipleActiveEndpoints = try value(.multipleActiveEndpoints, defaults.multipleActiveEndpoints)
+        passwordIterations = try value(.passwordIterations, defaults.passwordIterations)
+        tokenLifetime = try value(.tokenLifetime, defaults.tokenLifetime)
+        refreshTokenLifetime = try value(.refreshTokenLifetime, defaults.refreshTokenLifetime)
+        activationCodeLifetime = try value(.activationCodeLifetime, defaults.activationCodeLifetime)
+        resetCodeLifetime = try value(.resetCodeLifetime, defaults.resetCodeLifetime)
+        codeAttempts = try value(.codeAttempts, defaults.codeAttempts)
+        loginAttemptsBeforeThrottle = try value(.loginAttemptsBeforeThrottle, defaults.loginAttemptsBeforeThrottle)
+        unlockAttemptsPerHour = try value(.unlockAttemptsPerHour, defaults.unlockAttemptsPerHour)
     }
 
     /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations
@@ -128,5 +185,6 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         try check((60...86400).contains(resetCodeLifetime), "resetCodeLifetime must be 1 minute...1 day")
         try check((1...20).contains(codeAttempts), "codeAttempts must be 1...20")
         try check((1...100).contains(loginAttemptsBeforeThrottle), "loginAttemptsBeforeThrottle must be 1...100")
+        try check((1...1000).contains(unlockAttemptsPerHour), "unlockAttemptsPerHour must be 1...1000")
     }
 }

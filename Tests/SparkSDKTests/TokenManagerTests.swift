@@ -35,6 +35,34 @@ final class CountingDomain: DomainService {
     func resetPassword(email: String, code: String, newPassword: String) async throws {
         try await inner.resetPassword(email: email, code: code, newPassword: newPassword)
     }
+    func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
+        try await inner.registerEndpoint(token: token, registration: registration)
+    }
+    func endpoints(token: String) async throws -> [EndpointInfo] { try await inner.endpoints(token: token) }
+    func deregisterEndpoint(token: String, endpointID: String) async throws {
+        try await inner.deregisterEndpoint(token: token, endpointID: endpointID)
+    }
+    func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
+        try await inner.checkIn(token: token, endpointID: endpointID)
+    }
+    func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
+        try await inner.fetchKeyBlob(token: token, endpointID: endpointID, name: name)
+    }
+    func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int {
+        try await inner.putKeyBlob(token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion)
+    }
+    func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
+        try await inner.proveUnlock(token: token, endpointID: endpointID, challenge: challenge, signature: signature)
+    }
+    func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
+        try await inner.publishIdentity(token: token, endpointID: endpointID, identity: identity)
+    }
+    func identity(token: String, userID: String) async throws -> PublishedIdentity? {
+        try await inner.identity(token: token, userID: userID)
+    }
+    func resetIdentity(token: String, endpointID: String) async throws {
+        try await inner.resetIdentity(token: token, endpointID: endpointID)
+    }
 }
 
 /// Records what the delegate was told.

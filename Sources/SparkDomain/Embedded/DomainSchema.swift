@@ -61,6 +61,43 @@ enum DomainSchema {
                 );
                 """)
         }
+        migrator.register("v2-endpoints-keys") { db in
+            try db.execute(
+                """
+                CREATE TABLE endpoints (
+                    endpoint_id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL,
+                    registration_id INTEGER NOT NULL,
+                    description TEXT NOT NULL,
+                    nickname TEXT NOT NULL,
+                    active INTEGER NOT NULL,
+                    created_at REAL NOT NULL,
+                    last_seen REAL NOT NULL,
+                    removed_reason TEXT
+                );
+                CREATE INDEX endpoints_by_user ON endpoints(user_id);
+                CREATE TABLE key_blobs (
+                    user_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    data BLOB NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (user_id, name)
+                );
+                CREATE TABLE identities (
+                    user_id TEXT PRIMARY KEY,
+                    document BLOB NOT NULL,
+                    key_version INTEGER NOT NULL
+                );
+                CREATE TABLE unlock_challenges (
+                    challenge BLOB PRIMARY KEY,
+                    user_id TEXT NOT NULL,
+                    endpoint_id TEXT NOT NULL,
+                    issued_at REAL NOT NULL,
+                    proven INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE INDEX unlock_challenges_by_user ON unlock_challenges(user_id, issued_at);
+                """)
+        }
         return migrator
     }
 }

@@ -1,0 +1,155 @@
+public import Foundation
+import SparkCrypto
+
+/// One of a user's registered devices.
+public struct EndpointInfo: Sendable, Codable, Equatable, Identifiable {
+    /// The endpoint's id, chosen by the device when it first registers.
+    public var endpointID: String
+    /// Spark's registration id: a number per user, increasing with each registration.
+    public var registrationID: Int64
+    /// How the device describes itself (`endpointDescription`).
+    public var description: String
+    /// A name the user gave it.
+    public var nickname: String
+    /// Whether it holds the profile now (always true when several may be active).
+    public var isActive: Bool
+    /// When it registered.
+    public var createdAt: Date
+    /// When it last called the domain.
+    public var lastSeen: Date
+
+    /// The endpoint id.
+    public var id: String { endpointID }
+
+    /// An endpoint record.
+    public init(
+        endpointID: String, registrationID: Int64, description: String, nickname: String, isActive: Bool, createdAt: Date,
+        lastSeen: Date
+    ) {
+        self.endpointID = endpointID
+        self.registrationID = registrationID
+        self.description = description
+        self.nickname = nickname
+        self.isActive = isActive
+        self.createdAt = createdAt
+        self.lastSeen = lastSeen
+    }
+}
+
+/// What a device sends to register.
+public struct EndpointRegistration: Sendable, Codable, Equatable {
+    /// The device's endpoint id (kept in its store across restarts).
+    public var endpointID: String
+    /// How the device describes itself.
+    public var description: String
+    /// A nickname, possibly empty.
+    public var nickname: String
+    /// The user confirmed taking the profile over from the active device (device switch).
+    public var takeOver: Bool
+
+    /// A registration request.
+    public init(endpointID: String, description: String, nickname: String = "", takeOver: Bool = false) {
+        self.endpointID = endpointID
+        self.description = description
+        self.nickname = nickname
+        self.takeOver = takeOver
+    }
+}
+
+/// The domain's answer to a registration.
+public enum RegistrationOutcome: Sendable, Codable, Equatable {
+    /// Registered (or already registered) and active.
+    case registered(EndpointInfo)
+    /// The policy allows one active endpoint and another holds it: ask the user, then register
+    /// again with `takeOver`.
+    case deviceSwitchRequired(active: [EndpointInfo])
+    /// The user has the maximum number of endpoints: remove one, then register again.
+    case full(endpoints: [EndpointInfo], maximum: Int)
+}
+
+/// A key blob from the key store with its version (for compare-and-swap).
+public struct KeyBlob: Sendable, Codable, Equatable {
+    /// The name of the passcode-protected management key blob.
+    public static let managementName = "management"
+    /// The name of the profile (identity) keys blob.
+    public static let profileName = "profile"
+
+    /// The blob's name.
+    public var name: String
+    /// Its bytes (a JWE, opaque to the domain).
+    public var data: Data
+    /// Its version; each write adds one.
+    public var version: Int
+
+    /// A blob.
+    public init(name: String, data: Data, version: Int) {
+        self.name = name
+        self.data = data
+        self.version = version
+    }
+}
+
+/// A key-blob fetch: the blob if it exists, and for the management blob an unlock challenge
+/// and how many unproven fetches remain this hour.
+public struct BlobFetch: Sendable, Codable, Equatable {
+    /// The blob, or nil when the user has none yet.
+    public var blob: KeyBlob?
+    /// For the management blob: the challenge to sign after unlocking.
+    public var challenge: Data?
+    /// For the management blob: unproven fetches left this hour, this one included.
+    public var attemptsLeft: Int?
+
+    /// A fetch result.
+    public init(blob: KeyBlob?, challenge: Data? = nil, attemptsLeft: Int? = nil) {
+        self.blob = blob
+        self.challenge = challenge
+        self.attemptsLeft = attemptsLeft
+    }
+}
+
+/// A user's public identity in the domain's directory: their Ed25519 signing key and X25519
+/// encryption key, a version that rises when the keys are reset, and a signature by the signing
+/// key over both (so the domain cannot swap the encryption key unnoticed).
+public struct PublishedIdentity: Sendable, Codable, Equatable {
+    /// The user id.
+    public var userID: String
+    /// The Ed25519 public key, 32 bytes.
+    public var signingKey: Data
+    /// The X25519 public key, 32 bytes.
+    public var encryptionKey: Data
+    /// The key version, starting at 1.
+    public var keyVersion: Int
+    /// Ed25519 signature over ``signedBytes``.
+    public var signature: Data
+
+    /// An identity document.
+    public init(userID: String, signingKey: Data, encryptionKey: Data, keyVersion: Int, signature: Data) {
+        self.userID = userID
+        self.signingKey = signingKey
+        self.encryptionKey = encryptionKey
+        self.keyVersion = keyVersion
+        self.signature = signature
+    }
+
+    /// What the signature covers: `"spark-identity-v1" ‖ 0 ‖ userID ‖ 0 ‖ keyVersion (8 bytes, big
+    /// endian) ‖ signingKey ‖ encryptionKey`.
+    public var signedBytes: Data {
+        var data = Data("spark-identity-v1".utf8) + [0] + Data(userID.utf8) + [0]
+        withUnsafeBytes(of: UInt64(keyVersion).bigEndian) { data.append(contentsOf: $0) }
+        return data + signingKey + encryptionKey
+    }
+
+    /// Whether the document is well formed and signed by its own signing key.
+    public var isSelfSigned: Bool {
+        guard signingKey.count == 32, encryptionKey.count == 32, keyVersion >= 1,
+            let key = try? Ed25519.PublicKey(rawRepresentation: signingKey)
+        else { return false }
+        return key.isValidSignature(signature, for: signedBytes)
+    }
+}
+
+/// What an unlock proof signs: `"spark-unlock-v1" ‖ 0 ‖ userID ‖ 0 ‖ endpointID ‖ 0 ‖ challenge`,
+/// so a proof cannot be replayed for another user, endpoint or challenge.
+public func unlockProofMessage(userID: String, endpointID: String, challenge: Data) -> Data {
+    Data("spark-unlock-v1".utf8) + [0] + Data(userID.utf8) + [0] + Data(endpointID.utf8) + [0] + challenge
+}
