@@ -90,6 +90,7 @@ let package = Package(
         .testTarget(
             name: "SparkSDKTests",
             dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport", "spark-admin"],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -71,6 +71,9 @@ public protocol DomainService: Sendable {
     /// Forgets the user's keys and identity (a forgotten passcode) and deregisters every other
     /// endpoint of the user; this endpoint stays.
     func resetIdentity(token: String, endpointID: String) async throws
+    /// The highest identity key version the user ever published (0 if none); a new identity
+    /// must be published with a higher one.
+    func identityKeyVersion(token: String) async throws -> Int
 }
 
 /// What a new account needs (SmartFoxServer's sign-up assistant fields).

@@ -63,6 +63,7 @@ final class CountingDomain: DomainService {
     func resetIdentity(token: String, endpointID: String) async throws {
         try await inner.resetIdentity(token: token, endpointID: endpointID)
     }
+    func identityKeyVersion(token: String) async throws -> Int { try await inner.identityKeyVersion(token: token) }
 }
 
 /// Records what the delegate was told.

@@ -1,4 +1,5 @@
 public import Foundation
+import SparkCrypto
 import SparkStore
 
 /// This device's local database: one SQLite file in the data directory (created 0600, the
@@ -29,6 +30,17 @@ public final class EndpointStore: Sendable {
                     provider TEXT PRIMARY KEY,
                     credential BLOB NOT NULL,
                     updated_at REAL NOT NULL
+                )
+                """)
+        }
+        migrator.register("v2-keys") { db in
+            try db.execute(
+                """
+                CREATE TABLE local_keys (
+                    user_id TEXT PRIMARY KEY,
+                    key_version INTEGER NOT NULL,
+                    signing_key BLOB NOT NULL,
+                    encryption_key BLOB NOT NULL
                 )
                 """)
         }
@@ -76,5 +88,51 @@ extension EndpointStore {
 
     func removeCredential(for provider: String) throws {
         try run("remove credentials") { db in try db.execute("DELETE FROM credentials WHERE provider = ?", [provider]) }
+    }
+}
+
+extension EndpointStore {
+    /// Keeps unlocked keys (file mode 0600) so that a restart needs no passcode.
+    func saveKeys(_ keys: UnlockedKeys) throws {
+        do {
+            try queue.write { db in
+                try db.execute("DELETE FROM local_keys")
+                try db.execute(
+                    "INSERT INTO local_keys(user_id, key_version, signing_key, encryption_key) VALUES (?, ?, ?, ?)",
+                    [
+                        keys.userID, keys.keyVersion, keys.signing.rawRepresentation.unsafeData(),
+                        keys.encryption.rawRepresentation.unsafeData(),
+                    ])
+            }
+        } catch {
+            throw KeyManagementError(.storageFailure, "cannot keep the keys on this endpoint: \(error)")
+        }
+    }
+
+    func keys(userID: String) throws -> UnlockedKeys? {
+        let row: Row?
+        do {
+            row = try queue.read { db in
+                try db.row("SELECT key_version, signing_key, encryption_key FROM local_keys WHERE user_id = ?", [userID])
+            }
+        } catch {
+            throw KeyManagementError(.storageFailure, "cannot read the keys kept on this endpoint: \(error)")
+        }
+        guard let row else { return nil }
+        do {
+            return UnlockedKeys(
+                userID: userID, signing: try Ed25519.PrivateKey(rawRepresentation: row.get(1, as: Data.self)),
+                encryption: try X25519.PrivateKey(rawRepresentation: row.get(2, as: Data.self)), keyVersion: try row.get(0))
+        } catch {
+            throw KeyManagementError(.corruptKeys, "the keys kept on this endpoint are unreadable")
+        }
+    }
+
+    func wipeKeys() throws {
+        do {
+            try queue.write { db in try db.execute("DELETE FROM local_keys") }
+        } catch {
+            throw KeyManagementError(.storageFailure, "cannot wipe the keys on this endpoint: \(error)")
+        }
     }
 }

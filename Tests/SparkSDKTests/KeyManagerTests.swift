@@ -1,0 +1,239 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkSDK
+import SparkTestSupport
+import Testing
+
+/// Two or three endpoints of one user on one embedded domain.
+struct KeyHarness {
+    let harness: Harness
+    let token: String
+
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) async throws {
+        harness = try Harness(directory, policy: policy)
+        token = try await harness.domain.testToken(userID: "alice").token
+    }
+
+    /// A key manager for a device, registered as an endpoint.
+    func device(_ name: String, iterations: Int? = 1000) async throws -> (BBMKeyManager, BBMKeyManager.Caller) {
+        _ = try await harness.domain.registerEndpoint(token: token, registration: .init(endpointID: name, description: name))
+        let store = try harness.store(name)
+        let manager =
+            if let iterations {
+                BBMKeyManager(domain: harness.domain, store: store, unsafePasscodeIterations: iterations)
+            } else {
+                BBMKeyManager(domain: harness.domain, store: store)
+            }
+        return (manager, BBMKeyManager.Caller(token: token, userID: "alice", endpointID: name))
+    }
+
+    func blob(_ name: String, endpoint: String) async throws -> KeyBlob {
+        try #require(try await harness.domain.fetchKeyBlob(token: token, endpointID: endpoint, name: name).blob)
+    }
+}
+
+@Suite("BBMKeyManager")
+struct KeyManagerTests {
+    @Test func firstDeviceCreatesAndALaterDeviceUnlocks() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (first, firstCaller) = try await keys.device("laptop")
+            #expect(try await !first.keysExist(firstCaller))
+            await #expect(throws: KeyManagementError(.passcodeTooWeak, "")) {
+                try await first.createKeys(passcode: "short", caller: firstCaller)
+            }
+            await #expect(throws: KeyManagementError(.passcodeTooWeak, "")) {
+                try await first.createKeys(passcode: "ALICE", caller: firstCaller)
+            }
+            let created = try await first.createKeys(passcode: "tr0ub4dor&3", caller: firstCaller)
+            #expect(created.keyVersion == 1)
+            let published = try #require(try await keys.harness.domain.identity(token: keys.token, userID: "alice"))
+            #expect(created.matches(published))
+            await #expect(throws: KeyManagementError(.keysExist, "")) {
+                try await first.createKeys(passcode: "another-pass", caller: firstCaller)
+            }
+
+            let (second, secondCaller) = try await keys.device("phone")
+            #expect(try await second.keysExist(secondCaller))
+            let before = try await keys.blob(KeyBlob.managementName, endpoint: "phone")
+            do {
+                _ = try await second.unlock(passcode: "wrong passcode", caller: secondCaller)
+                Issue.record("a wrong passcode must fail")
+            } catch let error as KeyManagementError {
+                #expect(error.code == .incorrectPasscode && error.attemptsLeft == 8)
+                #expect(!error.description.contains("wrong passcode"))
+            }
+            #expect(try await keys.blob(KeyBlob.managementName, endpoint: "phone") == before, "nothing changed")
+            #expect(try second.localKeys(userID: "alice") == nil)
+            let unlocked = try await second.unlock(passcode: "tr0ub4dor&3", caller: secondCaller)
+            #expect(
+                unlocked.signing.publicKey == created.signing.publicKey
+                    && unlocked.encryption.publicKey == created.encryption.publicKey)
+            // A restart finds them on the endpoint without the passcode.
+            let restarted = BBMKeyManager(
+                domain: keys.harness.domain, store: try keys.harness.store("phone"), unsafePasscodeIterations: 1000)
+            #expect(try restarted.localKeys(userID: "alice")?.signing.publicKey == created.signing.publicKey)
+            try restarted.wipeLocalKeys()
+            #expect(try restarted.localKeys(userID: "alice") == nil)
+        }
+    }
+
+    @Test func defaultProtectionUsesSixHundredThousandIterations() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (manager, caller) = try await keys.device("laptop", iterations: nil)
+            #expect(manager.passcodeIterations == 600_000)
+            _ = try await manager.createKeys(passcode: "tr0ub4dor&3", caller: caller)
+            let header = try JWE.header(of: try await keys.blob(KeyBlob.managementName, endpoint: "laptop").data)
+            #expect(header.algorithm == "PBES2-HS512+A256KW" && header.encryption == "A256GCM" && header.pbes2Count == 600_000)
+            #expect(try Data(base64URLEncoded: header.pbes2Salt ?? "").count == 16)
+            let profileHeader = try JWE.header(of: try await keys.blob(KeyBlob.profileName, endpoint: "laptop").data)
+            #expect(profileHeader.algorithm == "A256KW" && profileHeader.encryption == "A256GCM")
+        }
+    }
+
+    @Test func changePasscodeRewrapsOnlyTheManagementKeyAndRacesSafely() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (first, firstCaller) = try await keys.device("laptop")
+            let created = try await first.createKeys(passcode: "first-passcode", caller: firstCaller)
+            let profileBefore = try await keys.blob(KeyBlob.profileName, endpoint: "laptop")
+            await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
+                try await first.changePasscode(from: "not-it-at-all", to: "second-passcode", caller: firstCaller)
+            }
+            try await first.changePasscode(from: "first-passcode", to: "second-passcode", caller: firstCaller)
+            #expect(
+                try await keys.blob(KeyBlob.profileName, endpoint: "laptop") == profileBefore, "the profile blob is untouched")
+
+            let (second, secondCaller) = try await keys.device("phone")
+            await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
+                try await second.unlock(passcode: "first-passcode", caller: secondCaller)
+            }
+            #expect(
+                try await second.unlock(passcode: "second-passcode", caller: secondCaller).signing.publicKey
+                    == created.signing.publicKey)
+
+            // Two devices change it at once: one wins, the other is told, and the keys survive.
+            func attempt(_ body: @Sendable () async throws -> Void) async -> KeyManagementError? {
+                do {
+                    try await body()
+                    return nil
+                } catch {
+                    return error as? KeyManagementError ?? KeyManagementError(.refused, "\(error)")
+                }
+            }
+            async let a = attempt {
+                try await first.changePasscode(from: "second-passcode", to: "passcode-from-a", caller: firstCaller)
+            }
+            async let b = attempt {
+                try await second.changePasscode(from: "second-passcode", to: "passcode-from-b", caller: secondCaller)
+            }
+            let results = await [a, b]
+            let failures = results.compactMap { $0 }
+            #expect(failures.count <= 1 && failures.allSatisfy { $0.code == .conflict || $0.code == .incorrectPasscode })
+            let winners = zip(["passcode-from-a", "passcode-from-b"], results).filter { $0.1 == nil }.map(\.0)
+            let (third, thirdCaller) = try await keys.device("tablet")
+            let opened = try await third.unlock(passcode: try #require(winners.last), caller: thirdCaller)
+            #expect(opened.signing.publicKey == created.signing.publicKey)
+        }
+    }
+
+    @Test func forgottenPasscodeResetsTheIdentity() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (first, firstCaller) = try await keys.device("laptop")
+            let old = try await first.createKeys(passcode: "first-passcode", caller: firstCaller)
+            let (second, secondCaller) = try await keys.device("phone")
+            let fresh = try await second.resetKeys(newPasscode: "brand-new-passcode", caller: secondCaller)
+            #expect(fresh.keyVersion == 2 && fresh.signing.publicKey != old.signing.publicKey)
+            #expect(try await keys.harness.domain.identity(token: keys.token, userID: "alice")?.keyVersion == 2)
+            await #expect(throws: DomainError(.endpointRemoved, "")) {
+                try await keys.harness.domain.checkIn(token: keys.token, endpointID: "laptop")
+            }
+            let (third, thirdCaller) = try await keys.device("tablet")
+            await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
+                try await third.unlock(passcode: "first-passcode", caller: thirdCaller)
+            }
+            #expect(try await third.unlock(passcode: "brand-new-passcode", caller: thirdCaller).keyVersion == 2)
+        }
+    }
+
+    @Test func hostileBlobsAreRefusedAndChangeNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (first, firstCaller) = try await keys.device("laptop")
+            _ = try await first.createKeys(passcode: "first-passcode", caller: firstCaller)
+            let (second, caller) = try await keys.device("phone")
+            let original = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
+
+            func replaceManagement(_ data: Data) async throws {
+                let current = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
+                _ = try await keys.harness.domain.putKeyBlob(
+                    token: keys.token, endpointID: "laptop", name: KeyBlob.managementName, data: data,
+                    expectedVersion: current.version)
+            }
+            // A flipped tag bit reads as a wrong passcode (the domain cannot tell them apart either).
+            var object = try JSONSerialization.jsonObject(with: original.data) as! [String: Any]
+            var tag = try Data(base64URLEncoded: object["tag"] as! String)
+            tag[0] ^= 1
+            object["tag"] = tag.base64URLEncodedString()
+            try await replaceManagement(try JSONSerialization.data(withJSONObject: object))
+            await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
+                try await second.unlock(passcode: "first-passcode", caller: caller)
+            }
+            // Truncated: malformed.
+            try await replaceManagement(original.data.prefix(original.data.count / 2))
+            await #expect(throws: KeyManagementError(.corruptKeys, "")) {
+                try await second.unlock(passcode: "first-passcode", caller: caller)
+            }
+            // An absurd p2c is refused before any work.
+            var absurd = try JSONSerialization.jsonObject(with: original.data) as! [String: Any]
+            let header = #"{"alg":"PBES2-HS512+A256KW","enc":"A256GCM","p2c":900000000,"p2s":"AAAAAAAAAAAAAAAAAAAAAA"}"#
+            absurd["protected"] = Data(header.utf8).base64URLEncodedString()
+            try await replaceManagement(try JSONSerialization.data(withJSONObject: absurd))
+            await #expect(throws: KeyManagementError(.corruptKeys, "")) {
+                try await second.unlock(passcode: "first-passcode", caller: caller)
+            }
+            #expect(try second.localKeys(userID: "alice") == nil, "nothing was applied")
+            // Restored, it works again.
+            try await replaceManagement(original.data)
+            #expect(try await second.unlock(passcode: "first-passcode", caller: caller).userID == "alice")
+
+            // A profile blob swapped for keys that are not the published identity is refused.
+            let profile = try await keys.blob(KeyBlob.profileName, endpoint: "laptop")
+            var tampered = try JSONSerialization.jsonObject(with: profile.data) as! [String: Any]
+            var ciphertext = try Data(base64URLEncoded: tampered["ciphertext"] as! String)
+            ciphertext[3] ^= 0x40
+            tampered["ciphertext"] = ciphertext.base64URLEncodedString()
+            _ = try await keys.harness.domain.putKeyBlob(
+                token: keys.token, endpointID: "laptop", name: KeyBlob.profileName,
+                data: try JSONSerialization.data(withJSONObject: tampered),
+                expectedVersion: profile.version)
+            await #expect(throws: KeyManagementError(.corruptKeys, "")) {
+                try await second.unlock(passcode: "first-passcode", caller: caller)
+            }
+        }
+    }
+
+    @Test func theBackupOpensInJWCryptoWithThePasscode() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (manager, caller) = try await keys.device("laptop")
+            let created = try await manager.createKeys(passcode: "interop-passcode", caller: caller)
+            let management = directory.appendingPathComponent("management.jwe")
+            let profile = directory.appendingPathComponent("profile.jwe")
+            try await keys.blob(KeyBlob.managementName, endpoint: "laptop").data.write(to: management)
+            try await keys.blob(KeyBlob.profileName, endpoint: "laptop").data.write(to: profile)
+            let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/SparkSDKTests/Python/open_backup.py").path
+            let result = try Fixtures.run(
+                URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "interop-passcode", management.path, profile.path])
+            #expect(result.status == 0, "\(result.stderr)")
+            let opened = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String] ?? [:]
+            let published = try #require(try await keys.harness.domain.identity(token: keys.token, userID: "alice"))
+            #expect(opened["sig"] == published.signingKey.base64URLEncodedString())
+            #expect(opened["enc"] == published.encryptionKey.base64URLEncodedString())
+            #expect(opened["sig"] == created.signing.publicKey.rawRepresentation.base64URLEncodedString())
+        }
+    }
+}
