@@ -87,9 +87,15 @@ let package = Package(
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "sdk-peer",
+            dependencies: ["SparkSDK", "SparkDomain", "SparkCrypto"],
+            path: "Tests/Helpers/sdk-peer",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SparkSDKTests",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport", "spark-admin"],
+            dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport", "spark-admin", "sdk-peer"],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),

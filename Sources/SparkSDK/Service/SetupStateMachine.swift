@@ -232,6 +232,14 @@ struct SetupStateMachine: Sendable, Equatable {
         return .wipe
     }
 
+    /// A step failed for a reason the user cannot fix by retrying it (the service records a
+    /// `setupError`); setup stops.
+    mutating func setupFailed() {
+        pending = nil
+        setupState = .notRequested
+        passcodeState = .none
+    }
+
     /// Sign-out or `resetService()`: everything back to the start.
     mutating func reset() {
         self = SetupStateMachine()

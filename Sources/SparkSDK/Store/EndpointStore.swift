@@ -44,6 +44,17 @@ public final class EndpointStore: Sendable {
                 )
                 """)
         }
+        migrator.register("v3-registration") { db in
+            try db.execute(
+                """
+                CREATE TABLE registration (
+                    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                    endpoint_id TEXT NOT NULL,
+                    user_id TEXT,
+                    registration_id INTEGER
+                )
+                """)
+        }
         return migrator
     }
 
@@ -133,6 +144,55 @@ extension EndpointStore {
             try queue.write { db in try db.execute("DELETE FROM local_keys") }
         } catch {
             throw KeyManagementError(.storageFailure, "cannot wipe the keys on this endpoint: \(error)")
+        }
+    }
+}
+
+/// This device's registration as the endpoint store keeps it.
+struct StoredRegistration: Sendable, Equatable {
+    var endpointID: String
+    var userID: String?
+    var registrationID: Int64?
+}
+
+extension EndpointStore {
+    /// This device's endpoint id, made once (random) and kept until `resetService()`.
+    func registration() throws -> StoredRegistration {
+        do {
+            return try queue.write { db in
+                if let row = try db.row("SELECT endpoint_id, user_id, registration_id FROM registration") {
+                    return StoredRegistration(endpointID: try row.get(0), userID: try row.get(1), registrationID: try row.get(2))
+                }
+                let id = SystemRandom.bytes(count: 12).base64URLEncodedString()
+                try db.execute("INSERT INTO registration(singleton, endpoint_id) VALUES (1, ?)", [id])
+                return StoredRegistration(endpointID: id)
+            }
+        } catch {
+            throw SetupError(.storageFailure, "cannot read this endpoint's registration: \(error)")
+        }
+    }
+
+    func saveRegistration(userID: String?, registrationID: Int64?) throws {
+        do {
+            try queue.write { db in
+                try db.execute("UPDATE registration SET user_id = ?, registration_id = ?", [userID, registrationID])
+            }
+        } catch {
+            throw SetupError(.storageFailure, "cannot save this endpoint's registration: \(error)")
+        }
+    }
+
+    /// Wipes everything this device keeps: registration (a new endpoint id next time), keys,
+    /// credentials.
+    func wipeAll() throws {
+        do {
+            try queue.write { db in
+                try db.execute("DELETE FROM registration")
+                try db.execute("DELETE FROM local_keys")
+                try db.execute("DELETE FROM credentials")
+            }
+        } catch {
+            throw SetupError(.storageFailure, "cannot wipe this endpoint's data: \(error)")
         }
     }
 }

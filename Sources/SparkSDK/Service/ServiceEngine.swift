@@ -1,0 +1,397 @@
+import Foundation
+import SparkDomain
+
+/// The actor behind ``BBMEnterpriseService``: it owns the setup state machine and performs its
+/// actions against the domain, the key manager and the endpoint store.
+actor ServiceEngine {
+    private let store: EndpointStore
+    private let endpointDescription: String
+    private let makeKeyManager: @Sendable (any DomainService) -> BBMKeyManager
+    private let checkInInterval: Duration
+    private let publishState: @Sendable (ServiceAuthState) -> Void
+    private let setConnected: @Sendable (Bool) -> Void
+    private let setStarted: @Sendable (Bool) -> Void
+
+    private var domain: (any DomainService)?
+    private var keyManager: BBMKeyManager?
+    private var machine = SetupStateMachine()
+    private var token: String?
+    private var userID: String?
+    private var block: (@Sendable (ServiceAuthState) -> Void)?
+    private var tokenManager: (any BBMTokenManager)?
+    /// Held only between `syncStart` and the sync step that consumes it.
+    private var pendingPasscode: String?
+    private var setupError: SetupError?
+    private var attemptsLeft: Int?
+    private var published = ServiceAuthState.initial
+    private var heartbeat: Task<Void, Never>?
+    private var listeners: [WeakListener] = []
+    private var isConnected = false
+    private(set) var keys: UnlockedKeys?
+
+    private struct WeakListener { weak var listener: (any BBMConnectivityListener)? }
+
+    init(
+        store: EndpointStore, endpointDescription: String,
+        makeKeyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
+        checkInInterval: Duration, publish: @escaping @Sendable (ServiceAuthState) -> Void,
+        setConnected: @escaping @Sendable (Bool) -> Void, setStarted: @escaping @Sendable (Bool) -> Void
+    ) {
+        self.store = store
+        self.endpointDescription = endpointDescription
+        self.makeKeyManager = makeKeyManager
+        self.checkInInterval = checkInInterval
+        self.publishState = publish
+        self.setConnected = setConnected
+        self.setStarted = setStarted
+    }
+
+    // MARK: Lifecycle
+
+    func start(domain: any DomainService, environment: ConfigSettings.Environment) async throws {
+        do {
+            _ = try await domain.policy()
+        } catch {
+            updateConnectivity(false)
+            throw SetupError(.domainUnavailable, "the domain \(domain.domainID) does not answer: \(error)")
+        }
+        self.domain = domain
+        keyManager = makeKeyManager(domain)
+        updateConnectivity(true)
+        setStarted(true)
+        publish()
+    }
+
+    func stop() {
+        heartbeat?.cancel()
+        heartbeat = nil
+        domain = nil
+        updateConnectivity(false)
+        setStarted(false)
+    }
+
+    func resetService() throws {
+        heartbeat?.cancel()
+        heartbeat = nil
+        try store.wipeAll()
+        keys = nil
+        token = nil
+        userID = nil
+        pendingPasscode = nil
+        setupError = nil
+        machine.reset()
+        publish()
+    }
+
+    func signOut(wipeKeys: Bool) {
+        heartbeat?.cancel()
+        heartbeat = nil
+        if wipeKeys { try? keyManager?.wipeLocalKeys() }
+        keys = nil
+        token = nil
+        userID = nil
+        pendingPasscode = nil
+        machine.reset()
+        publish()
+    }
+
+    func setTokenManager(_ manager: (any BBMTokenManager)?) { tokenManager = manager }
+
+    func addListener(_ listener: any BBMConnectivityListener) {
+        listeners.append(WeakListener(listener: listener))
+        listener.connectivityStateChange(connected: isConnected, strict: isConnected && machine.setupState == .success)
+    }
+
+    // MARK: Setup
+
+    func sendAuthToken(_ token: String, userID: String, block: (@Sendable (ServiceAuthState) -> Void)?) async {
+        if let block { self.block = block }
+        if let previous = self.userID, previous != userID {
+            // Another user on this endpoint: start over (their keys are not this user's).
+            try? keyManager?.wipeLocalKeys()
+            keys = nil
+            machine.reset()
+        }
+        self.token = token
+        self.userID = userID
+        guard domain != nil else {
+            setupError = SetupError(.notStarted, "start the service before sending a token")
+            publish()
+            return
+        }
+        await perform(machine.tokenReceived())
+    }
+
+    func setupRetry() async {
+        setupError = nil
+        await perform(machine.setupRetry())
+    }
+
+    func syncStart(passcode: String, action: SyncAction) async {
+        guard let step = machine.syncStart(action) else {
+            setupError = SetupError(
+                .wrongState, "no passcode is awaited for '\(action.rawValue)' now (setup is \(machine.setupState))")
+            publish()
+            return
+        }
+        pendingPasscode = passcode
+        await perform(step)
+    }
+
+    /// Runs actions until the machine has nothing more to do, publishing each state.
+    private func perform(_ first: SetupStateMachine.Action?) async {
+        var next = first
+        publish()
+        while let action = next {
+            next = await run(action)
+            publish()
+        }
+    }
+
+    private func run(_ action: SetupStateMachine.Action) async -> SetupStateMachine.Action? {
+        guard let domain, let keyManager, let token, let userID else {
+            setupError = SetupError(.noToken, "no token or service")
+            machine.setupFailed()
+            return nil
+        }
+        let registration: StoredRegistration
+        do {
+            registration = try store.registration()
+        } catch {
+            setupError = error as? SetupError
+            machine.setupFailed()
+            return nil
+        }
+        let caller = BBMKeyManager.Caller(token: token, userID: userID, endpointID: registration.endpointID)
+        switch action {
+        case .register(let takeOver):
+            do {
+                let outcome = try await domain.registerEndpoint(
+                    token: token,
+                    registration: EndpointRegistration(
+                        endpointID: registration.endpointID, description: endpointDescription, takeOver: takeOver))
+                updateConnectivity(true)
+                switch outcome {
+                case .registered(let info):
+                    return machine.registered(regID: info.registrationID)
+                case .deviceSwitchRequired:
+                    machine.deviceSwitchRequired()
+                case .full:
+                    machine.endpointLimitReached()
+                }
+                return nil
+            } catch {
+                return handle(error, retrying: action)
+            }
+        case .checkKeys:
+            do {
+                if let local = try keyManager.localKeys(userID: userID),
+                    let published = try await domain.identity(token: token, userID: userID), local.matches(published)
+                {
+                    keys = local
+                    return machine.keysChecked(local: true, exist: true)
+                }
+                // Keys on the endpoint that no longer match the directory (reset elsewhere) go.
+                try keyManager.wipeLocalKeys()
+                return machine.keysChecked(local: false, exist: try await keyManager.keysExist(caller))
+            } catch {
+                return handle(error, retrying: action)
+            }
+        case .sync(let syncAction):
+            guard let passcode = pendingPasscode else {
+                machine.syncFailed(.failure)
+                return nil
+            }
+            do {
+                switch syncAction {
+                case .new: keys = try await keyManager.createKeys(passcode: passcode, caller: caller)
+                case .existing: keys = try await keyManager.unlock(passcode: passcode, caller: caller)
+                case .reset: keys = try await keyManager.resetKeys(newPasscode: passcode, caller: caller)
+                }
+                pendingPasscode = nil
+                attemptsLeft = nil
+                setupError = nil
+                return machine.syncSucceeded()
+            } catch let error as KeyManagementError {
+                switch error.code {
+                case .incorrectPasscode:
+                    pendingPasscode = nil
+                    attemptsLeft = error.attemptsLeft
+                    machine.syncFailed(.incorrectPasscode)
+                case .keysExist:
+                    pendingPasscode = nil
+                    machine.keysAppeared()
+                case .refused where error.domainCode == .tokenExpired || error.domainCode == .invalidToken:
+                    // The passcode is kept for the retry after a fresh token.
+                    return machine.tokenNeeded(retrying: action)
+                case .refused where error.domainCode == .endpointRemoved:
+                    pendingPasscode = nil
+                    return machine.endpointRemoved(reason: error.reason)
+                default:
+                    pendingPasscode = nil
+                    setupError = SetupError(.refused, error.description, domainCode: error.domainCode)
+                    attemptsLeft = error.retryAfter.map { _ in 0 }
+                    machine.syncFailed(.failure)
+                }
+                return nil
+            } catch {
+                pendingPasscode = nil
+                return handle(error, retrying: nil)
+            }
+        case .finish:
+            do {
+                try store.saveRegistration(userID: userID, registrationID: machine.regID)
+            } catch {
+                setupError = error as? SetupError
+            }
+            startHeartbeat()
+            updateConnectivity(true)
+            return nil
+        case .requestToken:
+            if let tokenManager {
+                let stale = token
+                Task { [weak self] in
+                    guard let account = try? await tokenManager.tokenRejected(stale) else { return }
+                    await self?.sendAuthToken(account.idToken, userID: account.accountId, block: nil)
+                }
+            }
+            return nil
+        case .wipe:
+            heartbeat?.cancel()
+            heartbeat = nil
+            keys = nil
+            try? keyManager.wipeLocalKeys()
+            try? store.saveRegistration(userID: nil, registrationID: nil)
+            updateConnectivity(isConnected)
+            return nil
+        }
+    }
+
+    /// Maps a domain failure to the machine's events.
+    private func handle(_ error: any Error, retrying action: SetupStateMachine.Action?) -> SetupStateMachine.Action? {
+        let domainError =
+            (error as? DomainError)
+            ?? (error as? KeyManagementError).flatMap { key in
+                key.domainCode.map { DomainError($0, key.reason) }
+            }
+        guard let domainError else {
+            setupError = SetupError(.storageFailure, "\(error)")
+            machine.setupFailed()
+            return nil
+        }
+        switch domainError.code {
+        case .tokenExpired, .invalidToken:
+            return machine.tokenNeeded(retrying: action)
+        case .userAuthenticationRequired, .forbidden, .wrongAudience:
+            setupError = SetupError(.refused, domainError.reason, domainCode: domainError.code)
+            machine.tokenRejected()
+            return nil
+        case .endpointRemoved:
+            return machine.endpointRemoved(reason: domainError.reason)
+        case .storageFailure, .unavailable:
+            updateConnectivity(false)
+            setupError = SetupError(.domainUnavailable, domainError.reason, domainCode: domainError.code)
+            machine.setupFailed()
+            return nil
+        default:
+            setupError = SetupError(.refused, domainError.reason, domainCode: domainError.code)
+            machine.setupFailed()
+            return nil
+        }
+    }
+
+    // MARK: Endpoints and keys
+
+    func endpointID() throws -> String { try store.registration().endpointID }
+
+    func endpoints() async throws -> [EndpointInfo] {
+        let (domain, token) = try requireSession()
+        return try await call { try await domain.endpoints(token: token) }
+    }
+
+    func deregister(_ endpointID: String) async throws {
+        let (domain, token) = try requireSession()
+        try await call { try await domain.deregisterEndpoint(token: token, endpointID: endpointID) }
+        if endpointID == (try? store.registration().endpointID) {
+            await perform(machine.endpointRemoved(reason: "deregistered by the user"))
+        }
+    }
+
+    func changePasscode(from old: String, to new: String) async throws {
+        guard machine.setupState == .success, let keyManager, let token, let userID else {
+            throw SetupError(.wrongState, "the passcode can be changed once setup has succeeded")
+        }
+        let caller = BBMKeyManager.Caller(token: token, userID: userID, endpointID: try store.registration().endpointID)
+        do {
+            try await keyManager.changePasscode(from: old, to: new, caller: caller)
+        } catch let error as KeyManagementError where error.domainCode == .endpointRemoved {
+            await perform(machine.endpointRemoved(reason: error.reason))
+            throw error
+        }
+    }
+
+    func checkIn() async {
+        guard machine.setupState == .success, let domain, let token else { return }
+        do {
+            _ = try await domain.checkIn(token: token, endpointID: try store.registration().endpointID)
+            updateConnectivity(true)
+        } catch {
+            await perform(handle(error, retrying: nil))
+        }
+    }
+
+    private func requireSession() throws -> (any DomainService, String) {
+        guard let domain else { throw SetupError(.notStarted, "the service is not started") }
+        guard let token else { throw SetupError(.noToken, "no token was given yet") }
+        return (domain, token)
+    }
+
+    /// Runs a domain call for the app; a removed endpoint learns it here too.
+    private func call<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as DomainError {
+            if error.code == .endpointRemoved { await perform(machine.endpointRemoved(reason: error.reason)) }
+            throw SetupError(.refused, error.reason, domainCode: error.code)
+        }
+    }
+
+    // MARK: Publishing
+
+    private func publish() {
+        let state = ServiceAuthState(
+            authTokenState: machine.authTokenState, setupState: machine.setupState, regId: machine.regID,
+            syncPasscodeState: machine.passcodeState, syncError: machine.syncError, removalReason: machine.removalReason,
+            setupError: setupError, passcodeAttemptsLeft: attemptsLeft)
+        guard state != published else { return }
+        // The block fires on changes of what Spark's block carried (token state, setup state,
+        // registration id) and of the passcode prompt; the flow carries every detail.
+        let blockChanged =
+            state.authTokenState != published.authTokenState || state.setupState != published.setupState
+            || state.regId != published.regId || state.syncPasscodeState != published.syncPasscodeState
+            || state.syncError != published.syncError
+        published = state
+        publishState(state)
+        if blockChanged { block?(state) }
+    }
+
+    private func updateConnectivity(_ connected: Bool) {
+        isConnected = connected
+        setConnected(connected)
+        let strict = connected && machine.setupState == .success
+        listeners.removeAll { $0.listener == nil }
+        for entry in listeners { entry.listener?.connectivityStateChange(connected: connected, strict: strict) }
+    }
+
+    private func startHeartbeat() {
+        heartbeat?.cancel()
+        let interval = checkInInterval
+        heartbeat = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard !Task.isCancelled else { return }
+                await self?.checkIn()
+            }
+        }
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkObservable
+import SparkSDK
+import SparkTestSupport
+import Synchronization
+import Testing
+
+/// Devices of one user on one embedded domain, each with its own data directory.
+struct Devices {
+    let directory: URL
+    let domain: EmbeddedDomain
+
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
+        self.directory = directory
+        domain = try EmbeddedDomain.create(
+            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "svc", policy: policy,
+            allowUnsafePasswordHashing: true)
+    }
+
+    func service(_ name: String) async throws -> BBMEnterpriseService {
+        let store = try EndpointStore(directory: directory.appendingPathComponent(name))
+        let service = BBMEnterpriseService(
+            store: store, endpointDescription: name, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50))
+        try await service.start(domain: domain, environment: .sandbox)
+        return service
+    }
+
+    /// Starts setup for `user` and waits for the first state that needs the user.
+    func begin(_ service: BBMEnterpriseService, user: String = "alice") async throws -> ServiceAuthState {
+        await service.sendAuthToken(try await domain.testToken(userID: user).token, userIdentifier: user)
+        return await service.waitForSettledState()
+    }
+}
+
+@Suite("BBMEnterpriseService")
+struct EnterpriseServiceTests {
+    @Test func firstDeviceThenSecondWithAWrongPasscodeThenARestart() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let laptop = try await devices.service("laptop")
+            #expect(laptop.serviceStarted.value)
+            let states = Box<[String]>([])
+            await laptop.sendAuthToken(try await devices.domain.testToken(userID: "alice").token, userIdentifier: "alice") {
+                state in
+                states.update { $0.append(state.setupState.description) }
+            }
+            var state = await laptop.waitForSettledState()
+            #expect(state.setupState == .syncRequired && state.syncPasscodeState == .new && state.regId == 1)
+            await laptop.syncStart(passcode: "first-passcode", action: .existing)
+            #expect(laptop.authState.value.setupError?.code == .wrongState, "no keys exist to unlock")
+            await laptop.syncStart(passcode: "first-passcode", action: .new)
+            state = await laptop.waitForSettledState()
+            #expect(state.setupState == .success && state.authTokenState == .ok)
+            #expect(states.value == ["Ongoing(registering)", "Ongoing(checkingKeys)", "SyncRequired", "SyncStarted", "Success"])
+            let laptopKey = try #require(await laptop.keys).signing.publicKey
+
+            let phone = try await devices.service("phone")
+            state = try await devices.begin(phone)
+            #expect(state.setupState == .syncRequired && state.syncPasscodeState == .existing && state.regId == 2)
+            await phone.syncStart(passcode: "not-the-passcode", action: .existing)
+            state = await phone.waitForSettledState()
+            #expect(state.setupState == .syncRequired && state.syncError == .incorrectPasscode && state.passcodeAttemptsLeft == 9)
+            await phone.syncStart(passcode: "first-passcode", action: .existing)
+            state = await phone.waitForSettledState()
+            #expect(state.setupState == .success && state.syncError == .none)
+            #expect(await phone.keys?.signing.publicKey == laptopKey)
+            #expect(try await phone.endpointsGet().map(\.description) == ["laptop", "phone"])
+
+            // A restart of the laptop: the same store, no passcode needed.
+            await laptop.stop()
+            let restarted = try await devices.service("laptop")
+            state = try await devices.begin(restarted)
+            #expect(state.setupState == .success && state.regId == 1)
+            #expect(await restarted.keys?.signing.publicKey == laptopKey)
+        }
+    }
+
+    @Test func aDeviceSwitchSupersedesTheOldEndpoint() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory, policy: DomainPolicy(multipleActiveEndpoints: false, passwordIterations: 1000))
+            let old = try await devices.service("old-phone")
+            _ = try await devices.begin(old)
+            await old.syncStart(passcode: "first-passcode", action: .new)
+            #expect(await old.waitForSettledState().setupState == .success)
+
+            let new = try await devices.service("new-phone")
+            var state = try await devices.begin(new)
+            #expect(state.setupState == .deviceSwitchRequired)
+            await new.setupRetry()
+            state = await new.waitForSettledState()
+            #expect(state.setupState == .syncRequired && state.syncPasscodeState == .existing)
+            await new.syncStart(passcode: "first-passcode", action: .existing)
+            #expect(await new.waitForSettledState().setupState == .success)
+
+            // The old endpoint learns it at its next check-in, wipes its keys, and stays down.
+            await old.checkIn()
+            state = old.authState.value
+            #expect(state.setupState == .notRequested && state.removalReason?.contains("superseded") == true)
+            #expect(await old.keys == nil)
+            await old.sendAuthToken(try await devices.domain.testToken(userID: "alice").token, userIdentifier: "alice")
+            #expect(old.authState.value.setupState == .notRequested, "a superseded endpoint never restarts setup by itself")
+        }
+    }
+
+    @Test func fullThenRemoveAnEndpointThenRetry() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory, policy: DomainPolicy(maximumEndpoints: 2, passwordIterations: 1000))
+            let a = try await devices.service("a")
+            _ = try await devices.begin(a)
+            await a.syncStart(passcode: "first-passcode", action: .new)
+            let b = try await devices.service("b")
+            _ = try await devices.begin(b)
+            await b.syncStart(passcode: "first-passcode", action: .existing)
+            #expect(await b.waitForSettledState().setupState == .success)
+
+            let c = try await devices.service("c")
+            var state = try await devices.begin(c)
+            #expect(state.setupState == .full)
+            let endpoints = try await c.endpointsGet()
+            #expect(endpoints.map(\.description) == ["a", "b"])
+            try await c.endpointDeregister(try #require(endpoints.first).endpointID)
+            await c.setupRetry()
+            state = await c.waitForSettledState()
+            #expect(state.setupState == .syncRequired && state.regId == 3)
+
+            // Device a learns from its heartbeat (no explicit call needed).
+            #expect(await eventually { a.authState.value.setupState == .notRequested })
+            #expect(a.authState.value.removalReason == "deregistered by the user")
+        }
+    }
+
+    @Test func aForgottenPasscodeResetsEverywhere() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let a = try await devices.service("a")
+            _ = try await devices.begin(a)
+            await a.syncStart(passcode: "first-passcode", action: .new)
+            let oldKey = try #require(await a.keys).signing.publicKey
+            let b = try await devices.service("b")
+            _ = try await devices.begin(b)
+            await b.syncStart(passcode: "brand-new-passcode", action: .reset)
+            #expect(await b.waitForSettledState().setupState == .success)
+            let resetKeys = try #require(await b.keys)
+            #expect(resetKeys.signing.publicKey != oldKey && resetKeys.keyVersion == 2)
+            await a.checkIn()
+            #expect(a.authState.value.removalReason?.contains("reset") == true)
+            try await b.changePasscode(from: "brand-new-passcode", to: "changed-passcode")
+            let c = try await devices.service("c")
+            _ = try await devices.begin(c)
+            await c.syncStart(passcode: "brand-new-passcode", action: .existing)
+            #expect(await c.waitForSettledState().syncError == .incorrectPasscode)
+            await c.syncStart(passcode: "changed-passcode", action: .existing)
+            #expect(await c.waitForSettledState().setupState == .success)
+        }
+    }
+
+    @Test func anExpiredTokenIsRefreshedThroughTheTokenManagerAndSetupResumes() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date())
+            let domain = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "svc",
+                policy: DomainPolicy(passwordIterations: 1000),
+                clock: clock.wallClock, allowUnsafePasswordHashing: true)
+            let store = try EndpointStore(directory: directory.appendingPathComponent("device"))
+            let manager = BBMTestTokenManager(domain: domain, store: store, clock: clock.wallClock)
+            let account = try await manager.signIn(userID: "alice")
+            let service = BBMEnterpriseService(store: store, endpointDescription: "device", unsafePasscodeIterations: 1000)
+            try await service.start(domain: domain, environment: .sandbox)
+            await service.setTokenManager(manager)
+            clock.advance(by: 7200)  // the token is long expired
+            await service.sendAuthToken(account.idToken, userIdentifier: "alice")
+            #expect(await eventually { service.authState.value.setupState == .syncRequired })
+            #expect(service.authState.value.authTokenState == .ok)
+            #expect(try await manager.validAccount().idToken != account.idToken)
+        }
+    }
+
+    @Test func setupStateIsObservableWithMonitorsAndFlows() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let service = try await devices.service("laptop")
+            let seen = Box<[String]>([])
+            let monitor = ObservableMonitor(activatedWithName: "setup", executor: .immediate) {
+                seen.update { $0.append(service.authState.value.setupState.description) }
+            }
+            _ = try await devices.begin(service)
+            await service.syncStart(passcode: "first-passcode", action: .new)
+            #expect(seen.value.first == "NotRequested" && seen.value.last == "Success")
+            #expect(seen.value.contains("SyncRequired"))
+            _ = monitor
+        }
+    }
+
+    @Test func twoRealProcessesShareTheUsersKeys() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let peer = Fixtures.executable("sdk-peer")
+            let first = try Fixtures.run(
+                peer, [devices.domain.path, directory.appendingPathComponent("proc-a").path, "carol"],
+                input: Data("first-passcode\n".utf8))
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(first.stdout.hasPrefix("Success regId=1"))
+            let wrong = try Fixtures.run(
+                peer, [devices.domain.path, directory.appendingPathComponent("proc-b").path, "carol"],
+                input: Data("nope-nope-nope\n".utf8))
+            #expect(wrong.stdout.contains("SyncRequired") && wrong.stdout.contains("error=incorrectPasscode"))
+            let second = try Fixtures.run(
+                peer, [devices.domain.path, directory.appendingPathComponent("proc-b").path, "carol"],
+                input: Data("first-passcode\n".utf8))
+            #expect(second.stdout.hasPrefix("Success regId=2"))
+            let key = { (output: String) in output.split(separator: " ").first { $0.hasPrefix("key=") } }
+            #expect(key(first.stdout) != nil && key(first.stdout) == key(second.stdout))
+            // And this process, a third device, unlocks the keys the first process created.
+            let here = try await devices.service("here")
+            _ = try await devices.begin(here, user: "carol")
+            await here.syncStart(passcode: "first-passcode", action: .existing)
+            #expect(await here.waitForSettledState().regId == 3)
+        }
+    }
+}

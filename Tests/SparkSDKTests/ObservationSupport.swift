@@ -1,0 +1,36 @@
+import Foundation
+import Synchronization
+
+/// A thread-safe counter for monitor blocks.
+final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    @discardableResult func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
+    var value: Int { count.load(ordering: .relaxed) }
+}
+
+/// A thread-safe box for what a monitor block saw.
+final class Box<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+    func update(_ body: (inout Value) -> Void) { storage.withLock { body(&$0) } }
+}
+
+/// Polls `condition` until it holds or `seconds` pass; returns whether it held. A wait, not a
+/// timing assertion: the generous limit only bounds a test that would otherwise hang.
+func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return condition()
+}
+
+/// Waits until `queue` has run everything submitted before the call.
+func drain(_ queue: DispatchQueue) async {
+    await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+}
