@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import SparkObservable
+import SparkTestSupport
 import Synchronization
 import Testing
 

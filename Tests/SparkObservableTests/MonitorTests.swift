@@ -1,5 +1,6 @@
 import Dispatch
 import SparkObservable
+import SparkTestSupport
 import Synchronization
 import Testing
 

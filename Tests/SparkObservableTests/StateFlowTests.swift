@@ -1,5 +1,6 @@
 import Observation
 import SparkObservable
+import SparkTestSupport
 import Testing
 
 @Suite("StateFlow")

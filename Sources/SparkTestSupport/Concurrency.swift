@@ -1,27 +1,34 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// A thread-safe counter for monitor blocks.
-final class Counter: Sendable {
+public final class Counter: Sendable {
     private let count = Atomic<Int>(0)
-    @discardableResult func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
-    var value: Int { count.load(ordering: .relaxed) }
+    /// Adds one and returns the new count.
+    @discardableResult public func increment() -> Int { count.add(1, ordering: .relaxed).newValue }
+    /// The count.
+    public var value: Int { count.load(ordering: .relaxed) }
+    /// A counter at zero.
+    public init() {}
 }
 
 /// A thread-safe box for what a monitor block saw.
-final class Box<Value: Sendable>: Sendable {
+public final class Box<Value: Sendable>: Sendable {
     private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
-    var value: Value {
+    /// A box holding `value`.
+    public init(_ value: Value) { storage = Mutex(value) }
+    /// The value.
+    public var value: Value {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }
-    func update(_ body: (inout Value) -> Void) { storage.withLock { body(&$0) } }
+    /// Changes the value under the lock.
+    public func update(_ body: (inout Value) -> Void) { storage.withLock { body(&$0) } }
 }
 
 /// Polls `condition` until it holds or `seconds` pass; returns whether it held. A wait, not a
 /// timing assertion: the generous limit only bounds a test that would otherwise hang.
-func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+public func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
@@ -31,6 +38,6 @@ func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -
 }
 
 /// Waits until `queue` has run everything submitted before the call.
-func drain(_ queue: DispatchQueue) async {
+public func drain(_ queue: DispatchQueue) async {
     await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
 }

@@ -1,0 +1,149 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkObservable
+import SparkSDK
+import SparkTestSupport
+import Synchronization
+import Testing
+
+final class RecordingControllerDelegate: BBMAuthControllerDelegate {
+    let states = Mutex<[String]>([])
+    let started = Mutex<[Bool]>([])
+    func authStateChanged(_ state: BBMAuthState) {
+        states.withLock { $0.append("\(state.account?.accountId ?? "-"):\(state.setupState)") }
+    }
+    func serviceStateChanged(started: Bool) { self.started.withLock { $0.append(started) } }
+}
+
+/// Answers setup's questions from a script.
+final class ScriptedHandler: LoginSetupHandler {
+    let passcodes: Mutex<[String]>
+    let action: SyncAction
+    let confirm: Bool
+    init(passcodes: [String], action: SyncAction = .existing, confirm: Bool = true) {
+        self.passcodes = Mutex(passcodes)
+        self.action = action
+        self.confirm = confirm
+    }
+    func passcode(for state: SyncPasscodeState, lastError: SyncError, attemptsLeft: Int?) async -> (
+        passcode: String, action: SyncAction
+    )? {
+        guard let next = passcodes.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return nil }
+        return (next, state == .new ? .new : action)
+    }
+    func confirmDeviceSwitch(active: [EndpointInfo]) async -> Bool { confirm }
+    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? { endpoints.first?.endpointID }
+}
+
+@Suite("BBMAuthController and LoginManager")
+struct AuthControllerTests {
+    static func plist(_ directory: URL, provider: String = "testAuth") throws -> URL {
+        let url = directory.appendingPathComponent("ConfigSettings.plist")
+        let dictionary = provider == "custom" ? "custom" : provider
+        let extra = provider == "custom" ? "<key>issuer</key><string>https://app.example</string>" : ""
+        try Data(
+            """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><dict>
+            <key>authProvider</key><string>\(provider)</string>
+            <key>\(dictionary)</key><dict><key>domain</key><string>ctl</string><key>environment</key><string>sandbox</string>\(extra)</dict>
+            <key>dataDirectory</key><string>device</string>
+            <key>embeddedDomainPath</key><string>domain.sqlite</string>
+            </dict></plist>
+            """.utf8
+        ).write(to: url)
+        return url
+    }
+
+    @Test func fromConfigFileSignInSetupAndSilentRestart() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let controller = try BBMAuthController.fromConfigFile(try Self.plist(directory))
+            let delegate = RecordingControllerDelegate()
+            controller.addDelegate(delegate)
+            try await controller.startBBMEnterpriseService()
+            #expect(controller.serviceStarted.value && !controller.startedAndAuthenticated.value)
+            let manager = try #require(controller.tokenManager as? BBMTestTokenManager)
+            manager.userIdentifier = "alice"
+            try await controller.signIn()
+            var state = await controller.service.waitForSettledState()
+            #expect(state.setupState == .syncRequired && controller.authState.value.account?.accountId == "alice")
+            // Key sync at OWASP's 600,000 iterations: the plist's floor.
+            await controller.service.syncStart(passcode: "first-passcode", action: .new)
+            state = await controller.service.waitForSettledState()
+            #expect(state.setupState == .success)
+            #expect(controller.startedAndAuthenticated.value)
+            #expect(delegate.states.withLock { $0 }.last == "alice:Success")
+            #expect(delegate.started.withLock { $0 }.last == true)
+            await controller.service.stop()
+
+            // A new process: silent sign-in with cached credentials and keys, no passcode.
+            let again = try BBMAuthController.fromConfigFile(try Self.plist(directory))
+            try await again.startBBMEnterpriseService()
+            #expect(try await again.signInSilently()?.accountId == "alice")
+            #expect(await again.service.waitForSettledState().setupState == .success)
+            #expect(again.startedAndAuthenticated.value)
+            await again.signOut()
+            #expect(again.authState.value.account == nil && again.authState.value.setupState == .notRequested)
+            #expect(!again.startedAndAuthenticated.value)
+        }
+    }
+
+    @Test func configProblemsSurfaceAsConfigErrors() async throws {
+        await Fixtures.withTemporaryDirectory { directory in
+            #expect(throws: ConfigError(.missingKey, file: "", keyPath: "custom", "")) {
+                try BBMAuthController.fromConfigFile(try Self.plist(directory, provider: "custom"))
+            }
+            #expect(throws: ConfigError(.missingFile, file: "", keyPath: "", "")) {
+                try BBMAuthController.fromConfigFile(directory.appendingPathComponent("none.plist"))
+            }
+        }
+    }
+
+    static func loginSetup(_ directory: URL) throws -> (BBMAuthController, TokenIssuer) {
+        let plist = try Self.plist(directory, provider: "custom")
+        let key = try Ed25519.PrivateKey()
+        let issuer = TokenIssuer(issuer: "https://app.example", key: key, keyID: "app")
+        let controller = try BBMAuthController.fromConfigFile(
+            plist,
+            customTokenRefresh: { account in
+                try issuer.issue(subject: account?.accountId ?? "kim", audience: "ctl", lifetime: 600, now: Date()).token
+            })
+        let jwks = directory.appendingPathComponent("jwks.json")
+        try issuer.jwks.jsonData().write(to: jwks)
+        try (controller.domain as! EmbeddedDomain).addExternalIssuer(
+            .init(issuer: "https://app.example", audience: "ctl", jwksPath: jwks.path))
+        return (controller, issuer)
+    }
+
+    @Test func loginManagerDrivesSetupThroughItsHandler() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (controller, issuer) = try Self.loginSetup(directory)
+            let login = LoginManager(controller: controller, handler: ScriptedHandler(passcodes: ["first-passcode"]))
+            let states = Box<[LoginState]>([])
+            let subscription = login.loginState.subscribe { state in states.update { $0.append(state) } }
+            await login.login(jwtToken: try issuer.issue(subject: "kim", audience: "ctl", lifetime: 600, now: Date()).token)
+            #expect(login.loginState.value == .loggedIn)
+            #expect(states.value == [.loggedOut, .loading, .loggedIn])
+            await login.logOut()
+            #expect(login.loginState.value == .loggedOut)
+            await login.login(jwtToken: "not-a-jwt")
+            guard case .error(let error) = login.loginState.value else {
+                Issue.record("expected an error")
+                return
+            }
+            #expect(error.code == .invalidToken)
+            subscription.cancel()
+        }
+    }
+
+    @Test func withoutAHandlerSetupThatNeedsTheUserIsAnError() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (controller, issuer) = try Self.loginSetup(directory)
+            let login = LoginManager(controller: controller, handler: nil)
+            await login.login(jwtToken: try issuer.issue(subject: "lee", audience: "ctl", lifetime: 600, now: Date()).token)
+            #expect(
+                login.loginState.value == .error(LoginError(.setupNeedsUser, "a passcode is needed and no handler was given")))
+        }
+    }
+}
