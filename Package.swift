@@ -58,7 +58,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "spark-bench",
-            dependencies: ["SparkCrypto", "SparkObservable", "SparkDomain"],
+            dependencies: ["SparkCrypto", "SparkObservable", "SparkDomain", "SparkSDK"],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],
             swiftSettings: swiftSettings

@@ -97,3 +97,41 @@ struct BenchError: Error, CustomStringConvertible {
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
+
+extension Harness {
+    /// This executable's absolute path.
+    static var executablePath: String { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path }
+
+    /// Spawns `path` with `posix_spawn` and waits for it; returns its standard output. Used for
+    /// timing short-lived processes, where Foundation's `Process` adds tens of milliseconds of
+    /// its own polling to the wait.
+    static func spawn(_ path: String, _ arguments: [String]) throws -> String {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw BenchError("pipe failed") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        close(fds[1])
+        guard result == 0 else {
+            close(fds[0])
+            throw BenchError("posix_spawn \(path) failed: \(result)")
+        }
+        var output = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fds[0], &buffer, buffer.count)
+            if count <= 0 { break }
+            output.append(contentsOf: buffer[0..<count])
+        }
+        close(fds[0])
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return String(decoding: output, as: UTF8.self)
+    }
+}

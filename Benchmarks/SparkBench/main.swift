@@ -6,7 +6,13 @@
 // whether a higher number is better (throughput) or worse (time).
 import Foundation
 
-let benchmarks = CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all
+// Child modes used by the silent-sign-in row.
+if CommandLine.arguments.count >= 2, CommandLine.arguments[1] == "--child-noop" { exit(0) }
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--child-silent-sign-in" {
+    exit(await SetupBenchmarks.childSilentSignIn(domainPath: CommandLine.arguments[2], dataDirectory: CommandLine.arguments[3]))
+}
+
+let benchmarks = CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

@@ -193,6 +193,34 @@ struct EnterpriseServiceTests {
         }
     }
 
+    @Test func resetServiceWipesThisEndpointAndListenersHearConnectivity() async throws {
+        final class Listener: BBMConnectivityListener {
+            let events = Mutex<[String]>([])
+            func connectivityStateChange(connected: Bool, strict: Bool) {
+                events.withLock { $0.append("\(connected)/\(strict)") }
+            }
+        }
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let service = try await devices.service("laptop")
+            let listener = Listener()
+            await service.addConnectivityListener(listener)
+            _ = try await devices.begin(service)
+            await service.syncStart(passcode: "first-passcode", action: .new)
+            #expect(await service.waitForSettledState().setupState == .success)
+            #expect(listener.events.withLock { $0 }.first == "true/false" && listener.events.withLock { $0 }.last == "true/true")
+            let oldEndpoint = try await service.endpointID
+            try await service.resetService()
+            let keysAfterReset = await service.keys
+            #expect(service.authState.value.setupState == .notRequested && keysAfterReset == nil)
+            #expect(try await service.endpointID != oldEndpoint, "a new endpoint id")
+            let state = try await devices.begin(service)
+            #expect(state.setupState == .syncRequired && state.syncPasscodeState == .existing && state.regId == 2)
+            await service.stop()
+            #expect(!service.serviceStarted.value && listener.events.withLock { $0 }.last == "false/false")
+        }
+    }
+
     @Test func twoRealProcessesShareTheUsersKeys() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let devices = try Devices(directory)
