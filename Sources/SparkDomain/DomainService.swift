@@ -46,6 +46,8 @@ public protocol DomainService: Sendable {
     func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome
     /// The user's registered endpoints.
     func endpoints(token: String) async throws -> [EndpointInfo]
+    /// Gives one of the user's endpoints a nickname (at most 64 characters).
+    func setEndpointNickname(token: String, endpointID: String, nickname: String) async throws
     /// Removes one of the user's endpoints; it learns on its next call.
     func deregisterEndpoint(token: String, endpointID: String) async throws
     /// Confirms that `endpointID` is still registered and marks it seen; throws

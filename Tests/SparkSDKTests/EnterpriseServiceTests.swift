@@ -67,6 +67,8 @@ struct EnterpriseServiceTests {
             #expect(state.setupState == .success && state.syncError == .none)
             #expect(await phone.keys?.signing.publicKey == laptopKey)
             #expect(try await phone.endpointsGet().map(\.description) == ["laptop", "phone"])
+            try await phone.endpointSetNickname(try await phone.endpointID, nickname: "Alice's phone")
+            #expect(try await laptop.endpointsGet().map(\.nickname) == ["", "Alice's phone"])
 
             // A restart of the laptop: the same store, no passcode needed.
             await laptop.stop()

@@ -3,6 +3,7 @@ import SparkCrypto
 import SparkDomain
 import SparkSDK
 import SparkTestSupport
+import Synchronization
 import Testing
 
 /// Two or three endpoints of one user on one embedded domain.
@@ -213,6 +214,44 @@ struct KeyManagerTests {
             await #expect(throws: KeyManagementError(.corruptKeys, "")) {
                 try await second.unlock(passcode: "first-passcode", caller: caller)
             }
+        }
+    }
+
+    /// An app keeping the blobs itself (`useBlackBerryKMS` false).
+    final class MemoryStorage: BBMKeyStorageProvider {
+        let blobs = Mutex<[String: KeyBlob]>([:])
+        func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch {
+            BlobFetch(blob: blobs.withLock { $0[name] })
+        }
+        func store(name: String, data: Data, expectedVersion: Int?, token: String, endpointID: String) async throws -> Int {
+            try blobs.withLock { blobs in
+                guard blobs[name]?.version == expectedVersion else { throw DomainError(.conflict, "version moved") }
+                let next = (expectedVersion ?? 0) + 1
+                blobs[name] = KeyBlob(name: name, data: data, version: next)
+                return next
+            }
+        }
+        func proveUnlock(challenge: Data, signature: Data, token: String, endpointID: String) async throws {}
+    }
+
+    @Test func anAppCanKeepTheBlobsItself() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let storage = MemoryStorage()
+            _ = try await keys.harness.domain.registerEndpoint(
+                token: keys.token, registration: .init(endpointID: "x", description: "x"))
+            let caller = BBMKeyManager.Caller(token: keys.token, userID: "alice", endpointID: "x")
+            let manager = BBMKeyManager(
+                domain: keys.harness.domain, store: try keys.harness.store("x"), storage: storage, unsafePasscodeIterations: 1000)
+            let created = try await manager.createKeys(passcode: "app-side-passcode", caller: caller)
+            #expect(storage.blobs.withLock { Set($0.keys) } == [KeyBlob.managementName, KeyBlob.profileName])
+            #expect(
+                try await keys.harness.domain.fetchKeyBlob(token: keys.token, endpointID: "x", name: KeyBlob.profileName).blob
+                    == nil)
+            try manager.wipeLocalKeys()
+            #expect(
+                try await manager.unlock(passcode: "app-side-passcode", caller: caller).signing.publicKey
+                    == created.signing.publicKey)
         }
     }
 

@@ -39,6 +39,9 @@ final class CountingDomain: DomainService {
         try await inner.registerEndpoint(token: token, registration: registration)
     }
     func endpoints(token: String) async throws -> [EndpointInfo] { try await inner.endpoints(token: token) }
+    func setEndpointNickname(token: String, endpointID: String, nickname: String) async throws {
+        try await inner.setEndpointNickname(token: token, endpointID: endpointID, nickname: nickname)
+    }
     func deregisterEndpoint(token: String, endpointID: String) async throws {
         try await inner.deregisterEndpoint(token: token, endpointID: endpointID)
     }

@@ -68,6 +68,22 @@ extension EmbeddedDomain {
         return try storage { try queue.read { db in try Self.endpoints(db, user: user) } }
     }
 
+    /// Renames one of the caller's endpoints.
+    public func setEndpointNickname(token: String, endpointID: String, nickname: String) async throws {
+        let user = try await validate(token: token).userID
+        guard nickname.count <= 64, !nickname.contains(where: \.isNewline) else {
+            throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
+        }
+        try storage {
+            try queue.write { db in
+                let changed = try db.execute(
+                    "UPDATE endpoints SET nickname = ? WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
+                    [nickname, endpointID, user])
+                if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(endpointID)") }
+            }
+        }
+    }
+
     /// Removes one of the caller's endpoints.
     public func deregisterEndpoint(token: String, endpointID: String) async throws {
         let user = try await validate(token: token).userID

@@ -179,6 +179,11 @@ public final class BBMEnterpriseService: Sendable {
     /// The user's registered endpoints.
     public func endpointsGet() async throws -> [EndpointInfo] { try await engine.endpoints() }
 
+    /// Gives one of the user's endpoints a nickname.
+    public func endpointSetNickname(_ endpointID: String, nickname: String) async throws {
+        try await engine.setNickname(endpointID, nickname: nickname)
+    }
+
     /// Removes one of the user's endpoints (this one included).
     public func endpointDeregister(_ endpointID: String) async throws { try await engine.deregister(endpointID) }
 

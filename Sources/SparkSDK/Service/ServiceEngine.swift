@@ -309,6 +309,11 @@ actor ServiceEngine {
         return try await call { try await domain.endpoints(token: token) }
     }
 
+    func setNickname(_ endpointID: String, nickname: String) async throws {
+        let (domain, token) = try requireSession()
+        try await call { try await domain.setEndpointNickname(token: token, endpointID: endpointID, nickname: nickname) }
+    }
+
     func deregister(_ endpointID: String) async throws {
         let (domain, token) = try requireSession()
         try await call { try await domain.deregisterEndpoint(token: token, endpointID: endpointID) }
