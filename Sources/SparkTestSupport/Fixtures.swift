@@ -57,6 +57,28 @@ public enum Fixtures {
     }
 }
 
+extension Fixtures {
+    /// Runs a Python peer script from the repository with `python3` and returns its trimmed
+    /// standard output; a non-zero exit becomes an error carrying its standard error. The
+    /// peers need the packages `scripts/bootstrap.sh` installs.
+    public static func python(_ script: String, _ arguments: [String], input: String = "") throws -> String {
+        let path = repositoryRoot.appendingPathComponent(script).path
+        let result = try run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", path] + arguments, input: Data(input.utf8))
+        guard result.status == 0 else { throw PythonPeerError(script: script, stderr: result.stderr) }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// A Python peer failed (or its packages are missing: run `scripts/bootstrap.sh`).
+public struct PythonPeerError: Error, CustomStringConvertible {
+    /// The script that failed.
+    public let script: String
+    /// What it printed on standard error.
+    public let stderr: String
+    /// `<script> failed: <stderr>`.
+    public var description: String { "\(script) failed (are the Python peers installed?): \(stderr)" }
+}
+
 extension Data {
     /// Bytes from a hex string (whitespace ignored); traps on bad hex, since it is for fixtures.
     public init(hex: String) {

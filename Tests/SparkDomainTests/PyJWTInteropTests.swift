@@ -8,15 +8,8 @@ import Testing
 /// wrote, and tokens from our test issuer verify in PyJWT. `.ci/run` installs PyJWT.
 @Suite("Interop with PyJWT")
 struct PyJWTInteropTests {
-    static let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/SparkDomainTests/Python/jwt_peer.py").path
-
     static func python(_ arguments: [String], input: String = "") throws -> String {
-        let result = try Fixtures.run(
-            URL(fileURLWithPath: "/usr/bin/env"), ["python3", script] + arguments, input: Data(input.utf8))
-        guard result.status == 0 else {
-            throw DomainError(.invalidToken, "python peer failed (is PyJWT installed?): \(result.stderr)")
-        }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try Fixtures.python("Tests/SparkDomainTests/Python/jwt_peer.py", arguments, input: input)
     }
 
     @Test(arguments: ["RS256", "ES256", "EdDSA"])
@@ -39,7 +32,7 @@ struct PyJWTInteropTests {
             try domain.testIssuerJWKS.jsonData().write(to: URL(fileURLWithPath: jwksPath))
             let token = try await domain.testToken(userID: "grace").token
             #expect(try Self.python(["verify", jwksPath, domain.testIssuerName, domain.domainID], input: token) == "grace")
-            #expect(throws: DomainError.self) {
+            #expect(throws: PythonPeerError.self) {
                 try Self.python(["verify", jwksPath, domain.testIssuerName, "other-audience"], input: token)
             }
         }

@@ -135,14 +135,7 @@ public final class BBMKeyManager: Sendable {
     ///   ``KeyManagementError/Code/tooManyAttempts``, ``KeyManagementError/Code/corruptKeys``.
     public func unlock(passcode: String, caller: Caller) async throws -> UnlockedKeys {
         let (keys, _, fetch) = try await openKeys(passcode: passcode, caller: caller)
-        if let challenge = fetch.challenge {
-            let signature = try keys.signing.signature(
-                for: unlockProofMessage(userID: caller.userID, endpointID: caller.endpointID, challenge: challenge))
-            try await refusing {
-                try await storage.proveUnlock(
-                    challenge: challenge, signature: signature, token: caller.token, endpointID: caller.endpointID)
-            }
-        }
+        try await prove(fetch, with: keys, caller: caller)
         try store.saveKeys(keys)
         return keys
     }
@@ -163,12 +156,8 @@ public final class BBMKeyManager: Sendable {
         } catch let error as DomainError {
             throw KeyManagementError(.refused, error.reason, domainCode: error.code)
         }
-        if let challenge = fetch.challenge {
-            let signature = try keys.signing.signature(
-                for: unlockProofMessage(userID: caller.userID, endpointID: caller.endpointID, challenge: challenge))
-            try? await storage.proveUnlock(
-                challenge: challenge, signature: signature, token: caller.token, endpointID: caller.endpointID)
-        }
+        // The change succeeded; a failed proof only leaves one attempt counted this hour.
+        try? await prove(fetch, with: keys, caller: caller)
     }
 
     /// A forgotten passcode: new identity keys under a new passcode. The user's other endpoints
@@ -245,6 +234,17 @@ public final class BBMKeyManager: Sendable {
             throw KeyManagementError(.corruptKeys, "the stored keys do not match the user's published identity")
         }
         return (keys, managementKey, fetch)
+    }
+
+    /// Signs the fetch's unlock challenge, if the storage issued one, and sends the proof.
+    private func prove(_ fetch: BlobFetch, with keys: UnlockedKeys, caller: Caller) async throws {
+        guard let challenge = fetch.challenge else { return }
+        let signature = try keys.signing.signature(
+            for: unlockProofMessage(userID: caller.userID, endpointID: caller.endpointID, challenge: challenge))
+        try await refusing {
+            try await storage.proveUnlock(
+                challenge: challenge, signature: signature, token: caller.token, endpointID: caller.endpointID)
+        }
     }
 
     private func refusing<T>(_ body: () async throws -> T) async throws -> T {
