@@ -95,7 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkSDKTests",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkTestSupport", "spark-admin", "sdk-peer"],
+            dependencies: ["SparkSDK", "SparkDomain", "SparkStore", "SparkTestSupport", "spark-admin", "sdk-peer"],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),

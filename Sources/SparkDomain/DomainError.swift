@@ -57,6 +57,14 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
         /// The unlock proof does not verify or its challenge is unknown, used or expired.
         public static let invalidProof = Code(rawValue: "invalidProof")
 
+        // Messaging and moderation
+        /// The sender is timed out or banned; ``DomainError/reason`` says which and why.
+        public static let moderated = Code(rawValue: "moderated")
+        /// The caller is not a member of the chat (or not an admin, for admin actions).
+        public static let notAMember = Code(rawValue: "notAMember")
+        /// The message is larger than the domain accepts.
+        public static let tooLarge = Code(rawValue: "tooLarge")
+
         // General
         /// A request field is malformed or out of range.
         public static let invalidRequest = Code(rawValue: "invalidRequest")

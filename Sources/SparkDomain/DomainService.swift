@@ -76,6 +76,31 @@ public protocol DomainService: Sendable {
     /// The highest identity key version the user ever published (0 if none); a new identity
     /// must be published with a higher one.
     func identityKeyVersion(token: String) async throws -> Int
+
+    // MARK: Chats and mailboxes
+
+    /// Creates a chat whose members are the caller (an admin) and `participants`.
+    func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo
+    /// Adds and removes members: admins may do both; anyone may remove themselves (leave).
+    func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
+        -> ChatInfo
+    /// Posts to a chat: the entry reaches every member's mailbox (or only `recipient`'s, for a
+    /// chat key). Messages get the chat's next number and are refused while the sender is timed
+    /// out or banned. `clientID` makes a retried post idempotent.
+    func post(
+        token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
+    ) async throws -> PostReceipt
+    /// Reads the caller's mailbox after `cursor`, oldest first.
+    func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry]
+    /// The chat's members, for a member.
+    func chat(token: String, chatID: String) async throws -> ChatInfo
+
+    // MARK: Moderation (the user's side)
+
+    /// The caller's moderation status and infractions.
+    func userStatus(token: String) async throws -> UserStatus
+    /// Dismisses one of the caller's infractions.
+    func dismissInfraction(token: String, id: Int64) async throws
 }
 
 /// What a new account needs (SmartFoxServer's sign-up assistant fields).

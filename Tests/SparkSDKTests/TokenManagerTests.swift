@@ -67,6 +67,27 @@ final class CountingDomain: DomainService {
         try await inner.resetIdentity(token: token, endpointID: endpointID)
     }
     func identityKeyVersion(token: String) async throws -> Int { try await inner.identityKeyVersion(token: token) }
+    func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo {
+        try await inner.createChat(token: token, endpointID: endpointID, chatID: chatID, participants: participants)
+    }
+    func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
+        -> ChatInfo
+    {
+        try await inner.updateMembers(token: token, endpointID: endpointID, chatID: chatID, add: add, remove: remove)
+    }
+    func post(
+        token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
+    ) async throws -> PostReceipt {
+        try await inner.post(
+            token: token, endpointID: endpointID, chatID: chatID, kind: kind, payload: payload, recipient: recipient,
+            clientID: clientID)
+    }
+    func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
+        try await inner.readMailbox(token: token, endpointID: endpointID, after: cursor, limit: limit)
+    }
+    func chat(token: String, chatID: String) async throws -> ChatInfo { try await inner.chat(token: token, chatID: chatID) }
+    func userStatus(token: String) async throws -> UserStatus { try await inner.userStatus(token: token) }
+    func dismissInfraction(token: String, id: Int64) async throws { try await inner.dismissInfraction(token: token, id: id) }
 }
 
 /// Records what the delegate was told.

@@ -98,6 +98,61 @@ enum DomainSchema {
                 CREATE INDEX unlock_challenges_by_user ON unlock_challenges(user_id, issued_at);
                 """)
         }
+        migrator.register("v3-messaging") { db in
+            try db.execute(
+                """
+                CREATE TABLE chat_members (
+                    chat_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    is_admin INTEGER NOT NULL,
+                    PRIMARY KEY (chat_id, user_id)
+                );
+                CREATE INDEX chat_members_by_user ON chat_members(user_id);
+                CREATE TABLE chats (
+                    chat_id TEXT PRIMARY KEY,
+                    created_by TEXT NOT NULL,
+                    next_message_number INTEGER NOT NULL,
+                    created_at REAL NOT NULL
+                );
+                CREATE TABLE mailbox (
+                    user_id TEXT NOT NULL,
+                    sequence INTEGER NOT NULL,
+                    chat_id TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    message_number INTEGER,
+                    payload BLOB NOT NULL,
+                    members TEXT,
+                    posted_at REAL NOT NULL,
+                    PRIMARY KEY (user_id, sequence)
+                ) WITHOUT ROWID;
+                CREATE TABLE mailbox_heads (
+                    user_id TEXT PRIMARY KEY,
+                    last_sequence INTEGER NOT NULL
+                );
+                CREATE TABLE posted (
+                    chat_id TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    client_id TEXT NOT NULL,
+                    message_number INTEGER,
+                    posted_at REAL NOT NULL,
+                    PRIMARY KEY (chat_id, sender, client_id)
+                );
+                CREATE TABLE moderation (
+                    user_id TEXT PRIMARY KEY,
+                    banned_reason TEXT,
+                    timeout_until REAL,
+                    timeout_reason TEXT
+                );
+                CREATE TABLE infractions (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    issued_at REAL NOT NULL,
+                    dismissed INTEGER NOT NULL DEFAULT 0
+                );
+                """)
+        }
         return migrator
     }
 }

@@ -72,41 +72,45 @@ public final class BBMEnterpriseService: Sendable {
     ///   - passcodeIterations: PBKDF2 iterations for new passcode blobs (at least 600,000).
     ///   - checkInInterval: how often a set-up endpoint asks the domain whether it is still
     ///     registered (it also learns on any other call).
+    ///   - pollInterval: how often the mailbox is read when idle (live delivery).
     public convenience init(
         store: EndpointStore, endpointDescription: String, keyStorage: (any BBMKeyStorageProvider)? = nil,
-        passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5)
+        passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5),
+        pollInterval: Duration = .milliseconds(10)
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, storage: keyStorage, passcodeIterations: passcodeIterations)
             },
-            checkInInterval: checkInInterval)
+            checkInInterval: checkInInterval, pollInterval: pollInterval)
     }
 
     /// A service whose passcode blobs use a low PBKDF2 count, for tests.
     ///
     /// - Warning: blobs written this way are cheap to brute-force.
     public convenience init(
-        store: EndpointStore, endpointDescription: String, unsafePasscodeIterations: Int, checkInInterval: Duration = .seconds(5)
+        store: EndpointStore, endpointDescription: String, unsafePasscodeIterations: Int, checkInInterval: Duration = .seconds(5),
+        pollInterval: Duration = .milliseconds(10)
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, unsafePasscodeIterations: unsafePasscodeIterations)
             },
-            checkInInterval: checkInInterval)
+            checkInInterval: checkInInterval, pollInterval: pollInterval)
     }
 
     private init(
         store: EndpointStore, endpointDescription: String, keyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration
+        checkInInterval: Duration, pollInterval: Duration
     ) {
         let auth = authOwner
         let connected = connectedOwner
         let started = startedOwner
         engine = ServiceEngine(
             store: store, endpointDescription: endpointDescription, makeKeyManager: keyManager, checkInInterval: checkInInterval,
+            pollInterval: pollInterval,
             publish: { state in auth.value = state },
             setConnected: { value in connected.value = value },
             setStarted: { value in started.value = value })
@@ -201,6 +205,10 @@ public final class BBMEnterpriseService: Sendable {
     /// Asks the domain now whether this endpoint is still registered (otherwise done every
     /// `checkInInterval` while set up).
     public func checkIn() async { await engine.checkIn() }
+
+    /// Chats and messages for the signed-in user; available once setup succeeded. New messages
+    /// arrive by themselves (the mailbox is polled every `pollInterval`).
+    public func messaging() async throws -> BBMAccess { BBMAccess(messenger: try await engine.messaging(), service: self) }
 
     /// Adds a connectivity listener (held weakly).
     public func addConnectivityListener(_ listener: any BBMConnectivityListener) async { await engine.addListener(listener) }

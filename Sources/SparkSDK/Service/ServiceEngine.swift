@@ -28,19 +28,22 @@ actor ServiceEngine {
     private var listeners: [WeakListener] = []
     private var isConnected = false
     private(set) var keys: UnlockedKeys?
+    private var messenger: Messenger?
+    private let pollInterval: Duration
 
     private struct WeakListener { weak var listener: (any BBMConnectivityListener)? }
 
     init(
         store: EndpointStore, endpointDescription: String,
         makeKeyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration, publish: @escaping @Sendable (ServiceAuthState) -> Void,
+        checkInInterval: Duration, pollInterval: Duration, publish: @escaping @Sendable (ServiceAuthState) -> Void,
         setConnected: @escaping @Sendable (Bool) -> Void, setStarted: @escaping @Sendable (Bool) -> Void
     ) {
         self.store = store
         self.endpointDescription = endpointDescription
         self.makeKeyManager = makeKeyManager
         self.checkInInterval = checkInInterval
+        self.pollInterval = pollInterval
         self.publishState = publish
         self.setConnected = setConnected
         self.setStarted = setStarted
@@ -62,7 +65,8 @@ actor ServiceEngine {
         publish()
     }
 
-    func stop() {
+    func stop() async {
+        await stopMessenger()
         heartbeat?.cancel()
         heartbeat = nil
         domain = nil
@@ -70,7 +74,8 @@ actor ServiceEngine {
         setStarted(false)
     }
 
-    func resetService() throws {
+    func resetService() async throws {
+        await stopMessenger()
         heartbeat?.cancel()
         heartbeat = nil
         try store.wipeAll()
@@ -83,7 +88,8 @@ actor ServiceEngine {
         publish()
     }
 
-    func signOut(wipeKeys: Bool) {
+    func signOut(wipeKeys: Bool) async {
+        await stopMessenger()
         heartbeat?.cancel()
         heartbeat = nil
         if wipeKeys { try? keyManager?.wipeLocalKeys() }
@@ -246,6 +252,16 @@ actor ServiceEngine {
             }
             startHeartbeat()
             updateConnectivity(true)
+            if messenger == nil, let keys {
+                let messenger = Messenger(
+                    domain: domain, store: store, keys: keys, endpointID: registration.endpointID,
+                    token: { [weak self] in
+                        guard let self else { throw SetupError(.notStarted, "the service is gone") }
+                        return try await self.currentToken()
+                    }, pollInterval: pollInterval)
+                self.messenger = messenger
+                await messenger.start()
+            }
             return nil
         case .requestToken:
             if let tokenManager {
@@ -257,6 +273,7 @@ actor ServiceEngine {
             }
             return nil
         case .wipe:
+            await stopMessenger()
             heartbeat?.cancel()
             heartbeat = nil
             keys = nil
@@ -298,6 +315,29 @@ actor ServiceEngine {
             machine.setupFailed()
             return nil
         }
+    }
+
+    // MARK: Messaging
+
+    func messaging() throws -> Messenger {
+        guard machine.setupState == .success, let messenger else {
+            throw MessagingError(.notReady, "messaging needs setup to succeed first (setup is \(machine.setupState))")
+        }
+        return messenger
+    }
+
+    private func stopMessenger() async {
+        await messenger?.stop()
+        messenger = nil
+    }
+
+    /// The token for messaging calls, refreshed through the token manager when due.
+    func currentToken() async throws -> String {
+        if let tokenManager, let account = try? await tokenManager.validAccount(), account.accountId == userID {
+            token = account.idToken
+        }
+        guard let token else { throw SetupError(.noToken, "no token") }
+        return token
     }
 
     // MARK: Endpoints and keys

@@ -55,6 +55,68 @@ public final class EndpointStore: Sendable {
                 )
                 """)
         }
+        migrator.register("v4-messaging") { db in
+            try db.execute(
+                """
+                CREATE TABLE chats (
+                    chat_id TEXT PRIMARY KEY,
+                    subject TEXT NOT NULL DEFAULT '',
+                    active INTEGER NOT NULL DEFAULT 1,
+                    membership_version INTEGER NOT NULL DEFAULT 1,
+                    last_activity REAL NOT NULL
+                );
+                CREATE TABLE participants (
+                    chat_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    is_admin INTEGER NOT NULL,
+                    PRIMARY KEY (chat_id, user_id)
+                );
+                CREATE TABLE messages (
+                    local_id TEXT PRIMARY KEY,
+                    chat_id TEXT NOT NULL,
+                    number INTEGER,
+                    sender TEXT NOT NULL,
+                    incoming INTEGER NOT NULL,
+                    content TEXT NOT NULL,
+                    tag TEXT NOT NULL,
+                    data TEXT,
+                    ref INTEGER,
+                    state TEXT NOT NULL,
+                    failure TEXT,
+                    timestamp REAL NOT NULL,
+                    sealed BLOB
+                );
+                CREATE UNIQUE INDEX messages_by_number ON messages(chat_id, number);
+                CREATE INDEX messages_unread ON messages(chat_id, incoming, state);
+                CREATE TABLE sender_keys (
+                    chat_id TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    epoch INTEGER NOT NULL,
+                    key BLOB NOT NULL,
+                    membership_version INTEGER NOT NULL,
+                    PRIMARY KEY (chat_id, sender, device, epoch)
+                );
+                CREATE TABLE sender_sequences (
+                    chat_id TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    last_seq INTEGER NOT NULL,
+                    PRIMARY KEY (chat_id, sender, device)
+                );
+                CREATE TABLE contacts (
+                    user_id TEXT PRIMARY KEY,
+                    signing_key BLOB NOT NULL,
+                    encryption_key BLOB NOT NULL,
+                    key_version INTEGER NOT NULL,
+                    key_changed INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE mailbox_cursor (
+                    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                    sequence INTEGER NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 

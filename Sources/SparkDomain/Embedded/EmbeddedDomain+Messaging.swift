@@ -1,0 +1,326 @@
+public import Foundation
+import SparkStore
+
+/// Chats, mailboxes and moderation. The domain routes and numbers ciphertext; it never sees a
+/// chat key or a message's content.
+extension EmbeddedDomain {
+    /// The largest payload accepted: a 70 KB message plus encryption and signature overhead.
+    public static let maximumPayloadSize = 72 * 1024
+    /// The most members a chat may have.
+    public static let maximumChatMembers = 1000
+
+    /// Creates a chat with the caller as its admin.
+    public func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo {
+        let user = try await validate(token: token).userID
+        guard Self.isValidIdentifier(chatID, maximum: 64) else {
+            throw DomainError(.invalidRequest, "a chat id is 1 to 64 of a-z, A-Z, 0-9, '-', '_'")
+        }
+        let members = Array(Set(participants + [user])).sorted()
+        guard members.count <= Self.maximumChatMembers, members.allSatisfy({ !$0.isEmpty && $0.count <= 255 }) else {
+            throw DomainError(.invalidRequest, "a chat has at most \(Self.maximumChatMembers) members with valid user ids")
+        }
+        let now = clock.now().timeIntervalSince1970
+        return try storage {
+            try queue.write { db -> ChatInfo in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                if try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil {
+                    throw DomainError(.conflict, "a chat with that id exists")
+                }
+                try db.execute(
+                    "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
+                    [chatID, user, now])
+                for member in members {
+                    try db.execute(
+                        "INSERT INTO chat_members(chat_id, user_id, is_admin) VALUES (?, ?, ?)", [chatID, member, member == user])
+                }
+                let info = try Self.chatInfo(db, chatID)
+                try Self.append(
+                    db, to: members, chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
+                    members: info.members, now: now)
+                return info
+            }
+        }
+    }
+
+    /// Adds and removes members; the chat's members before and after hear of it.
+    public func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
+        -> ChatInfo
+    {
+        let user = try await validate(token: token).userID
+        let now = clock.now().timeIntervalSince1970
+        return try storage {
+            try queue.write { db -> ChatInfo in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let before = try Self.chatInfo(db, chatID)
+                guard let me = before.members.first(where: { $0.userID == user }) else {
+                    throw DomainError(.notAMember, "the caller is not a member of this chat")
+                }
+                let leavingOnlySelf = add.isEmpty && remove == [user]
+                guard me.isAdmin || leavingOnlySelf else {
+                    throw DomainError(.notAMember, "only admins may invite or remove members")
+                }
+                guard before.members.count + add.count <= Self.maximumChatMembers else {
+                    throw DomainError(.invalidRequest, "a chat has at most \(Self.maximumChatMembers) members")
+                }
+                for member in add where !member.isEmpty {
+                    try db.execute(
+                        "INSERT OR IGNORE INTO chat_members(chat_id, user_id, is_admin) VALUES (?, ?, 0)", [chatID, member])
+                }
+                for member in remove {
+                    try db.execute("DELETE FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, member])
+                }
+                // A chat whose last admin left gets its longest-standing member as admin.
+                let after = try Self.chatInfo(db, chatID)
+                if !after.members.isEmpty, !after.members.contains(where: \.isAdmin) {
+                    try db.execute(
+                        "UPDATE chat_members SET is_admin = 1 WHERE chat_id = ? AND user_id = ?",
+                        [chatID, after.members[0].userID])
+                }
+                let final = try Self.chatInfo(db, chatID)
+                let audience = Set(before.members.map(\.userID)).union(final.members.map(\.userID))
+                try Self.append(
+                    db, to: Array(audience), chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
+                    members: final.members, now: now)
+                return final
+            }
+        }
+    }
+
+    /// Posts to a chat; see ``DomainService/post(token:endpointID:chatID:kind:payload:recipient:clientID:)``.
+    public func post(
+        token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
+    ) async throws -> PostReceipt {
+        let user = try await validate(token: token).userID
+        guard payload.count <= Self.maximumPayloadSize else {
+            throw DomainError(.tooLarge, "the payload is \(payload.count) bytes; at most \(Self.maximumPayloadSize)")
+        }
+        guard kind != .membership else { throw DomainError(.invalidRequest, "membership entries are made by the domain") }
+        let now = clock.now()
+        return try storage {
+            try queue.write { db -> PostReceipt in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let info = try Self.chatInfo(db, chatID)
+                guard info.members.contains(where: { $0.userID == user }) else {
+                    throw DomainError(.notAMember, "the caller is not a member of this chat")
+                }
+                if kind == .message || kind == .event { try Self.requireGoodStanding(db, user: user, now: now) }
+                if let clientID {
+                    if let row = try db.row(
+                        "SELECT message_number, posted_at FROM posted WHERE chat_id = ? AND sender = ? AND client_id = ?",
+                        [chatID, user, clientID])
+                    {
+                        return PostReceipt(messageNumber: try row.get(0), postedAt: Date(timeIntervalSince1970: try row.get(1)))
+                    }
+                }
+                var number: Int64?
+                if kind == .message {
+                    let next =
+                        try db.scalar("SELECT next_message_number FROM chats WHERE chat_id = ?", [chatID], as: Int64.self) ?? 1
+                    try db.execute("UPDATE chats SET next_message_number = ? WHERE chat_id = ?", [next + 1, chatID])
+                    number = next
+                }
+                let audience: [String]
+                if let recipient {
+                    guard info.members.contains(where: { $0.userID == recipient }) else {
+                        throw DomainError(.notAMember, "the recipient is not a member of this chat")
+                    }
+                    // The sender's own mailbox too, so its other endpoints see what was sent.
+                    audience = Array(Set([recipient, user]))
+                } else {
+                    audience = info.members.map(\.userID)
+                }
+                try Self.append(
+                    db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: payload,
+                    members: nil,
+                    now: now.timeIntervalSince1970)
+                if let clientID {
+                    try db.execute(
+                        "INSERT INTO posted(chat_id, sender, client_id, message_number, posted_at) VALUES (?, ?, ?, ?, ?)",
+                        [chatID, user, clientID, number, now.timeIntervalSince1970])
+                }
+                return PostReceipt(messageNumber: number, postedAt: now)
+            }
+        }
+    }
+
+    /// The caller's mailbox after `cursor`.
+    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
+        let user = try await validate(token: token).userID
+        return try storage {
+            try queue.read { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                return try db.rows(
+                    """
+                    SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at FROM mailbox
+                    WHERE user_id = ? AND sequence > ? ORDER BY sequence LIMIT ?
+                    """, [user, cursor, max(1, min(limit, 1000))]
+                ).map { row in
+                    MailboxEntry(
+                        sequence: try row.get(0), chatID: try row.get(1), sender: try row.get(2),
+                        kind: MailboxKind(rawValue: try row.get(3)) ?? .event, messageNumber: try row.get(4),
+                        payload: try row.get(5),
+                        members: try row.get(6, as: String?.self).flatMap {
+                            try? JSONDecoder().decode([ChatMember].self, from: Data($0.utf8))
+                        },
+                        postedAt: Date(timeIntervalSince1970: try row.get(7)))
+                }
+            }
+        }
+    }
+
+    /// A chat's members, for one of them.
+    public func chat(token: String, chatID: String) async throws -> ChatInfo {
+        let user = try await validate(token: token).userID
+        return try storage {
+            try queue.read { db in
+                let info = try Self.chatInfo(db, chatID)
+                guard info.members.contains(where: { $0.userID == user }) else {
+                    throw DomainError(.notAMember, "not a member of this chat")
+                }
+                return info
+            }
+        }
+    }
+
+    // MARK: Moderation
+
+    /// The caller's status and open infractions.
+    public func userStatus(token: String) async throws -> UserStatus {
+        let user = try await validate(token: token).userID
+        return try moderationStatus(of: user)
+    }
+
+    /// Dismisses one of the caller's infractions.
+    public func dismissInfraction(token: String, id: Int64) async throws {
+        let user = try await validate(token: token).userID
+        try storage {
+            try queue.write { db in
+                let changed = try db.execute(
+                    "UPDATE infractions SET dismissed = 1 WHERE id = ? AND user_id = ? AND dismissed = 0", [id, user])
+                if changed == 0 { throw DomainError(.notFound, "no open infraction \(id)") }
+            }
+        }
+    }
+
+    /// Any user's status (the operator's view).
+    public func moderationStatus(of user: String) throws -> UserStatus {
+        let now = clock.now()
+        return try storage {
+            try queue.read { db in
+                let infractions = try db.rows(
+                    "SELECT id, reason, issued_at FROM infractions WHERE user_id = ? AND dismissed = 0 ORDER BY id", [user]
+                ).map {
+                    Infraction(id: try $0.get(0), reason: try $0.get(1), issuedAt: Date(timeIntervalSince1970: try $0.get(2)))
+                }
+                return UserStatus(state: try Self.standing(db, user: user, now: now), infractions: infractions)
+            }
+        }
+    }
+
+    /// Issues an infraction (a warning the user sees).
+    @discardableResult
+    public func issueInfraction(to user: String, reason: String) throws -> Infraction {
+        let now = clock.now()
+        return try storage {
+            try queue.write { db in
+                try db.execute(
+                    "INSERT INTO infractions(user_id, reason, issued_at) VALUES (?, ?, ?)",
+                    [user, reason, now.timeIntervalSince1970])
+                return Infraction(id: db.lastInsertedRowID, reason: reason, issuedAt: now)
+            }
+        }
+    }
+
+    /// Times a user out: their messages are refused until the time passes.
+    public func timeOut(_ user: String, for seconds: Int, reason: String) throws {
+        guard (1...(366 * 86400)).contains(seconds) else {
+            throw DomainError(.invalidRequest, "a timeout lasts 1 second to a year")
+        }
+        let until = clock.now().timeIntervalSince1970 + Double(seconds)
+        try storage {
+            try queue.write { db in
+                try db.execute(
+                    """
+                    INSERT INTO moderation(user_id, timeout_until, timeout_reason) VALUES (?, ?, ?)
+                    ON CONFLICT(user_id) DO UPDATE SET timeout_until = excluded.timeout_until, timeout_reason = excluded.timeout_reason
+                    """, [user, until, reason])
+            }
+        }
+    }
+
+    /// Bans a user: their messages are refused until unbanned.
+    public func ban(_ user: String, reason: String) throws {
+        try storage {
+            try queue.write { db in
+                try db.execute(
+                    """
+                    INSERT INTO moderation(user_id, banned_reason) VALUES (?, ?)
+                    ON CONFLICT(user_id) DO UPDATE SET banned_reason = excluded.banned_reason
+                    """, [user, reason])
+            }
+        }
+    }
+
+    /// Lifts a ban and any timeout.
+    public func unban(_ user: String) throws {
+        try storage { try queue.write { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
+    }
+
+    // MARK: Helpers
+
+    static func standing(_ db: Database, user: String, now: Date) throws -> UserStatus.State {
+        guard
+            let row = try db.row("SELECT banned_reason, timeout_until, timeout_reason FROM moderation WHERE user_id = ?", [user])
+        else {
+            return .valid
+        }
+        if let reason = try row.get(0, as: String?.self) { return .banned(reason: reason) }
+        if let until = try row.get(1, as: Double?.self), until > now.timeIntervalSince1970 {
+            return .timeout(until: Date(timeIntervalSince1970: until), reason: try row.get(2, as: String?.self) ?? "")
+        }
+        return .valid
+    }
+
+    static func requireGoodStanding(_ db: Database, user: String, now: Date) throws {
+        switch try standing(db, user: user, now: now) {
+        case .valid: return
+        case .banned(let reason): throw DomainError(.moderated, "the user is banned: \(reason)")
+        case .timeout(let until, let reason):
+            throw DomainError(
+                .moderated, "the user is timed out for \(Int(until.timeIntervalSince(now).rounded(.up))) more seconds: \(reason)",
+                retryAfter: Int(until.timeIntervalSince(now).rounded(.up)))
+        }
+    }
+
+    static func chatInfo(_ db: Database, _ chatID: String) throws -> ChatInfo {
+        guard try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil else {
+            throw DomainError(.notFound, "no chat \(chatID)")
+        }
+        let members = try db.rows("SELECT user_id, is_admin FROM chat_members WHERE chat_id = ? ORDER BY rowid", [chatID]).map {
+            ChatMember(userID: try $0.get(0), isAdmin: try $0.get(1))
+        }
+        return ChatInfo(chatID: chatID, members: members)
+    }
+
+    static func append(
+        _ db: Database, to users: [String], chatID: String, sender: String, kind: MailboxKind, messageNumber: Int64?,
+        payload: Data,
+        members: [ChatMember]?, now: TimeInterval
+    ) throws {
+        let membersJSON = try members.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        for user in users {
+            let next =
+                (try db.scalar("SELECT last_sequence FROM mailbox_heads WHERE user_id = ?", [user], as: Int64.self) ?? 0) + 1
+            try db.execute(
+                """
+                INSERT INTO mailbox_heads(user_id, last_sequence) VALUES (?, ?)
+                ON CONFLICT(user_id) DO UPDATE SET last_sequence = excluded.last_sequence
+                """, [user, next])
+            try db.execute(
+                """
+                INSERT INTO mailbox(user_id, sequence, chat_id, sender, kind, message_number, payload, members, posted_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [user, next, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now])
+        }
+    }
+}

@@ -1,0 +1,101 @@
+public import Foundation
+
+/// A chat as the domain knows it: its id and members. Everything said in it is ciphertext the
+/// domain cannot read.
+public struct ChatInfo: Sendable, Codable, Equatable {
+    /// The chat's id (chosen by its creator, random).
+    public var chatID: String
+    /// The current members, with whether each is an admin.
+    public var members: [ChatMember]
+}
+
+/// One member of a chat.
+public struct ChatMember: Sendable, Codable, Equatable, Hashable {
+    /// The user id.
+    public var userID: String
+    /// Whether the member may invite and remove others.
+    public var isAdmin: Bool
+
+    /// A member.
+    public init(userID: String, isAdmin: Bool) {
+        self.userID = userID
+        self.isAdmin = isAdmin
+    }
+}
+
+/// What kind of thing a mailbox entry carries.
+public enum MailboxKind: String, Sendable, Codable {
+    /// A chat was created or its membership changed; `members` lists the members now.
+    case membership
+    /// A chat key envelope for one recipient.
+    case chatKey
+    /// An encrypted message, numbered by the domain within its chat.
+    case message
+    /// A delivery or read receipt.
+    case receipt
+    /// An encrypted chat event (a new subject).
+    case event
+}
+
+/// One entry in a user's mailbox: what was posted to a chat they are in (or to them).
+public struct MailboxEntry: Sendable, Codable, Equatable {
+    /// The position in the user's mailbox (1, 2, 3, … without gaps).
+    public var sequence: Int64
+    /// The chat.
+    public var chatID: String
+    /// Who posted it.
+    public var sender: String
+    /// What it is.
+    public var kind: MailboxKind
+    /// For messages: the chat-wide number the domain assigned (1, 2, 3, … without gaps).
+    public var messageNumber: Int64?
+    /// The opaque payload (ciphertext for messages, keys and events).
+    public var payload: Data
+    /// For membership entries: the members now.
+    public var members: [ChatMember]?
+    /// When the domain accepted it.
+    public var postedAt: Date
+}
+
+/// What the domain answers to a post.
+public struct PostReceipt: Sendable, Codable, Equatable {
+    /// For messages: the chat-wide number.
+    public var messageNumber: Int64?
+    /// When the domain accepted it.
+    public var postedAt: Date
+}
+
+/// A user's standing with the domain's moderation.
+public struct UserStatus: Sendable, Codable, Equatable {
+    /// Whether the user may post.
+    public enum State: Sendable, Codable, Equatable {
+        /// In good standing.
+        case valid
+        /// Timed out until the given time.
+        case timeout(until: Date, reason: String)
+        /// Banned.
+        case banned(reason: String)
+    }
+
+    /// The state now.
+    public var state: State
+    /// Infractions not yet dismissed, oldest first.
+    public var infractions: [Infraction]
+}
+
+/// A moderation notice to a user.
+public struct Infraction: Sendable, Codable, Equatable, Identifiable {
+    /// Its id.
+    public var id: Int64
+    /// Why it was issued.
+    public var reason: String
+    /// When.
+    public var issuedAt: Date
+
+    /// An infraction.
+    public init(id: Int64, reason: String, issuedAt: Date) {
+        self.id = id
+        self.reason = reason
+        self.issuedAt = issuedAt
+    }
+}

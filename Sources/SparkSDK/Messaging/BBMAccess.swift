@@ -1,0 +1,86 @@
+import Foundation
+public import SparkObservable
+
+/// Chats and messages for the signed-in user (Spark's `BBMAccess` wrappers). Get it from
+/// ``BBMEnterpriseService/messaging()`` once setup succeeded.
+///
+/// ```swift
+/// let access = try await service.messaging()
+/// let chat = try await access.startChat(with: ["bob"], subject: "Lunch")
+/// try await access.sendMessage("12:30?", to: chat.chatID)
+/// for await messages in try await access.messages(in: chat.chatID).values { render(messages) }
+/// ```
+public final class BBMAccess: Sendable {
+    let messenger: Messenger
+    /// Kept so that messaging goes on while the app holds only this object.
+    let service: BBMEnterpriseService
+
+    init(messenger: Messenger, service: BBMEnterpriseService) {
+        self.messenger = messenger
+        self.service = service
+    }
+
+    /// The signed-in user's id.
+    public var currentUser: String { messenger.keys.userID }
+
+    /// Every chat this endpoint knows, most recently active first (tracked by monitors).
+    public var chats: StateFlow<[Chat]> { messenger.chatsOwner.flow }
+
+    /// Identity changes and dropped arrivals.
+    public var events: AsyncStream<MessagingEvent> { messenger.events }
+
+    /// Starts a chat with one user (one-to-one) or several (a group), with an optional subject.
+    public func startChat(with users: [String], subject: String = "") async throws -> Chat {
+        try await messenger.startChat(with: users, subject: subject)
+    }
+
+    /// Sends a message; at most 70 KB of content and data together.
+    @discardableResult
+    public func sendMessage(
+        _ content: String, tag: String = "Text", data: String? = nil, ref: Int64? = nil, to chatID: String
+    ) async throws -> ChatMessage {
+        try await messenger.send(content, tag: tag, data: data, ref: ref, to: chatID)
+    }
+
+    /// Marks incoming messages read up to `number` (all of them when nil) and tells the senders.
+    public func markMessagesRead(in chatID: String, upTo number: Int64? = nil) async throws {
+        try await messenger.markRead(chatID, upTo: number)
+    }
+
+    /// Leaves a chat; later messages are sealed with keys this user does not get.
+    public func leaveChat(_ chatID: String) async throws { try await messenger.leave(chatID) }
+
+    /// Invites users (admins only).
+    public func invite(_ users: [String], to chatID: String) async throws { try await messenger.invite(users, to: chatID) }
+
+    /// Removes a participant (admins only); the keys rotate so they cannot read what follows.
+    public func removeParticipant(_ user: String, from chatID: String) async throws {
+        try await messenger.remove(user, from: chatID)
+    }
+
+    /// Renames a chat.
+    public func updateChatSubject(_ chatID: String, subject: String) async throws {
+        try await messenger.rename(chatID, subject: subject)
+    }
+
+    /// The latest messages of a chat as a flow (the newest 200; page back with
+    /// ``messages(in:before:limit:)``).
+    public func messages(in chatID: String) async throws -> StateFlow<[ChatMessage]> { try await messenger.messageFlow(chatID) }
+
+    /// Up to `limit` messages before `number` (or the newest), oldest first.
+    public func messages(in chatID: String, before number: Int64?, limit: Int) async throws -> [ChatMessage] {
+        try await messenger.messages(in: chatID, before: number, limit: limit)
+    }
+
+    /// A chat's participants.
+    public func participants(of chatID: String) async throws -> [Participant] { try await messenger.chat(chatID).participants }
+
+    /// One chat.
+    public func chat(_ chatID: String) async throws -> Chat { try await messenger.chat(chatID) }
+
+    /// Reads the mailbox now instead of at the next poll.
+    public func refresh() async throws { _ = try await messenger.syncOnce() }
+
+    /// Clears the key-changed flag of a contact after the user checked the new key.
+    public func acceptIdentityChange(of userID: String) async throws { try await messenger.acceptIdentity(of: userID) }
+}

@@ -1,0 +1,97 @@
+public import Foundation
+
+/// Where a message is in its life (Spark's message states).
+public enum MessageState: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// Stored here, not yet accepted by the domain.
+    case sending
+    /// Accepted by the domain and numbered.
+    case sent
+    /// Decrypted and stored by a recipient's endpoint.
+    case delivered
+    /// Read by a recipient.
+    case read
+    /// Refused (by the domain or here); `reason` says why.
+    case failed(reason: String)
+
+    /// `sending`, `sent`, `delivered`, `read` or `failed: <reason>`.
+    public var description: String {
+        switch self {
+        case .sending: "sending"
+        case .sent: "sent"
+        case .delivered: "delivered"
+        case .read: "read"
+        case .failed(let reason): "failed: \(reason)"
+        }
+    }
+
+    /// Order for monotonic updates: a state never moves back.
+    var rank: Int {
+        switch self {
+        case .sending: 0
+        case .sent: 1
+        case .delivered: 2
+        case .read: 3
+        case .failed: 4
+        }
+    }
+}
+
+/// A message in a chat.
+public struct ChatMessage: Sendable, Equatable, Identifiable {
+    /// The sender's local id for it (stable across endpoints).
+    public var id: String
+    /// The chat.
+    public var chatID: String
+    /// The chat-wide number the domain gave it (nil while sending or failed).
+    public var number: Int64?
+    /// The sender's user id.
+    public var sender: String
+    /// Whether another user sent it.
+    public var isIncoming: Bool
+    /// The text.
+    public var content: String
+    /// An app-defined tag (Spark's message tag, for example "Text").
+    public var tag: String
+    /// Optional JSON the app attaches.
+    public var data: String?
+    /// The number of a message this one refers to (a reply or an edit).
+    public var ref: Int64?
+    /// Where it is in its life.
+    public var state: MessageState
+    /// When it was sent (the domain's time once sent).
+    public var timestamp: Date
+}
+
+/// A participant of a chat.
+public struct Participant: Sendable, Equatable, Identifiable {
+    /// The user id.
+    public var userID: String
+    /// Whether they may invite and remove others.
+    public var isAdmin: Bool
+    /// Whether their identity key changed since this endpoint first saw it (verify with them).
+    public var keyChanged: Bool
+    /// The user id.
+    public var id: String { userID }
+}
+
+/// A chat as this endpoint knows it.
+public struct Chat: Sendable, Equatable, Identifiable {
+    /// The chat id.
+    public var chatID: String
+    /// The subject.
+    public var subject: String
+    /// The participants (this user included while a member).
+    public var participants: [Participant]
+    /// Incoming messages not yet read.
+    public var unreadCount: Int
+    /// When something last happened in it.
+    public var lastActivity: Date
+    /// Whether this user is still a member.
+    public var isActive: Bool
+    /// The chat id.
+    public var id: String { chatID }
+    /// Whether any participant's identity key changed.
+    public var keyChanged: Bool { participants.contains(where: \.keyChanged) }
+    /// Whether it is a one-to-one chat.
+    public var isOneToOne: Bool { participants.count == 2 }
+}

@@ -1,0 +1,47 @@
+public import SparkDomain
+
+/// An error from messaging. Compare by ``code``.
+public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What went wrong. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        /// Setup has not succeeded; there are no keys to send or read with.
+        public static let notReady = Code(name: "notReady")
+        /// Content and data together exceed 70 KB.
+        public static let tooLarge = Code(name: "tooLarge")
+        /// No such chat, or this user is no longer in it.
+        public static let unknownChat = Code(name: "unknownChat")
+        /// A user has no published identity (they never set up a device).
+        public static let unknownUser = Code(name: "unknownUser")
+        /// Something arrived that is not what it claims: bad signature, wrong chat, replayed
+        /// or reordered. It is dropped and nothing is marked.
+        public static let forged = Code(name: "forged")
+        /// The domain refused; see ``MessagingError/domainCode``.
+        public static let refused = Code(name: "refused")
+        /// The local store failed.
+        public static let storageFailure = Code(name: "storageFailure")
+        /// The code's name.
+        public var description: String { name }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// A readable explanation, without message content.
+    public let reason: String
+    /// The domain's code, when the domain refused.
+    public let domainCode: DomainError.Code?
+
+    /// An error.
+    public init(_ code: Code, _ reason: String, domainCode: DomainError.Code? = nil) {
+        self.code = code
+        self.reason = reason
+        self.domainCode = domainCode
+    }
+
+    /// Errors are equal when their codes are.
+    public static func == (lhs: MessagingError, rhs: MessagingError) -> Bool { lhs.code == rhs.code }
+    /// Hashes the code.
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    /// `MessagingError.<code>: <reason>`.
+    public var description: String { "MessagingError.\(code): \(reason)" }
+}

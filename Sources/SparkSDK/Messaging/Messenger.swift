@@ -1,0 +1,626 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkObservable
+import SparkStore
+
+/// Something the app should know that is not a chat or message change.
+public enum MessagingEvent: Sendable, Equatable {
+    /// A contact's identity key changed (a reset, or an attack): shown on the contact and their
+    /// chats until the user accepts it.
+    case identityChanged(userID: String)
+    /// Something arrived that failed its checks (forged, altered, replayed, reordered or for
+    /// another chat) and was dropped; nothing was marked.
+    case dropped(chatID: String, reason: String)
+}
+
+/// The endpoint's messaging engine: it seals and posts what the user sends, and reads the
+/// user's mailbox, verifying, decrypting and storing what arrives, then answering with receipts.
+/// All state is in the endpoint store, so a restart continues where it stopped.
+actor Messenger {
+    let domain: any DomainService
+    let queue: DatabaseQueue
+    let keys: UnlockedKeys
+    let endpointID: String
+    let token: @Sendable () async throws -> String
+    let pollInterval: Duration
+    nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
+    private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
+    private var syncTask: Task<Void, Never>?
+    nonisolated let events: AsyncStream<MessagingEvent>
+    private let eventSink: AsyncStream<MessagingEvent>.Continuation
+    static let flowWindow = 200
+    static let maximumContentSize = 70 * 1024
+
+    var me: String { keys.userID }
+
+    init(
+        domain: any DomainService, store: EndpointStore, keys: UnlockedKeys, endpointID: String,
+        token: @escaping @Sendable () async throws -> String, pollInterval: Duration
+    ) {
+        self.domain = domain
+        self.queue = store.queue
+        self.keys = keys
+        self.endpointID = endpointID
+        self.token = token
+        self.pollInterval = pollInterval
+        (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(100))
+    }
+
+    // MARK: Running
+
+    func start() {
+        reloadChats()
+        guard syncTask == nil else { return }
+        let interval = pollInterval
+        syncTask = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let self else { return }
+                let received = (try? await self.syncOnce()) ?? 0
+                await self.resendPending()
+                if received == 0 { try? await Task.sleep(for: interval) }
+            }
+        }
+    }
+
+    func stop() {
+        syncTask?.cancel()
+        syncTask = nil
+        eventSink.finish()
+    }
+
+    // MARK: Chats
+
+    func startChat(with users: [String], subject: String) async throws -> Chat {
+        let others = Array(Set(users)).filter { $0 != me }.sorted()
+        guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
+        for user in others { _ = try await identity(of: user, refresh: true) }
+        let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
+        let info = try await domainCall {
+            try await domain.createChat(token: try await token(), endpointID: endpointID, chatID: chatID, participants: others)
+        }
+        try write { db in try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date()) }
+        if !subject.isEmpty {
+            try await post(
+                chatID: chatID, content: SealedFormats.Content(content: "", tag: "Subject", subject: subject), kind: .event)
+            try write { db in try db.execute("UPDATE chats SET subject = ? WHERE chat_id = ?", [subject, chatID]) }
+        }
+        reloadChats()
+        return try chat(chatID)
+    }
+
+    func invite(_ users: [String], to chatID: String) async throws {
+        for user in users { _ = try await identity(of: user, refresh: true) }
+        let info = try await domainCall {
+            try await domain.updateMembers(
+                token: try await token(), endpointID: endpointID, chatID: chatID, add: users, remove: [])
+        }
+        try write { db in try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date()) }
+        reloadChats()
+    }
+
+    func remove(_ user: String, from chatID: String) async throws {
+        let info = try await domainCall {
+            try await domain.updateMembers(
+                token: try await token(), endpointID: endpointID, chatID: chatID, add: [], remove: [user])
+        }
+        try write { db in try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date()) }
+        reloadChats()
+    }
+
+    func leave(_ chatID: String) async throws { try await remove(me, from: chatID) }
+
+    func rename(_ chatID: String, subject: String) async throws {
+        try await post(
+            chatID: chatID, content: SealedFormats.Content(content: "", tag: "Subject", subject: subject), kind: .event)
+        try write { db in
+            try db.execute(
+                "UPDATE chats SET subject = ?, last_activity = ? WHERE chat_id = ?",
+                [subject, Date().timeIntervalSince1970, chatID])
+        }
+        reloadChats()
+    }
+
+    // MARK: Sending
+
+    func send(_ content: String, tag: String, data: String?, ref: Int64?, to chatID: String) async throws -> ChatMessage {
+        guard content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize else {
+            throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
+        }
+        let id = try await post(
+            chatID: chatID, content: SealedFormats.Content(content: content, tag: tag, data: data, ref: ref), kind: .message)
+        return try message(id: id)
+    }
+
+    /// Seals, stores (state sending) and posts. Returns the local id.
+    @discardableResult
+    private func post(chatID: String, content: SealedFormats.Content, kind: MailboxKind) async throws -> String {
+        guard try read({ db in try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [chatID], as: Bool.self) }) == true
+        else {
+            throw MessagingError(.unknownChat, "this user is not in chat \(chatID)")
+        }
+        let (epoch, key) = try await ensureSenderKey(chatID)
+        let id = UUID().uuidString.lowercased()
+        let me = self.me
+        let keys = self.keys
+        let device = endpointID
+        let now = Date()
+        let sealed = try write { db -> Data in
+            let seq =
+                (try db.scalar(
+                    "SELECT last_seq FROM sender_sequences WHERE chat_id = ? AND sender = ? AND device = ?",
+                    [chatID, me, device],
+                    as: Int64.self) ?? 0) + 1
+            try db.execute(
+                """
+                INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
+                ON CONFLICT(chat_id, sender, device) DO UPDATE SET last_seq = excluded.last_seq
+                """, [chatID, me, device, seq])
+            let sealed = try SealedFormats.seal(
+                content, id: id, chat: chatID, device: device, seq: seq, epoch: epoch, key: key, sender: keys)
+            if kind == .message {
+                try db.execute(
+                    """
+                    INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
+                    VALUES (?, ?, ?, 0, ?, ?, ?, ?, 'sending', ?, ?)
+                    """,
+                    [id, chatID, me, content.content, content.tag, content.data, content.ref, now.timeIntervalSince1970, sealed])
+            }
+            return sealed
+        }
+        reloadMessages(chatID)
+        if kind == .message {
+            await deliver(localID: id, chatID: chatID, sealed: sealed)
+        } else {
+            _ = try await domainCall {
+                try await domain.post(
+                    token: try await token(), endpointID: endpointID, chatID: chatID, kind: kind, payload: sealed, recipient: nil,
+                    clientID: id)
+            }
+        }
+        return id
+    }
+
+    /// Posts a stored message; the same bytes and id on every retry, so it is sent exactly once.
+    private func deliver(localID: String, chatID: String, sealed: Data) async {
+        do {
+            let receipt = try await domain.post(
+                token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed, recipient: nil,
+                clientID: localID)
+            try write { db in
+                try db.execute(
+                    "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END, timestamp = ? WHERE local_id = ?",
+                    [receipt.messageNumber, receipt.postedAt.timeIntervalSince1970, localID])
+                try db.execute(
+                    "UPDATE chats SET last_activity = ? WHERE chat_id = ?", [receipt.postedAt.timeIntervalSince1970, chatID])
+            }
+        } catch let error as DomainError where ![.storageFailure, .unavailable, .tokenExpired].contains(error.code) {
+            _ = try? write { db in
+                try db.execute("UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
+            }
+        } catch {
+            // Left as sending: retried with the same bytes until the domain answers.
+        }
+        reloadMessages(chatID)
+        reloadChats()
+    }
+
+    /// Messages still sending after a crash or an outage are posted again (idempotently).
+    func resendPending() async {
+        let pending =
+            (try? read { db in
+                try db.rows("SELECT local_id, chat_id, sealed FROM messages WHERE state = 'sending' AND sealed IS NOT NULL").map {
+                    (try $0.get(0, as: String.self), try $0.get(1, as: String.self), try $0.get(2, as: Data.self))
+                }
+            }) ?? []
+        for (id, chat, sealed) in pending { await deliver(localID: id, chatID: chat, sealed: sealed) }
+    }
+
+    /// This user's current sending key for the chat, made and handed to every member when the
+    /// membership changed since the last one (so a member who left cannot read what follows).
+    private func ensureSenderKey(_ chatID: String) async throws -> (Int, SymmetricKey) {
+        let (version, members, latest) = try read { db -> (Int, [String], (Int, Data, Int)?) in
+            let version = try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 1
+            let members = try db.rows("SELECT user_id FROM participants WHERE chat_id = ?", [chatID]).map {
+                try $0.get(0, as: String.self)
+            }
+            let latest = try db.row(
+                """
+                SELECT epoch, key, membership_version FROM sender_keys WHERE chat_id = ? AND sender = ? AND device = ?
+                ORDER BY epoch DESC LIMIT 1
+                """, [chatID, self.me, self.endpointID]
+            ).map { (try $0.get(0, as: Int.self), try $0.get(1, as: Data.self), try $0.get(2, as: Int.self)) }
+            return (version, members, latest)
+        }
+        if let latest, latest.2 == version { return (latest.0, SymmetricKey(data: latest.1)) }
+        let epoch = (latest?.0 ?? 0) + 1
+        let key = SymmetricKey(size: .bits256)
+        let token = try await token()
+        for member in members {
+            let identity = try await identity(of: member, refresh: true)
+            let envelope = try SealedFormats.sealKey(
+                key, chat: chatID, epoch: epoch, from: keys, device: endpointID, to: member,
+                recipientKey: try X25519.PublicKey(rawRepresentation: identity.encryptionKey))
+            _ = try await domainCall {
+                try await domain.post(
+                    token: token, endpointID: endpointID, chatID: chatID, kind: .chatKey, payload: envelope, recipient: member,
+                    clientID: nil)
+            }
+        }
+        try write { db in
+            try db.execute(
+                "INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
+                [chatID, self.me, self.endpointID, epoch, key.secureBytes.unsafeData(), version])
+        }
+        return (epoch, key)
+    }
+
+    // MARK: Reading
+
+    func markRead(_ chatID: String, upTo number: Int64?) async throws {
+        let upTo =
+            try number ?? read { db in
+                try db.scalar("SELECT max(number) FROM messages WHERE chat_id = ? AND incoming = 1", [chatID], as: Int64.self)
+            } ?? 0
+        guard upTo > 0 else { return }
+        try write { db in
+            try db.execute(
+                "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ? AND state != 'read'",
+                [chatID, upTo])
+        }
+        reloadMessages(chatID)
+        reloadChats()
+        try await sendReceipt(chatID: chatID, state: "read", number: upTo)
+    }
+
+    private func sendReceipt(chatID: String, state: String, number: Int64) async throws {
+        let payload = try JSONEncoder().encode(Receipt(state: state, number: number))
+        _ = try await domainCall {
+            try await domain.post(
+                token: try await token(), endpointID: endpointID, chatID: chatID, kind: .receipt, payload: payload,
+                recipient: nil, clientID: nil)
+        }
+    }
+
+    struct Receipt: Codable {
+        var state: String
+        var number: Int64
+    }
+
+    /// Reads and applies the mailbox after the stored cursor; returns how many entries came.
+    func syncOnce() async throws -> Int {
+        let cursor = try read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } ?? 0
+        let entries = try await domain.readMailbox(token: try await token(), endpointID: endpointID, after: cursor, limit: 200)
+        var touched = Set<String>()
+        var receipts: [(String, Int64)] = []
+        for entry in entries {
+            do {
+                if let delivered = try await apply(entry) { receipts.append((entry.chatID, delivered)) }
+            } catch let error as MessagingError {
+                eventSink.yield(.dropped(chatID: entry.chatID, reason: error.reason))
+            } catch {
+                eventSink.yield(.dropped(chatID: entry.chatID, reason: "\(error)"))
+            }
+            try write { db in
+                try db.execute(
+                    "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
+                    [entry.sequence])
+            }
+            touched.insert(entry.chatID)
+        }
+        for chatID in touched { reloadMessages(chatID) }
+        if !touched.isEmpty { reloadChats() }
+        for (chatID, number) in receipts { try? await sendReceipt(chatID: chatID, state: "delivered", number: number) }
+        return entries.count
+    }
+
+    /// Applies one entry; returns a message number to acknowledge as delivered.
+    private func apply(_ entry: MailboxEntry) async throws -> Int64? {
+        let me = self.me
+        switch entry.kind {
+        case .membership:
+            guard let members = entry.members else { return nil }
+            try write { db in try Self.applyMembership(db, chatID: entry.chatID, members: members, me: me, now: entry.postedAt) }
+            return nil
+        case .chatKey:
+            guard let to = (try? JSONDecoder().decode(SealedFormats.KeyEnvelope.self, from: entry.payload))?.to, to == me else {
+                return nil
+            }
+            let sender = try await identity(of: entry.sender, refresh: false)
+            let opened: (device: String, epoch: Int, key: SymmetricKey)
+            do {
+                opened = try SealedFormats.openKey(
+                    entry.payload, chat: entry.chatID, sender: entry.sender,
+                    senderKey: try Ed25519.PublicKey(rawRepresentation: sender.signingKey), me: keys)
+            } catch {
+                // The sender may have new keys: look again once before refusing.
+                let fresh = try await identity(of: entry.sender, refresh: true)
+                opened = try SealedFormats.openKey(
+                    entry.payload, chat: entry.chatID, sender: entry.sender,
+                    senderKey: try Ed25519.PublicKey(rawRepresentation: fresh.signingKey), me: keys)
+            }
+            try write { db in
+                let version =
+                    try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [entry.chatID], as: Int.self) ?? 1
+                try db.execute(
+                    "INSERT OR IGNORE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
+                    [entry.chatID, entry.sender, opened.device, opened.epoch, opened.key.secureBytes.unsafeData(), version])
+            }
+            return nil
+        case .message, .event:
+            let header = try SealedFormats.header(entry.payload)
+            let stored = try read { db -> (Data?, Int64, Bool) in
+                let key = try db.scalar(
+                    "SELECT key FROM sender_keys WHERE chat_id = ? AND sender = ? AND device = ? AND epoch = ?",
+                    [entry.chatID, entry.sender, header.device, header.epoch], as: Data.self)
+                let last =
+                    try db.scalar(
+                        "SELECT last_seq FROM sender_sequences WHERE chat_id = ? AND sender = ? AND device = ?",
+                        [entry.chatID, entry.sender, header.device], as: Int64.self) ?? 0
+                return (key, last, false)
+            }
+            if entry.sender == me, header.device == endpointID {
+                // The echo of what this endpoint sent: record a message's number.
+                try write { db in
+                    try db.execute(
+                        "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END WHERE local_id = ?",
+                        [entry.messageNumber, header.id])
+                }
+                return nil
+            }
+            guard header.seq == stored.1 + 1 else {
+                throw MessagingError(
+                    .forged, "message \(header.seq) from \(entry.sender) after \(stored.1): replayed or reordered")
+            }
+            guard let keyData = stored.0 else {
+                throw MessagingError(.forged, "no chat key from \(entry.sender) for this message")
+            }
+            let sender = try await identity(of: entry.sender, refresh: false)
+            let content: SealedFormats.Content
+            do {
+                content = try SealedFormats.open(
+                    header, chat: entry.chatID, sender: entry.sender,
+                    senderKey: try Ed25519.PublicKey(rawRepresentation: sender.signingKey),
+                    key: SymmetricKey(data: keyData))
+            } catch {
+                let fresh = try await identity(of: entry.sender, refresh: true)
+                content = try SealedFormats.open(
+                    header, chat: entry.chatID, sender: entry.sender,
+                    senderKey: try Ed25519.PublicKey(rawRepresentation: fresh.signingKey),
+                    key: SymmetricKey(data: keyData))
+            }
+            let incoming = entry.sender != me
+            try write { db in
+                try db.execute(
+                    """
+                    INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(chat_id, sender, device) DO UPDATE SET last_seq = excluded.last_seq
+                    """, [entry.chatID, entry.sender, header.device, header.seq])
+                if entry.kind == .event {
+                    if let subject = content.subject {
+                        try db.execute(
+                            "UPDATE chats SET subject = ?, last_activity = ? WHERE chat_id = ?",
+                            [subject, entry.postedAt.timeIntervalSince1970, entry.chatID])
+                    }
+                    return
+                }
+                try db.execute(
+                    """
+                    INSERT OR IGNORE INTO messages(local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, timestamp)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        header.id, entry.chatID, entry.messageNumber, entry.sender, incoming, content.content, content.tag,
+                        content.data, content.ref,
+                        incoming ? "delivered" : "sent", entry.postedAt.timeIntervalSince1970,
+                    ])
+                try db.execute(
+                    "UPDATE chats SET last_activity = ? WHERE chat_id = ?", [entry.postedAt.timeIntervalSince1970, entry.chatID])
+            }
+            return incoming && entry.kind == .message ? entry.messageNumber : nil
+        case .receipt:
+            guard let receipt = try? JSONDecoder().decode(Receipt.self, from: entry.payload) else {
+                throw MessagingError(.forged, "a receipt is malformed")
+            }
+            try write { db in
+                if entry.sender == me {
+                    // Read on another of this user's endpoints.
+                    if receipt.state == "read" {
+                        try db.execute(
+                            "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ?",
+                            [entry.chatID, receipt.number])
+                    }
+                } else if receipt.state == "read" {
+                    try db.execute(
+                        "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state IN ('sent', 'delivered')",
+                        [entry.chatID, receipt.number])
+                } else if receipt.state == "delivered" {
+                    try db.execute(
+                        "UPDATE messages SET state = 'delivered' WHERE chat_id = ? AND incoming = 0 AND number = ? AND state = 'sent'",
+                        [entry.chatID, receipt.number])
+                }
+            }
+            return nil
+        }
+    }
+
+    // MARK: Identities
+
+    /// A user's published identity, cached; `refresh` asks the domain and flags a change.
+    func identity(of user: String, refresh: Bool) async throws -> PublishedIdentity {
+        let cached = try read { db in
+            try db.row("SELECT signing_key, encryption_key, key_version FROM contacts WHERE user_id = ?", [user]).map {
+                PublishedIdentity(
+                    userID: user, signingKey: try $0.get(0), encryptionKey: try $0.get(1), keyVersion: try $0.get(2),
+                    signature: Data())
+            }
+        }
+        if let cached, !refresh { return cached }
+        guard let published = try await domainCall({ try await domain.identity(token: try await token(), userID: user) }),
+            published.isSelfSigned
+        else {
+            if let cached { return cached }
+            throw MessagingError(.unknownUser, "\(user) has no published identity (they have not set up a device)")
+        }
+        let changed = cached.map { $0.signingKey != published.signingKey || $0.encryptionKey != published.encryptionKey } ?? false
+        try write { db in
+            try db.execute(
+                """
+                INSERT INTO contacts(user_id, signing_key, encryption_key, key_version, key_changed) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(user_id) DO UPDATE SET signing_key = excluded.signing_key, encryption_key = excluded.encryption_key,
+                    key_version = excluded.key_version, key_changed = max(contacts.key_changed, excluded.key_changed)
+                """, [user, published.signingKey, published.encryptionKey, published.keyVersion, changed])
+        }
+        if changed {
+            eventSink.yield(.identityChanged(userID: user))
+            reloadChats()
+        }
+        return published
+    }
+
+    /// Clears a contact's key-changed flag once the user has checked the new key.
+    func acceptIdentity(of user: String) throws {
+        try write { db in try db.execute("UPDATE contacts SET key_changed = 0 WHERE user_id = ?", [user]) }
+        reloadChats()
+    }
+
+    // MARK: Queries and flows
+
+    func chat(_ chatID: String) throws -> Chat {
+        guard let chat = try read({ db in try Self.loadChats(db, only: chatID).first }) else {
+            throw MessagingError(.unknownChat, "no chat \(chatID)")
+        }
+        return chat
+    }
+
+    func message(id: String) throws -> ChatMessage {
+        guard let message = try read({ db in try db.row("\(Self.messageColumns) WHERE local_id = ?", [id]).map(Self.message) })
+        else {
+            throw MessagingError(.unknownChat, "no message \(id)")
+        }
+        return message
+    }
+
+    /// The latest `limit` messages before `number` (or the newest), oldest first.
+    func messages(in chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
+        try read { db in
+            let rows =
+                if let number {
+                    try db.rows(
+                        "\(Self.messageColumns) WHERE chat_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
+                        [chatID, number, limit])
+                } else {
+                    try db.rows(
+                        "\(Self.messageColumns) WHERE chat_id = ? ORDER BY number IS NULL DESC, number DESC LIMIT ?",
+                        [chatID, limit])
+                }
+            return try rows.reversed().map(Self.message)
+        }
+    }
+
+    func messageFlow(_ chatID: String) throws -> StateFlow<[ChatMessage]> {
+        if let owner = messageOwners[chatID] { return owner.flow }
+        let owner = MutableStateFlow(try messages(in: chatID, before: nil, limit: Self.flowWindow), label: "Messaging.messages")
+        messageOwners[chatID] = owner
+        return owner.flow
+    }
+
+    private func reloadMessages(_ chatID: String) {
+        guard let owner = messageOwners[chatID], let latest = try? messages(in: chatID, before: nil, limit: Self.flowWindow)
+        else { return }
+        owner.value = latest
+    }
+
+    private func reloadChats() {
+        if let chats = try? read({ db in try Self.loadChats(db, only: nil) }) { chatsOwner.value = chats }
+    }
+
+    static let messageColumns =
+        "SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp FROM messages"
+
+    static func message(_ row: Row) throws -> ChatMessage {
+        let state: MessageState =
+            switch try row.get(9, as: String.self) {
+            case "sending": .sending
+            case "sent": .sent
+            case "delivered": .delivered
+            case "read": .read
+            default: .failed(reason: try row.get(10, as: String?.self) ?? "failed")
+            }
+        return ChatMessage(
+            id: try row.get(0), chatID: try row.get(1), number: try row.get(2), sender: try row.get(3),
+            isIncoming: try row.get(4),
+            content: try row.get(5), tag: try row.get(6), data: try row.get(7), ref: try row.get(8), state: state,
+            timestamp: Date(timeIntervalSince1970: try row.get(11)))
+    }
+
+    static func loadChats(_ db: Database, only chatID: String?) throws -> [Chat] {
+        let rows =
+            if let chatID {
+                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats WHERE chat_id = ?", [chatID])
+            } else {
+                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats ORDER BY last_activity DESC")
+            }
+        return try rows.map { row in
+            let id = try row.get(0, as: String.self)
+            let participants = try db.rows(
+                """
+                SELECT p.user_id, p.is_admin, coalesce(c.key_changed, 0) FROM participants p LEFT JOIN contacts c USING (user_id)
+                WHERE p.chat_id = ? ORDER BY p.rowid
+                """, [id]
+            ).map { Participant(userID: try $0.get(0), isAdmin: try $0.get(1), keyChanged: try $0.get(2)) }
+            let unread =
+                try db.scalar(
+                    "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != 'read'", [id], as: Int.self)
+                ?? 0
+            return Chat(
+                chatID: id, subject: try row.get(1), participants: participants, unreadCount: unread,
+                lastActivity: Date(timeIntervalSince1970: try row.get(3)), isActive: try row.get(2))
+        }
+    }
+
+    /// Records a chat's members; a real change bumps the membership version (which rotates this
+    /// user's sending key at its next send).
+    static func applyMembership(_ db: Database, chatID: String, members: [ChatMember], me: String, now: Date) throws {
+        let existing = try db.rows("SELECT user_id, is_admin FROM participants WHERE chat_id = ? ORDER BY user_id", [chatID]).map
+        {
+            ChatMember(userID: try $0.get(0), isAdmin: try $0.get(1))
+        }
+        let sorted = members.sorted { $0.userID < $1.userID }
+        let known = try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil
+        if !known {
+            try db.execute("INSERT INTO chats(chat_id, last_activity) VALUES (?, ?)", [chatID, now.timeIntervalSince1970])
+        } else if existing != sorted, Set(existing.map(\.userID)) != Set(sorted.map(\.userID)) {
+            try db.execute("UPDATE chats SET membership_version = membership_version + 1 WHERE chat_id = ?", [chatID])
+        }
+        try db.execute("DELETE FROM participants WHERE chat_id = ?", [chatID])
+        for member in members {
+            try db.execute(
+                "INSERT INTO participants(chat_id, user_id, is_admin) VALUES (?, ?, ?)", [chatID, member.userID, member.isAdmin])
+        }
+        try db.execute(
+            "UPDATE chats SET active = ?, last_activity = max(last_activity, ?) WHERE chat_id = ?",
+            [members.contains { $0.userID == me }, now.timeIntervalSince1970, chatID])
+    }
+
+    // MARK: Plumbing
+
+    private func read<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+        do { return try queue.read(body) } catch let error as MessagingError { throw error } catch {
+            throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
+        }
+    }
+
+    @discardableResult
+    private func write<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+        do { return try queue.write(body) } catch let error as MessagingError { throw error } catch {
+            throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
+        }
+    }
+
+    private func domainCall<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as DomainError {
+            throw MessagingError(.refused, error.reason, domainCode: error.code)
+        }
+    }
+}

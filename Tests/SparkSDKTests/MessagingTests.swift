@@ -1,0 +1,212 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkObservable
+import SparkSDK
+import SparkStore
+import SparkTestSupport
+import Synchronization
+import Testing
+
+/// Users with set-up endpoints on one embedded domain.
+struct ChatWorld {
+    let devices: Devices
+
+    init(_ directory: URL) throws { devices = try Devices(directory) }
+
+    var domain: EmbeddedDomain { devices.domain }
+
+    /// A set-up endpoint of `user` named `device`; the first endpoint of a user creates keys.
+    func endpoint(_ user: String, _ device: String) async throws -> (BBMEnterpriseService, BBMAccess) {
+        let service = try await devices.service(device)
+        let state = try await devices.begin(service, user: user)
+        await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .new ? .new : .existing)
+        let settled = await service.waitForSettledState()
+        guard settled.setupState == .success else { throw MessagingError(.notReady, "setup of \(device) ended in \(settled)") }
+        return (service, try await service.messaging())
+    }
+}
+
+func waitFor(_ what: String, _ condition: @Sendable () -> Bool) async -> Bool { await eventually(seconds: 10, condition) }
+
+@Suite("Messaging")
+struct MessagingTests {
+    @Test func aConversationWithStatesReceiptsAndUnreadCounts() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "Lunch")
+            #expect(chat.isOneToOne && chat.participants.map(\.userID).sorted() == ["alice", "bob"])
+            let first = try await alice.sendMessage("12:30 at the usual place?", to: chat.chatID)
+            #expect(first.state == .sent && first.number == 1)
+            let second = try await alice.sendMessage("I'll book", tag: "Text", data: #"{"table":4}"#, to: chat.chatID)
+            #expect(second.number == 2)
+
+            #expect(await waitFor("bob gets the chat") { bob.chats.value.first?.unreadCount == 2 })
+            let bobChat = try #require(bob.chats.value.first)
+            #expect(bobChat.subject == "Lunch" && bobChat.chatID == chat.chatID)
+            let received = try await bob.messages(in: chat.chatID).value
+            #expect(received.map(\.content) == ["12:30 at the usual place?", "I'll book"])
+            #expect(received.map(\.number) == [1, 2] && received.allSatisfy { $0.isIncoming && $0.state == .delivered })
+            #expect(received[1].data == #"{"table":4}"#)
+
+            let aliceMessages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("delivered receipts") { aliceMessages.value.allSatisfy { $0.state == .delivered } })
+            try await bob.markMessagesRead(in: chat.chatID, upTo: 1)
+            #expect(try await bob.chat(chat.chatID).unreadCount == 1)
+            #expect(
+                await waitFor("read receipt") {
+                    aliceMessages.value.first?.state == .read && aliceMessages.value.last?.state == .delivered
+                })
+            try await bob.markMessagesRead(in: chat.chatID)
+            #expect(await waitFor("all read") { aliceMessages.value.allSatisfy { $0.state == .read } })
+
+            let reply = try await bob.sendMessage("Perfect", ref: 2, to: chat.chatID)
+            #expect(reply.number == 3 && reply.ref == 2)
+            #expect(await waitFor("alice gets the reply") { aliceMessages.value.count == 3 })
+            #expect(try await alice.chat(chat.chatID).unreadCount == 1)
+        }
+    }
+
+    @Test func everyEndpointOfAUserConverges() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let (_, alicePhone) = try await world.endpoint("alice", "alice-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
+            try await alice.sendMessage("from the laptop", to: chat.chatID)
+            #expect(await waitFor("bob") { bob.chats.value.first?.unreadCount == 1 })
+            try await bob.sendMessage("hi both", to: chat.chatID)
+            let phoneMessages = try await alicePhone.messages(in: chat.chatID)
+            #expect(await waitFor("alice's phone sees both") { phoneMessages.value.count == 2 })
+            #expect(phoneMessages.value.map(\.content) == ["from the laptop", "hi both"])
+            #expect(phoneMessages.value[0].isIncoming == false && phoneMessages.value[1].isIncoming)
+            // Read on the laptop, read on the phone.
+            #expect(await waitFor("laptop has bob's reply") { alice.chats.value.first?.unreadCount == 1 })
+            try await alice.markMessagesRead(in: chat.chatID)
+            #expect(await waitFor("phone converges") { alicePhone.chats.value.first?.unreadCount == 0 })
+            #expect(alicePhone.chats.value.first?.subject == "Plans")
+            // And the phone can send in the chat the laptop started.
+            try await alicePhone.sendMessage("from the phone", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob gets the phone's message") { bobMessages.value.last?.content == "from the phone" })
+        }
+    }
+
+    @Test func forgedReplayedAlteredAndCrossChatMessagesAreDropped() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let one = try await alice.startChat(with: ["bob"], subject: "one")
+            let two = try await alice.startChat(with: ["bob"], subject: "two")
+            #expect(await waitFor("bob knows both chats") { bob.chats.value.count == 2 })
+            try await bob.sendMessage("genuine", to: one.chatID)
+            let aliceOne = try await alice.messages(in: one.chatID)
+            #expect(await waitFor("genuine arrives") { aliceOne.value.count == 1 })
+
+            // Bob's own sealed message, read back from the domain as a tampering client would.
+            let bobToken = try await world.domain.testToken(userID: "bob").token
+            let bobEndpoint = try await bobService.endpointID
+            let mailbox = try await world.domain.readMailbox(token: bobToken, endpointID: bobEndpoint, after: 0, limit: 100)
+            let sealed = try #require(mailbox.last { $0.kind == .message && $0.chatID == one.chatID }?.payload)
+            func post(_ payload: Data, to chat: String) async throws {
+                _ = try await world.domain.post(
+                    token: bobToken, endpointID: bobEndpoint, chatID: chat, kind: .message, payload: payload, recipient: nil,
+                    clientID: nil)
+            }
+            let events = Box<[MessagingEvent]>([])
+            let listener = Task { for await event in alice.events { events.update { $0.append(event) } } }
+            try await post(sealed, to: one.chatID)  // replayed
+            try await post(sealed, to: two.chatID)  // cross-chat
+            var altered = try JSONSerialization.jsonObject(with: sealed) as! [String: Any]
+            var ciphertext = try #require(Data(base64Encoded: altered["ciphertext"] as! String))
+            ciphertext[0] ^= 1
+            altered["ciphertext"] = ciphertext.base64EncodedString()
+            altered["seq"] = 2
+            try await post(try JSONSerialization.data(withJSONObject: altered), to: one.chatID)  // altered
+            // Mallory, a member of neither chat, cannot post into them at all.
+            let (malloryService, _) = try await world.endpoint("mallory", "mallory-pc")
+            let malloryToken = try await world.domain.testToken(userID: "mallory").token
+            await #expect(throws: DomainError(.notAMember, "")) {
+                try await world.domain.post(
+                    token: malloryToken, endpointID: try await malloryService.endpointID, chatID: one.chatID, kind: .message,
+                    payload: sealed,
+                    recipient: nil, clientID: nil)
+            }
+            #expect(await waitFor("three drops") { events.value.count >= 3 })
+            listener.cancel()
+            #expect(events.value.allSatisfy { if case .dropped = $0 { true } else { false } })
+            try await alice.refresh()
+            #expect(aliceOne.value.count == 1 && aliceOne.value[0].content == "genuine")
+            #expect(try await alice.messages(in: two.chatID).value.isEmpty)
+            #expect(try await alice.chat(one.chatID).unreadCount == 1, "nothing extra counted or marked")
+        }
+    }
+
+    @Test func tooLargeAndModeratedMessagesFailWithAReason() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            await #expect(throws: MessagingError(.tooLarge, "")) {
+                try await alice.sendMessage(String(repeating: "x", count: 70 * 1024 + 1), to: chat.chatID)
+            }
+            try world.domain.timeOut("alice", for: 300, reason: "spamming")
+            let timedOut = try await alice.sendMessage("let me talk", to: chat.chatID)
+            guard case .failed(let reason) = timedOut.state else {
+                Issue.record("expected a failure")
+                return
+            }
+            #expect(reason.contains("timed out") && reason.contains("spamming"))
+            try world.domain.unban("alice")
+            try world.domain.ban("alice", reason: "abuse")
+            guard case .failed(let banned) = try await alice.sendMessage("again", to: chat.chatID).state else {
+                Issue.record("expected a failure")
+                return
+            }
+            #expect(banned.contains("banned"))
+            try world.domain.unban("alice")
+            #expect(try await alice.sendMessage("sorry", to: chat.chatID).state == .sent)
+            // Numbers stay gapless: refused messages never got one.
+            #expect(try await alice.messages(in: chat.chatID).value.compactMap(\.number) == [1])
+        }
+    }
+
+    @Test func aCrashAfterTheDomainAcceptedIsResentExactlyOnce() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "crash")
+            let sent = try await alice.sendMessage("exactly once", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { bobMessages.value.count == 1 })
+            // The crash: the domain accepted the post but the endpoint died before recording the
+            // answer, so its store still says "sending".
+            await aliceService.stop()
+            let file = directory.appendingPathComponent("alice-laptop/endpoint.sqlite").path
+            try DatabaseQueue(path: file).write { db in
+                try db.execute("UPDATE messages SET state = 'sending', number = NULL WHERE local_id = ?", [sent.id])
+            }
+            let store = try EndpointStore(directory: directory.appendingPathComponent("alice-laptop"))
+            let restarted = BBMEnterpriseService(
+                store: store, endpointDescription: "alice-laptop", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted).setupState == .success)
+            let again = try await restarted.messaging()
+            let mine = try await again.messages(in: chat.chatID)
+            #expect(
+                await waitFor("resent and confirmed") { mine.value.first?.state != .sending && mine.value.first?.number == 1 })
+            #expect(try await again.chat(chat.chatID).subject == "crash", "chats survive the restart")
+            try await again.sendMessage("after the restart", to: chat.chatID)
+            #expect(await waitFor("bob gets the next one") { bobMessages.value.count == 2 })
+            try await bob.refresh()
+            #expect(bobMessages.value.map(\.content) == ["exactly once", "after the restart"], "no duplicate")
+            #expect(bobMessages.value.map(\.number) == [1, 2])
+        }
+    }
+}
