@@ -199,20 +199,17 @@ public final class ObservableMonitor: Sendable {
     }
 
     private func dispatch(after delay: Duration?) {
-        let job: @Sendable () -> Void = { [weak self] in
-            guard let self else { return }
-            let go = state.withLock { state -> Bool in
-                state.scheduled = false
-                return state.active
-            }
-            if go { run() }
-        }
+        let job: @Sendable () -> Void = { [weak self] in self?.run(clearingSchedule: true) }
         if let delay { executor.execute(after: delay, job) } else { executor.execute(job) }
     }
 
-    /// Runs the block, then again while runs were requested during it.
-    private func run() {
+    /// Runs the block, then again while runs were requested during it. A scheduled job clears
+    /// its schedule in the same critical section that marks the run started, so a change arriving
+    /// in between waits for this run instead of scheduling an immediate second one (which would
+    /// break the frequency limit).
+    private func run(clearingSchedule: Bool = false) {
         let begin = state.withLock { state -> Bool in
+            if clearingSchedule { state.scheduled = false }
             guard state.active else { return false }
             if state.running {
                 state.rerunRequested = true
