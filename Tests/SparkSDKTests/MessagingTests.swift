@@ -210,3 +210,104 @@ struct MessagingTests {
         }
     }
 }
+
+@Suite("Messaging: groups, rotation, identities")
+struct GroupMessagingTests {
+    @Test func aMemberWhoLeavesGetsNoKeyForWhatFollows() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let (carolService, carol) = try await world.endpoint("carol", "carol-pc")
+            let group = try await alice.startChat(with: ["bob", "carol"], subject: "Trio")
+            #expect(await waitFor("carol knows the chat") { carol.chats.value.count == 1 })
+            try await alice.sendMessage("all three of us", to: group.chatID)
+            let carolMessages = try await carol.messages(in: group.chatID)
+            #expect(await waitFor("carol reads it") { carolMessages.value.count == 1 })
+
+            try await carol.leaveChat(group.chatID)
+            #expect(try await carol.chat(group.chatID).isActive == false)
+            let aliceChat = try await alice.chat(group.chatID)
+            #expect(await waitFor("alice sees carol leave") { alice.chats.value.first?.participants.count == 2 })
+            _ = aliceChat
+            try await alice.sendMessage("just us now", to: group.chatID)
+            let bobMessages = try await bob.messages(in: group.chatID)
+            #expect(await waitFor("bob reads it") { bobMessages.value.count == 2 })
+
+            // The domain stops routing to carol, and the key alice used after the leave was never
+            // offered to her: her mailbox has no envelope newer than the first.
+            let token = try await world.domain.testToken(userID: "carol").token
+            let mailbox = try await world.domain.readMailbox(
+                token: token, endpointID: try await carolService.endpointID, after: 0, limit: 500)
+            let epochs = mailbox.filter { $0.kind == .chatKey && $0.sender == "alice" }.compactMap {
+                (try? JSONSerialization.jsonObject(with: $0.payload) as? [String: Any])?["epoch"] as? Int
+            }
+            #expect(epochs == [1])
+            #expect(
+                !mailbox.contains { $0.kind == .message && $0.postedAt > (carolMessages.value.first?.timestamp ?? .distantPast) })
+            #expect(carolMessages.value.count == 1)
+            // Bob got a second key from alice: the rotation happened.
+            let bobToken = try await world.domain.testToken(userID: "bob").token
+            let bobMailbox = try await world.domain.readMailbox(
+                token: bobToken, endpointID: try await bobService.endpointID, after: 0, limit: 500)
+            let bobEpochs = bobMailbox.filter { $0.kind == .chatKey && $0.sender == "alice" }.compactMap {
+                (try? JSONSerialization.jsonObject(with: $0.payload) as? [String: Any])?["epoch"] as? Int
+            }
+            #expect(bobEpochs.contains(2))
+        }
+    }
+
+    @Test func aGroupOfTwoHundredAndFiftyParticipants() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            // 248 more users with published identities (registered, keys generated directly).
+            let others = (1...248).map { "user\($0)" }
+            for user in others {
+                let token = try await world.domain.testToken(userID: user).token
+                _ = try await world.domain.registerEndpoint(
+                    token: token, registration: .init(endpointID: "e-\(user)", description: "x"))
+                let keys = try UnlockedKeys.generate(userID: user, keyVersion: 1)
+                try await world.domain.publishIdentity(token: token, endpointID: "e-\(user)", identity: keys.publishedIdentity())
+            }
+            let group = try await alice.startChat(with: ["bob"] + others, subject: "Everyone")
+            #expect(group.participants.count == 250)
+            try await alice.sendMessage("hello, all 250", to: group.chatID)
+            let bobMessages = try await bob.messages(in: group.chatID)
+            #expect(await waitFor("bob reads it") { bobMessages.value.first?.content == "hello, all 250" })
+            let token = try await world.domain.testToken(userID: "user200").token
+            let mailbox = try await world.domain.readMailbox(token: token, endpointID: "e-user200", after: 0, limit: 100)
+            #expect(mailbox.contains { $0.kind == .message } && mailbox.contains { $0.kind == .chatKey })
+        }
+    }
+
+    @Test func aContactWhoseKeyChangesIsFlagged() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            #expect(try await alice.chat(chat.chatID).keyChanged == false)
+            #expect(await waitFor("bob knows the chat") { bob.chats.value.count == 1 })
+            // Bob forgets his passcode on a new phone: a new identity.
+            let (_, _) = try await { () async throws -> (BBMEnterpriseService, BBMAccess) in
+                let service = try await world.devices.service("bob-new-phone")
+                _ = try await world.devices.begin(service, user: "bob")
+                await service.syncStart(passcode: "bob-new-passcode", action: .reset)
+                #expect(await service.waitForSettledState().setupState == .success)
+                return (service, try await service.messaging())
+            }()
+            await bobService.checkIn()
+            let events = Box<[MessagingEvent]>([])
+            let listener = Task { for await event in alice.events { events.update { $0.append(event) } } }
+            // Alice's next send looks the keys up again and notices.
+            try await alice.sendMessage("are you still you?", to: chat.chatID)
+            #expect(try await alice.chat(chat.chatID).keyChanged)
+            #expect(await waitFor("event") { events.value.contains(.identityChanged(userID: "bob")) })
+            listener.cancel()
+            try await alice.acceptIdentityChange(of: "bob")
+            #expect(try await alice.chat(chat.chatID).keyChanged == false)
+        }
+    }
+}
