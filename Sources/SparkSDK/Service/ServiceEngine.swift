@@ -340,6 +340,20 @@ actor ServiceEngine {
         return token
     }
 
+    // MARK: Moderation
+
+    func userStatus() async throws -> UserStatus {
+        let (domain, _) = try requireSession()
+        let token = try await currentToken()
+        return try await call { try await domain.userStatus(token: token) }
+    }
+
+    func dismissInfraction(_ id: Int64) async throws {
+        let (domain, _) = try requireSession()
+        let token = try await currentToken()
+        try await call { try await domain.dismissInfraction(token: token, id: id) }
+    }
+
     // MARK: Endpoints and keys
 
     func endpointID() throws -> String { try store.registration().endpointID }
