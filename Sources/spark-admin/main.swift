@@ -16,7 +16,15 @@ let usage = """
       policy                      show the domain's policy
       policy set [--user-auth on|off] [--max-endpoints N] [--single-endpoint | --multiple-endpoints]
                                   change the policy
-      users                       list the accounts of the sign-up assistant
+      users                       list the accounts of the sign-up assistant and the users with endpoints
+      endpoints USER_ID           list a user's endpoints
+      deregister ENDPOINT_ID      remove an endpoint (it learns on its next call)
+      status USER_ID              show a user's moderation status and infractions
+      infraction USER_ID REASON   issue an infraction (a warning the user sees)
+      timeout USER_ID SECONDS REASON
+                                  time a user out: their messages are refused meanwhile
+      ban USER_ID REASON          ban a user: their messages are refused
+      unban USER_ID               lift a ban and any timeout
       outbox [--to EMAIL] [--limit N]
                                   show the mail the domain sent (activation and reset codes)
       issuer add ISSUER AUDIENCE JWKS_PATH
@@ -104,13 +112,72 @@ func run(_ words: [String]) async throws {
         print(describe(policy))
     case "users":
         try arguments.finish()
-        let accounts = try EmbeddedDomain.open(at: path).accounts()
-        if accounts.isEmpty { print("no accounts") }
+        let domain = try EmbeddedDomain.open(at: path)
+        let accounts = try domain.accounts()
+        print(accounts.isEmpty ? "no accounts" : "accounts:")
         for account in accounts {
-            print(
-                "\(account.userName)\t\(account.email)\t\(account.country)\tage \(account.age)\t\(account.activated ? "active" : "not activated")"
-            )
+            let state = account.activated ? "active" : "not activated"
+            print("\(account.userName)\t\(account.email)\t\(account.country)\tage \(account.age)\t\(state)")
         }
+        let users = try domain.endpointUsers()
+        print(users.isEmpty ? "no users with endpoints" : "users with endpoints:")
+        for (user, count) in users { print("\(user)\t\(count) endpoint\(count == 1 ? "" : "s")") }
+    case "endpoints":
+        let user = try arguments.next("the user id")
+        try arguments.finish()
+        let endpoints = try EmbeddedDomain.open(at: path).endpoints(of: user)
+        if endpoints.isEmpty { print("\(user) has no endpoints") }
+        let formatter = ISO8601DateFormatter()
+        for endpoint in endpoints {
+            let nickname = endpoint.nickname.isEmpty ? "" : " (\(endpoint.nickname))"
+            let active = endpoint.isActive ? "active" : "inactive"
+            print(
+                "\(endpoint.endpointID)\tregId \(endpoint.registrationID)\t\(endpoint.description)\(nickname)\t\(active)"
+                    + "\tlast seen \(formatter.string(from: endpoint.lastSeen))")
+        }
+    case "deregister":
+        let endpoint = try arguments.next("the endpoint id")
+        try arguments.finish()
+        try EmbeddedDomain.open(at: path).deregisterEndpoint(endpoint)
+        print("deregistered \(endpoint)")
+    case "status":
+        let user = try arguments.next("the user id")
+        try arguments.finish()
+        let status = try EmbeddedDomain.open(at: path).moderationStatus(of: user)
+        switch status.state {
+        case .valid: print("\(user): valid")
+        case .timeout(let until, let reason):
+            print("\(user): timed out until \(ISO8601DateFormatter().string(from: until)) (\(reason))")
+        case .banned(let reason): print("\(user): banned (\(reason))")
+        }
+        for infraction in status.infractions { print("infraction \(infraction.id): \(infraction.reason)") }
+    case "infraction":
+        let user = try arguments.next("the user id")
+        let reason = try arguments.next("the reason")
+        try arguments.finish()
+        let infraction = try EmbeddedDomain.open(at: path).issueInfraction(to: user, reason: reason)
+        print("infraction \(infraction.id) issued to \(user)")
+    case "timeout":
+        let user = try arguments.next("the user id")
+        let secondsText = try arguments.next("the seconds")
+        guard let seconds = Int(secondsText), (1...(366 * 86400)).contains(seconds) else {
+            throw Arguments.UsageError(message: "SECONDS must be a whole number from 1 to 31622400, not '\(secondsText)'")
+        }
+        let reason = try arguments.next("the reason")
+        try arguments.finish()
+        try EmbeddedDomain.open(at: path).timeOut(user, for: seconds, reason: reason)
+        print("\(user) is timed out for \(seconds) s")
+    case "ban":
+        let user = try arguments.next("the user id")
+        let reason = try arguments.next("the reason")
+        try arguments.finish()
+        try EmbeddedDomain.open(at: path).ban(user, reason: reason)
+        print("\(user) is banned")
+    case "unban":
+        let user = try arguments.next("the user id")
+        try arguments.finish()
+        try EmbeddedDomain.open(at: path).unban(user)
+        print("\(user) may post again")
     case "outbox":
         let recipient = try arguments.option("--to")
         let limit = try arguments.integer("--limit", in: 1...1000) ?? 20

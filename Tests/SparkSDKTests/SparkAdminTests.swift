@@ -1,6 +1,8 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkObservable
+import SparkSDK
 import SparkTestSupport
 import Testing
 
@@ -86,6 +88,46 @@ struct SparkAdminTests {
                 try Self.admin(["--domain", path, "users"]).stdout.contains("judy\tjudy@example.com\tFR\tage 27\tnot activated"))
             // Changing other settings keeps the domain's (test) password cost.
             #expect(try Self.admin(["--domain", path, "policy", "set", "--max-endpoints", "4"]).status == 0)
+        }
+    }
+}
+
+@Suite("spark-admin: endpoints and moderation")
+struct SparkAdminModerationTests {
+    @Test func moderationAndEndpointsFromTheCommandLine() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (service, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            let path = world.domain.path
+            let chat = try await alice.startChat(with: ["bob"])
+            func cli(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+                try SparkAdminTests.admin(["--domain", path] + arguments)
+            }
+            #expect(try cli(["users"]).stdout.contains("alice\t1 endpoint"))
+            let endpoints = try cli(["endpoints", "alice"])
+            #expect(endpoints.stdout.contains("regId 1\talice-laptop\tactive"))
+
+            #expect(try cli(["infraction", "alice", "be nice"]).status == 0)
+            #expect(try cli(["timeout", "alice", "60", "flooding"]).stdout.contains("timed out for 60 s"))
+            #expect(try cli(["status", "alice"]).stdout.contains("timed out until"))
+            let refused = try await alice.sendMessage("let me in", to: chat.chatID)
+            guard case .failed(let reason) = refused.state else {
+                Issue.record("expected the domain to refuse")
+                return
+            }
+            #expect(reason.contains("flooding"))
+            #expect(try cli(["ban", "alice", "spam"]).status == 0)
+            #expect(try cli(["status", "alice"]).stdout.contains("banned (spam)"))
+            #expect(try cli(["unban", "alice"]).status == 0)
+            #expect(try await alice.sendMessage("back", to: chat.chatID).state == .sent)
+            #expect(try cli(["timeout", "alice", "soon", "x"]).status == 64)
+
+            let endpointID = try await service.endpointID
+            #expect(try cli(["deregister", endpointID]).status == 0)
+            await service.checkIn()
+            #expect(service.authState.value.removalReason == "removed by the domain's operator")
+            #expect(try cli(["deregister", endpointID]).status == 1)
         }
     }
 }

@@ -96,6 +96,34 @@ extension EmbeddedDomain {
         }
     }
 
+    /// A user's registered endpoints (the operator's view).
+    public func endpoints(of user: String) throws -> [EndpointInfo] {
+        try storage { try queue.read { db in try Self.endpoints(db, user: user) } }
+    }
+
+    /// Every user that has registered an endpoint, with their endpoint counts.
+    public func endpointUsers() throws -> [(user: String, endpoints: Int)] {
+        try storage {
+            try queue.read { db in
+                try db.rows(
+                    "SELECT user_id, count(*) FROM endpoints WHERE removed_reason IS NULL GROUP BY user_id ORDER BY user_id"
+                ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Int.self)) }
+            }
+        }
+    }
+
+    /// Removes an endpoint (the operator's action); it learns on its next call.
+    public func deregisterEndpoint(_ endpointID: String) throws {
+        let changed = try storage {
+            try queue.write { db in
+                try db.execute(
+                    "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND removed_reason IS NULL",
+                    ["removed by the domain's operator", endpointID])
+            }
+        }
+        if changed == 0 { throw DomainError(.notFound, "no registered endpoint \(endpointID)") }
+    }
+
     /// The outbox, newest last; only mail for `recipient` when given.
     public func outbox(recipient: String? = nil, limit: Int = 50) throws -> [Mail] {
         try storage {
