@@ -58,7 +58,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "spark-bench",
-            dependencies: ["SparkCrypto", "SparkObservable", "SparkDomain", "SparkSDK"],
+            dependencies: ["SparkCrypto", "SparkObservable", "SparkDomain", "SparkSDK", "SparkStore"],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],
             swiftSettings: swiftSettings

@@ -5,8 +5,8 @@
 set -euo pipefail
 
 packages=(libssl-dev libsqlite3-dev openssl pkg-config)
-python_modules=(cryptography jwcrypto jwt)
-python_packages=(cryptography jwcrypto pyjwt)
+python_modules=(cryptography jwcrypto jwt vodozemac)
+python_packages=(cryptography jwcrypto pyjwt vodozemac)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -12,7 +12,14 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--child-silent
     exit(await SetupBenchmarks.childSilentSignIn(domainPath: CommandLine.arguments[2], dataDirectory: CommandLine.arguments[3]))
 }
 
-let benchmarks = CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all
+if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--child-receive", let count = Int(CommandLine.arguments[4]) {
+    exit(
+        await MessagingBenchmarks.childReceive(
+            domainPath: CommandLine.arguments[2], dataDirectory: CommandLine.arguments[3], count: count))
+}
+
+let benchmarks =
+    CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all + MessagingBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

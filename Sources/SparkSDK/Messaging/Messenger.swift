@@ -501,20 +501,30 @@ actor Messenger {
         return message
     }
 
-    /// The latest `limit` messages before `number` (or the newest), oldest first.
+    /// The latest `limit` messages before `number` (or the newest), oldest first. Numbered
+    /// messages come through the (chat, number) index, so a chat of a million messages loads its
+    /// latest page as fast as a small one; messages without a number yet (sending, failed) follow
+    /// the newest page.
     func messages(in chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
         try read { db in
-            let rows =
+            let numbered =
                 if let number {
                     try db.rows(
                         "\(Self.messageColumns) WHERE chat_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
                         [chatID, number, limit])
                 } else {
                     try db.rows(
-                        "\(Self.messageColumns) WHERE chat_id = ? ORDER BY number IS NULL DESC, number DESC LIMIT ?",
+                        "\(Self.messageColumns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number DESC LIMIT ?",
                         [chatID, limit])
                 }
-            return try rows.reversed().map(Self.message)
+            var page = try numbered.reversed().map(Self.message)
+            if number == nil {
+                let pending = try db.rows(
+                    "\(Self.messageColumns) WHERE chat_id = ? AND number IS NULL ORDER BY timestamp", [chatID]
+                ).map(Self.message)
+                page = Array((page + pending).suffix(limit))
+            }
+            return page
         }
     }
 

@@ -1,5 +1,5 @@
-import Foundation
-import SparkCrypto
+public import Foundation
+public import SparkCrypto
 import SparkDomain
 
 /// The wire formats of chat keys and messages (see `docs/FORMATS.md`). Pure functions: seal and
@@ -198,5 +198,26 @@ enum SealedFormats {
         } catch {
             throw MessagingError(.forged, "a message does not decrypt with the sender's chat key")
         }
+    }
+}
+
+/// The message format's seal and open, for tools that measure or check it (`spark-bench`);
+/// apps send through ``BBMAccess``.
+public enum MessageSealing {
+    /// Seals `content` as `sender`'s message number `seq` from endpoint `device` in `chat`.
+    public static func seal(
+        _ content: String, chat: String, device: String, seq: Int64, epoch: Int, key: SymmetricKey, sender: UnlockedKeys
+    ) throws -> Data {
+        try SealedFormats.seal(
+            SealedFormats.Content(content: content, tag: "Text"), id: "m\(seq)", chat: chat, device: device, seq: seq,
+            epoch: epoch,
+            key: key, sender: sender)
+    }
+
+    /// Verifies and opens a sealed message from `sender` in `chat`; returns its text.
+    public static func open(_ sealed: Data, chat: String, sender: String, senderKey: Ed25519.PublicKey, key: SymmetricKey) throws
+        -> String
+    {
+        try SealedFormats.open(SealedFormats.header(sealed), chat: chat, sender: sender, senderKey: senderKey, key: key).content
     }
 }

@@ -1,0 +1,238 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkObservable
+import SparkSDK
+import SparkStore
+
+/// Messaging: the cost of one message's cryptography against Megolm, delivery between two
+/// processes, and loading the latest messages of a very large chat.
+enum MessagingBenchmarks {
+    static let all: [Benchmark] = [
+        Benchmark(name: "message-seal-open", run: sealOpen),
+        Benchmark(name: "message-throughput", run: { try crossProcess().throughput }),
+        Benchmark(name: "message-latency-p50", run: { try crossProcess().p50 }),
+        Benchmark(name: "message-latency-p99", run: { try crossProcess().p99 }),
+        Benchmark(name: "store-latest-50", run: { try storeLatest().time }),
+        Benchmark(name: "store-latest-50-peak-rss", run: { try storeLatest().memory }),
+    ]
+
+    static let megolm = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "Python/megolm_seal_open.py")
+
+    /// Seal (AES-256-GCM, Ed25519 signature) and open (verify, decrypt) one 200-byte message.
+    static func sealOpen() throws -> BenchmarkResult {
+        let keys = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
+        let key = SymmetricKey(size: .bits256)
+        let text = String(repeating: "x", count: 200)
+        var seq: Int64 = 0
+        let ours = try Harness.rate {
+            seq += 1
+            let sealed = try MessageSealing.seal(text, chat: "chat", device: "laptop", seq: seq, epoch: 1, key: key, sender: keys)
+            let opened = try MessageSealing.open(
+                sealed, chat: "chat", sender: "alice", senderKey: keys.signing.publicKey, key: key)
+            precondition(opened.count == 200)
+        }
+        let output = try Harness.run("python3", [megolm.path]).output
+        guard let reference = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw BenchError("the vodozemac reference failed (is vodozemac installed? run scripts/bootstrap.sh)")
+        }
+        return Harness.result(
+            "message-seal-open", unit: "ops/s", ours: ours, reference: reference, higherIsBetter: true,
+            referenceName: "vodozemac Megolm encrypt+decrypt (Python)")
+    }
+
+    // MARK: Two processes
+
+    struct CrossProcess {
+        let throughput: BenchmarkResult
+        let p50: BenchmarkResult
+        let p99: BenchmarkResult
+    }
+
+    nonisolated(unsafe) static var crossProcessCache: CrossProcess?
+    static let burst = 300
+    static let paced = 100
+
+    /// Alice (this process) sends to bob (a child process) on one embedded domain: a burst for
+    /// throughput, then paced messages for latency. The child reports what it measured.
+    static func crossProcess() throws -> CrossProcess {
+        if let cached = crossProcessCache { return cached }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let domainPath = directory.appendingPathComponent("domain.sqlite").path
+        _ = try EmbeddedDomain.create(at: domainPath, domainID: "bench")
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: Harness.executablePath)
+        child.arguments = ["--child-receive", domainPath, directory.appendingPathComponent("bob").path, String(burst + paced)]
+        let output = Pipe()
+        child.standardOutput = output
+        try child.run()
+        try SetupBenchmarks.blocking {
+            let domain = try EmbeddedDomain.open(at: domainPath)
+            let access = try await setUp("alice", directory: directory, domain: domain)
+            let token = try await domain.testToken(userID: "alice").token
+            while try await domain.identity(token: token, userID: "bob") == nil { try await Task.sleep(for: .milliseconds(20)) }
+            let chat = try await access.startChat(with: ["bob"])
+            for _ in 0..<burst { try await access.sendMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
+            for _ in 0..<paced {
+                try await access.sendMessage(String(wallNanoseconds()), tag: "paced", to: chat.chatID)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        child.waitUntilExit()
+        var values: [String: Double] = [:]
+        for field in report.split(whereSeparator: \.isWhitespace) {
+            let parts = field.split(separator: "=")
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        guard let rate = values["throughput"], let p50 = values["p50"], let p99 = values["p99"] else {
+            throw BenchError("the receiving process reported: \(report)")
+        }
+        let speed = try Harness.run("openssl", ["speed", "-seconds", "1", "-mr", "ed25519"]).output
+        let fields = try Harness.machineReadableLine(speed, prefix: "+F6:")
+        guard fields.count >= 6, let sign = Double(fields[4]), let verify = Double(fields[5]) else {
+            throw BenchError("openssl speed")
+        }
+        let ceiling = 1 / (1 / sign + 1 / verify)
+        let poll = 10.0
+        let result = CrossProcess(
+            throughput: Harness.result(
+                "message-throughput", unit: "msg/s", ours: rate, reference: ceiling, higherIsBetter: true,
+                referenceName: "Ed25519 sign+verify rate (the ceiling)"),
+            p50: Harness.result(
+                "message-latency-p50", unit: "ms", ours: p50, reference: poll, higherIsBetter: false,
+                referenceName: "the 10 ms mailbox poll interval"),
+            p99: Harness.result(
+                "message-latency-p99", unit: "ms", ours: p99, reference: poll, higherIsBetter: false,
+                referenceName: "the 10 ms mailbox poll interval"))
+        crossProcessCache = result
+        return result
+    }
+
+    static func wallNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    /// A set-up endpoint of `user` (a cheap passcode hash: setup is not what is measured).
+    static func setUp(_ user: String, directory: URL, domain: EmbeddedDomain) async throws -> BBMAccess {
+        let store = try EndpointStore(directory: directory.appendingPathComponent(user))
+        let service = BBMEnterpriseService(store: store, endpointDescription: user, unsafePasscodeIterations: 1000)
+        try await service.start(domain: domain, environment: .sandbox)
+        await service.sendAuthToken(try await domain.testToken(userID: user).token, userIdentifier: user)
+        var state = await service.waitForSettledState()
+        await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .existing ? .existing : .new)
+        state = await service.waitForSettledState()
+        guard state.setupState == .success else { throw BenchError("setup of \(user) ended in \(state)") }
+        return try await service.messaging()
+    }
+
+    /// The receiving child: sets bob up, waits for `count` messages, prints what it measured.
+    static func childReceive(domainPath: String, dataDirectory: String, count: Int) async -> Int32 {
+        do {
+            let domain = try EmbeddedDomain.open(at: domainPath)
+            let directory = URL(fileURLWithPath: dataDirectory).deletingLastPathComponent()
+            let access = try await setUp("bob", directory: directory, domain: domain)
+            var arrivals: [String: (sent: UInt64, received: UInt64, tag: String)] = [:]
+            let deadline = ContinuousClock.now + .seconds(120)
+            while arrivals.count < count, ContinuousClock.now < deadline {
+                for chat in access.chats.value {
+                    for message in try await access.messages(in: chat.chatID).value
+                    where message.isIncoming && arrivals[message.id] == nil {
+                        arrivals[message.id] = (UInt64(message.content) ?? 0, wallNanoseconds(), message.tag)
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            let burst = arrivals.values.filter { $0.tag == "burst" }
+            let paced = arrivals.values.filter { $0.tag == "paced" }.map { Double($0.received - $0.sent) / 1e6 }.sorted()
+            guard let firstSent = burst.map(\.sent).min(), let lastReceived = burst.map(\.received).max(), !paced.isEmpty else {
+                print("failed: received \(arrivals.count) of \(count)")
+                return 1
+            }
+            let throughput = Double(burst.count) / (Double(lastReceived - firstSent) / 1e9)
+            let p50 = paced[paced.count / 2]
+            let p99 = paced[min(paced.count - 1, Int(Double(paced.count) * 0.99))]
+            print("throughput=\(throughput) p50=\(p50) p99=\(p99)")
+            return 0
+        } catch {
+            print("failed: \(error)")
+            return 1
+        }
+    }
+
+    // MARK: A chat with a million messages
+
+    struct StoreLatest {
+        let time: BenchmarkResult
+        let memory: BenchmarkResult
+    }
+
+    nonisolated(unsafe) static var storeCache: StoreLatest?
+
+    /// Loads the latest 50 messages of a chat holding 1,000,000, through `BBMAccess`, against
+    /// the same query straight on SQLite.
+    static func storeLatest() throws -> StoreLatest {
+        if let cached = storeCache { return cached }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let result = try SetupBenchmarks.blocking { () -> StoreLatest in
+            let domain = try EmbeddedDomain.create(at: directory.appendingPathComponent("domain.sqlite").path, domainID: "bench")
+            _ = try await setUp("bob", directory: directory, domain: domain)
+            let access = try await setUp("alice", directory: directory, domain: domain)
+            let chat = try await access.startChat(with: ["bob"])
+            let file = directory.appendingPathComponent("alice/endpoint.sqlite").path
+            let queue = try DatabaseQueue(path: file)
+            try queue.write { db in
+                for number in 1...1_000_000 {
+                    try db.execute(
+                        """
+                        INSERT INTO messages(local_id, chat_id, number, sender, incoming, content, tag, state, timestamp)
+                        VALUES (?, ?, ?, 'bob', 1, ?, 'Text', 'read', ?)
+                        """,
+                        ["bulk-\(number)", chat.chatID, number, "message number \(number) with some text in it", Double(number)])
+                }
+            }
+            let before = peakRSSMegabytes()
+            var loaded = 0
+            let ours = try await bestTime {
+                loaded = try await access.messages(in: chat.chatID, before: nil, limit: 50).count
+            }
+            precondition(loaded == 50)
+            let floor = try Harness.bestTime(repeats: 5) {
+                _ = try queue.read { db in
+                    try db.rows("SELECT * FROM messages WHERE chat_id = ? ORDER BY number DESC LIMIT 50", [chat.chatID]).count
+                }
+            }
+            let after = peakRSSMegabytes()
+            return StoreLatest(
+                time: Harness.result(
+                    "store-latest-50", unit: "ms", ours: ours * 1000, reference: floor * 1000, higherIsBetter: false,
+                    referenceName: "the same SQLite query, bare"),
+                memory: Harness.result(
+                    "store-latest-50-peak-rss", unit: "MB", ours: after, reference: before, higherIsBetter: false,
+                    referenceName: "peak RSS before loading (after building the chat)"))
+        }
+        storeCache = result
+        return result
+    }
+
+    static func bestTime(_ body: () async throws -> Void) async throws -> Double {
+        var best = Double.infinity
+        for _ in 0..<5 {
+            let start = ContinuousClock.now
+            try await body()
+            best = min(best, (ContinuousClock.now - start).seconds)
+        }
+        return best
+    }
+
+    static func peakRSSMegabytes() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_maxrss) / 1024
+    }
+}
