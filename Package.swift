@@ -89,7 +89,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "sdk-peer",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkCrypto"],
+            dependencies: ["SparkSDK", "SparkDomain", "SparkCrypto", "SparkObservable"],
             path: "Tests/Helpers/sdk-peer",
             swiftSettings: swiftSettings
         ),

@@ -311,3 +311,36 @@ struct GroupMessagingTests {
         }
     }
 }
+
+@Suite("Messaging across processes")
+struct CrossProcessMessagingTests {
+    @Test func twoProcessesExchangeMessagesLive() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let peer = Fixtures.executable("sdk-peer")
+            let domainPath = world.domain.path
+            let bobDirectory = directory.appendingPathComponent("bob-process").path
+            // Bob runs in another process and answers three messages.
+            let bob = Task.detached {
+                try Fixtures.run(peer, [domainPath, bobDirectory, "bob", "--serve", "3"], input: Data("bob-passcode\n".utf8))
+            }
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let token = try await world.domain.testToken(userID: "alice").token
+            var bobReady = false
+            for _ in 0..<2000 where !bobReady {
+                bobReady = (try? await world.domain.identity(token: token, userID: "bob")) != nil
+                if !bobReady { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(bobReady, "bob's process set up its keys")
+            let chat = try await alice.startChat(with: ["bob"], subject: "live")
+            for n in 1...3 { try await alice.sendMessage("ping \(n)", to: chat.chatID) }
+            let messages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("three answers, live") { messages.value.filter(\.isIncoming).count == 3 })
+            #expect(Set(messages.value.filter(\.isIncoming).map(\.content)) == ["ack: ping 1", "ack: ping 2", "ack: ping 3"])
+            #expect(await waitFor("read by bob") { messages.value.filter { !$0.isIncoming }.allSatisfy { $0.state == .read } })
+            #expect(messages.value.compactMap(\.number) == Array(1...6), "numbered without gaps across both processes")
+            let result = try await bob.value
+            #expect(result.status == 0 && result.stdout.contains("served 3"), "\(result.stderr)")
+        }
+    }
+}

@@ -1,9 +1,12 @@
 // A helper for SparkSDKTests: one device of a multi-process setup test.
-// Usage: sdk-peer DOMAIN_PATH DATA_DIR USER_ID [--take-over]   (passcode on standard input)
+// Usage: sdk-peer DOMAIN_PATH DATA_DIR USER_ID [--take-over] [--serve COUNT]   (passcode on standard input)
 // Sets the device up with test auth and prints "<setupState> regId=<n> key=<signing key prefix>".
+// With --serve COUNT it then waits for COUNT incoming messages, marks them read, answers each
+// with "ack: <content>", and prints "served COUNT".
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkObservable
 import SparkSDK
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -30,6 +33,23 @@ do {
     }
     let key = await service.keys?.signing.publicKey.rawRepresentation.prefix(6).map { String(format: "%02x", $0) }.joined() ?? "-"
     print("\(state.setupState) regId=\(state.regId.map(String.init) ?? "-") key=\(key) error=\(state.syncError)")
+    if let index = arguments.firstIndex(of: "--serve"), index + 1 < arguments.count, let count = Int(arguments[index + 1]) {
+        let access = try await service.messaging()
+        var answered = Set<String>()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while answered.count < count, ContinuousClock.now < deadline {
+            for chat in access.chats.value {
+                for message in try await access.messages(in: chat.chatID).value
+                where message.isIncoming && !answered.contains(message.id) {
+                    answered.insert(message.id)
+                    try await access.markMessagesRead(in: chat.chatID, upTo: message.number)
+                    try await access.sendMessage("ack: \(message.content)", to: chat.chatID)
+                }
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        print("served \(answered.count)")
+    }
     await service.stop()
 } catch {
     FileHandle.standardError.write(Data("sdk-peer: \(error)\n".utf8))
