@@ -344,3 +344,64 @@ struct CrossProcessMessagingTests {
         }
     }
 }
+
+@Suite("Messaging: invitations, renames, offline recipients, enforcement")
+struct MoreMessagingTests {
+    @Test func anInviteeReadsWhatFollowsAndRenamesReachEveryone() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let (_, dave) = try await world.endpoint("dave", "dave-pc")
+            let chat = try await alice.startChat(with: ["bob"], subject: "Before")
+            try await alice.sendMessage("before dave", to: chat.chatID)
+            try await alice.invite(["dave"], to: chat.chatID)
+            #expect(try await alice.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob", "dave"])
+            try await alice.updateChatSubject(chat.chatID, subject: "After")
+            try await alice.sendMessage("welcome dave", to: chat.chatID)
+            let daveMessages = try await dave.messages(in: chat.chatID)
+            #expect(await waitFor("dave gets the new message") { daveMessages.value.map(\.content) == ["welcome dave"] })
+            #expect(await waitFor("renamed for dave") { dave.chats.value.first?.subject == "After" })
+            #expect(await waitFor("renamed for bob") { bob.chats.value.first?.subject == "After" })
+            #expect(try await bob.participants(of: chat.chatID).count == 3)
+            await #expect(throws: MessagingError(.refused, "")) { try await bob.invite(["dave"], to: chat.chatID) }
+        }
+    }
+
+    @Test func anOfflineRecipientGetsEverythingLaterInOrder() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, _) = try await world.endpoint("bob", "bob-phone")
+            await bobService.stop()
+            let chat = try await alice.startChat(with: ["bob"], subject: "While you were out")
+            for n in 1...5 { try await alice.sendMessage("message \(n)", to: chat.chatID) }
+            let restarted = try await world.devices.service("bob-phone")
+            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
+            let bob = try await restarted.messaging()
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("all five") { messages.value.count == 5 })
+            #expect(messages.value.map(\.content) == (1...5).map { "message \($0)" })
+            #expect(messages.value.map(\.number) == [1, 2, 3, 4, 5])
+        }
+    }
+
+    @Test func aBannedUsersPostIsRefusedByTheDomainWhateverTheClientDoes() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            try world.domain.ban("alice", reason: "abuse")
+            // A modified client that skips every check still cannot get a message through.
+            let token = try await world.domain.testToken(userID: "alice").token
+            await #expect(throws: DomainError(.moderated, "")) {
+                try await world.domain.post(
+                    token: token, endpointID: try await aliceService.endpointID, chatID: chat.chatID, kind: .message,
+                    payload: Data("anything".utf8), recipient: nil, clientID: nil)
+            }
+            let sent = try await alice.sendMessage("through the SDK", to: chat.chatID)
+            #expect(sent.state == .failed(reason: "the user is banned: abuse"))
+        }
+    }
+}

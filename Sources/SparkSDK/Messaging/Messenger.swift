@@ -219,7 +219,7 @@ actor Messenger {
     /// This user's current sending key for the chat, made and handed to every member when the
     /// membership changed since the last one (so a member who left cannot read what follows).
     private func ensureSenderKey(_ chatID: String) async throws -> (Int, SymmetricKey) {
-        let (version, members, latest) = try read { db -> (Int, [String], (Int, Data, Int)?) in
+        let (version, members, latest, after) = try read { db -> (Int, [String], (Int, Data, Int)?, Int64) in
             let version = try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 1
             let members = try db.rows("SELECT user_id FROM participants WHERE chat_id = ?", [chatID]).map {
                 try $0.get(0, as: String.self)
@@ -230,7 +230,11 @@ actor Messenger {
                 ORDER BY epoch DESC LIMIT 1
                 """, [chatID, self.me, self.endpointID]
             ).map { (try $0.get(0, as: Int.self), try $0.get(1, as: Data.self), try $0.get(2, as: Int.self)) }
-            return (version, members, latest)
+            let after =
+                try db.scalar(
+                    "SELECT last_seq FROM sender_sequences WHERE chat_id = ? AND sender = ? AND device = ?",
+                    [chatID, self.me, self.endpointID], as: Int64.self) ?? 0
+            return (version, members, latest, after)
         }
         if let latest, latest.2 == version { return (latest.0, SymmetricKey(data: latest.1)) }
         let epoch = (latest?.0 ?? 0) + 1
@@ -239,7 +243,7 @@ actor Messenger {
         for member in members {
             let identity = try await identity(of: member, refresh: true)
             let envelope = try SealedFormats.sealKey(
-                key, chat: chatID, epoch: epoch, from: keys, device: endpointID, to: member,
+                key, chat: chatID, epoch: epoch, after: after, from: keys, device: endpointID, to: member,
                 recipientKey: try X25519.PublicKey(rawRepresentation: identity.encryptionKey))
             _ = try await domainCall {
                 try await domain.post(
@@ -327,7 +331,7 @@ actor Messenger {
                 return nil
             }
             let sender = try await identity(of: entry.sender, refresh: false)
-            let opened: (device: String, epoch: Int, key: SymmetricKey)
+            let opened: (device: String, epoch: Int, after: Int64, key: SymmetricKey)
             do {
                 opened = try SealedFormats.openKey(
                     entry.payload, chat: entry.chatID, sender: entry.sender,
@@ -345,6 +349,10 @@ actor Messenger {
                 try db.execute(
                     "INSERT OR IGNORE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
                     [entry.chatID, entry.sender, opened.device, opened.epoch, opened.key.secureBytes.unsafeData(), version])
+                // A member who joins late starts counting the sender's messages where the key did.
+                try db.execute(
+                    "INSERT OR IGNORE INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)",
+                    [entry.chatID, entry.sender, opened.device, opened.after])
             }
             return nil
         case .message, .event:

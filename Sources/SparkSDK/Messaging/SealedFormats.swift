@@ -15,6 +15,9 @@ enum SealedFormats {
         var device: String
         var to: String
         var epoch: Int
+        /// The sending endpoint's last message number in the chat when it made this key: a new
+        /// member starts counting from here, so replays are caught from its first message on.
+        var after: Int64
         var ephemeral: Data
         var nonce: Data
         var ciphertext: Data
@@ -22,7 +25,7 @@ enum SealedFormats {
         var signature: Data
 
         /// Bound into the key derivation, the associated data and the signature.
-        static func context(chat: String, from: String, device: String, to: String, epoch: Int) -> Data {
+        static func context(chat: String, from: String, device: String, to: String, epoch: Int, after: Int64) -> Data {
             var data = Data("spark-chat-key-v1".utf8)
             for part in [chat, from, device, to] {
                 data.append(0)
@@ -30,11 +33,12 @@ enum SealedFormats {
             }
             data.append(0)
             withUnsafeBytes(of: UInt64(epoch).bigEndian) { data.append(contentsOf: $0) }
+            withUnsafeBytes(of: UInt64(after).bigEndian) { data.append(contentsOf: $0) }
             return data
         }
 
         var signedBytes: Data {
-            var data = Self.context(chat: chat, from: from, device: device, to: to, epoch: epoch)
+            var data = Self.context(chat: chat, from: from, device: device, to: to, epoch: epoch, after: after)
             for part in [ephemeral, nonce, ciphertext, tag] { data.append(part) }
             return data
         }
@@ -96,17 +100,19 @@ enum SealedFormats {
     // MARK: Chat keys
 
     static func sealKey(
-        _ key: SymmetricKey, chat: String, epoch: Int, from sender: UnlockedKeys, device: String, to recipient: String,
+        _ key: SymmetricKey, chat: String, epoch: Int, after: Int64, from sender: UnlockedKeys, device: String,
+        to recipient: String,
         recipientKey: X25519.PublicKey
     ) throws -> Data {
         let ephemeral = try X25519.PrivateKey()
-        let context = KeyEnvelope.context(chat: chat, from: sender.userID, device: device, to: recipient, epoch: epoch)
+        let context = KeyEnvelope.context(
+            chat: chat, from: sender.userID, device: device, to: recipient, epoch: epoch, after: after)
         let kek = try wrappingKey(
             shared: ephemeral.sharedSecret(with: recipientKey), ephemeral: ephemeral.publicKey.rawRepresentation,
             recipient: recipientKey.rawRepresentation, context: context)
         let box = try AESGCM.seal(key, using: kek, authenticating: context)
         var envelope = KeyEnvelope(
-            chat: chat, from: sender.userID, device: device, to: recipient, epoch: epoch,
+            chat: chat, from: sender.userID, device: device, to: recipient, epoch: epoch, after: after,
             ephemeral: ephemeral.publicKey.rawRepresentation,
             nonce: box.nonce.bytes, ciphertext: box.ciphertext, tag: box.tag, signature: Data())
         envelope.signature = try sender.signing.signature(for: envelope.signedBytes)
@@ -116,12 +122,13 @@ enum SealedFormats {
     /// Opens a key envelope addressed to `me`, checking the sender's signature and every bound
     /// field against the mailbox entry it came in.
     static func openKey(_ payload: Data, chat: String, sender: String, senderKey: Ed25519.PublicKey, me: UnlockedKeys) throws
-        -> (device: String, epoch: Int, key: SymmetricKey)
+        -> (device: String, epoch: Int, after: Int64, key: SymmetricKey)
     {
         guard let envelope = try? JSONDecoder().decode(KeyEnvelope.self, from: payload), envelope.v == 1 else {
             throw MessagingError(.forged, "a chat key envelope is malformed")
         }
-        guard envelope.chat == chat, envelope.from == sender, envelope.to == me.userID, envelope.epoch >= 1 else {
+        guard envelope.chat == chat, envelope.from == sender, envelope.to == me.userID, envelope.epoch >= 1, envelope.after >= 0
+        else {
             throw MessagingError(.forged, "a chat key envelope names another chat, sender or recipient")
         }
         guard senderKey.isValidSignature(envelope.signature, for: envelope.signedBytes) else {
@@ -129,7 +136,7 @@ enum SealedFormats {
         }
         do {
             let context = KeyEnvelope.context(
-                chat: chat, from: sender, device: envelope.device, to: me.userID, epoch: envelope.epoch)
+                chat: chat, from: sender, device: envelope.device, to: me.userID, epoch: envelope.epoch, after: envelope.after)
             let ephemeral = try X25519.PublicKey(rawRepresentation: envelope.ephemeral)
             let kek = try wrappingKey(
                 shared: me.encryption.sharedSecret(with: ephemeral), ephemeral: envelope.ephemeral,
@@ -138,7 +145,7 @@ enum SealedFormats {
                 nonce: AESGCM.Nonce(envelope.nonce), ciphertext: envelope.ciphertext, tag: envelope.tag)
             let key = try AESGCM.open(box, using: kek, authenticating: context)
             guard key.count == 32 else { throw MessagingError(.forged, "a chat key has the wrong size") }
-            return (envelope.device, envelope.epoch, SymmetricKey(secureBytes: key))
+            return (envelope.device, envelope.epoch, envelope.after, SymmetricKey(secureBytes: key))
         } catch let error as MessagingError {
             throw error
         } catch {
