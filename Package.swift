@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
         .library(name: "SparkSDK", targets: ["SparkSDK"]),
+        .executable(name: "quickstart", targets: ["quickstart"]),
         .executable(name: "spark-admin", targets: ["spark-admin"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
     ],
@@ -49,6 +50,12 @@ let package = Package(
         .target(
             name: "SparkTestSupport",
             dependencies: ["SparkCrypto", "SparkStore", "SparkDomain"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "quickstart",
+            dependencies: ["SparkSDK", "SparkDomain", "SparkObservable", "SparkCrypto"],
+            path: "Examples/QuickStart",
             swiftSettings: swiftSettings
         ),
         .executableTarget(

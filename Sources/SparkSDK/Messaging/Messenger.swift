@@ -376,7 +376,10 @@ actor Messenger {
                 }
                 return nil
             }
-            guard header.seq == stored.1 + 1 else {
+            // Strictly increasing per sending endpoint: a replay or a late (reordered) message is
+            // refused. Not "exactly one more": a message the domain refused (a timeout) used a
+            // number that never arrives.
+            guard header.seq > stored.1 else {
                 throw MessagingError(
                     .forged, "message \(header.seq) from \(entry.sender) after \(stored.1): replayed or reordered")
             }

@@ -1,0 +1,236 @@
+import Foundation
+import SparkDomain
+import SparkObservable
+import SparkSDK
+
+/// The chat shell: commands on standard input, messages printed live as they arrive.
+final class ChatShell: @unchecked Sendable {
+    // @unchecked Sendable: `known` and `subscriptions` are only touched under `lock`; the rest is
+    // immutable or used from the shell's loop.
+    private let console: Console
+    private let controller: BBMAuthController
+    private let lock = NSLock()
+    private var known: [String: MessageState] = [:]
+    private var subscriptions: [String: FlowSubscription] = [:]
+    private var current: String?
+
+    init(console: Console, controller: BBMAuthController) {
+        self.console = console
+        self.controller = controller
+    }
+
+    static let help = """
+        commands:
+          chats                       list your chats
+          open N                      make chat N (from `chats`) the current chat and show it
+          start USER [USER…] [: SUBJECT]
+                                      start a chat (one user: one-to-one; several: a group)
+          send TEXT                   send to the current chat
+          messages                    show the current chat's messages with their states
+          read                        mark the current chat read
+          invite USER…                invite users to the current chat (admins)
+          leave                       leave the current chat
+          rename SUBJECT              rename the current chat
+          status                      your status (a timeout shows the time left) and infractions
+          watch                       follow a timeout's countdown until it ends
+          dismiss                     dismiss your oldest infraction
+          endpoints                   list your devices
+          remove N                    remove device N (from `endpoints`)
+          passcode                    change your passcode
+          signout                     sign out and quit
+          quit                        quit (you stay signed in on this device)
+        """
+
+    func run() async throws {
+        let service = controller.service
+        let access = try await service.messaging()
+        let users = UserProvider(service: service)
+        users.startUpdating(every: .seconds(2))
+        defer { users.stopUpdating() }
+        let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
+        defer { chatsSubscription.cancel() }
+        console.say("You are \(access.currentUser). Type `help` for commands.")
+        while let line = console.ask("> ") {
+            let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            guard let command = words.first else { continue }
+            let rest = words.dropFirst().joined(separator: " ")
+            do {
+                switch command {
+                case "help": console.say(Self.help)
+                case "chats": listChats(access)
+                case "open":
+                    let chats = access.chats.value
+                    guard let index = Int(rest), chats.indices.contains(index - 1) else {
+                        console.say("usage: open N (see `chats`)")
+                        continue
+                    }
+                    current = chats[index - 1].chatID
+                    console.say("Now in \(title(chats[index - 1])).")
+                    try await show(access)
+                case "start":
+                    let parts = rest.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                    let people = (parts.first ?? "").split(separator: " ").map(String.init)
+                    guard !people.isEmpty else {
+                        console.say("usage: start USER [USER…] [: SUBJECT]")
+                        continue
+                    }
+                    let chat = try await access.startChat(with: people, subject: parts.count > 1 ? parts[1] : "")
+                    current = chat.chatID
+                    console.say("Started \(title(chat)).")
+                case "send":
+                    let chat = try requireChat()
+                    let message = try await access.sendMessage(rest, to: chat)
+                    remember(message)
+                    console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
+                case "messages": try await show(access)
+                case "read":
+                    try await access.markMessagesRead(in: try requireChat())
+                    console.say("Marked read.")
+                case "invite":
+                    try await access.invite(rest.split(separator: " ").map(String.init), to: try requireChat())
+                    console.say("Invited.")
+                case "leave":
+                    try await access.leaveChat(try requireChat())
+                    console.say("You left the chat.")
+                    current = nil
+                case "rename":
+                    try await access.updateChatSubject(try requireChat(), subject: rest)
+                    console.say("Renamed to \(rest).")
+                case "status":
+                    await users.refresh()
+                    console.say("status: \(describe(users.userState.value))")
+                    let infractions = users.infractions.value
+                    console.say(
+                        infractions.isEmpty
+                            ? "no infractions" : infractions.map { "infraction: \($0.reason)" }.joined(separator: "\n"))
+                case "watch":
+                    await users.refresh()
+                    var last = ""
+                    for await state in users.userState.values {
+                        let text = describe(state)
+                        if text != last { console.say("status: \(text)") }
+                        last = text
+                        if case .timeout = state { continue }
+                        break
+                    }
+                case "dismiss":
+                    await users.refresh()
+                    guard users.getNextInfraction() != nil else {
+                        console.say("no infractions")
+                        continue
+                    }
+                    await users.removeFirstInfraction()
+                    console.say("Dismissed.")
+                case "endpoints":
+                    let endpoints = try await controller.service.endpointsGet()
+                    let mine = try await controller.service.endpointID
+                    for (index, endpoint) in endpoints.enumerated() {
+                        console.say(
+                            "\(index + 1). \(endpoint.description)\(endpoint.endpointID == mine ? " (this device)" : "") · regId \(endpoint.registrationID)"
+                        )
+                    }
+                case "remove":
+                    let endpoints = try await controller.service.endpointsGet()
+                    guard let index = Int(rest), endpoints.indices.contains(index - 1) else {
+                        console.say("usage: remove N (see `endpoints`)")
+                        continue
+                    }
+                    try await controller.service.endpointDeregister(endpoints[index - 1].endpointID)
+                    console.say("Removed \(endpoints[index - 1].description).")
+                case "passcode":
+                    guard let old = console.askSecret("current passcode: "), let new = console.askSecret("new passcode: "),
+                        let again = console.askSecret("again: ")
+                    else { continue }
+                    guard new == again else {
+                        console.say("The two passcodes differ.")
+                        continue
+                    }
+                    try await controller.service.changePasscode(from: old, to: new)
+                    console.say("Passcode changed.")
+                case "signout":
+                    await controller.signOut()
+                    console.say("Signed out.")
+                    return
+                case "quit", "exit":
+                    return
+                default:
+                    console.say("unknown command \(command); type `help`")
+                }
+            } catch let error as MessagingError {
+                console.say("✘ \(error.reason)")
+            } catch let error as KeyManagementError {
+                console.say("✘ \(error.reason)")
+            } catch let error as SetupError {
+                console.say("✘ \(error.reason)")
+            }
+        }
+    }
+
+    private func requireChat() throws -> String {
+        guard let current else { throw MessagingError(.unknownChat, "open or start a chat first (see `chats`)") }
+        return current
+    }
+
+    private func title(_ chat: Chat) -> String {
+        let people = chat.participants.map(\.userID).joined(separator: ", ")
+        return (chat.subject.isEmpty ? "chat" : "“\(chat.subject)”") + " with \(people)"
+            + (chat.keyChanged ? " ⚠ a key changed" : "")
+    }
+
+    private func listChats(_ access: BBMAccess) {
+        let chats = access.chats.value
+        if chats.isEmpty { console.say("no chats yet; `start USER` starts one") }
+        for (index, chat) in chats.enumerated() {
+            console.say(
+                "\(index + 1). \(title(chat))\(chat.unreadCount > 0 ? " · \(chat.unreadCount) unread" : "")\(chat.isActive ? "" : " · left")"
+            )
+        }
+    }
+
+    private func show(_ access: BBMAccess) async throws {
+        for message in try await access.messages(in: try requireChat(), before: nil, limit: 20) {
+            console.say("  #\(message.number.map(String.init) ?? "-") \(message.sender): \(message.content)  [\(message.state)]")
+        }
+    }
+
+    private func describe(_ state: UserState) -> String {
+        switch state {
+        case .initial: "unknown"
+        case .valid: "valid"
+        case .timeout(let remaining): "timed out, \(remaining) s left"
+        case .banned: "banned"
+        }
+    }
+
+    private func remember(_ message: ChatMessage) { lock.withLock { known[message.id] = message.state } }
+
+    /// Subscribes to each chat's messages once, printing arrivals and state changes live.
+    private func follow(_ chats: [Chat], access: BBMAccess) {
+        for chat in chats where lock.withLock({ subscriptions[chat.chatID] == nil }) {
+            lock.withLock { subscriptions[chat.chatID] = FlowSubscription?.none ?? nil }
+            Task {
+                guard let flow = try? await access.messages(in: chat.chatID) else { return }
+                let subscription = flow.subscribe { [weak self] messages in self?.print(messages, in: chat) }
+                self.lock.withLock { self.subscriptions[chat.chatID] = subscription }
+            }
+        }
+    }
+
+    private func print(_ messages: [ChatMessage], in chat: Chat) {
+        for message in messages {
+            let previous = lock.withLock { () -> MessageState?? in
+                defer { known[message.id] = message.state }
+                return known.keys.contains(message.id) ? .some(known[message.id]!) : .none
+            }
+            let label = chat.subject.isEmpty ? chat.participants.map(\.userID).joined(separator: ", ") : chat.subject
+            switch previous {
+            case .none where message.isIncoming:
+                console.say("[\(label)] \(message.sender): \(message.content)")
+            case .some(let old) where old != message.state && !message.isIncoming:
+                console.say("[\(label)] your message #\(message.number.map(String.init) ?? "-") is \(message.state)")
+            default:
+                break
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import SparkDomain
+import SparkObservable
+import SparkSDK
+
+/// `quickstart demo`: one scripted story with no input, in a temporary domain. Two users, three
+/// endpoints (a device switch and a key sync with a wrong passcode first), messages both ways
+/// with their states, and a timeout by moderation. Prints a timeline; succeeds only if every step
+/// behaved as expected.
+struct Demo {
+    let keep: String?
+    private let start = ContinuousClock.now
+    private let failures = Box(0)
+
+    init(keep: String?) { self.keep = keep }
+
+    private func step(_ text: String, _ ok: Bool, _ detail: String = "") {
+        let elapsed = ContinuousClock.now - start
+        let ms = Int(elapsed.components.seconds * 1000) + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
+        print(String(format: "%7d ms  %@ %@%@", ms, ok ? "✔" : "✘", text, detail.isEmpty ? "" : "  (\(detail))"))
+        if !ok { failures.value += 1 }
+    }
+
+    func run() async -> Bool {
+        let directory =
+            keep.map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("spark-demo-\(UUID().uuidString)")
+        defer { if keep == nil { try? FileManager.default.removeItem(at: directory) } }
+        print("SparkSDK demo: alice (laptop, then phone) and bob (tablet) on one embedded domain in \(directory.path)")
+        do {
+            try await story(in: directory)
+        } catch {
+            step("the story stopped", false, "\(error)")
+        }
+        print(failures.value == 0 ? "demo: every step behaved as expected" : "demo: \(failures.value) step(s) failed")
+        return failures.value == 0
+    }
+
+    private func device(_ name: String, _ domain: EmbeddedDomain, in directory: URL) async throws -> BBMEnterpriseService {
+        let store = try EndpointStore(directory: directory.appendingPathComponent(name))
+        let service = BBMEnterpriseService(store: store, endpointDescription: name, checkInInterval: .milliseconds(100))
+        try await service.start(domain: domain, environment: .sandbox)
+        return service
+    }
+
+    private func story(in directory: URL) async throws {
+        // One active device per user, so that alice's phone meets a device switch.
+        let domain = try EmbeddedDomain.create(
+            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "demo",
+            policy: DomainPolicy(multipleActiveEndpoints: false))
+        step("created a sandbox domain: one active device per user", true)
+
+        let laptop = try await device("alice-laptop", domain, in: directory)
+        await laptop.sendAuthToken(try await domain.testToken(userID: "alice").token, userIdentifier: "alice")
+        var state = await laptop.waitForSettledState()
+        step(
+            "alice's laptop registers and is asked for a new passcode",
+            state.setupState == .syncRequired && state.syncPasscodeState == .new, "\(state)")
+        await laptop.syncStart(passcode: "alice-demo-passcode", action: .new)
+        state = await laptop.waitForSettledState()
+        step(
+            "alice's laptop creates her keys (PBKDF2 at 600,000 iterations) and is set up", state.setupState == .success,
+            "\(state)")
+
+        let tablet = try await device("bob-tablet", domain, in: directory)
+        await tablet.sendAuthToken(try await domain.testToken(userID: "bob").token, userIdentifier: "bob")
+        _ = await tablet.waitForSettledState()
+        await tablet.syncStart(passcode: "bob-demo-passcode", action: .new)
+        state = await tablet.waitForSettledState()
+        step("bob's tablet is set up with his own keys", state.setupState == .success, "\(state)")
+
+        let phone = try await device("alice-phone", domain, in: directory)
+        await phone.sendAuthToken(try await domain.testToken(userID: "alice").token, userIdentifier: "alice")
+        state = await phone.waitForSettledState()
+        step(
+            "alice's phone meets a device switch (her laptop holds the profile)", state.setupState == .deviceSwitchRequired,
+            "\(state)")
+        await phone.setupRetry()
+        state = await phone.waitForSettledState()
+        step(
+            "alice confirms; the phone takes the profile over and asks for her passcode", state.syncPasscodeState == .existing,
+            "\(state)")
+        await phone.syncStart(passcode: "not-her-passcode", action: .existing)
+        state = await phone.waitForSettledState()
+        step(
+            "a wrong passcode is refused and nothing changes", state.syncError == .incorrectPasscode,
+            "attempts left \(state.passcodeAttemptsLeft.map(String.init) ?? "?")")
+        await phone.syncStart(passcode: "alice-demo-passcode", action: .existing)
+        state = await phone.waitForSettledState()
+        step("the right passcode unlocks alice's keys on the phone", state.setupState == .success, "\(state)")
+        await laptop.checkIn()
+        step(
+            "alice's laptop learns it was superseded and wipes its keys",
+            laptop.authState.value.setupState == .notRequested && laptop.authState.value.removalReason != nil,
+            laptop.authState.value.removalReason ?? "")
+
+        let alice = try await phone.messaging()
+        let bob = try await tablet.messaging()
+        let chat = try await alice.startChat(with: ["bob"], subject: "Lunch")
+        let first = try await alice.sendMessage("Lunch at 12:30?", to: chat.chatID)
+        step("alice sends “Lunch at 12:30?”", first.state == .sent && first.number == 1, "#\(first.number ?? 0) \(first.state)")
+        let bobMessages = try await bob.messages(in: chat.chatID)
+        step(
+            "bob receives it live, decrypted and verified", await until { bobMessages.value.first?.content == "Lunch at 12:30?" })
+        let aliceMessages = try await alice.messages(in: chat.chatID)
+        step("alice sees it delivered", await until { aliceMessages.value.first?.state == .delivered })
+        try await bob.markMessagesRead(in: chat.chatID)
+        step("bob reads it; alice sees it read", await until { aliceMessages.value.first?.state == .read })
+        try await bob.sendMessage("Yes! See you there", to: chat.chatID)
+        step("bob answers and alice receives it", await until { aliceMessages.value.last?.content == "Yes! See you there" })
+
+        try domain.timeOut("bob", for: 2, reason: "demo moderation")
+        let users = UserProvider(service: tablet)
+        await users.refresh()
+        var timedOut = false
+        if case .timeout = users.userState.value { timedOut = true }
+        step("the operator times bob out for 2 s; his status shows the countdown", timedOut, "\(users.userState.value)")
+        let refused = try await bob.sendMessage("can anyone hear me?", to: chat.chatID)
+        var refusedByDomain = false
+        if case .failed(let reason) = refused.state { refusedByDomain = reason.contains("timed out") }
+        step("bob's message during the timeout is refused by the domain", refusedByDomain, "\(refused.state)")
+        step("the timeout ends by itself", await until(seconds: 10) { users.userState.value == .valid })
+        let after = try await bob.sendMessage("back again", to: chat.chatID)
+        step("after the timeout bob can send again", after.state == .sent, "#\(after.number ?? 0)")
+        let gapless = await until { aliceMessages.value.compactMap(\.number) == [1, 2, 3] }
+        step(
+            "message numbers run without gaps", gapless,
+            "\(aliceMessages.value.map { "#\($0.number.map(String.init) ?? "-") \($0.content)" })")
+        await phone.stop()
+        await tablet.stop()
+        await laptop.stop()
+    }
+
+    private func until(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return condition()
+    }
+}
