@@ -107,6 +107,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "QuickStartTests",
+            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SparkObservableTests",
             dependencies: ["SparkObservable", "SparkTestSupport"],
             swiftSettings: swiftSettings

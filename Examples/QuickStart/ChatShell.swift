@@ -49,6 +49,8 @@ final class ChatShell: @unchecked Sendable {
         defer { users.stopUpdating() }
         let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
         defer { chatsSubscription.cancel() }
+        // Catch up with what arrived while this device was off before taking commands.
+        try? await access.refresh()
         console.say("You are \(access.currentUser). Type `help` for commands.")
         while let line = console.ask("> ") {
             let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)

@@ -53,6 +53,10 @@ struct EndpointAndKeyStoreTests {
 
             try await domain.deregisterEndpoint(token: alice, endpointID: "a1")
             await #expect(throws: DomainError(.endpointRemoved, "")) { try await domain.checkIn(token: alice, endpointID: "a1") }
+            // It cannot come back under the removed id: it must wipe and register anew.
+            await #expect(throws: DomainError(.endpointRemoved, "")) {
+                try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "laptop"))
+            }
             do {
                 _ = try await domain.checkIn(token: alice, endpointID: "a1")
             } catch let error as DomainError {

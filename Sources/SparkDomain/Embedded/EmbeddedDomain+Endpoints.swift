@@ -29,13 +29,11 @@ extension EmbeddedDomain {
                     guard try row.get(0, as: String.self) == user else {
                         throw DomainError(.forbidden, "that endpoint id belongs to another user")
                     }
-                    if try row.get(1, as: String?.self) == nil {
-                        try db.execute(
-                            "UPDATE endpoints SET last_seen = ? WHERE endpoint_id = ?", [now, registration.endpointID])
-                        return .registered(try Self.endpoint(db, registration.endpointID))
-                    }
-                    // A removed endpoint that registers again starts afresh.
-                    try db.execute("DELETE FROM endpoints WHERE endpoint_id = ?", [registration.endpointID])
+                    // A removed endpoint learns why; it comes back only under a new endpoint id
+                    // (after wiping what it kept), never by reusing the removed one.
+                    if let reason = try row.get(1, as: String?.self) { throw DomainError(.endpointRemoved, reason) }
+                    try db.execute("UPDATE endpoints SET last_seen = ? WHERE endpoint_id = ?", [now, registration.endpointID])
+                    return .registered(try Self.endpoint(db, registration.endpointID))
                 }
                 var registered = try Self.endpoints(db, user: user)
                 if !policy.multipleActiveEndpoints, registered.contains(where: \.isActive) {

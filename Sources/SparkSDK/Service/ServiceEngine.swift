@@ -278,7 +278,8 @@ actor ServiceEngine {
             heartbeat = nil
             keys = nil
             try? keyManager.wipeLocalKeys()
-            try? store.saveRegistration(userID: nil, registrationID: nil)
+            // The removed endpoint id is never reused: the next setup registers a new one.
+            try? store.forgetRegistration()
             updateConnectivity(isConnected)
             return nil
         }

@@ -244,6 +244,15 @@ extension EndpointStore {
         }
     }
 
+    /// Forgets the registration: the next setup registers under a new endpoint id.
+    func forgetRegistration() throws {
+        do {
+            try queue.write { db in try db.execute("DELETE FROM registration") }
+        } catch {
+            throw SetupError(.storageFailure, "cannot forget this endpoint's registration: \(error)")
+        }
+    }
+
     /// Wipes everything this device keeps: registration (a new endpoint id next time), keys,
     /// credentials.
     func wipeAll() throws {

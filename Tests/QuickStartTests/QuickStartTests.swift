@@ -1,0 +1,199 @@
+import Foundation
+import SparkDomain
+import SparkTestSupport
+import Synchronization
+import Testing
+
+/// The `quickstart` binary, run as a user would: flags, a broken config, the demo, and the
+/// interactive flows driven through standard input.
+@Suite("quickstart")
+struct QuickStartTests {
+    static let binary = Fixtures.executable("quickstart")
+
+    /// A plist whose embedded domain and data live in `directory`.
+    static func config(_ directory: URL, provider: String = "testAuth") throws -> String {
+        let url = directory.appendingPathComponent("ConfigSettings.plist")
+        try Data(
+            """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><dict>
+            <key>authProvider</key><string>\(provider)</string>
+            <key>\(provider)</key><dict><key>domain</key><string>qs</string><key>environment</key><string>sandbox</string></dict>
+            <key>embeddedDomainPath</key><string>domain.sqlite</string>
+            </dict></plist>
+            """.utf8
+        ).write(to: url)
+        return url.path
+    }
+
+    static func run(_ arguments: [String], input: String = "") throws -> (status: Int32, stdout: String, stderr: String) {
+        try Fixtures.run(binary, arguments, input: Data(input.utf8))
+    }
+
+    @Test func helpUsageErrorsAndABrokenConfig() throws {
+        let help = try Self.run(["--help"])
+        #expect(help.status == 0 && help.stdout.contains("usage: quickstart") && help.stdout.contains("demo"))
+        let unknown = try Self.run(["--verbose"])
+        #expect(unknown.status == 64 && unknown.stderr.hasPrefix("quickstart: unknown option --verbose"))
+        let missing = try Self.run(["--data-dir"])
+        #expect(missing.status == 64 && missing.stderr.contains("--data-dir needs a value"))
+        let badFD = try Self.run(["--passcode-fd", "x"])
+        #expect(badFD.status == 64)
+        let noConfig = try Self.run(["--config", "/nonexistent/ConfigSettings.plist"])
+        #expect(
+            noConfig.status == 1
+                && noConfig.stderr == "quickstart: /nonexistent/ConfigSettings.plist: cannot be read (does the file exist?)\n")
+    }
+
+    @Test func aBrokenConfigNamesTheFileAndKey() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("bad.plist")
+            try Data(
+                """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <plist version="1.0"><dict><key>authProvider</key><string>testAuth</string>
+                <key>testAuth</key><dict><key>environment</key><string>sandbox</string></dict></dict></plist>
+                """.utf8
+            ).write(to: path)
+            let result = try Self.run(["--config", path.path])
+            #expect(result.status == 1)
+            #expect(
+                result.stderr == "quickstart: \(path.path): key 'testAuth.domain' is missing (expected a string: the domain id)\n"
+            )
+        }
+    }
+
+    @Test func theDemoRunsTheWholeStory() throws {
+        let result = try Self.run(["demo"])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        for step in [
+            "device switch", "wrong passcode is refused", "bob receives it live", "alice sees it read", "refused by the domain",
+            "without gaps",
+        ] {
+            #expect(result.stdout.contains(step), "missing: \(step)")
+        }
+        #expect(result.stdout.contains("every step behaved as expected") && !result.stdout.contains("✘"))
+    }
+
+    @Test func twoDevicesWithAWrongPasscodeFirst() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let first = try Self.run(
+                ["--config", config, "--data-dir", directory.appendingPathComponent("a").path],
+                input: "alice\nshort\nshort\nfirst-passcode-1\nfirst-passcode-1\nchats\nquit\n")
+            #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+            #expect(first.stdout.contains("a passcode needs at least 8 characters"))
+            #expect(first.stdout.contains("Setup complete: this device is endpoint 1"))
+            #expect(first.stdout.contains("[state]"), "the monitor printed the states")
+            #expect(first.stdout.contains("no chats yet"))
+            let second = try Self.run(
+                ["--config", config, "--data-dir", directory.appendingPathComponent("b").path],
+                input: "alice\nwrong-passcode\nfirst-passcode-1\nendpoints\nquit\n")
+            #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
+            #expect(second.stdout.contains("That passcode is incorrect. 9 attempts left this hour."))
+            #expect(second.stdout.contains("Setup complete: this device is endpoint 2"))
+            #expect(second.stdout.contains("(this device) · regId 2"))
+            // A restart of the first device signs in silently: no questions at all.
+            let again = try Self.run(
+                ["--config", config, "--data-dir", directory.appendingPathComponent("a").path], input: "quit\n")
+            #expect(again.stdout.contains("Setup complete: this device is endpoint 1") && !again.stdout.contains("user id:"))
+        }
+    }
+
+    @Test func aDeviceSwitchAndAFullDomain() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let path = directory.appendingPathComponent("domain.sqlite").path
+            _ = try EmbeddedDomain.create(
+                at: path, domainID: "qs", policy: DomainPolicy(maximumEndpoints: 2, multipleActiveEndpoints: false))
+            func device(_ name: String, _ input: String) throws -> (status: Int32, stdout: String, stderr: String) {
+                try Self.run(["--config", config, "--data-dir", directory.appendingPathComponent(name).path], input: input)
+            }
+            #expect(try device("a", "alice\nfirst-passcode-1\nfirst-passcode-1\nquit\n").status == 0)
+            let declined = try device("b", "alice\nn\n")
+            #expect(declined.status == 1 && declined.stdout.contains("Move the profile to this device?"))
+            #expect(declined.stderr.contains("the device switch was declined"))
+            // Signed in from the first attempt, so no user id is asked for this time.
+            let switched = try device("b", "y\nfirst-passcode-1\nquit\n")
+            #expect(switched.status == 0 && switched.stdout.contains("Setup complete"), "\(switched.stdout)\(switched.stderr)")
+            let superseded = try device("a", "quit\n")
+            #expect(superseded.status == 1 && superseded.stderr.contains("superseded"))
+
+            // Full: at most two endpoints, multiple active.
+            let domain = try EmbeddedDomain.open(at: path)
+            try domain.setPolicy(DomainPolicy(maximumEndpoints: 1, multipleActiveEndpoints: true))
+            let full = try device("c", "alice\n1\nfirst-passcode-1\nquit\n")
+            #expect(full.stdout.contains("You have the maximum number of devices"), "\(full.stdout)\(full.stderr)")
+            #expect(full.stdout.contains("Removed SparkSDK on"))
+            #expect(full.status == 0 && full.stdout.contains("Setup complete"))
+        }
+    }
+
+    @Test func chatsBetweenTwoUsersInTheShell() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let bob = try Self.run(
+                ["--config", config, "--data-dir", directory.appendingPathComponent("bob").path],
+                input: "bob\nbob-passcode-1\nbob-passcode-1\nquit\n")
+            #expect(bob.status == 0)
+            let alice = try Self.run(
+                ["--config", config, "--data-dir", directory.appendingPathComponent("alice").path],
+                input:
+                    "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend hello bob\nmessages\nrename Dinner\nstatus\nquit\n"
+            )
+            #expect(alice.status == 0, "\(alice.stdout)\(alice.stderr)")
+            #expect(alice.stdout.contains("Started “Lunch” with alice, bob."))
+            #expect(alice.stdout.contains("→ #1 sent"))
+            #expect(alice.stdout.contains("Renamed to Dinner."))
+            #expect(alice.stdout.contains("status: valid"))
+            let bobAgain = try Self.run(
+                ["--config", config, "--data-dir", directory.appendingPathComponent("bob").path],
+                input: "chats\nopen 1\nread\nquit\n")
+            #expect(bobAgain.stdout.contains("1. “Dinner” with alice, bob · 1 unread"), "\(bobAgain.stdout)")
+            #expect(bobAgain.stdout.contains("#1 alice: hello bob"))
+        }
+    }
+
+    @Test func signUpWithActivationThroughTheOutbox() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory, provider: "accounts")
+            let path = directory.appendingPathComponent("domain.sqlite").path
+            _ = try EmbeddedDomain.create(
+                at: path, domainID: "qs", policy: DomainPolicy(userAuthenticationEnabled: true, passwordIterations: 1000),
+                allowUnsafePasswordHashing: true)
+            // A live conversation: the activation code is read from what the quick start prints.
+            let process = Process()
+            process.executableURL = Self.binary
+            process.arguments = ["--config", config, "--data-dir", directory.appendingPathComponent("dev").path]
+            let input = Pipe()
+            let output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = output
+            let transcript = Mutex("")
+            output.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                transcript.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+            try process.run()
+            func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+            func waitFor(_ text: String) async -> Bool {
+                await eventually(seconds: 20) { transcript.withLock { $0.contains(text) } }
+            }
+            #expect(await waitFor("[l]og in, [s]ign up"))
+            for line in ["s", "hana", "hana@example.com", "jp", "22", "Maple-Leaf-2024"] { send(line) }
+            #expect(await waitFor("activation code: "))
+            let code = try #require(transcript.withLock { $0 }.firstMatch(of: /activation code is (\d{6})/)?.1)
+            send(String(code))
+            #expect(await waitFor("Activated and logged in as hana."))
+            #expect(await waitFor("new passcode: "))
+            send("hana-passcode-1")
+            send("hana-passcode-1")
+            #expect(await waitFor("Setup complete"))
+            send("quit")
+            process.waitUntilExit()
+            output.fileHandleForReading.readabilityHandler = nil
+            #expect(process.terminationStatus == 0, "\(transcript.withLock { $0 })")
+        }
+    }
+}
