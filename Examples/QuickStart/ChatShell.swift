@@ -5,13 +5,14 @@ import SparkSDK
 
 /// The chat shell: commands on standard input, messages printed live as they arrive.
 final class ChatShell: @unchecked Sendable {
-    // @unchecked Sendable: `known` and `subscriptions` are only touched under `lock`; the rest is
+    // @unchecked Sendable: `known`, `following` and `subscriptions` are only touched under `lock`; the rest is
     // immutable or used from the shell's loop.
     private let console: Console
     private let controller: BBMAuthController
     private let lock = NSLock()
     private var known: [String: MessageState] = [:]
-    private var subscriptions: [String: FlowSubscription] = [:]
+    private var following: Set<String> = []
+    private var subscriptions: [FlowSubscription] = []
     private var current: String?
 
     init(console: Console, controller: BBMAuthController) {
@@ -208,12 +209,13 @@ final class ChatShell: @unchecked Sendable {
 
     /// Subscribes to each chat's messages once, printing arrivals and state changes live.
     private func follow(_ chats: [Chat], access: BBMAccess) {
-        for chat in chats where lock.withLock({ subscriptions[chat.chatID] == nil }) {
-            lock.withLock { subscriptions[chat.chatID] = FlowSubscription?.none ?? nil }
+        for chat in chats {
+            let isNew = lock.withLock { following.insert(chat.chatID).inserted }
+            guard isNew else { continue }
             Task {
                 guard let flow = try? await access.messages(in: chat.chatID) else { return }
                 let subscription = flow.subscribe { [weak self] messages in self?.print(messages, in: chat) }
-                self.lock.withLock { self.subscriptions[chat.chatID] = subscription }
+                self.lock.withLock { self.subscriptions.append(subscription) }
             }
         }
     }
