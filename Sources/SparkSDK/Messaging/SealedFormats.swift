@@ -26,15 +26,7 @@ enum SealedFormats {
 
         /// Bound into the key derivation, the associated data and the signature.
         static func context(chat: String, from: String, device: String, to: String, epoch: Int, after: Int64) -> Data {
-            var data = Data("spark-chat-key-v1".utf8)
-            for part in [chat, from, device, to] {
-                data.append(0)
-                data.append(contentsOf: Data(part.utf8))
-            }
-            data.append(0)
-            withUnsafeBytes(of: UInt64(epoch).bigEndian) { data.append(contentsOf: $0) }
-            withUnsafeBytes(of: UInt64(after).bigEndian) { data.append(contentsOf: $0) }
-            return data
+            SealedFormats.encode("spark-chat-key-v1", [chat, from, device, to], [UInt64(epoch), UInt64(after)])
         }
 
         var signedBytes: Data {
@@ -64,15 +56,7 @@ enum SealedFormats {
         var signature: Data
 
         static func associatedData(chat: String, from: String, device: String, seq: Int64, epoch: Int) -> Data {
-            var data = Data("spark-message-v1".utf8)
-            for part in [chat, from, device] {
-                data.append(0)
-                data.append(contentsOf: Data(part.utf8))
-            }
-            data.append(0)
-            withUnsafeBytes(of: UInt64(seq).bigEndian) { data.append(contentsOf: $0) }
-            withUnsafeBytes(of: UInt64(epoch).bigEndian) { data.append(contentsOf: $0) }
-            return data
+            SealedFormats.encode("spark-message-v1", [chat, from, device], [UInt64(seq), UInt64(epoch)])
         }
 
         var signedBytes: Data {
@@ -89,6 +73,19 @@ enum SealedFormats {
         var data: String?
         var ref: Int64?
         var subject: String?
+    }
+
+    /// `label ‖ 0 ‖ text₁ ‖ 0 ‖ … ‖ textₙ ‖ 0 ‖ number₁ (u64 BE) ‖ …`: the bound context of the
+    /// formats in `docs/FORMATS.md`. Texts are user and chat ids, which contain no NUL.
+    static func encode(_ label: String, _ texts: [String], _ numbers: [UInt64]) -> Data {
+        var data = Data(label.utf8)
+        for text in texts {
+            data.append(0)
+            data.append(contentsOf: Data(text.utf8))
+        }
+        data.append(0)
+        for number in numbers { withUnsafeBytes(of: number.bigEndian) { data.append(contentsOf: $0) } }
+        return data
     }
 
     static let encoder: JSONEncoder = {
