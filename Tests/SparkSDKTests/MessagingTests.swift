@@ -118,7 +118,8 @@ struct MessagingTests {
                     clientID: nil)
             }
             let events = Box<[MessagingEvent]>([])
-            let listener = Task { for await event in alice.events { events.update { $0.append(event) } } }
+            let stream = alice.events  // subscribed now, before anything happens
+            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
             try await post(sealed, to: one.chatID)  // replayed
             try await post(sealed, to: two.chatID)  // cross-chat
             var altered = try JSONSerialization.jsonObject(with: sealed) as! [String: Any]
@@ -300,7 +301,8 @@ struct GroupMessagingTests {
             }()
             await bobService.checkIn()
             let events = Box<[MessagingEvent]>([])
-            let listener = Task { for await event in alice.events { events.update { $0.append(event) } } }
+            let stream = alice.events  // subscribed now, before anything happens
+            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
             // Alice's next send looks the keys up again and notices.
             try await alice.sendMessage("are you still you?", to: chat.chatID)
             #expect(try await alice.chat(chat.chatID).keyChanged)

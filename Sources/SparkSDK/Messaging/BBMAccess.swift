@@ -26,8 +26,8 @@ public final class BBMAccess: Sendable {
     /// Every chat this endpoint knows, most recently active first (tracked by monitors).
     public var chats: StateFlow<[Chat]> { messenger.chatsOwner.flow }
 
-    /// Identity changes and dropped arrivals.
-    public var events: AsyncStream<MessagingEvent> { messenger.events }
+    /// Identity changes and dropped arrivals, from now on; each call gives a new stream of its own.
+    public var events: AsyncStream<MessagingEvent> { messenger.eventSinks.stream() }
 
     /// Starts a chat with one user (one-to-one) or several (a group), with an optional subject.
     public func startChat(with users: [String], subject: String = "") async throws -> Chat {

@@ -3,6 +3,7 @@ import SparkCrypto
 import SparkDomain
 import SparkObservable
 import SparkStore
+import Synchronization
 
 /// Something the app should know that is not a chat or message change.
 public enum MessagingEvent: Sendable, Equatable {
@@ -27,8 +28,8 @@ actor Messenger {
     nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
     private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
     private var syncTask: Task<Void, Never>?
-    nonisolated let events: AsyncStream<MessagingEvent>
-    private let eventSink: AsyncStream<MessagingEvent>.Continuation
+    /// Every `events` stream handed out; each event goes to all of them.
+    nonisolated let eventSinks = EventSinks()
     static let flowWindow = 200
     static let maximumContentSize = 70 * 1024
 
@@ -44,7 +45,6 @@ actor Messenger {
         self.endpointID = endpointID
         self.token = token
         self.pollInterval = pollInterval
-        (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(100))
     }
 
     // MARK: Running
@@ -66,7 +66,7 @@ actor Messenger {
     func stop() {
         syncTask?.cancel()
         syncTask = nil
-        eventSink.finish()
+        eventSinks.finish()
     }
 
     // MARK: Chats
@@ -301,9 +301,9 @@ actor Messenger {
             do {
                 if let delivered = try await apply(entry) { receipts.append((entry.chatID, delivered)) }
             } catch let error as MessagingError {
-                eventSink.yield(.dropped(chatID: entry.chatID, reason: error.reason))
+                eventSinks.yield(.dropped(chatID: entry.chatID, reason: error.reason))
             } catch {
-                eventSink.yield(.dropped(chatID: entry.chatID, reason: "\(error)"))
+                eventSinks.yield(.dropped(chatID: entry.chatID, reason: "\(error)"))
             }
             try write { db in
                 try db.execute(
@@ -483,7 +483,7 @@ actor Messenger {
                 """, [user, published.signingKey, published.encryptionKey, published.keyVersion, changed])
         }
         if changed {
-            eventSink.yield(.identityChanged(userID: user))
+            eventSinks.yield(.identityChanged(userID: user))
             reloadChats()
         }
         return published
@@ -643,5 +643,41 @@ actor Messenger {
         do { return try await body() } catch let error as DomainError {
             throw MessagingError(.refused, error.reason, domainCode: error.code)
         }
+    }
+}
+
+/// The open `events` streams of one messenger: each consumer gets its own stream (an
+/// `AsyncStream` has one consumer), and every event goes to all of them.
+final class EventSinks: Sendable {
+    private let sinks = Mutex<(open: [Int: AsyncStream<MessagingEvent>.Continuation], next: Int, finished: Bool)>(([:], 0, false))
+
+    /// A new stream of the events from now on.
+    func stream() -> AsyncStream<MessagingEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: MessagingEvent.self, bufferingPolicy: .bufferingNewest(100))
+        let id = sinks.withLock { state -> Int? in
+            guard !state.finished else { return nil }
+            defer { state.next += 1 }
+            state.open[state.next] = continuation
+            return state.next
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in self?.sinks.withLock { _ = $0.open.removeValue(forKey: id) } }
+        return stream
+    }
+
+    func yield(_ event: MessagingEvent) {
+        for continuation in sinks.withLock({ Array($0.open.values) }) { continuation.yield(event) }
+    }
+
+    func finish() {
+        let open = sinks.withLock { state -> [AsyncStream<MessagingEvent>.Continuation] in
+            state.finished = true
+            defer { state.open = [:] }
+            return Array(state.open.values)
+        }
+        for continuation in open { continuation.finish() }
     }
 }

@@ -114,6 +114,7 @@ actor ServiceEngine {
         if let block { self.block = block }
         if let previous = self.userID, previous != userID {
             // Another user on this endpoint: start over (their keys are not this user's).
+            await stopMessenger()
             try? keyManager?.wipeLocalKeys()
             keys = nil
             machine.reset()
