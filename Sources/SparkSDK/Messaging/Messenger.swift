@@ -202,7 +202,6 @@ actor Messenger {
             // Left as sending: retried with the same bytes until the domain answers.
         }
         reloadMessages(chatID)
-        reloadChats()
     }
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
@@ -314,7 +313,10 @@ actor Messenger {
         }
         for chatID in touched { reloadMessages(chatID) }
         if !touched.isEmpty { reloadChats() }
-        for (chatID, number) in receipts { try? await sendReceipt(chatID: chatID, state: "delivered", number: number) }
+        // One delivery receipt per chat per batch, covering everything up to its newest message.
+        var newest: [String: Int64] = [:]
+        for (chatID, number) in receipts { newest[chatID] = max(newest[chatID] ?? 0, number) }
+        for (chatID, number) in newest { try? await sendReceipt(chatID: chatID, state: "delivered", number: number) }
         return entries.count
     }
 
@@ -446,8 +448,9 @@ actor Messenger {
                         "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state IN ('sent', 'delivered')",
                         [entry.chatID, receipt.number])
                 } else if receipt.state == "delivered" {
+                    // A delivery receipt covers every message up to its number.
                     try db.execute(
-                        "UPDATE messages SET state = 'delivered' WHERE chat_id = ? AND incoming = 0 AND number = ? AND state = 'sent'",
+                        "UPDATE messages SET state = 'delivered' WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = 'sent'",
                         [entry.chatID, receipt.number])
                 }
             }
