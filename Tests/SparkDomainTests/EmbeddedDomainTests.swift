@@ -43,6 +43,21 @@ struct TestAuthTests {
         }
     }
 
+    @Test func aVerifiedTokenStillExpiresAndStillNeedsItsIssuer() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock()
+            let domain = try makeDomain(directory, clock: clock)
+            let token = try await domain.testToken(userID: "alice").token
+            #expect(try await domain.validate(token: token).userID == "alice")
+            #expect(try await domain.validate(token: token).userID == "alice", "the second time from the cache")
+            clock.advance(by: Double(testPolicy.tokenLifetime) + 31)
+            await #expect(throws: DomainError(.tokenExpired, "")) { try await domain.validate(token: token) }
+            // A forged token never gets in through the cache: it is keyed by the whole token.
+            let forged = String(token.dropLast(2)) + (token.hasSuffix("AA") ? "BA" : "AA")
+            await #expect(throws: DomainError(.invalidToken, "")) { try await domain.validate(token: forged) }
+        }
+    }
+
     @Test func domainsAreCreatedOnceAndCheckTheirPolicy() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("d.sqlite").path

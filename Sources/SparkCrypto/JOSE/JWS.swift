@@ -110,6 +110,15 @@ public enum JWS {
             }
         }
 
+        /// The public key's bytes (for fingerprints of a set of trusted keys).
+        public var publicKeyBytes: Data {
+            switch backing {
+            case .ed25519(let key): key.rawRepresentation
+            case .p256(let key): key.x + key.y
+            case .rsa(let key): key.modulus + key.exponent
+            }
+        }
+
         func isValidSignature(_ signature: Data, for message: Data) -> Bool {
             switch backing {
             case .ed25519(let key): key.isValidSignature(signature, for: message)

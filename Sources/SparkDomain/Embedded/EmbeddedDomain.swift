@@ -23,6 +23,9 @@ public final class EmbeddedDomain: DomainService {
     let accountsIssuer: TokenIssuer
     let allowUnsafePasswordHashing: Bool
     let jwksCache = JWKSCache()
+    /// Tokens this process already verified (the signature check is the costly part of every
+    /// call; time claims and the issuer's trust are checked on every use).
+    let validatedTokens = ValidatedTokenCache()
 
     private init(
         path: String, queue: DatabaseQueue, clock: WallClock, mailer: (any Mailer)?, allowUnsafePasswordHashing: Bool
@@ -146,7 +149,7 @@ public final class EmbeddedDomain: DomainService {
     /// Validates a token against the domain's issuers: its accounts issuer always, its test
     /// issuer when user authentication is off, and the configured external issuers.
     public func validate(token: String) async throws -> VerifiedIdentity {
-        try validator().validate(token)
+        try validator().validate(token, cache: validatedTokens)
     }
 
     func validator() throws -> TokenValidator {

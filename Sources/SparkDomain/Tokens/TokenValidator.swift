@@ -1,5 +1,6 @@
 public import Foundation
 public import SparkCrypto
+import Synchronization
 
 /// An issuer whose tokens the domain accepts: its `iss`, the audience its tokens must name, and
 /// its public keys (each bound to one algorithm).
@@ -29,6 +30,17 @@ public struct TrustedIssuer: Sendable {
         self.audience = audience
         self.keys = keys
         self.kind = kind
+    }
+
+    /// A digest of everything that makes this issuer's tokens acceptable: its name, audience,
+    /// and keys with their algorithms and ids.
+    public var fingerprint: Data {
+        var data = Data("\(issuer)\u{0}\(audience)\u{0}".utf8)
+        for key in keys {
+            data.append(Data("\(key.algorithm.rawValue)\u{0}\(key.keyID ?? "")\u{0}".utf8))
+            data.append(key.publicKeyBytes)
+        }
+        return SHA256.hash(data)
     }
 }
 
@@ -76,6 +88,27 @@ public struct TokenValidator: Sendable {
         self.leeway = leeway
         self.clock = clock
         self.refusedIssuer = refusedIssuer
+    }
+
+    /// Validates `token`, reusing an earlier full validation from `cache` when the same token
+    /// was verified before by an issuer that is still trusted with the same keys. The time
+    /// claims are checked again on every call; the signature and the claims' shape are not.
+    public func validate(_ token: String, cache: ValidatedTokenCache) throws -> VerifiedIdentity {
+        let key = SHA256.hash(Data(token.utf8))
+        if let cached = cache.lookup(key), refusedIssuer != cached.identity.issuer,
+            let issuer = issuers.first(where: { $0.issuer == cached.identity.issuer }), issuer.fingerprint == cached.fingerprint
+        {
+            let now = clock.now()
+            guard now.timeIntervalSince(cached.identity.expiresAt) <= TimeInterval(leeway) else {
+                throw DomainError(.tokenExpired, "the token has expired")
+            }
+            return cached.identity
+        }
+        let identity = try validate(token)
+        if let issuer = issuers.first(where: { $0.issuer == identity.issuer }) {
+            cache.store(key, identity: identity, fingerprint: issuer.fingerprint)
+        }
+        return identity
     }
 
     /// Validates `token` and returns the identity it proves.
@@ -197,4 +230,31 @@ public struct TokenIssuer: Sendable {
         let token = try JWS.sign(payload: encoder.encode(claims), using: key, keyID: keyID, type: "JWT")
         return IssuedToken(token: token, expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt)))
     }
+}
+
+/// Tokens that passed a full validation, by their SHA-256 (never the token itself), with the
+/// fingerprint of the issuer that vouched for them. Bounded; entries go when full.
+public final class ValidatedTokenCache: Sendable {
+    struct Entry: Sendable {
+        let identity: VerifiedIdentity
+        let fingerprint: Data
+    }
+
+    private let entries = Mutex<[Data: Entry]>([:])
+    private let capacity: Int
+
+    /// A cache holding at most `capacity` tokens.
+    public init(capacity: Int = 4096) { self.capacity = capacity }
+
+    func lookup(_ key: Data) -> Entry? { entries.withLock { $0[key] } }
+
+    func store(_ key: Data, identity: VerifiedIdentity, fingerprint: Data) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = Entry(identity: identity, fingerprint: fingerprint)
+        }
+    }
+
+    /// Forgets every token (for example when the trust configuration changed).
+    public func removeAll() { entries.withLock { $0.removeAll() } }
 }
