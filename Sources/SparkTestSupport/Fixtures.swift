@@ -23,6 +23,22 @@ public enum Fixtures {
         return try await body(url)
     }
 
+    /// Runs an executable to completion without holding a thread of Swift's cooperative pool
+    /// while it waits (on a two-core machine that pool has two threads, and a test blocked on a
+    /// child process would starve every other test's tasks).
+    public static func run(
+        _ executable: URL, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result {
+                        try run(executable, arguments, input: input, environment: environment) as (Int32, String, String)
+                    })
+            }
+        }
+    }
+
     /// Runs an executable to completion and returns its exit status, standard output and error.
     public static func run(
         _ executable: URL, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil
@@ -63,7 +79,8 @@ extension Fixtures {
     /// peers need the packages `scripts/bootstrap.sh` installs.
     public static func python(_ script: String, _ arguments: [String], input: String = "") throws -> String {
         let path = repositoryRoot.appendingPathComponent(script).path
-        let result = try run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", path] + arguments, input: Data(input.utf8))
+        let result: (status: Int32, stdout: String, stderr: String) = try run(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", path] + arguments, input: Data(input.utf8))
         guard result.status == 0 else { throw PythonPeerError(script: script, stderr: result.stderr) }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

@@ -26,20 +26,20 @@ struct QuickStartTests {
         return url.path
     }
 
-    static func run(_ arguments: [String], input: String = "") throws -> (status: Int32, stdout: String, stderr: String) {
-        try Fixtures.run(binary, arguments, input: Data(input.utf8))
+    static func run(_ arguments: [String], input: String = "") async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Fixtures.run(binary, arguments, input: Data(input.utf8))
     }
 
-    @Test func helpUsageErrorsAndABrokenConfig() throws {
-        let help = try Self.run(["--help"])
+    @Test func helpUsageErrorsAndABrokenConfig() async throws {
+        let help = try await Self.run(["--help"])
         #expect(help.status == 0 && help.stdout.contains("usage: quickstart") && help.stdout.contains("demo"))
-        let unknown = try Self.run(["--verbose"])
+        let unknown = try await Self.run(["--verbose"])
         #expect(unknown.status == 64 && unknown.stderr.hasPrefix("quickstart: unknown option --verbose"))
-        let missing = try Self.run(["--data-dir"])
+        let missing = try await Self.run(["--data-dir"])
         #expect(missing.status == 64 && missing.stderr.contains("--data-dir needs a value"))
-        let badFD = try Self.run(["--passcode-fd", "x"])
+        let badFD = try await Self.run(["--passcode-fd", "x"])
         #expect(badFD.status == 64)
-        let noConfig = try Self.run(["--config", "/nonexistent/ConfigSettings.plist"])
+        let noConfig = try await Self.run(["--config", "/nonexistent/ConfigSettings.plist"])
         #expect(
             noConfig.status == 1
                 && noConfig.stderr == "quickstart: /nonexistent/ConfigSettings.plist: cannot be read (does the file exist?)\n")
@@ -55,7 +55,7 @@ struct QuickStartTests {
                 <key>testAuth</key><dict><key>environment</key><string>sandbox</string></dict></dict></plist>
                 """.utf8
             ).write(to: path)
-            let result = try Self.run(["--config", path.path])
+            let result = try await Self.run(["--config", path.path])
             #expect(result.status == 1)
             #expect(
                 result.stderr == "quickstart: \(path.path): key 'testAuth.domain' is missing (expected a string: the domain id)\n"
@@ -63,8 +63,8 @@ struct QuickStartTests {
         }
     }
 
-    @Test func theDemoRunsTheWholeStory() throws {
-        let result = try Self.run(["demo"])
+    @Test func theDemoRunsTheWholeStory() async throws {
+        let result = try await Self.run(["demo"])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         for step in [
             "device switch", "wrong passcode is refused", "bob receives it live", "alice sees it read", "refused by the domain",
@@ -78,7 +78,7 @@ struct QuickStartTests {
     @Test func twoDevicesWithAWrongPasscodeFirst() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let config = try Self.config(directory)
-            let first = try Self.run(
+            let first = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("a").path],
                 input: "alice\nshort\nshort\nfirst-passcode-1\nfirst-passcode-1\nchats\nquit\n")
             #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
@@ -86,7 +86,7 @@ struct QuickStartTests {
             #expect(first.stdout.contains("Setup complete: this device is endpoint 1"))
             #expect(first.stdout.contains("[state]"), "the monitor printed the states")
             #expect(first.stdout.contains("no chats yet"))
-            let second = try Self.run(
+            let second = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("b").path],
                 input: "alice\nwrong-passcode\nfirst-passcode-1\nendpoints\nquit\n")
             #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
@@ -94,7 +94,7 @@ struct QuickStartTests {
             #expect(second.stdout.contains("Setup complete: this device is endpoint 2"))
             #expect(second.stdout.contains("(this device) · regId 2"))
             // A restart of the first device signs in silently: no questions at all.
-            let again = try Self.run(
+            let again = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("a").path], input: "quit\n")
             #expect(again.stdout.contains("Setup complete: this device is endpoint 1") && !again.stdout.contains("user id:"))
         }
@@ -106,23 +106,23 @@ struct QuickStartTests {
             let path = directory.appendingPathComponent("domain.sqlite").path
             _ = try EmbeddedDomain.create(
                 at: path, domainID: "qs", policy: DomainPolicy(maximumEndpoints: 2, multipleActiveEndpoints: false))
-            func device(_ name: String, _ input: String) throws -> (status: Int32, stdout: String, stderr: String) {
-                try Self.run(["--config", config, "--data-dir", directory.appendingPathComponent(name).path], input: input)
+            func device(_ name: String, _ input: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+                try await Self.run(["--config", config, "--data-dir", directory.appendingPathComponent(name).path], input: input)
             }
-            #expect(try device("a", "alice\nfirst-passcode-1\nfirst-passcode-1\nquit\n").status == 0)
-            let declined = try device("b", "alice\nn\n")
+            #expect(try await device("a", "alice\nfirst-passcode-1\nfirst-passcode-1\nquit\n").status == 0)
+            let declined = try await device("b", "alice\nn\n")
             #expect(declined.status == 1 && declined.stdout.contains("Move the profile to this device?"))
             #expect(declined.stderr.contains("the device switch was declined"))
             // Signed in from the first attempt, so no user id is asked for this time.
-            let switched = try device("b", "y\nfirst-passcode-1\nquit\n")
+            let switched = try await device("b", "y\nfirst-passcode-1\nquit\n")
             #expect(switched.status == 0 && switched.stdout.contains("Setup complete"), "\(switched.stdout)\(switched.stderr)")
-            let superseded = try device("a", "quit\n")
+            let superseded = try await device("a", "quit\n")
             #expect(superseded.status == 1 && superseded.stderr.contains("superseded"))
 
             // Full: at most two endpoints, multiple active.
             let domain = try EmbeddedDomain.open(at: path)
             try domain.setPolicy(DomainPolicy(maximumEndpoints: 1, multipleActiveEndpoints: true))
-            let full = try device("c", "alice\n1\nfirst-passcode-1\nquit\n")
+            let full = try await device("c", "alice\n1\nfirst-passcode-1\nquit\n")
             #expect(full.stdout.contains("You have the maximum number of devices"), "\(full.stdout)\(full.stderr)")
             #expect(full.stdout.contains("Removed SparkSDK on"))
             #expect(full.status == 0 && full.stdout.contains("Setup complete"))
@@ -132,11 +132,11 @@ struct QuickStartTests {
     @Test func chatsBetweenTwoUsersInTheShell() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let config = try Self.config(directory)
-            let bob = try Self.run(
+            let bob = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("bob").path],
                 input: "bob\nbob-passcode-1\nbob-passcode-1\nquit\n")
             #expect(bob.status == 0)
-            let alice = try Self.run(
+            let alice = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("alice").path],
                 input:
                     "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend hello bob\nmessages\nrename Dinner\nstatus\nquit\n"
@@ -146,7 +146,7 @@ struct QuickStartTests {
             #expect(alice.stdout.contains("→ #1 sent"))
             #expect(alice.stdout.contains("Renamed to Dinner."))
             #expect(alice.stdout.contains("status: valid"))
-            let bobAgain = try Self.run(
+            let bobAgain = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("bob").path],
                 input: "chats\nopen 1\nread\nquit\n")
             #expect(bobAgain.stdout.contains("1. “Dinner” with alice, bob · 1 unread"), "\(bobAgain.stdout)")

@@ -302,22 +302,22 @@ struct AccountAssistantTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let domain = try makeDomain(directory)
             let peer = Fixtures.executable("domain-peer")
-            let signUp = try Fixtures.run(
+            let signUp = try await Fixtures.run(
                 peer, [domain.path, "signup", "dave", "Correct-Horse-7", "dave@example.com", "DE", "41"])
             #expect(signUp.status == 0, "\(signUp.stderr)")
             // This process reads the code from the outbox the other process wrote.
             let code = try latestCode(domain, "dave@example.com")
-            let activate = try Fixtures.run(peer, [domain.path, "activate", "dave", code])
+            let activate = try await Fixtures.run(peer, [domain.path, "activate", "dave", code])
             #expect(activate.status == 0, "\(activate.stderr)")
-            let login = try Fixtures.run(peer, [domain.path, "login", "dave", "Correct-Horse-7"])
+            let login = try await Fixtures.run(peer, [domain.path, "login", "dave", "Correct-Horse-7"])
             #expect(login.status == 0, "\(login.stderr)")
             let token = login.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(try await domain.validate(token: token).userID == "dave")
-            let wrong = try Fixtures.run(peer, [domain.path, "login", "dave", "nope"])
+            let wrong = try await Fixtures.run(peer, [domain.path, "login", "dave", "nope"])
             #expect(wrong.status == 1 && wrong.stderr.hasPrefix("error invalidCredentials"))
             // And the other way: a token made here validates there.
             let here = try await domain.testToken(userID: "erin")
-            let validate = try Fixtures.run(peer, [domain.path, "validate", here.token])
+            let validate = try await Fixtures.run(peer, [domain.path, "validate", here.token])
             #expect(validate.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "erin")
         }
     }

@@ -227,16 +227,16 @@ struct EnterpriseServiceTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let devices = try Devices(directory)
             let peer = Fixtures.executable("sdk-peer")
-            let first = try Fixtures.run(
+            let first = try await Fixtures.run(
                 peer, [devices.domain.path, directory.appendingPathComponent("proc-a").path, "carol"],
                 input: Data("first-passcode\n".utf8))
             #expect(first.status == 0, "\(first.stderr)")
             #expect(first.stdout.hasPrefix("Success regId=1"))
-            let wrong = try Fixtures.run(
+            let wrong = try await Fixtures.run(
                 peer, [devices.domain.path, directory.appendingPathComponent("proc-b").path, "carol"],
                 input: Data("nope-nope-nope\n".utf8))
             #expect(wrong.stdout.contains("SyncRequired") && wrong.stdout.contains("error=incorrectPasscode"))
-            let second = try Fixtures.run(
+            let second = try await Fixtures.run(
                 peer, [devices.domain.path, directory.appendingPathComponent("proc-b").path, "carol"],
                 input: Data("first-passcode\n".utf8))
             #expect(second.stdout.hasPrefix("Success regId=2"))

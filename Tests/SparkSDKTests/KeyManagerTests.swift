@@ -265,7 +265,7 @@ struct KeyManagerTests {
             try await keys.blob(KeyBlob.managementName, endpoint: "laptop").data.write(to: management)
             try await keys.blob(KeyBlob.profileName, endpoint: "laptop").data.write(to: profile)
             let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/SparkSDKTests/Python/open_backup.py").path
-            let result = try Fixtures.run(
+            let result = try await Fixtures.run(
                 URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "interop-passcode", management.path, profile.path])
             #expect(result.status == 0, "\(result.stderr)")
             let opened = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String] ?? [:]

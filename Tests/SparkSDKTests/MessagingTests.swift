@@ -324,7 +324,8 @@ struct CrossProcessMessagingTests {
             let bobDirectory = directory.appendingPathComponent("bob-process").path
             // Bob runs in another process and answers three messages.
             let bob = Task.detached {
-                try Fixtures.run(peer, [domainPath, bobDirectory, "bob", "--serve", "3"], input: Data("bob-passcode\n".utf8))
+                try await Fixtures.run(
+                    peer, [domainPath, bobDirectory, "bob", "--serve", "3"], input: Data("bob-passcode\n".utf8))
             }
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let token = try await world.domain.testToken(userID: "alice").token

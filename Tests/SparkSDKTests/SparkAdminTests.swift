@@ -11,22 +11,22 @@ import Testing
 struct SparkAdminTests {
     static let binary = Fixtures.executable("spark-admin")
 
-    static func admin(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try Fixtures.run(binary, arguments)
+    static func admin(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Fixtures.run(binary, arguments)
     }
 
-    @Test func helpAndUsageErrors() throws {
-        let help = try Self.admin(["--help"])
+    @Test func helpAndUsageErrors() async throws {
+        let help = try await Self.admin(["--help"])
         #expect(help.status == 0 && help.stdout.contains("usage: spark-admin") && help.stdout.contains("outbox"))
-        let unknown = try Self.admin(["--domain", "/tmp/x.sqlite", "frobnicate"])
+        let unknown = try await Self.admin(["--domain", "/tmp/x.sqlite", "frobnicate"])
         #expect(unknown.status == 64 && unknown.stderr.hasPrefix("spark-admin: unknown command 'frobnicate'"))
-        let badFlag = try Self.admin(["--domain", "/tmp/x.sqlite", "users", "--verbose"])
+        let badFlag = try await Self.admin(["--domain", "/tmp/x.sqlite", "users", "--verbose"])
         #expect(badFlag.status == 64 && badFlag.stderr.contains("unknown option --verbose"))
-        let badValue = try Self.admin(["--domain", "/tmp/x.sqlite", "create", "d", "--max-endpoints", "lots"])
+        let badValue = try await Self.admin(["--domain", "/tmp/x.sqlite", "create", "d", "--max-endpoints", "lots"])
         #expect(badValue.status == 64 && badValue.stderr.contains("--max-endpoints must be a whole number"))
-        let missingValue = try Self.admin(["--domain"])
+        let missingValue = try await Self.admin(["--domain"])
         #expect(missingValue.status == 64)
-        let badConfig = try Self.admin(["--config", "/nonexistent/ConfigSettings.plist", "users"])
+        let badConfig = try await Self.admin(["--config", "/nonexistent/ConfigSettings.plist", "users"])
         #expect(
             badConfig.status == 1
                 && badConfig.stderr == "spark-admin: /nonexistent/ConfigSettings.plist: cannot be read (does the file exist?)\n")
@@ -35,38 +35,39 @@ struct SparkAdminTests {
     @Test func createPolicyTokenAndIssuers() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("d.sqlite").path
-            let created = try Self.admin(["--domain", path, "create", "ops", "--max-endpoints", "2", "--single-endpoint"])
+            let created = try await Self.admin(["--domain", path, "create", "ops", "--max-endpoints", "2", "--single-endpoint"])
             #expect(created.status == 0, "\(created.stderr)")
             #expect(
                 created.stdout.contains("maximum endpoints per user: 2")
                     && created.stdout.contains("active endpoints per user: one"))
-            #expect(try Self.admin(["--domain", path, "create", "ops"]).status == 1, "a domain is created once")
+            #expect(try await Self.admin(["--domain", path, "create", "ops"]).status == 1, "a domain is created once")
 
-            let token = try Self.admin(["--domain", path, "token", "alice"])
+            let token = try await Self.admin(["--domain", path, "token", "alice"])
             #expect(token.status == 0)
             let domain = try EmbeddedDomain.open(at: path)
             #expect(
                 try await domain.validate(token: token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)).userID == "alice")
 
-            #expect(try Self.admin(["--domain", path, "policy", "set", "--user-auth", "on"]).status == 0)
+            #expect(try await Self.admin(["--domain", path, "policy", "set", "--user-auth", "on"]).status == 0)
             #expect(try await domain.policy().userAuthenticationEnabled)
-            let refused = try Self.admin(["--domain", path, "token", "bob"])
+            let refused = try await Self.admin(["--domain", path, "token", "bob"])
             #expect(refused.status == 1 && refused.stderr.contains("userAuthenticationRequired"))
-            #expect(try Self.admin(["--domain", path, "policy"]).stdout.contains("user authentication: on"))
+            #expect(try await Self.admin(["--domain", path, "policy"]).stdout.contains("user authentication: on"))
 
             let key = try Ed25519.PrivateKey()
             let issuer = TokenIssuer(issuer: "https://idp.example", key: key, keyID: "k")
             let jwks = directory.appendingPathComponent("jwks.json")
             try issuer.jwks.jsonData().write(to: jwks)
-            let added = try Self.admin(["--domain", path, "issuer", "add", "https://idp.example", "app", jwks.path])
+            let added = try await Self.admin(["--domain", path, "issuer", "add", "https://idp.example", "app", jwks.path])
             #expect(added.status == 0, "\(added.stderr)")
-            #expect(try Self.admin(["--domain", path, "issuer", "list"]).stdout.contains("https://idp.example\taudience app"))
+            #expect(
+                try await Self.admin(["--domain", path, "issuer", "list"]).stdout.contains("https://idp.example\taudience app"))
             let external = try issuer.issue(subject: "carol", audience: "app", lifetime: 60, now: Date())
             #expect(try await domain.validate(token: external.token).userID == "carol")
-            #expect(try Self.admin(["--domain", path, "issuer", "remove", "https://idp.example"]).status == 0)
-            #expect(try Self.admin(["--domain", path, "issuer", "remove", "https://idp.example"]).status == 1)
+            #expect(try await Self.admin(["--domain", path, "issuer", "remove", "https://idp.example"]).status == 0)
+            #expect(try await Self.admin(["--domain", path, "issuer", "remove", "https://idp.example"]).status == 1)
 
-            let published = try Self.admin(["--domain", path, "jwks", "test"])
+            let published = try await Self.admin(["--domain", path, "jwks", "test"])
             let set = try JWKSet(json: Data(published.stdout.utf8))
             #expect(set.keys.count == 1 && set.keys[0].curve == "Ed25519")
         }
@@ -75,19 +76,21 @@ struct SparkAdminTests {
     @Test func usersAndOutboxShowTheAssistantsWork() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("d.sqlite").path
-            #expect(try Self.admin(["--domain", path, "create", "mail", "--unsafe-password-iterations", "1000"]).status == 0)
-            #expect(try Self.admin(["--domain", path, "outbox"]).stdout.contains("the outbox is empty"))
+            #expect(
+                try await Self.admin(["--domain", path, "create", "mail", "--unsafe-password-iterations", "1000"]).status == 0)
+            #expect(try await Self.admin(["--domain", path, "outbox"]).stdout.contains("the outbox is empty"))
             let domain = try EmbeddedDomain.open(at: path)
             try await domain.signUp(
                 SignUpRequest(userName: "judy", password: "Violet-Sky-314", email: "judy@example.com", country: "FR", age: 27))
-            let outbox = try Self.admin(["--domain", path, "outbox", "--to", "judy@example.com"])
+            let outbox = try await Self.admin(["--domain", path, "outbox", "--to", "judy@example.com"])
             #expect(
                 outbox.status == 0 && outbox.stdout.contains("to judy@example.com")
                     && outbox.stdout.contains("activation code is"))
             #expect(
-                try Self.admin(["--domain", path, "users"]).stdout.contains("judy\tjudy@example.com\tFR\tage 27\tnot activated"))
+                try await Self.admin(["--domain", path, "users"]).stdout.contains(
+                    "judy\tjudy@example.com\tFR\tage 27\tnot activated"))
             // Changing other settings keeps the domain's (test) password cost.
-            #expect(try Self.admin(["--domain", path, "policy", "set", "--max-endpoints", "4"]).status == 0)
+            #expect(try await Self.admin(["--domain", path, "policy", "set", "--max-endpoints", "4"]).status == 0)
         }
     }
 }
@@ -101,33 +104,33 @@ struct SparkAdminModerationTests {
             _ = try await world.endpoint("bob", "bob-phone")
             let path = world.domain.path
             let chat = try await alice.startChat(with: ["bob"])
-            func cli(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-                try SparkAdminTests.admin(["--domain", path] + arguments)
+            func cli(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+                try await SparkAdminTests.admin(["--domain", path] + arguments)
             }
-            #expect(try cli(["users"]).stdout.contains("alice\t1 endpoint"))
-            let endpoints = try cli(["endpoints", "alice"])
+            #expect(try await cli(["users"]).stdout.contains("alice\t1 endpoint"))
+            let endpoints = try await cli(["endpoints", "alice"])
             #expect(endpoints.stdout.contains("regId 1\talice-laptop\tactive"))
 
-            #expect(try cli(["infraction", "alice", "be nice"]).status == 0)
-            #expect(try cli(["timeout", "alice", "60", "flooding"]).stdout.contains("timed out for 60 s"))
-            #expect(try cli(["status", "alice"]).stdout.contains("timed out until"))
+            #expect(try await cli(["infraction", "alice", "be nice"]).status == 0)
+            #expect(try await cli(["timeout", "alice", "60", "flooding"]).stdout.contains("timed out for 60 s"))
+            #expect(try await cli(["status", "alice"]).stdout.contains("timed out until"))
             let refused = try await alice.sendMessage("let me in", to: chat.chatID)
             guard case .failed(let reason) = refused.state else {
                 Issue.record("expected the domain to refuse")
                 return
             }
             #expect(reason.contains("flooding"))
-            #expect(try cli(["ban", "alice", "spam"]).status == 0)
-            #expect(try cli(["status", "alice"]).stdout.contains("banned (spam)"))
-            #expect(try cli(["unban", "alice"]).status == 0)
+            #expect(try await cli(["ban", "alice", "spam"]).status == 0)
+            #expect(try await cli(["status", "alice"]).stdout.contains("banned (spam)"))
+            #expect(try await cli(["unban", "alice"]).status == 0)
             #expect(try await alice.sendMessage("back", to: chat.chatID).state == .sent)
-            #expect(try cli(["timeout", "alice", "soon", "x"]).status == 64)
+            #expect(try await cli(["timeout", "alice", "soon", "x"]).status == 64)
 
             let endpointID = try await service.endpointID
-            #expect(try cli(["deregister", endpointID]).status == 0)
+            #expect(try await cli(["deregister", endpointID]).status == 0)
             await service.checkIn()
             #expect(service.authState.value.removalReason == "removed by the domain's operator")
-            #expect(try cli(["deregister", endpointID]).status == 1)
+            #expect(try await cli(["deregister", endpointID]).status == 1)
         }
     }
 }

@@ -122,8 +122,8 @@ struct StoreTests {
             let path = directory.appendingPathComponent("shared.sqlite").path
             let writer = Fixtures.executable("store-writer")
             let count = 1500
-            async let first = Task.detached { try Fixtures.run(writer, [path, "a", String(count)]) }.value
-            async let second = Task.detached { try Fixtures.run(writer, [path, "b", String(count)]) }.value
+            async let first = Fixtures.run(writer, [path, "a", String(count)])
+            async let second = Fixtures.run(writer, [path, "b", String(count)])
             let results = try await [first, second]
             for result in results {
                 #expect(result.status == 0, "store-writer failed: \(result.stderr)")
