@@ -210,6 +210,59 @@ struct MessagingTests {
             #expect(bobMessages.value.map(\.number) == [1, 2])
         }
     }
+
+    @Test func refreshesDuringThePollApplyEachEntryOnce() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let events = Box<[MessagingEvent]>([])
+            let stream = bob.events
+            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
+            defer { listener.cancel() }
+            let chat = try await alice.startChat(with: ["bob"], subject: "busy")
+            for n in 1...20 { try await alice.sendMessage("message \(n)", to: chat.chatID) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<6 { group.addTask { try await bob.refresh() } }
+                try await group.waitForAll()
+            }
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("all twenty") { messages.value.count == 20 })
+            #expect(messages.value.map(\.number) == Array(1...20))
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
+
+    @Test func aStorageFailureWhileReceivingLosesNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "disk full")
+            #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
+            let events = Box<[MessagingEvent]>([])
+            let stream = bob.events
+            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
+            defer { listener.cancel() }
+            // Bob's disk refuses every new message row from now on.
+            let file = directory.appendingPathComponent("bob-phone/endpoint.sqlite").path
+            let bobFile = try DatabaseQueue(path: file)
+            try bobFile.write { db in
+                try db.execute("CREATE TRIGGER full BEFORE INSERT ON messages BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+            }
+            try await alice.sendMessage("kept", to: chat.chatID)
+            let refused = await #expect(throws: MessagingError.self) { try await bob.refresh() }
+            #expect(refused?.code == .storageFailure)
+            #expect(try await bob.messages(in: chat.chatID).value.isEmpty)
+            // The disk recovers: the message was not consumed, and arrives once.
+            try bobFile.write { db in try db.execute("DROP TRIGGER full") }
+            try await bob.refresh()
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("kept arrives") { messages.value.count == 1 })
+            #expect(messages.value.map(\.content) == ["kept"] && messages.value.first?.number == 1)
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
 }
 
 @Suite("Messaging: groups, rotation, identities")

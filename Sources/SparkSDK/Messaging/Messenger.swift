@@ -28,6 +28,8 @@ actor Messenger {
     nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
     private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
     private var syncTask: Task<Void, Never>?
+    /// The latest mailbox read; each read waits for the one before it (see `syncOnce`).
+    private var lastSync: Task<Int, any Error>?
     /// Every `events` stream handed out; each event goes to all of them.
     nonisolated let eventSinks = EventSinks()
     static let flowWindow = 200
@@ -291,24 +293,44 @@ actor Messenger {
     }
 
     /// Reads and applies the mailbox after the stored cursor; returns how many entries came.
+    ///
+    /// Reads run one at a time: the poll loop and `BBMAccess.refresh()` interleave at every
+    /// `await`, and two reads from the same cursor would apply an entry twice (the second time
+    /// refused as a replay and reported as dropped).
     func syncOnce() async throws -> Int {
+        let previous = lastSync
+        let next = Task {
+            _ = try? await previous?.value
+            return try await readMailbox()
+        }
+        lastSync = next
+        return try await next.value
+    }
+
+    private func readMailbox() async throws -> Int {
         let cursor = try read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } ?? 0
         let entries = try await domain.readMailbox(token: try await token(), endpointID: endpointID, after: cursor, limit: 200)
         var touched = Set<String>()
         var receipts: [(String, Int64)] = []
         for entry in entries {
+            // An entry's changes and the cursor move in one transaction: a crash or a storage
+            // failure leaves neither, and the entry is read again. An entry that fails to open
+            // is dropped (reported) and only the cursor moves.
+            var applied = Applied()
             do {
-                if let delivered = try await apply(entry) { receipts.append((entry.chatID, delivered)) }
+                applied = try await apply(entry)
             } catch let error as MessagingError {
                 eventSinks.yield(.dropped(chatID: entry.chatID, reason: error.reason))
             } catch {
                 eventSinks.yield(.dropped(chatID: entry.chatID, reason: "\(error)"))
             }
             try write { db in
+                try applied.changes?(db)
                 try db.execute(
                     "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
                     [entry.sequence])
             }
+            if let delivered = applied.delivered { receipts.append((entry.chatID, delivered)) }
             touched.insert(entry.chatID)
         }
         for chatID in touched { reloadMessages(chatID) }
@@ -320,17 +342,25 @@ actor Messenger {
         return entries.count
     }
 
-    /// Applies one entry; returns a message number to acknowledge as delivered.
-    private func apply(_ entry: MailboxEntry) async throws -> Int64? {
+    /// What one mailbox entry changes in the store, and the message number to acknowledge as
+    /// delivered; `syncOnce` writes the changes together with the cursor.
+    private struct Applied {
+        var changes: ((Database) throws -> Void)?
+        var delivered: Int64?
+    }
+
+    /// Opens and checks one entry; returns its changes without writing them.
+    private func apply(_ entry: MailboxEntry) async throws -> Applied {
         let me = self.me
         switch entry.kind {
         case .membership:
-            guard let members = entry.members else { return nil }
-            try write { db in try Self.applyMembership(db, chatID: entry.chatID, members: members, me: me, now: entry.postedAt) }
-            return nil
+            guard let members = entry.members else { return Applied() }
+            return Applied { db in
+                try Self.applyMembership(db, chatID: entry.chatID, members: members, me: me, now: entry.postedAt)
+            }
         case .chatKey:
             guard let to = (try? JSONDecoder().decode(SealedFormats.KeyEnvelope.self, from: entry.payload))?.to, to == me else {
-                return nil
+                return Applied()
             }
             let sender = try await identity(of: entry.sender, refresh: false)
             let opened: (device: String, epoch: Int, after: Int64, key: SymmetricKey)
@@ -345,7 +375,7 @@ actor Messenger {
                     entry.payload, chat: entry.chatID, sender: entry.sender,
                     senderKey: try Ed25519.PublicKey(rawRepresentation: fresh.signingKey), me: keys)
             }
-            try write { db in
+            return Applied { db in
                 let version =
                     try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [entry.chatID], as: Int.self) ?? 1
                 try db.execute(
@@ -356,7 +386,6 @@ actor Messenger {
                     "INSERT OR IGNORE INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)",
                     [entry.chatID, entry.sender, opened.device, opened.after])
             }
-            return nil
         case .message, .event:
             let header = try SealedFormats.header(entry.payload)
             let stored = try read { db -> (Data?, Int64, Bool) in
@@ -371,12 +400,11 @@ actor Messenger {
             }
             if entry.sender == me, header.device == endpointID {
                 // The echo of what this endpoint sent: record a message's number.
-                try write { db in
+                return Applied { db in
                     try db.execute(
                         "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END WHERE local_id = ?",
                         [entry.messageNumber, header.id])
                 }
-                return nil
             }
             // Strictly increasing per sending endpoint: a replay or a late (reordered) message is
             // refused. Not "exactly one more": a message the domain refused (a timeout) used a
@@ -403,7 +431,7 @@ actor Messenger {
                     key: SymmetricKey(data: keyData))
             }
             let incoming = entry.sender != me
-            try write { db in
+            let changes: (Database) throws -> Void = { db in
                 try db.execute(
                     """
                     INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
@@ -430,12 +458,12 @@ actor Messenger {
                 try db.execute(
                     "UPDATE chats SET last_activity = ? WHERE chat_id = ?", [entry.postedAt.timeIntervalSince1970, entry.chatID])
             }
-            return incoming && entry.kind == .message ? entry.messageNumber : nil
+            return Applied(changes: changes, delivered: incoming && entry.kind == .message ? entry.messageNumber : nil)
         case .receipt:
             guard let receipt = try? JSONDecoder().decode(Receipt.self, from: entry.payload) else {
                 throw MessagingError(.forged, "a receipt is malformed")
             }
-            try write { db in
+            return Applied { db in
                 if entry.sender == me {
                     // Read on another of this user's endpoints.
                     if receipt.state == "read" {
@@ -454,7 +482,6 @@ actor Messenger {
                         [entry.chatID, receipt.number])
                 }
             }
-            return nil
         }
     }
 
