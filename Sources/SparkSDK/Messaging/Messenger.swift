@@ -196,7 +196,7 @@ actor Messenger {
                 try db.execute(
                     "UPDATE chats SET last_activity = ? WHERE chat_id = ?", [receipt.postedAt.timeIntervalSince1970, chatID])
             }
-        } catch let error as DomainError where ![.storageFailure, .unavailable, .tokenExpired].contains(error.code) {
+        } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
             _ = try? write { db in
                 try db.execute("UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
             }
@@ -312,34 +312,58 @@ actor Messenger {
         let entries = try await domain.readMailbox(token: try await token(), endpointID: endpointID, after: cursor, limit: 200)
         var touched = Set<String>()
         var receipts: [(String, Int64)] = []
+        var failure: (any Error)?
         for entry in entries {
-            // An entry's changes and the cursor move in one transaction: a crash or a storage
-            // failure leaves neither, and the entry is read again. An entry that fails to open
-            // is dropped (reported) and only the cursor moves.
+            // An entry's changes and the cursor move in one transaction: a crash, or the store,
+            // the domain or the token failing, leaves neither, and the entry is read again. An
+            // entry that fails its checks is dropped (reported) and only the cursor moves.
             var applied = Applied()
             do {
                 applied = try await apply(entry)
-            } catch let error as MessagingError {
-                eventSinks.yield(.dropped(chatID: entry.chatID, reason: error.reason))
+            } catch let error where Self.isRetryable(error) {
+                failure = error
+                break
             } catch {
-                eventSinks.yield(.dropped(chatID: entry.chatID, reason: "\(error)"))
+                eventSinks.yield(.dropped(chatID: entry.chatID, reason: (error as? MessagingError)?.reason ?? "\(error)"))
             }
-            try write { db in
-                try applied.changes?(db)
-                try db.execute(
-                    "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
-                    [entry.sequence])
+            do {
+                try write { db in
+                    try applied.changes?(db)
+                    try db.execute(
+                        "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
+                        [entry.sequence])
+                }
+            } catch {
+                failure = error
+                break
             }
             if let delivered = applied.delivered { receipts.append((entry.chatID, delivered)) }
             touched.insert(entry.chatID)
         }
+        // What committed before a failure is shown and acknowledged all the same.
         for chatID in touched { reloadMessages(chatID) }
         if !touched.isEmpty { reloadChats() }
         // One delivery receipt per chat per batch, covering everything up to its newest message.
         var newest: [String: Int64] = [:]
         for (chatID, number) in receipts { newest[chatID] = max(newest[chatID] ?? 0, number) }
         for (chatID, number) in newest { try? await sendReceipt(chatID: chatID, state: "delivered", number: number) }
+        if let failure { throw failure }
         return entries.count
+    }
+
+    /// Domain failures that say nothing about what was sent: retry later.
+    static let transientDomainCodes: [DomainError.Code] = [.storageFailure, .unavailable, .tokenExpired]
+
+    /// Whether applying an entry failed for a reason outside the entry (the store, the domain or
+    /// the token, or the read was cancelled), so that it must be read again rather than dropped.
+    static func isRetryable(_ error: any Error) -> Bool {
+        switch error {
+        case let error as MessagingError:
+            error.code == .storageFailure || error.domainCode.map(transientDomainCodes.contains) == true
+        case let error as DomainError: transientDomainCodes.contains(error.code)
+        case is AuthError, is CancellationError: true
+        default: false
+        }
     }
 
     /// What one mailbox entry changes in the store, and the message number to acknowledge as
