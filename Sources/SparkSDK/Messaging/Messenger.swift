@@ -367,7 +367,7 @@ actor Messenger {
     }
 
     /// What one mailbox entry changes in the store, and the message number to acknowledge as
-    /// delivered; `syncOnce` writes the changes together with the cursor.
+    /// delivered; `readMailbox()` writes the changes together with the cursor.
     private struct Applied {
         var changes: ((Database) throws -> Void)?
         var delivered: Int64?
