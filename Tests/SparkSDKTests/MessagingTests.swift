@@ -233,6 +233,28 @@ struct MessagingTests {
         }
     }
 
+    @Test func concurrentSendsAllArrive() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let events = Box<[MessagingEvent]>([])
+            let stream = bob.events
+            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
+            defer { listener.cancel() }
+            let chat = try await alice.startChat(with: ["bob"], subject: "at once")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 1...12 { group.addTask { try await alice.sendMessage("message \(n)", to: chat.chatID) } }
+                try await group.waitForAll()
+            }
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("all twelve") { messages.value.count == 12 })
+            #expect(Set(messages.value.map(\.content)) == Set((1...12).map { "message \($0)" }))
+            #expect(messages.value.map(\.number) == Array(1...12))
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
+
     @Test func aStorageFailureWhileReceivingLosesNothing() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)
