@@ -255,6 +255,39 @@ struct MessagingTests {
         }
     }
 
+    @Test func aMessageLeftSendingIsNeverOvertaken() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let events = Box<[MessagingEvent]>([])
+            let stream = bob.events
+            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
+            defer { listener.cancel() }
+            let chat = try await alice.startChat(with: ["bob"], subject: "outage")
+            // The domain's store fails for a while: the first message is left sending.
+            let domainFile = try DatabaseQueue(path: world.domain.path)
+            try domainFile.write { db in
+                try db.execute("CREATE TRIGGER down BEFORE INSERT ON posted BEGIN SELECT RAISE(ABORT, 'down'); END")
+            }
+            let first = try await alice.sendMessage("first", to: chat.chatID)
+            #expect(first.state == .sending && first.number == nil)
+            // A rename is not stored for retry, so it is refused rather than overtake it.
+            let refused = await #expect(throws: MessagingError.self) {
+                try await alice.updateChatSubject(chat.chatID, subject: "renamed")
+            }
+            #expect(refused?.domainCode == .unavailable)
+            try domainFile.write { db in try db.execute("DROP TRIGGER down") }
+            // The next message goes after the first, never before it.
+            let second = try await alice.sendMessage("second", to: chat.chatID)
+            #expect(second.number == 2)
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("both") { messages.value.count == 2 })
+            #expect(messages.value.map(\.content) == ["first", "second"] && messages.value.map(\.number) == [1, 2])
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
+
     @Test func aStorageFailureWhileReceivingLosesNothing() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)

@@ -141,6 +141,12 @@ actor Messenger {
         else {
             throw MessagingError(.unknownChat, "this user is not in chat \(chatID)")
         }
+        // An event is not stored for retry, so it waits for no earlier message: it goes only
+        // when nothing is left sending in the chat, and is refused (using no number) otherwise.
+        if kind != .message, await !deliverPending(in: chatID) {
+            throw MessagingError(
+                .refused, "earlier messages in this chat are still sending; try again", domainCode: .unavailable)
+        }
         let (epoch, key) = try await ensureSenderKey(chatID)
         let id = UUID().uuidString.lowercased()
         let me = self.me
@@ -172,7 +178,7 @@ actor Messenger {
         }
         reloadMessages(chatID)
         if kind == .message {
-            await deliver(localID: id, chatID: chatID, sealed: sealed)
+            _ = await deliverPending(in: chatID)
         } else {
             _ = try await domainCall {
                 try await domain.post(
@@ -184,7 +190,9 @@ actor Messenger {
     }
 
     /// Posts a stored message; the same bytes and id on every retry, so it is sent exactly once.
-    private func deliver(localID: String, chatID: String, sealed: Data) async {
+    /// Returns false when it is left sending (the domain, its store or the token failed for now).
+    private func deliver(localID: String, chatID: String, sealed: Data) async -> Bool {
+        var settled = true
         do {
             let receipt = try await domain.post(
                 token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed, recipient: nil,
@@ -202,19 +210,38 @@ actor Messenger {
             }
         } catch {
             // Left as sending: retried with the same bytes until the domain answers.
+            settled = false
         }
         reloadMessages(chatID)
+        return settled
+    }
+
+    /// Posts every message of the chat still sending, oldest first, and stops at the first one
+    /// left sending: recipients refuse a sending endpoint's messages out of order, so a later
+    /// message must never overtake an earlier one. Returns false when some are left sending.
+    private func deliverPending(in chatID: String) async -> Bool {
+        let pending =
+            (try? read { db in
+                try db.rows(
+                    "SELECT local_id, sealed FROM messages WHERE chat_id = ? AND state = 'sending' AND sealed IS NOT NULL ORDER BY rowid",
+                    [chatID]
+                ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Data.self)) }
+            }) ?? []
+        for (id, sealed) in pending {
+            guard await deliver(localID: id, chatID: chatID, sealed: sealed) else { return false }
+        }
+        return true
     }
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
     func resendPending() async {
-        let pending =
+        let chats =
             (try? read { db in
-                try db.rows("SELECT local_id, chat_id, sealed FROM messages WHERE state = 'sending' AND sealed IS NOT NULL").map {
-                    (try $0.get(0, as: String.self), try $0.get(1, as: String.self), try $0.get(2, as: Data.self))
+                try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'sending' AND sealed IS NOT NULL").map {
+                    try $0.get(0, as: String.self)
                 }
             }) ?? []
-        for (id, chat, sealed) in pending { await deliver(localID: id, chatID: chat, sealed: sealed) }
+        for chatID in chats { _ = await deliverPending(in: chatID) }
     }
 
     /// This user's current sending key for the chat, made and handed to every member when the
