@@ -29,6 +29,27 @@ struct ChatWorld {
 
 func waitFor(_ what: String, _ condition: @Sendable () -> Bool) async -> Bool { await eventually(seconds: 10, condition) }
 
+/// Every messaging event of one endpoint, from the moment it is made until `stop()` or deinit.
+final class EventRecorder: Sendable {
+    private let box: Box<[MessagingEvent]>
+    private let listener: Task<Void, Never>
+
+    init(_ access: BBMAccess) {
+        let stream = access.events  // subscribed now, before anything happens
+        let box = Box<[MessagingEvent]>([])
+        self.box = box
+        listener = Task { for await event in stream { box.update { $0.append(event) } } }
+    }
+
+    deinit { listener.cancel() }
+
+    /// The events so far.
+    var value: [MessagingEvent] { box.value }
+
+    /// Stops recording.
+    func stop() { listener.cancel() }
+}
+
 @Suite("Messaging")
 struct MessagingTests {
     @Test func aConversationWithStatesReceiptsAndUnreadCounts() async throws {
@@ -117,9 +138,7 @@ struct MessagingTests {
                     token: bobToken, endpointID: bobEndpoint, chatID: chat, kind: .message, payload: payload, recipient: nil,
                     clientID: nil)
             }
-            let events = Box<[MessagingEvent]>([])
-            let stream = alice.events  // subscribed now, before anything happens
-            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
+            let events = EventRecorder(alice)
             try await post(sealed, to: one.chatID)  // replayed
             try await post(sealed, to: two.chatID)  // cross-chat
             var altered = try JSONSerialization.jsonObject(with: sealed) as! [String: Any]
@@ -138,7 +157,7 @@ struct MessagingTests {
                     recipient: nil, clientID: nil)
             }
             #expect(await waitFor("three drops") { events.value.count >= 3 })
-            listener.cancel()
+            events.stop()
             #expect(events.value.allSatisfy { if case .dropped = $0 { true } else { false } })
             try await alice.refresh()
             #expect(aliceOne.value.count == 1 && aliceOne.value[0].content == "genuine")
@@ -216,10 +235,7 @@ struct MessagingTests {
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
-            let events = Box<[MessagingEvent]>([])
-            let stream = bob.events
-            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
-            defer { listener.cancel() }
+            let events = EventRecorder(bob)
             let chat = try await alice.startChat(with: ["bob"], subject: "busy")
             for n in 1...20 { try await alice.sendMessage("message \(n)", to: chat.chatID) }
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -238,10 +254,7 @@ struct MessagingTests {
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
-            let events = Box<[MessagingEvent]>([])
-            let stream = bob.events
-            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
-            defer { listener.cancel() }
+            let events = EventRecorder(bob)
             let chat = try await alice.startChat(with: ["bob"], subject: "at once")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for n in 1...12 { group.addTask { try await alice.sendMessage("message \(n)", to: chat.chatID) } }
@@ -260,10 +273,7 @@ struct MessagingTests {
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
-            let events = Box<[MessagingEvent]>([])
-            let stream = bob.events
-            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
-            defer { listener.cancel() }
+            let events = EventRecorder(bob)
             let chat = try await alice.startChat(with: ["bob"], subject: "outage")
             // The domain's store fails for a while: the first message is left sending.
             let domainFile = try DatabaseQueue(path: world.domain.path)
@@ -295,10 +305,7 @@ struct MessagingTests {
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"], subject: "disk full")
             #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
-            let events = Box<[MessagingEvent]>([])
-            let stream = bob.events
-            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
-            defer { listener.cancel() }
+            let events = EventRecorder(bob)
             // Bob's disk refuses every new message row from now on.
             let file = directory.appendingPathComponent("bob-phone/endpoint.sqlite").path
             let bobFile = try DatabaseQueue(path: file)
@@ -408,14 +415,12 @@ struct GroupMessagingTests {
                 return (service, try await service.messaging())
             }()
             await bobService.checkIn()
-            let events = Box<[MessagingEvent]>([])
-            let stream = alice.events  // subscribed now, before anything happens
-            let listener = Task { for await event in stream { events.update { $0.append(event) } } }
+            let events = EventRecorder(alice)
             // Alice's next send looks the keys up again and notices.
             try await alice.sendMessage("are you still you?", to: chat.chatID)
             #expect(try await alice.chat(chat.chatID).keyChanged)
             #expect(await waitFor("event") { events.value.contains(.identityChanged(userID: "bob")) })
-            listener.cancel()
+            events.stop()
             try await alice.acceptIdentityChange(of: "bob")
             #expect(try await alice.chat(chat.chatID).keyChanged == false)
         }
