@@ -208,6 +208,11 @@ struct MessagingTests {
             // The crash: the domain accepted the post but the endpoint died before recording the
             // answer, so its store still says "sending".
             await aliceService.stop()
+            // A stopped messenger does nothing more: what the app still holds of it refuses, and
+            // nothing it had under way can overwrite what the next one records.
+            await #expect(throws: MessagingError(.notReady, "")) { try await alice.sendMessage("late", to: chat.chatID) }
+            await #expect(throws: MessagingError(.notReady, "")) { try await alice.refresh() }
+            await #expect(throws: MessagingError(.notReady, "")) { try await alice.markMessagesRead(in: chat.chatID) }
             let file = directory.appendingPathComponent("alice-laptop/endpoint.sqlite").path
             try DatabaseQueue(path: file).write { db in
                 try db.execute("UPDATE messages SET state = 'sending', number = NULL WHERE local_id = ?", [sent.id])

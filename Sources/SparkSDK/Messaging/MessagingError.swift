@@ -5,7 +5,8 @@ public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible
     /// What went wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
-        /// Setup has not succeeded; there are no keys to send or read with.
+        /// Setup has not succeeded, so there are no keys to send or read with; or the service
+        /// was stopped, reset or signed out since this `BBMAccess` was made.
         public static let notReady = Code(name: "notReady")
         /// Content and data together exceed 70 KB.
         public static let tooLarge = Code(name: "tooLarge")

@@ -30,6 +30,10 @@ actor Messenger {
     private var syncTask: Task<Void, Never>?
     /// The latest mailbox read; each read waits for the one before it (see `syncOnce`).
     private var lastSync: Task<Int, any Error>?
+    /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
+    private var deliveries: [String: Task<Bool, Never>] = [:]
+    /// Set by `stop()`: from then on this messenger writes nothing (see `write`).
+    private var stopped = false
     /// Every `events` stream handed out; each event goes to all of them.
     nonisolated let eventSinks = EventSinks()
     static let flowWindow = 200
@@ -59,15 +63,23 @@ actor Messenger {
             while !Task.isCancelled {
                 guard let self else { return }
                 let received = (try? await self.syncOnce()) ?? 0
+                if Task.isCancelled { return }
                 await self.resendPending()
                 if received == 0 { try? await Task.sleep(for: interval) }
             }
         }
     }
 
-    func stop() {
-        syncTask?.cancel()
+    /// Stops for good: when it returns, the poll loop has ended and this messenger will not
+    /// write to the store again. A post already on its way may still reach the domain; its
+    /// message stays `sending` here, and the next messenger on this store resends the same bytes
+    /// under the same id, which the domain answers with the number it already gave.
+    func stop() async {
+        stopped = true
+        let loop = syncTask
         syncTask = nil
+        loop?.cancel()
+        await loop?.value
         eventSinks.finish()
     }
 
@@ -219,7 +231,24 @@ actor Messenger {
     /// Posts every message of the chat still sending, oldest first, and stops at the first one
     /// left sending: recipients refuse a sending endpoint's messages out of order, so a later
     /// message must never overtake an earlier one. Returns false when some are left sending.
+    ///
+    /// Runs for one chat go one at a time, each after the one before it: concurrent sends would
+    /// otherwise each post every message still pending (harmless, the domain answers a repeated
+    /// id with its first number, but quadratic in the number of concurrent sends).
     private func deliverPending(in chatID: String) async -> Bool {
+        let previous = deliveries[chatID]
+        let run = Task {
+            _ = await previous?.value
+            return await postPending(in: chatID)
+        }
+        deliveries[chatID] = run
+        let settled = await run.value
+        if deliveries[chatID] == run { deliveries[chatID] = nil }
+        return settled
+    }
+
+    private func postPending(in chatID: String) async -> Bool {
+        guard !stopped else { return false }
         let pending =
             (try? read { db in
                 try db.rows(
@@ -290,6 +319,7 @@ actor Messenger {
     // MARK: Reading
 
     func markRead(_ chatID: String, upTo number: Int64?) async throws {
+        try requireRunning()
         let upTo =
             try number ?? read { db in
                 try db.scalar("SELECT max(number) FROM messages WHERE chat_id = ? AND incoming = 1", [chatID], as: Int64.self)
@@ -335,6 +365,7 @@ actor Messenger {
     }
 
     private func readMailbox() async throws -> Int {
+        try requireRunning()
         let cursor = try read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } ?? 0
         let entries = try await domain.readMailbox(token: try await token(), endpointID: endpointID, after: cursor, limit: 200)
         var touched = Set<String>()
@@ -713,14 +744,25 @@ actor Messenger {
         }
     }
 
+    private func requireRunning() throws {
+        guard !stopped else {
+            throw MessagingError(.notReady, "messaging has stopped (the service was stopped, reset or signed out)")
+        }
+    }
+
+    /// Every change to the store goes through here, and none once `stop()` was called: a
+    /// messenger left running after its service stopped must not overwrite what the next one on
+    /// this store records.
     @discardableResult
     private func write<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+        try requireRunning()
         do { return try queue.write(body) } catch let error as MessagingError { throw error } catch {
             throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
         }
     }
 
     private func domainCall<T>(_ body: () async throws -> T) async throws -> T {
+        try requireRunning()
         do { return try await body() } catch let error as DomainError {
             throw MessagingError(.refused, error.reason, domainCode: error.code)
         }
