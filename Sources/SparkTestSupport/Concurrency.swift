@@ -27,8 +27,11 @@ public final class Box<Value: Sendable>: Sendable {
 }
 
 /// Polls `condition` until it holds or `seconds` pass; returns whether it held. A wait, not a
-/// timing assertion: the generous limit only bounds a test that would otherwise hang.
-public func eventually(seconds: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+/// timing assertion: the generous limit only bounds a test that would otherwise hang. It is
+/// generous on purpose: tests run in parallel on two cores, and a CPU-bound neighbour (the
+/// Wycheproof suites, a Python peer starting) can hold both of Swift's cooperative threads for
+/// seconds, so the work a test waits for may start late; a test that passes never waits long.
+public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }

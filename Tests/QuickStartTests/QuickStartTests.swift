@@ -178,7 +178,7 @@ struct QuickStartTests {
             try process.run()
             func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
             func waitFor(_ text: String) async -> Bool {
-                await eventually(seconds: 20) { transcript.withLock { $0.contains(text) } }
+                await eventually { transcript.withLock { $0.contains(text) } }
             }
             #expect(await waitFor("[l]og in, [s]ign up"))
             for line in ["s", "hana", "hana@example.com", "jp", "22", "Maple-Leaf-2024"] { send(line) }

@@ -24,6 +24,15 @@ public enum MessageState: Sendable, Equatable, Codable, CustomStringConvertible 
         }
     }
 
+    /// Whether the domain accepted the message: `sent`, `delivered` or `read`. A message just
+    /// sent may already be `delivered` by the time the app looks, when a recipient was quick.
+    public var isAccepted: Bool {
+        switch self {
+        case .sent, .delivered, .read: true
+        case .sending, .failed: false
+        }
+    }
+
     /// Order for monotonic updates: a state never moves back.
     var rank: Int {
         switch self {
