@@ -33,7 +33,9 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        .target(name: "SparkCrypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        // A constructor that initialises OpenSSL without its exit-time cleanup (see the file).
+        .target(name: "COpenSSLRuntime", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "SparkCrypto", dependencies: ["COpenSSL", "COpenSSLRuntime"], swiftSettings: swiftSettings),
         .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "CSparkThreadLocal"),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal"], swiftSettings: swiftSettings),
@@ -76,9 +78,15 @@ let package = Package(
             path: "Tests/Helpers/store-writer",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "crypto-exit",
+            dependencies: ["SparkCrypto"],
+            path: "Tests/Helpers/crypto-exit",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SparkCryptoTests",
-            dependencies: ["SparkCrypto", "SparkTestSupport"],
+            dependencies: ["SparkCrypto", "SparkTestSupport", "crypto-exit"],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),

@@ -38,12 +38,20 @@ struct QuickStart {
         }
         defer { monitor.deactivate() }
 
-        try await controller.startBBMEnterpriseService()
-        if try await controller.signInSilently() == nil {
-            try await signIn(controller, settings: settings)
+        // However it ends, the service stops before the process exits: its poll loop and
+        // heartbeat must not be using OpenSSL or SQLite while the process tears them down.
+        do {
+            try await controller.startBBMEnterpriseService()
+            if try await controller.signInSilently() == nil {
+                try await signIn(controller, settings: settings)
+            }
+            try await Setup(console: console, service: service).run()
+            try await ChatShell(console: console, controller: controller).run()
+        } catch {
+            await service.stop()
+            throw error
         }
-        try await Setup(console: console, service: service).run()
-        try await ChatShell(console: console, controller: controller).run()
+        await service.stop()
     }
 
     /// Signs in with the configured provider, asking what it needs.

@@ -137,7 +137,8 @@ public final class BBMEnterpriseService: Sendable {
         }
     }
 
-    /// Stops the service; setup state is kept for the next start.
+    /// Stops the service; setup state is kept for the next start. When it returns, nothing of
+    /// the service runs any more (no mailbox poll, no heartbeat), so an app may exit right after.
     public func stop() async { await engine.stop() }
 
     /// Wipes everything this endpoint keeps (registration, keys, cached credentials) and

@@ -66,18 +66,14 @@ actor ServiceEngine {
     }
 
     func stop() async {
-        await stopMessenger()
-        heartbeat?.cancel()
-        heartbeat = nil
+        await stopBackgroundWork()
         domain = nil
         updateConnectivity(false)
         setStarted(false)
     }
 
     func resetService() async throws {
-        await stopMessenger()
-        heartbeat?.cancel()
-        heartbeat = nil
+        await stopBackgroundWork()
         try store.wipeAll()
         keys = nil
         token = nil
@@ -89,9 +85,7 @@ actor ServiceEngine {
     }
 
     func signOut(wipeKeys: Bool) async {
-        await stopMessenger()
-        heartbeat?.cancel()
-        heartbeat = nil
+        await stopBackgroundWork()
         if wipeKeys { try? keyManager?.wipeLocalKeys() }
         keys = nil
         token = nil
@@ -331,6 +325,18 @@ actor ServiceEngine {
     private func stopMessenger() async {
         await messenger?.stop()
         messenger = nil
+    }
+
+    /// Ends the messenger and the heartbeat and waits until neither runs, so that nothing of
+    /// this service touches the store, the domain or OpenSSL after `stop()`, `resetService()` or
+    /// `signOut` returns (an app may exit right after). Only for calls from the app: the
+    /// heartbeat's own wipe path cancels it instead, since it cannot wait for itself.
+    private func stopBackgroundWork() async {
+        await stopMessenger()
+        let beat = heartbeat
+        heartbeat = nil
+        beat?.cancel()
+        await beat?.value
     }
 
     /// The token for messaging calls, refreshed through the token manager when due.
