@@ -95,12 +95,29 @@ public protocol DomainService: Sendable {
     /// The chat's members, for a member.
     func chat(token: String, chatID: String) async throws -> ChatInfo
 
+    // MARK: Change hints (for pollers)
+
+    /// A number that moves whenever the domain's data may have changed, or `nil` when this
+    /// domain cannot tell (callers then read on a fixed interval). Read it before reading the
+    /// mailbox and wait with it, so a change made in between is not missed.
+    func changeGeneration() -> UInt64?
+    /// Returns once ``changeGeneration()`` has moved past `generation`, after `timeout`, or when
+    /// the task is cancelled. A hint, never a promise: a wake-up may find nothing new.
+    func waitForChange(after generation: UInt64, timeout: Duration) async
+
     // MARK: Moderation (the user's side)
 
     /// The caller's moderation status and infractions.
     func userStatus(token: String) async throws -> UserStatus
     /// Dismisses one of the caller's infractions.
     func dismissInfraction(token: String, id: Int64) async throws
+}
+
+extension DomainService {
+    /// No change hints: callers poll.
+    public func changeGeneration() -> UInt64? { nil }
+    /// Sleeps for `timeout` (or until cancelled).
+    public func waitForChange(after generation: UInt64, timeout: Duration) async { try? await Task.sleep(for: timeout) }
 }
 
 /// What a new account needs (SmartFoxServer's sign-up assistant fields).

@@ -1,6 +1,7 @@
 import Foundation
 public import SparkCrypto
 import SparkStore
+import Synchronization
 
 /// The domain in one SQLite file (WAL mode) that every process on the machine opens: two
 /// quick-start processes with different data directories are two devices of one domain. All of
@@ -26,6 +27,8 @@ public final class EmbeddedDomain: DomainService {
     /// Tokens this process already verified (the signature check is the costly part of every
     /// call; time claims and the issuer's trust are checked on every use).
     let validatedTokens = ValidatedTokenCache()
+    /// Made on first use: one-off callers (spark-admin) never watch the file.
+    private let changes = Mutex<FileChangeSignal?>(nil)
 
     private init(
         path: String, queue: DatabaseQueue, clock: WallClock, mailer: (any Mailer)?, allowUnsafePasswordHashing: Bool
@@ -58,6 +61,29 @@ public final class EmbeddedDomain: DomainService {
         }
         testIssuer = try issuer("test")
         accountsIssuer = try issuer("accounts")
+    }
+
+    /// The watcher of this domain's file, started on first use.
+    private var changeSignal: FileChangeSignal {
+        changes.withLock { changes in
+            if let changes { return changes }
+            let signal = FileChangeSignal(path: path)
+            changes = signal
+            return signal
+        }
+    }
+
+    /// Moves with every commit to the domain file, by this process or any other (Linux
+    /// inotify); `nil` where the file cannot be watched.
+    public func changeGeneration() -> UInt64? {
+        let signal = changeSignal
+        return signal.isLive ? signal.generation : nil
+    }
+
+    /// Returns at the next commit to the domain file after `generation`, after `timeout`, or
+    /// on cancellation.
+    public func waitForChange(after generation: UInt64, timeout: Duration) async {
+        await changeSignal.wait(after: generation, timeout: timeout)
     }
 
     /// Opens an existing domain file.

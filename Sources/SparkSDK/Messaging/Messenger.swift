@@ -37,6 +37,8 @@ actor Messenger {
     /// Every `events` stream handed out; each event goes to all of them.
     nonisolated let eventSinks = EventSinks()
     static let flowWindow = 200
+    /// How long an idle endpoint whose domain signals changes waits before reading anyway.
+    static let idleRecheck: Duration = .seconds(1)
     static let maximumContentSize = 70 * 1024
 
     var me: String { keys.userID }
@@ -59,13 +61,23 @@ actor Messenger {
         reloadChats()
         guard syncTask == nil else { return }
         let interval = pollInterval
+        let domain = domain
         syncTask = Task { [weak self] in
             while !Task.isCancelled {
                 guard let self else { return }
+                // Taken before the read, so a change committed after it still wakes the wait.
+                let generation = domain.changeGeneration()
                 let received = (try? await self.syncOnce()) ?? 0
                 if Task.isCancelled { return }
                 await self.resendPending()
-                if received == 0 { try? await Task.sleep(for: interval) }
+                guard received == 0 else { continue }
+                if let generation {
+                    // Idle until the domain changes; the recheck only bounds a missed signal
+                    // and retries what an outage left sending.
+                    await domain.waitForChange(after: generation, timeout: Self.idleRecheck)
+                } else {
+                    try? await Task.sleep(for: interval)
+                }
             }
         }
     }
