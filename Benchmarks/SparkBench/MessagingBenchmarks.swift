@@ -103,10 +103,10 @@ enum MessagingBenchmarks {
                 referenceName: "Ed25519 sign+verify rate (the ceiling)"),
             p50: Harness.result(
                 "message-latency-p50", unit: "ms", ours: p50, reference: poll, higherIsBetter: false,
-                referenceName: "the 10 ms mailbox poll interval"),
+                referenceName: "a fixed 10 ms mailbox poll"),
             p99: Harness.result(
                 "message-latency-p99", unit: "ms", ours: p99, reference: poll, higherIsBetter: false,
-                referenceName: "the 10 ms mailbox poll interval"))
+                referenceName: "a fixed 10 ms mailbox poll"))
         crossProcessCache = result
         return result
     }

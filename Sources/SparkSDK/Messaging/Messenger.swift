@@ -63,17 +63,22 @@ actor Messenger {
         let interval = pollInterval
         let domain = domain
         syncTask = Task { [weak self] in
+            let clock = ContinuousClock()
             while !Task.isCancelled {
                 guard let self else { return }
+                let started = clock.now
                 // Taken before the read, so a change committed after it still wakes the wait.
                 let generation = domain.changeGeneration()
                 let received = (try? await self.syncOnce()) ?? 0
                 if Task.isCancelled { return }
                 await self.resendPending()
-                guard received == 0 else { continue }
-                if let generation {
-                    // Idle until the domain changes; the recheck only bounds a missed signal
-                    // and retries what an outage left sending.
+                if received > 0 {
+                    // While messages keep coming, read every `interval`: a burst then arrives
+                    // in a few reads with one receipt each, not one read and receipt per commit.
+                    try? await clock.sleep(until: started + interval)
+                } else if let generation {
+                    // Idle until the domain changes, then read at once; the recheck only
+                    // bounds a missed signal and retries what an outage left sending.
                     await domain.waitForChange(after: generation, timeout: Self.idleRecheck)
                 } else {
                     try? await Task.sleep(for: interval)
