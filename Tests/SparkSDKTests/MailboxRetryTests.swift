@@ -14,6 +14,7 @@ struct MailboxRetryTests {
         #expect(Messenger.isRetryable(DomainError(.unavailable, "down")))
         #expect(Messenger.isRetryable(AuthError(.credentialsRequired, "log in again")))
         #expect(Messenger.isRetryable(CancellationError()))
+        #expect(Messenger.isRetryable(MessagingError(.notReady, "messaging has stopped")))
     }
 
     @Test func failuresOfTheEntryItselfAreDropped() {

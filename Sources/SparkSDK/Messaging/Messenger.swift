@@ -430,11 +430,13 @@ actor Messenger {
     static let transientDomainCodes: [DomainError.Code] = [.storageFailure, .unavailable, .tokenExpired]
 
     /// Whether applying an entry failed for a reason outside the entry (the store, the domain or
-    /// the token, or the read was cancelled), so that it must be read again rather than dropped.
+    /// the token, the messenger stopping, or the read was cancelled), so that it must be read
+    /// again rather than dropped.
     static func isRetryable(_ error: any Error) -> Bool {
         switch error {
         case let error as MessagingError:
-            error.code == .storageFailure || error.domainCode.map(transientDomainCodes.contains) == true
+            error.code == .storageFailure || error.code == .notReady
+                || error.domainCode.map(transientDomainCodes.contains) == true
         case let error as DomainError: transientDomainCodes.contains(error.code)
         case is AuthError, is CancellationError: true
         default: false
