@@ -54,14 +54,8 @@ final class FileChangeSignal: Sendable {
         #endif
     }
 
-    deinit {
-        source?.cancel()
-        let waiters = state.withLock { state in
-            defer { state.waiters = [:] }
-            return state.waiters.values
-        }
-        for waiter in waiters { waiter.resume() }
-    }
+    // No waiter can be left here: `wait` holds the signal until it returns.
+    deinit { source?.cancel() }
 
     /// Whether changes are signalled; when false, ``wait(after:timeout:)`` only times out.
     var isLive: Bool { source != nil }

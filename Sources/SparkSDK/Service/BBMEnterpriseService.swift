@@ -72,9 +72,10 @@ public final class BBMEnterpriseService: Sendable {
     ///   - passcodeIterations: PBKDF2 iterations for new passcode blobs (at least 600,000).
     ///   - checkInInterval: how often a set-up endpoint asks the domain whether it is still
     ///     registered (it also learns on any other call).
-    ///   - pollInterval: how often the mailbox is read when idle, for a domain that cannot
-    ///     signal changes. The embedded domain signals every commit (Linux inotify on its
-    ///     file), so its endpoints sleep until something happens and read at once.
+    ///   - pollInterval: how often the mailbox is read while entries keep coming, and when
+    ///     idle for a domain that cannot signal changes. The embedded domain signals every
+    ///     commit (Linux inotify on its file), so an idle endpoint sleeps until something
+    ///     happens and then reads at once.
     public convenience init(
         store: EndpointStore, endpointDescription: String, keyStorage: (any BBMKeyStorageProvider)? = nil,
         passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5),
