@@ -154,16 +154,13 @@ struct ConcurrencyTests {
     }
 
     @Test func aSelfTriggeringMonitorOnAQueueStopsToo() async {
-        let reports = Box<[String]>([])
-        let previous = ObservableTracker.diagnosticHandler
-        ObservableTracker.diagnosticHandler = { message in reports.update { $0.append(message) } }
-        defer { ObservableTracker.diagnosticHandler = previous }
+        Diagnostics.install()
         let counter = TrackedValue(0, label: "QueueLoop.counter")
         let queue = DispatchQueue(label: "loop")
         let monitor = ObservableMonitor(activatedWithName: "queue-increment", executor: .queue(queue)) {
             counter.value += 1
         }
-        #expect(await eventually { reports.value.contains { $0.contains("queue-increment") } })
+        #expect(await eventually { !Diagnostics.about(monitor: "queue-increment").isEmpty })
         await drain(queue)
         let settled = counter.untrackedValue
         try? await Task.sleep(for: .milliseconds(50))

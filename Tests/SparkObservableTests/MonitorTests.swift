@@ -100,10 +100,7 @@ struct MonitorTests {
     }
 
     @Test func aMonitorThatWritesWhatItReadsIsStoppedAndReportedOnce() {
-        let reports = Box<[String]>([])
-        let previous = ObservableTracker.diagnosticHandler
-        ObservableTracker.diagnosticHandler = { message in reports.update { $0.append(message) } }
-        defer { ObservableTracker.diagnosticHandler = previous }
+        Diagnostics.install()
 
         let counter = TrackedValue(0, label: "Loop.counter")
         let runs = Counter()
@@ -112,14 +109,14 @@ struct MonitorTests {
             counter.value += 1
         }
         #expect(runs.value <= ObservableMonitor.selfTriggerLimit + 2)
-        let loopReports = reports.value.filter { $0.contains("increment") }
+        let loopReports = Diagnostics.about(monitor: "increment")
         #expect(loopReports.count == 1)
         #expect(loopReports.first?.contains("Loop.counter") == true)
         // It still reacts to outside changes, once each, and does not report again.
         let before = runs.value
         counter.value = 100
         #expect(runs.value == before + 1)
-        #expect(reports.value.filter { $0.contains("increment") }.count == 1)
+        #expect(Diagnostics.about(monitor: "increment").count == 1)
         _ = looping
 
         // A write that converges (a clamp) is allowed: one extra run, no report.
@@ -131,7 +128,7 @@ struct MonitorTests {
         }
         #expect(level.untrackedValue == 10)
         #expect(clampRuns.value == 2)
-        #expect(!reports.value.contains { $0.contains("clamp") })
+        #expect(Diagnostics.about(monitor: "clamp").isEmpty)
         _ = clamp
     }
 
