@@ -124,7 +124,7 @@ enum MessagingBenchmarks {
         try await service.start(domain: domain, environment: .sandbox)
         await service.sendAuthToken(try await domain.testToken(userID: user).token, userIdentifier: user)
         var state = await service.waitForSettledState()
-        await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .existing ? .existing : .new)
+        try await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .existing ? .existing : .new)
         state = await service.waitForSettledState()
         guard state.setupState == .success else { throw BenchError("setup of \(user) ended in \(state)") }
         return try await service.messaging()

@@ -87,7 +87,7 @@ enum SetupBenchmarks {
                     try await service.start(domain: domain, environment: .sandbox)
                     let start = ContinuousClock.now
                     await service.sendAuthToken(token, userIdentifier: user)
-                    await service.syncStart(passcode: "bench-passcode", action: .new)
+                    try await service.syncStart(passcode: "bench-passcode", action: .new)
                     let state = await service.waitForSettledState()
                     best = min(best, (ContinuousClock.now - start).seconds)
                     guard state.setupState == .success else { throw BenchError("setup ended in \(state)") }
@@ -131,7 +131,7 @@ enum SetupBenchmarks {
         let service = BBMEnterpriseService(store: store, endpointDescription: "bench")
         try await service.start(domain: domain, environment: .sandbox)
         await service.sendAuthToken(account.idToken, userIdentifier: "alice")
-        await service.syncStart(passcode: "bench-passcode", action: .new)
+        try await service.syncStart(passcode: "bench-passcode", action: .new)
         guard await service.waitForSettledState().setupState == .success else { throw BenchError("setup failed") }
         await service.stop()
         return (directory, path)

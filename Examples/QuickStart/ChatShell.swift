@@ -125,20 +125,18 @@ final class ChatShell: @unchecked Sendable {
                     await users.removeFirstInfraction()
                     console.say("Dismissed.")
                 case "endpoints":
-                    let endpoints = try await controller.service.endpointsGet()
+                    let endpoints = try await controller.service.endpoints()
                     let mine = try await controller.service.endpointID
                     for (index, endpoint) in endpoints.enumerated() {
-                        console.say(
-                            "\(index + 1). \(endpoint.description)\(endpoint.endpointID == mine ? " (this device)" : "") · regId \(endpoint.registrationID)"
-                        )
+                        console.say("\(index + 1). \(Setup.describe(endpoint))\(endpoint.endpointID == mine ? " (this device)" : "")")
                     }
                 case "remove":
-                    let endpoints = try await controller.service.endpointsGet()
+                    let endpoints = try await controller.service.endpoints()
                     guard let index = Int(rest), endpoints.indices.contains(index - 1) else {
                         console.say("usage: remove N (see `endpoints`)")
                         continue
                     }
-                    try await controller.service.endpointDeregister(endpoints[index - 1].endpointID)
+                    try await controller.service.deregisterEndpoint(endpoints[index - 1].endpointID)
                     console.say("Removed \(endpoints[index - 1].description).")
                 case "passcode":
                     guard let old = console.askSecret("current passcode: "), let new = console.askSecret("new passcode: "),

@@ -56,7 +56,7 @@ struct Demo {
         step(
             "alice's laptop registers and is asked for a new passcode",
             state.setupState == .syncRequired && state.syncPasscodeState == .new, "\(state)")
-        await laptop.syncStart(passcode: "alice-demo-passcode", action: .new)
+        try await laptop.syncStart(passcode: "alice-demo-passcode", action: .new)
         state = await laptop.waitForSettledState()
         step(
             "alice's laptop creates her keys (PBKDF2 at 600,000 iterations) and is set up", state.setupState == .success,
@@ -65,7 +65,7 @@ struct Demo {
         let tablet = try await device("bob-tablet", domain, in: directory)
         await tablet.sendAuthToken(try await domain.testToken(userID: "bob").token, userIdentifier: "bob")
         _ = await tablet.waitForSettledState()
-        await tablet.syncStart(passcode: "bob-demo-passcode", action: .new)
+        try await tablet.syncStart(passcode: "bob-demo-passcode", action: .new)
         state = await tablet.waitForSettledState()
         step("bob's tablet is set up with his own keys", state.setupState == .success, "\(state)")
 
@@ -80,12 +80,16 @@ struct Demo {
         step(
             "alice confirms; the phone takes the profile over and asks for her passcode", state.syncPasscodeState == .existing,
             "\(state)")
-        await phone.syncStart(passcode: "not-her-passcode", action: .existing)
-        state = await phone.waitForSettledState()
+        var refusal: SetupError?
+        do { try await phone.syncStart(passcode: "not-her-passcode", action: .existing) } catch let error as SetupError {
+            refusal = error
+        }
+        state = phone.authState.value
         step(
-            "a wrong passcode is refused and nothing changes", state.syncError == .incorrectPasscode,
-            "attempts left \(state.passcodeAttemptsLeft.map(String.init) ?? "?")")
-        await phone.syncStart(passcode: "alice-demo-passcode", action: .existing)
+            "a wrong passcode is refused and nothing changes",
+            refusal?.code == .incorrectPasscode && state.syncError == .incorrectPasscode,
+            "attempts left \(refusal?.attemptsLeft.map(String.init) ?? "?")")
+        try await phone.syncStart(passcode: "alice-demo-passcode", action: .existing)
         state = await phone.waitForSettledState()
         step("the right passcode unlocks alice's keys on the phone", state.setupState == .success, "\(state)")
         await laptop.checkIn()

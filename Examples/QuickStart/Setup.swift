@@ -2,102 +2,102 @@ import Foundation
 import SparkDomain
 import SparkSDK
 
-/// Walks the setup state machine with the user: device switch, full, new and existing
-/// passcodes, a forgotten passcode.
-struct Setup {
+/// Walks setup with the user through the SDK's setup driver: this type answers what a person
+/// must (device switch, full, new and existing passcodes, a forgotten passcode), the driver
+/// does the rest.
+struct Setup: SetupHandler {
     let console: Console
     let service: BBMEnterpriseService
 
     func run() async throws {
-        for _ in 0..<30 {
-            let state = await service.waitForSettledState()
-            switch state.setupState {
-            case .success:
-                console.say("Setup complete: this device is endpoint \(state.regId.map(String.init) ?? "?") of the user.")
-                return
-            case .deviceSwitchRequired:
-                console.say("Another device holds your profile; this domain allows one active device per user.")
-                guard console.confirm("Move the profile to this device? The other device will be signed out.") else {
-                    throw QuickStartExit(message: "setup stopped: the device switch was declined")
-                }
-                await service.setupRetry()
-            case .full:
-                let endpoints = try await service.endpointsGet()
-                console.say("You have the maximum number of devices. Remove one to continue:")
-                for (index, endpoint) in endpoints.enumerated() {
-                    console.say(
-                        "  \(index + 1). \(endpoint.description)\(endpoint.nickname.isEmpty ? "" : " (\(endpoint.nickname))") · last seen \(endpoint.lastSeen.formatted())"
-                    )
-                }
-                guard let answer = console.ask("device to remove (number, empty to stop): "), let choice = Int(answer),
-                    endpoints.indices.contains(choice - 1)
-                else { throw QuickStartExit(message: "setup stopped: no device was removed") }
-                try await service.endpointDeregister(endpoints[choice - 1].endpointID)
-                console.say("Removed \(endpoints[choice - 1].description).")
-                await service.setupRetry()
-            case .syncRequired:
-                try await passcode(for: state)
-            case .notRequested:
-                if let reason = state.removalReason { throw QuickStartExit(message: "this device was removed: \(reason)") }
-                if let error = state.setupError { throw QuickStartExit(message: "setup failed: \(error.reason)") }
-                throw QuickStartExit(message: "setup stopped: the domain needs a valid sign-in (token \(state.authTokenState))")
-            case .ongoing, .syncStarted:
-                continue
+        do {
+            let state = try await service.completeSetup(using: self)
+            console.say("Setup complete: this device is endpoint \(state.regId.map(String.init) ?? "?") of the user.")
+        } catch let error as SetupError {
+            switch error.code {
+            case .declined: throw QuickStartExit(message: "setup stopped: \(error.reason)")
+            case .endpointRemoved: throw QuickStartExit(message: "this device was removed: \(error.reason)")
+            case .tooManyAttempts: throw QuickStartExit(message: "too many passcode attempts; try again later")
+            case .noToken, .tokenRejected:
+                throw QuickStartExit(message: "setup stopped: the domain needs a valid sign-in (\(error.reason))")
+            default: throw QuickStartExit(message: "setup failed: \(error.reason)")
             }
         }
-        throw QuickStartExit(message: "setup did not finish")
     }
 
-    private func passcode(for state: ServiceAuthState) async throws {
-        if state.syncPasscodeState == .new {
-            console.say("This is your first device. Choose a passcode: it protects your keys for your other devices.")
-            let passcode = try newPasscode()
-            console.say("Creating your keys (this takes a moment)…")
-            await service.syncStart(passcode: passcode, action: .new)
-            return
-        }
-        if state.syncError == .incorrectPasscode {
-            console.say(
-                "That passcode is incorrect.\(state.passcodeAttemptsLeft.map { " \($0) attempts left this hour." } ?? "")")
-        } else if state.syncError == .failure, let error = state.setupError {
-            console.say("Unlocking failed: \(error.reason)")
-            if error.domainCode == .tooManyAttempts {
-                throw QuickStartExit(message: "too many passcode attempts; try again later")
+    func confirmDeviceSwitch(active endpoints: [EndpointInfo]) async -> Bool {
+        console.say("Another device holds your profile; this domain allows one active device per user.")
+        for endpoint in endpoints { console.say("  active: \(Self.describe(endpoint))") }
+        return console.confirm("Move the profile to this device? The other device will be signed out.")
+    }
+
+    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? {
+        console.say("You have the maximum number of devices. Remove one to continue:")
+        for (index, endpoint) in endpoints.enumerated() { console.say("  \(index + 1). \(Self.describe(endpoint))") }
+        guard let answer = console.ask("device to remove (number, empty to stop): "), let choice = Int(answer),
+            endpoints.indices.contains(choice - 1)
+        else { return nil }
+        console.say("Removed \(endpoints[choice - 1].description).")
+        return endpoints[choice - 1].endpointID
+    }
+
+    /// How a device is listed: its description, nickname and when it was last seen, so that
+    /// two devices with the same description can be told apart.
+    static func describe(_ endpoint: EndpointInfo) -> String {
+        endpoint.description + (endpoint.nickname.isEmpty ? "" : " (\(endpoint.nickname))")
+            + " · regId \(endpoint.registrationID) · last seen \(endpoint.lastSeen.formatted(date: .abbreviated, time: .standard))"
+    }
+
+    func passcode(for request: PasscodeRequest) async -> PasscodeAnswer? {
+        if request.kind == .new {
+            if let problem = request.problem {
+                console.say(problem.reason)
+            } else {
+                console.say(
+                    "This is your first device. Choose a passcode: your other devices will ask for it to unlock your keys.")
+                console.say(Self.passcodeRules)
             }
+            guard let passcode = newPasscode() else { return nil }
+            console.say("Creating your keys (this takes a moment)…")
+            return .passcode(passcode)
         }
-        guard let entered = console.askSecret("passcode (or 'forgot'): ") else {
-            throw QuickStartExit(message: "no passcode given")
+        switch request.problem?.code {
+        case .incorrectPasscode?:
+            console.say("That passcode is incorrect.\(request.attemptsLeft.map { " \($0) attempts left this hour." } ?? "")")
+        case .keysExist?:
+            console.say("Another device created your keys first; enter the passcode chosen there.")
+        case .passcodeTooWeak?:
+            console.say(request.problem?.reason ?? "")
+        default:
+            console.say("Your keys are protected by the passcode you chose on your first device.")
         }
-        if entered == "forgot" {
+        while true {
+            guard let entered = console.askSecret("passcode from your first device (or 'forgot'): ") else { return nil }
+            guard entered == "forgot" else {
+                console.say("Checking the passcode…")
+                return .passcode(entered)
+            }
             console.say(
                 """
                 Resetting makes new keys. Your other devices will be signed out, and chats you had
                 cannot be read any more, on any device. This cannot be undone.
                 """)
-            guard console.confirm("Reset your keys?") else { return }
-            let passcode = try newPasscode()
-            await service.syncStart(passcode: passcode, action: .reset)
-            return
+            guard console.confirm("Reset your keys?") else { continue }
+            console.say(Self.passcodeRules)
+            return newPasscode().map { .reset(newPasscode: $0) }
         }
-        console.say("Checking the passcode…")
-        await service.syncStart(passcode: entered, action: .existing)
     }
 
-    private func newPasscode() throws -> String {
+    static let passcodeRules = "A passcode has at least 8 characters, is not your user id and does not repeat one character."
+
+    /// A new passcode typed twice; nil when the input ends or the two never match.
+    private func newPasscode() -> String? {
         for _ in 0..<3 {
-            guard let first = console.askSecret("new passcode: "), let second = console.askSecret("again: ") else { break }
-            guard first == second else {
-                console.say("The two passcodes differ; try again.")
-                continue
-            }
-            do {
-                try BBMKeyManager.checkPasscode(first, userID: "")
-                return first
-            } catch let error as KeyManagementError {
-                console.say(error.reason)
-            }
+            guard let first = console.askSecret("new passcode: "), let second = console.askSecret("again: ") else { return nil }
+            if first == second { return first }
+            console.say("The two passcodes differ; try again.")
         }
-        throw QuickStartExit(message: "no passcode was chosen")
+        return nil
     }
 }
 

@@ -92,7 +92,8 @@ struct QuickStartTests {
             #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
             #expect(second.stdout.contains("That passcode is incorrect. 9 attempts left this hour."))
             #expect(second.stdout.contains("Setup complete: this device is endpoint 2"))
-            #expect(second.stdout.contains("(this device) · regId 2"))
+            #expect(second.stdout.contains("Your keys are protected by the passcode you chose on your first device."))
+            #expect(second.stdout.contains(/2\. SparkSDK on .* · regId 2 · last seen .* \(this device\)/))
             // A restart of the first device signs in silently: no questions at all.
             let again = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("a").path], input: "quit\n")

@@ -16,23 +16,23 @@ final class RecordingControllerDelegate: BBMAuthControllerDelegate {
     func serviceStateChanged(started: Bool) { self.started.withLock { $0.append(started) } }
 }
 
-/// Answers setup's questions from a script.
-final class ScriptedHandler: LoginSetupHandler {
+/// Answers setup's questions from a script, recording each request it was given.
+final class ScriptedHandler: SetupHandler {
     let passcodes: Mutex<[String]>
-    let action: SyncAction
+    let reset: Bool
     let confirm: Bool
-    init(passcodes: [String], action: SyncAction = .existing, confirm: Bool = true) {
+    let requests = Mutex<[PasscodeRequest]>([])
+    init(passcodes: [String], reset: Bool = false, confirm: Bool = true) {
         self.passcodes = Mutex(passcodes)
-        self.action = action
+        self.reset = reset
         self.confirm = confirm
     }
-    func passcode(for state: SyncPasscodeState, lastError: SyncError, attemptsLeft: Int?) async -> (
-        passcode: String, action: SyncAction
-    )? {
+    func passcode(for request: PasscodeRequest) async -> PasscodeAnswer? {
+        requests.withLock { $0.append(request) }
         guard let next = passcodes.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return nil }
-        return (next, state == .new ? .new : action)
+        return reset && request.kind == .existing ? .reset(newPasscode: next) : .passcode(next)
     }
-    func confirmDeviceSwitch(active: [EndpointInfo]) async -> Bool { confirm }
+    func confirmDeviceSwitch(active endpoints: [EndpointInfo]) async -> Bool { confirm }
     func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? { endpoints.first?.endpointID }
 }
 
@@ -69,7 +69,7 @@ struct AuthControllerTests {
             var state = await controller.service.waitForSettledState()
             #expect(state.setupState == .syncRequired && controller.authState.value.account?.accountId == "alice")
             // Key sync at OWASP's 600,000 iterations: the plist's floor.
-            await controller.service.syncStart(passcode: "first-passcode", action: .new)
+            try await controller.service.syncStart(passcode: "first-passcode", action: .new)
             state = await controller.service.waitForSettledState()
             #expect(state.setupState == .success)
             #expect(controller.startedAndAuthenticated.value)
@@ -143,7 +143,8 @@ struct AuthControllerTests {
             let login = LoginManager(controller: controller, handler: nil)
             await login.login(jwtToken: try issuer.issue(subject: "lee", audience: "ctl", lifetime: 600, now: Date()).token)
             #expect(
-                login.loginState.value == .error(LoginError(.setupNeedsUser, "a passcode is needed and no handler was given")))
+                login.loginState.value
+                    == .error(LoginError(.setupNeedsUser, "setup needs the user (no passcode was given) and no handler was given")))
         }
     }
 }

@@ -48,10 +48,18 @@ struct EnterpriseServiceTests {
             }
             var state = await laptop.waitForSettledState()
             #expect(state.setupState == .syncRequired && state.syncPasscodeState == .new && state.regId == 1)
-            await laptop.syncStart(passcode: "first-passcode", action: .existing)
-            #expect(laptop.authState.value.setupError?.code == .wrongState, "no keys exist to unlock")
-            await laptop.syncStart(passcode: "first-passcode", action: .new)
-            state = await laptop.waitForSettledState()
+            await #expect(throws: SetupError(.wrongState, ""), "no keys exist to unlock") {
+                try await laptop.syncStart(passcode: "first-passcode", action: .existing)
+            }
+            #expect(laptop.authState.value.setupState == .syncRequired, "a refused call changes nothing")
+            await #expect(throws: SetupError(.passcodeTooWeak, ""), "the user id is no passcode") {
+                try await laptop.syncStart(passcode: "alice", action: .new)
+            }
+            await #expect(throws: SetupError(.passcodeTooWeak, "")) {
+                try await laptop.syncStart(passcode: "aaaaaaaaaaaa", action: .new)
+            }
+            #expect(laptop.authState.value.setupState == .syncRequired && laptop.authState.value.syncError == .none)
+            state = try await laptop.syncStart(passcode: "first-passcode", action: .new)
             #expect(state.setupState == .success && state.authTokenState == .ok)
             #expect(states.value == ["Ongoing(registering)", "Ongoing(checkingKeys)", "SyncRequired", "SyncStarted", "Success"])
             let laptopKey = try #require(await laptop.keys).signing.publicKey
@@ -59,16 +67,20 @@ struct EnterpriseServiceTests {
             let phone = try await devices.service("phone")
             state = try await devices.begin(phone)
             #expect(state.setupState == .syncRequired && state.syncPasscodeState == .existing && state.regId == 2)
-            await phone.syncStart(passcode: "not-the-passcode", action: .existing)
-            state = await phone.waitForSettledState()
+            do {
+                try await phone.syncStart(passcode: "not-the-passcode", action: .existing)
+                Issue.record("a wrong passcode was accepted")
+            } catch let error as SetupError {
+                #expect(error.code == .incorrectPasscode && error.attemptsLeft == 9)
+            }
+            state = phone.authState.value
             #expect(state.setupState == .syncRequired && state.syncError == .incorrectPasscode && state.passcodeAttemptsLeft == 9)
-            await phone.syncStart(passcode: "first-passcode", action: .existing)
-            state = await phone.waitForSettledState()
+            state = try await phone.syncStart(passcode: "first-passcode", action: .existing)
             #expect(state.setupState == .success && state.syncError == .none)
             #expect(await phone.keys?.signing.publicKey == laptopKey)
-            #expect(try await phone.endpointsGet().map(\.description) == ["laptop", "phone"])
-            try await phone.endpointSetNickname(try await phone.endpointID, nickname: "Alice's phone")
-            #expect(try await laptop.endpointsGet().map(\.nickname) == ["", "Alice's phone"])
+            #expect(try await phone.endpoints().map(\.description) == ["laptop", "phone"])
+            try await phone.setNickname("Alice's phone", forEndpoint: try await phone.endpointID)
+            #expect(try await laptop.endpoints().map(\.nickname) == ["", "Alice's phone"])
 
             // A restart of the laptop: the same store, no passcode needed.
             await laptop.stop()
@@ -84,7 +96,7 @@ struct EnterpriseServiceTests {
             let devices = try Devices(directory, policy: DomainPolicy(multipleActiveEndpoints: false, passwordIterations: 1000))
             let old = try await devices.service("old-phone")
             _ = try await devices.begin(old)
-            await old.syncStart(passcode: "first-passcode", action: .new)
+            try await old.syncStart(passcode: "first-passcode", action: .new)
             #expect(await old.waitForSettledState().setupState == .success)
 
             let new = try await devices.service("new-phone")
@@ -93,7 +105,7 @@ struct EnterpriseServiceTests {
             await new.setupRetry()
             state = await new.waitForSettledState()
             #expect(state.setupState == .syncRequired && state.syncPasscodeState == .existing)
-            await new.syncStart(passcode: "first-passcode", action: .existing)
+            try await new.syncStart(passcode: "first-passcode", action: .existing)
             #expect(await new.waitForSettledState().setupState == .success)
 
             // The old endpoint learns it at its next check-in, wipes its keys, and stays down.
@@ -111,18 +123,18 @@ struct EnterpriseServiceTests {
             let devices = try Devices(directory, policy: DomainPolicy(maximumEndpoints: 2, passwordIterations: 1000))
             let a = try await devices.service("a")
             _ = try await devices.begin(a)
-            await a.syncStart(passcode: "first-passcode", action: .new)
+            try await a.syncStart(passcode: "first-passcode", action: .new)
             let b = try await devices.service("b")
             _ = try await devices.begin(b)
-            await b.syncStart(passcode: "first-passcode", action: .existing)
+            try await b.syncStart(passcode: "first-passcode", action: .existing)
             #expect(await b.waitForSettledState().setupState == .success)
 
             let c = try await devices.service("c")
             var state = try await devices.begin(c)
             #expect(state.setupState == .full)
-            let endpoints = try await c.endpointsGet()
+            let endpoints = try await c.endpoints()
             #expect(endpoints.map(\.description) == ["a", "b"])
-            try await c.endpointDeregister(try #require(endpoints.first).endpointID)
+            try await c.deregisterEndpoint(try #require(endpoints.first).endpointID)
             await c.setupRetry()
             state = await c.waitForSettledState()
             #expect(state.setupState == .syncRequired && state.regId == 3)
@@ -138,11 +150,11 @@ struct EnterpriseServiceTests {
             let devices = try Devices(directory)
             let a = try await devices.service("a")
             _ = try await devices.begin(a)
-            await a.syncStart(passcode: "first-passcode", action: .new)
+            try await a.syncStart(passcode: "first-passcode", action: .new)
             let oldKey = try #require(await a.keys).signing.publicKey
             let b = try await devices.service("b")
             _ = try await devices.begin(b)
-            await b.syncStart(passcode: "brand-new-passcode", action: .reset)
+            try await b.syncStart(passcode: "brand-new-passcode", action: .reset)
             #expect(await b.waitForSettledState().setupState == .success)
             let resetKeys = try #require(await b.keys)
             #expect(resetKeys.signing.publicKey != oldKey && resetKeys.keyVersion == 2)
@@ -151,9 +163,11 @@ struct EnterpriseServiceTests {
             try await b.changePasscode(from: "brand-new-passcode", to: "changed-passcode")
             let c = try await devices.service("c")
             _ = try await devices.begin(c)
-            await c.syncStart(passcode: "brand-new-passcode", action: .existing)
+            await #expect(throws: SetupError(.incorrectPasscode, ""), "the old passcode no longer opens the keys") {
+                try await c.syncStart(passcode: "brand-new-passcode", action: .existing)
+            }
             #expect(await c.waitForSettledState().syncError == .incorrectPasscode)
-            await c.syncStart(passcode: "changed-passcode", action: .existing)
+            try await c.syncStart(passcode: "changed-passcode", action: .existing)
             #expect(await c.waitForSettledState().setupState == .success)
         }
     }
@@ -188,7 +202,7 @@ struct EnterpriseServiceTests {
                 seen.update { $0.append(service.authState.value.setupState.description) }
             }
             _ = try await devices.begin(service)
-            await service.syncStart(passcode: "first-passcode", action: .new)
+            try await service.syncStart(passcode: "first-passcode", action: .new)
             #expect(seen.value.first == "NotRequested" && seen.value.last == "Success")
             #expect(seen.value.contains("SyncRequired"))
             _ = monitor
@@ -208,7 +222,7 @@ struct EnterpriseServiceTests {
             let listener = Listener()
             await service.addConnectivityListener(listener)
             _ = try await devices.begin(service)
-            await service.syncStart(passcode: "first-passcode", action: .new)
+            try await service.syncStart(passcode: "first-passcode", action: .new)
             #expect(await service.waitForSettledState().setupState == .success)
             #expect(listener.events.withLock { $0 }.first == "true/false" && listener.events.withLock { $0 }.last == "true/true")
             let oldEndpoint = try await service.endpointID
@@ -245,7 +259,7 @@ struct EnterpriseServiceTests {
             // And this process, a third device, unlocks the keys the first process created.
             let here = try await devices.service("here")
             _ = try await devices.begin(here, user: "carol")
-            await here.syncStart(passcode: "first-passcode", action: .existing)
+            try await here.syncStart(passcode: "first-passcode", action: .existing)
             #expect(await here.waitForSettledState().regId == 3)
         }
     }

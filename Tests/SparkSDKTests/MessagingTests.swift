@@ -20,7 +20,7 @@ struct ChatWorld {
     func endpoint(_ user: String, _ device: String) async throws -> (BBMEnterpriseService, BBMAccess) {
         let service = try await devices.service(device)
         let state = try await devices.begin(service, user: user)
-        await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .new ? .new : .existing)
+        try await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .new ? .new : .existing)
         let settled = await service.waitForSettledState()
         guard settled.setupState == .success else { throw MessagingError(.notReady, "setup of \(device) ended in \(settled)") }
         return (service, try await service.messaging())
@@ -415,7 +415,7 @@ struct GroupMessagingTests {
             let (_, _) = try await { () async throws -> (BBMEnterpriseService, BBMAccess) in
                 let service = try await world.devices.service("bob-new-phone")
                 _ = try await world.devices.begin(service, user: "bob")
-                await service.syncStart(passcode: "bob-new-passcode", action: .reset)
+                try await service.syncStart(passcode: "bob-new-passcode", action: .reset)
                 #expect(await service.waitForSettledState().setupState == .success)
                 return (service, try await service.messaging())
             }()

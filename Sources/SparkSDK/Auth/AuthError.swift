@@ -18,6 +18,9 @@ public struct AuthError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let refused = Code(name: "refused")
         /// The app's token is not a usable JWT (no `sub` or `exp`).
         public static let malformedToken = Code(name: "malformedToken")
+        /// The call belongs to another provider than the configured one (for example
+        /// `signIn(userID:)` with `authProvider` set to `accounts`).
+        public static let wrongProvider = Code(name: "wrongProvider")
         /// The local credential store failed.
         public static let storageFailure = Code(name: "storageFailure")
         /// The code's name.

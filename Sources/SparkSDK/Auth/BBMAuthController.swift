@@ -156,6 +156,97 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         return account
     }
 
+    // MARK: Signing in, per provider
+
+    /// Test auth (`authProvider` = `testAuth`): signs in as `userID`, which a sandbox domain
+    /// accepts for any id, and hands the token to the service, which starts setup.
+    ///
+    /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; the domain's refusal.
+    @discardableResult
+    public func signIn(userID: String) async throws -> BBMAuthenticatedAccount {
+        let account = try await manager(BBMTestTokenManager.self, for: "signIn(userID:)").signIn(userID: userID)
+        await send(account)
+        return account
+    }
+
+    /// The app's own JWTs (`authProvider` = `custom`): signs in with `jwtToken` and hands it to
+    /// the service. Later tokens come from the refresh closure given to
+    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:keyStorage:)``.
+    ///
+    /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; ``AuthError/Code/malformedToken``.
+    @discardableResult
+    public func signIn(jwtToken: String) async throws -> BBMAuthenticatedAccount {
+        let account = try await manager(BBMCustomTokenManager.self, for: "signIn(jwtToken:)").signIn(jwtToken: jwtToken)
+        await send(account)
+        return account
+    }
+
+    /// The accounts assistant (`authProvider` = `accounts`): logs in with a user name and
+    /// password and hands the token to the service.
+    ///
+    /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; ``AuthError/Code/refused``
+    ///   with the domain's code (wrong password, not activated, locked for a while).
+    @discardableResult
+    public func logIn(userName: String, password: String) async throws -> BBMAuthenticatedAccount {
+        let account = try await accounts("logIn(userName:password:)").logIn(userName: userName, password: password)
+        await send(account)
+        return account
+    }
+
+    /// The accounts assistant: creates an account and emails an activation code; then
+    /// ``activate(userName:code:)`` and ``logIn(userName:password:)``.
+    public func signUp(_ request: SignUpRequest) async throws { try await accounts("signUp(_:)").signUp(request) }
+
+    /// The accounts assistant: activates an account with the emailed code.
+    public func activate(userName: String, code: String) async throws {
+        try await accounts("activate(userName:code:)").activate(userName: userName, code: code)
+    }
+
+    /// The accounts assistant: emails a new activation code.
+    public func resendActivationCode(userName: String) async throws {
+        try await accounts("resendActivationCode(userName:)").resendActivationCode(userName: userName)
+    }
+
+    /// The accounts assistant: emails a password-reset code if an account uses `email` (the
+    /// answer is the same when none does).
+    public func requestPasswordReset(email: String) async throws {
+        try await accounts("requestPasswordReset(email:)").requestPasswordReset(email: email)
+    }
+
+    /// The accounts assistant: sets a new password with the emailed code.
+    public func resetPassword(email: String, code: String, newPassword: String) async throws {
+        try await accounts("resetPassword(email:code:newPassword:)").resetPassword(
+            email: email, code: code, newPassword: newPassword)
+    }
+
+    /// Drives setup to success after a sign-in, asking `handler` what a person must answer;
+    /// see ``BBMEnterpriseService/completeSetup(using:)``.
+    @discardableResult
+    public func completeSetup(using handler: any SetupHandler) async throws -> ServiceAuthState {
+        try await service.completeSetup(using: handler)
+    }
+
+    private func accounts(_ call: String) throws -> BBMAccountsTokenManager { try manager(BBMAccountsTokenManager.self, for: call) }
+
+    private func manager<Manager: BBMTokenManager>(_ type: Manager.Type, for call: String) throws -> Manager {
+        guard let manager = tokenManager as? Manager else {
+            throw AuthError(
+                .wrongProvider,
+                "\(call) needs \(Self.providerName(of: type)), but this controller signs in with \(Self.providerName(of: Swift.type(of: tokenManager)))"
+            )
+        }
+        return manager
+    }
+
+    private static func providerName(of type: any BBMTokenManager.Type) -> String {
+        switch type {
+        case is BBMTestTokenManager.Type: "test auth (authProvider testAuth)"
+        case is BBMAccountsTokenManager.Type: "the accounts assistant (authProvider accounts)"
+        case is BBMCustomTokenManager.Type: "the app's own tokens (authProvider custom)"
+        default: "\(type)"
+        }
+    }
+
     /// Signs out: the token manager forgets its credentials and setup returns to the start.
     public func signOut(wipeKeys: Bool = false) async {
         await tokenManager.signOut()

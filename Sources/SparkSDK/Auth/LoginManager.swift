@@ -47,19 +47,6 @@ public enum LoginState: Sendable, Equatable {
     case error(LoginError)
 }
 
-/// What ``LoginManager`` asks the app when setup needs the user.
-public protocol LoginSetupHandler: Sendable {
-    /// A passcode: a new one (`state == .new`), the existing one, or a reset. `lastError` and
-    /// `attemptsLeft` describe the previous try. Return nil to give up.
-    func passcode(for state: SyncPasscodeState, lastError: SyncError, attemptsLeft: Int?) async -> (
-        passcode: String, action: SyncAction
-    )?
-    /// Whether to take the profile over from the active endpoint(s).
-    func confirmDeviceSwitch(active: [EndpointInfo]) async -> Bool
-    /// Which endpoint to remove when the user has the maximum; nil to give up.
-    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String?
-}
-
 /// Login with a JWT from the app's identity provider, logout, and an observable login state:
 /// the Sportradar-style layer over ``BBMAuthController``.
 ///
@@ -71,7 +58,7 @@ public protocol LoginSetupHandler: Sendable {
 public final class LoginManager: Sendable {
     /// The controller underneath; its token manager must be a ``BBMCustomTokenManager``.
     public let controller: BBMAuthController
-    private let handler: (any LoginSetupHandler)?
+    private let handler: (any SetupHandler)?
     private let stateOwner = MutableStateFlow(LoginState.loggedOut, label: "LoginManager.loginState")
 
     /// The login state.
@@ -79,7 +66,7 @@ public final class LoginManager: Sendable {
 
     /// A login manager; `handler` answers setup's questions (without one, a login that needs
     /// the user ends in ``LoginError/Code/setupNeedsUser``).
-    public init(controller: BBMAuthController, handler: (any LoginSetupHandler)?) {
+    public init(controller: BBMAuthController, handler: (any SetupHandler)?) {
         self.controller = controller
         self.handler = handler
     }
@@ -113,57 +100,32 @@ public final class LoginManager: Sendable {
     }
 
     private func driveSetup() async -> LoginState {
-        let service = controller.service
-        for _ in 0..<20 {
-            let state = await service.waitForSettledState()
-            switch state.setupState {
-            case .success:
-                return .loggedIn
-            case .syncRequired:
-                guard let handler else {
-                    return .error(LoginError(.setupNeedsUser, "a passcode is needed and no handler was given"))
-                }
-                if state.setupError?.domainCode == .tooManyAttempts {
-                    return .error(LoginError(.tooManyAttempts, "too many wrong passcodes; try again later"))
-                }
-                guard
-                    let answer = await handler.passcode(
-                        for: state.syncPasscodeState, lastError: state.syncError, attemptsLeft: state.passcodeAttemptsLeft)
-                else {
-                    return .error(
-                        state.syncError == .incorrectPasscode
-                            ? LoginError(.incorrectPasscode, "the passcode was incorrect")
-                            : LoginError(.setupNeedsUser, "no passcode was given"))
-                }
-                await service.syncStart(passcode: answer.passcode, action: answer.action)
-            case .deviceSwitchRequired:
-                let active = (try? await service.endpointsGet()) ?? []
-                guard let handler, await handler.confirmDeviceSwitch(active: active) else {
-                    return .error(
-                        LoginError(.setupNeedsUser, "another device holds the profile and the switch was not confirmed"))
-                }
-                await service.setupRetry()
-            case .full:
-                guard let handler, let endpoints = try? await service.endpointsGet(),
-                    let victim = await handler.endpointToRemove(from: endpoints)
-                else { return .error(LoginError(.setupNeedsUser, "the user has the maximum of endpoints and none was removed")) }
-                do {
-                    try await service.endpointDeregister(victim)
-                } catch {
-                    return .error(LoginError(.serviceFailure, "removing the endpoint failed: \(error)"))
-                }
-                await service.setupRetry()
-            case .notRequested:
-                if let reason = state.removalReason { return .error(LoginError(.endpointRemoved, reason)) }
-                if state.authTokenState == .rejected {
-                    return .error(LoginError(.invalidToken, state.setupError?.reason ?? "the domain refused the user"))
-                }
-                if state.authTokenState == .needed { return .error(LoginError(.invalidToken, "the domain needs a valid token")) }
-                return .error(LoginError(.serviceFailure, state.setupError?.reason ?? "setup stopped"))
-            case .ongoing, .syncStarted:
-                continue
-            }
+        do {
+            try await controller.service.completeSetup(using: handler ?? DecliningHandler())
+            return .loggedIn
+        } catch let error as SetupError {
+            return .error(Self.loginError(error, handled: handler != nil))
+        } catch {
+            return .error(LoginError(.serviceFailure, "\(error)"))
         }
-        return .error(LoginError(.setupNeedsUser, "setup did not finish after 20 steps"))
     }
+
+    private static func loginError(_ error: SetupError, handled: Bool) -> LoginError {
+        switch error.code {
+        case .declined:
+            LoginError(.setupNeedsUser, handled ? error.reason : "setup needs the user (\(error.reason)) and no handler was given")
+        case .incorrectPasscode: LoginError(.incorrectPasscode, "the passcode was incorrect")
+        case .tooManyAttempts: LoginError(.tooManyAttempts, "too many wrong passcodes; try again later")
+        case .endpointRemoved: LoginError(.endpointRemoved, error.reason)
+        case .tokenRejected, .noToken: LoginError(.invalidToken, error.reason)
+        default: LoginError(.serviceFailure, error.reason)
+        }
+    }
+}
+
+/// The handler of a ``LoginManager`` given none: every question is declined.
+private struct DecliningHandler: SetupHandler {
+    func passcode(for request: PasscodeRequest) async -> PasscodeAnswer? { nil }
+    func confirmDeviceSwitch(active endpoints: [EndpointInfo]) async -> Bool { false }
+    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? { nil }
 }

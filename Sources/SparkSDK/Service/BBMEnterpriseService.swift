@@ -46,7 +46,7 @@ public protocol BBMConnectivityListener: AnyObject, Sendable {
 /// let service = BBMEnterpriseService(store: store, endpointDescription: "laptop")
 /// try await service.start(domain: domain, environment: .sandbox)
 /// await service.sendAuthToken(account.idToken, userIdentifier: account.accountId) { state in
-///     if state.setupState == .syncRequired { Task { await service.syncStart(passcode: code, action: .existing) } }
+///     if state.setupState == .syncRequired { Task { try await service.syncStart(passcode: code, action: .existing) } }
 /// }
 /// ```
 ///
@@ -166,10 +166,27 @@ public final class BBMEnterpriseService: Sendable {
     /// again after this endpoint was removed.
     public func setupRetry() async { await engine.setupRetry() }
 
-    /// Applies a passcode: `.new` on a first device, `.existing` to unlock, `.reset` when the
-    /// passcode is forgotten (new identity, other endpoints removed, old chats unreadable).
-    public func syncStart(passcode: String, action: SyncAction) async {
-        await engine.syncStart(passcode: passcode, action: action)
+    /// Applies a passcode at ``SetupState/syncRequired`` and returns the state it settles in
+    /// (``SetupState/success`` unless another step needs the user): `.new` on a first device,
+    /// `.existing` to unlock, `.reset` when the passcode is forgotten (new identity, other
+    /// endpoints removed, old chats unreadable).
+    ///
+    /// A new passcode (`.new`, `.reset`) has at least 8 characters, is not the user id and does
+    /// not repeat one character; it is checked here before anything changes.
+    ///
+    /// - Throws: ``SetupError``: ``SetupError/Code/passcodeTooWeak`` (the reason names the rule),
+    ///   ``SetupError/Code/incorrectPasscode`` (with ``SetupError/attemptsLeft``),
+    ///   ``SetupError/Code/tooManyAttempts`` (with ``SetupError/retryAfter``),
+    ///   ``SetupError/Code/keysExist`` (another device created keys first: unlock those),
+    ///   ``SetupError/Code/wrongState`` (no passcode is awaited for `action`),
+    ///   ``SetupError/Code/endpointRemoved`` and the domain's refusals. After a refused passcode
+    ///   setup is back at ``SetupState/syncRequired`` with the keys untouched: ask again.
+    @discardableResult
+    public func syncStart(passcode: String, action: SyncAction) async throws -> ServiceAuthState {
+        try await engine.syncStart(passcode: passcode, action: action)
+        let state = await waitForSettledState()
+        if let failure = state.failure { throw failure }
+        return state
     }
 
     /// Waits until setup reaches a state that needs the user or is done, and returns it.
@@ -184,16 +201,16 @@ public final class BBMEnterpriseService: Sendable {
 
     // MARK: Endpoints and keys
 
-    /// The user's registered endpoints.
-    public func endpointsGet() async throws -> [EndpointInfo] { try await engine.endpoints() }
+    /// The user's registered endpoints (each with its description, nickname and last check-in).
+    public func endpoints() async throws -> [EndpointInfo] { try await engine.endpoints() }
 
     /// Gives one of the user's endpoints a nickname.
-    public func endpointSetNickname(_ endpointID: String, nickname: String) async throws {
+    public func setNickname(_ nickname: String, forEndpoint endpointID: String) async throws {
         try await engine.setNickname(endpointID, nickname: nickname)
     }
 
     /// Removes one of the user's endpoints (this one included).
-    public func endpointDeregister(_ endpointID: String) async throws { try await engine.deregister(endpointID) }
+    public func deregisterEndpoint(_ endpointID: String) async throws { try await engine.deregister(endpointID) }
 
     /// This device's endpoint id.
     public var endpointID: String { get async throws { try await engine.endpointID() } }

@@ -128,13 +128,21 @@ actor ServiceEngine {
         await perform(machine.setupRetry())
     }
 
-    func syncStart(passcode: String, action: SyncAction) async {
-        guard let step = machine.syncStart(action) else {
-            setupError = SetupError(
-                .wrongState, "no passcode is awaited for '\(action.rawValue)' now (setup is \(machine.setupState))")
-            publish()
-            return
+    /// Applies a passcode; throws at once, changing nothing, when none is awaited for `action`
+    /// or a new passcode breaks a rule. How applying it went is in the published state.
+    func syncStart(passcode: String, action: SyncAction) async throws {
+        if machine.setupState == .syncRequired, action != .existing, let userID {
+            do {
+                try BBMKeyManager.checkPasscode(passcode, userID: userID)
+            } catch let error as KeyManagementError {
+                throw SetupError(.passcodeTooWeak, error.reason)
+            }
         }
+        guard let step = machine.syncStart(action) else {
+            throw SetupError(
+                .wrongState, "no passcode is awaited for '\(action.rawValue)' now (setup is \(machine.setupState))")
+        }
+        setupError = nil
         pendingPasscode = passcode
         await perform(step)
     }
@@ -221,6 +229,7 @@ actor ServiceEngine {
                     machine.syncFailed(.incorrectPasscode)
                 case .keysExist:
                     pendingPasscode = nil
+                    setupError = SetupError(.keysExist, error.reason)
                     machine.keysAppeared()
                 case .refused where error.domainCode == .tokenExpired || error.domainCode == .invalidToken:
                     // The passcode is kept for the retry after a fresh token.
@@ -228,10 +237,15 @@ actor ServiceEngine {
                 case .refused where error.domainCode == .endpointRemoved:
                     pendingPasscode = nil
                     return machine.endpointRemoved(reason: error.reason)
+                case .tooManyAttempts:
+                    pendingPasscode = nil
+                    setupError = SetupError(
+                        .tooManyAttempts, error.reason, domainCode: error.domainCode, retryAfter: error.retryAfter)
+                    attemptsLeft = 0
+                    machine.syncFailed(.failure)
                 default:
                     pendingPasscode = nil
                     setupError = SetupError(.refused, error.description, domainCode: error.domainCode)
-                    attemptsLeft = error.retryAfter.map { _ in 0 }
                     machine.syncFailed(.failure)
                 }
                 return nil

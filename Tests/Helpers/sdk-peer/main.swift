@@ -28,7 +28,11 @@ do {
         state = await service.waitForSettledState()
     }
     if state.setupState == .syncRequired {
-        await service.syncStart(passcode: passcode, action: state.syncPasscodeState == .new ? .new : .existing)
+        do {
+            try await service.syncStart(passcode: passcode, action: state.syncPasscodeState == .new ? .new : .existing)
+        } catch let error as SetupError where error.code == .incorrectPasscode {
+            // Printed below from the state, which the refusal left at syncRequired.
+        }
         state = await service.waitForSettledState()
     }
     let key = await service.keys?.signing.publicKey.rawRepresentation.prefix(6).map { String(format: "%02x", $0) }.joined() ?? "-"
