@@ -128,7 +128,8 @@ final class ChatShell: @unchecked Sendable {
                     let endpoints = try await controller.service.endpoints()
                     let mine = try await controller.service.endpointID
                     for (index, endpoint) in endpoints.enumerated() {
-                        console.say("\(index + 1). \(Setup.describe(endpoint))\(endpoint.endpointID == mine ? " (this device)" : "")")
+                        console.say(
+                            "\(index + 1). \(Setup.describe(endpoint))\(endpoint.endpointID == mine ? " (this device)" : "")")
                     }
                 case "remove":
                     let endpoints = try await controller.service.endpoints()

@@ -79,11 +79,18 @@ public protocol DomainService: Sendable {
 
     // MARK: Chats and mailboxes
 
-    /// Creates a chat whose members are the caller (an admin) and `participants`.
-    func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo
-    /// Adds and removes members: admins may do both; anyone may remove themselves (leave).
-    func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
+    /// Creates a chat whose members are the caller (an admin) and `participants`; `posts` (chat
+    /// keys and events, as ``post(token:endpointID:chatID:kind:payload:recipient:clientID:)``
+    /// takes them) reach the members' mailboxes right after the membership entry, in the same
+    /// transaction.
+    func createChat(token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]) async throws
         -> ChatInfo
+    /// Adds and removes members: admins may do both; anyone may remove themselves (leave).
+    /// `posts` (chat keys for the members after the change, events) go out with the change,
+    /// in the same transaction.
+    func updateMembers(
+        token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo
     /// Posts to a chat: the entry reaches every member's mailbox (or only `recipient`'s, for a
     /// chat key). Messages get the chat's next number and are refused while the sender is timed
     /// out or banned. `clientID` makes a retried post idempotent.
@@ -114,6 +121,18 @@ public protocol DomainService: Sendable {
 }
 
 extension DomainService {
+    /// Changes the members with no posts of their own.
+    public func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
+        -> ChatInfo
+    {
+        try await updateMembers(token: token, endpointID: endpointID, chatID: chatID, add: add, remove: remove, posts: [])
+    }
+
+    /// Creates a chat with no posts of its own.
+    public func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo {
+        try await createChat(token: token, endpointID: endpointID, chatID: chatID, participants: participants, posts: [])
+    }
+
     /// No change hints: callers poll.
     public func changeGeneration() -> UInt64? { nil }
     /// Sleeps for `timeout` (or until cancelled).

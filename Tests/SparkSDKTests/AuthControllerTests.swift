@@ -144,7 +144,8 @@ struct AuthControllerTests {
             await login.login(jwtToken: try issuer.issue(subject: "lee", audience: "ctl", lifetime: 600, now: Date()).token)
             #expect(
                 login.loginState.value
-                    == .error(LoginError(.setupNeedsUser, "setup needs the user (no passcode was given) and no handler was given")))
+                    == .error(
+                        LoginError(.setupNeedsUser, "setup needs the user (no passcode was given) and no handler was given")))
         }
     }
 }

@@ -167,7 +167,8 @@ struct SetupDriverTests {
             }
             try await controller.activate(userName: "mia", code: String(code))
             #expect(try await controller.logIn(userName: "mia", password: "Maple-Leaf-2024").accountId == "mia")
-            #expect(try await controller.completeSetup(using: ScriptedHandler(passcodes: ["mia-passcode"])).setupState == .success)
+            #expect(
+                try await controller.completeSetup(using: ScriptedHandler(passcodes: ["mia-passcode"])).setupState == .success)
             await controller.service.stop()
         }
     }

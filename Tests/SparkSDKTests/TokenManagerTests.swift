@@ -6,11 +6,15 @@ import SparkTestSupport
 import Synchronization
 import Testing
 
-/// Forwards to a real domain and counts the token-minting calls, to prove single flight.
+/// Forwards to a real domain and counts the token-minting calls, to prove single flight; a
+/// test may also look at the domain right after a membership change returns.
 final class CountingDomain: DomainService {
     let inner: EmbeddedDomain
     let testTokens = Atomic<Int>(0)
     let refreshes = Atomic<Int>(0)
+    /// Runs with the chat id after `createChat` and `updateMembers` return, before the caller
+    /// goes on.
+    let afterMembershipChange = Mutex<(@Sendable (String) async -> Void)?>(nil)
     init(_ inner: EmbeddedDomain) { self.inner = inner }
     var domainID: String { inner.domainID }
     func policy() async throws -> DomainPolicy { try await inner.policy() }
@@ -67,13 +71,21 @@ final class CountingDomain: DomainService {
         try await inner.resetIdentity(token: token, endpointID: endpointID)
     }
     func identityKeyVersion(token: String) async throws -> Int { try await inner.identityKeyVersion(token: token) }
-    func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo {
-        try await inner.createChat(token: token, endpointID: endpointID, chatID: chatID, participants: participants)
+    func createChat(
+        token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
+        let info = try await inner.createChat(
+            token: token, endpointID: endpointID, chatID: chatID, participants: participants, posts: posts)
+        await afterMembershipChange.withLock { $0 }?(chatID)
+        return info
     }
-    func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
-        -> ChatInfo
-    {
-        try await inner.updateMembers(token: token, endpointID: endpointID, chatID: chatID, add: add, remove: remove)
+    func updateMembers(
+        token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
+        let info = try await inner.updateMembers(
+            token: token, endpointID: endpointID, chatID: chatID, add: add, remove: remove, posts: posts)
+        await afterMembershipChange.withLock { $0 }?(chatID)
+        return info
     }
     func post(
         token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?

@@ -10,7 +10,9 @@ extension EmbeddedDomain {
     public static let maximumChatMembers = 1000
 
     /// Creates a chat with the caller as its admin.
-    public func createChat(token: String, endpointID: String, chatID: String, participants: [String]) async throws -> ChatInfo {
+    public func createChat(
+        token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
         let user = try await validate(token: token).userID
         guard Self.isValidIdentifier(chatID, maximum: 64) else {
             throw DomainError(.invalidRequest, "a chat id is 1 to 64 of a-z, A-Z, 0-9, '-', '_'")
@@ -19,16 +21,18 @@ extension EmbeddedDomain {
         guard members.count <= Self.maximumChatMembers, members.allSatisfy({ !$0.isEmpty && $0.count <= 255 }) else {
             throw DomainError(.invalidRequest, "a chat has at most \(Self.maximumChatMembers) members with valid user ids")
         }
-        let now = clock.now().timeIntervalSince1970
+        try Self.check(posts, for: members)
+        let now = clock.now()
         return try storage {
             try queue.write { db -> ChatInfo in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 if try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil {
                     throw DomainError(.conflict, "a chat with that id exists")
                 }
+                if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
                 try db.execute(
                     "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
-                    [chatID, user, now])
+                    [chatID, user, now.timeIntervalSince1970])
                 for member in members {
                     try db.execute(
                         "INSERT INTO chat_members(chat_id, user_id, is_admin) VALUES (?, ?, ?)", [chatID, member, member == user])
@@ -36,18 +40,20 @@ extension EmbeddedDomain {
                 let info = try Self.chatInfo(db, chatID)
                 try Self.append(
                     db, to: members, chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
-                    members: info.members, now: now)
+                    members: info.members, now: now.timeIntervalSince1970)
+                try Self.append(posts, db, chatID: chatID, sender: user, members: members, now: now.timeIntervalSince1970)
                 return info
             }
         }
     }
 
     /// Adds and removes members; the chat's members before and after hear of it.
-    public func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
-        -> ChatInfo
-    {
+    public func updateMembers(
+        token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
         let user = try await validate(token: token).userID
-        let now = clock.now().timeIntervalSince1970
+        let clockNow = clock.now()
+        let now = clockNow.timeIntervalSince1970
         return try storage {
             try queue.write { db -> ChatInfo in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
@@ -81,6 +87,18 @@ extension EmbeddedDomain {
                 try Self.append(
                     db, to: Array(audience), chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
                     members: final.members, now: now)
+                if !posts.isEmpty {
+                    // Checked against the members after the change: a key for someone just
+                    // removed is refused, and so is the whole change with it.
+                    guard final.members.contains(where: { $0.userID == user }) else {
+                        throw DomainError(.notAMember, "a member who left cannot post")
+                    }
+                    try Self.check(posts, for: final.members.map(\.userID))
+                    if posts.contains(where: { $0.kind == .event }) {
+                        try Self.requireGoodStanding(db, user: user, now: clockNow)
+                    }
+                    try Self.append(posts, db, chatID: chatID, sender: user, members: final.members.map(\.userID), now: now)
+                }
                 return final
             }
         }
@@ -300,6 +318,39 @@ extension EmbeddedDomain {
             ChatMember(userID: try $0.get(0), isAdmin: try $0.get(1))
         }
         return ChatInfo(chatID: chatID, members: members)
+    }
+
+    /// The posts that may go out with a chat's creation or a membership change: chat keys for
+    /// members and events, at most one key per member and one event, each within the size cap.
+    static func check(_ posts: [ChatPost], for members: [String]) throws {
+        guard posts.count <= members.count + 1 else {
+            throw DomainError(.invalidRequest, "at most one chat key per member and one event go with a membership change")
+        }
+        for post in posts {
+            guard post.payload.count <= maximumPayloadSize else {
+                throw DomainError(.tooLarge, "a post is \(post.payload.count) bytes; at most \(maximumPayloadSize)")
+            }
+            switch (post.kind, post.recipient) {
+            case (.chatKey, let recipient?) where members.contains(recipient): break
+            case (.event, nil): break
+            default:
+                throw DomainError(
+                    .invalidRequest, "posts with a membership change are chat keys for members and events for everyone")
+            }
+        }
+    }
+
+    /// Routes checked posts as ``post(token:endpointID:chatID:kind:payload:recipient:clientID:)``
+    /// does: a chat key to its recipient and the sender, an event to every member.
+    static func append(
+        _ posts: [ChatPost], _ db: Database, chatID: String, sender: String, members: [String], now: TimeInterval
+    ) throws {
+        for post in posts {
+            let audience = post.recipient.map { Array(Set([$0, sender])) } ?? members
+            try append(
+                db, to: audience, chatID: chatID, sender: sender, kind: post.kind, messageNumber: nil, payload: post.payload,
+                members: nil, now: now)
+        }
     }
 
     static func append(

@@ -37,6 +37,24 @@ public enum MailboxKind: String, Sendable, Codable {
     case event
 }
 
+/// A post that goes out with a chat's creation, in the same transaction, so that its members
+/// meet the chat together with its first chat keys and subject, never without them.
+public struct ChatPost: Sendable, Codable, Equatable {
+    /// ``MailboxKind/chatKey`` (with a `recipient`) or ``MailboxKind/event``.
+    public var kind: MailboxKind
+    /// The sealed payload, opaque to the domain.
+    public var payload: Data
+    /// For a chat key: the one member it is for.
+    public var recipient: String?
+
+    /// A post.
+    public init(kind: MailboxKind, payload: Data, recipient: String? = nil) {
+        self.kind = kind
+        self.payload = payload
+        self.recipient = recipient
+    }
+}
+
 /// One entry in a user's mailbox: what was posted to a chat they are in (or to them).
 public struct MailboxEntry: Sendable, Codable, Equatable {
     /// The position in the user's mailbox (1, 2, 3, … without gaps).

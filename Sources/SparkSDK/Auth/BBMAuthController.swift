@@ -226,7 +226,9 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         try await service.completeSetup(using: handler)
     }
 
-    private func accounts(_ call: String) throws -> BBMAccountsTokenManager { try manager(BBMAccountsTokenManager.self, for: call) }
+    private func accounts(_ call: String) throws -> BBMAccountsTokenManager {
+        try manager(BBMAccountsTokenManager.self, for: call)
+    }
 
     private func manager<Manager: BBMTokenManager>(_ type: Manager.Type, for call: String) throws -> Manager {
         guard let manager = tokenManager as? Manager else {

@@ -1,4 +1,4 @@
-public import SparkDomain
+import SparkDomain
 public import SparkObservable
 
 /// Why a login failed, in words an app can show.
@@ -113,7 +113,8 @@ public final class LoginManager: Sendable {
     private static func loginError(_ error: SetupError, handled: Bool) -> LoginError {
         switch error.code {
         case .declined:
-            LoginError(.setupNeedsUser, handled ? error.reason : "setup needs the user (\(error.reason)) and no handler was given")
+            LoginError(
+                .setupNeedsUser, handled ? error.reason : "setup needs the user (\(error.reason)) and no handler was given")
         case .incorrectPasscode: LoginError(.incorrectPasscode, "the passcode was incorrect")
         case .tooManyAttempts: LoginError(.tooManyAttempts, "too many wrong passcodes; try again later")
         case .endpointRemoved: LoginError(.endpointRemoved, error.reason)

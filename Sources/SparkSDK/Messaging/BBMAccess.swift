@@ -29,6 +29,18 @@ public final class BBMAccess: Sendable {
     /// Identity changes and dropped arrivals, from now on; each call gives a new stream of its own.
     public var events: AsyncStream<MessagingEvent> { messenger.eventSinks.stream() }
 
+    /// Every step of this user's messages from now on (sent, delivered, read, failed with its
+    /// reason), each once and in order; each call gives a new stream of its own. Beside the
+    /// ``messages(in:)`` flow, which shows only the latest state, this is how an app shows
+    /// "delivered" even when "read" follows at once.
+    ///
+    /// ```swift
+    /// for await event in access.messageEvents where event.messageID == message.id {
+    ///     print("message \(event)")   // "#1 sent", "#1 delivered", "#1 read"
+    /// }
+    /// ```
+    public var messageEvents: AsyncStream<MessageEvent> { messenger.messageEventSinks.stream() }
+
     /// Starts a chat with one user (one-to-one) or several (a group), with an optional subject.
     public func startChat(with users: [String], subject: String = "") async throws -> Chat {
         try await messenger.startChat(with: users, subject: subject)

@@ -15,6 +15,33 @@ public enum MessagingEvent: Sendable, Equatable {
     case dropped(chatID: String, reason: String)
 }
 
+/// A step in the life of a message this user sent, as it happens: accepted and numbered by the
+/// domain, delivered to a recipient's endpoint, read, or refused. Every step is reported once, in
+/// order, even when the next follows at once (a read receipt right after the delivery receipt),
+/// which the conflated ``BBMAccess/messages(in:)`` flow may show only as its last state.
+public struct MessageEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The message's id (``ChatMessage/id``).
+    public var messageID: String
+    /// Its chat.
+    public var chatID: String
+    /// The chat-wide number the domain gave it; nil when it was refused before getting one.
+    public var number: Int64?
+    /// The state it reached: ``MessageState/sent``, ``MessageState/delivered``,
+    /// ``MessageState/read`` or ``MessageState/failed(reason:)``.
+    public var state: MessageState
+
+    /// An event.
+    public init(messageID: String, chatID: String, number: Int64?, state: MessageState) {
+        self.messageID = messageID
+        self.chatID = chatID
+        self.number = number
+        self.state = state
+    }
+
+    /// `#<number> <state>`.
+    public var description: String { "#\(number.map(String.init) ?? "-") \(state)" }
+}
+
 /// The endpoint's messaging engine: it seals and posts what the user sends, and reads the
 /// user's mailbox, verifying, decrypting and storing what arrives, then answering with receipts.
 /// All state is in the endpoint store, so a restart continues where it stopped.
@@ -35,7 +62,9 @@ actor Messenger {
     /// Set by `stop()`: from then on this messenger writes nothing (see `write`).
     private var stopped = false
     /// Every `events` stream handed out; each event goes to all of them.
-    nonisolated let eventSinks = EventSinks()
+    nonisolated let eventSinks = EventSinks<MessagingEvent>()
+    /// Every `messageEvents` stream handed out.
+    nonisolated let messageEventSinks = EventSinks<MessageEvent>()
     static let flowWindow = 200
     /// How long an idle endpoint whose domain signals changes waits before reading anyway.
     static let idleRecheck: Duration = .seconds(1)
@@ -98,6 +127,7 @@ actor Messenger {
         loop?.cancel()
         await loop?.value
         eventSinks.finish()
+        messageEventSinks.finish()
     }
 
     // MARK: Chats
@@ -107,14 +137,17 @@ actor Messenger {
         guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
         for user in others { _ = try await identity(of: user, refresh: true) }
         let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
+        // The subject goes out with the chat, so that no member ever lists it without one.
+        let opening =
+            subject.isEmpty ? nil : try await announcement(chatID, subject: subject, to: others + [me], epoch: 1, after: 0)
         let info = try await domainCall {
-            try await domain.createChat(token: try await token(), endpointID: endpointID, chatID: chatID, participants: others)
+            try await domain.createChat(
+                token: try await token(), endpointID: endpointID, chatID: chatID, participants: others,
+                posts: opening?.posts ?? [])
         }
-        try write { db in try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date()) }
-        if !subject.isEmpty {
-            try await post(
-                chatID: chatID, content: SealedFormats.Content(content: "", tag: "Subject", subject: subject), kind: .event)
-            try write { db in try db.execute("UPDATE chats SET subject = ? WHERE chat_id = ?", [subject, chatID]) }
+        try write { db in
+            try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date())
+            if let opening { try self.record(opening, in: db, chatID: chatID, subject: subject) }
         }
         reloadChats()
         return try chat(chatID)
@@ -122,12 +155,70 @@ actor Messenger {
 
     func invite(_ users: [String], to chatID: String) async throws {
         for user in users { _ = try await identity(of: user, refresh: true) }
+        // The new members get this user's next key and the subject with the invitation itself.
+        let (current, latest, after) = try read { db -> (Chat?, Int, Int64) in
+            let latest =
+                try db.scalar(
+                    "SELECT max(epoch) FROM sender_keys WHERE chat_id = ? AND sender = ? AND device = ?",
+                    [chatID, self.me, self.endpointID], as: Int.self) ?? 0
+            return (try Self.loadChats(db, only: chatID).first, latest, try self.lastSequence(db, chatID: chatID))
+        }
+        guard let current, current.isActive else { throw MessagingError(.unknownChat, "this user is not in chat \(chatID)") }
+        let members = Array(Set(current.participants.map(\.userID) + users)).sorted()
+        let rotation = try await announcement(chatID, subject: current.subject, to: members, epoch: latest + 1, after: after)
         let info = try await domainCall {
             try await domain.updateMembers(
-                token: try await token(), endpointID: endpointID, chatID: chatID, add: users, remove: [])
+                token: try await token(), endpointID: endpointID, chatID: chatID, add: users, remove: [], posts: rotation.posts)
         }
-        try write { db in try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date()) }
+        try write { db in
+            try Self.applyMembership(db, chatID: chatID, members: info.members, me: self.me, now: Date())
+            try self.record(rotation, in: db, chatID: chatID, subject: nil)
+        }
         reloadChats()
+    }
+
+    /// A new sending key of this endpoint for `members` and a sealed subject event under it,
+    /// as posts that go out with a chat's creation or an invitation.
+    private struct Announcement {
+        var epoch: Int
+        var key: SymmetricKey
+        var sequence: Int64
+        var posts: [ChatPost]
+    }
+
+    private func announcement(
+        _ chatID: String, subject: String, to members: [String], epoch: Int, after: Int64
+    ) async throws -> Announcement {
+        let key = SymmetricKey(size: .bits256)
+        var posts = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members).map {
+            ChatPost(kind: .chatKey, payload: $0.envelope, recipient: $0.member)
+        }
+        let event = try SealedFormats.seal(
+            SealedFormats.Content(content: "", tag: "Subject", subject: subject), id: UUID().uuidString.lowercased(),
+            chat: chatID, device: endpointID, seq: after + 1, epoch: epoch, key: key, sender: keys)
+        posts.append(ChatPost(kind: .event, payload: event))
+        return Announcement(epoch: epoch, key: key, sequence: after + 1, posts: posts)
+    }
+
+    /// Keeps an announcement's key and sequence once the domain took it (inside the write that
+    /// records the membership, so the key belongs to the new membership version).
+    private func record(_ announcement: Announcement, in db: Database, chatID: String, subject: String?) throws {
+        let version = try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 1
+        try db.execute(
+            "INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
+            [chatID, me, endpointID, announcement.epoch, announcement.key.secureBytes.unsafeData(), version])
+        try db.execute(
+            """
+            INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
+            ON CONFLICT(chat_id, sender, device) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)
+            """, [chatID, me, endpointID, announcement.sequence])
+        if let subject { try db.execute("UPDATE chats SET subject = ? WHERE chat_id = ?", [subject, chatID]) }
+    }
+
+    private func lastSequence(_ db: Database, chatID: String) throws -> Int64 {
+        try db.scalar(
+            "SELECT last_seq FROM sender_sequences WHERE chat_id = ? AND sender = ? AND device = ?", [chatID, me, endpointID],
+            as: Int64.self) ?? 0
     }
 
     func remove(_ user: String, from chatID: String) async throws {
@@ -226,16 +317,21 @@ actor Messenger {
             let receipt = try await domain.post(
                 token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed, recipient: nil,
                 clientID: localID)
-            try write { db in
+            let events = try write { db in
+                let events = try Self.numbered(db, localID: localID, number: receipt.messageNumber)
                 try db.execute(
-                    "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END, timestamp = ? WHERE local_id = ?",
-                    [receipt.messageNumber, receipt.postedAt.timeIntervalSince1970, localID])
+                    "UPDATE messages SET timestamp = ? WHERE local_id = ?", [receipt.postedAt.timeIntervalSince1970, localID])
                 try db.execute(
                     "UPDATE chats SET last_activity = ? WHERE chat_id = ?", [receipt.postedAt.timeIntervalSince1970, chatID])
+                return events
             }
+            report(events)
         } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
-            _ = try? write { db in
+            let failed = try? write { db in
                 try db.execute("UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
+            }
+            if failed != nil {
+                report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
             }
         } catch {
             // Left as sending: retried with the same bytes until the domain answers.
@@ -304,21 +400,13 @@ actor Messenger {
                 ORDER BY epoch DESC LIMIT 1
                 """, [chatID, self.me, self.endpointID]
             ).map { (try $0.get(0, as: Int.self), try $0.get(1, as: Data.self), try $0.get(2, as: Int.self)) }
-            let after =
-                try db.scalar(
-                    "SELECT last_seq FROM sender_sequences WHERE chat_id = ? AND sender = ? AND device = ?",
-                    [chatID, self.me, self.endpointID], as: Int64.self) ?? 0
-            return (version, members, latest, after)
+            return (version, members, latest, try self.lastSequence(db, chatID: chatID))
         }
         if let latest, latest.2 == version { return (latest.0, SymmetricKey(data: latest.1)) }
         let epoch = (latest?.0 ?? 0) + 1
         let key = SymmetricKey(size: .bits256)
         let token = try await token()
-        for member in members {
-            let identity = try await identity(of: member, refresh: true)
-            let envelope = try SealedFormats.sealKey(
-                key, chat: chatID, epoch: epoch, after: after, from: keys, device: endpointID, to: member,
-                recipientKey: try X25519.PublicKey(rawRepresentation: identity.encryptionKey))
+        for (member, envelope) in try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members) {
             _ = try await domainCall {
                 try await domain.post(
                     token: token, endpointID: endpointID, chatID: chatID, kind: .chatKey, payload: envelope, recipient: member,
@@ -331,6 +419,25 @@ actor Messenger {
                 [chatID, self.me, self.endpointID, epoch, key.secureBytes.unsafeData(), version])
         }
         return (epoch, key)
+    }
+
+    /// `key` sealed to each member's current identity (looked up again, so a changed one is
+    /// noticed and flagged before anything is sealed to it).
+    private func keyEnvelopes(
+        _ key: SymmetricKey, chatID: String, epoch: Int, after: Int64, to members: [String]
+    ) async throws -> [(member: String, envelope: Data)] {
+        var envelopes: [(member: String, envelope: Data)] = []
+        for member in members {
+            let identity = try await identity(of: member, refresh: true)
+            envelopes.append(
+                (
+                    member,
+                    try SealedFormats.sealKey(
+                        key, chat: chatID, epoch: epoch, after: after, from: keys, device: endpointID, to: member,
+                        recipientKey: try X25519.PublicKey(rawRepresentation: identity.encryptionKey))
+                ))
+        }
+        return envelopes
     }
 
     // MARK: Reading
@@ -387,12 +494,14 @@ actor Messenger {
         let entries = try await domain.readMailbox(token: try await token(), endpointID: endpointID, after: cursor, limit: 200)
         var touched = Set<String>()
         var receipts: [(String, Int64)] = []
+        var committed: [MessageEvent] = []
         var failure: (any Error)?
         for entry in entries {
             // An entry's changes and the cursor move in one transaction: a crash, or the store,
             // the domain or the token failing, leaves neither, and the entry is read again. An
             // entry that fails its checks is dropped (reported) and only the cursor moves.
             var applied = Applied()
+            var events: [MessageEvent] = []
             do {
                 applied = try await apply(entry)
             } catch let error where Self.isRetryable(error) {
@@ -402,11 +511,12 @@ actor Messenger {
                 eventSinks.yield(.dropped(chatID: entry.chatID, reason: (error as? MessagingError)?.reason ?? "\(error)"))
             }
             do {
-                try write { db in
-                    try applied.changes?(db)
+                events = try write { db in
+                    let events = try applied.changes?(db) ?? []
                     try db.execute(
                         "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
                         [entry.sequence])
+                    return events
                 }
             } catch {
                 failure = error
@@ -414,10 +524,13 @@ actor Messenger {
             }
             if let delivered = applied.delivered { receipts.append((entry.chatID, delivered)) }
             touched.insert(entry.chatID)
+            committed += events
         }
-        // What committed before a failure is shown and acknowledged all the same.
+        // What committed before a failure is shown and acknowledged all the same; the flows
+        // first, so that an app told of a step finds it there.
         for chatID in touched { reloadMessages(chatID) }
         if !touched.isEmpty { reloadChats() }
+        report(committed)
         // One delivery receipt per chat per batch, covering everything up to its newest message.
         var newest: [String: Int64] = [:]
         for (chatID, number) in receipts { newest[chatID] = max(newest[chatID] ?? 0, number) }
@@ -446,7 +559,8 @@ actor Messenger {
     /// What one mailbox entry changes in the store, and the message number to acknowledge as
     /// delivered; `readMailbox()` writes the changes together with the cursor.
     private struct Applied {
-        var changes: ((Database) throws -> Void)?
+        /// Writes the entry's changes; returns the steps of this user's messages they made.
+        var changes: ((Database) throws -> [MessageEvent])?
         var delivered: Int64?
     }
 
@@ -458,6 +572,7 @@ actor Messenger {
             guard let members = entry.members else { return Applied() }
             return Applied { db in
                 try Self.applyMembership(db, chatID: entry.chatID, members: members, me: me, now: entry.postedAt)
+                return []
             }
         case .chatKey:
             guard let to = (try? JSONDecoder().decode(SealedFormats.KeyEnvelope.self, from: entry.payload))?.to, to == me else {
@@ -486,6 +601,7 @@ actor Messenger {
                 try db.execute(
                     "INSERT OR IGNORE INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)",
                     [entry.chatID, entry.sender, opened.device, opened.after])
+                return []
             }
         case .message, .event:
             let header = try SealedFormats.header(entry.payload)
@@ -501,11 +617,7 @@ actor Messenger {
             }
             if entry.sender == me, header.device == endpointID {
                 // The echo of what this endpoint sent: record a message's number.
-                return Applied { db in
-                    try db.execute(
-                        "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END WHERE local_id = ?",
-                        [entry.messageNumber, header.id])
-                }
+                return Applied { db in try Self.numbered(db, localID: header.id, number: entry.messageNumber) }
             }
             // Strictly increasing per sending endpoint: a replay or a late (reordered) message is
             // refused. Not "exactly one more": a message the domain refused (a timeout) used a
@@ -532,7 +644,7 @@ actor Messenger {
                     key: SymmetricKey(data: keyData))
             }
             let incoming = entry.sender != me
-            let changes: (Database) throws -> Void = { db in
+            let changes: (Database) throws -> [MessageEvent] = { db in
                 try db.execute(
                     """
                     INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
@@ -544,9 +656,9 @@ actor Messenger {
                             "UPDATE chats SET subject = ?, last_activity = ? WHERE chat_id = ?",
                             [subject, entry.postedAt.timeIntervalSince1970, entry.chatID])
                     }
-                    return
+                    return []
                 }
-                try db.execute(
+                let inserted = try db.execute(
                     """
                     INSERT OR IGNORE INTO messages(local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, timestamp)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -558,6 +670,9 @@ actor Messenger {
                     ])
                 try db.execute(
                     "UPDATE chats SET last_activity = ? WHERE chat_id = ?", [entry.postedAt.timeIntervalSince1970, entry.chatID])
+                // Sent from another of this user's endpoints: a step of this user's message.
+                return inserted > 0 && !incoming
+                    ? [MessageEvent(messageID: header.id, chatID: entry.chatID, number: entry.messageNumber, state: .sent)] : []
             }
             return Applied(changes: changes, delivered: incoming && entry.kind == .message ? entry.messageNumber : nil)
         case .receipt:
@@ -572,18 +687,51 @@ actor Messenger {
                             "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ?",
                             [entry.chatID, receipt.number])
                     }
-                } else if receipt.state == "read" {
-                    try db.execute(
-                        "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state IN ('sent', 'delivered')",
-                        [entry.chatID, receipt.number])
-                } else if receipt.state == "delivered" {
-                    // A delivery receipt covers every message up to its number.
-                    try db.execute(
-                        "UPDATE messages SET state = 'delivered' WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = 'sent'",
-                        [entry.chatID, receipt.number])
+                    return []
                 }
+                // A receipt covers every message up to its number. A message read before its
+                // delivery receipt came was delivered too: both steps are reported, in order.
+                let delivered = try Self.advance(db, chatID: entry.chatID, upTo: receipt.number, from: "sent", to: .delivered)
+                guard receipt.state == "read" else { return receipt.state == "delivered" ? delivered : [] }
+                return delivered
+                    + (try Self.advance(db, chatID: entry.chatID, upTo: receipt.number, from: "delivered", to: .read))
             }
         }
+    }
+
+    /// Moves this user's messages in `chatID` numbered up to `number` from state `from` to
+    /// `state`, and returns those steps.
+    private static func advance(
+        _ db: Database, chatID: String, upTo number: Int64, from: String, to state: MessageState
+    ) throws -> [MessageEvent] {
+        let moved = try db.rows(
+            "SELECT local_id, number FROM messages WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = ? ORDER BY number",
+            [chatID, number, from]
+        ).map { MessageEvent(messageID: try $0.get(0), chatID: chatID, number: try $0.get(1), state: state) }
+        guard !moved.isEmpty else { return [] }
+        try db.execute(
+            "UPDATE messages SET state = ? WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = ?",
+            [state.description, chatID, number, from])
+        return moved
+    }
+
+    /// Records the number the domain gave one of this endpoint's messages; a message still
+    /// sending becomes sent, which is returned as its step.
+    private static func numbered(_ db: Database, localID: String, number: Int64?) throws -> [MessageEvent] {
+        guard
+            let (chatID, state) = try db.row("SELECT chat_id, state FROM messages WHERE local_id = ?", [localID]).map({
+                (try $0.get(0, as: String.self), try $0.get(1, as: String.self))
+            })
+        else { return [] }
+        try db.execute(
+            "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END WHERE local_id = ?",
+            [number, localID])
+        return state == "sending" ? [MessageEvent(messageID: localID, chatID: chatID, number: number, state: .sent)] : []
+    }
+
+    /// Tells every `messageEvents` stream of steps that committed.
+    private func report(_ events: [MessageEvent]) {
+        for event in events { messageEventSinks.yield(event) }
     }
 
     // MARK: Identities
@@ -790,12 +938,13 @@ actor Messenger {
 
 /// The open `events` streams of one messenger: each consumer gets its own stream (an
 /// `AsyncStream` has one consumer), and every event goes to all of them.
-final class EventSinks: Sendable {
-    private let sinks = Mutex<(open: [Int: AsyncStream<MessagingEvent>.Continuation], next: Int, finished: Bool)>(([:], 0, false))
+final class EventSinks<Event: Sendable>: Sendable {
+    private let sinks = Mutex<(open: [Int: AsyncStream<Event>.Continuation], next: Int, finished: Bool)>(([:], 0, false))
 
-    /// A new stream of the events from now on.
-    func stream() -> AsyncStream<MessagingEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: MessagingEvent.self, bufferingPolicy: .bufferingNewest(100))
+    /// A new stream of the events from now on. It keeps the newest 1,000 a slow consumer has
+    /// not taken yet.
+    func stream() -> AsyncStream<Event> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1000))
         let id = sinks.withLock { state -> Int? in
             guard !state.finished else { return nil }
             defer { state.next += 1 }
@@ -810,12 +959,12 @@ final class EventSinks: Sendable {
         return stream
     }
 
-    func yield(_ event: MessagingEvent) {
+    func yield(_ event: Event) {
         for continuation in sinks.withLock({ Array($0.open.values) }) { continuation.yield(event) }
     }
 
     func finish() {
-        let open = sinks.withLock { state -> [AsyncStream<MessagingEvent>.Continuation] in
+        let open = sinks.withLock { state -> [AsyncStream<Event>.Continuation] in
             state.finished = true
             defer { state.open = [:] }
             return Array(state.open.values)

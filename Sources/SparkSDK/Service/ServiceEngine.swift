@@ -63,6 +63,8 @@ actor ServiceEngine {
         updateConnectivity(true)
         setStarted(true)
         publish()
+        // Started again after a stop with setup kept: messaging and the heartbeat resume.
+        if machine.setupState == .success, token != nil { await perform(.finish) }
     }
 
     func stop() async {
