@@ -116,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "QuickStartTests",
-            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart"],
+            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart", "spark-admin"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

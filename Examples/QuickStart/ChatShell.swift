@@ -5,14 +5,20 @@ import SparkSDK
 
 /// The chat shell: commands on standard input, messages printed live as they arrive.
 final class ChatShell: @unchecked Sendable {
-    // @unchecked Sendable: `known`, `following` and `subscriptions` are only touched under `lock`; the rest is
-    // immutable or used from the shell's loop.
+    // @unchecked Sendable: `printed`, `seen`, `following`, `subscriptions` and `awayHeader` are only
+    // touched under `lock`; the rest is immutable or used from the shell's loop.
     private let console: Console
     private let controller: BBMAuthController
     private let lock = NSLock()
-    private var known: [String: MessageState] = [:]
+    /// The latest state printed for each of this user's messages: each state prints once.
+    private var printed: [String: MessageState] = [:]
+    /// Every message id met in a chat's flow (incoming ones are announced when first met).
+    private var seen: Set<String> = []
     private var following: Set<String> = []
     private var subscriptions: [FlowSubscription] = []
+    private var awayHeader = false
+    /// Messages `send` left sending (the domain did not answer): their `sent` step prints later.
+    private var pending: Set<String> = []
     private var current: String?
 
     init(console: Console, controller: BBMAuthController) {
@@ -48,12 +54,24 @@ final class ChatShell: @unchecked Sendable {
         let users = UserProvider(service: service)
         users.startUpdating(every: .seconds(2))
         defer { users.stopUpdating() }
+        // Each step of this user's messages, once: sent (when not printed by `send`), delivered,
+        // read, or not sent with the reason.
+        let steps = access.messageEvents
+        let stepPrinter = Task { [weak self] in
+            for await event in steps { self?.print(event, access: access) }
+        }
+        defer { stepPrinter.cancel() }
         let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
         defer { chatsSubscription.cancel() }
         // Catch up with what arrived while this device was off before taking commands.
         try? await access.refresh()
         console.say("You are \(access.currentUser). Type `help` for commands.")
-        while let line = console.ask("> ") {
+        while true {
+            guard let line = console.ask("> ") else {
+                // The end of input (Ctrl-D): leave as `quit` does, signed in.
+                console.say("\nGoodbye.")
+                return
+            }
             let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             guard let command = words.first else { continue }
             let rest = words.dropFirst().joined(separator: " ")
@@ -83,8 +101,17 @@ final class ChatShell: @unchecked Sendable {
                 case "send":
                     let chat = try requireChat()
                     let message = try await access.sendMessage(rest, to: chat)
-                    remember(message)
-                    console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
+                    switch message.state {
+                    case .failed(let reason):
+                        if claim(message.id, message.state) { console.say("  ✘ not sent: \(reason)") }
+                    case .sending:
+                        lock.withLock { _ = pending.insert(message.id) }
+                        console.say("  … not sent yet: it goes out when the domain answers again")
+                    default:
+                        if claim(message.id, message.state) {
+                            console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
+                        }
+                    }
                 case "messages": try await show(access)
                 case "read":
                     try await access.markMessagesRead(in: try requireChat())
@@ -102,6 +129,16 @@ final class ChatShell: @unchecked Sendable {
                 case "status":
                     await users.refresh()
                     console.say("status: \(describe(users.userState.value))")
+                    switch users.restriction.value {
+                    case .timeout(let until, let reason)?:
+                        console.say(
+                            "timeout: your messages are refused until \(until.formatted(date: .omitted, time: .standard)): \(reason)"
+                        )
+                    case .banned(let reason)?:
+                        console.say("ban: your messages are refused: \(reason)")
+                    case .valid?, nil:
+                        break
+                    }
                     let infractions = users.infractions.value
                     console.say(
                         infractions.isEmpty
@@ -204,36 +241,80 @@ final class ChatShell: @unchecked Sendable {
         }
     }
 
-    private func remember(_ message: ChatMessage) { lock.withLock { known[message.id] = message.state } }
+    /// Whether `state` is news for message `id` (later than what was printed), marking it
+    /// printed: `send` and the step stream both ask, so each state prints once.
+    private func claim(_ id: String, _ state: MessageState) -> Bool {
+        lock.withLock {
+            if let previous = printed[id], previous.order >= state.order { return false }
+            printed[id] = state
+            return true
+        }
+    }
 
-    /// Subscribes to each chat's messages once, printing arrivals and state changes live.
+    private func label(_ chat: Chat) -> String {
+        chat.subject.isEmpty ? chat.participants.map(\.userID).joined(separator: ", ") : chat.subject
+    }
+
+    /// Subscribes to each chat's messages once, printing arrivals live.
     private func follow(_ chats: [Chat], access: BBMAccess) {
         for chat in chats {
             let isNew = lock.withLock { following.insert(chat.chatID).inserted }
             guard isNew else { continue }
             Task {
                 guard let flow = try? await access.messages(in: chat.chatID) else { return }
-                let subscription = flow.subscribe { [weak self] messages in self?.print(messages, in: chat) }
+                let first = Box(true)
+                let subscription = flow.subscribe { [weak self] messages in
+                    let initial = first.value
+                    first.value = false
+                    self?.print(messages, in: chat, initial: initial)
+                }
                 self.lock.withLock { self.subscriptions.append(subscription) }
             }
         }
     }
 
-    private func print(_ messages: [ChatMessage], in chat: Chat) {
-        for message in messages {
-            let previous = lock.withLock { () -> MessageState?? in
-                defer { known[message.id] = message.state }
-                return known.keys.contains(message.id) ? .some(known[message.id]!) : .none
+    /// Announces incoming messages not met before. What this device already held when the
+    /// shell started is announced only if unread (it arrived while the shell was off); read
+    /// ones were seen before and stay quiet.
+    private func print(_ messages: [ChatMessage], in chat: Chat, initial: Bool) {
+        for message in messages where message.isIncoming {
+            let isNew = lock.withLock { seen.insert(message.id).inserted }
+            guard isNew, !(initial && message.state == .read) else { continue }
+            if initial {
+                let header = lock.withLock { () -> Bool in
+                    defer { awayHeader = true }
+                    return !awayHeader
+                }
+                if header { console.say("While you were away:") }
             }
-            let label = chat.subject.isEmpty ? chat.participants.map(\.userID).joined(separator: ", ") : chat.subject
-            switch previous {
-            case .none where message.isIncoming:
-                console.say("[\(label)] \(message.sender): \(message.content)")
-            case .some(let old) where old != message.state && !message.isIncoming:
-                console.say("[\(label)] your message #\(message.number.map(String.init) ?? "-") is \(message.state)")
-            default:
-                break
-            }
+            console.say("[\(label(chat))] \(message.sender): \(message.content)")
+        }
+    }
+
+    /// Prints a step of one of this user's messages unless it was printed already. `sent` is
+    /// what `send` prints itself, so here it prints only for a message `send` left sending.
+    private func print(_ event: MessageEvent, access: BBMAccess) {
+        if event.state == .sent, lock.withLock({ pending.remove(event.messageID) }) == nil { return }
+        guard claim(event.messageID, event.state) else { return }
+        let chat = access.chats.value.first { $0.chatID == event.chatID }
+        let prefix = chat.map { "[\(label($0))] " } ?? ""
+        if case .failed(let reason) = event.state {
+            console.say("\(prefix)your message was not sent: \(reason)")
+        } else {
+            console.say("\(prefix)your message #\(event.number.map(String.init) ?? "-") is \(event.state)")
+        }
+    }
+}
+
+extension MessageState {
+    /// Sending, then sent, delivered and read; failed is final.
+    fileprivate var order: Int {
+        switch self {
+        case .sending: 0
+        case .sent: 1
+        case .delivered: 2
+        case .read: 3
+        case .failed: 4
         }
     }
 }

@@ -155,6 +155,68 @@ struct QuickStartTests {
         }
     }
 
+    /// Runs the quick start as `user` on the device `device` of the domain in `directory`.
+    static func device(
+        _ directory: URL, _ config: String, _ device: String, _ input: String
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await run(["--config", config, "--data-dir", directory.appendingPathComponent(device).path], input: input)
+    }
+
+    @Test func aRestartAnnouncesWhatArrivedWhileOffAndNothingAlreadyRead() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            #expect(try await Self.device(directory, config, "bob", "bob\nbob-passcode-1\nbob-passcode-1\nquit\n").status == 0)
+            let alice = try await Self.device(
+                directory, config, "alice",
+                "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend one\nsend two\nquit\n")
+            #expect(alice.status == 0, "\(alice.stdout)\(alice.stderr)")
+            // Bob was off: both messages are announced when he comes back, then he reads them.
+            let back = try await Self.device(directory, config, "bob", "open 1\nread\nquit\n")
+            #expect(back.stdout.contains("While you were away:\n[Lunch] alice: one\n[Lunch] alice: two\n"), "\(back.stdout)")
+            // Read on the last run: not announced again.
+            let again = try await Self.device(directory, config, "bob", "quit\n")
+            #expect(again.status == 0 && !again.stdout.contains("alice: one") && !again.stdout.contains("While you were away"))
+            // Alice learns what happened to her messages while she was off, each step once.
+            let aliceBack = try await Self.device(directory, config, "alice", "quit\n")
+            for number in [1, 2] {
+                for state in ["delivered", "read"] {
+                    #expect(
+                        aliceBack.stdout.components(separatedBy: "[Lunch] your message #\(number) is \(state)\n").count == 2,
+                        "#\(number) \(state) once: \(aliceBack.stdout)")
+                }
+            }
+        }
+    }
+
+    @Test func eachSendPrintsItsStateOnceAndARefusalSaysWhy() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            #expect(try await Self.device(directory, config, "bob", "bob\nbob-passcode-1\nbob-passcode-1\nquit\n").status == 0)
+            let alice = try await Self.device(
+                directory, config, "alice", "alice\nalice-passcode-1\nalice-passcode-1\nstart bob\nsend one\nsend two\nquit\n")
+            #expect(alice.stdout.components(separatedBy: "#1 sent").count == 2, "\(alice.stdout)")
+            #expect(alice.stdout.components(separatedBy: "#2 sent").count == 2)
+            let admin = try await Fixtures.run(
+                Fixtures.executable("spark-admin"), ["--config", config, "timeout", "alice", "120", "cool down"])
+            #expect(admin.status == 0, "\(admin.stderr)")
+            let refused = try await Self.device(directory, config, "alice", "open 1\nsend three\nstatus\nquit\n")
+            #expect(refused.stdout.contains("not sent: the user is timed out"), "\(refused.stdout)")
+            #expect(!refused.stdout.contains("is failed") && !refused.stdout.contains("#- "))
+            #expect(refused.stdout.contains("status: timed out, "))
+            #expect(refused.stdout.contains(/timeout: your messages are refused until .*: cool down/))
+        }
+    }
+
+    @Test func theEndOfInputSaysGoodbyeAndStaysSignedIn() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let first = try await Self.device(directory, config, "a", "alice\nalice-passcode-1\nalice-passcode-1\nchats\n")
+            #expect(first.status == 0 && first.stdout.contains("> \nGoodbye.\n"), "\(first.stdout)")
+            let again = try await Self.device(directory, config, "a", "")
+            #expect(again.status == 0 && again.stdout.contains("Setup complete") && !again.stdout.contains("user id:"))
+        }
+    }
+
     @Test func signUpWithActivationThroughTheOutbox() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let config = try Self.config(directory, provider: "accounts")

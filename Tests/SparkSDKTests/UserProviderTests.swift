@@ -22,15 +22,22 @@ struct UserProviderTests {
             let users = UserProvider(service: service, clock: clock.wallClock)
             await users.refresh()
             #expect(users.userState.value == .timeout(remainingSeconds: 3))
+            guard case .timeout(let until, let reason)? = users.restriction.value else {
+                Issue.record("the timeout is not reported as a restriction")
+                return
+            }
+            #expect(reason == "cool down" && until > clock.now)
+            #expect(plain.restriction.value == nil, "read before the timeout")
             clock.advance(by: 1)
             #expect(await eventually { users.userState.value == .timeout(remainingSeconds: 2) })
             clock.advance(by: 1)
             #expect(await eventually { users.userState.value == .timeout(remainingSeconds: 1) })
             clock.advance(by: 1)
             #expect(await eventually { users.userState.value == .valid }, "back to valid by itself")
+            #expect(users.restriction.value == nil, "the ended timeout is no restriction")
             try world.domain.ban("alice", reason: "abuse")
             await users.refresh()
-            #expect(users.userState.value == .banned)
+            #expect(users.userState.value == .banned && users.restriction.value == .banned(reason: "abuse"))
         }
     }
 

@@ -32,6 +32,7 @@ public final class UserProvider: Sendable {
     private let infractionsOwner = MutableStateFlow<[Infraction]>([], label: "UserProvider.infractions")
     private let nextOwner = MutableStateFlow<Infraction?>(nil, label: "UserProvider.nextInfraction")
     private let dismissOwner = MutableStateFlow(0, label: "UserProvider.dismissTimerCountDown")
+    private let restrictionOwner = MutableStateFlow<UserStatus.State?>(nil, label: "UserProvider.restriction")
     private let tasks = Mutex<(countdown: Task<Void, Never>?, dismiss: Task<Void, Never>?, poll: Task<Void, Never>?)>(
         (nil, nil, nil))
     private let clock: WallClock
@@ -44,6 +45,9 @@ public final class UserProvider: Sendable {
     public var nextInfraction: StateFlow<Infraction?> { nextOwner.flow }
     /// Seconds until the current infraction is dismissed automatically (0 when not counting).
     public var dismissTimerCountDown: StateFlow<Int> { dismissOwner.flow }
+    /// The timeout (with its end and reason) or ban the domain last reported, nil while in good
+    /// standing or not yet known; ``userState`` has the live countdown.
+    public var restriction: StateFlow<UserStatus.State?> { restrictionOwner.flow }
 
     /// A provider for the service's signed-in user.
     public convenience init(service: BBMEnterpriseService, clock: WallClock = .system) {
@@ -138,6 +142,12 @@ public final class UserProvider: Sendable {
     }
 
     private func apply(_ status: UserStatus) {
+        restrictionOwner.value =
+            switch status.state {
+            case .valid: nil
+            case .timeout(let until, _) where until <= clock.now(): nil
+            case .timeout, .banned: status.state
+            }
         infractionsOwner.value = status.infractions
         nextOwner.value = status.infractions.first
         switch status.state {
@@ -169,7 +179,10 @@ public final class UserProvider: Sendable {
                 guard let self, !Task.isCancelled else { return }
                 let remaining = max(0, Int(until.timeIntervalSince(clock.now()).rounded(.up)))
                 self.stateOwner.value = remaining > 0 ? .timeout(remainingSeconds: remaining) : .valid
-                if remaining == 0 { return }
+                if remaining == 0 {
+                    self.restrictionOwner.value = nil
+                    return
+                }
             }
         }
         tasks.withLock {
