@@ -5,7 +5,7 @@ import SparkSDK
 
 /// The chat shell: commands on standard input, messages printed live as they arrive.
 final class ChatShell: @unchecked Sendable {
-    // @unchecked Sendable: `printed`, `seen`, `following`, `subscriptions` and `awayHeader` are only
+    // @unchecked Sendable: `printed`, `seen`, `following`, `subscriptions` and `pending` are only
     // touched under `lock`; the rest is immutable or used from the shell's loop.
     private let console: Console
     private let controller: BBMAuthController
@@ -16,7 +16,6 @@ final class ChatShell: @unchecked Sendable {
     private var seen: Set<String> = []
     private var following: Set<String> = []
     private var subscriptions: [FlowSubscription] = []
-    private var awayHeader = false
     /// Messages `send` left sending (the domain did not answer): their `sent` step prints later.
     private var pending: Set<String> = []
     private var current: String?
@@ -61,10 +60,12 @@ final class ChatShell: @unchecked Sendable {
             for await event in steps { self?.print(event, access: access) }
         }
         defer { stepPrinter.cancel() }
+        // Catch up with what arrived while this device was off, and show what is unread, before
+        // following the chats live (which then announces only what comes later).
+        try? await access.refresh()
+        try await announceUnread(access)
         let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
         defer { chatsSubscription.cancel() }
-        // Catch up with what arrived while this device was off before taking commands.
-        try? await access.refresh()
         console.say("You are \(access.currentUser). Type `help` for commands.")
         while true {
             guard let line = console.ask("> ") else {
@@ -262,31 +263,31 @@ final class ChatShell: @unchecked Sendable {
             guard isNew else { continue }
             Task {
                 guard let flow = try? await access.messages(in: chat.chatID) else { return }
-                let first = Box(true)
-                let subscription = flow.subscribe { [weak self] messages in
-                    let initial = first.value
-                    first.value = false
-                    self?.print(messages, in: chat, initial: initial)
-                }
+                let subscription = flow.subscribe { [weak self] messages in self?.print(messages, in: chat) }
                 self.lock.withLock { self.subscriptions.append(subscription) }
             }
         }
     }
 
-    /// Announces incoming messages not met before. What this device already held when the
-    /// shell started is announced only if unread (it arrived while the shell was off); read
-    /// ones were seen before and stay quiet.
-    private func print(_ messages: [ChatMessage], in chat: Chat, initial: Bool) {
-        for message in messages where message.isIncoming {
-            let isNew = lock.withLock { seen.insert(message.id).inserted }
-            guard isNew, !(initial && message.state == .read) else { continue }
-            if initial {
-                let header = lock.withLock { () -> Bool in
-                    defer { awayHeader = true }
-                    return !awayHeader
-                }
-                if header { console.say("While you were away:") }
+    /// At the start: the unread messages (they arrived while the shell was off), under one
+    /// header; the read ones were seen on an earlier run and stay quiet.
+    private func announceUnread(_ access: BBMAccess) async throws {
+        var header = false
+        for chat in access.chats.value.reversed() {
+            for message in try await access.messages(in: chat.chatID, before: nil, limit: 200) where message.isIncoming {
+                lock.withLock { _ = seen.insert(message.id) }
+                guard message.state != .read else { continue }
+                if !header { console.say("While you were away:") }
+                header = true
+                console.say("[\(label(chat))] \(message.sender): \(message.content)")
             }
+        }
+    }
+
+    /// Announces incoming messages not met before.
+    private func print(_ messages: [ChatMessage], in chat: Chat) {
+        for message in messages where message.isIncoming {
+            guard lock.withLock({ seen.insert(message.id).inserted }) else { continue }
             console.say("[\(label(chat))] \(message.sender): \(message.content)")
         }
     }
