@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
         .library(name: "SparkSDK", targets: ["SparkSDK"]),
         .executable(name: "quickstart", targets: ["quickstart"]),
+        .executable(name: "ChatApp", targets: ["ChatApp"]),
         .executable(name: "spark-admin", targets: ["spark-admin"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
     ],
@@ -58,6 +59,12 @@ let package = Package(
             name: "quickstart",
             dependencies: ["SparkSDK", "SparkDomain", "SparkObservable", "SparkCrypto"],
             path: "Examples/QuickStart",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "ChatApp",
+            dependencies: ["SparkSDK"],
+            path: "Examples/ChatApp",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -116,7 +123,7 @@ let package = Package(
         ),
         .testTarget(
             name: "QuickStartTests",
-            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart", "spark-admin"],
+            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart", "spark-admin", "ChatApp"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

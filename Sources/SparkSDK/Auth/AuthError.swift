@@ -33,7 +33,7 @@ public struct AuthError: Error, Hashable, Sendable, CustomStringConvertible {
     public let reason: String
     /// The domain's error code when the domain refused something.
     public let domainCode: DomainError.Code?
-    /// For ``DomainError/Code/tooManyAttempts``: seconds to wait.
+    /// For `DomainError.Code.tooManyAttempts`: seconds to wait.
     public let retryAfter: Int?
 
     /// Creates an error.

@@ -89,6 +89,8 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     /// unless the provider is `testAuth`), the provider's token manager and the service.
     ///
     /// - Parameters:
+    ///   - url: the plist file.
+    ///   - dataDirectory: this device's data directory, instead of the plist's `dataDirectory`.
     ///   - customTokenRefresh: for `authProvider` = `custom`: fetches the app's JWTs.
     ///   - keyStorage: required when `useBlackBerryKMS` is false.
     public static func fromConfigFile(

@@ -31,7 +31,11 @@ public final class BBMTestTokenManager: BBMTokenManager {
 
     /// A manager for `domain` caching credentials in `store`.
     ///
-    /// - Parameter leeway: refresh this many seconds before the token expires.
+    /// - Parameters:
+    ///   - domain: the domain whose test issuer signs the tokens.
+    ///   - store: this device's endpoint store, where the credentials are cached.
+    ///   - leeway: refresh this many seconds before the token expires.
+    ///   - clock: the time tokens are checked against (a test clock in tests).
     public init(domain: any DomainService, store: EndpointStore, leeway: TimeInterval = 60, clock: WallClock = .system) {
         self.domain = domain
         core = TokenManagerCore(

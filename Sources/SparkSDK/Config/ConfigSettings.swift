@@ -78,7 +78,9 @@ public struct ConfigSettings: Sendable, Equatable {
 
     /// Reads and checks a plist file.
     ///
-    /// - Parameter environment: where `XDG_DATA_HOME` and `HOME` are read for the defaults.
+    /// - Parameters:
+    ///   - url: the plist file; relative paths in it are relative to its folder.
+    ///   - environment: where `XDG_DATA_HOME` and `HOME` are read for the defaults.
     /// - Throws: ``ConfigError`` naming the file and key.
     public static func load(
         from url: URL, environment: [String: String] = ProcessInfo.processInfo.environment

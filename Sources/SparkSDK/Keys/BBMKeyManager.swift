@@ -42,6 +42,8 @@ public final class BBMKeyManager: Sendable {
     /// A key manager.
     ///
     /// - Parameters:
+    ///   - domain: the domain that publishes identities and, by default, keeps the blobs.
+    ///   - store: this device's endpoint store, where the unlocked keys are kept.
     ///   - storage: where blobs are kept; the domain's key store by default.
     ///   - passcodeIterations: `p2c` for new passcode blobs, at least
     ///     ``ConfigSettings/passcodeIterationsFloor``.

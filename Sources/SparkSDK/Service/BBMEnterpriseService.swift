@@ -50,7 +50,7 @@ public protocol BBMConnectivityListener: AnyObject, Sendable {
 /// }
 /// ```
 ///
-/// Every state is observable: ``authState`` and ``serviceStarted`` are ``StateFlow``s (tracked by
+/// Every state is observable: ``authState`` and ``serviceStarted`` are `StateFlow`s (tracked by
 /// monitors, subscribable, async sequences).
 public final class BBMEnterpriseService: Sendable {
     let engine: ServiceEngine
@@ -68,6 +68,8 @@ public final class BBMEnterpriseService: Sendable {
     /// A service keeping this device's data in `store`.
     ///
     /// - Parameters:
+    ///   - store: this device's endpoint store (``EndpointStore``, one per data directory).
+    ///   - endpointDescription: how this device is listed among the user's endpoints.
     ///   - keyStorage: where the protected key blobs live; the domain's key store by default.
     ///   - passcodeIterations: PBKDF2 iterations for new passcode blobs (at least 600,000).
     ///   - checkInInterval: how often a set-up endpoint asks the domain whether it is still
