@@ -97,6 +97,9 @@ public struct PythonPeerError: Error, CustomStringConvertible {
 }
 
 extension Data {
+    /// The bytes as lower-case hex, for test messages.
+    public var hexString: String { map { String(format: "%02x", $0) }.joined() }
+
     /// Bytes from a hex string (whitespace ignored); traps on bad hex, since it is for fixtures.
     public init(hex: String) {
         let digits = Array(hex.utf8.filter { !($0 == 32 || $0 == 10 || $0 == 9) })

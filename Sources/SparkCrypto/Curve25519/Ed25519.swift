@@ -50,6 +50,28 @@ public enum Ed25519 {
         public var description: String { "Ed25519.PrivateKey(public: \(publicKey.rawRepresentation.base64URLEncodedString()))" }
     }
 
+    /// The y coordinates (little-endian, the x sign bit clear) of the points whose order
+    /// divides 8: 0 (order 4), 1 (the identity), the two of order 8, and p − 1 (order 2). Both
+    /// signs of x share a y, so comparing y covers all eight points (libsodium keeps the same
+    /// list; these were computed again from the curve equation).
+    static let smallOrderY: [Data] = [
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    ].map { hex in Data(stride(from: 0, to: hex.count, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16)! }) }
+
+    /// Whether a 32-byte point encoding is canonical (y < p = 2²⁵⁵ − 19) and not of small order.
+    static func isCanonicalPointOfLargeOrder(_ encoding: Data) -> Bool {
+        guard encoding.count == 32 else { return false }
+        var y = [UInt8](encoding)
+        y[31] &= 0x7f
+        // y ≥ p exactly when y is p … 2²⁵⁵ − 1: bytes 1 to 30 all 0xff, byte 31 0x7f, byte 0 ≥ 0xed.
+        let nonCanonical = y[31] == 0x7f && y[1...30].allSatisfy { $0 == 0xff } && y[0] >= 0xed
+        return !nonCanonical && !smallOrderY.contains(Data(y))
+    }
+
     /// An Ed25519 verification key.
     public struct PublicKey: Sendable, Hashable {
         let key: EVPKey
@@ -61,18 +83,25 @@ public enum Ed25519 {
             rawRepresentation = try key.rawPublicBytes()
         }
 
-        /// A key from its 32-byte encoding. Encodings that are not points are refused.
+        /// A key from its 32-byte encoding. A non-canonical encoding (y ≥ p) and the eight
+        /// points of small order are refused: OpenSSL 3.0 would accept them, and with the
+        /// identity as the key the signature (R = identity, S = 0) verifies for any message.
         public init(rawRepresentation: some ContiguousBytes) throws {
             let data = rawRepresentation.withUnsafeBytes { Data($0) }
             guard data.count == 32 else { throw CryptoError(.invalidKey, "an Ed25519 public key is 32 bytes, got \(data.count)") }
+            guard Ed25519.isCanonicalPointOfLargeOrder(data) else {
+                throw CryptoError(.invalidKey, "an Ed25519 public key must be a canonical point of large order")
+            }
             key = try EVPKey.rawPublic(type: spark_EVP_PKEY_ED25519(), data)
             self.rawRepresentation = data
         }
 
         /// Whether `signature` is a valid Ed25519 signature of `message` by this key. Wrong
-        /// lengths, non-canonical `S` and malformed `R` are all invalid.
+        /// lengths, non-canonical `S`, malformed `R` and an `R` of small order (a signature
+        /// that holds for many messages at once) are all invalid.
         public func isValidSignature(_ signature: some ContiguousBytes, for message: some ContiguousBytes) -> Bool {
-            guard signature.withUnsafeBytes({ $0.count }) == 64 else { return false }
+            let r = signature.withUnsafeBytes { $0.count == 64 ? Data($0.prefix(32)) : nil }
+            guard let r, Ed25519.isCanonicalPointOfLargeOrder(r) else { return false }
             return key.verify(signature: signature, message: message, digest: nil)
         }
 
