@@ -50,6 +50,19 @@ struct TokenValidatorTests {
         #expect(try validator.validate(multi).userID == "alice")
     }
 
+    @Test func onlyJWTsAndAccessTokensAreAcceptedByTheirTyp() throws {
+        for type in ["JWT", "jwt", "application/jwt", "at+jwt", "application/at+JWT"] {
+            let token = try Self.token(claims(), header: ["alg": "EdDSA", "kid": "k1", "typ": type], key: signer)
+            #expect(try validator.validate(token).userID == "alice", "typ \(type)")
+        }
+        #expect(try validator.validate(try Self.token(claims(), key: signer)).userID == "alice", "no typ at all")
+        // Other JWTs the same issuer signs for other purposes are not sign-ins.
+        for type in ["secevent+jwt", "logout+jwt", "dpop+jwt", "JOSE", "JWS", ""] {
+            let token = try Self.token(claims(), header: ["alg": "EdDSA", "kid": "k1", "typ": type], key: signer)
+            #expect(throws: DomainError(.invalidToken, ""), "typ \(type)") { try validator.validate(token) }
+        }
+    }
+
     @Test func algNoneIsRefused() throws {
         let header = Data(#"{"alg":"none"}"#.utf8).base64URLEncodedString()
         let payload = try JSONSerialization.data(withJSONObject: claims()).base64URLEncodedString()

@@ -131,6 +131,9 @@ public struct TokenValidator: Sendable {
         } catch {
             throw DomainError(.invalidToken, "the token is not a JWT")
         }
+        guard Self.isAcceptedType(jws.header.type) else {
+            throw DomainError(.invalidToken, "the token's typ is not a JWT or an access token (RFC 8725 §3.11)")
+        }
         if let refusedIssuer, claims.issuer == refusedIssuer {
             throw DomainError(.userAuthenticationRequired, "this domain requires user authentication; test tokens are refused")
         }
@@ -164,6 +167,19 @@ public struct TokenValidator: Sendable {
         return VerifiedIdentity(
             userID: subject, issuer: issuer.issuer, issuerKind: issuer.kind,
             expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt)), name: claims.name, email: claims.email)
+    }
+}
+
+extension TokenValidator {
+    /// The `typ` headers of tokens this domain accepts (RFC 8725 §3.11, explicit typing): none,
+    /// `JWT`, or an OAuth access token (`at+jwt`, RFC 9068), with or without `application/` and
+    /// in any case (RFC 7515 §4.1.9). Every other type (`secevent+jwt`, `logout+jwt`,
+    /// `dpop+jwt`, …) is another kind of JWT its issuer signs for another purpose, and is
+    /// refused, so such a token cannot be replayed as a sign-in.
+    static func isAcceptedType(_ type: String?) -> Bool {
+        guard var type = type?.lowercased() else { return true }
+        if type.hasPrefix("application/") { type.removeFirst("application/".count) }
+        return type == "jwt" || type == "at+jwt"
     }
 }
 
