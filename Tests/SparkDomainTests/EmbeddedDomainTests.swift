@@ -112,6 +112,32 @@ struct TestAuthTests {
             await #expect(throws: DomainError(.invalidToken, "")) { try await domain.validate(token: fresh.token) }
         }
     }
+
+    @Test func anIssuerWhoseJWKSFileIsGoneFailsOnlyItsOwnTokens() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let working = TokenIssuer(issuer: "https://works.example", key: try Ed25519.PrivateKey(), keyID: "w")
+            let broken = TokenIssuer(issuer: "https://gone.example", key: try Ed25519.PrivateKey(), keyID: "g")
+            for (issuer, name) in [(working, "works"), (broken, "gone")] {
+                let path = directory.appendingPathComponent("\(name).json").path
+                try issuer.jwks.jsonData().write(to: URL(fileURLWithPath: path))
+                try domain.addExternalIssuer(.init(issuer: issuer.issuer, audience: "my-app", jwksPath: path))
+            }
+            try FileManager.default.removeItem(at: directory.appendingPathComponent("gone.json"))
+            let good = try working.issue(subject: "carol", audience: "my-app", lifetime: 300, now: Date())
+            #expect(try await domain.validate(token: good.token).userID == "carol", "another issuer's file is not this one's")
+            let test = try await domain.testToken(userID: "dave")
+            #expect(try await domain.validate(token: test.token).userID == "dave", "nor the domain's own issuers'")
+            let orphan = try broken.issue(subject: "erin", audience: "my-app", lifetime: 300, now: Date())
+            do {
+                _ = try await domain.validate(token: orphan.token)
+                Issue.record("a token of an issuer without keys was accepted")
+            } catch let error as DomainError {
+                #expect(error.code == .unavailable && error.reason.contains("https://gone.example"), "\(error)")
+                #expect(error.reason.contains("gone.json"), "the reason names the missing file")
+            }
+        }
+    }
 }
 
 @Suite("Embedded domain: sign-up and login assistant")

@@ -100,6 +100,32 @@ struct AuthControllerTests {
         }
     }
 
+    @Test func realAccountsOnASandboxDomainAreRefusedWithTheFix() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            // The domain was made a sandbox (by a testAuth app, or spark-admin create).
+            _ = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "ctl",
+                policy: DomainPolicy(userAuthenticationEnabled: false))
+            for provider in ["accounts", "custom"] {
+                do {
+                    _ = try BBMAuthController.fromConfigFile(
+                        try Self.plist(directory, provider: provider), customTokenRefresh: { _ in "" })
+                    Issue.record("\(provider) on a sandbox was accepted")
+                } catch let error as ConfigError {
+                    #expect(error.code == .domainMismatch && error.keyPath == "authProvider")
+                    #expect(error.description.contains("spark-admin policy set --user-auth on"), "\(error)")
+                    #expect(error.description.contains("user authentication off"))
+                }
+            }
+            // Once the operator turns user authentication on, the same plist works.
+            try EmbeddedDomain.open(at: directory.appendingPathComponent("domain.sqlite").path).setPolicy(
+                DomainPolicy(userAuthenticationEnabled: true))
+            _ = try BBMAuthController.fromConfigFile(try Self.plist(directory, provider: "accounts"))
+            // Test auth on a sandbox is what a sandbox is for.
+            _ = try BBMAuthController.fromConfigFile(try Self.plist(directory))
+        }
+    }
+
     static func loginSetup(_ directory: URL) throws -> (BBMAuthController, TokenIssuer) {
         let plist = try Self.plist(directory, provider: "custom")
         let key = try Ed25519.PrivateKey()

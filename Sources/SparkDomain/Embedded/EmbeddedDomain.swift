@@ -164,6 +164,9 @@ public final class EmbeddedDomain: DomainService {
     /// The domain's policy, read from the file (another process may have changed it).
     public func policy() async throws -> DomainPolicy { try currentPolicy() }
 
+    /// The domain's policy, read from the file now.
+    public func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
+
     func currentPolicy() throws -> DomainPolicy {
         let json = try Self.storage { try queue.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
         guard let json, let policy = try? JSONDecoder().decode(DomainPolicy.self, from: Data(json.utf8)) else {
@@ -183,13 +186,21 @@ public final class EmbeddedDomain: DomainService {
         let policy = try currentPolicy()
         let test = testIssuer.trusted(audience: domainID, kind: .test)
         issuers.append(test)
+        // An issuer whose keys cannot be loaded fails its own tokens only, with the reason.
+        var unavailable: [String: String] = [:]
         for external in try externalIssuers() {
-            let keys = try jwksCache.keys(at: external.jwksPath)
-            issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
+            do {
+                let keys = try jwksCache.keys(at: external.jwksPath)
+                issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
+            } catch let error as DomainError {
+                unavailable[external.issuer] = error.reason
+            }
         }
-        return TokenValidator(
+        var validator = TokenValidator(
             issuers: issuers, leeway: 30, clock: clock,
             refuseTestTokens: policy.userAuthenticationEnabled ? test.issuer : nil)
+        validator.unavailableIssuers = unavailable
+        return validator
     }
 
     /// A sandbox token for any user id, signed by the test issuer (Spark used unsigned tokens;

@@ -79,6 +79,9 @@ public struct TokenValidator: Sendable {
     /// An issuer whose tokens are refused with ``DomainError/Code/userAuthenticationRequired``
     /// (the test issuer, when the domain requires user authentication).
     public var refusedIssuer: String?
+    /// Issuers whose keys could not be loaded, with the reason: their tokens are refused with
+    /// ``DomainError/Code/unavailable`` naming the issuer; every other issuer's are unaffected.
+    public var unavailableIssuers: [String: String] = [:]
 
     /// A validator for the given issuers.
     public init(
@@ -136,6 +139,9 @@ public struct TokenValidator: Sendable {
         }
         if let refusedIssuer, claims.issuer == refusedIssuer {
             throw DomainError(.userAuthenticationRequired, "this domain requires user authentication; test tokens are refused")
+        }
+        if let issuerName = claims.issuer, let reason = unavailableIssuers[issuerName] {
+            throw DomainError(.unavailable, "the keys of issuer \(issuerName) cannot be loaded: \(reason)")
         }
         guard let issuerName = claims.issuer, let issuer = issuers.first(where: { $0.issuer == issuerName }) else {
             throw DomainError(.invalidToken, "the token's issuer is not trusted by this domain")

@@ -102,6 +102,14 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         let domain = try EmbeddedDomain.openOrCreate(
             at: settings.embeddedDomainPath.path, domainID: settings.domain,
             policy: DomainPolicy(userAuthenticationEnabled: settings.authProvider != .testAuth))
+        // A sandbox accepts a test token for any name: real accounts or an app's own tokens on
+        // it would be no authentication at all.
+        if settings.authProvider != .testAuth, try !domain.storedPolicy().userAuthenticationEnabled {
+            throw ConfigError(
+                .domainMismatch, file: url.path, keyPath: "authProvider",
+                "is '\(settings.authProvider.rawValue)', but the domain at \(settings.embeddedDomainPath.path) is a sandbox: its policy has user authentication off, so it signs a test token for any user name. Turn it on with `spark-admin policy set --user-auth on`, or use authProvider testAuth"
+            )
+        }
         let leeway = TimeInterval(settings.tokenLeeway)
         let manager: any BBMTokenManager
         switch settings.authProvider {

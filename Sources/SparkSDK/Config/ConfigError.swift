@@ -19,6 +19,9 @@ public struct ConfigError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let outOfRange = Code(name: "outOfRange")
         /// A value is below a security floor.
         public static let securityFloor = Code(name: "securityFloor")
+        /// The plist and the domain it names disagree (for example real accounts on a domain
+        /// that is a sandbox).
+        public static let domainMismatch = Code(name: "domainMismatch")
         /// The code's name.
         public var description: String { name }
     }
