@@ -76,7 +76,7 @@ actor ServiceEngine {
 
     func resetService() async throws {
         await stopBackgroundWork()
-        try store.wipeAll()
+        try store.wipe()
         keys = nil
         token = nil
         userID = nil
@@ -88,7 +88,8 @@ actor ServiceEngine {
 
     func signOut(wipeKeys: Bool) async {
         await stopBackgroundWork()
-        if wipeKeys { try? keyManager?.wipeLocalKeys() }
+        // The token manager forgot its credentials already when the controller signs out.
+        if wipeKeys { try? store.wipe(keeping: .registration) }
         keys = nil
         token = nil
         userID = nil
@@ -111,7 +112,9 @@ actor ServiceEngine {
         if let previous = self.userID, previous != userID {
             // Another user on this endpoint: start over (their keys are not this user's).
             await stopMessenger()
-            try? keyManager?.wipeLocalKeys()
+            // The new user's credentials were just saved; everything of the previous user goes,
+            // its endpoint id too (the domain keeps that id for the previous user).
+            try? store.wipe(keeping: .credentials)
             keys = nil
             machine.reset()
         }
@@ -288,9 +291,9 @@ actor ServiceEngine {
             heartbeat?.cancel()
             heartbeat = nil
             keys = nil
-            try? keyManager.wipeLocalKeys()
-            // The removed endpoint id is never reused: the next setup registers a new one.
-            try? store.forgetRegistration()
+            // Everything of the user goes; the removed endpoint id is never reused (the next
+            // setup registers a new one). The credentials stay, for `setupRetry()`.
+            try? store.wipe(keeping: .credentials)
             updateConnectivity(isConnected)
             return nil
         }

@@ -3,8 +3,10 @@ import SparkCrypto
 import SparkStore
 
 /// This device's local database: one SQLite file in the data directory (created 0600, the
-/// directory 0700). It holds the cached credentials for silent sign-in now; later capabilities
-/// add registration, keys, chats and messages through their own migrations.
+/// directory 0700): the cached credentials for silent sign-in, the registration, the unlocked
+/// keys, and the chats, messages, chat keys, contacts and mailbox cursor of messaging. Deleted
+/// content is overwritten (`secure_delete`), and a wipe leaves no byte of it in the file or its
+/// write-ahead log.
 public final class EndpointStore: Sendable {
     /// The data directory.
     public let directory: URL
@@ -15,6 +17,7 @@ public final class EndpointStore: Sendable {
         self.directory = directory
         do {
             queue = try DatabaseQueue(path: directory.appendingPathComponent("endpoint.sqlite").path)
+            try queue.withConnection { db in try db.execute("PRAGMA secure_delete = ON") }
             try Self.migrator.migrate(queue)
         } catch {
             throw AuthError(.storageFailure, "cannot open the endpoint store in \(directory.path): \(error)")
@@ -244,23 +247,37 @@ extension EndpointStore {
         }
     }
 
-    /// Forgets the registration: the next setup registers under a new endpoint id.
-    func forgetRegistration() throws {
-        do {
-            try queue.write { db in try db.execute("DELETE FROM registration") }
-        } catch {
-            throw SetupError(.storageFailure, "cannot forget this endpoint's registration: \(error)")
-        }
+    /// What a wipe leaves in place.
+    struct Kept: OptionSet, Sendable {
+        let rawValue: Int
+        /// The endpoint id (else the next setup registers a new one).
+        static let registration = Kept(rawValue: 1)
+        /// The cached credentials (else the next start asks the user to sign in).
+        static let credentials = Kept(rawValue: 2)
     }
 
-    /// Wipes everything this device keeps: registration (a new endpoint id next time), keys,
-    /// credentials.
-    func wipeAll() throws {
+    /// The tables that hold a user's data, every one of them: a new table that holds user data
+    /// belongs here (a test scans the file after a wipe for what it held).
+    static let userDataTables = [
+        "local_keys", "chats", "participants", "messages", "sender_keys", "sender_sequences", "contacts", "mailbox_cursor",
+    ]
+
+    /// Wipes the user's data (keys, chats, messages, chat keys, contacts, the mailbox cursor),
+    /// and the registration and credentials unless `kept`, then rewrites the file and truncates
+    /// its write-ahead log, so that neither holds a byte of what was deleted.
+    func wipe(keeping kept: Kept = []) throws {
         do {
             try queue.write { db in
-                try db.execute("DELETE FROM registration")
-                try db.execute("DELETE FROM local_keys")
-                try db.execute("DELETE FROM credentials")
+                for table in Self.userDataTables { try db.execute("DELETE FROM \(table)") }
+                if !kept.contains(.registration) { try db.execute("DELETE FROM registration") }
+                if !kept.contains(.credentials) { try db.execute("DELETE FROM credentials") }
+            }
+            // `secure_delete` zeroes what the deletes freed; VACUUM rebuilds the file without
+            // free pages (older content may predate the pragma), and the checkpoint empties the
+            // write-ahead log, which held the pages as they were.
+            try queue.withConnection { db in
+                try db.execute("VACUUM")
+                try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             }
         } catch {
             throw SetupError(.storageFailure, "cannot wipe this endpoint's data: \(error)")

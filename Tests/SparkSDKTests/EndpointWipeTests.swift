@@ -1,0 +1,107 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkSDK
+import SparkStore
+import SparkTestSupport
+import Testing
+
+/// Every path that wipes an endpoint leaves no byte of the user's messages or keys in the
+/// store's files, and the next user of the directory starts clean.
+@Suite("Endpoint store: wipes")
+struct EndpointWipeTests {
+    /// The ways an endpoint's data is wiped.
+    enum Path: String, CaseIterable, Sendable {
+        case reset, removedElsewhere, anotherUser, signOutWipingKeys
+    }
+
+    /// Bob's device after a chat with alice, with the bytes it must not keep after a wipe: a
+    /// message's text, bob's identity key and alice's chat key.
+    struct Prepared {
+        let world: ChatWorld
+        let alice: BBMAccess
+        let bob: BBMEnterpriseService
+        let bobDirectory: URL
+        let secrets: [String: Data]
+    }
+
+    static func prepare(_ directory: URL) async throws -> Prepared {
+        let world = try ChatWorld(directory)
+        let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+        let (bob, bobAccess) = try await world.endpoint("bob", "bob-phone")
+        let text = "the-secret-plan-\(UUID().uuidString)"
+        let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
+        try await alice.sendMessage(text, to: chat.chatID)
+        let messages = try await bobAccess.messages(in: chat.chatID)
+        #expect(await waitFor("bob has it") { messages.value.first?.content == text })
+        let bobDirectory = directory.appendingPathComponent("bob-phone")
+        let store = try DatabaseQueue(path: bobDirectory.appendingPathComponent("endpoint.sqlite").path)
+        let chatKey = try #require(try store.read { db in try db.scalar("SELECT key FROM sender_keys LIMIT 1", as: Data.self) })
+        let identity = try #require(await bob.keys).signing.rawRepresentation.unsafeData()
+        return Prepared(
+            world: world, alice: alice, bob: bob, bobDirectory: bobDirectory,
+            secrets: ["a message": Data(text.utf8), "the identity key": identity, "a chat key": chatKey])
+    }
+
+    /// Which secrets are found in which of the store's files.
+    static func leaks(_ prepared: Prepared) throws -> [String] {
+        var found: [String] = []
+        for file in ["endpoint.sqlite", "endpoint.sqlite-wal", "endpoint.sqlite-shm"] {
+            guard let bytes = FileManager.default.contents(atPath: prepared.bobDirectory.appendingPathComponent(file).path) else {
+                continue
+            }
+            for (name, secret) in prepared.secrets where bytes.range(of: secret) != nil { found.append("\(name) in \(file)") }
+        }
+        return found.sorted()
+    }
+
+    @Test(arguments: Path.allCases)
+    func aWipeLeavesNoMessageOrKeyByteInTheFiles(path: Path) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let prepared = try await Self.prepare(directory)
+            // The scan finds what is there: the message and the keys, before the wipe.
+            #expect(try Self.leaks(prepared).contains { $0.hasPrefix("a message") }, "the scan sees the message first")
+            #expect(try Self.leaks(prepared).contains { $0.hasPrefix("the identity key") })
+            let bob = prepared.bob
+            switch path {
+            case .reset:
+                try await bob.resetService()
+            case .removedElsewhere:
+                try prepared.world.domain.deregisterEndpoint(try await bob.endpointID)
+                await bob.checkIn()
+                #expect(bob.authState.value.removalReason != nil)
+            case .anotherUser:
+                await bob.sendAuthToken(
+                    try await prepared.world.domain.testToken(userID: "carol").token, userIdentifier: "carol")
+                _ = await bob.waitForSettledState()
+            case .signOutWipingKeys:
+                await bob.signOut(wipeKeys: true)
+            }
+            #expect(try Self.leaks(prepared) == [], "\(path)")
+            let store = try DatabaseQueue(path: prepared.bobDirectory.appendingPathComponent("endpoint.sqlite").path)
+            for table in ["chats", "messages", "sender_keys", "contacts", "mailbox_cursor", "local_keys"] {
+                #expect(try store.read { db in try db.scalar("SELECT count(*) FROM \(table)", as: Int.self) } == 0, "\(table)")
+            }
+        }
+    }
+
+    @Test func theNextUserOfTheDirectorySeesOnlyTheirOwnChatsFromTheirFirstEntry() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let prepared = try await Self.prepare(directory)
+            // Carol has a chat with alice before she ever uses bob's device.
+            let (carolLaptop, _) = try await prepared.world.endpoint("carol", "carol-laptop")
+            let chat = try await prepared.alice.startChat(with: ["carol"], subject: "For carol")
+            try await prepared.alice.sendMessage("hello carol", to: chat.chatID)
+            await carolLaptop.stop()
+            let bob = prepared.bob
+            await bob.sendAuthToken(try await prepared.world.domain.testToken(userID: "carol").token, userIdentifier: "carol")
+            try await bob.completeSetup(using: ScriptedHandler(passcodes: ["carol-passcode"]))
+            let access = try await bob.messaging()
+            try await access.refresh()
+            #expect(access.currentUser == "carol")
+            #expect(
+                access.chats.value.map(\.subject) == ["For carol"], "bob's chat is gone, carol's is read from her first entry")
+            #expect(try await access.messages(in: chat.chatID).value.map(\.content) == ["hello carol"])
+        }
+    }
+}
