@@ -26,7 +26,7 @@ enum SealedFormats {
 
         /// Bound into the key derivation, the associated data and the signature.
         static func context(chat: String, from: String, device: String, to: String, epoch: Int, after: Int64) -> Data {
-            SealedFormats.encode("spark-chat-key-v1", [chat, from, device, to], [UInt64(epoch), UInt64(after)])
+            SealedFormats.encode("spark-chat-key-v1", [chat, from, device, to], [Int64(epoch), after])
         }
 
         var signedBytes: Data {
@@ -56,7 +56,7 @@ enum SealedFormats {
         var signature: Data
 
         static func associatedData(chat: String, from: String, device: String, seq: Int64, epoch: Int) -> Data {
-            SealedFormats.encode("spark-message-v1", [chat, from, device], [UInt64(seq), UInt64(epoch)])
+            SealedFormats.encode("spark-message-v1", [chat, from, device], [seq, Int64(epoch)])
         }
 
         var signedBytes: Data {
@@ -76,15 +76,17 @@ enum SealedFormats {
     }
 
     /// `label ‖ 0 ‖ text₁ ‖ 0 ‖ … ‖ textₙ ‖ 0 ‖ number₁ (u64 BE) ‖ …`: the bound context of the
-    /// formats in `docs/FORMATS.md`. Texts are user and chat ids, which contain no NUL.
-    static func encode(_ label: String, _ texts: [String], _ numbers: [UInt64]) -> Data {
+    /// formats in `docs/FORMATS.md`. Texts are user and chat ids, which contain no NUL. Numbers
+    /// are checked positive where they are decoded; here they are taken bit for bit, so that no
+    /// input can trap.
+    static func encode(_ label: String, _ texts: [String], _ numbers: [Int64]) -> Data {
         var data = Data(label.utf8)
         for text in texts {
             data.append(0)
             data.append(contentsOf: Data(text.utf8))
         }
         data.append(0)
-        for number in numbers { withUnsafeBytes(of: number.bigEndian) { data.append(contentsOf: $0) } }
+        for number in numbers { withUnsafeBytes(of: UInt64(bitPattern: number).bigEndian) { data.append(contentsOf: $0) } }
         return data
     }
 
@@ -101,6 +103,7 @@ enum SealedFormats {
         to recipient: String,
         recipientKey: X25519.PublicKey
     ) throws -> Data {
+        guard epoch >= 1, after >= 0 else { throw MessagingError(.forged, "a chat key's epoch starts at 1, after at 0") }
         let ephemeral = try X25519.PrivateKey()
         let context = KeyEnvelope.context(
             chat: chat, from: sender.userID, device: device, to: recipient, epoch: epoch, after: after)
@@ -162,6 +165,7 @@ enum SealedFormats {
         _ content: Content, id: String, chat: String, device: String, seq: Int64, epoch: Int, key: SymmetricKey,
         sender: UnlockedKeys
     ) throws -> Data {
+        guard seq >= 1, epoch >= 1 else { throw MessagingError(.forged, "a message's seq and epoch start at 1") }
         let plaintext = try encoder.encode(content)
         let aad = SealedMessage.associatedData(chat: chat, from: sender.userID, device: device, seq: seq, epoch: epoch)
         let box = try AESGCM.seal(plaintext, using: key, authenticating: aad)
@@ -175,7 +179,9 @@ enum SealedFormats {
 
     /// The header of a sealed message, before any check (to find the key and the sender).
     static func header(_ payload: Data) throws -> SealedMessage {
-        guard let message = try? JSONDecoder().decode(SealedMessage.self, from: payload), message.v == 1, message.seq >= 1 else {
+        guard let message = try? JSONDecoder().decode(SealedMessage.self, from: payload), message.v == 1, message.seq >= 1,
+            message.epoch >= 1
+        else {
             throw MessagingError(.forged, "a message is malformed")
         }
         return message
