@@ -79,6 +79,14 @@ let package = Package(
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
+        // The replay driver the fuzzers use when libFuzzer is not linked (see the file).
+        .target(name: "CSparkFuzz", path: "Sources/CSparkFuzz"),
+        .executableTarget(
+            name: "spark-fuzz",
+            dependencies: ["CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkSDK"],
+            path: "Tests/Fuzz/spark-fuzz",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "store-writer",
             dependencies: ["SparkStore"],
@@ -123,7 +131,7 @@ let package = Package(
         ),
         .testTarget(
             name: "QuickStartTests",
-            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart", "spark-admin", "ChatApp"],
+            dependencies: ["SparkDomain", "SparkTestSupport", "quickstart", "spark-admin", "ChatApp", "spark-fuzz"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

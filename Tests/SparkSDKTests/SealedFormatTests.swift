@@ -1,8 +1,9 @@
 import Foundation
 import SparkCrypto
-@testable import SparkSDK
 import SparkTestSupport
 import Testing
+
+@testable import SparkSDK
 
 /// The sealed formats' checks, each attacked on its own: a message or key envelope that is
 /// well formed and encrypted right but fails one check must be refused by that check.
@@ -94,7 +95,8 @@ struct SealedFormatTests {
         decoded.tag = box.tag
         decoded.signature = try mallory.signing.signature(for: decoded.signedBytes)
         let payload = try SealedFormats.encoder.encode(decoded)
-        let opened = try SealedFormats.openKey(payload, chat: "c1", sender: "alice", senderKey: mallory.signing.publicKey, me: bob)
+        let opened = try SealedFormats.openKey(
+            payload, chat: "c1", sender: "alice", senderKey: mallory.signing.publicKey, me: bob)
         #expect(opened.epoch == 1, "the envelope is sound but for its signer")
         #expect(throws: MessagingError(.forged, "")) {
             try SealedFormats.openKey(payload, chat: "c1", sender: "alice", senderKey: alice.signing.publicKey, me: bob)

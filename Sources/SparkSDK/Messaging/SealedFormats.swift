@@ -211,8 +211,8 @@ enum SealedFormats {
     }
 }
 
-/// The message format's seal and open, for tools that measure or check it (`spark-bench`);
-/// apps send through ``BBMAccess``.
+/// The message and key-envelope formats' seal and open, for tools that measure or check them
+/// (`spark-bench`, the fuzzers); apps send through ``BBMAccess``.
 public enum MessageSealing {
     /// Seals `content` as `sender`'s message number `seq` from endpoint `device` in `chat`.
     public static func seal(
@@ -222,6 +222,24 @@ public enum MessageSealing {
             SealedFormats.Content(content: content, tag: "Text"), id: "m\(seq)", chat: chat, device: device, seq: seq,
             epoch: epoch,
             key: key, sender: sender)
+    }
+
+    /// Seals `key` for `recipient` as `sender`'s chat key `epoch` in `chat` (a key envelope).
+    public static func sealKeyEnvelope(
+        _ key: SymmetricKey, chat: String, epoch: Int, from sender: UnlockedKeys, device: String, to recipient: String,
+        recipientKey: X25519.PublicKey
+    ) throws -> Data {
+        try SealedFormats.sealKey(
+            key, chat: chat, epoch: epoch, after: 0, from: sender, device: device, to: recipient, recipientKey: recipientKey)
+    }
+
+    /// Verifies and opens a key envelope from `sender` in `chat` for `recipient`; returns the
+    /// chat key and its epoch.
+    public static func openKeyEnvelope(
+        _ envelope: Data, chat: String, sender: String, senderKey: Ed25519.PublicKey, recipient: UnlockedKeys
+    ) throws -> (epoch: Int, key: SymmetricKey) {
+        let opened = try SealedFormats.openKey(envelope, chat: chat, sender: sender, senderKey: senderKey, me: recipient)
+        return (opened.epoch, opened.key)
     }
 
     /// Verifies and opens a sealed message from `sender` in `chat`; returns its text.

@@ -1,0 +1,209 @@
+// spark-fuzz: libFuzzer harnesses over every public decoder of the SDK. One binary, one harness
+// per run:
+//
+//   spark-fuzz HARNESS [libFuzzer flags] [CORPUS…]   fuzz (built with -sanitize=fuzzer,address)
+//   spark-fuzz HARNESS CORPUS…                       replay the corpus (a normal build)
+//   spark-fuzz --list                                the harnesses
+//   spark-fuzz --make-seeds DIRECTORY                write valid inputs for each harness
+//
+// scripts/fuzz.sh builds and runs it; Tests/Fuzz/corpus/<harness>/ keeps the seeds and every
+// input that once crashed, replayed by `swift test`. A harness must never crash: a decoder
+// answers hostile input with an error, which the harness ignores.
+import CSparkFuzz
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkSDK
+
+/// Fixed keys, so that seeds made by `--make-seeds` verify and decrypt in every run.
+enum Fixture {
+    static let alice = try! UnlockedKeys(
+        userID: "alice", signing: Ed25519.PrivateKey(rawRepresentation: Data(repeating: 1, count: 32)),
+        encryption: X25519.PrivateKey(rawRepresentation: Data(repeating: 2, count: 32)), keyVersion: 1)
+    static let bob = try! UnlockedKeys(
+        userID: "bob", signing: Ed25519.PrivateKey(rawRepresentation: Data(repeating: 3, count: 32)),
+        encryption: X25519.PrivateKey(rawRepresentation: Data(repeating: 4, count: 32)), keyVersion: 1)
+    static let chatKey = SymmetricKey(data: Data(repeating: 5, count: 32))
+    static let jwsKeys: [JWS.VerificationKey] = [
+        JWS.VerificationKey(alice.signing.publicKey, keyID: "k1"),
+        JWS.VerificationKey(try! P256.PublicKey(x: p256X, y: p256Y), keyID: "p1"),
+    ]
+    // A point on P-256 (the generator).
+    static let p256X = Data(hexadecimal: "6b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296")
+    static let p256Y = Data(hexadecimal: "4fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5")
+    static let issuer = TokenIssuer(issuer: "https://idp.example", key: alice.signing, keyID: "k1")
+    static let validator = TokenValidator(issuers: [issuer.trusted(audience: "fuzz", kind: .external)])
+}
+
+extension Data {
+    init(hexadecimal: String) {
+        self.init(stride(from: 0, to: hexadecimal.count, by: 2).map { UInt8(hexadecimal.dropFirst($0).prefix(2), radix: 16)! })
+    }
+    var text: String { String(decoding: self, as: UTF8.self) }
+}
+
+/// A receipt's payload, as the messenger reads it.
+struct Receipt: Decodable {
+    var state: String
+    var number: Int64
+}
+
+/// Each harness feeds one input to one decoder and everything it leads to.
+let harnesses: [String: @Sendable (Data) -> Void] = [
+    "base64url": { data in
+        _ = try? Data(base64URLEncoded: data.text)
+        _ = try? SecureBytes(base64URLEncoded: data.text)
+    },
+    "jws": { data in
+        if let unverified = try? JWS.Unverified(data.text) {
+            _ = unverified.header
+            _ = try? unverified.verify(using: Fixture.jwsKeys)
+        }
+        _ = try? JWS.unverifiedPayload(of: data.text)
+    },
+    "jwt": { data in _ = try? Fixture.validator.validate(data.text) },
+    "jwe": { data in
+        _ = try? JWE.header(of: data)
+        _ = try? JWE.decrypt(data, keyEncryptionKey: Fixture.chatKey)
+        _ = try? JWE.decrypt(data, password: Data("passcode".utf8), maximumIterations: JWE.minimumDecryptIterations)
+    },
+    "jwk": { data in
+        guard let jwk = try? JWK(json: data) else { return }
+        _ = try? jwk.ed25519PublicKey()
+        _ = try? jwk.ed25519PrivateKey()
+        _ = try? JWS.VerificationKey(jwk: jwk)
+        _ = try? jwk.jsonData()
+    },
+    "jwkset": { data in
+        guard let set = try? JWKSet(json: data) else { return }
+        for jwk in set.keys { _ = try? JWS.VerificationKey(jwk: jwk) }
+    },
+    "plist": { data in
+        _ = try? ConfigSettings.decode(
+            data, file: "fuzz.plist", baseDirectory: URL(fileURLWithPath: "/nonexistent"), environment: [:])
+    },
+    "sealed-message": { data in
+        _ = try? MessageSealing.open(
+            data, chat: "c1", sender: "alice", senderKey: Fixture.alice.signing.publicKey, key: Fixture.chatKey)
+    },
+    "key-envelope": { data in
+        _ = try? MessageSealing.openKeyEnvelope(
+            data, chat: "c1", sender: "alice", senderKey: Fixture.alice.signing.publicKey, recipient: Fixture.bob)
+    },
+    "mailbox-entry": { data in
+        guard let entry = try? JSONDecoder().decode(MailboxEntry.self, from: data) else { return }
+        switch entry.kind {
+        case .message, .event:
+            _ = try? MessageSealing.open(
+                entry.payload, chat: entry.chatID, sender: entry.sender, senderKey: Fixture.alice.signing.publicKey,
+                key: Fixture.chatKey)
+        case .chatKey:
+            _ = try? MessageSealing.openKeyEnvelope(
+                entry.payload, chat: entry.chatID, sender: entry.sender, senderKey: Fixture.alice.signing.publicKey,
+                recipient: Fixture.bob)
+        case .receipt:
+            _ = try? JSONDecoder().decode(Receipt.self, from: entry.payload)
+        case .membership:
+            _ = entry.members?.map(\.userID)
+        }
+    },
+    "domain-request": { data in
+        // The request types of the domain's contract, and what the domain checks of them.
+        let decoder = JSONDecoder()
+        if let request = try? decoder.decode(SignUpRequest.self, from: data) { _ = request.description }
+        _ = try? decoder.decode(EndpointRegistration.self, from: data)
+        if let identity = try? decoder.decode(PublishedIdentity.self, from: data) { _ = identity.isSelfSigned }
+        if let policy = try? decoder.decode(DomainPolicy.self, from: data) { _ = try? policy.validate() }
+        _ = try? decoder.decode([ChatPost].self, from: data)
+        _ = try? decoder.decode(UserStatus.self, from: data)
+    },
+]
+
+/// Valid inputs for each harness, so the fuzzer starts past the outer checks.
+func seeds() throws -> [String: [Data]] {
+    let sealed = try MessageSealing.seal(
+        "hello", chat: "c1", device: "d1", seq: 1, epoch: 1, key: Fixture.chatKey, sender: Fixture.alice)
+    let envelope = try MessageSealing.sealKeyEnvelope(
+        Fixture.chatKey, chat: "c1", epoch: 1, from: Fixture.alice, device: "d1", to: "bob",
+        recipientKey: Fixture.bob.encryption.publicKey)
+    let token = try Fixture.issuer.issue(subject: "carol", audience: "fuzz", lifetime: 3600, now: Date()).token
+    let jwe = try JWE.encrypt(Data("secret".utf8), keyEncryptionKey: Fixture.chatKey, keyID: "k", contentType: "text")
+    let encoder = JSONEncoder()
+    func entry(_ kind: MailboxKind, _ payload: Data) throws -> Data {
+        try JSONSerialization.data(withJSONObject: [
+            "sequence": 1, "chatID": "c1", "sender": "alice", "kind": kind.rawValue, "messageNumber": 1,
+            "payload": payload.base64EncodedString(), "postedAt": 0,
+        ])
+    }
+    let plist = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <plist version="1.0"><dict><key>authProvider</key><string>testAuth</string>
+        <key>testAuth</key><dict><key>domain</key><string>d</string><key>environment</key><string>sandbox</string></dict>
+        </dict></plist>
+        """
+    return [
+        "base64url": [Data("aGVsbG8".utf8), Data("_-_-".utf8)],
+        "jws": [Data(token.utf8)],
+        "jwt": [Data(token.utf8)],
+        "jwe": [jwe],
+        "jwk": [try JWK(Fixture.alice.signing.publicKey, keyID: "k1").jsonData(), try JWK(Fixture.alice.signing).jsonData()],
+        "jwkset": [try Fixture.issuer.jwks.jsonData()],
+        "plist": [Data(plist.utf8)],
+        "sealed-message": [sealed],
+        "key-envelope": [envelope],
+        "mailbox-entry": [
+            try entry(.message, sealed), try entry(.chatKey, envelope),
+            try entry(.receipt, Data(#"{"state":"read","number":1}"#.utf8)),
+        ],
+        "domain-request": [
+            try encoder.encode(SignUpRequest(userName: "u", password: "p", email: "e@x.y", country: "CA", age: 30)),
+            try encoder.encode(DomainPolicy()),
+            try encoder.encode(Fixture.alice.publishedIdentity()),
+        ],
+    ]
+}
+
+/// The harness of this run; the C callback cannot capture it.
+nonisolated(unsafe) var selected: (@Sendable (Data) -> Void)?
+
+let callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32 = { bytes, size in
+    let data = bytes.map { Data(bytes: $0, count: size) } ?? Data()
+    selected?(data)
+    return 0
+}
+
+var arguments = CommandLine.arguments
+guard arguments.count >= 2 else {
+    FileHandle.standardError.write(Data("usage: spark-fuzz HARNESS [FLAGS] [CORPUS…] | --list | --make-seeds DIR\n".utf8))
+    exit(64)
+}
+let command = arguments.remove(at: 1)
+switch command {
+case "--list":
+    print(harnesses.keys.sorted().joined(separator: "\n"))
+    exit(0)
+case "--make-seeds":
+    guard arguments.count >= 2 else { exit(64) }
+    let root = URL(fileURLWithPath: arguments[1])
+    for (name, inputs) in try seeds() {
+        let directory = root.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for (index, input) in inputs.enumerated() {
+            try input.write(to: directory.appendingPathComponent("seed-\(index + 1)"))
+        }
+    }
+    exit(0)
+default:
+    guard let harness = harnesses[command] else {
+        FileHandle.standardError.write(Data("spark-fuzz: no harness '\(command)'; see --list\n".utf8))
+        exit(64)
+    }
+    selected = harness
+}
+var count = Int32(arguments.count)
+var pointers = arguments.map { strdup($0) } + [nil]
+let status = pointers.withUnsafeMutableBufferPointer { buffer -> Int32 in
+    var argv = buffer.baseAddress
+    return LLVMFuzzerRunDriver(&count, &argv, callback)
+}
+exit(status)
