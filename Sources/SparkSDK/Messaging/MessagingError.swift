@@ -21,6 +21,9 @@ public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible
         public static let refused = Code(name: "refused")
         /// The local store failed.
         public static let storageFailure = Code(name: "storageFailure")
+        /// What arrived contradicts what this endpoint stored (a member listed twice, a
+        /// message number already taken): it is dropped, and nothing of it is kept.
+        public static let conflict = Code(name: "conflict")
         /// The code's name.
         public var description: String { name }
     }

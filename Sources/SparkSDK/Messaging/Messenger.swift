@@ -59,6 +59,9 @@ actor Messenger {
     private var lastSync: Task<Int, any Error>?
     /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
     private var deliveries: [String: Task<Bool, Never>] = [:]
+    /// The sending-key check in progress per chat: concurrent sends wait for the same one, so a
+    /// chat never gets two keys for one epoch.
+    private var keyChecks: [String: Task<(Int, SymmetricKey), any Error>] = [:]
     /// Set by `stop()`: from then on this messenger writes nothing (see `write`).
     private var stopped = false
     /// Every `events` stream handed out; each event goes to all of them.
@@ -184,20 +187,20 @@ actor Messenger {
         var key: SymmetricKey
         var sequence: Int64
         var posts: [ChatPost]
+        var pending: [String]
     }
 
     private func announcement(
         _ chatID: String, subject: String, to members: [String], epoch: Int, after: Int64
     ) async throws -> Announcement {
         let key = SymmetricKey(size: .bits256)
-        var posts = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members).map {
-            ChatPost(kind: .chatKey, payload: $0.envelope, recipient: $0.member)
-        }
+        let (envelopes, pending) = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members)
+        var posts = envelopes.map { ChatPost(kind: .chatKey, payload: $0.envelope, recipient: $0.member) }
         let event = try SealedFormats.seal(
             SealedFormats.Content(content: "", tag: "Subject", subject: subject), id: UUID().uuidString.lowercased(),
             chat: chatID, device: endpointID, seq: after + 1, epoch: epoch, key: key, sender: keys)
         posts.append(ChatPost(kind: .event, payload: event))
-        return Announcement(epoch: epoch, key: key, sequence: after + 1, posts: posts)
+        return Announcement(epoch: epoch, key: key, sequence: after + 1, posts: posts, pending: pending)
     }
 
     /// Keeps an announcement's key and sequence once the domain took it (inside the write that
@@ -205,8 +208,14 @@ actor Messenger {
     private func record(_ announcement: Announcement, in db: Database, chatID: String, subject: String?) throws {
         let version = try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 1
         try db.execute(
-            "INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
-            [chatID, me, endpointID, announcement.epoch, announcement.key.secureBytes.unsafeData(), version])
+            """
+            INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version, pending)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                chatID, me, endpointID, announcement.epoch, announcement.key.secureBytes.unsafeData(), version,
+                Self.encodeMembers(announcement.pending),
+            ])
         try db.execute(
             """
             INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
@@ -389,24 +398,45 @@ actor Messenger {
     /// This user's current sending key for the chat, made and handed to every member when the
     /// membership changed since the last one (so a member who left cannot read what follows).
     private func ensureSenderKey(_ chatID: String) async throws -> (Int, SymmetricKey) {
-        let (version, members, latest, after) = try read { db -> (Int, [String], (Int, Data, Int)?, Int64) in
+        if let running = keyChecks[chatID] { return try await running.value }
+        let check = Task { try await self.checkSenderKey(chatID) }
+        keyChecks[chatID] = check
+        defer { keyChecks[chatID] = nil }
+        return try await check.value
+    }
+
+    private func checkSenderKey(_ chatID: String) async throws -> (Int, SymmetricKey) {
+        let (version, members, latest, after) = try read { db -> (Int, [String], (Int, Data, Int, [String])?, Int64) in
             let version = try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 1
             let members = try db.rows("SELECT user_id FROM participants WHERE chat_id = ?", [chatID]).map {
                 try $0.get(0, as: String.self)
             }
             let latest = try db.row(
                 """
-                SELECT epoch, key, membership_version FROM sender_keys WHERE chat_id = ? AND sender = ? AND device = ?
+                SELECT epoch, key, membership_version, pending FROM sender_keys WHERE chat_id = ? AND sender = ? AND device = ?
                 ORDER BY epoch DESC LIMIT 1
                 """, [chatID, self.me, self.endpointID]
-            ).map { (try $0.get(0, as: Int.self), try $0.get(1, as: Data.self), try $0.get(2, as: Int.self)) }
+            ).map {
+                (
+                    try $0.get(0, as: Int.self), try $0.get(1, as: Data.self), try $0.get(2, as: Int.self),
+                    Self.decodeMembers(try $0.get(3, as: String.self))
+                )
+            }
             return (version, members, latest, try self.lastSequence(db, chatID: chatID))
         }
-        if let latest, latest.2 == version { return (latest.0, SymmetricKey(data: latest.1)) }
+        let token = try await token()
+        if let latest, latest.2 == version {
+            let key = SymmetricKey(data: latest.1)
+            // Members who had no identity when the key was made get it once they have one.
+            if !latest.3.isEmpty {
+                try await hand(key, chatID: chatID, epoch: latest.0, after: after, to: latest.3, token: token)
+            }
+            return (latest.0, key)
+        }
         let epoch = (latest?.0 ?? 0) + 1
         let key = SymmetricKey(size: .bits256)
-        let token = try await token()
-        for (member, envelope) in try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members) {
+        let (envelopes, pending) = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members)
+        for (member, envelope) in envelopes {
             _ = try await domainCall {
                 try await domain.post(
                     token: token, endpointID: endpointID, chatID: chatID, kind: .chatKey, payload: envelope, recipient: member,
@@ -415,20 +445,60 @@ actor Messenger {
         }
         try write { db in
             try db.execute(
-                "INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
-                [chatID, self.me, self.endpointID, epoch, key.secureBytes.unsafeData(), version])
+                """
+                INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version, pending)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+                [chatID, self.me, self.endpointID, epoch, key.secureBytes.unsafeData(), version, Self.encodeMembers(pending)])
         }
         return (epoch, key)
     }
 
+    /// Posts the current key to members who were pending, and records who still is.
+    private func hand(_ key: SymmetricKey, chatID: String, epoch: Int, after: Int64, to pending: [String], token: String)
+        async throws
+    {
+        let (envelopes, stillPending) = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: pending)
+        guard !envelopes.isEmpty else { return }
+        for (member, envelope) in envelopes {
+            _ = try await domainCall {
+                try await domain.post(
+                    token: token, endpointID: endpointID, chatID: chatID, kind: .chatKey, payload: envelope, recipient: member,
+                    clientID: nil)
+            }
+        }
+        try write { db in
+            try db.execute(
+                "UPDATE sender_keys SET pending = ? WHERE chat_id = ? AND sender = ? AND device = ? AND epoch = ?",
+                [Self.encodeMembers(stillPending), chatID, self.me, self.endpointID, epoch])
+        }
+    }
+
+    static func encodeMembers(_ members: [String]) -> String {
+        String(decoding: (try? JSONEncoder().encode(members)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+
+    static func decodeMembers(_ text: String) -> [String] {
+        (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
+    }
+
     /// `key` sealed to each member's current identity (looked up again, so a changed one is
-    /// noticed and flagged before anything is sealed to it).
+    /// noticed and flagged before anything is sealed to it). Members without an identity (they
+    /// never set up a device) are returned as pending: the chat goes on without them, and they
+    /// get the key at a later send once they have one.
     private func keyEnvelopes(
         _ key: SymmetricKey, chatID: String, epoch: Int, after: Int64, to members: [String]
-    ) async throws -> [(member: String, envelope: Data)] {
+    ) async throws -> (envelopes: [(member: String, envelope: Data)], pending: [String]) {
         var envelopes: [(member: String, envelope: Data)] = []
+        var pending: [String] = []
         for member in members {
-            let identity = try await identity(of: member, refresh: true)
+            let identity: PublishedIdentity
+            do {
+                identity = try await self.identity(of: member, refresh: true)
+            } catch let error as MessagingError where error.code == .unknownUser {
+                pending.append(member)
+                continue
+            }
             envelopes.append(
                 (
                     member,
@@ -437,7 +507,7 @@ actor Messenger {
                         recipientKey: try X25519.PublicKey(rawRepresentation: identity.encryptionKey))
                 ))
         }
-        return envelopes
+        return (envelopes, pending)
     }
 
     // MARK: Reading
@@ -513,11 +583,21 @@ actor Messenger {
             do {
                 events = try write { db in
                     let events = try applied.changes?(db) ?? []
-                    try db.execute(
-                        "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
-                        [entry.sequence])
+                    try Self.moveCursor(db, to: entry.sequence)
                     return events
                 }
+            } catch let error as MessagingError where error.code == .conflict {
+                // The entry contradicts the store (a member listed twice, a number already
+                // taken): retrying cannot help, so it is dropped like a forgery, its changes
+                // rolled back, and only the cursor moves past it.
+                eventSinks.yield(.dropped(chatID: entry.chatID, reason: error.reason))
+                do {
+                    try write { db in try Self.moveCursor(db, to: entry.sequence) }
+                } catch {
+                    failure = error
+                    break
+                }
+                continue
             } catch {
                 failure = error
                 break
@@ -537,6 +617,17 @@ actor Messenger {
         for (chatID, number) in newest { try? await sendReceipt(chatID: chatID, state: "delivered", number: number) }
         if let failure { throw failure }
         return entries.count
+    }
+
+    /// SQLite's extended codes for data that contradicts the schema (a primary key or unique
+    /// value taken, a NULL or a failed CHECK), as opposed to the store failing: what arrived is at
+    /// fault, and retrying it cannot help. (A trigger's RAISE, a full disk or I/O are failures.)
+    static let dataConflicts: Set<Int32> = [1555, 2067, 1299, 275]  // PRIMARYKEY, UNIQUE, NOTNULL, CHECK
+
+    static func moveCursor(_ db: Database, to sequence: Int64) throws {
+        try db.execute(
+            "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
+            [sequence])
     }
 
     /// Domain failures that say nothing about what was sent: retry later.
@@ -923,7 +1014,11 @@ actor Messenger {
     @discardableResult
     private func write<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
         try requireRunning()
-        do { return try queue.write(body) } catch let error as MessagingError { throw error } catch {
+        do { return try queue.write(body) } catch let error as MessagingError { throw error } catch let error as StoreError
+            where Self.dataConflicts.contains(error.resultCode)
+        {
+            throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(error.message))")
+        } catch {
             throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
         }
     }

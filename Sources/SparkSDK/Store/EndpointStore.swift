@@ -120,6 +120,10 @@ public final class EndpointStore: Sendable {
                 );
                 """)
         }
+        migrator.register("v5-pending-key-members") { db in
+            // Members a sending key could not be sealed to yet (no identity): they get it later.
+            try db.execute("ALTER TABLE sender_keys ADD COLUMN pending TEXT NOT NULL DEFAULT '[]'")
+        }
         return migrator
     }
 

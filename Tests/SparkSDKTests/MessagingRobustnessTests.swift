@@ -1,0 +1,119 @@
+import Foundation
+import SparkCrypto
+import SparkSDK
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkDomain
+
+/// Entries and memberships that once stopped a device's mailbox or a whole chat: each is now
+/// dropped with an event, or skipped, and messaging goes on.
+@Suite("Messaging: what once stopped a mailbox or a chat")
+struct MessagingRobustnessTests {
+    /// Puts an entry into `user`'s mailbox as the domain would (the embedded domain's file is no
+    /// trust boundary: any local process can write it).
+    static func inject(
+        _ world: ChatWorld, to user: String, chatID: String, sender: String, kind: MailboxKind, number: Int64? = nil,
+        payload: Data = Data(), members: [ChatMember]? = nil
+    ) throws {
+        try world.domain.queue.write { db in
+            try EmbeddedDomain.append(
+                db, to: [user], chatID: chatID, sender: sender, kind: kind, messageNumber: number, payload: payload,
+                members: members, now: Date().timeIntervalSince1970)
+        }
+    }
+
+    @Test func aMembershipEntryListingAMemberTwiceIsDroppedAndTheMailboxGoesOn() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let events = EventRecorder(bob)
+            let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
+            try Self.inject(
+                world, to: "bob", chatID: chat.chatID, sender: "alice", kind: .membership,
+                members: [
+                    ChatMember(userID: "alice", isAdmin: true), ChatMember(userID: "bob", isAdmin: false),
+                    ChatMember(userID: "bob", isAdmin: true),
+                ])
+            try await alice.sendMessage("after the bad entry", to: chat.chatID)
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("the next message arrives") { messages.value.map(\.content) == ["after the bad entry"] })
+            #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
+            #expect(try await bob.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob"], "nothing of it kept")
+        }
+    }
+
+    @Test func anEchoWhoseNumberIsTakenIsDroppedAndTheMailboxGoesOn() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            #expect(await waitFor("bob knows the chat") { bob.chats.value.count == 1 })
+            let mine = try await bob.sendMessage("bob's first", to: chat.chatID)
+            try await alice.sendMessage("alice's second", to: chat.chatID)
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has both") { messages.value.count == 2 })
+            // The echo of bob's own message again, claiming alice's number.
+            let token = try await world.domain.testToken(userID: "bob").token
+            let entries = try await world.domain.readMailbox(
+                token: token, endpointID: try await bobService.endpointID, after: 0, limit: 100)
+            let echo = try #require(entries.first { $0.kind == .message && $0.sender == "bob" })
+            let events = EventRecorder(bob)
+            try Self.inject(
+                world, to: "bob", chatID: chat.chatID, sender: "bob", kind: .message, number: 2, payload: echo.payload)
+            try await alice.sendMessage("alice's third", to: chat.chatID)
+            #expect(await waitFor("the next message arrives") { messages.value.count == 3 })
+            #expect(messages.value.map(\.content) == ["bob's first", "alice's second", "alice's third"])
+            #expect(messages.value.first { $0.id == mine.id }?.number == 1, "bob's message keeps its number")
+            #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
+        }
+    }
+
+    @Test func concurrentSendsShareOneSendingKey() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])  // no subject: the first send makes the key
+            async let first = alice.sendMessage("one", to: chat.chatID)
+            async let second = alice.sendMessage("two", to: chat.chatID)
+            async let third = alice.sendMessage("three", to: chat.chatID)
+            _ = try await (first, second, third)
+            try await alice.sendMessage("four", to: chat.chatID)
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob reads every one") { messages.value.count == 4 }, "\(messages.value.map(\.content))")
+            #expect(Set(messages.value.map(\.content)) == ["one", "two", "three", "four"])
+            let keys = try world.domain.queue.read { db in
+                try db.scalar("SELECT count(*) FROM mailbox WHERE user_id = 'bob' AND kind = 'chatKey'", as: Int.self)
+            }
+            #expect(keys == 1, "one key envelope for bob: one sending key")
+        }
+    }
+
+    @Test func aMemberWithoutAnIdentityDoesNotStopTheChatAndGetsTheKeyOnceSetUp() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            // Another client of alice's adds "dana", who has never set up a device.
+            _ = try await world.domain.updateMembers(
+                token: try await world.domain.testToken(userID: "alice").token, endpointID: try await aliceService.endpointID,
+                chatID: chat.chatID, add: ["dana"], remove: [])
+            try await alice.refresh()
+            #expect(try await alice.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob", "dana"])
+            let sent = try await alice.sendMessage("before dana", to: chat.chatID)
+            #expect(sent.state.isAccepted, "\(sent.state)")
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob reads it") { messages.value.map(\.content) == ["before dana"] })
+            // Dana sets up; alice's next message reaches her.
+            let (_, dana) = try await world.endpoint("dana", "dana-phone")
+            try await alice.sendMessage("hello dana", to: chat.chatID)
+            let danaMessages = try await dana.messages(in: chat.chatID)
+            #expect(await waitFor("dana reads it") { danaMessages.value.map(\.content).contains("hello dana") })
+        }
+    }
+}
