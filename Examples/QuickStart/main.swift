@@ -24,6 +24,7 @@ let usage = """
 
 struct Options {
     var config = "ConfigSettings.plist"
+    var configGiven = false
     var dataDirectory: String?
     var user: String?
     var passcodeDescriptor: Int32?
@@ -54,7 +55,9 @@ func parse(_ arguments: [String]) -> Options {
         case "--help", "-h", "help":
             print(usage)
             exit(0)
-        case "--config": options.config = value("--config")
+        case "--config":
+            options.config = value("--config")
+            options.configGiven = true
         case "--data-dir": options.dataDirectory = value("--data-dir")
         case "--user": options.user = value("--user")
         case "--passcode-fd":
@@ -72,6 +75,14 @@ func parse(_ arguments: [String]) -> Options {
         index += 1
     }
     if options.keep != nil, !options.demo { usageError("--keep goes with demo") }
+    // The demo changes its domain's policy and moderates its users: it runs in a domain of
+    // its own, never in the one a plist names, and says so rather than ignore the flag.
+    if options.demo, options.configGiven {
+        usageError("demo runs in a temporary domain of its own and takes no --config (use --keep DIR to keep it)")
+    }
+    if options.demo, options.dataDirectory != nil || options.user != nil || options.passcodeDescriptor != nil {
+        usageError("demo takes only --keep DIR")
+    }
     return options
 }
 

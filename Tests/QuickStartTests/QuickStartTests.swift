@@ -39,6 +39,11 @@ struct QuickStartTests {
         #expect(missing.status == 64 && missing.stderr.contains("--data-dir needs a value"))
         let badFD = try await Self.run(["--passcode-fd", "x"])
         #expect(badFD.status == 64)
+        // The demo runs in a domain of its own: a plist for it is refused, not ignored.
+        let demoConfig = try await Self.run(["demo", "--config", "ConfigSettings.plist"])
+        #expect(demoConfig.status == 64 && demoConfig.stderr.contains("demo runs in a temporary domain of its own"))
+        let demoUser = try await Self.run(["demo", "--user", "alice"])
+        #expect(demoUser.status == 64 && demoUser.stderr.contains("demo takes only --keep DIR"))
         let noConfig = try await Self.run(["--config", "/nonexistent/ConfigSettings.plist"])
         #expect(
             noConfig.status == 1

@@ -112,6 +112,29 @@ struct JOSETests {
         }
     }
 
+    @Test func aHeaderThatNamesAnotherAlgorithmThanTheKeysIsRefused() throws {
+        // Signed with the Ed25519 key, but the header says ES256: the signature is the key's
+        // own, so only the binding of one algorithm to each key refuses it.
+        let signer = try Ed25519.PrivateKey()
+        for alg in ["ES256", "RS256"] {
+            let header = Data(#"{"alg":"\#(alg)","kid":"k1"}"#.utf8).base64URLEncodedString()
+            let payload = Data("hi".utf8).base64URLEncodedString()
+            let signature = try signer.signature(for: Data("\(header).\(payload)".utf8))
+            let token = "\(header).\(payload).\(signature.base64URLEncodedString())"
+            #expect(throws: CryptoError(.invalidSignature, ""), "\(alg)") {
+                try JWS.verify(token, using: [JWS.VerificationKey(signer.publicKey, keyID: "k1")])
+            }
+        }
+        // The same bytes labelled EdDSA verify: the signature itself was sound.
+        let header = Data(#"{"alg":"EdDSA","kid":"k1"}"#.utf8).base64URLEncodedString()
+        let payload = Data("hi".utf8).base64URLEncodedString()
+        let signature = try signer.signature(for: Data("\(header).\(payload)".utf8))
+        #expect(
+            try JWS.verify(
+                "\(header).\(payload).\(signature.base64URLEncodedString())", using: [JWS.VerificationKey(signer.publicKey, keyID: "k1")]
+            ).algorithm == .edDSA)
+    }
+
     @Test func jwsRejectsMalformedAndOversizeInput() throws {
         let key = JWS.VerificationKey(try Ed25519.PrivateKey().publicKey)
         for token in ["", "a.b", "a.b.c.d", "!!.e30.", "e30.e30.", "eyJhbGciOjF9.e30."] {

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Mutation testing of the security checks: applies each mutation of mutants.tsv, one at a time,
+in a scratch copy of the repository, builds it, and runs the tests named for it. A mutant the
+tests do not notice (they still pass) "survives": the script prints it and exits 1.
+
+    python3 scripts/mutants/run.py              every mutant
+    python3 scripts/mutants/run.py token-typ    only these
+"""
+import os, shutil, subprocess, sys, tempfile, time
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+table = os.path.join(root, "scripts", "mutants", "mutants.tsv")
+
+
+def mutants():
+    for line in open(table, encoding="utf-8"):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.rstrip("\n").split("\t")
+        if len(fields) != 6:
+            sys.exit(f"mutants.tsv: a line needs 6 tab-separated fields: {line!r}")
+        yield dict(id=fields[0], file=fields[1], pattern=fields[2], replacement=fields[3],
+                   occurrence=int(fields[4]), tests=fields[5])
+
+
+def run(command, cwd, log):
+    with open(log, "a") as out:
+        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
+
+
+def main():
+    wanted = set(sys.argv[1:])
+    selected = [m for m in mutants() if not wanted or m["id"] in wanted]
+    if wanted - {m["id"] for m in selected}:
+        sys.exit(f"no such mutant: {sorted(wanted - {m['id'] for m in selected})}")
+    scratch = os.environ.get("SPARK_MUTANTS_DIR") or tempfile.mkdtemp(prefix="spark-mutants-")
+    copy = os.path.join(scratch, "repo")
+    if os.path.exists(copy):
+        shutil.rmtree(copy)
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".build", ".git"), symlinks=True)
+    log = os.path.join(scratch, "mutants.log")
+    print(f"mutants: scratch copy in {copy}, log in {log}")
+    if run(["swift", "build", "--build-tests"], copy, log) != 0:
+        sys.exit("mutants: the unmutated copy does not build; see the log")
+    survivors = []
+    for mutant in selected:
+        path = os.path.join(copy, mutant["file"])
+        original = open(path, encoding="utf-8").read()
+        if original.count(mutant["pattern"]) < mutant["occurrence"]:
+            sys.exit(f"mutants: {mutant['id']}: the pattern is not in {mutant['file']} (the code moved: update mutants.tsv)")
+        parts = original.split(mutant["pattern"])
+        index = mutant["occurrence"]
+        mutated = mutant["pattern"].join(parts[:index]) + mutant["replacement"] + mutant["pattern"].join(parts[index:])
+        open(path, "w", encoding="utf-8").write(mutated)
+        start = time.time()
+        try:
+            with open(log, "a") as out:
+                out.write(f"\n===== {mutant['id']}\n")
+            if run(["swift", "build", "--build-tests"], copy, log) != 0:
+                # A mutant must compile: one that does not proves nothing about the tests.
+                verdict = "BROKEN (does not compile: fix its replacement in mutants.tsv)"
+                survivors.append(mutant["id"])
+            elif run(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log) != 0:
+                verdict = "killed"
+            else:
+                verdict = "SURVIVED"
+                survivors.append(mutant["id"])
+        finally:
+            open(path, "w", encoding="utf-8").write(original)
+        print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} ({time.time() - start:.0f} s)", flush=True)
+    if survivors:
+        print(f"mutants: {len(survivors)} of {len(selected)} survived: {', '.join(survivors)}")
+        sys.exit(1)
+    print(f"mutants: all {len(selected)} killed")
+
+
+if __name__ == "__main__":
+    main()
