@@ -131,7 +131,8 @@ struct JOSETests {
         let signature = try signer.signature(for: Data("\(header).\(payload)".utf8))
         #expect(
             try JWS.verify(
-                "\(header).\(payload).\(signature.base64URLEncodedString())", using: [JWS.VerificationKey(signer.publicKey, keyID: "k1")]
+                "\(header).\(payload).\(signature.base64URLEncodedString())",
+                using: [JWS.VerificationKey(signer.publicKey, keyID: "k1")]
             ).algorithm == .edDSA)
     }
 

@@ -1,10 +1,11 @@
 import Foundation
 import SparkCrypto
-@testable import SparkDomain
-@testable import SparkSDK
 import SparkStore
 import SparkTestSupport
 import Testing
+
+@testable import SparkDomain
+@testable import SparkSDK
 
 /// Unlocking checks that the keys in the backup are the user's published identity: a profile
 /// blob that opens with the right management key but holds other keys is refused, and nothing
