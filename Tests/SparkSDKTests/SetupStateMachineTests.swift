@@ -48,11 +48,43 @@ struct SetupStateMachineTests {
         #expect(machine.setupState == .success, "a late failure does not undo success")
     }
 
+    @Test func refusalsCarryTheirReasonAndTheAttemptsLeftUntilTheNextTry() {
+        var machine = Self.awaitingPasscode(existing: true)
+        _ = machine.syncStart(.existing)
+        machine.syncFailed(.incorrectPasscode, attemptsLeft: 4)
+        #expect(machine.state == .syncRequired(regID: 1, passcode: .existing, refusal: .init(error: .incorrectPasscode, attemptsLeft: 4)))
+        #expect(machine.attemptsLeft == 4 && machine.setupError == nil)
+        _ = machine.syncStart(.existing)
+        #expect(machine.attemptsLeft == nil && machine.syncError == .none, "a new try clears the last refusal")
+        let limit = SetupError(.tooManyAttempts, "wait", retryAfter: 600)
+        machine.syncFailed(.failure, failure: limit, attemptsLeft: 0)
+        #expect(machine.setupError == limit && machine.setupError?.retryAfter == 600 && machine.attemptsLeft == 0)
+        #expect(machine.setupState == .syncRequired && machine.regID == 1)
+    }
+
+    @Test func aFailedStepStopsSetupWithItsError() {
+        var machine = SetupStateMachine()
+        _ = machine.tokenReceived()
+        _ = machine.tokenNeeded(retrying: .register(takeOver: false))
+        let unavailable = SetupError(.domainUnavailable, "no answer")
+        machine.setupFailed(unavailable)
+        #expect(machine.state == .idle(.failed(unavailable)) && machine.setupError == unavailable)
+        #expect(machine.tokenReceived() == .register(takeOver: false), "the interrupted step was forgotten: setup starts over")
+        _ = machine.registered(regID: 3)
+        _ = machine.keysChecked(local: true, exist: true)
+        machine.finishFailed(SetupError(.storageFailure, "disk"))
+        #expect(machine.setupState == .success && machine.regID == 3 && machine.setupError?.code == .storageFailure)
+        machine.finishFailed(SetupError(.storageFailure, "again"))
+        machine.setupFailed(unavailable)
+        #expect(machine.setupState == .notRequested && machine.regID == nil)
+    }
+
     @Test func keysCreatedElsewhereMeanwhile() {
         var machine = Self.awaitingPasscode(existing: false)
         _ = machine.syncStart(.new)
-        machine.keysAppeared()
+        machine.keysAppeared(SetupError(.keysExist, "another device created them"))
         #expect(machine.setupState == .syncRequired && machine.passcodeState == .existing && machine.syncError == .failure)
+        #expect(machine.setupError?.code == .keysExist && machine.regID == 1)
     }
 
     @Test func restartWithKeysOnTheEndpointSucceedsSilently() {
@@ -97,8 +129,10 @@ struct SetupStateMachineTests {
         #expect(machine.authTokenState == .needed)
         #expect(machine.tokenReceived() == .register(takeOver: false), "the interrupted step runs again")
         #expect(machine.authTokenState == .ok)
-        machine.tokenRejected()
+        machine.tokenRejected(SetupError(.refused, "test auth is off", domainCode: .userAuthenticationRequired))
         #expect(machine.authTokenState == .rejected && machine.setupState == .notRequested)
+        #expect(machine.state == .idle(.rejected(SetupError(.refused, "", domainCode: .userAuthenticationRequired))))
+        #expect(machine.tokenReceived() == .register(takeOver: false), "a new token after a refusal tries again")
         machine.reset()
         #expect(machine == SetupStateMachine())
     }

@@ -21,8 +21,6 @@ actor ServiceEngine {
     private var tokenManager: (any BBMTokenManager)?
     /// Held only between `syncStart` and the sync step that consumes it.
     private var pendingPasscode: String?
-    private var setupError: SetupError?
-    private var attemptsLeft: Int?
     private var published = ServiceAuthState.initial
     private var heartbeat: Task<Void, Never>?
     private var listeners: [WeakListener] = []
@@ -81,7 +79,6 @@ actor ServiceEngine {
         token = nil
         userID = nil
         pendingPasscode = nil
-        setupError = nil
         machine.reset()
         publish()
     }
@@ -121,7 +118,7 @@ actor ServiceEngine {
         self.token = token
         self.userID = userID
         guard domain != nil else {
-            setupError = SetupError(.notStarted, "start the service before sending a token")
+            machine.setupFailed(SetupError(.notStarted, "start the service before sending a token"))
             publish()
             return
         }
@@ -129,7 +126,6 @@ actor ServiceEngine {
     }
 
     func setupRetry() async {
-        setupError = nil
         await perform(machine.setupRetry())
     }
 
@@ -147,7 +143,6 @@ actor ServiceEngine {
             throw SetupError(
                 .wrongState, "no passcode is awaited for '\(action.rawValue)' now (setup is \(machine.setupState))")
         }
-        setupError = nil
         pendingPasscode = passcode
         await perform(step)
     }
@@ -164,16 +159,14 @@ actor ServiceEngine {
 
     private func run(_ action: SetupStateMachine.Action) async -> SetupStateMachine.Action? {
         guard let domain, let keyManager, let token, let userID else {
-            setupError = SetupError(.noToken, "no token or service")
-            machine.setupFailed()
+            machine.setupFailed(SetupError(.noToken, "no token or service"))
             return nil
         }
         let registration: StoredRegistration
         do {
             registration = try store.registration()
         } catch {
-            setupError = error as? SetupError
-            machine.setupFailed()
+            machine.setupFailed(error as? SetupError ?? SetupError(.storageFailure, "\(error)"))
             return nil
         }
         let caller = BBMKeyManager.Caller(token: token, userID: userID, endpointID: registration.endpointID)
@@ -213,7 +206,7 @@ actor ServiceEngine {
             }
         case .sync(let syncAction):
             guard let passcode = pendingPasscode else {
-                machine.syncFailed(.failure)
+                machine.syncFailed(.failure, failure: SetupError(.wrongState, "the passcode is no longer held; give it again"))
                 return nil
             }
             do {
@@ -223,19 +216,15 @@ actor ServiceEngine {
                 case .reset: keys = try await keyManager.resetKeys(newPasscode: passcode, caller: caller)
                 }
                 pendingPasscode = nil
-                attemptsLeft = nil
-                setupError = nil
                 return machine.syncSucceeded()
             } catch let error as KeyManagementError {
                 switch error.code {
                 case .incorrectPasscode:
                     pendingPasscode = nil
-                    attemptsLeft = error.attemptsLeft
-                    machine.syncFailed(.incorrectPasscode)
+                    machine.syncFailed(.incorrectPasscode, attemptsLeft: error.attemptsLeft)
                 case .keysExist:
                     pendingPasscode = nil
-                    setupError = SetupError(.keysExist, error.reason)
-                    machine.keysAppeared()
+                    machine.keysAppeared(SetupError(.keysExist, error.reason))
                 case .refused where error.domainCode == .tokenExpired || error.domainCode == .invalidToken:
                     // The passcode is kept for the retry after a fresh token.
                     return machine.tokenNeeded(retrying: action)
@@ -244,14 +233,15 @@ actor ServiceEngine {
                     return machine.endpointRemoved(reason: error.reason)
                 case .tooManyAttempts:
                     pendingPasscode = nil
-                    setupError = SetupError(
-                        .tooManyAttempts, error.reason, domainCode: error.domainCode, retryAfter: error.retryAfter)
-                    attemptsLeft = 0
-                    machine.syncFailed(.failure)
+                    machine.syncFailed(
+                        .failure,
+                        failure: SetupError(
+                            .tooManyAttempts, error.reason, domainCode: error.domainCode, retryAfter: error.retryAfter),
+                        attemptsLeft: 0)
                 default:
                     pendingPasscode = nil
-                    setupError = SetupError(.refused, error.description, domainCode: error.domainCode)
-                    machine.syncFailed(.failure)
+                    machine.syncFailed(
+                        .failure, failure: SetupError(.refused, error.description, domainCode: error.domainCode))
                 }
                 return nil
             } catch {
@@ -262,7 +252,7 @@ actor ServiceEngine {
             do {
                 try store.saveRegistration(userID: userID, registrationID: machine.regID)
             } catch {
-                setupError = error as? SetupError
+                machine.finishFailed(error as? SetupError ?? SetupError(.storageFailure, "\(error)"))
             }
             startHeartbeat()
             updateConnectivity(true)
@@ -307,27 +297,23 @@ actor ServiceEngine {
                 key.domainCode.map { DomainError($0, key.reason) }
             }
         guard let domainError else {
-            setupError = SetupError(.storageFailure, "\(error)")
-            machine.setupFailed()
+            machine.setupFailed(SetupError(.storageFailure, "\(error)"))
             return nil
         }
         switch domainError.code {
         case .tokenExpired, .invalidToken:
             return machine.tokenNeeded(retrying: action)
         case .userAuthenticationRequired, .forbidden, .wrongAudience:
-            setupError = SetupError(.refused, domainError.reason, domainCode: domainError.code)
-            machine.tokenRejected()
+            machine.tokenRejected(SetupError(.refused, domainError.reason, domainCode: domainError.code))
             return nil
         case .endpointRemoved:
             return machine.endpointRemoved(reason: domainError.reason)
         case .storageFailure, .unavailable:
             updateConnectivity(false)
-            setupError = SetupError(.domainUnavailable, domainError.reason, domainCode: domainError.code)
-            machine.setupFailed()
+            machine.setupFailed(SetupError(.domainUnavailable, domainError.reason, domainCode: domainError.code))
             return nil
         default:
-            setupError = SetupError(.refused, domainError.reason, domainCode: domainError.code)
-            machine.setupFailed()
+            machine.setupFailed(SetupError(.refused, domainError.reason, domainCode: domainError.code))
             return nil
         }
     }
@@ -448,7 +434,7 @@ actor ServiceEngine {
         let state = ServiceAuthState(
             authTokenState: machine.authTokenState, setupState: machine.setupState, regId: machine.regID,
             syncPasscodeState: machine.passcodeState, syncError: machine.syncError, removalReason: machine.removalReason,
-            setupError: setupError, passcodeAttemptsLeft: attemptsLeft)
+            setupError: machine.setupError, passcodeAttemptsLeft: machine.attemptsLeft)
         guard state != published else { return }
         // The block fires on changes of what Spark's block carried (token state, setup state,
         // registration id) and of the passcode prompt; the flow carries every detail.

@@ -80,18 +80,50 @@ public enum AuthTokenState: String, Sendable, Equatable {
     case rejected
 }
 
-/// The setup state machine as a pure value (swift-nio's style): events return actions that the
+/// The setup state machine as a pure value (swift-nio's style): one enum whose cases carry what
+/// each step knows, events (failures and attempt counts included) that return actions the
 /// service performs. It holds no secrets and does no I/O; every transition is tested.
 struct SetupStateMachine: Sendable, Equatable {
-    private(set) var setupState: SetupState = .notRequested
-    private(set) var passcodeState: SyncPasscodeState = .none
-    private(set) var syncError: SyncError = .none
+    /// Where setup is, with what it knows there.
+    enum State: Sendable, Equatable {
+        /// Nothing runs: before a token, after a sign-out, or stopped (`stop` says why).
+        case idle(Stop?)
+        /// Registering this endpoint with the domain.
+        case registering(takeOver: Bool)
+        /// Registered as `regID`; looking for the user's keys.
+        case checkingKeys(regID: Int64)
+        /// Another endpoint holds the profile; the user decides.
+        case deviceSwitchRequired
+        /// The user has the maximum of endpoints; the user removes one.
+        case full
+        /// A passcode is awaited; `refusal` is why the last one failed, if it did.
+        case syncRequired(regID: Int64, passcode: SyncPasscodeState, refusal: Refusal?)
+        /// A passcode is being applied.
+        case syncStarted(regID: Int64, passcode: SyncPasscodeState)
+        /// Set up; `warning` is a failure that did not stop it (the registration not saved).
+        case success(regID: Int64, warning: SetupError?)
+    }
+
+    /// Why setup stopped.
+    enum Stop: Sendable, Equatable {
+        /// A step failed in a way retrying it will not fix.
+        case failed(SetupError)
+        /// The domain refused the user for good (test auth switched off, forbidden).
+        case rejected(SetupError)
+        /// This endpoint was removed (elsewhere, superseded, keys reset): only an explicit retry
+        /// starts setup again.
+        case removed(reason: String)
+    }
+
+    /// Why the last passcode did not work.
+    struct Refusal: Sendable, Equatable {
+        var error: SyncError
+        var failure: SetupError?
+        var attemptsLeft: Int?
+    }
+
+    private(set) var state: State = .idle(nil)
     private(set) var authTokenState: AuthTokenState = .needed
-    private(set) var regID: Int64?
-    /// Why this endpoint left setup (removed elsewhere, superseded, keys reset), if it did.
-    private(set) var removalReason: String?
-    /// Set once this endpoint was removed: a new token must not restart setup by itself.
-    private(set) var superseded = false
     /// The step to resume once a fresh token arrives.
     private var pending: Action?
 
@@ -110,6 +142,70 @@ struct SetupStateMachine: Sendable, Equatable {
         case wipe
     }
 
+    // MARK: What the app sees
+
+    /// Spark's setup state.
+    var setupState: SetupState {
+        switch state {
+        case .idle: .notRequested
+        case .registering: .ongoing(.registering)
+        case .checkingKeys: .ongoing(.checkingKeys)
+        case .deviceSwitchRequired: .deviceSwitchRequired
+        case .full: .full
+        case .syncRequired: .syncRequired
+        case .syncStarted: .syncStarted
+        case .success: .success
+        }
+    }
+
+    /// The passcode awaited or being applied.
+    var passcodeState: SyncPasscodeState {
+        switch state {
+        case .syncRequired(_, let passcode, _), .syncStarted(_, let passcode): passcode
+        default: .none
+        }
+    }
+
+    /// Why the last passcode failed, while another is awaited.
+    var syncError: SyncError {
+        if case .syncRequired(_, _, let refusal?) = state { return refusal.error }
+        return .none
+    }
+
+    /// The registration id, once registered.
+    var regID: Int64? {
+        switch state {
+        case .checkingKeys(let id), .syncRequired(let id, _, _), .syncStarted(let id, _), .success(let id, _): id
+        case .idle, .registering, .deviceSwitchRequired, .full: nil
+        }
+    }
+
+    /// Why this endpoint left setup (removed elsewhere, superseded, keys reset), if it did.
+    var removalReason: String? {
+        if case .idle(.removed(let reason)?) = state { return reason }
+        return nil
+    }
+
+    /// Set once this endpoint was removed: a new token must not restart setup by itself.
+    var superseded: Bool { removalReason != nil }
+
+    /// The failure setup stopped on or noted, if any.
+    var setupError: SetupError? {
+        switch state {
+        case .idle(.failed(let error)?), .idle(.rejected(let error)?), .success(_, let error?): error
+        case .syncRequired(_, _, let refusal?): refusal.failure
+        default: nil
+        }
+    }
+
+    /// Wrong passcodes still allowed this hour, after a refused one.
+    var attemptsLeft: Int? {
+        if case .syncRequired(_, _, let refusal?) = state { return refusal.attemptsLeft }
+        return nil
+    }
+
+    // MARK: Events
+
     /// The app handed over a token (`sendAuthToken`).
     mutating func tokenReceived() -> Action? {
         authTokenState = .ok
@@ -117,10 +213,13 @@ struct SetupStateMachine: Sendable, Equatable {
             self.pending = nil
             return pending
         }
-        guard setupState == .notRequested, !superseded else { return nil }
-        setupState = .ongoing(.registering)
-        syncError = .none
-        return .register(takeOver: false)
+        switch state {
+        case .idle(.removed?): return nil
+        case .idle:
+            state = .registering(takeOver: false)
+            return .register(takeOver: false)
+        default: return nil
+        }
     }
 
     /// The domain said the token is expired or invalid while `step` was running.
@@ -131,39 +230,34 @@ struct SetupStateMachine: Sendable, Equatable {
     }
 
     /// The domain refused the user for good (for example test auth switched off).
-    mutating func tokenRejected() {
+    mutating func tokenRejected(_ error: SetupError) {
         authTokenState = .rejected
         pending = nil
-        setupState = .notRequested
-        passcodeState = .none
+        state = .idle(.rejected(error))
     }
 
     /// The domain answered the registration.
     mutating func registered(regID: Int64) -> Action {
-        self.regID = regID
-        removalReason = nil
-        setupState = .ongoing(.checkingKeys)
+        state = .checkingKeys(regID: regID)
         return .checkKeys
     }
 
-    mutating func deviceSwitchRequired() { setupState = .deviceSwitchRequired }
+    mutating func deviceSwitchRequired() { state = .deviceSwitchRequired }
 
-    mutating func endpointLimitReached() { setupState = .full }
+    mutating func endpointLimitReached() { state = .full }
 
     /// The user confirmed (device switch), removed an endpoint (full), or asks again after this
     /// endpoint was removed. Only an explicit retry restarts a superseded endpoint.
     mutating func setupRetry() -> Action? {
-        switch setupState {
+        switch state {
         case .deviceSwitchRequired:
-            setupState = .ongoing(.registering)
+            state = .registering(takeOver: true)
             return .register(takeOver: true)
         case .full:
-            setupState = .ongoing(.registering)
+            state = .registering(takeOver: false)
             return .register(takeOver: false)
-        case .notRequested where superseded && authTokenState == .ok:
-            superseded = false
-            removalReason = nil
-            setupState = .ongoing(.registering)
+        case .idle(.removed?) where authTokenState == .ok:
+            state = .registering(takeOver: false)
             return .register(takeOver: false)
         default:
             return nil
@@ -173,71 +267,64 @@ struct SetupStateMachine: Sendable, Equatable {
     /// Keys were looked for: `local` are on this endpoint already (a restart), else the
     /// domain has them (`exist`) or not (first device).
     mutating func keysChecked(local: Bool, exist: Bool) -> Action? {
-        guard setupState == .ongoing(.checkingKeys) else { return nil }
+        guard case .checkingKeys(let regID) = state else { return nil }
         if local {
-            setupState = .success
-            passcodeState = .none
+            state = .success(regID: regID, warning: nil)
             return .finish
         }
-        setupState = .syncRequired
-        passcodeState = exist ? .existing : .new
+        state = .syncRequired(regID: regID, passcode: exist ? .existing : .new, refusal: nil)
         return nil
     }
 
     /// The user gave a passcode with an action. Refused unless a passcode is awaited and the
     /// action fits (`new` only for a first device; `existing` only when keys exist).
     mutating func syncStart(_ action: SyncAction) -> Action? {
-        guard setupState == .syncRequired else { return nil }
-        switch (action, passcodeState) {
+        guard case .syncRequired(let regID, let passcode, _) = state else { return nil }
+        switch (action, passcode) {
         case (.new, .new), (.existing, .existing), (.reset, .existing): break
         default: return nil
         }
-        setupState = .syncStarted
-        syncError = .none
+        state = .syncStarted(regID: regID, passcode: passcode)
         return .sync(action)
     }
 
     /// The passcode worked.
     mutating func syncSucceeded() -> Action {
-        setupState = .success
-        passcodeState = .none
-        syncError = .none
+        state = .success(regID: regID ?? 0, warning: nil)
         return .finish
     }
 
-    /// The passcode did not work; setup waits for another try.
-    mutating func syncFailed(_ error: SyncError) {
-        guard setupState == .syncStarted else { return }
-        setupState = .syncRequired
-        syncError = error
+    /// The passcode did not work; setup waits for another try. `failure` says why when it was
+    /// not the passcode itself; `attemptsLeft` counts the wrong ones still allowed.
+    mutating func syncFailed(_ error: SyncError, failure: SetupError? = nil, attemptsLeft: Int? = nil) {
+        guard case .syncStarted(let regID, let passcode) = state else { return }
+        state = .syncRequired(
+            regID: regID, passcode: passcode, refusal: Refusal(error: error, failure: failure, attemptsLeft: attemptsLeft))
     }
 
     /// Another device created the keys first: this one must unlock them instead.
-    mutating func keysAppeared() {
-        guard setupState == .syncStarted else { return }
-        setupState = .syncRequired
-        passcodeState = .existing
-        syncError = .failure
+    mutating func keysAppeared(_ failure: SetupError) {
+        guard case .syncStarted(let regID, _) = state else { return }
+        state = .syncRequired(regID: regID, passcode: .existing, refusal: Refusal(error: .failure, failure: failure))
+    }
+
+    /// The registration could not be saved on this endpoint; setup stands, the failure is noted.
+    mutating func finishFailed(_ error: SetupError) {
+        guard case .success(let regID, _) = state else { return }
+        state = .success(regID: regID, warning: error)
     }
 
     /// The domain said this endpoint is no longer registered.
     mutating func endpointRemoved(reason: String) -> Action {
-        superseded = true
-        removalReason = reason
         pending = nil
-        regID = nil
-        setupState = .notRequested
-        passcodeState = .none
-        syncError = .none
+        state = .idle(.removed(reason: reason))
         return .wipe
     }
 
-    /// A step failed for a reason the user cannot fix by retrying it (the service records a
-    /// `setupError`); setup stops.
-    mutating func setupFailed() {
+    /// A step failed for a reason the user cannot fix by retrying it; setup stops with it.
+    mutating func setupFailed(_ error: SetupError) {
         pending = nil
-        setupState = .notRequested
-        passcodeState = .none
+        state = .idle(.failed(error))
     }
 
     /// Sign-out or `resetService()`: everything back to the start.
