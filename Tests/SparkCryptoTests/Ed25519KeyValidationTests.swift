@@ -59,6 +59,20 @@ struct Ed25519KeyValidationTests {
         }
     }
 
+    @Test func theKeyHoldersSignatureWithRTheIdentityIsRefused() throws {
+        // Made with the secret scalar a: R = identity, S = H(R ‖ A ‖ M)·a mod L, so that
+        // S·B = R + H(R ‖ A ‖ M)·A holds and OpenSSL 3.0 alone accepts it (checked with Python's
+        // `cryptography`). An honest signer never makes such an R.
+        let key = try Ed25519.PrivateKey(rawRepresentation: Data(repeating: 7, count: 32))
+        #expect(key.publicKey.rawRepresentation.hexString == "ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c")
+        let message = Data("a signature whose R is the identity".utf8)
+        let signature = Data(
+            hex: "0100000000000000000000000000000000000000000000000000000000000000"
+                + "36988c3bf8d5af706bb3a929fa8f357740b10d9128aaafa0caa628b63f4fdc00")
+        #expect(!key.publicKey.isValidSignature(signature, for: message))
+        #expect(key.publicKey.isValidSignature(try key.signature(for: message), for: message))
+    }
+
     @Test func aPublishedIdentityWithAWeakKeyIsNotSelfSigned() throws {
         let real = try Ed25519.PrivateKey()
         var identity = PublishedIdentity(

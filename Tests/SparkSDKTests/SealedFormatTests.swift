@@ -51,6 +51,36 @@ struct SealedFormatTests {
         }
     }
 
+    @Test func aMessageFromAnotherChatOrSenderIsRefusedAsSuch() throws {
+        let message = try sealed()
+        for (chat, sender) in [("c2", "alice"), ("c1", "bob")] {
+            do {
+                _ = try MessageSealing.open(message, chat: chat, sender: sender, senderKey: alice.signing.publicKey, key: chatKey)
+                Issue.record("a message of c1 by alice opened as \(chat) by \(sender)")
+            } catch let error as MessagingError {
+                #expect(error.code == .forged && error.reason.contains("names another chat or sender"), "\(error)")
+            }
+        }
+    }
+
+    @Test func aSoundlySignedMessageWithEpochZeroIsRefused() throws {
+        // A member's own client could seal epoch 0 (no honest one does): signed and encrypted
+        // right, only the epoch check refuses it.
+        let aad = SealedFormats.SealedMessage.associatedData(chat: "c1", from: "alice", device: "d1", seq: 1, epoch: 0)
+        let box = try AESGCM.seal(
+            try SealedFormats.encoder.encode(SealedFormats.Content(content: "hi", tag: "Text")), using: chatKey,
+            authenticating: aad)
+        var message = SealedFormats.SealedMessage(
+            id: "m1", chat: "c1", from: "alice", device: "d1", seq: 1, epoch: 0, nonce: box.nonce.bytes,
+            ciphertext: box.ciphertext,
+            tag: box.tag, signature: Data())
+        message.signature = try alice.signing.signature(for: message.signedBytes)
+        let payload = try SealedFormats.encoder.encode(message)
+        #expect(throws: MessagingError(.forged, "")) {
+            try MessageSealing.open(payload, chat: "c1", sender: "alice", senderKey: alice.signing.publicKey, key: chatKey)
+        }
+    }
+
     @Test func aMessageEncryptedRightButSignedByAnotherKeyIsRefused() throws {
         // Mallory holds the chat key (a member) and seals as alice: the encryption is right,
         // only the signature is not alice's.

@@ -52,7 +52,9 @@ struct SetupStateMachineTests {
         var machine = Self.awaitingPasscode(existing: true)
         _ = machine.syncStart(.existing)
         machine.syncFailed(.incorrectPasscode, attemptsLeft: 4)
-        #expect(machine.state == .syncRequired(regID: 1, passcode: .existing, refusal: .init(error: .incorrectPasscode, attemptsLeft: 4)))
+        #expect(
+            machine.state
+                == .syncRequired(regID: 1, passcode: .existing, refusal: .init(error: .incorrectPasscode, attemptsLeft: 4)))
         #expect(machine.attemptsLeft == 4 && machine.setupError == nil)
         _ = machine.syncStart(.existing)
         #expect(machine.attemptsLeft == nil && machine.syncError == .none, "a new try clears the last refusal")

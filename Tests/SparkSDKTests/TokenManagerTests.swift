@@ -12,13 +12,18 @@ final class CountingDomain: DomainService {
     let inner: EmbeddedDomain
     let testTokens = Atomic<Int>(0)
     let refreshes = Atomic<Int>(0)
+    /// Calls of `validate(token:)`: the service validates each token it is handed.
+    let validations = Atomic<Int>(0)
     /// Runs with the chat id after `createChat` and `updateMembers` return, before the caller
     /// goes on.
     let afterMembershipChange = Mutex<(@Sendable (String) async -> Void)?>(nil)
     init(_ inner: EmbeddedDomain) { self.inner = inner }
     var domainID: String { inner.domainID }
     func policy() async throws -> DomainPolicy { try await inner.policy() }
-    func validate(token: String) async throws -> VerifiedIdentity { try await inner.validate(token: token) }
+    func validate(token: String) async throws -> VerifiedIdentity {
+        validations.add(1, ordering: .relaxed)
+        return try await inner.validate(token: token)
+    }
     func testToken(userID: String) async throws -> IssuedToken {
         testTokens.add(1, ordering: .relaxed)
         try await Task.sleep(for: .milliseconds(20))  // long enough for callers to pile up

@@ -58,6 +58,9 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     private let account = Mutex<BBMAuthenticatedAccount?>(nil)
     private let delegates = Mutex<[WeakDelegate]>([])
     private let subscriptions = Mutex<[FlowSubscription]>([])
+    /// Sign-ins this controller is making: each hands its account to the service itself, so
+    /// the token manager's report of it is not a second route.
+    private let signInsInFlight = Mutex(0)
 
     private struct WeakDelegate: Sendable { weak var delegate: (any BBMAuthControllerDelegate)? }
 
@@ -153,7 +156,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     /// the endpoint reaches `success` without the passcode).
     @discardableResult
     public func signInSilently() async throws -> BBMAuthenticatedAccount? {
-        guard let account = try await tokenManager.signInSilently() else { return nil }
+        guard let account = try await signingIn({ try await tokenManager.signInSilently() }) else { return nil }
         await send(account)
         return account
     }
@@ -161,7 +164,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     /// Signs in interactively with the token manager's `signIn()`.
     @discardableResult
     public func signIn() async throws -> BBMAuthenticatedAccount {
-        let account = try await tokenManager.signIn()
+        let account = try await signingIn { try await tokenManager.signIn() }
         await send(account)
         return account
     }
@@ -174,7 +177,8 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; the domain's refusal.
     @discardableResult
     public func signIn(userID: String) async throws -> BBMAuthenticatedAccount {
-        let account = try await manager(BBMTestTokenManager.self, for: "signIn(userID:)").signIn(userID: userID)
+        let manager = try manager(BBMTestTokenManager.self, for: "signIn(userID:)")
+        let account = try await signingIn { try await manager.signIn(userID: userID) }
         await send(account)
         return account
     }
@@ -186,7 +190,8 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; ``AuthError/Code/malformedToken``.
     @discardableResult
     public func signIn(jwtToken: String) async throws -> BBMAuthenticatedAccount {
-        let account = try await manager(BBMCustomTokenManager.self, for: "signIn(jwtToken:)").signIn(jwtToken: jwtToken)
+        let manager = try manager(BBMCustomTokenManager.self, for: "signIn(jwtToken:)")
+        let account = try await signingIn { try await manager.signIn(jwtToken: jwtToken) }
         await send(account)
         return account
     }
@@ -198,7 +203,8 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     ///   with the domain's code (wrong password, not activated, locked for a while).
     @discardableResult
     public func logIn(userName: String, password: String) async throws -> BBMAuthenticatedAccount {
-        let account = try await accounts("logIn(userName:password:)").logIn(userName: userName, password: password)
+        let manager = try accounts("logIn(userName:password:)")
+        let account = try await signingIn { try await manager.logIn(userName: userName, password: password) }
         await send(account)
         return account
     }
@@ -267,7 +273,9 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         refresh(service.authState.value)
     }
 
-    /// From the token manager: a new account (or token) goes to the service; nil signs out.
+    /// From the token manager: nil signs out; another account (signed in on the token manager
+    /// directly) goes to the service. A refreshed token of the same account does not: the
+    /// service asks the token manager for a fresh token whenever it needs one, the one route.
     public func localAuthDataChanged(_ account: BBMAuthenticatedAccount?, error: (any Error)?) {
         let previous = self.account.withLock { stored -> BBMAuthenticatedAccount? in
             defer { stored = account }
@@ -278,7 +286,15 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
             if previous != nil { Task { await service.signOut(wipeKeys: false) } }
             return
         }
-        if previous?.idToken != account.idToken { Task { await send(account) } }
+        guard previous?.accountId != account.accountId, signInsInFlight.withLock({ $0 }) == 0 else { return }
+        Task { await send(account) }
+    }
+
+    /// Runs a sign-in of the token manager's; its delegate report is then not forwarded again.
+    private func signingIn<Result>(_ body: () async throws -> Result) async throws -> Result {
+        signInsInFlight.withLock { $0 += 1 }
+        defer { signInsInFlight.withLock { $0 -= 1 } }
+        return try await body()
     }
 
     private func send(_ account: BBMAuthenticatedAccount) async {

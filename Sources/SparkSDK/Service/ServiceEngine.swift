@@ -104,9 +104,34 @@ actor ServiceEngine {
 
     // MARK: Setup
 
-    func sendAuthToken(_ token: String, userID: String, block: (@Sendable (ServiceAuthState) -> Void)?) async {
+    /// Takes a token. The user is the one the domain validates it for: `claimed` (the app's
+    /// `userIdentifier`) must name the same user, or the token is refused.
+    func sendAuthToken(_ token: String, userID claimed: String, block: (@Sendable (ServiceAuthState) -> Void)?) async {
         if let block { self.block = block }
-        if let previous = self.userID, previous != userID {
+        guard let domain else {
+            machine.setupFailed(SetupError(.notStarted, "start the service before sending a token"))
+            publish()
+            return
+        }
+        let userID: String
+        do {
+            userID = try await domain.validate(token: token).userID
+        } catch {
+            // Expired: the token manager is asked for a fresh one; refused: setup stops.
+            self.token = token
+            await perform(handle(error, retrying: nil))
+            return
+        }
+        guard userID == claimed else {
+            self.token = nil
+            machine.tokenRejected(
+                SetupError(
+                    .refused, "the token is for user '\(userID)', not '\(claimed)' as the app says", domainCode: .forbidden))
+            publish()
+            return
+        }
+        // The previous user of this endpoint, also from before a restart.
+        if let previous = self.userID ?? (try? store.registration().userID), previous != userID {
             // Another user on this endpoint: start over (their keys are not this user's).
             await stopMessenger()
             // The new user's credentials were just saved; everything of the previous user goes,
@@ -117,11 +142,6 @@ actor ServiceEngine {
         }
         self.token = token
         self.userID = userID
-        guard domain != nil else {
-            machine.setupFailed(SetupError(.notStarted, "start the service before sending a token"))
-            publish()
-            return
-        }
         await perform(machine.tokenReceived())
     }
 
@@ -158,6 +178,21 @@ actor ServiceEngine {
     }
 
     private func run(_ action: SetupStateMachine.Action) async -> SetupStateMachine.Action? {
+        if action == .requestToken {
+            // The one route for a fresh token: this service asks its token manager.
+            if let tokenManager {
+                let stale = token
+                Task { [weak self] in
+                    let fresh: BBMAuthenticatedAccount? =
+                        if let stale { try? await tokenManager.tokenRejected(stale) } else {
+                            try? await tokenManager.validAccount()
+                        }
+                    guard let fresh else { return }
+                    await self?.sendAuthToken(fresh.idToken, userID: fresh.accountId, block: nil)
+                }
+            }
+            return nil
+        }
         guard let domain, let keyManager, let token, let userID else {
             machine.setupFailed(SetupError(.noToken, "no token or service"))
             return nil
@@ -268,14 +303,7 @@ actor ServiceEngine {
             }
             return nil
         case .requestToken:
-            if let tokenManager {
-                let stale = token
-                Task { [weak self] in
-                    guard let account = try? await tokenManager.tokenRejected(stale) else { return }
-                    await self?.sendAuthToken(account.idToken, userID: account.accountId, block: nil)
-                }
-            }
-            return nil
+            return nil  // handled above
         case .wipe:
             await stopMessenger()
             heartbeat?.cancel()
@@ -356,13 +384,13 @@ actor ServiceEngine {
     // MARK: Moderation
 
     func userStatus() async throws -> UserStatus {
-        let (domain, _) = try requireSession()
+        let (domain, _) = try await requireSession()
         let token = try await currentToken()
         return try await call { try await domain.userStatus(token: token) }
     }
 
     func dismissInfraction(_ id: Int64) async throws {
-        let (domain, _) = try requireSession()
+        let (domain, _) = try await requireSession()
         let token = try await currentToken()
         try await call { try await domain.dismissInfraction(token: token, id: id) }
     }
@@ -372,17 +400,17 @@ actor ServiceEngine {
     func endpointID() throws -> String { try store.registration().endpointID }
 
     func endpoints() async throws -> [EndpointInfo] {
-        let (domain, token) = try requireSession()
+        let (domain, token) = try await requireSession()
         return try await call { try await domain.endpoints(token: token) }
     }
 
     func setNickname(_ endpointID: String, nickname: String) async throws {
-        let (domain, token) = try requireSession()
+        let (domain, token) = try await requireSession()
         try await call { try await domain.setEndpointNickname(token: token, endpointID: endpointID, nickname: nickname) }
     }
 
     func deregister(_ endpointID: String) async throws {
-        let (domain, token) = try requireSession()
+        let (domain, token) = try await requireSession()
         try await call { try await domain.deregisterEndpoint(token: token, endpointID: endpointID) }
         if endpointID == (try? store.registration().endpointID) {
             await perform(machine.endpointRemoved(reason: "deregistered by the user"))
@@ -403,8 +431,9 @@ actor ServiceEngine {
     }
 
     func checkIn() async {
-        guard machine.setupState == .success, let domain, let token else { return }
+        guard machine.setupState == .success, let domain, token != nil else { return }
         do {
+            let token = try await currentToken()
             _ = try await domain.checkIn(token: token, endpointID: try store.registration().endpointID)
             updateConnectivity(true)
         } catch {
@@ -412,10 +441,12 @@ actor ServiceEngine {
         }
     }
 
-    private func requireSession() throws -> (any DomainService, String) {
+    /// The domain and a token for a call of the app's: pulled fresh from the token manager
+    /// when one is set, so that a call after the token expired works without the app's help.
+    private func requireSession() async throws -> (any DomainService, String) {
         guard let domain else { throw SetupError(.notStarted, "the service is not started") }
-        guard let token else { throw SetupError(.noToken, "no token was given yet") }
-        return (domain, token)
+        guard token != nil else { throw SetupError(.noToken, "no token was given yet") }
+        return (domain, try await currentToken())
     }
 
     /// Runs a domain call for the app; a removed endpoint learns it here too.
