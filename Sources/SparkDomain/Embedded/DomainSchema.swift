@@ -153,6 +153,17 @@ enum DomainSchema {
                 );
                 """)
         }
+        migrator.register("v4-principals") { db in
+            // A user id is one issuer's subject: bound to that issuer when first seen.
+            try db.execute(
+                """
+                CREATE TABLE principals (
+                    user_id TEXT PRIMARY KEY,
+                    issuer TEXT NOT NULL,
+                    first_seen REAL NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 }

@@ -32,7 +32,12 @@ extension EmbeddedDomain {
         let now = clock.now()
         try storage {
             try queue.write { db in
-                if try db.scalar("SELECT 1 FROM accounts WHERE user_name = ?", [request.userName], as: Int.self) != nil {
+                if try db.scalar("SELECT 1 FROM accounts WHERE user_name = ?", [request.userName], as: Int.self) != nil
+                    || db.scalar(
+                        "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?", [request.userName, accountsIssuer.issuer],
+                        as: Int.self) != nil
+                {
+                    // Also a name another issuer's user holds: the account would not be that user.
                     throw DomainError(.nameTaken, "the user name '\(request.userName)' is taken")
                 }
                 if try db.scalar("SELECT 1 FROM accounts WHERE email = ?", [email], as: Int.self) != nil {

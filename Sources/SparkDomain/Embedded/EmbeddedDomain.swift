@@ -27,6 +27,8 @@ public final class EmbeddedDomain: DomainService {
     /// Tokens this process already verified (the signature check is the costly part of every
     /// call; time claims and the issuer's trust are checked on every use).
     let validatedTokens = ValidatedTokenCache()
+    /// Principals this process already found bound to their issuer (user id → issuer).
+    let knownPrincipals = Mutex<[String: String]>([:])
     /// Made on first use: one-off callers (spark-admin) never watch the file.
     private let changes = Mutex<FileChangeSignal?>(nil)
 
@@ -177,8 +179,42 @@ public final class EmbeddedDomain: DomainService {
 
     /// Validates a token against the domain's issuers: its accounts issuer always, its test
     /// issuer when user authentication is off, and the configured external issuers.
+    /// Validates `token` into the caller: its issuer and subject together. A user id is bound
+    /// to the issuer that first used it; another issuer's token with the same subject is
+    /// refused, so an external issuer's `alice` never acts as the accounts assistant's (or
+    /// the test issuer's) `alice`.
     public func validate(token: String) async throws -> VerifiedIdentity {
-        try validator().validate(token, cache: validatedTokens)
+        let identity = try validator().validate(token, cache: validatedTokens)
+        try bindPrincipal(identity.userID, to: identity.issuer)
+        return identity
+    }
+
+    /// Binds `userID` to `issuer` if it is free; refuses it if another issuer holds it.
+    func bindPrincipal(_ userID: String, to issuer: String) throws {
+        if knownPrincipals.withLock({ $0[userID] }) == issuer { return }
+        let holder = try Self.storage {
+            try queue.write { db -> String in
+                if let holder = try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) {
+                    return holder
+                }
+                try db.execute(
+                    "INSERT INTO principals(user_id, issuer, first_seen) VALUES (?, ?, ?)",
+                    [userID, issuer, clock.now().timeIntervalSince1970])
+                return issuer
+            }
+        }
+        guard holder == issuer else {
+            throw DomainError(
+                .forbidden, "the user id '\(userID)' belongs to another issuer on this domain (\(holder)), not to \(issuer)")
+        }
+        knownPrincipals.withLock { $0[userID] = issuer }
+    }
+
+    /// The issuer a user id is bound to, if any.
+    func principalIssuer(of userID: String) throws -> String? {
+        try Self.storage {
+            try queue.read { db in try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) }
+        }
     }
 
     func validator() throws -> TokenValidator {
@@ -214,6 +250,10 @@ public final class EmbeddedDomain: DomainService {
             !userID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else {
             throw DomainError(.invalidRequest, "a user id is 1 to \(TokenValidator.maximumSubjectLength) printable characters")
+        }
+        // A name another issuer holds (a real account, an app's user) is not the sandbox's.
+        if let holder = try principalIssuer(of: userID), holder != testIssuer.issuer {
+            throw DomainError(.forbidden, "the user id '\(userID)' belongs to another issuer on this domain (\(holder))")
         }
         return try testIssuer.issue(
             subject: userID, audience: domainID, lifetime: TimeInterval(policy.tokenLifetime), now: clock.now())
