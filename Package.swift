@@ -45,9 +45,11 @@ let package = Package(
             dependencies: ["SparkCrypto", "SparkStore"],
             swiftSettings: swiftSettings
         ),
+        // The desktop Secret Service through libsecret, loaded at run time (see the file).
+        .target(name: "CSparkSecret", linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "SparkSDK",
-            dependencies: ["SparkCrypto", "SparkStore", "SparkObservable", "SparkDomain"],
+            dependencies: ["SparkCrypto", "SparkStore", "SparkObservable", "SparkDomain", "CSparkSecret"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -16,12 +16,35 @@ public enum Fixtures {
 
     /// A fresh temporary directory (mode 0700) removed when `body` returns.
     public static func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async rethrows -> T {
+        _ = isolatedConfigHome
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("spark-test-\(UUID().uuidString)")
         try! FileManager.default.createDirectory(
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: url) }
         return try await body(url)
     }
+
+    /// ``withTemporaryDirectory(_:)`` for synchronous tests.
+    public static func withTemporaryDirectorySync<T>(_ body: (URL) throws -> T) rethrows -> T {
+        _ = isolatedConfigHome
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("spark-test-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: url) }
+        return try body(url)
+    }
+
+    /// Endpoint stores keep their key files under `$XDG_CONFIG_HOME`: tests (and the binaries
+    /// they start, which inherit the environment) use a directory of this process's instead of
+    /// the user's, and the Secret Service is left alone. Set once, before the first store opens.
+    public static let isolatedConfigHome: URL = {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("spark-test-config-\(getpid())")
+        try? FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        setenv("XDG_CONFIG_HOME", url.path, 1)
+        setenv("SPARK_SECRET_SERVICE", "off", 1)
+        return url
+    }()
 
     /// Runs an executable to completion without holding a thread of Swift's cooperative pool
     /// while it waits (on a two-core machine that pool has two threads, and a test blocked on a

@@ -15,8 +15,9 @@ struct EndpointWipeTests {
         case reset, removedElsewhere, anotherUser, signOutWipingKeys
     }
 
-    /// Bob's device after a chat with alice, with the bytes it must not keep after a wipe: a
-    /// message's text, bob's identity key and alice's chat key.
+    /// Bob's device after a chat with alice, with the bytes it must not keep after a wipe: the
+    /// sealed values its store holds for a message's text, bob's identity key and alice's chat
+    /// key (the plaintexts are never in the file at all: see `StoreEncryptionTests`).
     struct Prepared {
         let world: ChatWorld
         let alice: BBMAccess
@@ -36,11 +37,19 @@ struct EndpointWipeTests {
         #expect(await waitFor("bob has it") { messages.value.first?.content == text })
         let bobDirectory = directory.appendingPathComponent("bob-phone")
         let store = try DatabaseQueue(path: bobDirectory.appendingPathComponent("endpoint.sqlite").path)
-        let chatKey = try #require(try store.read { db in try db.scalar("SELECT key FROM sender_keys LIMIT 1", as: Data.self) })
-        let identity = try #require(await bob.keys).signing.rawRepresentation.unsafeData()
+        let stored = try store.read { db in
+            (
+                try db.scalar("SELECT key FROM sender_keys LIMIT 1", as: Data.self),
+                try db.scalar("SELECT content FROM messages LIMIT 1", as: Data.self),
+                try db.scalar("SELECT signing_key FROM local_keys LIMIT 1", as: Data.self)
+            )
+        }
         return Prepared(
             world: world, alice: alice, bob: bob, bobDirectory: bobDirectory,
-            secrets: ["a message": Data(text.utf8), "the identity key": identity, "a chat key": chatKey])
+            secrets: [
+                "a message": try #require(stored.1), "the identity key": try #require(stored.2),
+                "a chat key": try #require(stored.0),
+            ])
     }
 
     /// Which secrets are found in which of the store's files.

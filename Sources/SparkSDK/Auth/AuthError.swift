@@ -21,6 +21,10 @@ public struct AuthError: Error, Hashable, Sendable, CustomStringConvertible {
         /// The call belongs to another provider than the configured one (for example
         /// `signIn(userID:)` with `authProvider` set to `accounts`).
         public static let wrongProvider = Code(name: "wrongProvider")
+        /// The endpoint store's key is missing or is not this store's: nothing was changed.
+        /// Restore the key (the Secret Service entry, the key file, the app's key), or reset
+        /// the device (`resetService()`), which starts over without the old data.
+        public static let storeLocked = Code(name: "storeLocked")
         /// The local credential store failed.
         public static let storageFailure = Code(name: "storageFailure")
         /// The code's name.

@@ -96,12 +96,14 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     ///   - dataDirectory: this device's data directory, instead of the plist's `dataDirectory`.
     ///   - customTokenRefresh: for `authProvider` = `custom`: fetches the app's JWTs.
     ///   - keyStorage: required when `useBlackBerryKMS` is false.
+    ///   - storeKey: where the key that encrypts this device's store comes from (the Secret
+    ///     Service, else a key file, by default).
     public static func fromConfigFile(
         _ url: URL, dataDirectory: URL? = nil, customTokenRefresh: BBMCustomTokenManager.Refresh? = nil,
-        keyStorage: (any BBMKeyStorageProvider)? = nil
+        keyStorage: (any BBMKeyStorageProvider)? = nil, storeKey: StoreKeySource = .automatic
     ) throws -> BBMAuthController {
         let settings = try ConfigSettings.load(from: url)
-        let store = try EndpointStore(directory: dataDirectory ?? settings.dataDirectory)
+        let store = try EndpointStore(directory: dataDirectory ?? settings.dataDirectory, key: storeKey)
         let domain = try EmbeddedDomain.openOrCreate(
             at: settings.embeddedDomainPath.path, domainID: settings.domain,
             policy: DomainPolicy(userAuthenticationEnabled: settings.authProvider != .testAuth))

@@ -48,6 +48,8 @@ public struct MessageEvent: Sendable, Equatable, CustomStringConvertible {
 actor Messenger {
     let domain: any DomainService
     let queue: DatabaseQueue
+    /// Seals the store's secret values (chat keys, message bodies, subjects): see `StoreSealer`.
+    let sealer: StoreSealer
     let keys: UnlockedKeys
     let endpointID: String
     let token: @Sendable () async throws -> String
@@ -81,6 +83,7 @@ actor Messenger {
     ) {
         self.domain = domain
         self.queue = store.queue
+        self.sealer = store.sealer
         self.keys = keys
         self.endpointID = endpointID
         self.token = token
@@ -164,7 +167,9 @@ actor Messenger {
                 try db.scalar(
                     "SELECT max(epoch) FROM sender_keys WHERE chat_id = ? AND sender = ? AND device = ?",
                     [chatID, self.me, self.endpointID], as: Int.self) ?? 0
-            return (try Self.loadChats(db, only: chatID).first, latest, try self.lastSequence(db, chatID: chatID))
+            return (
+                try Self.loadChats(db, only: chatID, sealer: self.sealer).first, latest, try self.lastSequence(db, chatID: chatID)
+            )
         }
         guard let current, current.isActive else { throw MessagingError(.unknownChat, "this user is not in chat \(chatID)") }
         let members = Array(Set(current.participants.map(\.userID) + users)).sorted()
@@ -213,15 +218,22 @@ actor Messenger {
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                chatID, me, endpointID, announcement.epoch, announcement.key.secureBytes.unsafeData(), version,
-                Self.encodeMembers(announcement.pending),
+                chatID, me, endpointID, announcement.epoch,
+                try sealer.seal(
+                    announcement.key.secureBytes.unsafeData(),
+                    EndpointStore.Seal.chatKey(chatID, me, endpointID, announcement.epoch)),
+                version, Self.encodeMembers(announcement.pending),
             ])
         try db.execute(
             """
             INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
             ON CONFLICT(chat_id, sender, device) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)
             """, [chatID, me, endpointID, announcement.sequence])
-        if let subject { try db.execute("UPDATE chats SET subject = ? WHERE chat_id = ?", [subject, chatID]) }
+        if let subject {
+            try db.execute(
+                "UPDATE chats SET subject = ? WHERE chat_id = ?",
+                [try sealer.seal(subject, EndpointStore.Seal.subject(chatID)), chatID])
+        }
     }
 
     private func lastSequence(_ db: Database, chatID: String) throws -> Int64 {
@@ -247,7 +259,7 @@ actor Messenger {
         try write { db in
             try db.execute(
                 "UPDATE chats SET subject = ?, last_activity = ? WHERE chat_id = ?",
-                [subject, Date().timeIntervalSince1970, chatID])
+                [try self.sealer.seal(subject, EndpointStore.Seal.subject(chatID)), Date().timeIntervalSince1970, chatID])
         }
         reloadChats()
     }
@@ -301,7 +313,11 @@ actor Messenger {
                     INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
                     VALUES (?, ?, ?, 0, ?, ?, ?, ?, 'sending', ?, ?)
                     """,
-                    [id, chatID, me, content.content, content.tag, content.data, content.ref, now.timeIntervalSince1970, sealed])
+                    [
+                        id, chatID, me, try self.sealer.seal(content.content, EndpointStore.Seal.content(id)), content.tag,
+                        try content.data.map { try self.sealer.seal($0, EndpointStore.Seal.data(id)) }, content.ref,
+                        now.timeIntervalSince1970, sealed,
+                    ])
             }
             return sealed
         }
@@ -426,7 +442,8 @@ actor Messenger {
         }
         let token = try await token()
         if let latest, latest.2 == version {
-            let key = SymmetricKey(data: latest.1)
+            let key = SymmetricKey(
+                data: try sealer.open(latest.1, EndpointStore.Seal.chatKey(chatID, me, endpointID, latest.0)))
             // Members who had no identity when the key was made get it once they have one.
             if !latest.3.isEmpty {
                 try await hand(key, chatID: chatID, epoch: latest.0, after: after, to: latest.3, token: token)
@@ -449,7 +466,12 @@ actor Messenger {
                 INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version, pending)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
-                [chatID, self.me, self.endpointID, epoch, key.secureBytes.unsafeData(), version, Self.encodeMembers(pending)])
+                [
+                    chatID, self.me, self.endpointID, epoch,
+                    try self.sealer.seal(
+                        key.secureBytes.unsafeData(), EndpointStore.Seal.chatKey(chatID, self.me, self.endpointID, epoch)),
+                    version, Self.encodeMembers(pending),
+                ])
         }
         return (epoch, key)
     }
@@ -682,12 +704,15 @@ actor Messenger {
                     entry.payload, chat: entry.chatID, sender: entry.sender,
                     senderKey: try Ed25519.PublicKey(rawRepresentation: fresh.signingKey), me: keys)
             }
+            let sealedKey = try sealer.seal(
+                opened.key.secureBytes.unsafeData(),
+                EndpointStore.Seal.chatKey(entry.chatID, entry.sender, opened.device, opened.epoch))
             return Applied { db in
                 let version =
                     try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [entry.chatID], as: Int.self) ?? 1
                 try db.execute(
                     "INSERT OR IGNORE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version) VALUES (?, ?, ?, ?, ?, ?)",
-                    [entry.chatID, entry.sender, opened.device, opened.epoch, opened.key.secureBytes.unsafeData(), version])
+                    [entry.chatID, entry.sender, opened.device, opened.epoch, sealedKey, version])
                 // A member who joins late starts counting the sender's messages where the key did.
                 try db.execute(
                     "INSERT OR IGNORE INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)",
@@ -717,9 +742,11 @@ actor Messenger {
                 throw MessagingError(
                     .forged, "message \(header.seq) from \(entry.sender) after \(stored.1): replayed or reordered")
             }
-            guard let keyData = stored.0 else {
+            guard let sealedKey = stored.0 else {
                 throw MessagingError(.forged, "no chat key from \(entry.sender) for this message")
             }
+            let keyData = try sealer.open(
+                sealedKey, EndpointStore.Seal.chatKey(entry.chatID, entry.sender, header.device, header.epoch))
             let sender = try await identity(of: entry.sender, refresh: false)
             let content: SealedFormats.Content
             do {
@@ -735,6 +762,7 @@ actor Messenger {
                     key: SymmetricKey(data: keyData))
             }
             let incoming = entry.sender != me
+            let sealer = self.sealer
             let changes: (Database) throws -> [MessageEvent] = { db in
                 try db.execute(
                     """
@@ -745,7 +773,11 @@ actor Messenger {
                     if let subject = content.subject {
                         try db.execute(
                             "UPDATE chats SET subject = ?, last_activity = ? WHERE chat_id = ?",
-                            [subject, entry.postedAt.timeIntervalSince1970, entry.chatID])
+                            [
+                                try sealer.seal(subject, EndpointStore.Seal.subject(entry.chatID)),
+                                entry.postedAt.timeIntervalSince1970,
+                                entry.chatID,
+                            ])
                     }
                     return []
                 }
@@ -755,8 +787,9 @@ actor Messenger {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     [
-                        header.id, entry.chatID, entry.messageNumber, entry.sender, incoming, content.content, content.tag,
-                        content.data, content.ref,
+                        header.id, entry.chatID, entry.messageNumber, entry.sender, incoming,
+                        try sealer.seal(content.content, EndpointStore.Seal.content(header.id)), content.tag,
+                        try content.data.map { try sealer.seal($0, EndpointStore.Seal.data(header.id)) }, content.ref,
                         incoming ? "delivered" : "sent", entry.postedAt.timeIntervalSince1970,
                     ])
                 try db.execute(
@@ -868,14 +901,17 @@ actor Messenger {
     // MARK: Queries and flows
 
     func chat(_ chatID: String) throws -> Chat {
-        guard let chat = try read({ db in try Self.loadChats(db, only: chatID).first }) else {
+        guard let chat = try read({ db in try Self.loadChats(db, only: chatID, sealer: self.sealer).first }) else {
             throw MessagingError(.unknownChat, "no chat \(chatID)")
         }
         return chat
     }
 
     func message(id: String) throws -> ChatMessage {
-        guard let message = try read({ db in try db.row("\(Self.messageColumns) WHERE local_id = ?", [id]).map(Self.message) })
+        guard
+            let message = try read({ db in
+                try db.row("\(Self.messageColumns) WHERE local_id = ?", [id]).map { try Self.message($0, sealer: sealer) }
+            })
         else {
             throw MessagingError(.unknownChat, "no message \(id)")
         }
@@ -898,11 +934,11 @@ actor Messenger {
                         "\(Self.messageColumns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number DESC LIMIT ?",
                         [chatID, limit])
                 }
-            var page = try numbered.reversed().map(Self.message)
+            var page = try numbered.reversed().map { try Self.message($0, sealer: sealer) }
             if number == nil {
                 let pending = try db.rows(
                     "\(Self.messageColumns) WHERE chat_id = ? AND number IS NULL ORDER BY timestamp", [chatID]
-                ).map(Self.message)
+                ).map { try Self.message($0, sealer: sealer) }
                 page = Array((page + pending).suffix(limit))
             }
             return page
@@ -923,13 +959,14 @@ actor Messenger {
     }
 
     private func reloadChats() {
-        if let chats = try? read({ db in try Self.loadChats(db, only: nil) }) { chatsOwner.value = chats }
+        if let chats = try? read({ db in try Self.loadChats(db, only: nil, sealer: self.sealer) }) { chatsOwner.value = chats }
     }
 
     static let messageColumns =
         "SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp FROM messages"
 
-    static func message(_ row: Row) throws -> ChatMessage {
+    static func message(_ row: Row, sealer: StoreSealer) throws -> ChatMessage {
+        let id = try row.get(0, as: String.self)
         let state: MessageState =
             switch try row.get(9, as: String.self) {
             case "sending": .sending
@@ -941,11 +978,23 @@ actor Messenger {
         return ChatMessage(
             id: try row.get(0), chatID: try row.get(1), number: try row.get(2), sender: try row.get(3),
             isIncoming: try row.get(4),
-            content: try row.get(5), tag: try row.get(6), data: try row.get(7), ref: try row.get(8), state: state,
+            content: try sealer.openText(try row.get(5), EndpointStore.Seal.content(id)), tag: try row.get(6),
+            data: try row.get(7, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
+            ref: try row.get(8),
+            state: state,
             timestamp: Date(timeIntervalSince1970: try row.get(11)))
     }
 
-    static func loadChats(_ db: Database, only chatID: String?) throws -> [Chat] {
+    /// A chat's subject: sealed once set; the empty default of a chat met before its subject.
+    static func subject(_ value: DatabaseValue, chatID: String, sealer: StoreSealer) throws -> String {
+        switch value {
+        case .blob(let sealed): try sealer.openText(sealed, EndpointStore.Seal.subject(chatID))
+        case .text(""), .null: ""
+        default: throw MessagingError(.storageFailure, "a chat's subject in the endpoint store is not sealed")
+        }
+    }
+
+    static func loadChats(_ db: Database, only chatID: String?, sealer: StoreSealer) throws -> [Chat] {
         let rows =
             if let chatID {
                 try db.rows("SELECT chat_id, subject, active, last_activity FROM chats WHERE chat_id = ?", [chatID])
@@ -965,7 +1014,8 @@ actor Messenger {
                     "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != 'read'", [id], as: Int.self)
                 ?? 0
             return Chat(
-                chatID: id, subject: try row.get(1), participants: participants, unreadCount: unread,
+                chatID: id, subject: try Self.subject(row.values[1], chatID: id, sealer: sealer), participants: participants,
+                unreadCount: unread,
                 lastActivity: Date(timeIntervalSince1970: try row.get(3)), isActive: try row.get(2))
         }
     }

@@ -1,30 +1,157 @@
 public import Foundation
 import SparkCrypto
 import SparkStore
+import Synchronization
 
 /// This device's local database: one SQLite file in the data directory (created 0600, the
 /// directory 0700): the cached credentials for silent sign-in, the registration, the unlocked
 /// keys, and the chats, messages, chat keys, contacts and mailbox cursor of messaging. Deleted
 /// content is overwritten (`secure_delete`), and a wipe leaves no byte of it in the file or its
 /// write-ahead log.
+///
+/// The secrets (credentials, identity keys, chat keys, message bodies and data, subjects) are
+/// encrypted per value under a store key that is not in the file (see ``StoreKeySource``).
 public final class EndpointStore: Sendable {
     /// The data directory.
     public let directory: URL
     let queue: DatabaseQueue
+    let keyring: StoreKeyring
+    private let currentSealer: Mutex<StoreSealer>
 
-    /// Opens (creating if needed) the store in `directory`.
-    public init(directory: URL) throws {
+    /// What seals this store's secret values now (a reset makes a new key).
+    var sealer: StoreSealer { currentSealer.withLock { $0 } }
+
+    /// Opens (creating if needed) the store in `directory`, with its key from `key`.
+    ///
+    /// - Throws: ``AuthError/Code/storeLocked`` when the store holds secrets and the key is
+    ///   missing or another store's: nothing is changed, so restoring the key opens it again.
+    public init(directory: URL, key: StoreKeySource = .automatic) throws {
         self.directory = directory
+        keyring = StoreKeyring(source: key, directory: directory)
+        let queue: DatabaseQueue
         do {
             queue = try DatabaseQueue(path: directory.appendingPathComponent("endpoint.sqlite").path)
             try queue.withConnection { db in try db.execute("PRAGMA secure_delete = ON") }
-            try Self.migrator.migrate(queue)
+        } catch {
+            throw AuthError(.storageFailure, "cannot open the endpoint store in \(directory.path): \(error)")
+        }
+        self.queue = queue
+        // The key first (the check needs no migration), then the schema: values stored before
+        // encryption are sealed by the last migration.
+        let (sealer, wasSealed) = try Self.unlock(queue, keyring: keyring, directory: directory)
+        currentSealer = Mutex(sealer)
+        do {
+            try Self.migrator(sealer).migrate(queue)
+            if !wasSealed {
+                // Values sealed in place leave their plaintext in free pages and the WAL.
+                try queue.withConnection { db in
+                    try db.execute("VACUUM")
+                    try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                }
+            }
         } catch {
             throw AuthError(.storageFailure, "cannot open the endpoint store in \(directory.path): \(error)")
         }
     }
 
-    static var migrator: DatabaseMigrator {
+    /// The store's key: the one its check value opens with, or a new one for a store that
+    /// holds no sealed value yet.
+    private static func unlock(
+        _ queue: DatabaseQueue, keyring: StoreKeyring, directory: URL
+    ) throws -> (StoreSealer, wasSealed: Bool) {
+        let check = try? queue.read { db -> Data? in
+            guard try db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'store_key_check'", as: Int.self) != nil else {
+                return nil
+            }
+            return try db.scalar("SELECT value FROM store_key_check", as: Data.self)
+        }
+        guard let check = check ?? nil else { return (StoreSealer(key: try keyring.existingKey() ?? keyring.makeKey()), false) }
+        guard let key = try keyring.existingKey() else {
+            throw AuthError(
+                .storeLocked,
+                "the endpoint store in \(directory.path) is encrypted and its key is missing (\(keyring.place)); restore the key, or reset this device to start over without its data"
+            )
+        }
+        let sealer = StoreSealer(key: key)
+        guard (try? sealer.open(check, StoreSealer.checkContext)) == StoreSealer.checkValue else {
+            throw AuthError(
+                .storeLocked,
+                "the key \(keyring.place) does not open the endpoint store in \(directory.path); nothing was changed")
+        }
+        return (sealer, true)
+    }
+
+    /// The schema, then the migration that needs the key: values stored before encryption are
+    /// sealed in place.
+    static func migrator(_ sealer: StoreSealer) -> DatabaseMigrator {
+        var migrator = schemaMigrator
+        migrator.register("v6-encrypted-values") { db in
+            try db.execute(
+                "CREATE TABLE store_key_check (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), value BLOB NOT NULL)")
+            try db.execute(
+                "INSERT INTO store_key_check(singleton, value) VALUES (1, ?)",
+                [try sealer.seal(StoreSealer.checkValue, StoreSealer.checkContext)])
+            for row in try db.rows("SELECT provider, credential FROM credentials") {
+                let provider = try row.get(0, as: String.self)
+                try db.execute(
+                    "UPDATE credentials SET credential = ? WHERE provider = ?",
+                    [try sealer.seal(try row.get(1, as: Data.self), Seal.credential(provider)), provider])
+            }
+            for row in try db.rows("SELECT user_id, signing_key, encryption_key FROM local_keys") {
+                let user = try row.get(0, as: String.self)
+                try db.execute(
+                    "UPDATE local_keys SET signing_key = ?, encryption_key = ? WHERE user_id = ?",
+                    [
+                        try sealer.seal(try row.get(1, as: Data.self), Seal.signingKey(user)),
+                        try sealer.seal(try row.get(2, as: Data.self), Seal.encryptionKey(user)), user,
+                    ])
+            }
+            for row in try db.rows("SELECT chat_id, sender, device, epoch, key FROM sender_keys") {
+                let (chat, sender, device, epoch) = (
+                    try row.get(0, as: String.self), try row.get(1, as: String.self), try row.get(2, as: String.self),
+                    try row.get(3, as: Int.self)
+                )
+                try db.execute(
+                    "UPDATE sender_keys SET key = ? WHERE chat_id = ? AND sender = ? AND device = ? AND epoch = ?",
+                    [
+                        try sealer.seal(try row.get(4, as: Data.self), Seal.chatKey(chat, sender, device, epoch)), chat, sender,
+                        device, epoch,
+                    ])
+            }
+            for row in try db.rows("SELECT local_id, content, data FROM messages") {
+                let id = try row.get(0, as: String.self)
+                let data = try row.get(2, as: String?.self)
+                try db.execute(
+                    "UPDATE messages SET content = ?, data = ? WHERE local_id = ?",
+                    [
+                        try sealer.seal(try row.get(1, as: String.self), Seal.content(id)),
+                        try data.map { try sealer.seal($0, Seal.data(id)) }, id,
+                    ])
+            }
+            for row in try db.rows("SELECT chat_id, subject FROM chats") {
+                let chat = try row.get(0, as: String.self)
+                try db.execute(
+                    "UPDATE chats SET subject = ? WHERE chat_id = ?",
+                    [try sealer.seal(try row.get(1, as: String.self), Seal.subject(chat)), chat])
+            }
+        }
+        return migrator
+    }
+
+    /// The bound context of each sealed column: the table, the column and the row's key.
+    enum Seal {
+        static func credential(_ provider: String) -> String { "credentials.credential/\(provider)" }
+        static func signingKey(_ user: String) -> String { "local_keys.signing_key/\(user)" }
+        static func encryptionKey(_ user: String) -> String { "local_keys.encryption_key/\(user)" }
+        static func chatKey(_ chat: String, _ sender: String, _ device: String, _ epoch: Int) -> String {
+            "sender_keys.key/\(chat)/\(sender)/\(device)/\(epoch)"
+        }
+        static func content(_ id: String) -> String { "messages.content/\(id)" }
+        static func data(_ id: String) -> String { "messages.data/\(id)" }
+        static func subject(_ chat: String) -> String { "chats.subject/\(chat)" }
+    }
+
+    static var schemaMigrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.register("v1-credentials") { db in
             try db.execute(
@@ -152,11 +279,11 @@ extension EndpointStore {
         }
         guard let data else { return nil }
         // A credential this version cannot read is treated as absent: the user signs in again.
-        return try? JSONDecoder().decode(StoredCredential.self, from: data)
+        return try? JSONDecoder().decode(StoredCredential.self, from: sealer.open(data, Seal.credential(provider)))
     }
 
     func saveCredential(_ credential: StoredCredential, for provider: String, now: Date) throws {
-        let data = try JSONEncoder().encode(credential)
+        let data = try sealer.seal(try JSONEncoder().encode(credential), Seal.credential(provider))
         try run("save credentials") { db in
             try db.execute(
                 """
@@ -180,8 +307,9 @@ extension EndpointStore {
                 try db.execute(
                     "INSERT INTO local_keys(user_id, key_version, signing_key, encryption_key) VALUES (?, ?, ?, ?)",
                     [
-                        keys.userID, keys.keyVersion, keys.signing.rawRepresentation.unsafeData(),
-                        keys.encryption.rawRepresentation.unsafeData(),
+                        keys.userID, keys.keyVersion,
+                        try sealer.seal(keys.signing.rawRepresentation.unsafeData(), Seal.signingKey(keys.userID)),
+                        try sealer.seal(keys.encryption.rawRepresentation.unsafeData(), Seal.encryptionKey(keys.userID)),
                     ])
             }
         } catch {
@@ -200,9 +328,11 @@ extension EndpointStore {
         }
         guard let row else { return nil }
         do {
+            let signing = try sealer.open(try row.get(1, as: Data.self), Seal.signingKey(userID))
+            let encryption = try sealer.open(try row.get(2, as: Data.self), Seal.encryptionKey(userID))
             return UnlockedKeys(
-                userID: userID, signing: try Ed25519.PrivateKey(rawRepresentation: row.get(1, as: Data.self)),
-                encryption: try X25519.PrivateKey(rawRepresentation: row.get(2, as: Data.self)), keyVersion: try row.get(0))
+                userID: userID, signing: try Ed25519.PrivateKey(rawRepresentation: signing),
+                encryption: try X25519.PrivateKey(rawRepresentation: encryption), keyVersion: try row.get(0))
         } catch {
             throw KeyManagementError(.corruptKeys, "the keys kept on this endpoint are unreadable")
         }
@@ -279,6 +409,18 @@ extension EndpointStore {
             // `secure_delete` zeroes what the deletes freed; VACUUM rebuilds the file without
             // free pages (older content may predate the pragma), and the checkpoint empties the
             // write-ahead log, which held the pages as they were.
+            if kept.isEmpty {
+                // A reset: the key that sealed the old data goes too, and a new one seals what
+                // comes next, so nothing old (a stolen backup of the file) opens with it.
+                keyring.destroyKey()
+                let fresh = StoreSealer(key: try keyring.makeKey())
+                try queue.write { db in
+                    try db.execute(
+                        "UPDATE store_key_check SET value = ?", [try fresh.seal(StoreSealer.checkValue, StoreSealer.checkContext)]
+                    )
+                }
+                currentSealer.withLock { $0 = fresh }
+            }
             try queue.withConnection { db in
                 try db.execute("VACUUM")
                 try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

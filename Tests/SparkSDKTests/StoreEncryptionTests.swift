@@ -1,0 +1,150 @@
+import Foundation
+import SparkCrypto
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkSDK
+
+/// The endpoint store's secrets at rest: encrypted under a key that is not in the file; a
+/// missing or wrong key is a clear error that loses nothing; a reset destroys the key.
+@Suite("Endpoint store: secrets at rest")
+struct StoreEncryptionTests {
+    static func files(_ directory: URL) -> Data {
+        ["endpoint.sqlite", "endpoint.sqlite-wal"].reduce(into: Data()) { all, name in
+            all += FileManager.default.contents(atPath: directory.appendingPathComponent(name).path) ?? Data()
+        }
+    }
+
+    @Test func noSecretIsInTheFilesInTheClear() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bob, bobAccess) = try await world.endpoint("bob", "bob-phone")
+            let text = "meet at the north gate \(UUID().uuidString)"
+            let chat = try await alice.startChat(with: ["bob"], subject: "Secret plans \(UUID().uuidString)")
+            try await alice.sendMessage(text, tag: "Text", data: #"{"where":"north gate"}"#, to: chat.chatID)
+            let messages = try await bobAccess.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { messages.value.first?.content == text })
+            #expect(bobAccess.chats.value.first?.subject == chat.subject, "it reads back")
+            let bytes = Self.files(directory.appendingPathComponent("bob-phone"))
+            let identity = try #require(await bob.keys).signing.rawRepresentation.unsafeData()
+            for (name, secret) in [
+                ("the message", Data(text.utf8)), ("the subject", Data(chat.subject.utf8)), ("the data", Data("north gate".utf8)),
+                ("the identity key", identity),
+            ] {
+                #expect(bytes.range(of: secret) == nil, "\(name) is in the file in the clear")
+            }
+        }
+    }
+
+    @Test func aWrongOrMissingKeyIsRefusedAndLosesNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let data = directory.appendingPathComponent("device")
+            let keys = directory.appendingPathComponent("keys")
+            let store = try EndpointStore(directory: data, key: .keyFile(directory: keys))
+            let userKeys = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
+            try store.saveKeys(userKeys)
+            let before = Self.files(data)
+            // Another key: refused, and the file is as it was.
+            do {
+                _ = try EndpointStore(directory: data, key: .provided(SymmetricKey(size: .bits256)))
+                Issue.record("a wrong key opened the store")
+            } catch let error as AuthError {
+                #expect(error.code == .storeLocked && error.reason.contains("does not open"), "\(error)")
+            }
+            #expect(Self.files(data) == before, "nothing was changed")
+            // The key file gone: refused, and no new key is made over the old data.
+            let keyFile = try #require(try FileManager.default.contentsOfDirectory(atPath: keys.path).first)
+            let mode = try FileManager.default.attributesOfItem(atPath: keys.path)[.posixPermissions] as? Int
+            let fileMode =
+                try FileManager.default.attributesOfItem(atPath: keys.appendingPathComponent(keyFile).path)[
+                    .posixPermissions] as? Int
+            #expect(mode == 0o700 && fileMode == 0o600, "the key directory 0700, the key file 0600")
+            let saved = try Data(contentsOf: keys.appendingPathComponent(keyFile))
+            try FileManager.default.removeItem(at: keys.appendingPathComponent(keyFile))
+            do {
+                _ = try EndpointStore(directory: data, key: .keyFile(directory: keys))
+                Issue.record("a store was opened without its key")
+            } catch let error as AuthError {
+                #expect(error.code == .storeLocked && error.reason.contains("key is missing"), "\(error)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: keys.path).isEmpty)
+            // The key restored: everything is there.
+            try saved.write(to: keys.appendingPathComponent(keyFile))
+            let reopened = try EndpointStore(directory: data, key: .keyFile(directory: keys))
+            #expect(try reopened.keys(userID: "alice")?.signing.publicKey == userKeys.signing.publicKey)
+        }
+    }
+
+    @Test func aValueMovedToAnotherRowDoesNotOpen() throws {
+        let sealer = StoreSealer(key: SymmetricKey(size: .bits256))
+        let sealed = try sealer.seal("hello", EndpointStore.Seal.content("m1"))
+        #expect(try sealer.openText(sealed, EndpointStore.Seal.content("m1")) == "hello")
+        #expect(throws: AuthError(.storeLocked, "")) { try sealer.openText(sealed, EndpointStore.Seal.content("m2")) }
+        #expect(throws: AuthError(.storeLocked, "")) { try sealer.openText(sealed, EndpointStore.Seal.subject("m1")) }
+        var flipped = sealed
+        flipped[flipped.count - 1] ^= 1
+        #expect(throws: AuthError(.storeLocked, "")) { try sealer.openText(flipped, EndpointStore.Seal.content("m1")) }
+    }
+
+    @Test func aResetDestroysTheKeyAndSealsWhatFollowsUnderANewOne() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let service = try await devices.service("laptop")
+            _ = try await devices.begin(service)
+            try await service.completeSetup(using: ScriptedHandler(passcodes: ["first-passcode"]))
+            let configKeys = Fixtures.isolatedConfigHome.appendingPathComponent("spark-sdk/store-keys")
+            let store = try EndpointStore(directory: directory.appendingPathComponent("laptop"))
+            let keyFile = try #require(store.keyring.keyFile)
+            let oldKey = try Data(contentsOf: keyFile)
+            #expect(keyFile.path.hasPrefix(configKeys.path), "the default key file is apart from the data")
+            try await service.resetService()
+            let newKey = try Data(contentsOf: keyFile)
+            #expect(newKey != oldKey, "the old key is gone")
+            do {
+                _ = try EndpointStore(
+                    directory: directory.appendingPathComponent("laptop"),
+                    key: .provided(SymmetricKey(data: try #require(Data(base64Encoded: String(decoding: oldKey, as: UTF8.self)))))
+                )
+                Issue.record("the destroyed key still opens the store")
+            } catch let error as AuthError {
+                #expect(error.code == .storeLocked)
+            }
+        }
+    }
+
+    @Test func aStoreFromBeforeEncryptionIsSealedInPlace() throws {
+        try Fixtures.withTemporaryDirectorySync { directory in
+            let data = directory.appendingPathComponent("device")
+            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+            // The store as the previous version left it: the schema, plaintext values.
+            let queue = try DatabaseQueue(path: data.appendingPathComponent("endpoint.sqlite").path)
+            try EndpointStore.schemaMigrator.migrate(queue)
+            let old = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
+            try queue.write { db in
+                try db.execute(
+                    "INSERT INTO local_keys(user_id, key_version, signing_key, encryption_key) VALUES ('alice', 1, ?, ?)",
+                    [old.signing.rawRepresentation.unsafeData(), old.encryption.rawRepresentation.unsafeData()])
+                try db.execute("INSERT INTO chats(chat_id, subject, last_activity) VALUES ('c1', 'Old plans', 0)")
+                try db.execute(
+                    """
+                    INSERT INTO messages(local_id, chat_id, number, sender, incoming, content, tag, state, timestamp)
+                    VALUES ('m1', 'c1', 1, 'bob', 1, 'an old message', 'Text', 'delivered', 0)
+                    """)
+            }
+            let store = try EndpointStore(directory: data, key: .keyFile(directory: directory.appendingPathComponent("keys")))
+            #expect(try store.keys(userID: "alice")?.signing.publicKey == old.signing.publicKey)
+            let sealer = store.sealer
+            let (content, subject) = try store.queue.read { db in
+                (
+                    try db.scalar("SELECT content FROM messages", as: Data.self),
+                    try db.scalar("SELECT subject FROM chats", as: Data.self)
+                )
+            }
+            #expect(try sealer.openText(try #require(content), EndpointStore.Seal.content("m1")) == "an old message")
+            #expect(try sealer.openText(try #require(subject), EndpointStore.Seal.subject("c1")) == "Old plans")
+            #expect(Self.files(data).range(of: Data("an old message".utf8)) == nil)
+        }
+    }
+}
