@@ -1,3 +1,4 @@
+import SparkLock
 import Synchronization
 
 /// One observable thing a monitor can depend on: a tracked property of one object. It counts its

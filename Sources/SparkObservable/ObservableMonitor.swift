@@ -1,4 +1,5 @@
 import Foundation
+import SparkLock
 
 /// Runs a block, remembers exactly which tracked properties it read, and runs it again, once,
 /// after any of them changes. Its dependencies are recomputed on every run, so a branch that is

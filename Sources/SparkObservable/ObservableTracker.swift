@@ -1,4 +1,5 @@
 import Foundation
+import SparkLock
 
 /// The entry points of Spark's observation model: getters report reads, setters report changes,
 /// and ``ObservableMonitor``s re-run when something they read changes.

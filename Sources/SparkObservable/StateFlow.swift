@@ -1,3 +1,5 @@
+import SparkLock
+
 /// A value that changes over time, read-only to its consumers (Kotlin's and Sportradar's
 /// `StateFlow`). Its owner holds the ``MutableStateFlow``; when the owner goes away, the flow
 /// finishes: subscriptions stop and ``values`` sequences end.

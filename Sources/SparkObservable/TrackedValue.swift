@@ -1,4 +1,5 @@
 public import Observation
+import SparkLock
 
 /// A thread-safe value whose reads are tracked by running monitors and whose changes re-run
 /// them. The building block of the SDK's observable models and of ``StateFlow``.

@@ -1,4 +1,5 @@
 public import Foundation
+import SparkLock
 import Synchronization
 
 /// A thread-safe counter for monitor blocks.
@@ -14,9 +15,9 @@ public final class Counter: Sendable {
 
 /// A thread-safe box for what a monitor block saw.
 public final class Box<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
+    private let storage: Locked<Value>
     /// A box holding `value`.
-    public init(_ value: Value) { storage = Mutex(value) }
+    public init(_ value: Value) { storage = Locked(value) }
     /// The value.
     public var value: Value {
         get { storage.withLock { $0 } }

@@ -1,13 +1,13 @@
 public import Foundation
 public import SparkDomain
-import Synchronization
+import SparkLock
 
 /// A clock that tests move by hand.
 public final class TestClock: Sendable {
-    private let current: Mutex<Date>
+    private let current: Locked<Date>
 
     /// A clock at `start` (a fixed date by default).
-    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = Mutex(start) }
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = Locked(start) }
 
     /// The current test time.
     public var now: Date { current.withLock { $0 } }

@@ -1,7 +1,7 @@
 import Foundation
 import SparkDomain
+import SparkLock
 import SparkTestSupport
-import Synchronization
 import Testing
 
 /// The `quickstart` binary, run as a user would: flags, a broken config, the demo, and the
@@ -238,7 +238,7 @@ struct QuickStartTests {
             process.standardInput = input
             process.standardOutput = output
             process.standardError = output
-            let transcript = Mutex("")
+            let transcript = Locked("")
             output.fileHandleForReading.readabilityHandler = { handle in
                 let data = handle.availableData
                 transcript.withLock { $0 += String(decoding: data, as: UTF8.self) }

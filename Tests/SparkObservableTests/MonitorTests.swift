@@ -1,7 +1,7 @@
 import Dispatch
+import SparkLock
 import SparkObservable
 import SparkTestSupport
-import Synchronization
 import Testing
 
 @Suite("ObservableMonitor")
@@ -198,6 +198,6 @@ struct MonitorTests {
 
 /// A tiny lock for the Spark-style example (Foundation's NSLock is not imported here).
 final class NSLockLike: Sendable {
-    private let mutex = Mutex(())
+    private let mutex = Locked(())
     func withLock<T>(_ body: () -> T) -> T { mutex.withLock { _ in body() } }
 }

@@ -1,15 +1,15 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkObservable
 import SparkSDK
 import SparkTestSupport
-import Synchronization
 import Testing
 
 final class RecordingControllerDelegate: BBMAuthControllerDelegate {
-    let states = Mutex<[String]>([])
-    let started = Mutex<[Bool]>([])
+    let states = Locked<[String]>([])
+    let started = Locked<[Bool]>([])
     func authStateChanged(_ state: BBMAuthState) {
         states.withLock { $0.append("\(state.account?.accountId ?? "-"):\(state.setupState)") }
     }
@@ -18,12 +18,12 @@ final class RecordingControllerDelegate: BBMAuthControllerDelegate {
 
 /// Answers setup's questions from a script, recording each request it was given.
 final class ScriptedHandler: SetupHandler {
-    let passcodes: Mutex<[String]>
+    let passcodes: Locked<[String]>
     let reset: Bool
     let confirm: Bool
-    let requests = Mutex<[PasscodeRequest]>([])
+    let requests = Locked<[PasscodeRequest]>([])
     init(passcodes: [String], reset: Bool = false, confirm: Bool = true) {
-        self.passcodes = Mutex(passcodes)
+        self.passcodes = Locked(passcodes)
         self.reset = reset
         self.confirm = confirm
     }

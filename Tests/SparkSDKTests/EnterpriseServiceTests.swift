@@ -1,10 +1,10 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkObservable
 import SparkSDK
 import SparkTestSupport
-import Synchronization
 import Testing
 
 /// Devices of one user on one embedded domain, each with its own data directory.
@@ -211,7 +211,7 @@ struct EnterpriseServiceTests {
 
     @Test func resetServiceWipesThisEndpointAndListenersHearConnectivity() async throws {
         final class Listener: BBMConnectivityListener {
-            let events = Mutex<[String]>([])
+            let events = Locked<[String]>([])
             func connectivityStateChange(connected: Bool, strict: Bool) {
                 events.withLock { $0.append("\(connected)/\(strict)") }
             }

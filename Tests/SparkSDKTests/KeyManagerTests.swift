@@ -1,9 +1,9 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkSDK
 import SparkTestSupport
-import Synchronization
 import Testing
 
 /// Two or three endpoints of one user on one embedded domain.
@@ -219,7 +219,7 @@ struct KeyManagerTests {
 
     /// An app keeping the blobs itself (`useBlackBerryKMS` false).
     final class MemoryStorage: BBMKeyStorageProvider {
-        let blobs = Mutex<[String: KeyBlob]>([:])
+        let blobs = Locked<[String: KeyBlob]>([:])
         func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch {
             BlobFetch(blob: blobs.withLock { $0[name] })
         }

@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkLock
 import SparkSDK
 import SparkTestSupport
 import Synchronization

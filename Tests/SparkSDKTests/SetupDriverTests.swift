@@ -1,5 +1,6 @@
 import Foundation
 import SparkCrypto
+import SparkLock
 import SparkSDK
 import SparkTestSupport
 import Synchronization

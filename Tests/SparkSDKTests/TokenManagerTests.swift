@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkSDK
 import SparkTestSupport
 import Synchronization
@@ -16,7 +17,7 @@ final class CountingDomain: DomainService {
     let validations = Atomic<Int>(0)
     /// Runs with the chat id after `createChat` and `updateMembers` return, before the caller
     /// goes on.
-    let afterMembershipChange = Mutex<(@Sendable (String) async -> Void)?>(nil)
+    let afterMembershipChange = Locked<(@Sendable (String) async -> Void)?>(nil)
     init(_ inner: EmbeddedDomain) { self.inner = inner }
     var domainID: String { inner.domainID }
     func policy() async throws -> DomainPolicy { try await inner.policy() }
@@ -109,7 +110,7 @@ final class CountingDomain: DomainService {
 
 /// Records what the delegate was told.
 final class RecordingDelegate: BBMTokenManagerDelegate {
-    let events = Mutex<[String]>([])
+    let events = Locked<[String]>([])
     func localAuthDataChanged(_ account: BBMAuthenticatedAccount?, error: (any Error)?) {
         events.withLock { $0.append(account.map { "in:\($0.accountId)" } ?? (error == nil ? "out" : "out:error")) }
     }

@@ -1,6 +1,6 @@
 internal import COpenSSL
 import Foundation
-import Synchronization
+import SparkLock
 
 /// The OpenSSL EVP backend of ``AESGCM``.
 enum OpenSSLAESGCM {
@@ -189,7 +189,7 @@ final class KeyedContext: @unchecked Sendable {
 // @unchecked Sendable: a context is used by one thread at a time: it leaves the pool under the
 // lock before use and returns under the lock after.
 final class CipherContextPool: @unchecked Sendable {
-    private let contexts = Mutex<[KeyedContext]>([])
+    private let contexts = Locked<[KeyedContext]>([])
     private static let capacity = 4
 
     init() {}

@@ -1,5 +1,6 @@
 internal import COpenSSL
 import Foundation
+import SparkLock
 import Synchronization
 
 /// Random bytes for public values such as AES-GCM nonces, drawn from `RAND_bytes` in 4 KiB
@@ -17,7 +18,7 @@ enum NonceSource {
         var generation = -1
     }
 
-    private static let pool = Mutex(Pool())
+    private static let pool = Locked(Pool())
     private static let forkGeneration = Atomic<Int>(0)
     private static let registerForkHandler: Void = {
         pthread_atfork(nil, nil) { NonceSource.forkGeneration.add(1, ordering: .relaxed) }

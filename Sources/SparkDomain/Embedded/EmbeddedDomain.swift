@@ -1,7 +1,7 @@
 import Foundation
 public import SparkCrypto
+import SparkLock
 import SparkStore
-import Synchronization
 
 /// The domain in one SQLite file (WAL mode) that every process on the machine opens: two
 /// quick-start processes with different data directories are two devices of one domain. All of
@@ -28,9 +28,9 @@ public final class EmbeddedDomain: DomainService {
     /// call; time claims and the issuer's trust are checked on every use).
     let validatedTokens = ValidatedTokenCache()
     /// Principals this process already found bound to their issuer (user id → issuer).
-    let knownPrincipals = Mutex<[String: String]>([:])
+    let knownPrincipals = Locked<[String: String]>([:])
     /// Made on first use: one-off callers (spark-admin) never watch the file.
-    private let changes = Mutex<FileChangeSignal?>(nil)
+    private let changes = Locked<FileChangeSignal?>(nil)
 
     private init(
         path: String, queue: DatabaseQueue, clock: WallClock, mailer: (any Mailer)?, allowUnsafePasswordHashing: Bool

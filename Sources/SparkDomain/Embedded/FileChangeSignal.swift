@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import SparkLock
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +20,7 @@ final class FileChangeSignal: Sendable {
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Set once in `init`; Dispatch sources are thread-safe (only `cancel()` is called later).
     nonisolated(unsafe) private let source: (any DispatchSourceRead)?
 

@@ -1,6 +1,6 @@
 import Foundation
 import SparkCrypto
-import Synchronization
+import SparkLock
 
 /// External issuers' JWKS files, parsed once and parsed again when their contents change.
 /// The file is read on every use (it is small and in the page cache) and compared by digest, so a
@@ -11,7 +11,7 @@ final class JWKSCache: Sendable {
         let keys: [JWS.VerificationKey]
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
 
     /// The verification keys in the JWKS file at `path`. Keys that cannot verify signatures
     /// (encryption keys, unknown types) are skipped; a file with none is an error.

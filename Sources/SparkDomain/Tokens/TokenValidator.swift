@@ -1,6 +1,6 @@
 public import Foundation
 public import SparkCrypto
-import Synchronization
+import SparkLock
 
 /// An issuer whose tokens the domain accepts: its `iss`, the audience its tokens must name, and
 /// its public keys (each bound to one algorithm).
@@ -262,7 +262,7 @@ public final class ValidatedTokenCache: Sendable {
         let fingerprint: Data
     }
 
-    private let entries = Mutex<[Data: Entry]>([:])
+    private let entries = Locked<[Data: Entry]>([:])
     private let capacity: Int
 
     /// A cache holding at most `capacity` tokens.

@@ -1,7 +1,7 @@
 public import Foundation
 public import SparkDomain
+import SparkLock
 public import SparkObservable
-import Synchronization
 
 /// What ``BBMAuthController`` reports: the signed-in account and the service's setup.
 public struct BBMAuthState: Sendable, Equatable, CustomStringConvertible {
@@ -55,12 +55,12 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
 
     private let stateOwner = MutableStateFlow(BBMAuthState.signedOut, label: "BBMAuthController.authState")
     private let readyOwner = MutableStateFlow(false, label: "BBMAuthController.startedAndAuthenticated")
-    private let account = Mutex<BBMAuthenticatedAccount?>(nil)
-    private let delegates = Mutex<[WeakDelegate]>([])
-    private let subscriptions = Mutex<[FlowSubscription]>([])
+    private let account = Locked<BBMAuthenticatedAccount?>(nil)
+    private let delegates = Locked<[WeakDelegate]>([])
+    private let subscriptions = Locked<[FlowSubscription]>([])
     /// Sign-ins this controller is making: each hands its account to the service itself, so
     /// the token manager's report of it is not a second route.
-    private let signInsInFlight = Mutex(0)
+    private let signInsInFlight = Locked(0)
 
     private struct WeakDelegate: Sendable { weak var delegate: (any BBMAuthControllerDelegate)? }
 

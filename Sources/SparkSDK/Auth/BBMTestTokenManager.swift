@@ -1,6 +1,6 @@
 public import Foundation
 public import SparkDomain
-import Synchronization
+import SparkLock
 
 /// Test auth (Spark's sandbox): any user id gets a token from the domain's test issuer, as long
 /// as the domain does not require user authentication.
@@ -27,7 +27,7 @@ public final class BBMTestTokenManager: BBMTokenManager {
 
     let core: TokenManagerCore
     private let domain: any DomainService
-    private let userID = Mutex<String?>(nil)
+    private let userID = Locked<String?>(nil)
 
     /// A manager for `domain` caching credentials in `store`.
     ///

@@ -1,7 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
-import Synchronization
+import SparkLock
 
 /// How one kind of token manager renews a credential.
 protocol TokenSource: Sendable {
@@ -15,7 +15,7 @@ protocol TokenSource: Sendable {
 /// The delegate, held weakly and readable from any thread.
 final class DelegateBox: Sendable {
     private struct Weak { weak var delegate: (any BBMTokenManagerDelegate)? }
-    private let box = Mutex(Weak())
+    private let box = Locked(Weak())
 
     var delegate: (any BBMTokenManagerDelegate)? {
         get { box.withLock { $0.delegate } }

@@ -1,9 +1,9 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkObservable
 import SparkStore
-import Synchronization
 
 /// Something the app should know that is not a chat or message change.
 public enum MessagingEvent: Sendable, Equatable {
@@ -1084,7 +1084,7 @@ actor Messenger {
 /// The open `events` streams of one messenger: each consumer gets its own stream (an
 /// `AsyncStream` has one consumer), and every event goes to all of them.
 final class EventSinks<Event: Sendable>: Sendable {
-    private let sinks = Mutex<(open: [Int: AsyncStream<Event>.Continuation], next: Int, finished: Bool)>(([:], 0, false))
+    private let sinks = Locked<(open: [Int: AsyncStream<Event>.Continuation], next: Int, finished: Bool)>(([:], 0, false))
 
     /// A new stream of the events from now on. It keeps the newest 1,000 a slow consumer has
     /// not taken yet.

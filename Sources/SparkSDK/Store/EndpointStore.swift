@@ -1,7 +1,7 @@
 public import Foundation
 import SparkCrypto
+import SparkLock
 import SparkStore
-import Synchronization
 
 /// This device's local database: one SQLite file in the data directory (created 0600, the
 /// directory 0700): the cached credentials for silent sign-in, the registration, the unlocked
@@ -16,7 +16,7 @@ public final class EndpointStore: Sendable {
     public let directory: URL
     let queue: DatabaseQueue
     let keyring: StoreKeyring
-    private let currentSealer: Mutex<StoreSealer>
+    private let currentSealer: Locked<StoreSealer>
 
     /// What seals this store's secret values now (a reset makes a new key).
     var sealer: StoreSealer { currentSealer.withLock { $0 } }
@@ -39,7 +39,7 @@ public final class EndpointStore: Sendable {
         // The key first (the check needs no migration), then the schema: values stored before
         // encryption are sealed by the last migration.
         let (sealer, wasSealed) = try Self.unlock(queue, keyring: keyring, directory: directory)
-        currentSealer = Mutex(sealer)
+        currentSealer = Locked(sealer)
         do {
             try Self.migrator(sealer).migrate(queue)
             if !wasSealed {

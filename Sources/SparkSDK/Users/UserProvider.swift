@@ -1,7 +1,7 @@
 import Foundation
 public import SparkDomain
+import SparkLock
 public import SparkObservable
-import Synchronization
 
 /// The signed-in user's standing (Sportradar's user state).
 public enum UserState: Sendable, Equatable {
@@ -33,7 +33,7 @@ public final class UserProvider: Sendable {
     private let nextOwner = MutableStateFlow<Infraction?>(nil, label: "UserProvider.nextInfraction")
     private let dismissOwner = MutableStateFlow(0, label: "UserProvider.dismissTimerCountDown")
     private let restrictionOwner = MutableStateFlow<UserStatus.State?>(nil, label: "UserProvider.restriction")
-    private let tasks = Mutex<(countdown: Task<Void, Never>?, dismiss: Task<Void, Never>?, poll: Task<Void, Never>?)>(
+    private let tasks = Locked<(countdown: Task<Void, Never>?, dismiss: Task<Void, Never>?, poll: Task<Void, Never>?)>(
         (nil, nil, nil))
     private let clock: WallClock
 
