@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what SparkSDK needs on a Debian machine that already has the Swift toolchain:
 # the C libraries it links (OpenSSL 3, SQLite 3), the openssl CLI the benchmark compares
-# against, and the Python peers the interop tests talk to. Safe to run again; run as root.
+# against, a Secret Service for the tests (GNOME Keyring, D-Bus, libsecret: SparkSDK loads
+# libsecret at run time and works without it), and the Python peers the interop tests talk
+# to. Safe to run again; run as root.
 set -euo pipefail
 
-packages=(libssl-dev libsqlite3-dev openssl pkg-config)
+# gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
+packages=(libssl-dev libsqlite3-dev openssl pkg-config gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac)
 python_packages=(cryptography jwcrypto pyjwt vodozemac)
 

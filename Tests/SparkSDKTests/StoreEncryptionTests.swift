@@ -148,3 +148,94 @@ struct StoreEncryptionTests {
         }
     }
 }
+
+extension SecretServiceTests {
+    /// Kills every process whose command line contains `marker` (the keyring
+    /// daemon a test started, found by the control directory only it was given).
+    static func stopProcesses(whoseCommandLineContains marker: String) {
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), pid != getpid(),
+                let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                String(decoding: line.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).contains(marker)
+            else { continue }
+            kill(pid, SIGKILL)  // the keyring daemon ignores SIGTERM
+        }
+    }
+
+    /// Runs a program with its output to a file, and waits for it on a thread of its own
+    /// (Foundation's `Process` is not used: it must not reap or watch a session's daemons).
+    static func runWithoutPipes(
+        _ executable: URL, _ arguments: [String], output: URL, environment: [String: String]
+    ) async throws -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var actions = posix_spawn_file_actions_t()
+                posix_spawn_file_actions_init(&actions)
+                defer { posix_spawn_file_actions_destroy(&actions) }
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+                posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+                let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
+                let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+                defer { for pointer in argv + envp { free(pointer) } }
+                var pid = pid_t()
+                guard posix_spawn(&pid, executable.path, &actions, nil, argv, envp) == 0 else {
+                    continuation.resume(returning: -1)
+                    return
+                }
+                var status: Int32 = 0
+                waitpid(pid, &status, 0)
+                continuation.resume(returning: (status >> 8) & 0xff)
+            }
+        }
+    }
+}
+
+/// The Secret Service path for real: a private D-Bus session with GNOME Keyring (installed by
+/// `scripts/bootstrap.sh`), and the `sdk-peer` helper opening a store in it.
+@Suite("Endpoint store: the key in the Secret Service")
+struct SecretServiceTests {
+    @Test func theKeyringKeepsTheKeyAndWithoutItTheStoreStaysLocked() async throws {
+        let session = URL(fileURLWithPath: "/usr/bin/dbus-run-session")
+        let keyring = URL(fileURLWithPath: "/usr/bin/gnome-keyring-daemon")
+        #expect(
+            FileManager.default.isExecutableFile(atPath: session.path)
+                && FileManager.default.isExecutableFile(atPath: keyring.path),
+            "dbus-run-session and gnome-keyring-daemon are missing: run scripts/bootstrap.sh")
+        try await Fixtures.withTemporaryDirectory { directory in
+            let peer = Fixtures.executable("sdk-peer").path
+            let data = directory.appendingPathComponent("device").path
+            var environment = ProcessInfo.processInfo.environment
+            environment["SPARK_SECRET_SERVICE"] = nil
+            environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+            environment["XDG_CONFIG_HOME"] = directory.appendingPathComponent("config").path
+            // Two processes in one desktop session: the first makes the key, the second finds it.
+            // The keyring daemon outlives the session's shell: the output goes to a file, not to
+            // the pipes this test reads, and the daemon (the newest of its name) is stopped.
+            let control = directory.appendingPathComponent("keyring").path
+            let output = directory.appendingPathComponent("session.out").path
+            let inner = """
+                eval "$(printf test | gnome-keyring-daemon --unlock --components=secrets --control-directory='\(control)' 2>/dev/null)"
+                '\(peer)' store '\(data)' && '\(peer)' store '\(data)'
+                """
+            // The session's daemons outlive it: no descriptor of this process (other tests'
+            // pipes) may reach them, so the shell closes every one above 2 before it starts.
+            environment["INNER"] = inner
+            let closeAndRun = """
+                for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null
+                exec '\(session.path)' -- bash -c "$INNER"
+                """
+            let status = try await Self.runWithoutPipes(
+                URL(fileURLWithPath: "/bin/bash"), ["-c", closeAndRun], output: URL(fileURLWithPath: output),
+                environment: environment)
+            Self.stopProcesses(whoseCommandLineContains: "--control-directory=\(control)")
+            let transcript = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            #expect(status == 0, "\(transcript)")
+            #expect(transcript == "opened; no key file\nopened; no key file\n", "the key is in the keyring, not in a file")
+            // Without the session (another login, a copied disk): locked, with the reason.
+            let outside = try await Fixtures.run(URL(fileURLWithPath: peer), ["store", data], environment: environment)
+            #expect(outside.status == 1 && outside.stdout.hasPrefix("refused: storeLocked: "), "\(outside.stdout)")
+            #expect(outside.stdout.contains("its key is missing"))
+        }
+    }
+}

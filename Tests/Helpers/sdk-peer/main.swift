@@ -10,6 +10,22 @@ import SparkObservable
 import SparkSDK
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+// `sdk-peer store DATA_DIR`: opens the endpoint store with the default key source and says
+// where its key is ("key file" when one was written, else "no key file") or why it failed.
+if arguments.first == "store", arguments.count == 2 {
+    do {
+        let directory = URL(fileURLWithPath: arguments[1])
+        _ = try EndpointStore(directory: directory)
+        let keys = URL(fileURLWithPath: ProcessInfo.processInfo.environment["XDG_CONFIG_HOME"] ?? "/nonexistent")
+            .appendingPathComponent("spark-sdk/store-keys")
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: keys.path)) ?? []
+        print(files.isEmpty ? "opened; no key file" : "opened; key file")
+        exit(0)
+    } catch let error as AuthError {
+        print("refused: \(error.code): \(error.reason)")
+        exit(1)
+    }
+}
 guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: sdk-peer DOMAIN_PATH DATA_DIR USER_ID [--take-over]\n".utf8))
     exit(64)
