@@ -246,7 +246,7 @@ final class ChatShell: @unchecked Sendable {
     /// printed: `send` and the step stream both ask, so each state prints once.
     private func claim(_ id: String, _ state: MessageState) -> Bool {
         lock.withLock {
-            if let previous = printed[id], previous.order >= state.order { return false }
+            if let previous = printed[id], previous.rank >= state.rank { return false }
             printed[id] = state
             return true
         }
@@ -303,19 +303,6 @@ final class ChatShell: @unchecked Sendable {
             console.say("\(prefix)your message was not sent: \(reason)")
         } else {
             console.say("\(prefix)your message #\(event.number.map(String.init) ?? "-") is \(event.state)")
-        }
-    }
-}
-
-extension MessageState {
-    /// Sending, then sent, delivered and read; failed is final.
-    fileprivate var order: Int {
-        switch self {
-        case .sending: 0
-        case .sent: 1
-        case .delivered: 2
-        case .read: 3
-        case .failed: 4
         }
     }
 }

@@ -33,8 +33,9 @@ public enum MessageState: Sendable, Equatable, Codable, CustomStringConvertible 
         }
     }
 
-    /// Order for monotonic updates: a state never moves back.
-    var rank: Int {
+    /// Where the state is in a message's life: sending 0, sent 1, delivered 2, read 3, failed 4
+    /// (final). A message's state only ever moves to a higher rank.
+    public var rank: Int {
         switch self {
         case .sending: 0
         case .sent: 1

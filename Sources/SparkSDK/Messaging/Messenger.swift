@@ -212,18 +212,9 @@ actor Messenger {
     /// records the membership, so the key belongs to the new membership version).
     private func record(_ announcement: Announcement, in db: Database, chatID: String, subject: String?) throws {
         let version = try db.scalar("SELECT membership_version FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 1
-        try db.execute(
-            """
-            INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version, pending)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                chatID, me, endpointID, announcement.epoch,
-                try sealer.seal(
-                    announcement.key.secureBytes.unsafeData(),
-                    EndpointStore.Seal.chatKey(chatID, me, endpointID, announcement.epoch)),
-                version, Self.encodeMembers(announcement.pending),
-            ])
+        try keep(
+            announcement.key, epoch: announcement.epoch, chatID: chatID, membershipVersion: version,
+            pending: announcement.pending, in: db)
         try db.execute(
             """
             INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
@@ -453,6 +444,15 @@ actor Messenger {
         let epoch = (latest?.0 ?? 0) + 1
         let key = SymmetricKey(size: .bits256)
         let (envelopes, pending) = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: members)
+        try await post(envelopes, chatID: chatID, token: token)
+        try write { db in
+            try self.keep(key, epoch: epoch, chatID: chatID, membershipVersion: version, pending: pending, in: db)
+        }
+        return (epoch, key)
+    }
+
+    /// Posts key envelopes, each to its member.
+    private func post(_ envelopes: [(member: String, envelope: Data)], chatID: String, token: String) async throws {
         for (member, envelope) in envelopes {
             _ = try await domainCall {
                 try await domain.post(
@@ -460,20 +460,23 @@ actor Messenger {
                     clientID: nil)
             }
         }
-        try write { db in
-            try db.execute(
-                """
-                INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version, pending)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """,
-                [
-                    chatID, self.me, self.endpointID, epoch,
-                    try self.sealer.seal(
-                        key.secureBytes.unsafeData(), EndpointStore.Seal.chatKey(chatID, self.me, self.endpointID, epoch)),
-                    version, Self.encodeMembers(pending),
-                ])
-        }
-        return (epoch, key)
+    }
+
+    /// Keeps one of this endpoint's sending keys, sealed, with the membership it was made for
+    /// and the members still pending.
+    private func keep(
+        _ key: SymmetricKey, epoch: Int, chatID: String, membershipVersion: Int, pending: [String], in db: Database
+    ) throws {
+        try db.execute(
+            """
+            INSERT OR REPLACE INTO sender_keys(chat_id, sender, device, epoch, key, membership_version, pending)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                chatID, me, endpointID, epoch,
+                try sealer.seal(key.secureBytes.unsafeData(), EndpointStore.Seal.chatKey(chatID, me, endpointID, epoch)),
+                membershipVersion, Self.encodeMembers(pending),
+            ])
     }
 
     /// Posts the current key to members who were pending, and records who still is.
@@ -482,13 +485,7 @@ actor Messenger {
     {
         let (envelopes, stillPending) = try await keyEnvelopes(key, chatID: chatID, epoch: epoch, after: after, to: pending)
         guard !envelopes.isEmpty else { return }
-        for (member, envelope) in envelopes {
-            _ = try await domainCall {
-                try await domain.post(
-                    token: token, endpointID: endpointID, chatID: chatID, kind: .chatKey, payload: envelope, recipient: member,
-                    clientID: nil)
-            }
-        }
+        try await post(envelopes, chatID: chatID, token: token)
         try write { db in
             try db.execute(
                 "UPDATE sender_keys SET pending = ? WHERE chat_id = ? AND sender = ? AND device = ? AND epoch = ?",
