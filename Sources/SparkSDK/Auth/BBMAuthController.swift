@@ -187,7 +187,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
 
     /// The app's own JWTs (`authProvider` = `custom`): signs in with `jwtToken` and hands it to
     /// the service. Later tokens come from the refresh closure given to
-    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:keyStorage:)``.
+    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:keyStorage:storeKey:)``.
     ///
     /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; ``AuthError/Code/malformedToken``.
     @discardableResult
