@@ -22,6 +22,7 @@ let package = Package(
         .executable(name: "ChatApp", targets: ["ChatApp"]),
         .executable(name: "spark-admin", targets: ["spark-admin"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
+        .executable(name: "spark-domaind", targets: ["spark-domaind"]),
     ],
     targets: [
         .systemLibrary(
@@ -43,9 +44,26 @@ let package = Package(
         .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "CSparkThreadLocal"),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal", "SparkLock"], swiftSettings: swiftSettings),
+        // The domain client's HTTP transport: libcurl's multi interface (see the header).
+        .target(name: "CSparkCurl", linkerSettings: [.linkedLibrary("curl")]),
+        // spark-domaind's HTTP server on libmicrohttpd, and its certificates with OpenSSL.
+        .target(name: "CSparkHTTP", linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("crypto")]),
         .target(
             name: "SparkDomain",
-            dependencies: ["SparkCrypto", "SparkStore", "SparkLock"],
+            dependencies: ["SparkCrypto", "SparkStore", "SparkLock", "CSparkCurl"],
+            swiftSettings: swiftSettings
+        ),
+        // The domain as a network service: routes, limits, metrics, the domain directory.
+        .target(
+            name: "SparkDomainServer",
+            dependencies: ["SparkDomain", "SparkCrypto", "SparkLock", "CSparkHTTP"],
+            swiftSettings: swiftSettings
+        ),
+        // The command-line conventions the tools share (positional words, options, exit 64).
+        .target(name: "SparkCLI", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "spark-domaind",
+            dependencies: ["SparkDomainServer", "SparkDomain", "SparkCLI"],
             swiftSettings: swiftSettings
         ),
         // The desktop Secret Service through libsecret, loaded at run time (see the file).
@@ -74,7 +92,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "spark-admin",
-            dependencies: ["SparkCrypto", "SparkDomain", "SparkSDK"],
+            dependencies: ["SparkCrypto", "SparkDomain", "SparkSDK", "SparkCLI"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -71,8 +71,7 @@ enum MessagingBenchmarks {
         try SetupBenchmarks.blocking {
             let domain = try EmbeddedDomain.open(at: domainPath)
             let access = try await setUp("alice", directory: directory, domain: domain)
-            let token = try await domain.testToken(userID: "alice").token
-            while try await domain.identity(token: token, userID: "bob") == nil { try await Task.sleep(for: .milliseconds(20)) }
+            while try domain.publishedIdentity(of: "bob") == nil { try await Task.sleep(for: .milliseconds(20)) }
             let chat = try await access.startChat(with: ["bob"])
             for _ in 0..<burst { try await access.sendMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
             for _ in 0..<paced {

@@ -98,4 +98,26 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
     /// `DomainError.<code>: <reason>`.
     public var description: String { "DomainError.\(code): \(reason)" }
+
+    private enum CodingKeys: String, CodingKey {
+        case code
+        case reason = "message"
+        case retryAfter
+    }
+
+    /// The HTTP status this error has on the wire (a fixed mapping; 5xx only for the domain's
+    /// own trouble, never for a client's input).
+    public var httpStatus: Int {
+        switch code {
+        case .invalidToken, .tokenExpired, .wrongAudience, .invalidCredentials: 401
+        case .forbidden, .userAuthenticationRequired, .notActivated, .moderated, .notAMember: 403
+        case .notFound: 404
+        case .conflict, .nameTaken, .emailTaken, .alreadyActivated: 409
+        case .endpointRemoved: 410
+        case .tooLarge: 413
+        case .tooManyAttempts: 429
+        case .unavailable, .storageFailure: 503
+        default: 400
+        }
+    }
 }

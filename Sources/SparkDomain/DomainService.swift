@@ -2,7 +2,9 @@ public import Foundation
 
 /// The whole contract between an endpoint (the SDK) and the domain (the service). Every type it
 /// uses is `Codable` and `Sendable`, and no call depends on process memory, so the same contract
-/// can later be served over the network. Calls that act for a user carry that user's token.
+/// be served over the network (``RemoteDomain``). Calls that act for a user carry that user's
+/// token and the calling endpoint's id, which must be registered to that user (the exceptions:
+/// ``validate(token:)`` and ``registerEndpoint(token:registration:)``, which come before).
 public protocol DomainService: Sendable {
     /// The domain's id; tokens for this domain name it as their audience.
     var domainID: String { get }
@@ -45,11 +47,12 @@ public protocol DomainService: Sendable {
     /// be yet (another device holds the profile, or the user has the maximum of endpoints).
     func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome
     /// The user's registered endpoints.
-    func endpoints(token: String) async throws -> [EndpointInfo]
-    /// Gives one of the user's endpoints a nickname (at most 64 characters).
-    func setEndpointNickname(token: String, endpointID: String, nickname: String) async throws
-    /// Removes one of the user's endpoints; it learns on its next call.
-    func deregisterEndpoint(token: String, endpointID: String) async throws
+    func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo]
+    /// Gives one of the user's endpoints (`target`) a nickname (at most 64 characters).
+    func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws
+    /// Removes one of the user's endpoints (`target`, this one included); it learns on its next
+    /// call.
+    func deregisterEndpoint(token: String, endpointID: String, target: String) async throws
     /// Confirms that `endpointID` is still registered and marks it seen; throws
     /// ``DomainError/Code/endpointRemoved`` with the reason when it is not.
     func checkIn(token: String, endpointID: String) async throws -> EndpointInfo
@@ -69,13 +72,13 @@ public protocol DomainService: Sendable {
     /// Publishes the user's public identity (signed by its own signing key).
     func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws
     /// Looks up a user's published identity.
-    func identity(token: String, userID: String) async throws -> PublishedIdentity?
+    func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity?
     /// Forgets the user's keys and identity (a forgotten passcode) and deregisters every other
     /// endpoint of the user; this endpoint stays.
     func resetIdentity(token: String, endpointID: String) async throws
     /// The highest identity key version the user ever published (0 if none); a new identity
     /// must be published with a higher one.
-    func identityKeyVersion(token: String) async throws -> Int
+    func identityKeyVersion(token: String, endpointID: String) async throws -> Int
 
     // MARK: Chats and mailboxes
 
@@ -97,27 +100,20 @@ public protocol DomainService: Sendable {
     func post(
         token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
     ) async throws -> PostReceipt
-    /// Reads the caller's mailbox after `cursor`, oldest first.
-    func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry]
+    /// Reads the caller's mailbox after `cursor`, oldest first. With a `wait` (at most
+    /// ``maximumMailboxWait``), an empty mailbox is a long-poll: the call returns as soon as an
+    /// entry for this user arrives, or empty when the wait ends or the task is cancelled.
+    func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+        -> [MailboxEntry]
     /// The chat's members, for a member.
-    func chat(token: String, chatID: String) async throws -> ChatInfo
-
-    // MARK: Change hints (for pollers)
-
-    /// A number that moves whenever the domain's data may have changed, or `nil` when this
-    /// domain cannot tell (callers then read on a fixed interval). Read it before reading the
-    /// mailbox and wait with it, so a change made in between is not missed.
-    func changeGeneration() -> UInt64?
-    /// Returns once ``changeGeneration()`` has moved past `generation`, after `timeout`, or when
-    /// the task is cancelled. A hint, never a promise: a wake-up may find nothing new.
-    func waitForChange(after generation: UInt64, timeout: Duration) async
+    func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo
 
     // MARK: Moderation (the user's side)
 
     /// The caller's moderation status and infractions.
-    func userStatus(token: String) async throws -> UserStatus
+    func userStatus(token: String, endpointID: String) async throws -> UserStatus
     /// Dismisses one of the caller's infractions.
-    func dismissInfraction(token: String, id: Int64) async throws
+    func dismissInfraction(token: String, endpointID: String, id: Int64) async throws
 }
 
 extension DomainService {
@@ -133,11 +129,16 @@ extension DomainService {
         try await createChat(token: token, endpointID: endpointID, chatID: chatID, participants: participants, posts: [])
     }
 
-    /// No change hints: callers poll.
-    public func changeGeneration() -> UInt64? { nil }
-    /// Sleeps for `timeout` (or until cancelled).
-    public func waitForChange(after generation: UInt64, timeout: Duration) async { try? await Task.sleep(for: timeout) }
+    /// Reads the mailbox without waiting.
+    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws
+        -> [MailboxEntry]
+    {
+        try await readMailbox(token: token, endpointID: endpointID, after: cursor, limit: limit, wait: .zero)
+    }
 }
+
+/// The longest a mailbox read may wait for an entry (a long-poll).
+public let maximumMailboxWait = Duration.seconds(30)
 
 /// What a new account needs (SmartFoxServer's sign-up assistant fields).
 public struct SignUpRequest: Sendable, Codable, Equatable, CustomStringConvertible {

@@ -46,13 +46,19 @@ public struct EndpointRegistration: Sendable, Codable, Equatable {
     public var nickname: String
     /// The user confirmed taking the profile over from the active device (device switch).
     public var takeOver: Bool
+    /// An endpoint of the user to remove in the same step, when the user has the maximum of
+    /// endpoints (``RegistrationOutcome/full(endpoints:maximum:)`` listed them).
+    public var replacing: String?
 
     /// A registration request.
-    public init(endpointID: String, description: String, nickname: String = "", takeOver: Bool = false) {
+    public init(
+        endpointID: String, description: String, nickname: String = "", takeOver: Bool = false, replacing: String? = nil
+    ) {
         self.endpointID = endpointID
         self.description = description
         self.nickname = nickname
         self.takeOver = takeOver
+        self.replacing = replacing
     }
 }
 

@@ -1,18 +1,22 @@
-// spark-admin: the embedded domain's operator tool.
+// spark-admin: the domain operator's tool, for an embedded file or a spark-domaind.
 import Foundation
+import SparkCLI
 import SparkCrypto
 import SparkDomain
 import SparkSDK
 
 let usage = """
-    usage: spark-admin [--domain PATH | --config PLIST] COMMAND [ARGUMENTS]
+    usage: spark-admin [--domain PATH | --config PLIST [--operator FILE]] COMMAND [ARGUMENTS]
 
-    The domain file is --domain PATH, else the embeddedDomainPath of --config PLIST
-    (default: ./ConfigSettings.plist).
+    The domain is the embedded file --domain PATH, else the one --config PLIST names (default:
+    ./ConfigSettings.plist): its domainURL, a spark-domaind, with the operator credential
+    --operator FILE (spark-domaind init wrote DIR/operator.credential), or else its
+    embeddedDomainPath.
 
     commands:
       create DOMAIN_ID [--user-auth on|off] [--max-endpoints N] [--single-endpoint | --multiple-endpoints]
-                                  create the domain (user authentication off by default: sandbox)
+                                  create an embedded domain (user authentication off by default:
+                                  sandbox); a served one is made by `spark-domaind init`
       policy                      show the domain's policy
       policy set [--user-auth on|off] [--max-endpoints N] [--single-endpoint | --multiple-endpoints]
                                   change the policy
@@ -43,14 +47,37 @@ enum AdminFailure: Error {
     case failed(String)
 }
 
-func domainPath(_ arguments: inout Arguments) throws -> String {
-    if let path = try arguments.option("--domain") { return path }
+/// Where the commands go: an embedded file, or a spark-domaind with the operator credential.
+enum Target {
+    case embedded(String)
+    case remote(RemoteAdministration)
+}
+
+func target(_ arguments: inout Arguments) throws -> Target {
+    if let path = try arguments.option("--domain") { return .embedded(path) }
     let config = try arguments.option("--config") ?? "ConfigSettings.plist"
+    let credentialFile = try arguments.option("--operator")
+    let settings: ConfigSettings
     do {
-        return try ConfigSettings.load(from: URL(fileURLWithPath: config)).embeddedDomainPath.path
+        settings = try ConfigSettings.load(from: URL(fileURLWithPath: config))
     } catch let error as ConfigError {
         throw AdminFailure.failed(error.description)
     }
+    guard let url = settings.domainURL, let trust = settings.domainTrust else {
+        if credentialFile != nil {
+            throw Arguments.UsageError(message: "--operator is for a served domain; \(config) has no domainURL")
+        }
+        return .embedded(settings.embeddedDomainPath.path)
+    }
+    guard let credentialFile else {
+        throw Arguments.UsageError(
+            message: "\(config) names a served domain (\(url.absoluteString)): pass --operator FILE (its operator.credential)")
+    }
+    guard let data = FileManager.default.contents(atPath: credentialFile) else {
+        throw AdminFailure.failed("the operator credential \(credentialFile) cannot be read")
+    }
+    let credential = String(decoding: data, as: UTF8.self)
+    return .remote(try RemoteAdministration(url: url, domainID: settings.domain, trust: trust, credential: credential))
 }
 
 func applyPolicyOptions(_ arguments: inout Arguments, to policy: inout DomainPolicy) throws {
@@ -85,11 +112,13 @@ func run(_ words: [String]) async throws {
         print(usage)
         return
     }
-    let path = try domainPath(&arguments)
+    let target = try target(&arguments)
     let command = try arguments.next("a command")
     let unsafeHashing = words.contains("--unsafe-password-iterations")
-    switch command {
-    case "create":
+    if command == "create" {
+        guard case .embedded(let path) = target else {
+            throw Arguments.UsageError(message: "create makes an embedded domain; a served one is made by `spark-domaind init`")
+        }
         let id = try arguments.next("the domain id")
         var policy = DomainPolicy()
         try applyPolicyOptions(&arguments, to: &policy)
@@ -97,9 +126,18 @@ func run(_ words: [String]) async throws {
         let domain = try EmbeddedDomain.create(at: path, domainID: id, policy: policy, allowUnsafePasswordHashing: unsafeHashing)
         print("created domain \(domain.domainID) at \(path)")
         print(describe(policy))
+        return
+    }
+    // Opened once the command's arguments are checked: a usage mistake is told as one.
+    func open() throws -> any DomainAdministration {
+        switch target {
+        case .embedded(let path): try EmbeddedDomain.open(at: path, allowUnsafePasswordHashing: unsafeHashing)
+        case .remote(let remote): remote
+        }
+    }
+    switch command {
     case "policy":
-        let domain = try EmbeddedDomain.open(at: path, allowUnsafePasswordHashing: unsafeHashing)
-        var policy = try await domain.policy()
+        var policy = try await open().policy()
         if arguments.isEmpty {
             print(describe(policy))
             return
@@ -108,24 +146,23 @@ func run(_ words: [String]) async throws {
         guard verb == "set" else { throw Arguments.UsageError(message: "unknown policy command '\(verb)'") }
         try applyPolicyOptions(&arguments, to: &policy)
         try arguments.finish()
-        try domain.setPolicy(policy)
+        try await open().setPolicy(policy)
         print(describe(policy))
     case "users":
         try arguments.finish()
-        let domain = try EmbeddedDomain.open(at: path)
-        let accounts = try domain.accounts()
+        let accounts = try await open().accounts()
         print(accounts.isEmpty ? "no accounts" : "accounts:")
         for account in accounts {
             let state = account.activated ? "active" : "not activated"
             print("\(account.userName)\t\(account.email)\t\(account.country)\tage \(account.age)\t\(state)")
         }
-        let users = try domain.endpointUsers()
+        let users = try await open().endpointUsers()
         print(users.isEmpty ? "no users with endpoints" : "users with endpoints:")
-        for (user, count) in users { print("\(user)\t\(count) endpoint\(count == 1 ? "" : "s")") }
+        for user in users { print("\(user.userID)\t\(user.endpoints) endpoint\(user.endpoints == 1 ? "" : "s")") }
     case "endpoints":
         let user = try arguments.next("the user id")
         try arguments.finish()
-        let endpoints = try EmbeddedDomain.open(at: path).endpoints(of: user)
+        let endpoints = try await open().endpoints(of: user)
         if endpoints.isEmpty { print("\(user) has no endpoints") }
         let formatter = ISO8601DateFormatter()
         for endpoint in endpoints {
@@ -138,12 +175,12 @@ func run(_ words: [String]) async throws {
     case "deregister":
         let endpoint = try arguments.next("the endpoint id")
         try arguments.finish()
-        try EmbeddedDomain.open(at: path).deregisterEndpoint(endpoint)
+        try await open().deregisterEndpoint(endpoint)
         print("deregistered \(endpoint)")
     case "status":
         let user = try arguments.next("the user id")
         try arguments.finish()
-        let status = try EmbeddedDomain.open(at: path).moderationStatus(of: user)
+        let status = try await open().moderationStatus(of: user)
         switch status.state {
         case .valid: print("\(user): valid")
         case .timeout(let until, let reason):
@@ -155,7 +192,7 @@ func run(_ words: [String]) async throws {
         let user = try arguments.next("the user id")
         let reason = try arguments.next("the reason")
         try arguments.finish()
-        let infraction = try EmbeddedDomain.open(at: path).issueInfraction(to: user, reason: reason)
+        let infraction = try await open().issueInfraction(to: user, reason: reason)
         print("infraction \(infraction.id) issued to \(user)")
     case "timeout":
         let user = try arguments.next("the user id")
@@ -165,24 +202,24 @@ func run(_ words: [String]) async throws {
         }
         let reason = try arguments.next("the reason")
         try arguments.finish()
-        try EmbeddedDomain.open(at: path).timeOut(user, for: seconds, reason: reason)
+        try await open().timeOut(user, for: seconds, reason: reason)
         print("\(user) is timed out for \(seconds) s")
     case "ban":
         let user = try arguments.next("the user id")
         let reason = try arguments.next("the reason")
         try arguments.finish()
-        try EmbeddedDomain.open(at: path).ban(user, reason: reason)
+        try await open().ban(user, reason: reason)
         print("\(user) is banned")
     case "unban":
         let user = try arguments.next("the user id")
         try arguments.finish()
-        try EmbeddedDomain.open(at: path).unban(user)
+        try await open().unban(user)
         print("\(user) may post again")
     case "outbox":
         let recipient = try arguments.option("--to")
         let limit = try arguments.integer("--limit", in: 1...1000) ?? 20
         try arguments.finish()
-        let mail = try EmbeddedDomain.open(at: path).outbox(recipient: recipient, limit: limit)
+        let mail = try await open().outbox(recipient: recipient, limit: limit)
         if mail.isEmpty { print("the outbox is empty") }
         let formatter = ISO8601DateFormatter()
         for message in mail {
@@ -190,7 +227,6 @@ func run(_ words: [String]) async throws {
         }
     case "issuer":
         let verb = try arguments.next("add, list or remove")
-        let domain = try EmbeddedDomain.open(at: path)
         switch verb {
         case "add":
             let issuer = try arguments.next("the issuer (iss)")
@@ -198,17 +234,26 @@ func run(_ words: [String]) async throws {
             let jwks = try arguments.next("the JWKS file")
             try arguments.finish()
             let absolute = URL(fileURLWithPath: jwks).standardizedFileURL.path
-            try domain.addExternalIssuer(.init(issuer: issuer, audience: audience, jwksPath: absolute))
-            print("trusting \(issuer) for audience \(audience) with keys from \(absolute)")
+            if let embedded = try open() as? EmbeddedDomain {
+                // In place: the domain rereads the file when it changes (key rotation).
+                try embedded.addExternalIssuer(.init(issuer: issuer, audience: audience, jwksPath: absolute))
+                print("trusting \(issuer) for audience \(audience) with keys from \(absolute)")
+            } else {
+                guard let keys = FileManager.default.contents(atPath: absolute) else {
+                    throw AdminFailure.failed("the JWKS file \(absolute) cannot be read")
+                }
+                try await open().trustIssuer(issuer, audience: audience, jwks: keys)
+                print("trusting \(issuer) for audience \(audience) with the keys of \(absolute) (sent to the domain)")
+            }
         case "list":
             try arguments.finish()
-            let issuers = try domain.externalIssuers()
+            let issuers = try await open().externalIssuers()
             if issuers.isEmpty { print("no external issuers") }
             for issuer in issuers { print("\(issuer.issuer)\taudience \(issuer.audience)\t\(issuer.jwksPath)") }
         case "remove":
             let issuer = try arguments.next("the issuer (iss)")
             try arguments.finish()
-            try domain.removeExternalIssuer(issuer)
+            try await open().removeExternalIssuer(issuer)
             print("no longer trusting \(issuer)")
         default:
             throw Arguments.UsageError(message: "unknown issuer command '\(verb)'")
@@ -216,19 +261,14 @@ func run(_ words: [String]) async throws {
     case "jwks":
         let which = try arguments.next("test or accounts")
         try arguments.finish()
-        let domain = try EmbeddedDomain.open(at: path)
-        let set: JWKSet
-        switch which {
-        case "test": set = domain.testIssuerJWKS
-        case "accounts": set = domain.accountsIssuerJWKS
-        default: throw Arguments.UsageError(message: "jwks takes test or accounts, not '\(which)'")
+        guard which == "test" || which == "accounts" else {
+            throw Arguments.UsageError(message: "jwks takes test or accounts, not '\(which)'")
         }
-        print(String(decoding: try set.jsonData(), as: UTF8.self))
+        print(String(decoding: try await open().issuerKeys(which).jsonData(), as: UTF8.self))
     case "token":
         let user = try arguments.next("the user id")
         try arguments.finish()
-        let token = try await EmbeddedDomain.open(at: path).testToken(userID: user)
-        print(token.token)
+        print(try await open().testToken(userID: user).token)
     default:
         throw Arguments.UsageError(message: "unknown command '\(command)'")
     }

@@ -50,8 +50,15 @@ struct EndpointAndKeyStoreTests {
                 return
             }
             #expect(endpoints.map(\.endpointID) == ["a1", "a2"] && maximum == 2)
+            // An endpoint not registered yet makes no call but registering.
+            await #expect(throws: DomainError(.endpointRemoved, "")) {
+                try await domain.endpoints(token: alice, endpointID: "a3")
+            }
+            await #expect(throws: DomainError(.endpointRemoved, "")) {
+                try await domain.deregisterEndpoint(token: alice, endpointID: "a3", target: "a1")
+            }
 
-            try await domain.deregisterEndpoint(token: alice, endpointID: "a1")
+            try await domain.deregisterEndpoint(token: alice, endpointID: "a2", target: "a1")
             await #expect(throws: DomainError(.endpointRemoved, "")) { try await domain.checkIn(token: alice, endpointID: "a1") }
             // It cannot come back under the removed id: it must wipe and register anew.
             await #expect(throws: DomainError(.endpointRemoved, "")) {
@@ -66,12 +73,16 @@ struct EndpointAndKeyStoreTests {
                 Self.registered(
                     try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a3", description: "tablet")))?
                     .registrationID == 3)
-            #expect(try await domain.endpoints(token: alice).map(\.endpointID) == ["a2", "a3"])
+            #expect(try await domain.endpoints(token: alice, endpointID: "a2").map(\.endpointID) == ["a2", "a3"])
 
             // Another user reaches none of it.
             let mallory = try await Self.token(domain, "mallory")
+            _ = try await domain.registerEndpoint(token: mallory, registration: .init(endpointID: "m1", description: "m"))
             await #expect(throws: DomainError(.notFound, "")) {
-                try await domain.deregisterEndpoint(token: mallory, endpointID: "a2")
+                try await domain.deregisterEndpoint(token: mallory, endpointID: "m1", target: "a2")
+            }
+            await #expect(throws: DomainError(.endpointRemoved, "")) {
+                try await domain.endpoints(token: mallory, endpointID: "a2")
             }
             await #expect(throws: DomainError(.forbidden, "")) {
                 try await domain.registerEndpoint(token: mallory, registration: .init(endpointID: "a2", description: "stolen id"))
@@ -79,8 +90,10 @@ struct EndpointAndKeyStoreTests {
             await #expect(throws: DomainError(.endpointRemoved, "")) {
                 try await domain.checkIn(token: mallory, endpointID: "a2")
             }
-            #expect(try await domain.endpoints(token: mallory).isEmpty)
-            await #expect(throws: DomainError(.invalidToken, "")) { try await domain.endpoints(token: "forged.token.here") }
+            #expect(try await domain.endpoints(token: mallory, endpointID: "m1").map(\.endpointID) == ["m1"])
+            await #expect(throws: DomainError(.invalidToken, "")) {
+                try await domain.endpoints(token: "forged.token.here", endpointID: "a2")
+            }
         }
     }
 
@@ -224,12 +237,13 @@ struct EndpointAndKeyStoreTests {
                 try await domain.publishIdentity(token: alice, endpointID: "a1", identity: replacement)
             }
             let bob = try await Self.token(domain, "bob")
-            #expect(try await domain.identity(token: bob, userID: "alice") == identity)
+            _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "bob's"))
+            #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice") == identity)
 
             _ = try await domain.putKeyBlob(
                 token: alice, endpointID: "a2", name: "profile", data: Data("x".utf8), expectedVersion: nil)
             try await domain.resetIdentity(token: alice, endpointID: "a2")
-            #expect(try await domain.identity(token: bob, userID: "alice") == nil)
+            #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice") == nil)
             #expect(try await domain.fetchKeyBlob(token: alice, endpointID: "a2", name: "profile").blob == nil)
             await #expect(throws: DomainError(.endpointRemoved, "")) { try await domain.checkIn(token: alice, endpointID: "a1") }
             await #expect(throws: DomainError(.conflict, "")) {
@@ -237,7 +251,7 @@ struct EndpointAndKeyStoreTests {
             }
             let (second, _) = try Self.identity("alice", version: 2)
             try await domain.publishIdentity(token: alice, endpointID: "a2", identity: second)
-            #expect(try await domain.identity(token: bob, userID: "alice")?.keyVersion == 2)
+            #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice")?.keyVersion == 2)
         }
     }
 }

@@ -48,7 +48,7 @@ struct ModerationTests {
                 }
             }
             await #expect(throws: DomainError(.notAMember, "")) {
-                try await world.domain.chat(token: world.mallory, chatID: world.chatID)
+                try await world.domain.chat(token: world.mallory, endpointID: "e-mallory", chatID: world.chatID)
             }
             await #expect(throws: DomainError(.notAMember, "")) {
                 try await world.domain.updateMembers(

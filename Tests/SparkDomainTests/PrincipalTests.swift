@@ -36,7 +36,9 @@ struct PrincipalTests {
                 #expect(error.code == .forbidden && error.reason.contains("belongs to another issuer"), "\(error)")
             }
             // Nothing of the accounts alice's is reachable with it.
-            await #expect(throws: DomainError(.forbidden, "")) { try await domain.endpoints(token: impostor) }
+            await #expect(throws: DomainError(.forbidden, "")) {
+                try await domain.endpoints(token: impostor, endpointID: "alice-1")
+            }
             await #expect(throws: DomainError(.forbidden, "")) {
                 try await domain.readMailbox(token: impostor, endpointID: "alice-1", after: 0, limit: 10)
             }
@@ -44,7 +46,7 @@ struct PrincipalTests {
                 try await domain.fetchKeyBlob(token: impostor, endpointID: "alice-1", name: KeyBlob.managementName)
             }
             // The real alice is unaffected, and the external issuer's other users come in.
-            #expect(try await domain.endpoints(token: aliceToken).map(\.endpointID) == ["alice-1"])
+            #expect(try await domain.endpoints(token: aliceToken, endpointID: "alice-1").map(\.endpointID) == ["alice-1"])
             let carol = try external.issue(subject: "carol", audience: "app", lifetime: 600, now: Date()).token
             #expect(try await domain.validate(token: carol).userID == "carol")
             // And carol is now the external issuer's: no account can take the name.

@@ -141,7 +141,7 @@ struct EnterpriseServiceTests {
 
             // Device a learns from its heartbeat (no explicit call needed).
             #expect(await eventually { a.authState.value.setupState == .notRequested })
-            #expect(a.authState.value.removalReason == "deregistered by the user")
+            #expect(a.authState.value.removalReason == "replaced by a new device of the user")
         }
     }
 

@@ -49,7 +49,7 @@ struct KeyManagerTests {
             }
             let created = try await first.createKeys(passcode: "tr0ub4dor&3", caller: firstCaller)
             #expect(created.keyVersion == 1)
-            let published = try #require(try await keys.harness.domain.identity(token: keys.token, userID: "alice"))
+            let published = try #require(try keys.harness.domain.publishedIdentity(of: "alice"))
             #expect(created.matches(published))
             await #expect(throws: KeyManagementError(.keysExist, "")) {
                 try await first.createKeys(passcode: "another-pass", caller: firstCaller)
@@ -148,7 +148,7 @@ struct KeyManagerTests {
             let (second, secondCaller) = try await keys.device("phone")
             let fresh = try await second.resetKeys(newPasscode: "brand-new-passcode", caller: secondCaller)
             #expect(fresh.keyVersion == 2 && fresh.signing.publicKey != old.signing.publicKey)
-            #expect(try await keys.harness.domain.identity(token: keys.token, userID: "alice")?.keyVersion == 2)
+            #expect(try keys.harness.domain.publishedIdentity(of: "alice")?.keyVersion == 2)
             await #expect(throws: DomainError(.endpointRemoved, "")) {
                 try await keys.harness.domain.checkIn(token: keys.token, endpointID: "laptop")
             }
@@ -269,7 +269,7 @@ struct KeyManagerTests {
                 URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "interop-passcode", management.path, profile.path])
             #expect(result.status == 0, "\(result.stderr)")
             let opened = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String] ?? [:]
-            let published = try #require(try await keys.harness.domain.identity(token: keys.token, userID: "alice"))
+            let published = try #require(try keys.harness.domain.publishedIdentity(of: "alice"))
             #expect(opened["sig"] == published.signingKey.base64URLEncodedString())
             #expect(opened["enc"] == published.encryptionKey.base64URLEncodedString())
             #expect(opened["sig"] == created.signing.publicKey.rawRepresentation.base64URLEncodedString())

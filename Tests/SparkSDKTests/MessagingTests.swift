@@ -446,10 +446,9 @@ struct CrossProcessMessagingTests {
                     peer, [domainPath, bobDirectory, "bob", "--serve", "3"], input: Data("bob-passcode\n".utf8))
             }
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
-            let token = try await world.domain.testToken(userID: "alice").token
             var bobReady = false
             for _ in 0..<2000 where !bobReady {
-                bobReady = (try? await world.domain.identity(token: token, userID: "bob")) != nil
+                bobReady = (try? world.domain.publishedIdentity(of: "bob")) != nil
                 if !bobReady { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(bobReady, "bob's process set up its keys")

@@ -48,12 +48,14 @@ final class CountingDomain: DomainService {
     func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
         try await inner.registerEndpoint(token: token, registration: registration)
     }
-    func endpoints(token: String) async throws -> [EndpointInfo] { try await inner.endpoints(token: token) }
-    func setEndpointNickname(token: String, endpointID: String, nickname: String) async throws {
-        try await inner.setEndpointNickname(token: token, endpointID: endpointID, nickname: nickname)
+    func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
+        try await inner.endpoints(token: token, endpointID: endpointID)
     }
-    func deregisterEndpoint(token: String, endpointID: String) async throws {
-        try await inner.deregisterEndpoint(token: token, endpointID: endpointID)
+    func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
+        try await inner.setEndpointNickname(token: token, endpointID: endpointID, target: target, nickname: nickname)
+    }
+    func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+        try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target)
     }
     func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         try await inner.checkIn(token: token, endpointID: endpointID)
@@ -70,13 +72,15 @@ final class CountingDomain: DomainService {
     func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
         try await inner.publishIdentity(token: token, endpointID: endpointID, identity: identity)
     }
-    func identity(token: String, userID: String) async throws -> PublishedIdentity? {
-        try await inner.identity(token: token, userID: userID)
+    func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
+        try await inner.identity(token: token, endpointID: endpointID, userID: userID)
     }
     func resetIdentity(token: String, endpointID: String) async throws {
         try await inner.resetIdentity(token: token, endpointID: endpointID)
     }
-    func identityKeyVersion(token: String) async throws -> Int { try await inner.identityKeyVersion(token: token) }
+    func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
+        try await inner.identityKeyVersion(token: token, endpointID: endpointID)
+    }
     func createChat(
         token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
     ) async throws -> ChatInfo {
@@ -100,12 +104,20 @@ final class CountingDomain: DomainService {
             token: token, endpointID: endpointID, chatID: chatID, kind: kind, payload: payload, recipient: recipient,
             clientID: clientID)
     }
-    func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
-        try await inner.readMailbox(token: token, endpointID: endpointID, after: cursor, limit: limit)
+    func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+        -> [MailboxEntry]
+    {
+        try await inner.readMailbox(token: token, endpointID: endpointID, after: cursor, limit: limit, wait: wait)
     }
-    func chat(token: String, chatID: String) async throws -> ChatInfo { try await inner.chat(token: token, chatID: chatID) }
-    func userStatus(token: String) async throws -> UserStatus { try await inner.userStatus(token: token) }
-    func dismissInfraction(token: String, id: Int64) async throws { try await inner.dismissInfraction(token: token, id: id) }
+    func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
+        try await inner.chat(token: token, endpointID: endpointID, chatID: chatID)
+    }
+    func userStatus(token: String, endpointID: String) async throws -> UserStatus {
+        try await inner.userStatus(token: token, endpointID: endpointID)
+    }
+    func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
+        try await inner.dismissInfraction(token: token, endpointID: endpointID, id: id)
+    }
 }
 
 /// Records what the delegate was told.

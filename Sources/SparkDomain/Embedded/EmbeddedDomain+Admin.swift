@@ -1,39 +1,14 @@
-import Foundation
+public import Foundation
+public import SparkCrypto
 import SparkStore
 
 /// What the domain's operator does (`spark-admin`): policy, external issuers, accounts, outbox.
-/// These are not part of ``DomainService``: endpoints never call them.
-extension EmbeddedDomain {
+/// These are ``DomainAdministration``, not ``DomainService``: endpoints never call them.
+extension EmbeddedDomain: DomainAdministration {
     /// An external identity provider whose tokens the domain accepts.
-    public struct ExternalIssuer: Sendable, Codable, Equatable {
-        /// The `iss` value its tokens carry.
-        public var issuer: String
-        /// The audience its tokens must name.
-        public var audience: String
-        /// The JWKS file with its public keys.
-        public var jwksPath: String
-
-        /// An issuer configuration.
-        public init(issuer: String, audience: String, jwksPath: String) {
-            self.issuer = issuer
-            self.audience = audience
-            self.jwksPath = jwksPath
-        }
-    }
-
-    /// An account as the operator sees it (no password hash).
-    public struct AccountSummary: Sendable, Codable, Equatable {
-        /// The user name.
-        public var userName: String
-        /// The email address.
-        public var email: String
-        /// The country code.
-        public var country: String
-        /// The age given at sign-up.
-        public var age: Int
-        /// Whether the account is activated.
-        public var activated: Bool
-    }
+    public typealias ExternalIssuer = SparkDomain.ExternalIssuer
+    /// An account as the operator sees it.
+    public typealias AccountSummary = SparkDomain.AccountSummary
 
     /// Replaces the domain's policy. A password-hash cost below OWASP's needs the unsafe
     /// opening option, unless it is the domain's current cost left unchanged.
@@ -101,14 +76,46 @@ extension EmbeddedDomain {
         try storage { try queue.read { db in try Self.endpoints(db, user: user) } }
     }
 
+    /// A user's published identity (the operator's view).
+    public func publishedIdentity(of user: String) throws -> PublishedIdentity? {
+        try storage { try queue.read { db in try Self.identity(db, user: user) } }
+    }
+
     /// Every user that has registered an endpoint, with their endpoint counts.
-    public func endpointUsers() throws -> [(user: String, endpoints: Int)] {
+    public func endpointUsers() throws -> [EndpointUser] {
         try storage {
             try queue.read { db in
                 try db.rows(
                     "SELECT user_id, count(*) FROM endpoints WHERE removed_reason IS NULL GROUP BY user_id ORDER BY user_id"
-                ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Int.self)) }
+                ).map { EndpointUser(userID: try $0.get(0, as: String.self), endpoints: try $0.get(1, as: Int.self)) }
             }
+        }
+    }
+
+    /// Trusts an external issuer with these keys, kept in a file beside the domain's (mode
+    /// 0600) that ``addExternalIssuer(_:)`` then reads.
+    public func trustIssuer(_ issuer: String, audience: String, jwks: Data) throws {
+        _ = try JWKSCache.parse(jwks, source: "the JWKS for \(issuer)")
+        let directory = URL(fileURLWithPath: path + ".issuers")
+        let name = SHA256.hash(Data(issuer.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + ".json"
+        let file = directory.appendingPathComponent(name)
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try jwks.write(to: file, options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        } catch {
+            throw DomainError(.storageFailure, "the issuer's keys cannot be stored: \(error)")
+        }
+        try addExternalIssuer(ExternalIssuer(issuer: issuer, audience: audience, jwksPath: file.path))
+    }
+
+    /// The public keys of the domain's own test or accounts issuer.
+    public func issuerKeys(_ kind: String) throws -> JWKSet {
+        switch kind {
+        case "test": testIssuerJWKS
+        case "accounts": accountsIssuerJWKS
+        default: throw DomainError(.invalidRequest, "the domain's issuers are test and accounts, not '\(kind)'")
         }
     }
 

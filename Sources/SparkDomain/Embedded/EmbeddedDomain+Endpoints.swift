@@ -43,6 +43,13 @@ extension EmbeddedDomain {
                         ["superseded: another device took the profile over", user])
                     registered = try Self.endpoints(db, user: user)
                 }
+                if let replaced = registration.replacing, registered.count >= policy.maximumEndpoints {
+                    let changed = try db.execute(
+                        "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
+                        ["replaced by a new device of the user", replaced, user])
+                    if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(replaced)") }
+                    registered = try Self.endpoints(db, user: user)
+                }
                 guard registered.count < policy.maximumEndpoints else {
                     return .full(endpoints: registered, maximum: policy.maximumEndpoints)
                 }
@@ -61,14 +68,14 @@ extension EmbeddedDomain {
     }
 
     /// The caller's registered endpoints, oldest first.
-    public func endpoints(token: String) async throws -> [EndpointInfo] {
-        let user = try await validate(token: token).userID
+    public func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
+        let user = try await caller(token: token, endpointID: endpointID)
         return try storage { try queue.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// Renames one of the caller's endpoints.
-    public func setEndpointNickname(token: String, endpointID: String, nickname: String) async throws {
-        let user = try await validate(token: token).userID
+    public func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
+        let user = try await caller(token: token, endpointID: endpointID)
         guard nickname.count <= 64, !nickname.contains(where: \.isNewline) else {
             throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
         }
@@ -76,21 +83,21 @@ extension EmbeddedDomain {
             try queue.write { db in
                 let changed = try db.execute(
                     "UPDATE endpoints SET nickname = ? WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
-                    [nickname, endpointID, user])
-                if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(endpointID)") }
+                    [nickname, target, user])
+                if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
             }
         }
     }
 
     /// Removes one of the caller's endpoints.
-    public func deregisterEndpoint(token: String, endpointID: String) async throws {
-        let user = try await validate(token: token).userID
+    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+        let user = try await caller(token: token, endpointID: endpointID)
         try storage {
             try queue.write { db in
                 let changed = try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
-                    ["deregistered by the user", endpointID, user])
-                if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(endpointID)") }
+                    ["deregistered by the user", target, user])
+                if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
             }
         }
     }
@@ -231,8 +238,8 @@ extension EmbeddedDomain {
     }
 
     /// A user's published identity, if they have one.
-    public func identity(token: String, userID: String) async throws -> PublishedIdentity? {
-        _ = try await validate(token: token)
+    public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
+        _ = try await caller(token: token, endpointID: endpointID)
         return try storage { try queue.read { db in try Self.identity(db, user: userID) } }
     }
 
@@ -254,8 +261,8 @@ extension EmbeddedDomain {
     }
 
     /// The highest identity key version the user ever published (0 if none).
-    public func identityKeyVersion(token: String) async throws -> Int {
-        let user = try await validate(token: token).userID
+    public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
+        let user = try await caller(token: token, endpointID: endpointID)
         return try storage {
             try queue.read { db in
                 try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
@@ -264,6 +271,14 @@ extension EmbeddedDomain {
     }
 
     // MARK: Helpers
+
+    /// Validates `token` into its user and checks that `endpointID` is one of that user's
+    /// registered endpoints (every call after registration carries both).
+    func caller(token: String, endpointID: String) async throws -> String {
+        let user = try await validate(token: token).userID
+        try storage { try queue.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID) } }
+        return user
+    }
 
     static func isValidIdentifier(_ text: String, maximum: Int) -> Bool {
         !text.isEmpty && text.count <= maximum

@@ -23,10 +23,14 @@ extension EmbeddedDomain {
         }
         try Self.check(posts, for: members)
         let now = clock.now()
-        return try storage {
-            try queue.write { db -> ChatInfo in
+        let (info, routed) = try storage {
+            try queue.write { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                if try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil {
+                if let creator = try db.scalar("SELECT created_by FROM chats WHERE chat_id = ?", [chatID], as: String.self) {
+                    // A retry after a lost answer: the same creator and members get the chat
+                    // as it was made (its posts went out then); anything else is a clash.
+                    let existing = try Self.chatInfo(db, chatID)
+                    if creator == user, existing.members.map(\.userID).sorted() == members { return (existing, []) }
                     throw DomainError(.conflict, "a chat with that id exists")
                 }
                 if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
@@ -42,9 +46,11 @@ extension EmbeddedDomain {
                     db, to: members, chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
                     members: info.members, now: now.timeIntervalSince1970)
                 try Self.append(posts, db, chatID: chatID, sender: user, members: members, now: now.timeIntervalSince1970)
-                return info
+                return (info, members)
             }
         }
+        mailboxWaiters.notify(routed)
+        return info
     }
 
     /// Adds and removes members; the chat's members before and after hear of it.
@@ -54,8 +60,8 @@ extension EmbeddedDomain {
         let user = try await validate(token: token).userID
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
-        return try storage {
-            try queue.write { db -> ChatInfo in
+        let (info, routed) = try storage {
+            try queue.write { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let before = try Self.chatInfo(db, chatID)
                 guard let me = before.members.first(where: { $0.userID == user }) else {
@@ -64,6 +70,11 @@ extension EmbeddedDomain {
                 let leavingOnlySelf = add.isEmpty && remove == [user]
                 guard me.isAdmin || leavingOnlySelf else {
                     throw DomainError(.notAMember, "only admins may invite or remove members")
+                }
+                // A change that changes nothing (a retry after a lost answer) is not made again.
+                let current = Set(before.members.map(\.userID))
+                if add.allSatisfy({ $0.isEmpty || current.contains($0) }), remove.allSatisfy({ !current.contains($0) }) {
+                    return (before, [])
                 }
                 guard before.members.count + add.count <= Self.maximumChatMembers else {
                     throw DomainError(.invalidRequest, "a chat has at most \(Self.maximumChatMembers) members")
@@ -99,9 +110,11 @@ extension EmbeddedDomain {
                     }
                     try Self.append(posts, db, chatID: chatID, sender: user, members: final.members.map(\.userID), now: now)
                 }
-                return final
+                return (final, Array(audience))
             }
         }
+        mailboxWaiters.notify(routed)
+        return info
     }
 
     /// Posts to a chat; see ``DomainService/post(token:endpointID:chatID:kind:payload:recipient:clientID:)``.
@@ -114,8 +127,8 @@ extension EmbeddedDomain {
         }
         guard kind != .membership else { throw DomainError(.invalidRequest, "membership entries are made by the domain") }
         let now = clock.now()
-        return try storage {
-            try queue.write { db -> PostReceipt in
+        let (receipt, routed) = try storage {
+            try queue.write { db -> (PostReceipt, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
@@ -127,7 +140,9 @@ extension EmbeddedDomain {
                         "SELECT message_number, posted_at FROM posted WHERE chat_id = ? AND sender = ? AND client_id = ?",
                         [chatID, user, clientID])
                     {
-                        return PostReceipt(messageNumber: try row.get(0), postedAt: Date(timeIntervalSince1970: try row.get(1)))
+                        let receipt = PostReceipt(
+                            messageNumber: try row.get(0), postedAt: Date(timeIntervalSince1970: try row.get(1)))
+                        return (receipt, [])
                     }
                 }
                 var number: Int64?
@@ -156,15 +171,38 @@ extension EmbeddedDomain {
                         "INSERT INTO posted(chat_id, sender, client_id, message_number, posted_at) VALUES (?, ?, ?, ?, ?)",
                         [chatID, user, clientID, number, now.timeIntervalSince1970])
                 }
-                return PostReceipt(messageNumber: number, postedAt: now)
+                return (PostReceipt(messageNumber: number, postedAt: now), audience)
             }
+        }
+        mailboxWaiters.notify(routed)
+        return receipt
+    }
+
+    /// The caller's mailbox after `cursor`; with a `wait`, returns once an entry for the caller
+    /// arrives (posted by this process or, through the file, by another), or empty when the
+    /// wait ends.
+    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+        -> [MailboxEntry]
+    {
+        guard wait >= .zero, wait <= maximumMailboxWait else {
+            throw DomainError(.invalidRequest, "a mailbox wait is 0 to 30 seconds")
+        }
+        let user = try await validate(token: token).userID
+        let clock = ContinuousClock()
+        let deadline = clock.now + wait
+        while true {
+            // Taken before the read, so an entry committed after it still wakes the wait.
+            let ticket = mailboxWaiters.ticket(for: user)
+            let entries = try mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
+            let left = deadline - clock.now
+            if !entries.isEmpty || left <= .zero || Task.isCancelled { return entries }
+            if wait > .zero { startWatchingOtherProcesses() }
+            await mailboxWaiters.wait(ticket, timeout: left)
         }
     }
 
-    /// The caller's mailbox after `cursor`.
-    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
-        let user = try await validate(token: token).userID
-        return try storage {
+    private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) throws -> [MailboxEntry] {
+        try storage {
             try queue.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 return try db.rows(
@@ -187,8 +225,8 @@ extension EmbeddedDomain {
     }
 
     /// A chat's members, for one of them.
-    public func chat(token: String, chatID: String) async throws -> ChatInfo {
-        let user = try await validate(token: token).userID
+    public func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
+        let user = try await caller(token: token, endpointID: endpointID)
         return try storage {
             try queue.read { db in
                 let info = try Self.chatInfo(db, chatID)
@@ -203,14 +241,14 @@ extension EmbeddedDomain {
     // MARK: Moderation
 
     /// The caller's status and open infractions.
-    public func userStatus(token: String) async throws -> UserStatus {
-        let user = try await validate(token: token).userID
+    public func userStatus(token: String, endpointID: String) async throws -> UserStatus {
+        let user = try await caller(token: token, endpointID: endpointID)
         return try moderationStatus(of: user)
     }
 
     /// Dismisses one of the caller's infractions.
-    public func dismissInfraction(token: String, id: Int64) async throws {
-        let user = try await validate(token: token).userID
+    public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
+        let user = try await caller(token: token, endpointID: endpointID)
         try storage {
             try queue.write { db in
                 let changed = try db.execute(

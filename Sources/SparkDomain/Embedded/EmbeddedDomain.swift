@@ -29,13 +29,21 @@ public final class EmbeddedDomain: DomainService {
     let validatedTokens = ValidatedTokenCache()
     /// Principals this process already found bound to their issuer (user id → issuer).
     let knownPrincipals = Locked<[String: String]>([:])
-    /// Made on first use: one-off callers (spark-admin) never watch the file.
+    /// The long-polls waiting in this process, woken per user by the posts that reach them.
+    public let mailboxWaiters = MailboxWaiters()
+    /// Whether other processes may write the file (the quick start's two devices): then the
+    /// first long-poll starts watching it, and a change wakes this process's waiters to look.
+    /// `spark-domaind` owns its file and turns this off.
+    let sharedWithOtherProcesses: Bool
+    /// Made on the first long-poll: one-off callers (spark-admin) never watch the file.
     private let changes = Locked<FileChangeSignal?>(nil)
 
     private init(
-        path: String, queue: DatabaseQueue, clock: WallClock, mailer: (any Mailer)?, allowUnsafePasswordHashing: Bool
+        path: String, queue: DatabaseQueue, clock: WallClock, mailer: (any Mailer)?, allowUnsafePasswordHashing: Bool,
+        sharedWithOtherProcesses: Bool
     ) throws {
         self.path = path
+        self.sharedWithOtherProcesses = sharedWithOtherProcesses
         self.queue = queue
         self.clock = clock
         self.mailer = mailer ?? OutboxMailer(queue: queue)
@@ -65,27 +73,15 @@ public final class EmbeddedDomain: DomainService {
         accountsIssuer = try issuer("accounts")
     }
 
-    /// The watcher of this domain's file, started on first use.
-    private var changeSignal: FileChangeSignal {
+    /// Starts watching the domain's file for other processes' commits (once), when they may
+    /// write it; each change wakes every waiter here to read its mailbox again.
+    func startWatchingOtherProcesses() {
+        guard sharedWithOtherProcesses else { return }
         changes.withLock { changes in
-            if let changes { return changes }
-            let signal = FileChangeSignal(path: path)
-            changes = signal
-            return signal
+            guard changes == nil else { return }
+            let waiters = mailboxWaiters
+            changes = FileChangeSignal(path: path) { waiters.notifyEveryone() }
         }
-    }
-
-    /// Moves with every commit to the domain file, by this process or any other (Linux
-    /// inotify); `nil` where the file cannot be watched.
-    public func changeGeneration() -> UInt64? {
-        let signal = changeSignal
-        return signal.isLive ? signal.generation : nil
-    }
-
-    /// Returns at the next commit to the domain file after `generation`, after `timeout`, or
-    /// on cancellation.
-    public func waitForChange(after generation: UInt64, timeout: Duration) async {
-        await changeSignal.wait(after: generation, timeout: timeout)
     }
 
     /// Opens an existing domain file.
@@ -94,8 +90,11 @@ public final class EmbeddedDomain: DomainService {
     ///   - mailer: where mail goes; the domain's outbox table by default.
     ///   - allowUnsafePasswordHashing: accept a policy with fewer than OWASP's password-hash
     ///     iterations (tests only).
+    ///   - sharedWithOtherProcesses: whether other processes write the file too (the default);
+    ///     `spark-domaind`, which owns its file, passes false.
     public static func open(
-        at path: String, clock: WallClock = .system, mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false
+        at path: String, clock: WallClock = .system, mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false,
+        sharedWithOtherProcesses: Bool = true
     ) throws -> EmbeddedDomain {
         guard FileManager.default.fileExists(atPath: path) else {
             throw DomainError(.unavailable, "no domain at \(path); create it with `spark-admin create`")
@@ -103,7 +102,8 @@ public final class EmbeddedDomain: DomainService {
         let queue = try storage { try DatabaseQueue(path: path) }
         try storage { try DomainSchema.migrator.migrate(queue) }
         return try EmbeddedDomain(
-            path: path, queue: queue, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+            path: path, queue: queue, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing,
+            sharedWithOtherProcesses: sharedWithOtherProcesses)
     }
 
     /// Creates a domain file with fresh issuer keys. Fails with ``DomainError/Code/conflict`` if
@@ -137,7 +137,8 @@ public final class EmbeddedDomain: DomainService {
             }
         }
         return try EmbeddedDomain(
-            path: path, queue: queue, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+            path: path, queue: queue, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing,
+            sharedWithOtherProcesses: true)
     }
 
     /// Opens the domain at `path`, creating it with `domainID` and `policy` if the file does not

@@ -1,31 +1,21 @@
 import Dispatch
 import Foundation
-import SparkLock
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Tells pollers when the domain's database file or its write-ahead log changes, in this
-/// process or any other, so an idle endpoint sleeps until there is something to read instead
-/// of reading its mailbox on a fixed interval.
-///
-/// Linux inotify watches the file's directory (the WAL is created and removed beside it);
-/// every commit writes the WAL, so every commit moves ``generation``. Anywhere inotify is not
-/// available ``isLive`` is false and callers keep polling.
+/// Calls back when the embedded domain's file or its write-ahead log changes, in this process or
+/// any other: the quick start's two devices share one file, and a post by one wakes the other's
+/// long-poll. Linux inotify watches the file's directory (the WAL is created and removed beside
+/// it); every commit writes the WAL. Where inotify is unavailable nothing is called, and
+/// long-polls across processes end at their timeout instead.
 final class FileChangeSignal: Sendable {
-    private struct State {
-        var generation: UInt64 = 0
-        var nextWaiter: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    }
-
-    private let state = Locked(State())
     /// Set once in `init`; Dispatch sources are thread-safe (only `cancel()` is called later).
     nonisolated(unsafe) private let source: (any DispatchSourceRead)?
 
-    /// Watches `path` (and `path-wal`, `path-journal`); not live when the watch cannot be made.
-    init(path: String) {
+    /// Watches `path` (and `path-wal`, `path-journal`), calling `onChange` after changes.
+    init(path: String, onChange: @escaping @Sendable () -> Void) {
         #if os(Linux)
             let url = URL(fileURLWithPath: path)
             let directory = url.deletingLastPathComponent().path
@@ -44,8 +34,8 @@ final class FileChangeSignal: Sendable {
             let source = DispatchSource.makeReadSource(
                 fileDescriptor: descriptor, queue: DispatchQueue(label: "SparkDomain.FileChangeSignal"))
             self.source = source
-            source.setEventHandler { [weak self] in
-                if Self.drain(descriptor, names: names) { self?.signal() }
+            source.setEventHandler {
+                if Self.drain(descriptor, names: names) { onChange() }
             }
             source.setCancelHandler { close(descriptor) }
             source.resume()
@@ -54,55 +44,7 @@ final class FileChangeSignal: Sendable {
         #endif
     }
 
-    // No waiter can be left here: `wait` holds the signal until it returns.
     deinit { source?.cancel() }
-
-    /// Whether changes are signalled; when false, ``wait(after:timeout:)`` only times out.
-    var isLive: Bool { source != nil }
-
-    /// A number that moves whenever a watched file changes. Read it before looking at the data,
-    /// then wait with it: a change made after the look cannot be missed.
-    var generation: UInt64 { state.withLock { $0.generation } }
-
-    /// Returns when ``generation`` has moved past `generation`, after `timeout`, or when the
-    /// task is cancelled, whichever comes first.
-    func wait(after generation: UInt64, timeout: Duration) async {
-        let id = state.withLock { state in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            self?.resume(id)
-        }
-        defer { timer.cancel() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if state.generation != generation || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            resume(id)
-        }
-    }
-
-    /// Moves the generation and wakes every waiter.
-    func signal() {
-        let waiters = state.withLock { state in
-            state.generation &+= 1
-            defer { state.waiters = [:] }
-            return state.waiters.values
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    private func resume(_ id: UInt64) {
-        state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
-    }
 
     #if os(Linux)
         /// Reads every pending event; whether one concerned a watched name.

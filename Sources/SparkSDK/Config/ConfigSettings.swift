@@ -1,4 +1,5 @@
 public import Foundation
+public import SparkDomain
 
 /// The SDK's configuration, read from `ConfigSettings.plist` (Spark's file and keys, plus what
 /// this SDK adds). Every key and its default is listed in the README.
@@ -55,8 +56,15 @@ public struct ConfigSettings: Sendable, Equatable {
     public var custom: Provider?
     /// `dataDirectory`: this device's data (its endpoint store).
     public var dataDirectory: URL
-    /// `embeddedDomainPath`: the embedded domain's SQLite file.
+    /// `embeddedDomainPath`: the embedded domain's SQLite file (used when there is no
+    /// `domainURL`).
     public var embeddedDomainPath: URL
+    /// `domainURL`: the `spark-domaind` serving the domain (`https://HOST:PORT`); without it the
+    /// domain is the embedded file, for development on one machine.
+    public var domainURL: URL?
+    /// How the client trusts `domainURL`'s certificate: `domainCAFile` (a PEM CA; relative to
+    /// the plist's folder) and/or `domainPublicKeyPin` (the server key's SHA-256, base64).
+    public var domainTrust: DomainTrust?
     /// `tokenLeewaySeconds`: refresh tokens this long before they expire.
     public var tokenLeeway: Int
     /// `passcodeIterations`: PBKDF2 iterations (`p2c`) for new passcode-protected key blobs.
@@ -75,6 +83,17 @@ public struct ConfigSettings: Sendable, Equatable {
 
     /// The domain id of the selected provider.
     public var domain: String { provider.domain }
+
+    /// The domain this configuration names: a ``RemoteDomain`` at `domainURL`, or else the
+    /// embedded file at `embeddedDomainPath` (created on first use, a sandbox for `testAuth`).
+    public func openDomain() throws -> any DomainService {
+        if let domainURL, let domainTrust {
+            return try RemoteDomain(url: domainURL, domainID: domain, trust: domainTrust)
+        }
+        return try EmbeddedDomain.openOrCreate(
+            at: embeddedDomainPath.path, domainID: domain,
+            policy: DomainPolicy(userAuthenticationEnabled: authProvider != .testAuth))
+    }
 
     /// Reads and checks a plist file.
     ///
@@ -126,6 +145,9 @@ public struct ConfigSettings: Sendable, Equatable {
         "custom": "a dictionary with domain, environment and issuer",
         "dataDirectory": "a string: a directory path",
         "embeddedDomainPath": "a string: a file path",
+        "domainURL": "a string: https://HOST:PORT of the domain's spark-domaind",
+        "domainCAFile": "a string: the domain's CA certificate (PEM), relative to this file",
+        "domainPublicKeyPin": "a string: the SHA-256 of the domain's public key, base64",
         "tokenLeewaySeconds": "an integer, 0 to 600",
         "passcodeIterations": "an integer, \(passcodeIterationsFloor) to \(passcodeIterationsCeiling)",
         "endpointDescription": "a string",
@@ -168,6 +190,9 @@ private struct RawSettings: Decodable {
     var custom: RawProvider?
     var dataDirectory: String?
     var embeddedDomainPath: String?
+    var domainURL: String?
+    var domainCAFile: String?
+    var domainPublicKeyPin: String?
     var tokenLeewaySeconds: Int?
     var passcodeIterations: Int?
     var endpointDescription: String?
@@ -240,6 +265,7 @@ private struct RawSettings: Decodable {
         guard !description.isEmpty, description.count <= 128 else {
             throw ConfigError(.outOfRange, file: file, keyPath: "endpointDescription", "must be 1 to 128 characters")
         }
+        let (url, trust) = try remote(file: file, path: path)
         return ConfigSettings(
             authProvider: provider, useBlackBerryKMS: useBlackBerryKMS ?? true, testAuth: testAuth, accounts: accounts,
             custom: custom,
@@ -249,7 +275,54 @@ private struct RawSettings: Decodable {
             embeddedDomainPath: try path(
                 embeddedDomainPath, key: "embeddedDomainPath",
                 default: sdkHome.appendingPathComponent("domains").appendingPathComponent("\(selected.domain).sqlite")),
-            tokenLeeway: leeway, passcodeIterations: iterations, endpointDescription: description)
+            domainURL: url, domainTrust: trust, tokenLeeway: leeway, passcodeIterations: iterations,
+            endpointDescription: description)
+    }
+
+    /// `domainURL` and how to trust it, checked: https with a CA file that exists or a pin;
+    /// http only to a loopback address.
+    func remote(file: String, path: (String?, String, URL) throws -> URL) throws -> (URL?, DomainTrust?) {
+        guard let text = domainURL else {
+            for key in ["domainCAFile", "domainPublicKeyPin"]
+            where (key == "domainCAFile" ? domainCAFile : domainPublicKeyPin) != nil {
+                throw ConfigError(.outOfRange, file: file, keyPath: key, "is set but domainURL is not; it has nothing to trust")
+            }
+            return (nil, nil)
+        }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+            url.path.isEmpty || url.path == "/", url.query == nil
+        else {
+            throw ConfigError(.outOfRange, file: file, keyPath: "domainURL", "is '\(text)'; expected https://HOST:PORT")
+        }
+        if let pin = domainPublicKeyPin, Data(base64Encoded: pin)?.count != 32 {
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "domainPublicKeyPin", "is not a base64 SHA-256 (32 bytes)")
+        }
+        switch scheme {
+        case "https":
+            let caFile = try domainCAFile.map { try path($0, "domainCAFile", URL(fileURLWithPath: "/")) }
+            if let caFile, !FileManager.default.isReadableFile(atPath: caFile.path) {
+                throw ConfigError(.missingFile, file: file, keyPath: "domainCAFile", "names \(caFile.path), which cannot be read")
+            }
+            switch (caFile, domainPublicKeyPin) {
+            case (let ca?, let pin?): return (url, .certificateAuthorityAndPin(path: ca.path, sha256: pin))
+            case (let ca?, nil): return (url, .certificateAuthority(path: ca.path))
+            case (nil, let pin?): return (url, .pinnedKey(sha256: pin))
+            case (nil, nil):
+                throw ConfigError(
+                    .missingKey, file: file, keyPath: "domainCAFile",
+                    "is missing: an https domainURL needs domainCAFile (the ca.pem spark-domaind init made) or domainPublicKeyPin"
+                )
+            }
+        case "http":
+            guard ["127.0.0.1", "::1", "localhost"].contains(host.lowercased()) else {
+                throw ConfigError(
+                    .securityFloor, file: file, keyPath: "domainURL", "is plain http to \(host); plain http is for loopback only")
+            }
+            return (url, .plainLoopback)
+        default:
+            throw ConfigError(.outOfRange, file: file, keyPath: "domainURL", "is '\(text)'; expected https://HOST:PORT")
+        }
     }
 
     /// `$XDG_DATA_HOME`, else `$HOME/.local/share` (the XDG Base Directory default).

@@ -104,7 +104,8 @@ public final class BBMKeyManager: Sendable {
     /// - Throws: ``KeyManagementError/Code/keysExist`` when another device created keys first.
     public func createKeys(passcode: String, caller: Caller) async throws -> UnlockedKeys {
         try Self.checkPasscode(passcode, userID: caller.userID)
-        let version = try await refusing { try await domain.identityKeyVersion(token: caller.token) } + 1
+        let version =
+            try await refusing { try await domain.identityKeyVersion(token: caller.token, endpointID: caller.endpointID) } + 1
         let keys = try UnlockedKeys.generate(userID: caller.userID, keyVersion: version)
         let managementKey = SymmetricKey(size: .bits256)
         let profile = try JWE.encrypt(
@@ -222,7 +223,9 @@ public final class BBMKeyManager: Sendable {
             try await storage.fetch(name: KeyBlob.profileName, token: caller.token, endpointID: caller.endpointID)
         }
         guard let profileBlob = profileFetch.blob else { throw KeyManagementError(.corruptKeys, "the profile keys are missing") }
-        let identity = try await refusing { try await domain.identity(token: caller.token, userID: caller.userID) }
+        let identity = try await refusing {
+            try await domain.identity(token: caller.token, endpointID: caller.endpointID, userID: caller.userID)
+        }
         let keys: UnlockedKeys
         do {
             let set = try JWKSet(json: JWE.decrypt(profileBlob.data, keyEncryptionKey: managementKey).unsafeData())

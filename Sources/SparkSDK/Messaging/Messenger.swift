@@ -59,6 +59,8 @@ actor Messenger {
     private var syncTask: Task<Void, Never>?
     /// The latest mailbox read; each read waits for the one before it (see `syncOnce`).
     private var lastSync: Task<Int, any Error>?
+    /// The long-poll in flight, if the latest read is one.
+    private var longPoll: Task<Int, any Error>?
     /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
     private var deliveries: [String: Task<Bool, Never>] = [:]
     /// The sending-key check in progress per chat: concurrent sends wait for the same one, so a
@@ -71,8 +73,10 @@ actor Messenger {
     /// Every `messageEvents` stream handed out.
     nonisolated let messageEventSinks = EventSinks<MessageEvent>()
     static let flowWindow = 200
-    /// How long an idle endpoint whose domain signals changes waits before reading anyway.
-    static let idleRecheck: Duration = .seconds(1)
+    /// How long an idle endpoint's mailbox read waits for an entry (a long-poll).
+    static let longPoll: Duration = .seconds(25)
+    /// How long the loop pauses after a failed read.
+    static let retryAfterFailure: Duration = .seconds(1)
     static let maximumContentSize = 70 * 1024
 
     var me: String { keys.userID }
@@ -96,27 +100,33 @@ actor Messenger {
         reloadChats()
         guard syncTask == nil else { return }
         let interval = pollInterval
-        let domain = domain
         syncTask = Task { [weak self] in
             let clock = ContinuousClock()
+            var idle = false
             while !Task.isCancelled {
                 guard let self else { return }
                 let started = clock.now
-                // Taken before the read, so a change committed after it still wakes the wait.
-                let generation = domain.changeGeneration()
-                let received = (try? await self.syncOnce()) ?? 0
+                // Idle, the read is a long-poll: the domain answers as soon as an entry for
+                // this user arrives. While entries keep coming it does not wait, and reads come
+                // every `interval`: a burst then arrives in a few reads with one receipt each.
+                let received: Int
+                do {
+                    received = try await self.syncOnce(wait: idle ? Self.longPoll : .zero)
+                } catch {
+                    received = -1
+                }
                 if Task.isCancelled { return }
                 await self.resendPending()
                 if received > 0 {
-                    // While messages keep coming, read every `interval`: a burst then arrives
-                    // in a few reads with one receipt each, not one read and receipt per commit.
+                    idle = false
                     try? await clock.sleep(until: started + interval)
-                } else if let generation {
-                    // Idle until the domain changes, then read at once; the recheck only
-                    // bounds a missed signal and retries what an outage left sending.
-                    await domain.waitForChange(after: generation, timeout: Self.idleRecheck)
+                } else if received < 0 {
+                    // The domain failed or is unreachable: try again shortly, and then resend
+                    // what the outage left sending.
+                    idle = false
+                    try? await clock.sleep(until: started + Self.retryAfterFailure)
                 } else {
-                    try? await Task.sleep(for: interval)
+                    idle = true
                 }
             }
         }
@@ -567,20 +577,32 @@ actor Messenger {
     /// Reads run one at a time: the poll loop and `BBMAccess.refresh()` interleave at every
     /// `await`, and two reads from the same cursor would apply an entry twice (the second time
     /// refused as a replay and reported as dropped).
-    func syncOnce() async throws -> Int {
+    func syncOnce(wait: Duration = .zero) async throws -> Int {
+        // A read now must not queue behind a long-poll: the long-poll ends (empty) instead.
+        if wait == .zero { longPoll?.cancel() }
         let previous = lastSync
         let next = Task {
             _ = try? await previous?.value
-            return try await readMailbox()
+            do {
+                return try await readMailbox(wait: wait)
+            } catch is CancellationError where wait > .zero {
+                return 0
+            }
         }
         lastSync = next
-        return try await next.value
+        if wait > .zero { longPoll = next }
+        return try await withTaskCancellationHandler {
+            try await next.value
+        } onCancel: {
+            next.cancel()
+        }
     }
 
-    private func readMailbox() async throws -> Int {
+    private func readMailbox(wait: Duration) async throws -> Int {
         try requireRunning()
         let cursor = try read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } ?? 0
-        let entries = try await domain.readMailbox(token: try await token(), endpointID: endpointID, after: cursor, limit: 200)
+        let entries = try await domain.readMailbox(
+            token: try await token(), endpointID: endpointID, after: cursor, limit: 200, wait: wait)
         var touched = Set<String>()
         var receipts: [(String, Int64)] = []
         var committed: [MessageEvent] = []
@@ -867,7 +889,10 @@ actor Messenger {
             }
         }
         if let cached, !refresh { return cached }
-        guard let published = try await domainCall({ try await domain.identity(token: try await token(), userID: user) }),
+        guard
+            let published = try await domainCall({
+                try await domain.identity(token: try await token(), endpointID: endpointID, userID: user)
+            }),
             published.isSelfSigned
         else {
             if let cached { return cached }

@@ -21,6 +21,10 @@ actor ServiceEngine {
     private var tokenManager: (any BBMTokenManager)?
     /// Held only between `syncStart` and the sync step that consumes it.
     private var pendingPasscode: String?
+    /// The endpoints the domain listed with a device-switch or full answer.
+    private var offeredEndpoints: [EndpointInfo] = []
+    /// The endpoint the user chose to remove so that this one can register (list full).
+    private var replacing: String?
     private var published = ServiceAuthState.initial
     private var heartbeat: Task<Void, Never>?
     private var listeners: [WeakListener] = []
@@ -211,14 +215,19 @@ actor ServiceEngine {
                 let outcome = try await domain.registerEndpoint(
                     token: token,
                     registration: EndpointRegistration(
-                        endpointID: registration.endpointID, description: endpointDescription, takeOver: takeOver))
+                        endpointID: registration.endpointID, description: endpointDescription, takeOver: takeOver,
+                        replacing: replacing))
+                replacing = nil
                 updateConnectivity(true)
                 switch outcome {
                 case .registered(let info):
+                    offeredEndpoints = []
                     return machine.registered(regID: info.registrationID)
-                case .deviceSwitchRequired:
+                case .deviceSwitchRequired(let active):
+                    offeredEndpoints = active
                     machine.deviceSwitchRequired()
-                case .full:
+                case .full(let endpoints, _):
+                    offeredEndpoints = endpoints
                     machine.endpointLimitReached()
                 }
                 return nil
@@ -228,7 +237,8 @@ actor ServiceEngine {
         case .checkKeys:
             do {
                 if let local = try keyManager.localKeys(userID: userID),
-                    let published = try await domain.identity(token: token, userID: userID), local.matches(published)
+                    let published = try await domain.identity(token: token, endpointID: registration.endpointID, userID: userID),
+                    local.matches(published)
                 {
                     keys = local
                     return machine.keysChecked(local: true, exist: true)
@@ -386,33 +396,49 @@ actor ServiceEngine {
     func userStatus() async throws -> UserStatus {
         let (domain, _) = try await requireSession()
         let token = try await currentToken()
-        return try await call { try await domain.userStatus(token: token) }
+        return try await call { try await domain.userStatus(token: token, endpointID: try endpointID()) }
     }
 
     func dismissInfraction(_ id: Int64) async throws {
         let (domain, _) = try await requireSession()
         let token = try await currentToken()
-        try await call { try await domain.dismissInfraction(token: token, id: id) }
+        try await call { try await domain.dismissInfraction(token: token, endpointID: try endpointID(), id: id) }
     }
 
     // MARK: Endpoints and keys
 
     func endpointID() throws -> String { try store.registration().endpointID }
 
+    /// The user's endpoints. Before this endpoint is registered (a device switch or a full
+    /// list pending), the ones the domain offered with its answer: an unregistered endpoint
+    /// makes no other call.
     func endpoints() async throws -> [EndpointInfo] {
         let (domain, token) = try await requireSession()
-        return try await call { try await domain.endpoints(token: token) }
+        if machine.setupState == .deviceSwitchRequired || machine.setupState == .full { return offeredEndpoints }
+        return try await call { try await domain.endpoints(token: token, endpointID: try endpointID()) }
     }
 
-    func setNickname(_ endpointID: String, nickname: String) async throws {
+    func setNickname(_ target: String, nickname: String) async throws {
         let (domain, token) = try await requireSession()
-        try await call { try await domain.setEndpointNickname(token: token, endpointID: endpointID, nickname: nickname) }
+        try await call {
+            try await domain.setEndpointNickname(token: token, endpointID: try endpointID(), target: target, nickname: nickname)
+        }
     }
 
-    func deregister(_ endpointID: String) async throws {
+    /// Removes one of the user's endpoints. While the list is full and this endpoint waits to
+    /// register, the removal goes with the next registration attempt instead (one step at the
+    /// domain: remove that one, register this one).
+    func deregister(_ target: String) async throws {
         let (domain, token) = try await requireSession()
-        try await call { try await domain.deregisterEndpoint(token: token, endpointID: endpointID) }
-        if endpointID == (try? store.registration().endpointID) {
+        if machine.setupState == .full {
+            guard offeredEndpoints.contains(where: { $0.endpointID == target }) else {
+                throw SetupError(.refused, "the user has no registered endpoint \(target)", domainCode: .notFound)
+            }
+            replacing = target
+            return
+        }
+        try await call { try await domain.deregisterEndpoint(token: token, endpointID: try endpointID(), target: target) }
+        if target == (try? store.registration().endpointID) {
             await perform(machine.endpointRemoved(reason: "deregistered by the user"))
         }
     }

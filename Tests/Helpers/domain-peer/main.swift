@@ -3,6 +3,7 @@
 //        domain-peer DATABASE activate NAME CODE
 //        domain-peer DATABASE login NAME PASSWORD          (prints the id token)
 //        domain-peer DATABASE validate TOKEN               (prints the user id)
+//        domain-peer DATABASE post TOKEN ENDPOINT CHAT TEXT (posts a message)
 // Failures print "error <code>" on standard error and exit 1.
 import Foundation
 import SparkDomain
@@ -27,6 +28,11 @@ do {
         print(try await domain.logIn(userName: rest[0], password: rest[1]).token)
     case ("validate", 1):
         print(try await domain.validate(token: rest[0]).userID)
+    case ("post", 4):
+        let receipt = try await domain.post(
+            token: rest[0], endpointID: rest[1], chatID: rest[2], kind: .message, payload: Data(rest[3].utf8), recipient: nil,
+            clientID: nil)
+        print("posted \(receipt.messageNumber ?? 0)")
     default:
         FileHandle.standardError.write(Data("domain-peer: unknown command or arguments\n".utf8))
         exit(64)

@@ -2,19 +2,25 @@ import Foundation
 
 /// A small command-line reader: positional words and `--flag value` options, with errors that
 /// become usage messages (exit status 64).
-struct Arguments {
-    struct UsageError: Error {
-        let message: String
+public struct Arguments {
+    /// A usage mistake, said to the user with exit status 64.
+    public struct UsageError: Error {
+        /// What is wrong.
+        public let message: String
+        /// A mistake described by `message`.
+        public init(message: String) { self.message = message }
     }
 
     private var words: [String]
 
-    init(_ words: [String]) { self.words = words }
+    /// Reads `words` (the arguments after the program name).
+    public init(_ words: [String]) { self.words = words }
 
-    var isEmpty: Bool { words.isEmpty }
+    /// Whether every word was taken.
+    public var isEmpty: Bool { words.isEmpty }
 
     /// Removes and returns `--name VALUE`, if present.
-    mutating func option(_ name: String) throws -> String? {
+    public mutating func option(_ name: String) throws -> String? {
         guard let index = words.firstIndex(of: name) else { return nil }
         guard index + 1 < words.count, !words[index + 1].hasPrefix("--") else {
             throw UsageError(message: "\(name) needs a value")
@@ -25,7 +31,7 @@ struct Arguments {
     }
 
     /// Removes `--name VALUE` and parses it as an integer in `range`.
-    mutating func integer(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
+    public mutating func integer(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
         guard let text = try option(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
             throw UsageError(
@@ -35,7 +41,7 @@ struct Arguments {
     }
 
     /// Removes `--name on|off`.
-    mutating func onOff(_ name: String) throws -> Bool? {
+    public mutating func onOff(_ name: String) throws -> Bool? {
         guard let text = try option(name) else { return nil }
         switch text {
         case "on", "yes", "true": return true
@@ -45,20 +51,20 @@ struct Arguments {
     }
 
     /// Removes `--name` (a switch without a value), returning whether it was there.
-    mutating func flag(_ name: String) -> Bool {
+    public mutating func flag(_ name: String) -> Bool {
         guard let index = words.firstIndex(of: name) else { return false }
         words.remove(at: index)
         return true
     }
 
     /// Removes and returns the next positional word.
-    mutating func next(_ what: String) throws -> String {
+    public mutating func next(_ what: String) throws -> String {
         guard let index = words.firstIndex(where: { !$0.hasPrefix("--") }) else { throw UsageError(message: "missing \(what)") }
         return words.remove(at: index)
     }
 
     /// Fails on anything left over (an unknown flag or an extra word).
-    func finish() throws {
+    public func finish() throws {
         if let extra = words.first {
             throw UsageError(message: extra.hasPrefix("-") ? "unknown option \(extra)" : "unexpected argument '\(extra)'")
         }

@@ -1,0 +1,75 @@
+#ifndef C_SPARK_HTTP_H
+#define C_SPARK_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// spark-domaind's HTTP/1.1 server: libmicrohttpd (epoll, a thread pool, keep-alive, TLS by
+/// GnuTLS) with whole requests handed to one callback. The callback runs on a server thread and
+/// must not block: it keeps the request and answers it later, from any thread, with
+/// `spark_http_respond` (the connection is suspended meanwhile, so a long-poll holds no thread).
+/// Every request handed out is answered exactly once; answering frees it.
+
+typedef struct spark_http_server spark_http_server;
+typedef struct spark_http_request spark_http_request;
+
+/// Called once per complete request (headers and body within the size cap).
+typedef void (*spark_http_handler)(void *context, spark_http_request *request);
+
+typedef struct {
+    /// The address to listen on ("127.0.0.1", "0.0.0.0", "::1", "::"); port 0 picks a free one.
+    const char *host;
+    uint16_t port;
+    /// PEM certificate chain and key; both NULL for plain HTTP.
+    const char *certificate_pem;
+    const char *key_pem;
+    /// Worker threads (epoll each).
+    unsigned threads;
+    /// Open connections at most, all clients together and per client address.
+    unsigned connection_limit;
+    unsigned per_address_limit;
+    /// Seconds a connection may stay idle (no byte received) before it is closed.
+    unsigned idle_timeout;
+    /// The largest request body accepted; a larger one is answered 413 without being read.
+    size_t maximum_body;
+} spark_http_options;
+
+/// Starts serving; NULL with a message in `error` when it cannot.
+spark_http_server *spark_http_start(
+    const spark_http_options *options, spark_http_handler handler, void *context, char *error, size_t error_size);
+/// The port actually bound.
+uint16_t spark_http_port(const spark_http_server *server);
+/// Stops accepting new connections (requests on open connections still arrive).
+void spark_http_quiesce(spark_http_server *server);
+/// Stops the server. Every request handed out must have been answered first.
+void spark_http_stop(spark_http_server *server);
+/// Connections open now.
+unsigned spark_http_connections(const spark_http_server *server);
+
+/// The request's method, path (without the query) and a header or query argument (NULL when
+/// absent). Valid until the request is answered.
+const char *spark_http_method(const spark_http_request *request);
+const char *spark_http_path(const spark_http_request *request);
+const char *spark_http_header(const spark_http_request *request, const char *name);
+const char *spark_http_argument(const spark_http_request *request, const char *name);
+/// The query's argument names, joined by '&' (for refusing unknown ones); caller frees.
+char *spark_http_argument_names(const spark_http_request *request);
+/// The body received.
+const uint8_t *spark_http_body(const spark_http_request *request, size_t *length);
+/// The client's address as text ("192.0.2.1", "::1").
+const char *spark_http_client_address(const spark_http_request *request);
+
+/// Answers the request (from any thread) and frees it. `header_names`/`header_values` hold
+/// `header_count` extra headers.
+void spark_http_respond(
+    spark_http_request *request, unsigned status, const char *content_type, const uint8_t *body, size_t length,
+    const char *const *header_names, const char *const *header_values, size_t header_count);
+
+/// A private CA and a server certificate signed by it (ECDSA P-256, SHA-256), PEM-encoded into
+/// malloc'd strings the caller frees. `names` holds `name_count` DNS names or IP addresses for
+/// the server certificate's subjectAltName. 1 on success, 0 with a message in `error`.
+int spark_tls_make_certificates(
+    const char *common_name, const char *const *names, size_t name_count, unsigned days, char **ca_certificate,
+    char **ca_key, char **server_certificate, char **server_key, char *error, size_t error_size);
+
+#endif

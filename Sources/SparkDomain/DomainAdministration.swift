@@ -1,0 +1,99 @@
+public import Foundation
+public import SparkCrypto
+
+/// What a domain's operator does: policy, accounts, endpoints, moderation, the outbox, trusted
+/// issuers and (on sandbox domains) test tokens. No user token can call any of it: in process it
+/// is whoever opens the embedded file; over the network (``RemoteAdministration``) it takes the
+/// operator credential `spark-domaind init` made.
+public protocol DomainAdministration: Sendable {
+    /// The domain's id.
+    var domainID: String { get }
+    /// The domain's policy.
+    func policy() async throws -> DomainPolicy
+    /// Replaces the policy.
+    func setPolicy(_ policy: DomainPolicy) async throws
+    /// The accounts of the sign-up assistant.
+    func accounts() async throws -> [AccountSummary]
+    /// A user's registered endpoints.
+    func endpoints(of user: String) async throws -> [EndpointInfo]
+    /// Every user with a registered endpoint.
+    func endpointUsers() async throws -> [EndpointUser]
+    /// Removes an endpoint; it learns on its next call.
+    func deregisterEndpoint(_ endpointID: String) async throws
+    /// A user's moderation status.
+    func moderationStatus(of user: String) async throws -> UserStatus
+    /// Issues an infraction (a warning the user sees).
+    func issueInfraction(to user: String, reason: String) async throws -> Infraction
+    /// Times a user out: their messages are refused meanwhile.
+    func timeOut(_ user: String, for seconds: Int, reason: String) async throws
+    /// Bans a user.
+    func ban(_ user: String, reason: String) async throws
+    /// Lifts a ban and any timeout.
+    func unban(_ user: String) async throws
+    /// The mail the domain sent, oldest first; only to `recipient` when given.
+    func outbox(recipient: String?, limit: Int) async throws -> [Mail]
+    /// The trusted external issuers.
+    func externalIssuers() async throws -> [ExternalIssuer]
+    /// Trusts an external issuer's tokens, verified with the keys of `jwks` (a JWKS document).
+    func trustIssuer(_ issuer: String, audience: String, jwks: Data) async throws
+    /// Stops trusting an external issuer.
+    func removeExternalIssuer(_ issuer: String) async throws
+    /// The public keys of the domain's own `test` or `accounts` issuer.
+    func issuerKeys(_ kind: String) async throws -> JWKSet
+    /// A test token for any user id (sandbox domains only).
+    func testToken(userID: String) async throws -> IssuedToken
+}
+
+/// An external identity provider whose tokens the domain accepts.
+public struct ExternalIssuer: Sendable, Codable, Equatable {
+    /// The `iss` value its tokens carry.
+    public var issuer: String
+    /// The audience its tokens must name.
+    public var audience: String
+    /// The JWKS file with its public keys (on the domain's machine).
+    public var jwksPath: String
+
+    /// An issuer configuration.
+    public init(issuer: String, audience: String, jwksPath: String) {
+        self.issuer = issuer
+        self.audience = audience
+        self.jwksPath = jwksPath
+    }
+}
+
+/// An account as the operator sees it (no password hash).
+public struct AccountSummary: Sendable, Codable, Equatable {
+    /// The user name.
+    public var userName: String
+    /// The email address.
+    public var email: String
+    /// The country code.
+    public var country: String
+    /// The age given at sign-up.
+    public var age: Int
+    /// Whether the account is activated.
+    public var activated: Bool
+
+    /// An account.
+    public init(userName: String, email: String, country: String, age: Int, activated: Bool) {
+        self.userName = userName
+        self.email = email
+        self.country = country
+        self.age = age
+        self.activated = activated
+    }
+}
+
+/// A user with registered endpoints.
+public struct EndpointUser: Sendable, Codable, Equatable {
+    /// The user id.
+    public var userID: String
+    /// How many endpoints are registered.
+    public var endpoints: Int
+
+    /// A user's count.
+    public init(userID: String, endpoints: Int) {
+        self.userID = userID
+        self.endpoints = endpoints
+    }
+}

@@ -1,0 +1,235 @@
+public import Foundation
+
+/// A domain served by `spark-domaind`, over HTTPS: the whole ``DomainService`` contract on the
+/// `/v1` wire (``DomainOperation``).
+///
+/// It trusts only its own domain (``DomainTrust``: the CA file `init` made, or a pinned key),
+/// keeps connections alive, times requests out, and retries what is safe to retry: idempotent
+/// calls after a lost connection, and any call the domain refused before doing anything
+/// (503, or 429 with a short `Retry-After`), with exponential backoff and jitter. A longer
+/// `Retry-After` reaches the caller as the error's `retryAfter`. Errors keep the domain's code,
+/// so a 401 is ``DomainError/Code/tokenExpired`` or ``DomainError/Code/invalidToken`` as in
+/// process, which the SDK answers by asking its token manager for a new token.
+///
+/// ```swift
+/// let domain = try RemoteDomain(
+///     url: URL(string: "https://chat.example.com:8443")!, domainID: "example",
+///     trust: .certificateAuthority(path: "/etc/spark/ca.pem"))
+/// ```
+public final class RemoteDomain: DomainService {
+    /// The domain's id.
+    public let domainID: String
+    /// Where it is served.
+    public let url: URL
+    let client: WireClient
+
+    /// A client of the domain at `url` (`https://HOST:PORT`; `http://` only to a loopback
+    /// address with ``DomainTrust/plainLoopback``).
+    public init(url: URL, domainID: String, trust: DomainTrust) throws {
+        self.url = url
+        self.domainID = domainID
+        client = try WireClient(url: url, trust: trust)
+    }
+
+    /// Whether the last request reached the domain (any answer, errors included), or nil
+    /// before the first.
+    public var isReachable: Bool? { client.isReachable }
+
+    // MARK: Policy and tokens
+
+    /// `GET /v1/policy`: the domain's policy.
+    public func policy() async throws -> DomainPolicy {
+        try await client.call(.policy, Wire.Empty())
+    }
+
+    /// `GET /v1/me`: validates the token into its user.
+    public func validate(token: String) async throws -> VerifiedIdentity {
+        try await client.call(.validate, Wire.Empty(), token: token)
+    }
+
+    /// `POST /v1/test-tokens`: a test token for any user id (sandbox domains).
+    public func testToken(userID: String) async throws -> IssuedToken {
+        try await client.call(.testToken, Wire.UserID(userID: userID))
+    }
+
+    // MARK: Accounts
+
+    /// `POST /v1/accounts/sign-up`: creates an account to activate.
+    public func signUp(_ request: SignUpRequest) async throws {
+        let _: Wire.Empty = try await client.call(.signUp, request)
+    }
+
+    /// `POST /v1/accounts/activate`: activates an account with its code.
+    public func activate(userName: String, code: String) async throws {
+        let _: Wire.Empty = try await client.call(.activate, Wire.Activation(userName: userName, code: code))
+    }
+
+    /// `POST /v1/accounts/resend-activation`: sends a new activation code.
+    public func resendActivationCode(userName: String) async throws {
+        let _: Wire.Empty = try await client.call(.resendActivationCode, Wire.UserName(userName: userName))
+    }
+
+    /// `POST /v1/accounts/log-in`: logs an account in.
+    public func logIn(userName: String, password: String) async throws -> IssuedToken {
+        try await client.call(.logIn, Wire.LogIn(userName: userName, password: password))
+    }
+
+    /// `POST /v1/accounts/refresh`: a new id token for a refresh token.
+    public func refresh(refreshToken: String) async throws -> IssuedToken {
+        try await client.call(.refresh, Wire.RefreshToken(refreshToken: refreshToken))
+    }
+
+    /// `POST /v1/accounts/revoke`: revokes a refresh token.
+    public func revoke(refreshToken: String) async throws {
+        let _: Wire.Empty = try await client.call(.revoke, Wire.RefreshToken(refreshToken: refreshToken))
+    }
+
+    /// `POST /v1/accounts/request-reset`: emails a reset code if an account has the address.
+    public func requestPasswordReset(email: String) async throws {
+        let _: Wire.Empty = try await client.call(.requestPasswordReset, Wire.Email(email: email))
+    }
+
+    /// `POST /v1/accounts/reset-password`: sets a new password with the emailed code.
+    public func resetPassword(email: String, code: String, newPassword: String) async throws {
+        let _: Wire.Empty = try await client.call(
+            .resetPassword, Wire.PasswordReset(email: email, code: code, newPassword: newPassword))
+    }
+
+    // MARK: Endpoints
+
+    /// `POST /v1/endpoints/register`: registers this device as an endpoint.
+    public func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
+        try await client.call(.registerEndpoint, registration, token: token)
+    }
+
+    /// `GET /v1/endpoints`: the user's endpoints.
+    public func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
+        let list: Wire.Endpoints = try await client.call(.endpoints, Wire.Empty(), token: token, endpoint: endpointID)
+        return list.endpoints
+    }
+
+    /// `POST /v1/endpoints/nickname`: renames one of the user's endpoints.
+    public func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
+        let _: Wire.Empty = try await client.call(
+            .setEndpointNickname, Wire.Nickname(target: target, nickname: nickname), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/endpoints/deregister`: removes one of the user's endpoints.
+    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+        let _: Wire.Empty = try await client.call(
+            .deregisterEndpoint, Wire.Target(target: target), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/endpoints/check-in`: confirms the endpoint is registered and marks it seen.
+    public func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
+        try await client.call(.checkIn, Wire.Empty(), token: token, endpoint: endpointID)
+    }
+
+    // MARK: Keys and identities
+
+    /// `POST /v1/key-blobs/fetch`: reads a key blob (the management blob counts an unlock attempt).
+    public func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
+        try await client.call(.fetchKeyBlob, Wire.BlobName(name: name), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/key-blobs/put`: writes a key blob if its version is the expected one.
+    public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
+    {
+        let version: Wire.Version = try await client.call(
+            .putKeyBlob, Wire.PutBlob(name: name, data: data, expectedVersion: expectedVersion), token: token,
+            endpoint: endpointID)
+        return version.version
+    }
+
+    /// `POST /v1/key-blobs/prove-unlock`: proves the keys were unlocked.
+    public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
+        let _: Wire.Empty = try await client.call(
+            .proveUnlock, Wire.UnlockProof(challenge: challenge, signature: signature), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/identities/publish`: publishes the user's public identity.
+    public func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
+        let _: Wire.Empty = try await client.call(.publishIdentity, identity, token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/identities`: a user's published identity.
+    public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
+        let found: Wire.Identity = try await client.call(
+            .identity, Wire.UserID(userID: userID), token: token, endpoint: endpointID)
+        return found.identity
+    }
+
+    /// `POST /v1/identities/reset`: forgets the user's keys and removes their other endpoints.
+    public func resetIdentity(token: String, endpointID: String) async throws {
+        let _: Wire.Empty = try await client.call(.resetIdentity, Wire.Empty(), token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/identities/key-version`: the highest identity key version the user published.
+    public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
+        let version: Wire.Version = try await client.call(
+            .identityKeyVersion, Wire.Empty(), token: token, endpoint: endpointID)
+        return version.version
+    }
+
+    // MARK: Chats and mailboxes
+
+    /// `POST /v1/chats/create`: creates a chat (a repeat with the same members is the same chat).
+    public func createChat(token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost])
+        async throws -> ChatInfo
+    {
+        try await client.call(
+            .createChat, Wire.CreateChat(chatID: chatID, participants: participants, posts: posts), token: token,
+            endpoint: endpointID)
+    }
+
+    /// `POST /v1/chats/members`: adds and removes members (a change that changes nothing is not made again).
+    public func updateMembers(
+        token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
+        try await client.call(
+            .updateMembers, Wire.UpdateMembers(chatID: chatID, add: add, remove: remove, posts: posts), token: token,
+            endpoint: endpointID)
+    }
+
+    /// `POST /v1/chats/post`: posts to a chat (a repeat with the same clientID is the same post).
+    public func post(
+        token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
+    ) async throws -> PostReceipt {
+        try await client.call(
+            .post, Wire.Post(chatID: chatID, kind: kind, payload: payload, recipient: recipient, clientID: clientID),
+            token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/mailbox`: reads the mailbox; waits up to `wait` seconds for an entry.
+    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+        -> [MailboxEntry]
+    {
+        guard wait >= .zero, wait <= maximumMailboxWait else {
+            throw DomainError(.invalidRequest, "a mailbox wait is 0 to 30 seconds")
+        }
+        // Whole seconds on the wire; a shorter wait than a second waits a second.
+        let seconds = Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
+        let read: Wire.Entries = try await client.call(
+            .readMailbox, Wire.MailboxQuery(after: cursor, limit: limit, wait: min(seconds, 30)), token: token,
+            endpoint: endpointID, extraTime: .seconds(seconds))
+        return read.entries
+    }
+
+    /// `GET /v1/chats`: a chat's members, for a member.
+    public func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
+        try await client.call(.chat, Wire.ChatID(chatID: chatID), token: token, endpoint: endpointID)
+    }
+
+    // MARK: Moderation
+
+    /// `GET /v1/status`: the user's moderation status.
+    public func userStatus(token: String, endpointID: String) async throws -> UserStatus {
+        try await client.call(.userStatus, Wire.Empty(), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/infractions/dismiss`: dismisses one of the user's infractions.
+    public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
+        let _: Wire.Empty = try await client.call(
+            .dismissInfraction, Wire.InfractionID(id: id), token: token, endpoint: endpointID)
+    }
+}

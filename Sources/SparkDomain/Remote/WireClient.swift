@@ -1,0 +1,149 @@
+import Foundation
+import SparkLock
+
+/// The calls of the `/v1` wire, shared by ``RemoteDomain`` and ``RemoteAdministration``:
+/// encoding, headers, timeouts, retries and errors.
+final class WireClient: Sendable {
+    /// The base URL without a trailing slash.
+    let base: String
+    let transport: HTTPTransport
+    /// The operator credential, for ``RemoteAdministration``.
+    let credential: String?
+    private let reachable = Locked<Bool?>(nil)
+
+    /// The time a call may take besides a long-poll's wait.
+    static let requestTimeout: Duration = .seconds(15)
+    /// Attempts per call, the first included.
+    static let attempts = 4
+    /// The longest `Retry-After` waited out here; a longer one reaches the caller.
+    static let longestRetryAfter = 2
+
+    init(url: URL, trust: DomainTrust, credential: String? = nil) throws {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            throw DomainError(.invalidRequest, "a domain URL is https://HOST[:PORT], not '\(url.absoluteString)'")
+        }
+        switch (scheme, trust) {
+        case ("https", .plainLoopback):
+            throw DomainError(.invalidRequest, "an https domain URL needs a CA file or a pinned key to trust")
+        case ("https", _): break
+        case ("http", .plainLoopback):
+            guard ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host.lowercased()) else {
+                throw DomainError(.invalidRequest, "plain HTTP is allowed only to a loopback address, not \(host)")
+            }
+        default:
+            throw DomainError(.invalidRequest, "a domain URL is https:// (http:// only on loopback), not '\(url.absoluteString)'")
+        }
+        var text = url.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        base = text
+        transport = try HTTPTransport(trust: trust)
+        self.credential = credential
+    }
+
+    var isReachable: Bool? { reachable.withLock { $0 } }
+
+    /// Calls `operation` with `body` (query parameters for a `GET`) and decodes the answer.
+    func call<Body: Encodable, Answer: Decodable>(
+        _ operation: DomainOperation, _ body: Body, token: String? = nil, endpoint: String? = nil,
+        extraTime: Duration = .zero
+    ) async throws -> Answer {
+        var url = base + operation.path
+        var payload: Data?
+        let encoded = try WireCoder.encode(body)
+        if operation.method == "GET" {
+            url += try Self.query(encoded)
+        } else {
+            payload = encoded
+        }
+        var headers = ["Accept: application/json"]
+        if payload != nil { headers.append("Content-Type: application/json") }
+        if let bearer = credential ?? token { headers.append("Authorization: Bearer \(bearer)") }
+        if let endpoint { headers.append("Spark-Endpoint: \(endpoint)") }
+
+        for attempt in 1...Self.attempts {
+            let last = attempt == Self.attempts
+            let response: HTTPTransport.Response
+            do {
+                response = try await transport.send(
+                    method: operation.method, url: url, headers: headers, body: payload,
+                    timeout: Self.requestTimeout + extraTime)
+            } catch let failure as HTTPTransport.Failure {
+                reachable.withLock { $0 = false }
+                // Without an answer nobody knows whether the call was made: only a call that
+                // may safely happen twice is sent again.
+                if operation.isIdempotent, !last {
+                    try await Self.backOff(attempt)
+                    continue
+                }
+                throw DomainError(.unavailable, "the domain at \(base) is unreachable: \(failure.reason)")
+            }
+            reachable.withLock { $0 = true }
+            if (200..<300).contains(response.status) {
+                do {
+                    return try WireCoder.decoder().decode(Answer.self, from: response.body)
+                } catch {
+                    throw DomainError(.unavailable, "the domain's answer to \(operation.rawValue) is malformed: \(error)")
+                }
+            }
+            let error = Self.error(from: response)
+            // 503 and 429 mean nothing was done: any call may go again after a short wait.
+            if response.status == 503 || response.status == 429, !last {
+                if let seconds = error.retryAfter ?? Int(response.retryAfter ?? "") {
+                    if seconds <= Self.longestRetryAfter {
+                        try await Task.sleep(for: .seconds(max(seconds, 0)) + .milliseconds(Int.random(in: 0...100)))
+                        continue
+                    }
+                } else if response.status == 503 {
+                    try await Self.backOff(attempt)
+                    continue
+                }
+            }
+            throw error
+        }
+        throw DomainError(.unavailable, "the domain at \(base) did not answer")
+    }
+
+    /// The domain's error from a refusal, or a description of what answered instead.
+    static func error(from response: HTTPTransport.Response) -> DomainError {
+        if let error = try? WireCoder.decoder().decode(DomainError.self, from: response.body) {
+            if error.retryAfter == nil, let header = response.retryAfter, let seconds = Int(header) {
+                return DomainError(error.code, error.reason, retryAfter: seconds)
+            }
+            return error
+        }
+        let code: DomainError.Code =
+            switch response.status {
+            case 401: .invalidToken
+            case 403: .forbidden
+            case 404: .notFound
+            case 413: .tooLarge
+            case 429: .tooManyAttempts
+            case 400..<500: .invalidRequest
+            default: .unavailable
+            }
+        return DomainError(
+            code, "the domain answered HTTP \(response.status)", retryAfter: response.retryAfter.flatMap { Int($0) })
+    }
+
+    /// Exponential backoff with full jitter: up to 0.2 s, 0.4 s, 0.8 s … (at most 3 s).
+    static func backOff(_ attempt: Int) async throws {
+        let ceiling = min(0.2 * Double(1 << (attempt - 1)), 3)
+        try await Task.sleep(for: .seconds(Double.random(in: 0...ceiling)))
+    }
+
+    /// `?a=1&b=x` from an encoded object of strings and integers (absent optionals left out).
+    static func query(_ encoded: Data) throws -> String {
+        guard let object = try JSONSerialization.jsonObject(with: encoded) as? [String: Any] else { return "" }
+        var components = URLComponents()
+        components.queryItems = object.keys.sorted().compactMap { key in
+            switch object[key] {
+            case let text as String: URLQueryItem(name: key, value: text)
+            case let number as NSNumber: URLQueryItem(name: key, value: number.stringValue)
+            default: nil
+            }
+        }
+        guard let items = components.queryItems, !items.isEmpty else { return "" }
+        // '+' means a space to many servers: send it encoded.
+        return "?" + (components.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+
+/// Every operation of the `/v1` wire: its method, path, who may call it, and the schemas of its
+/// request and response. `spark-domaind` routes by this table, ``RemoteDomain`` calls by it, and
+/// the OpenAPI document (`docs/openapi.json`, served at `/v1/openapi.json`) is generated from it,
+/// so the three cannot disagree.
+///
+/// Users authenticate with `Authorization: Bearer TOKEN` and name their endpoint in
+/// `Spark-Endpoint`; operators send `Authorization: Bearer` with the operator credential.
+/// `GET` operations take their fields as query parameters, the others a JSON body. Errors are
+/// `{"code","message","retryAfter"}` with the status of ``DomainError/httpStatus``.
+public enum DomainOperation: String, CaseIterable, Sendable {
+    case policy, validate, testToken
+    case signUp, activate, resendActivationCode, logIn, refresh, revoke, requestPasswordReset, resetPassword
+    case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn
+    case fetchKeyBlob, putKeyBlob, proveUnlock, publishIdentity, identity, resetIdentity, identityKeyVersion
+    case createChat, updateMembers, post, readMailbox, chat, userStatus, dismissInfraction
+    case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminDeregister
+    case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox
+    case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
+
+    /// Who may call an operation.
+    public enum Access: Sendable {
+        /// Anyone (the calls that come before a token).
+        case anyone
+        /// A user's token, before the endpoint is registered.
+        case user
+        /// A user's token and one of that user's registered endpoints.
+        case endpoint
+        /// The operator credential.
+        case `operator`
+    }
+
+    /// `GET` or `POST`.
+    public var method: String { request.isQuery ? "GET" : "POST" }
+
+    /// The operation's path.
+    public var path: String { "/v1/" + route.path }
+
+    /// Who may call it.
+    public var access: Access { route.access }
+
+    /// One line on what it does.
+    public var summary: String { route.summary }
+
+    /// What it takes.
+    public var request: Request { route.request }
+
+    /// What it answers, as a schema.
+    public var response: WireSchema { route.response }
+
+    /// Whether a repeat after a lost answer is safe to send without asking (reads, and writes
+    /// the domain makes idempotent). The client retries only these.
+    public var isIdempotent: Bool {
+        switch self {
+        case .fetchKeyBlob, .proveUnlock, .signUp, .activate, .resendActivationCode, .logIn, .refresh,
+            .requestPasswordReset, .resetPassword, .adminInfraction, .testToken, .adminTestToken:
+            false
+        default: true
+        }
+    }
+
+    /// The operation at `method` and `path`, if any.
+    public static func matching(method: String, path: String) -> DomainOperation? {
+        table[path].flatMap { $0.method == method ? $0 : nil }
+    }
+
+    /// Whether some operation has this path (for telling 404 from 405).
+    public static func hasPath(_ path: String) -> Bool { table[path] != nil }
+
+    private static let table = Dictionary(uniqueKeysWithValues: allCases.map { ($0.path, $0) })
+
+    /// What an operation takes.
+    public enum Request: Sendable {
+        /// Nothing.
+        case none
+        /// Query parameters (a `GET`), each a string or integer field of the request type.
+        case query(WireSchema)
+        /// A JSON body.
+        case body(WireSchema)
+
+        var isQuery: Bool {
+            switch self {
+            case .query, .none: true
+            case .body: false
+            }
+        }
+
+        /// The schema of the fields, if any.
+        public var schema: WireSchema? {
+            switch self {
+            case .none: nil
+            case .query(let schema), .body(let schema): schema
+            }
+        }
+    }
+
+    private struct Route {
+        var path: String
+        var access: Access
+        var summary: String
+        var request: Request
+        var response: WireSchema
+    }
+
+    // swift-format-ignore
+    private var route: Route {
+        typealias S = WireSchema
+        let empty = S.object([])
+        switch self {
+        case .policy: return Route(path: "policy", access: .anyone, summary: "The domain's policy", request: .none, response: .ref("DomainPolicy"))
+        case .validate: return Route(path: "me", access: .user, summary: "Validates the token into its user", request: .none, response: .ref("VerifiedIdentity"))
+        case .testToken: return Route(path: "test-tokens", access: .anyone, summary: "A test token for any user id (sandbox domains)", request: .body(.object([("userID", .string, true)])), response: .ref("IssuedToken"))
+        case .signUp: return Route(path: "accounts/sign-up", access: .anyone, summary: "Creates an account to activate", request: .body(.ref("SignUpRequest")), response: empty)
+        case .activate: return Route(path: "accounts/activate", access: .anyone, summary: "Activates an account with its code", request: .body(.object([("userName", .string, true), ("code", .string, true)])), response: empty)
+        case .resendActivationCode: return Route(path: "accounts/resend-activation", access: .anyone, summary: "Sends a new activation code", request: .body(.object([("userName", .string, true)])), response: empty)
+        case .logIn: return Route(path: "accounts/log-in", access: .anyone, summary: "Logs an account in", request: .body(.object([("userName", .string, true), ("password", .string, true)])), response: .ref("IssuedToken"))
+        case .refresh: return Route(path: "accounts/refresh", access: .anyone, summary: "A new id token for a refresh token", request: .body(.object([("refreshToken", .string, true)])), response: .ref("IssuedToken"))
+        case .revoke: return Route(path: "accounts/revoke", access: .anyone, summary: "Revokes a refresh token", request: .body(.object([("refreshToken", .string, true)])), response: empty)
+        case .requestPasswordReset: return Route(path: "accounts/request-reset", access: .anyone, summary: "Emails a reset code if an account has the address", request: .body(.object([("email", .string, true)])), response: empty)
+        case .resetPassword: return Route(path: "accounts/reset-password", access: .anyone, summary: "Sets a new password with the emailed code", request: .body(.object([("email", .string, true), ("code", .string, true), ("newPassword", .string, true)])), response: empty)
+        case .registerEndpoint: return Route(path: "endpoints/register", access: .user, summary: "Registers this device as an endpoint", request: .body(.ref("EndpointRegistration")), response: .ref("RegistrationOutcome"))
+        case .endpoints: return Route(path: "endpoints", access: .endpoint, summary: "The user's endpoints", request: .none, response: .object([("endpoints", .array(.ref("EndpointInfo")), true)]))
+        case .setEndpointNickname: return Route(path: "endpoints/nickname", access: .endpoint, summary: "Renames one of the user's endpoints", request: .body(.object([("target", .string, true), ("nickname", .string, true)])), response: empty)
+        case .deregisterEndpoint: return Route(path: "endpoints/deregister", access: .endpoint, summary: "Removes one of the user's endpoints", request: .body(.object([("target", .string, true)])), response: empty)
+        case .checkIn: return Route(path: "endpoints/check-in", access: .endpoint, summary: "Confirms the endpoint is registered and marks it seen", request: .body(empty), response: .ref("EndpointInfo"))
+        case .fetchKeyBlob: return Route(path: "key-blobs/fetch", access: .endpoint, summary: "Reads a key blob (the management blob counts an unlock attempt)", request: .body(.object([("name", .string, true)])), response: .ref("BlobFetch"))
+        case .putKeyBlob: return Route(path: "key-blobs/put", access: .endpoint, summary: "Writes a key blob if its version is the expected one", request: .body(.object([("name", .string, true), ("data", .bytes, true), ("expectedVersion", .integer, false)])), response: .object([("version", .integer, true)]))
+        case .proveUnlock: return Route(path: "key-blobs/prove-unlock", access: .endpoint, summary: "Proves the keys were unlocked", request: .body(.object([("challenge", .bytes, true), ("signature", .bytes, true)])), response: empty)
+        case .publishIdentity: return Route(path: "identities/publish", access: .endpoint, summary: "Publishes the user's public identity", request: .body(.ref("PublishedIdentity")), response: empty)
+        case .identity: return Route(path: "identities", access: .endpoint, summary: "A user's published identity", request: .query(.object([("userID", .string, true)])), response: .object([("identity", .ref("PublishedIdentity"), false)]))
+        case .resetIdentity: return Route(path: "identities/reset", access: .endpoint, summary: "Forgets the user's keys and removes their other endpoints", request: .body(empty), response: empty)
+        case .identityKeyVersion: return Route(path: "identities/key-version", access: .endpoint, summary: "The highest identity key version the user published", request: .none, response: .object([("version", .integer, true)]))
+        case .createChat: return Route(path: "chats/create", access: .endpoint, summary: "Creates a chat (a repeat with the same members is the same chat)", request: .body(.object([("chatID", .string, true), ("participants", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
+        case .updateMembers: return Route(path: "chats/members", access: .endpoint, summary: "Adds and removes members (a change that changes nothing is not made again)", request: .body(.object([("chatID", .string, true), ("add", .array(.string), true), ("remove", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
+        case .post: return Route(path: "chats/post", access: .endpoint, summary: "Posts to a chat (a repeat with the same clientID is the same post)", request: .body(.object([("chatID", .string, true), ("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false), ("clientID", .string, false)])), response: .ref("PostReceipt"))
+        case .readMailbox: return Route(path: "mailbox", access: .endpoint, summary: "Reads the mailbox; waits up to `wait` seconds for an entry", request: .query(.object([("after", .integer, true), ("limit", .integer, true), ("wait", .integer, true)])), response: .object([("entries", .array(.ref("MailboxEntry")), true)]))
+        case .chat: return Route(path: "chats", access: .endpoint, summary: "A chat's members, for a member", request: .query(.object([("chatID", .string, true)])), response: .ref("ChatInfo"))
+        case .userStatus: return Route(path: "status", access: .endpoint, summary: "The user's moderation status", request: .none, response: .ref("UserStatus"))
+        case .dismissInfraction: return Route(path: "infractions/dismiss", access: .endpoint, summary: "Dismisses one of the user's infractions", request: .body(.object([("id", .integer, true)])), response: empty)
+        case .adminPolicy: return Route(path: "admin/policy", access: .operator, summary: "The policy", request: .none, response: .ref("DomainPolicy"))
+        case .adminSetPolicy: return Route(path: "admin/policy/set", access: .operator, summary: "Replaces the policy", request: .body(.ref("DomainPolicy")), response: empty)
+        case .adminAccounts: return Route(path: "admin/accounts", access: .operator, summary: "The sign-up assistant's accounts", request: .none, response: .object([("accounts", .array(.ref("AccountSummary")), true)]))
+        case .adminEndpoints: return Route(path: "admin/endpoints", access: .operator, summary: "A user's endpoints", request: .query(.object([("userID", .string, true)])), response: .object([("endpoints", .array(.ref("EndpointInfo")), true)]))
+        case .adminEndpointUsers: return Route(path: "admin/endpoint-users", access: .operator, summary: "The users with endpoints", request: .none, response: .object([("users", .array(.ref("EndpointUser")), true)]))
+        case .adminDeregister: return Route(path: "admin/endpoints/deregister", access: .operator, summary: "Removes an endpoint", request: .body(.object([("endpointID", .string, true)])), response: empty)
+        case .adminModeration: return Route(path: "admin/moderation", access: .operator, summary: "A user's moderation status", request: .query(.object([("userID", .string, true)])), response: .ref("UserStatus"))
+        case .adminInfraction: return Route(path: "admin/moderation/infraction", access: .operator, summary: "Issues an infraction", request: .body(.object([("userID", .string, true), ("reason", .string, true)])), response: .ref("Infraction"))
+        case .adminTimeOut: return Route(path: "admin/moderation/timeout", access: .operator, summary: "Times a user out", request: .body(.object([("userID", .string, true), ("seconds", .integer, true), ("reason", .string, true)])), response: empty)
+        case .adminBan: return Route(path: "admin/moderation/ban", access: .operator, summary: "Bans a user", request: .body(.object([("userID", .string, true), ("reason", .string, true)])), response: empty)
+        case .adminUnban: return Route(path: "admin/moderation/unban", access: .operator, summary: "Lifts a ban and any timeout", request: .body(.object([("userID", .string, true)])), response: empty)
+        case .adminOutbox: return Route(path: "admin/outbox", access: .operator, summary: "The mail the domain sent", request: .query(.object([("recipient", .string, false), ("limit", .integer, true)])), response: .object([("mails", .array(.ref("Mail")), true)]))
+        case .adminIssuers: return Route(path: "admin/issuers", access: .operator, summary: "The trusted external issuers", request: .none, response: .object([("issuers", .array(.ref("ExternalIssuer")), true)]))
+        case .adminTrustIssuer: return Route(path: "admin/issuers/trust", access: .operator, summary: "Trusts an external issuer with its JWKS", request: .body(.object([("issuer", .string, true), ("audience", .string, true), ("jwks", .string, true)])), response: empty)
+        case .adminRemoveIssuer: return Route(path: "admin/issuers/remove", access: .operator, summary: "Stops trusting an external issuer", request: .body(.object([("issuer", .string, true)])), response: empty)
+        case .adminIssuerKeys: return Route(path: "admin/issuer-keys", access: .operator, summary: "The public keys of the domain's test or accounts issuer", request: .query(.object([("kind", .string, true)])), response: .ref("JWKSet"))
+        case .adminTestToken: return Route(path: "admin/test-tokens", access: .operator, summary: "A test token for any user id (sandbox domains)", request: .body(.object([("userID", .string, true)])), response: .ref("IssuedToken"))
+        }
+    }
+}

@@ -1,0 +1,206 @@
+public import Foundation
+
+/// A JSON schema of the wire, small enough to write by hand beside each operation.
+public indirect enum WireSchema: Sendable {
+    /// A string.
+    case string
+    /// An integer (64-bit).
+    case integer
+    /// true or false.
+    case boolean
+    /// Bytes, base64.
+    case bytes
+    /// An RFC 3339 time.
+    case time
+    /// An array of one kind.
+    case array(WireSchema)
+    /// An object with these fields (name, schema, required) and no others.
+    case object([(String, WireSchema, Bool)])
+    /// One of the named schemas in the document's components.
+    case ref(String)
+
+    /// The fields, when an object.
+    public var fields: [(name: String, schema: WireSchema, required: Bool)] {
+        if case .object(let fields) = self { return fields.map { ($0.0, $0.1, $0.2) } }
+        return []
+    }
+
+    var json: [String: Any] {
+        switch self {
+        case .string: return ["type": "string"]
+        case .integer: return ["type": "integer", "format": "int64"]
+        case .boolean: return ["type": "boolean"]
+        case .bytes: return ["type": "string", "contentEncoding": "base64"]
+        case .time: return ["type": "string", "format": "date-time"]
+        case .array(let element): return ["type": "array", "items": element.json]
+        case .object(let fields):
+            var properties: [String: Any] = [:]
+            for (name, schema, _) in fields { properties[name] = schema.json }
+            var object: [String: Any] = ["type": "object", "properties": properties, "additionalProperties": false]
+            let required = fields.filter(\.2).map(\.0)
+            if !required.isEmpty { object["required"] = required }
+            return object
+        case .ref(let name): return ["$ref": "#/components/schemas/\(name)"]
+        }
+    }
+}
+
+/// The OpenAPI 3.1 document of the `/v1` wire, generated from ``DomainOperation``:
+/// `docs/openapi.json` is this document (`spark-domaind openapi` prints it) and the daemon
+/// serves it at `/v1/openapi.json`.
+public enum OpenAPIDocument {
+    /// The document as JSON (sorted keys, so it is stable byte for byte).
+    public static func json() -> Data {
+        let data = try? JSONSerialization.data(
+            withJSONObject: document, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+        return (data ?? Data()) + Data("\n".utf8)
+    }
+
+    private static var document: [String: Any] {
+        var paths: [String: Any] = [:]
+        for operation in DomainOperation.allCases {
+            var entry: [String: Any] = [
+                "operationId": operation.rawValue,
+                "summary": operation.summary,
+                "responses": [
+                    "200": ["description": "Done", "content": ["application/json": ["schema": operation.response.json]]],
+                    "default": [
+                        "description": "Refused: the code says why (see DomainError)",
+                        "content": ["application/json": ["schema": WireSchema.ref("Error").json]],
+                    ],
+                ],
+            ]
+            switch operation.access {
+            case .anyone: entry["security"] = [[String: Any]]()
+            case .user: entry["security"] = [["user": [String]()]]
+            case .endpoint:
+                entry["security"] = [["user": [String](), "endpoint": [String]()]]
+            case .operator: entry["security"] = [["operator": [String]()]]
+            }
+            switch operation.request {
+            case .none: break
+            case .query(let schema):
+                entry["parameters"] = schema.fields.map { field in
+                    ["name": field.name, "in": "query", "required": field.required, "schema": field.schema.json] as [String: Any]
+                }
+            case .body(let schema):
+                entry["requestBody"] = ["required": true, "content": ["application/json": ["schema": schema.json]]]
+            }
+            paths[operation.path] = [operation.method.lowercased(): entry]
+        }
+        return [
+            "openapi": "3.1.0",
+            "info": [
+                "title": "Spark domain",
+                "version": "1",
+                "description":
+                    "The contract between Spark SDK endpoints and their domain (spark-domaind). Users send their token as a bearer token and their endpoint id in Spark-Endpoint; operators send the operator credential as a bearer token.",
+            ],
+            "paths": paths,
+            "components": [
+                "securitySchemes": [
+                    "user": ["type": "http", "scheme": "bearer", "bearerFormat": "JWT"],
+                    "endpoint": ["type": "apiKey", "in": "header", "name": "Spark-Endpoint"],
+                    "operator": ["type": "http", "scheme": "bearer"],
+                ],
+                "schemas": components.mapValues(\.json).merging(handWritten) { $1 },
+            ],
+        ]
+    }
+
+    private static let components: [String: WireSchema] = [
+        "Error": .object([("code", .string, true), ("message", .string, true), ("retryAfter", .integer, false)]),
+        "DomainPolicy": .object(
+            [
+                "userAuthenticationEnabled", "multipleActiveEndpoints",
+            ].map { ($0, WireSchema.boolean, false) }
+                + [
+                    "maximumEndpoints", "passwordIterations", "tokenLifetime", "refreshTokenLifetime", "activationCodeLifetime",
+                    "resetCodeLifetime", "codeAttempts", "loginAttemptsBeforeThrottle", "unlockAttemptsPerHour",
+                ].map { ($0, WireSchema.integer, false) }),
+        "IssuedToken": .object([("token", .string, true), ("expiresAt", .time, true), ("refreshToken", .string, false)]),
+        "SignUpRequest": .object([
+            ("userName", .string, true), ("password", .string, true), ("email", .string, true), ("country", .string, true),
+            ("age", .integer, true),
+        ]),
+        "EndpointRegistration": .object([
+            ("endpointID", .string, true), ("description", .string, true), ("nickname", .string, true),
+            ("takeOver", .boolean, true), ("replacing", .string, false),
+        ]),
+        "EndpointInfo": .object([
+            ("endpointID", .string, true), ("registrationID", .integer, true), ("description", .string, true),
+            ("nickname", .string, true), ("isActive", .boolean, true), ("createdAt", .time, true), ("lastSeen", .time, true),
+        ]),
+        "KeyBlob": .object([("name", .string, true), ("data", .bytes, true), ("version", .integer, true)]),
+        "BlobFetch": .object([("blob", .ref("KeyBlob"), false), ("challenge", .bytes, false), ("attemptsLeft", .integer, false)]),
+        "PublishedIdentity": .object([
+            ("userID", .string, true), ("signingKey", .bytes, true), ("encryptionKey", .bytes, true),
+            ("keyVersion", .integer, true), ("signature", .bytes, true),
+        ]),
+        "ChatPost": .object([("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false)]),
+        "ChatMember": .object([("userID", .string, true), ("isAdmin", .boolean, true)]),
+        "ChatInfo": .object([("chatID", .string, true), ("members", .array(.ref("ChatMember")), true)]),
+        "PostReceipt": .object([("messageNumber", .integer, false), ("postedAt", .time, true)]),
+        "MailboxEntry": .object([
+            ("sequence", .integer, true), ("chatID", .string, true), ("sender", .string, true),
+            ("kind", .ref("MailboxKind"), true), ("messageNumber", .integer, false), ("payload", .bytes, true),
+            ("members", .array(.ref("ChatMember")), false), ("postedAt", .time, true),
+        ]),
+        "Infraction": .object([("id", .integer, true), ("reason", .string, true), ("issuedAt", .time, true)]),
+        "AccountSummary": .object([
+            ("userName", .string, true), ("email", .string, true), ("country", .string, true), ("age", .integer, true),
+            ("activated", .boolean, true),
+        ]),
+        "EndpointUser": .object([("userID", .string, true), ("endpoints", .integer, true)]),
+        "Mail": .object([("to", .string, true), ("subject", .string, true), ("body", .string, true), ("sentAt", .time, true)]),
+        "ExternalIssuer": .object([("issuer", .string, true), ("audience", .string, true), ("jwksPath", .string, true)]),
+    ]
+
+    /// The schemas the small language above does not express: enums and tagged unions.
+    private static var handWritten: [String: Any] {
+        func tagged(_ tag: String, _ value: String, _ fields: [(String, WireSchema)]) -> [String: Any] {
+            var properties: [String: Any] = [tag: ["const": value]]
+            for (name, schema) in fields { properties[name] = schema.json }
+            return [
+                "type": "object", "properties": properties, "required": [tag] + fields.map(\.0),
+                "additionalProperties": false,
+            ]
+        }
+        return [
+            "MailboxKind": ["type": "string", "enum": ["membership", "chatKey", "message", "receipt", "event"]],
+            "VerifiedIdentity": [
+                "type": "object", "additionalProperties": false,
+                "required": ["userID", "issuer", "issuerKind", "expiresAt"],
+                "properties": [
+                    "userID": ["type": "string"], "issuer": ["type": "string"],
+                    "issuerKind": ["type": "string", "enum": ["test", "accounts", "external"]],
+                    "expiresAt": WireSchema.time.json, "name": ["type": "string"], "email": ["type": "string"],
+                ],
+            ],
+            "RegistrationOutcome": [
+                "oneOf": [
+                    tagged("outcome", "registered", [("endpoint", .ref("EndpointInfo"))]),
+                    tagged("outcome", "deviceSwitchRequired", [("active", .array(.ref("EndpointInfo")))]),
+                    tagged("outcome", "full", [("endpoints", .array(.ref("EndpointInfo"))), ("maximum", .integer)]),
+                ]
+            ],
+            "UserStatus": [
+                "type": "object", "additionalProperties": false, "required": ["state", "infractions"],
+                "properties": [
+                    "state": [
+                        "oneOf": [
+                            tagged("state", "valid", []),
+                            tagged("state", "timeout", [("until", .time), ("reason", .string)]),
+                            tagged("state", "banned", [("reason", .string)]),
+                        ]
+                    ],
+                    "infractions": WireSchema.array(.ref("Infraction")).json,
+                ],
+            ],
+            "JWKSet": [
+                "type": "object", "required": ["keys"],
+                "properties": ["keys": ["type": "array", "items": ["type": "object"]]],
+            ],
+        ]
+    }
+}

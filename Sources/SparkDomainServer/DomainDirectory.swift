@@ -1,0 +1,155 @@
+import CSparkHTTP
+public import Foundation
+import SparkCrypto
+import SparkDomain
+
+/// The directory `spark-domaind init` makes and `serve` serves (mode 0700, every file 0600):
+///
+/// | File | What |
+/// |---|---|
+/// | `domain.sqlite` | the domain's database (with its issuers' private keys) |
+/// | `operator.credential` | the operator's credential for `spark-admin --operator` |
+/// | `ca.pem`, `ca.key` | the domain's private CA; clients trust `ca.pem` |
+/// | `server.pem`, `server.key` | the server certificate for the host names, signed by the CA |
+/// | `ConfigSettings.plist` | a client configuration pointing at the domain |
+///
+/// Nothing in it is for clients except `ca.pem` and the plist, which the operator copies to
+/// them; the daemon's user alone can read the rest.
+public struct DomainDirectory: Sendable {
+    /// The directory.
+    public let url: URL
+
+    /// The database file.
+    public var databasePath: String { url.appendingPathComponent("domain.sqlite").path }
+    /// The operator credential's file.
+    public var credentialPath: String { url.appendingPathComponent("operator.credential").path }
+    /// The CA certificate clients trust.
+    public var caPath: String { url.appendingPathComponent("ca.pem").path }
+    /// The server certificate chain.
+    public var certificatePath: String { url.appendingPathComponent("server.pem").path }
+    /// The server key.
+    public var keyPath: String { url.appendingPathComponent("server.key").path }
+    /// The ready client configuration.
+    public var clientConfigurationPath: String { url.appendingPathComponent("ConfigSettings.plist").path }
+
+    /// The port `init` records in the client configuration unless told otherwise.
+    public static let defaultPort = 8443
+
+    /// An existing domain directory.
+    public init(existing url: URL) throws {
+        self.url = url
+        guard FileManager.default.fileExists(atPath: url.appendingPathComponent("domain.sqlite").path) else {
+            throw DomainError(
+                .notFound, "\(url.path) is not a domain directory (no domain.sqlite); make one with `spark-domaind init`")
+        }
+    }
+
+    /// Makes a domain directory: the database with fresh issuer keys, the operator credential,
+    /// a CA and a server certificate for `hostnames`, and a client configuration naming
+    /// `https://HOSTNAMES[0]:PORT`. Refuses a directory that is not empty.
+    public static func create(
+        at url: URL, domainID: String, sandbox: Bool, hostnames: [String], port: Int = defaultPort
+    ) throws -> DomainDirectory {
+        let manager = FileManager.default
+        if let existing = try? manager.contentsOfDirectory(atPath: url.path), !existing.isEmpty {
+            throw DomainError(.conflict, "\(url.path) is not empty; a domain is made in a new or empty directory")
+        }
+        guard !hostnames.isEmpty, hostnames.allSatisfy(Self.isHostname) else {
+            throw DomainError(
+                .invalidRequest, "host names are DNS names or IP addresses, not '\(hostnames.joined(separator: " "))'")
+        }
+        guard (1...65535).contains(port) else { throw DomainError(.invalidRequest, "the port is 1 to 65535, not \(port)") }
+        do {
+            try manager.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try manager.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.path)
+        } catch {
+            throw DomainError(.storageFailure, "cannot make \(url.path): \(error.localizedDescription)")
+        }
+        let directory = DomainDirectory(url: url)
+        // Files made from here on are the daemon user's alone.
+        let previous = umask(0o077)
+        defer { umask(previous) }
+        let domain = try EmbeddedDomain.create(
+            at: directory.databasePath, domainID: domainID, policy: DomainPolicy(userAuthenticationEnabled: !sandbox))
+        _ = domain
+
+        let credential = "spark-operator-v1." + SecureBytes(randomCount: 32).withUnsafeBytes { Data($0) }.base64URLEncodedString()
+        try directory.write(Data((credential + "\n").utf8), to: directory.credentialPath)
+
+        let certificates = try makeCertificates(commonName: hostnames[0], names: hostnames)
+        try directory.write(Data(certificates.caCertificate.utf8), to: directory.caPath)
+        try directory.write(Data(certificates.caKey.utf8), to: url.appendingPathComponent("ca.key").path)
+        try directory.write(Data(certificates.serverCertificate.utf8), to: directory.certificatePath)
+        try directory.write(Data(certificates.serverKey.utf8), to: directory.keyPath)
+
+        let host = hostnames[0].contains(":") ? "[\(hostnames[0])]" : hostnames[0]
+        let provider = sandbox ? "testAuth" : "accounts"
+        let plist: [String: Any] = [
+            "authProvider": provider,
+            provider: ["domain": domainID, "environment": sandbox ? "sandbox" : "production"],
+            "domainURL": "https://\(host):\(port)",
+            "domainCAFile": "ca.pem",
+        ]
+        let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        try directory.write(data, to: directory.clientConfigurationPath)
+        return directory
+    }
+
+    private init(url: URL) { self.url = url }
+
+    /// The operator credential.
+    public func operatorCredential() throws -> String {
+        guard let data = FileManager.default.contents(atPath: credentialPath) else {
+            throw DomainError(.notFound, "\(credentialPath) cannot be read")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Reads a PEM file of the directory (or elsewhere).
+    public static func readPEM(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
+            text.contains("-----BEGIN")
+        else { throw DomainError(.invalidRequest, "\(path) is not a readable PEM file") }
+        return text
+    }
+
+    private func write(_ data: Data, to path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600]) else {
+            throw DomainError(.storageFailure, "cannot write \(path)")
+        }
+    }
+
+    static func isHostname(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 253
+            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == ":") }
+    }
+
+    struct Certificates {
+        var caCertificate: String
+        var caKey: String
+        var serverCertificate: String
+        var serverKey: String
+    }
+
+    /// A CA and a server certificate for `names` (ten years), through OpenSSL.
+    static func makeCertificates(commonName: String, names: [String]) throws -> Certificates {
+        var error = [CChar](repeating: 0, count: 256)
+        var caCertificate: UnsafeMutablePointer<CChar>?
+        var caKey: UnsafeMutablePointer<CChar>?
+        var serverCertificate: UnsafeMutablePointer<CChar>?
+        var serverKey: UnsafeMutablePointer<CChar>?
+        let copies = names.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        let ok = spark_tls_make_certificates(
+            commonName, copies.map { UnsafePointer($0) }, copies.count, 3650, &caCertificate, &caKey, &serverCertificate,
+            &serverKey, &error, error.count)
+        defer { for text in [caCertificate, caKey, serverCertificate, serverKey] { free(text) } }
+        guard ok == 1, let caCertificate, let caKey, let serverCertificate, let serverKey else {
+            throw DomainError(
+                .unavailable, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return Certificates(
+            caCertificate: String(cString: caCertificate), caKey: String(cString: caKey),
+            serverCertificate: String(cString: serverCertificate), serverKey: String(cString: serverKey))
+    }
+}

@@ -1,0 +1,468 @@
+import Foundation
+import SparkCrypto
+public import SparkDomain
+import SparkLock
+
+/// The `/v1` routes of `spark-domaind` over one domain: each request is matched to its
+/// ``DomainOperation``, its credential taken from the headers, its fields decoded strictly, its
+/// rate limit checked, and the domain's answer (or refusal) encoded. Every rule stays in the
+/// domain; the router only translates. No client input gets a 5xx: malformed input is 400,
+/// unknown routes 404, the domain's own trouble 503 with `Retry-After`.
+public final class DomainRouter: Sendable {
+    /// The domain served.
+    public let domain: EmbeddedDomain
+    /// Counters for `/metrics`.
+    public let metrics = ServerMetrics()
+    let limits: RequestLimits
+    private let operatorCredentialHash: Data
+    private let log: @Sendable (String) -> Void
+    private let longPolls = Locked<[UInt64: Task<[MailboxEntry], any Error>]>([:])
+    private let nextLongPoll = Locked<UInt64>(0)
+    private let draining = Locked(false)
+    /// The server, once listening (for the connection gauge).
+    let server = Locked<HTTPServer?>(nil)
+
+    /// A router for `domain`, admitting operators who present `operatorCredential`, logging one
+    /// line per request to `log`.
+    public init(
+        domain: EmbeddedDomain, operatorCredential: String, limits: RequestLimits = RequestLimits(),
+        log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.domain = domain
+        operatorCredentialHash = SHA256.hash(Data(operatorCredential.utf8))
+        self.limits = limits
+        self.log = log
+    }
+
+    /// Gives the router its server, for the connection gauge of `/metrics`.
+    public func attach(_ server: HTTPServer) { self.server.withLock { $0 = server } }
+
+    /// Ends every long-poll now (empty) and refuses new ones: the daemon is shutting down.
+    public func drain() {
+        draining.withLock { $0 = true }
+        for task in longPolls.withLock({ Array($0.values) }) { task.cancel() }
+    }
+
+    /// Answers one request.
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        let clock = ContinuousClock()
+        let started = clock.now
+        var route = "unknown"
+        let response: HTTPResponse
+        var isLongPoll = false
+        var isStoreError = false
+        switch (request.method, request.path) {
+        case ("GET", "/healthz"):
+            route = "healthz"
+            response = await health()
+        case ("GET", "/metrics"):
+            route = "metrics"
+            response = HTTPResponse(
+                status: 200, contentType: "text/plain; version=0.0.4",
+                body: Data(
+                    metrics.text(
+                        longPolls: domain.mailboxWaiters.waiting,
+                        connections: server.withLock { $0?.connections ?? 0 }
+                    ).utf8))
+        case ("GET", "/v1/openapi.json"):
+            route = "openapi"
+            response = HTTPResponse(status: 200, body: OpenAPIDocument.json())
+        default:
+            if let operation = DomainOperation.matching(method: request.method, path: request.path) {
+                route = operation.rawValue
+                isLongPoll = operation == .readMailbox && (Int(request.query["wait"] ?? "") ?? 0) > 0
+                do {
+                    response = HTTPResponse(status: 200, body: try await dispatch(operation, request))
+                } catch let error as DomainError {
+                    isStoreError = error.code == .storageFailure
+                    response = Self.refusal(error)
+                } catch is CancellationError {
+                    response = Self.refusal(DomainError(.unavailable, "the domain is shutting down", retryAfter: 1))
+                } catch {
+                    isStoreError = true
+                    response = Self.refusal(DomainError(.unavailable, "the domain failed: \(error)", retryAfter: 1))
+                }
+            } else if DomainOperation.hasPath(request.path) {
+                response = Self.refusal(
+                    DomainError(.invalidRequest, "\(request.method) is not allowed on \(request.path)"), status: 405)
+            } else {
+                response = Self.refusal(DomainError(.notFound, "no route \(request.method) \(request.path)"))
+            }
+        }
+        let seconds = (clock.now - started) / .seconds(1)
+        metrics.record(
+            route: route, status: response.status, seconds: seconds, isLongPoll: isLongPoll, isStoreError: isStoreError)
+        // One line per request: never a token, code, password or key, only what happened.
+        log(
+            #"{"route":"\#(route)","method":"\#(request.method)","status":\#(response.status),"ms":\#(String(format: "%.2f", seconds * 1000)),"address":"\#(request.clientAddress)"}"#
+        )
+        return response
+    }
+
+    /// `/healthz`: 200 when the store answers, 503 otherwise or while draining.
+    private func health() async -> HTTPResponse {
+        if draining.withLock({ $0 }) {
+            return HTTPResponse(status: 503, body: Data(#"{"status":"draining"}"#.utf8), headers: [("Retry-After", "1")])
+        }
+        do {
+            _ = try domain.storedPolicy()
+            return HTTPResponse(status: 200, body: Data(#"{"status":"ok"}"#.utf8))
+        } catch {
+            return HTTPResponse(status: 503, body: Data(#"{"status":"store unavailable"}"#.utf8), headers: [("Retry-After", "1")])
+        }
+    }
+
+    /// An error's wire form: `{"code","message","retryAfter"}` with its status and, for 429 and
+    /// 503, `Retry-After`.
+    static func refusal(_ error: DomainError, status: Int? = nil) -> HTTPResponse {
+        let status = status ?? error.httpStatus
+        var headers: [(String, String)] = []
+        var error = error
+        if status == 503 || status == 429 {
+            let seconds = error.retryAfter ?? 1
+            headers.append(("Retry-After", String(seconds)))
+            if error.retryAfter == nil { error = DomainError(error.code, error.reason, retryAfter: seconds) }
+        }
+        let body = (try? WireCoder.encode(error)) ?? Data(#"{"code":"unavailable","message":"unencodable"}"#.utf8)
+        return HTTPResponse(status: status, body: body, headers: headers)
+    }
+
+    // MARK: Dispatch
+
+    private func dispatch(_ operation: DomainOperation, _ request: HTTPRequest) async throws -> Data {
+        let call = try Call(operation: operation, request: request, router: self)
+        switch operation {
+        case .policy:
+            try call.none()
+            return try WireCoder.encode(try await domain.policy())
+        case .validate:
+            try call.none()
+            return try WireCoder.encode(try await domain.validate(token: try call.token()))
+        case .testToken:
+            let body = try call.body(Wire.UserID.self)
+            try call.limit(name: body.userID)
+            return try WireCoder.encode(try await domain.testToken(userID: body.userID))
+        case .signUp:
+            let body = try call.body(SignUpRequest.self)
+            try call.limit(name: body.userName)
+            try await domain.signUp(body)
+            return try call.empty()
+        case .activate:
+            let body = try call.body(Wire.Activation.self)
+            try call.limit(name: body.userName)
+            try await domain.activate(userName: body.userName, code: body.code)
+            return try call.empty()
+        case .resendActivationCode:
+            let body = try call.body(Wire.UserName.self)
+            try call.limit(name: body.userName)
+            try await domain.resendActivationCode(userName: body.userName)
+            return try call.empty()
+        case .logIn:
+            let body = try call.body(Wire.LogIn.self)
+            try call.limit(name: body.userName)
+            return try WireCoder.encode(try await domain.logIn(userName: body.userName, password: body.password))
+        case .refresh:
+            let body = try call.body(Wire.RefreshToken.self)
+            return try WireCoder.encode(try await domain.refresh(refreshToken: body.refreshToken))
+        case .revoke:
+            let body = try call.body(Wire.RefreshToken.self)
+            try await domain.revoke(refreshToken: body.refreshToken)
+            return try call.empty()
+        case .requestPasswordReset:
+            let body = try call.body(Wire.Email.self)
+            try call.limit(name: body.email)
+            try await domain.requestPasswordReset(email: body.email)
+            return try call.empty()
+        case .resetPassword:
+            let body = try call.body(Wire.PasswordReset.self)
+            try call.limit(name: body.email)
+            try await domain.resetPassword(email: body.email, code: body.code, newPassword: body.newPassword)
+            return try call.empty()
+        case .registerEndpoint:
+            let body = try call.body(EndpointRegistration.self)
+            return try WireCoder.encode(try await domain.registerEndpoint(token: try call.token(), registration: body))
+        case .endpoints:
+            try call.none()
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(Wire.Endpoints(endpoints: try await domain.endpoints(token: token, endpointID: endpoint)))
+        case .setEndpointNickname:
+            let body = try call.body(Wire.Nickname.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.setEndpointNickname(token: token, endpointID: endpoint, target: body.target, nickname: body.nickname)
+            return try call.empty()
+        case .deregisterEndpoint:
+            let body = try call.body(Wire.Target.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.deregisterEndpoint(token: token, endpointID: endpoint, target: body.target)
+            return try call.empty()
+        case .checkIn:
+            _ = try call.body(Wire.Empty.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(try await domain.checkIn(token: token, endpointID: endpoint))
+        case .fetchKeyBlob:
+            let body = try call.body(Wire.BlobName.self)
+            let (token, endpoint) = try call.credential()
+            try call.limit(name: endpoint)
+            return try WireCoder.encode(try await domain.fetchKeyBlob(token: token, endpointID: endpoint, name: body.name))
+        case .putKeyBlob:
+            let body = try call.body(Wire.PutBlob.self)
+            let (token, endpoint) = try call.credential()
+            let version = try await domain.putKeyBlob(
+                token: token, endpointID: endpoint, name: body.name, data: body.data, expectedVersion: body.expectedVersion)
+            return try WireCoder.encode(Wire.Version(version: version))
+        case .proveUnlock:
+            let body = try call.body(Wire.UnlockProof.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.proveUnlock(token: token, endpointID: endpoint, challenge: body.challenge, signature: body.signature)
+            return try call.empty()
+        case .publishIdentity:
+            let body = try call.body(PublishedIdentity.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.publishIdentity(token: token, endpointID: endpoint, identity: body)
+            return try call.empty()
+        case .identity:
+            let query = try call.query(Wire.UserID.self)
+            let (token, endpoint) = try call.credential()
+            let identity = try await domain.identity(token: token, endpointID: endpoint, userID: query.userID)
+            return try WireCoder.encode(Wire.Identity(identity: identity))
+        case .resetIdentity:
+            _ = try call.body(Wire.Empty.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.resetIdentity(token: token, endpointID: endpoint)
+            return try call.empty()
+        case .identityKeyVersion:
+            try call.none()
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.Version(version: try await domain.identityKeyVersion(token: token, endpointID: endpoint)))
+        case .createChat:
+            let body = try call.body(Wire.CreateChat.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                try await domain.createChat(
+                    token: token, endpointID: endpoint, chatID: body.chatID, participants: body.participants, posts: body.posts))
+        case .updateMembers:
+            let body = try call.body(Wire.UpdateMembers.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                try await domain.updateMembers(
+                    token: token, endpointID: endpoint, chatID: body.chatID, add: body.add, remove: body.remove, posts: body.posts
+                ))
+        case .post:
+            let body = try call.body(Wire.Post.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                try await domain.post(
+                    token: token, endpointID: endpoint, chatID: body.chatID, kind: body.kind, payload: body.payload,
+                    recipient: body.recipient, clientID: body.clientID))
+        case .readMailbox:
+            let query = try call.query(Wire.MailboxQuery.self)
+            let (token, endpoint) = try call.credential()
+            guard (0...30).contains(query.wait) else { throw DomainError(.invalidRequest, "wait is 0 to 30 seconds") }
+            guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
+            let entries = try await longPoll(wait: query.wait) {
+                try await self.domain.readMailbox(
+                    token: token, endpointID: endpoint, after: query.after, limit: query.limit, wait: .seconds(query.wait))
+            }
+            return try WireCoder.encode(Wire.Entries(entries: entries))
+        case .chat:
+            let query = try call.query(Wire.ChatID.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(try await domain.chat(token: token, endpointID: endpoint, chatID: query.chatID))
+        case .userStatus:
+            try call.none()
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(try await domain.userStatus(token: token, endpointID: endpoint))
+        case .dismissInfraction:
+            let body = try call.body(Wire.InfractionID.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.dismissInfraction(token: token, endpointID: endpoint, id: body.id)
+            return try call.empty()
+        default:
+            return try await administer(operation, call)
+        }
+    }
+
+    private func administer(_ operation: DomainOperation, _ call: Call) async throws -> Data {
+        try call.requireOperator()
+        switch operation {
+        case .adminPolicy:
+            try call.none()
+            return try WireCoder.encode(try domain.storedPolicy())
+        case .adminSetPolicy:
+            try domain.setPolicy(try call.body(DomainPolicy.self))
+            return try call.empty()
+        case .adminAccounts:
+            try call.none()
+            return try WireCoder.encode(Wire.Accounts(accounts: try domain.accounts()))
+        case .adminEndpoints:
+            let query = try call.query(Wire.UserID.self)
+            return try WireCoder.encode(Wire.Endpoints(endpoints: try domain.endpoints(of: query.userID)))
+        case .adminEndpointUsers:
+            try call.none()
+            return try WireCoder.encode(Wire.EndpointUsers(users: try domain.endpointUsers()))
+        case .adminDeregister:
+            try domain.deregisterEndpoint(try call.body(Wire.EndpointID.self).endpointID)
+            return try call.empty()
+        case .adminModeration:
+            return try WireCoder.encode(try domain.moderationStatus(of: try call.query(Wire.UserID.self).userID))
+        case .adminInfraction:
+            let body = try call.body(Wire.Sanction.self)
+            return try WireCoder.encode(try domain.issueInfraction(to: body.userID, reason: body.reason))
+        case .adminTimeOut:
+            let body = try call.body(Wire.TimeOut.self)
+            try domain.timeOut(body.userID, for: body.seconds, reason: body.reason)
+            return try call.empty()
+        case .adminBan:
+            let body = try call.body(Wire.Sanction.self)
+            try domain.ban(body.userID, reason: body.reason)
+            return try call.empty()
+        case .adminUnban:
+            try domain.unban(try call.body(Wire.UserID.self).userID)
+            return try call.empty()
+        case .adminOutbox:
+            let query = try call.query(Wire.OutboxQuery.self)
+            guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
+            return try WireCoder.encode(Wire.Mails(mails: try domain.outbox(recipient: query.recipient, limit: query.limit)))
+        case .adminIssuers:
+            try call.none()
+            return try WireCoder.encode(Wire.Issuers(issuers: try domain.externalIssuers()))
+        case .adminTrustIssuer:
+            let body = try call.body(Wire.AddIssuer.self)
+            try domain.trustIssuer(body.issuer, audience: body.audience, jwks: Data(body.jwks.utf8))
+            return try call.empty()
+        case .adminRemoveIssuer:
+            try domain.removeExternalIssuer(try call.body(Wire.IssuerName.self).issuer)
+            return try call.empty()
+        case .adminIssuerKeys:
+            return try WireCoder.encode(try domain.issuerKeys(try call.query(Wire.IssuerKind.self).kind))
+        case .adminTestToken:
+            return try WireCoder.encode(try await domain.testToken(userID: try call.body(Wire.UserID.self).userID))
+        default:
+            throw DomainError(.notFound, "no route \(operation.path)")
+        }
+    }
+
+    /// Runs a mailbox read as a task `drain()` can end.
+    private func longPoll(wait: Int, _ read: @escaping @Sendable () async throws -> [MailboxEntry]) async throws
+        -> [MailboxEntry]
+    {
+        guard wait > 0 else { return try await read() }
+        if draining.withLock({ $0 }) { return [] }
+        let id = nextLongPoll.withLock { next -> UInt64 in
+            next += 1
+            return next
+        }
+        let task = Task { try await read() }
+        longPolls.withLock { $0[id] = task }
+        defer { _ = longPolls.withLock { $0.removeValue(forKey: id) } }
+        if draining.withLock({ $0 }) { task.cancel() }
+        return try await task.value
+    }
+
+    /// Checks the operator credential in constant time.
+    fileprivate func isOperator(_ credential: String) -> Bool {
+        SecureBytes(SHA256.hash(Data(credential.utf8))) == SecureBytes(operatorCredentialHash)
+    }
+}
+
+/// One request being dispatched: its credential, fields and limit.
+private struct Call {
+    let operation: DomainOperation
+    let request: HTTPRequest
+    let router: DomainRouter
+
+    init(operation: DomainOperation, request: HTTPRequest, router: DomainRouter) throws {
+        self.operation = operation
+        self.request = request
+        self.router = router
+        if operation.method == "POST", let type = request.headers["content-type"],
+            !type.lowercased().hasPrefix("application/json")
+        {
+            throw DomainError(.invalidRequest, "the body must be application/json, not \(type)")
+        }
+    }
+
+    /// The bearer token.
+    func token() throws -> String {
+        guard let header = request.headers["authorization"] else {
+            throw DomainError(.invalidToken, "this call needs a token: Authorization: Bearer TOKEN")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            throw DomainError(.invalidToken, "the Authorization header is not 'Bearer TOKEN'")
+        }
+        return String(parts[1])
+    }
+
+    /// The bearer token and the calling endpoint.
+    func credential() throws -> (String, String) {
+        let token = try token()
+        guard let endpoint = request.headers["spark-endpoint"], !endpoint.isEmpty else {
+            throw DomainError(.invalidRequest, "this call needs the calling endpoint's id in the Spark-Endpoint header")
+        }
+        return (token, endpoint)
+    }
+
+    func requireOperator() throws {
+        guard let header = request.headers["authorization"] else {
+            throw DomainError(.invalidToken, "operator calls need the operator credential: Authorization: Bearer CREDENTIAL")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", router.isOperator(String(parts[1])) else {
+            throw DomainError(.forbidden, "operator calls need the operator credential; a user's token is not one")
+        }
+    }
+
+    /// Refuses a body or query where the operation takes none.
+    func none() throws {
+        guard request.body.isEmpty else { throw DomainError(.invalidRequest, "\(operation.path) takes no body") }
+        guard request.queryNames.isEmpty else {
+            throw DomainError(.invalidRequest, "unknown query parameter '\(request.queryNames[0])'")
+        }
+    }
+
+    /// The JSON body, decoded strictly.
+    func body<T: Codable>(_ type: T.Type) throws -> T {
+        guard request.queryNames.isEmpty else {
+            throw DomainError(.invalidRequest, "unknown query parameter '\(request.queryNames[0])'")
+        }
+        guard !request.body.isEmpty else { throw DomainError(.invalidRequest, "the body is missing: send a JSON object") }
+        return try WireCoder.decode(T.self, from: request.body)
+    }
+
+    /// The query's parameters as `T`, checked against the operation's schema.
+    func query<T: Codable>(_ type: T.Type) throws -> T {
+        guard request.body.isEmpty else { throw DomainError(.invalidRequest, "a GET takes no body") }
+        let fields = operation.request.schema?.fields ?? []
+        var object: [String: Any] = [:]
+        var seen = Set<String>()
+        for name in request.queryNames {
+            guard let field = fields.first(where: { $0.name == name }) else {
+                throw DomainError(.invalidRequest, "unknown query parameter '\(name)'")
+            }
+            guard seen.insert(name).inserted else { throw DomainError(.invalidRequest, "query parameter '\(name)' is repeated") }
+            let value = request.query[name] ?? ""
+            if case .integer = field.schema {
+                guard let number = Int64(value) else {
+                    throw DomainError(.invalidRequest, "query parameter '\(name)' must be an integer")
+                }
+                object[name] = number
+            } else {
+                object[name] = value
+            }
+        }
+        let data = try JSONSerialization.data(withJSONObject: object)
+        return try WireCoder.decode(T.self, from: data)
+    }
+
+    /// Counts the call against its rate limits.
+    func limit(name: String?) throws {
+        guard let kind = RequestLimits.kind(of: operation) else { return }
+        if let wait = router.limits.take(kind, address: request.clientAddress, name: name) {
+            throw DomainError(.tooManyAttempts, "too many \(kind) requests; try again in \(wait) s", retryAfter: wait)
+        }
+    }
+
+    func empty() throws -> Data { try WireCoder.encode(Wire.Empty()) }
+}

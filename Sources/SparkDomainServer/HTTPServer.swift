@@ -1,0 +1,231 @@
+import CSparkHTTP
+public import Foundation
+import SparkDomain
+import SparkLock
+
+/// A request as the server received it, whole (body within the size cap).
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, …
+    public var method: String
+    /// The path without the query.
+    public var path: String
+    /// The headers the routes read (names lowercased): authorization, spark-endpoint,
+    /// content-type.
+    public var headers: [String: String]
+    /// The query's arguments, decoded, and their names in order (a name may repeat).
+    public var query: [String: String]
+    /// The query's argument names as sent.
+    public var queryNames: [String]
+    /// The body.
+    public var body: Data
+    /// The client's address.
+    public var clientAddress: String
+
+    /// A request (tests build them to call a router directly).
+    public init(
+        method: String, path: String, headers: [String: String] = [:], query: [String: String] = [:],
+        queryNames: [String]? = nil, body: Data = Data(), clientAddress: String = "127.0.0.1"
+    ) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.query = query
+        self.queryNames = queryNames ?? query.keys.sorted()
+        self.body = body
+        self.clientAddress = clientAddress
+    }
+}
+
+/// An answer.
+public struct HTTPResponse: Sendable {
+    /// The status.
+    public var status: Int
+    /// The content type.
+    public var contentType: String
+    /// The body.
+    public var body: Data
+    /// Extra headers.
+    public var headers: [(String, String)]
+
+    /// An answer.
+    public init(status: Int, contentType: String = "application/json", body: Data, headers: [(String, String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers
+    }
+}
+
+/// spark-domaind's HTTP/1.1 server: libmicrohttpd with epoll worker threads, keep-alive, TLS,
+/// connection caps, idle timeouts and a body cap (413 before reading), driving a Swift handler.
+/// A handler's request is answered when its task ends; the connection waits suspended
+/// meanwhile, so a long-poll costs a little memory and no thread.
+public final class HTTPServer: Sendable {
+    /// How the server listens.
+    public struct Options: Sendable {
+        /// The IP address to listen on.
+        public var host: String
+        /// The port (0: any free one).
+        public var port: UInt16
+        /// PEM certificate chain and key; nil for plain HTTP.
+        public var certificatePEM: String?
+        /// The key of ``certificatePEM``.
+        public var keyPEM: String?
+        /// Worker threads.
+        public var threads: Int
+        /// Open connections at most.
+        public var connectionLimit: Int
+        /// Open connections at most per client address.
+        public var perAddressLimit: Int
+        /// Seconds a connection may send nothing before it is closed.
+        public var idleTimeout: Int
+        /// The largest body accepted.
+        public var maximumBody: Int
+
+        /// Options with production defaults: two threads, 20,000 connections (2,000 per
+        /// address), 30 s idle, 1 MiB bodies.
+        public init(
+            host: String, port: UInt16, certificatePEM: String? = nil, keyPEM: String? = nil, threads: Int = 2,
+            connectionLimit: Int = 20_000, perAddressLimit: Int = 2_000, idleTimeout: Int = 30, maximumBody: Int = 1 << 20
+        ) {
+            self.host = host
+            self.port = port
+            self.certificatePEM = certificatePEM
+            self.keyPEM = keyPEM
+            self.threads = threads
+            self.connectionLimit = connectionLimit
+            self.perAddressLimit = perAddressLimit
+            self.idleTimeout = idleTimeout
+            self.maximumBody = maximumBody
+        }
+    }
+
+    typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+
+    /// What the C server's callback reaches through its context: the handler and the count of
+    /// requests in flight. Retained by the C server until it stops.
+    final class Core: Sendable {
+        let handler: Handler
+        let inFlight = Locked(0)
+        init(handler: @escaping Handler) { self.handler = handler }
+    }
+
+    private let core: Core
+    private let started = Locked<OpaquePointer?>(nil)
+    /// The port bound.
+    public let port: UInt16
+
+    /// Starts listening; throws with the reason when it cannot (address in use, bad key).
+    public init(options: Options, handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) throws {
+        let core = Core(handler: handler)
+        self.core = core
+        var error = [CChar](repeating: 0, count: 512)
+        let context = Unmanaged.passRetained(core).toOpaque()
+        let server: OpaquePointer? = options.host.withCString { host in
+            withOptionalCString(options.certificatePEM) { certificate in
+                withOptionalCString(options.keyPEM) { key in
+                    var raw = spark_http_options(
+                        host: host, port: options.port, certificate_pem: certificate, key_pem: key,
+                        threads: UInt32(options.threads), connection_limit: UInt32(options.connectionLimit),
+                        per_address_limit: UInt32(options.perAddressLimit), idle_timeout: UInt32(options.idleTimeout),
+                        maximum_body: options.maximumBody)
+                    return spark_http_start(&raw, serverHandler, context, &error, error.count)
+                }
+            }
+        }
+        guard let server else {
+            Unmanaged<Core>.fromOpaque(context).release()
+            throw DomainError(
+                .unavailable, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        started.withLock { $0 = server }
+        port = spark_http_port(server)
+    }
+
+    /// Open connections now.
+    public var connections: Int {
+        started.withLock { server in server.map { Int(spark_http_connections($0)) } ?? 0 }
+    }
+
+    /// Requests being handled now.
+    public var requestsInFlight: Int { core.inFlight.withLock { $0 } }
+
+    /// Stops accepting connections; open ones are still served.
+    public func quiesce() {
+        started.withLock { server in if let server { spark_http_quiesce(server) } }
+    }
+
+    /// Waits (at most `timeout`) for the requests in flight to be answered, then stops.
+    public func stop(timeout: Duration = .seconds(10)) async {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while requestsInFlight > 0, clock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        // Requests still unanswered at the deadline hold suspended connections libmicrohttpd
+        // cannot stop under: then the server is left for the process's exit.
+        guard requestsInFlight == 0 else { return }
+        let server = started.withLock { server -> OpaquePointer? in
+            defer { server = nil }
+            return server
+        }
+        if let server {
+            spark_http_stop(server)
+            Unmanaged.passUnretained(core).release()
+        }
+    }
+}
+
+/// The C server's callback: copies the request out and answers it from a task.
+private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: OpaquePointer?) {
+    guard let request, let context else { return }
+    let server = Unmanaged<HTTPServer.Core>.fromOpaque(context).takeUnretainedValue()
+    var headers: [String: String] = [:]
+    for name in ["authorization", "spark-endpoint", "content-type"] {
+        if let value = spark_http_header(request, name) { headers[name] = String(cString: value) }
+    }
+    var query: [String: String] = [:]
+    var names: [String] = []
+    if let joined = spark_http_argument_names(request) {
+        let text = String(cString: joined)
+        free(joined)
+        names = text.isEmpty ? [] : text.split(separator: "&", omittingEmptySubsequences: false).map(String.init)
+        for name in names {
+            if let value = spark_http_argument(request, name) { query[name] = String(cString: value) }
+        }
+    }
+    var length = 0
+    let bytes = spark_http_body(request, &length)
+    let body = bytes.map { Data(bytes: $0, count: length) } ?? Data()
+    let incoming = HTTPRequest(
+        method: String(cString: spark_http_method(request)), path: String(cString: spark_http_path(request)),
+        headers: headers, query: query, queryNames: names, body: body,
+        clientAddress: String(cString: spark_http_client_address(request)))
+    server.inFlight.withLock { $0 += 1 }
+    nonisolated(unsafe) let pending = request
+    let handler = server.handler
+    Task {
+        let response = await handler(incoming)
+        respond(pending, response)
+        server.inFlight.withLock { $0 -= 1 }
+    }
+}
+
+private func respond(_ request: OpaquePointer, _ response: HTTPResponse) {
+    let names = response.headers.map { strdup($0.0) }
+    let values = response.headers.map { strdup($0.1) }
+    defer {
+        names.forEach { free($0) }
+        values.forEach { free($0) }
+    }
+    let constNames = names.map { UnsafePointer($0) }
+    let constValues = values.map { UnsafePointer($0) }
+    response.body.withUnsafeBytes { bytes in
+        spark_http_respond(
+            request, UInt32(response.status), response.contentType, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count,
+            constNames, constValues, response.headers.count)
+    }
+}
+
+private func withOptionalCString<T>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import SparkDomain
+import SparkLock
+
+/// Rate limits on the calls that guess or cost: logins, sign-ups, code checks, resends, and key
+/// fetches. Each call is counted against its client address and, where one is named, its
+/// account or user (a token bucket each, refilled continuously), so neither one address with
+/// many names nor many addresses with one name get far. A refused call is 429 with
+/// `Retry-After`, before the domain does anything.
+public final class RequestLimits: Sendable {
+    /// A bucket's size and refill.
+    public struct Rate: Sendable {
+        /// Calls allowed in a burst.
+        public var burst: Double
+        /// Calls regained per second.
+        public var perSecond: Double
+
+        /// `burst` calls at once, refilled at `perMinute` per minute.
+        public init(burst: Double, perMinute: Double) {
+            self.burst = burst
+            perSecond = perMinute / 60
+        }
+    }
+
+    /// The limits per kind of call.
+    public struct Policy: Sendable {
+        /// Per client address.
+        public var perAddress: Rate
+        /// Per account or user named by the call.
+        public var perName: Rate
+
+        /// Limits.
+        public init(perAddress: Rate, perName: Rate) {
+            self.perAddress = perAddress
+            self.perName = perName
+        }
+
+        /// The defaults: 30 at once and 30 a minute per address, 10 at once and 10 a minute per
+        /// name.
+        public static let standard = Policy(
+            perAddress: Rate(burst: 30, perMinute: 30), perName: Rate(burst: 10, perMinute: 10))
+    }
+
+    private struct Bucket {
+        var tokens: Double
+        var updated: Double
+    }
+
+    private let policy: Policy
+    private let buckets = Locked<[String: Bucket]>([:])
+    private let now: @Sendable () -> Double
+
+    /// Limits with `policy`, timed by `now` (seconds; monotonic by default).
+    public init(policy: Policy = .standard, now: (@Sendable () -> Double)? = nil) {
+        self.policy = policy
+        self.now = now ?? { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+    }
+
+    /// The kind of call an operation is, for limiting; nil when it is not limited.
+    static func kind(of operation: DomainOperation) -> String? {
+        switch operation {
+        case .logIn: "login"
+        case .signUp: "signUp"
+        case .activate, .resetPassword: "code"
+        case .resendActivationCode, .requestPasswordReset: "mail"
+        case .fetchKeyBlob: "keyFetch"
+        case .testToken: "testToken"
+        default: nil
+        }
+    }
+
+    /// Takes one call of `kind` from `address` (and `name`); the seconds to wait when refused.
+    func take(_ kind: String, address: String, name: String?) -> Int? {
+        let time = now()
+        return buckets.withLock { buckets -> Int? in
+            var keys = [("a|\(kind)|\(address)", policy.perAddress)]
+            if let name, !name.isEmpty { keys.append(("n|\(kind)|\(name.lowercased())", policy.perName)) }
+            // Refill every bucket first; take from all only if all have a token.
+            var wait = 0.0
+            for (key, rate) in keys {
+                var bucket = buckets[key] ?? Bucket(tokens: rate.burst, updated: time)
+                bucket.tokens = min(rate.burst, bucket.tokens + (time - bucket.updated) * rate.perSecond)
+                bucket.updated = time
+                buckets[key] = bucket
+                if bucket.tokens < 1 { wait = max(wait, (1 - bucket.tokens) / rate.perSecond) }
+            }
+            if wait > 0 { return max(1, Int(wait.rounded(.up))) }
+            for (key, _) in keys { buckets[key]!.tokens -= 1 }
+            if buckets.count > 100_000 { Self.prune(&buckets, time: time, policy: policy) }
+            return nil
+        }
+    }
+
+    /// Forgets full buckets (they are as good as new).
+    private static func prune(_ buckets: inout [String: Bucket], time: Double, policy: Policy) {
+        let slowest = min(policy.perAddress.perSecond, policy.perName.perSecond)
+        let refill = max(policy.perAddress.burst, policy.perName.burst) / slowest
+        buckets = buckets.filter { time - $0.value.updated < refill }
+    }
+}

@@ -1,0 +1,161 @@
+// spark-domaind: the domain as a network service.
+import Dispatch
+import Foundation
+import SparkCLI
+import SparkDomain
+import SparkDomainServer
+
+let usage = """
+    usage: spark-domaind COMMAND [ARGUMENTS]
+
+    commands:
+      init DIR [--domain ID] [--sandbox] [--hostname NAME]... [--port N]
+                  create a domain in DIR (mode 0700): its database and issuer keys, an operator
+                  credential (DIR/operator.credential), a private CA (DIR/ca.pem) and a server
+                  certificate for the host names (default localhost and 127.0.0.1), and
+                  DIR/ConfigSettings.plist, a client configuration pointing at it. Without
+                  --sandbox users must authenticate (the sign-up assistant or your own issuer).
+      serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
+                [--threads N] [--max-connections N] [--max-body BYTES] [--quiet]
+                  serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
+                  "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
+                  --plain serves plain HTTP, allowed only on a loopback address.
+      openapi     print the OpenAPI document of the /v1 wire
+      help        show this text
+
+    exit status: 0 success, 1 failure, 64 usage error
+    """
+
+enum Failure: Error {
+    case failed(String)
+}
+
+func standardError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+func initialize(_ arguments: inout Arguments) throws {
+    let directory = try arguments.next("the domain directory")
+    let domainID = try arguments.option("--domain") ?? "spark"
+    let sandbox = arguments.flag("--sandbox")
+    var hostnames: [String] = []
+    while let name = try arguments.option("--hostname") { hostnames.append(name) }
+    let port = try arguments.integer("--port", in: 1...65535) ?? DomainDirectory.defaultPort
+    try arguments.finish()
+    let made = try DomainDirectory.create(
+        at: URL(fileURLWithPath: directory), domainID: domainID, sandbox: sandbox,
+        hostnames: hostnames.isEmpty ? ["localhost", "127.0.0.1"] : hostnames, port: port)
+    print(
+        """
+        created domain '\(domainID)' (\(sandbox ? "sandbox: test tokens for any user id" : "user authentication on")) in \(made.url.path)
+        operator credential: \(made.credentialPath)
+        clients trust: \(made.caPath)
+        client configuration: \(made.clientConfigurationPath)
+        serve it with: spark-domaind serve \(made.url.path)
+        """)
+}
+
+/// `HOST:PORT`, `[V6]:PORT` or `:PORT`.
+func parseListen(_ text: String) throws -> (String, UInt16) {
+    guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+        throw Arguments.UsageError(message: "--listen takes HOST:PORT, not '\(text)'")
+    }
+    var host = String(text[..<colon])
+    if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    return (host.isEmpty ? "0.0.0.0" : host, port)
+}
+
+func serve(_ arguments: inout Arguments) async throws {
+    let path = try arguments.next("the domain directory")
+    let (host, port) = try parseListen(try arguments.option("--listen") ?? "0.0.0.0:\(DomainDirectory.defaultPort)")
+    let certificateOption = try arguments.option("--certificate")
+    let keyOption = try arguments.option("--key")
+    let plain = arguments.flag("--plain")
+    let threads = try arguments.integer("--threads", in: 1...64) ?? 2
+    let connections = try arguments.integer("--max-connections", in: 16...1_000_000) ?? 20_000
+    let maximumBody = try arguments.integer("--max-body", in: 1024...(64 << 20)) ?? (1 << 20)
+    let quiet = arguments.flag("--quiet")
+    try arguments.finish()
+    if (certificateOption == nil) != (keyOption == nil) {
+        throw Arguments.UsageError(message: "--certificate and --key go together")
+    }
+    if plain, !["127.0.0.1", "::1", "localhost"].contains(host) {
+        throw Arguments.UsageError(message: "--plain serves plain HTTP on a loopback address only, not \(host)")
+    }
+    let directory = try DomainDirectory(existing: URL(fileURLWithPath: path))
+    let domain = try EmbeddedDomain.open(at: directory.databasePath, sharedWithOtherProcesses: false)
+    let log: @Sendable (String) -> Void
+    if quiet {
+        log = { _ in }
+    } else {
+        log = { line in standardError(line) }
+    }
+    let credential = try directory.operatorCredential()
+    let router = DomainRouter(domain: domain, operatorCredential: credential, log: log)
+    var options = HTTPServer.Options(
+        host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: connections,
+        perAddressLimit: max(16, connections / 2), maximumBody: maximumBody)
+    if !plain {
+        options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
+        options.keyPEM = try DomainDirectory.readPEM(keyOption ?? directory.keyPath)
+    }
+    let fixed = options
+    let server = try HTTPServer(
+        options: fixed,
+        handler: { (request: HTTPRequest) async -> HTTPResponse in
+            await router.handle(request)
+        })
+    router.attach(server)
+    let shown = host.contains(":") ? "[\(host)]" : host
+    FileHandle.standardOutput.write(Data("listening on \(plain ? "http" : "https")://\(shown):\(server.port)\n".utf8))
+
+    // SIGTERM and SIGINT: stop accepting, end long-polls empty, finish what is in flight, exit.
+    let stopping = AsyncStream<Int32> { continuation in
+        let sources = [SIGTERM, SIGINT].map { signalNumber in
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { continuation.yield(signalNumber) }
+            source.resume()
+            return source
+        }
+        nonisolated(unsafe) let kept = sources
+        continuation.onTermination = { _ in kept.forEach { $0.cancel() } }
+    }
+    for await signalNumber in stopping {
+        standardError(#"{"event":"shutdown","signal":\#(signalNumber)}"#)
+        server.quiesce()
+        router.drain()
+        await server.stop()
+        break
+    }
+}
+
+func run() async -> Int32 {
+    var arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
+    do {
+        let command = arguments.isEmpty ? "help" : try arguments.next("a command")
+        switch command {
+        case "init": try initialize(&arguments)
+        case "serve": try await serve(&arguments)
+        case "openapi":
+            try arguments.finish()
+            FileHandle.standardOutput.write(OpenAPIDocument.json())
+        case "help", "--help", "-h":
+            print(usage)
+        default:
+            throw Arguments.UsageError(message: "unknown command '\(command)'")
+        }
+        return 0
+    } catch let error as Arguments.UsageError {
+        standardError("spark-domaind: \(error.message)\n\n\(usage)")
+        return 64
+    } catch let error as DomainError {
+        standardError("spark-domaind: \(error.reason)")
+        return 1
+    } catch {
+        standardError("spark-domaind: \(error)")
+        return 1
+    }
+}
+
+exit(await run())
