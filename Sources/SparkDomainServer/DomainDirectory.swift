@@ -139,7 +139,7 @@ public struct DomainDirectory: Sendable {
         var serverCertificate: UnsafeMutablePointer<CChar>?
         var serverKey: UnsafeMutablePointer<CChar>?
         let copies = names.map { strdup($0) }
-        defer { copies.forEach { free($0) } }
+        defer { for copy in copies { free(copy) } }
         let ok = spark_tls_make_certificates(
             commonName, copies.map { UnsafePointer($0) }, copies.count, 3650, &caCertificate, &caKey, &serverCertificate,
             &serverKey, &error, error.count)

@@ -213,8 +213,8 @@ private func respond(_ request: OpaquePointer, _ response: HTTPResponse) {
     let names = response.headers.map { strdup($0.0) }
     let values = response.headers.map { strdup($0.1) }
     defer {
-        names.forEach { free($0) }
-        values.forEach { free($0) }
+        for name in names { free(name) }
+        for value in values { free(value) }
     }
     let constNames = names.map { UnsafePointer($0) }
     let constValues = values.map { UnsafePointer($0) }

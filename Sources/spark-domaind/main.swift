@@ -119,7 +119,7 @@ func serve(_ arguments: inout Arguments) async throws {
             return source
         }
         nonisolated(unsafe) let kept = sources
-        continuation.onTermination = { _ in kept.forEach { $0.cancel() } }
+        continuation.onTermination = { _ in for source in kept { source.cancel() } }
     }
     for await signalNumber in stopping {
         standardError(#"{"event":"shutdown","signal":\#(signalNumber)}"#)
