@@ -136,7 +136,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkDomainTests",
-            dependencies: ["SparkDomain", "SparkTestSupport", "domain-peer"],
+            dependencies: ["SparkDomain", "SparkDomainServer", "SparkTestSupport", "domain-peer", "spark-domaind"],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),

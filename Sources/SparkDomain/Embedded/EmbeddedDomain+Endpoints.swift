@@ -162,8 +162,12 @@ extension EmbeddedDomain {
         return try storage {
             try queue.write { db -> Int in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                let current = try db.scalar(
-                    "SELECT version FROM key_blobs WHERE user_id = ? AND name = ?", [user, name], as: Int.self)
+                let row = try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
+                let current = try row?.get(0, as: Int.self)
+                // A retry after a lost answer finds its own write: the same bytes, one version on.
+                if let current, current == (expectedVersion ?? 0) + 1, try row?.get(1, as: Data.self) == data {
+                    return current
+                }
                 guard current == expectedVersion else {
                     throw DomainError(
                         .conflict,

@@ -1,0 +1,538 @@
+import Foundation
+import SparkCrypto
+public import SparkDomain
+
+/// A domain as the conformance suite sees it: the user's contract and the operator's.
+public struct DomainUnderTest: Sendable {
+    /// The user's side.
+    public let service: any DomainService
+    /// The operator's side.
+    public let admin: any DomainAdministration
+
+    /// A domain under test.
+    public init(service: any DomainService, admin: any DomainAdministration) {
+        self.service = service
+        self.admin = admin
+    }
+}
+
+/// The whole ``DomainService`` and ``DomainAdministration`` contract as checks any
+/// implementation must pass: the embedded domain in process, and `spark-domaind` over TLS
+/// through ``RemoteDomain`` (the PostgreSQL store will run the same). Each check starts from a
+/// fresh sandbox domain with OWASP-cost password hashing and throws ``ConformanceFailure`` with
+/// what differed.
+public enum DomainConformance {
+    /// One check.
+    public struct Check: Sendable, CustomStringConvertible {
+        /// Its name (a test argument).
+        public let description: String
+        let run: @Sendable (DomainUnderTest) async throws -> Void
+    }
+
+    /// The names of every check.
+    public static var names: [String] { checks.map(\.description) }
+
+    /// Runs the check called `name` on `domain`.
+    public static func run(_ name: String, on domain: DomainUnderTest) async throws {
+        guard let check = checks.first(where: { $0.description == name }) else {
+            throw ConformanceFailure("no conformance check '\(name)'")
+        }
+        try await check.run(domain)
+    }
+
+    static let checks: [Check] = [
+        Check(description: "tokens", run: tokens),
+        Check(description: "registration", run: registration),
+        Check(description: "removed endpoints make no call", run: removedEndpoints),
+        Check(description: "key blobs", run: keyBlobs),
+        Check(description: "identities", run: identities),
+        Check(description: "chats and retries", run: chats),
+        Check(description: "mailboxes and long-polls", run: mailboxes),
+        Check(description: "moderation", run: moderation),
+        Check(description: "accounts", run: accounts),
+        Check(description: "administration", run: administration),
+        Check(description: "isolation between users", run: isolation),
+    ]
+
+    // MARK: Helpers
+
+    struct User {
+        let id: String
+        let token: String
+        let endpoint: String
+    }
+
+    static func user(_ domain: DomainUnderTest, _ id: String, endpoint: String? = nil) async throws -> User {
+        let token = try await domain.service.testToken(userID: id).token
+        let endpoint = endpoint ?? "\(id)-1"
+        let outcome = try await domain.service.registerEndpoint(
+            token: token, registration: EndpointRegistration(endpointID: endpoint, description: "\(id)'s device"))
+        guard case .registered = outcome else { throw ConformanceFailure("\(id) could not register: \(outcome)") }
+        return User(id: id, token: token, endpoint: endpoint)
+    }
+
+    static func expect(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+        if !condition { throw ConformanceFailure(message()) }
+    }
+
+    static func expectRefused<T>(_ code: DomainError.Code, _ what: String, _ body: () async throws -> T) async throws {
+        do {
+            let value = try await body()
+            throw ConformanceFailure("\(what) was not refused: it returned \(value)")
+        } catch let error as DomainError {
+            try expect(error.code == code, "\(what) was refused with \(error.code) (\(error.reason)), not \(code)")
+        }
+    }
+
+    static func identity(_ user: String, version: Int = 1) throws -> (PublishedIdentity, Ed25519.PrivateKey) {
+        let signing = try Ed25519.PrivateKey()
+        let encryption = try X25519.PrivateKey()
+        var identity = PublishedIdentity(
+            userID: user, signingKey: signing.publicKey.rawRepresentation, encryptionKey: encryption.publicKey.rawRepresentation,
+            keyVersion: version, signature: Data())
+        identity.signature = try signing.signature(for: identity.signedBytes)
+        return (identity, signing)
+    }
+
+    // MARK: Checks
+
+    static func tokens(_ domain: DomainUnderTest) async throws {
+        let policy = try await domain.service.policy()
+        try expect(!policy.userAuthenticationEnabled, "a conformance domain is a sandbox")
+        let token = try await domain.service.testToken(userID: "alice")
+        try expect(token.expiresAt > Date(), "a test token expires in the future")
+        let who = try await domain.service.validate(token: token.token)
+        try expect(who.userID == "alice" && who.issuerKind == .test, "the token proves alice: \(who)")
+        try await expectRefused(.invalidToken, "a forged token") { try await domain.service.validate(token: "a.b.c") }
+        var tampered = Array(token.token.utf8)
+        tampered[tampered.count - 2] = tampered[tampered.count - 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        try await expectRefused(.invalidToken, "a token with a changed signature") {
+            try await domain.service.validate(token: String(decoding: tampered, as: UTF8.self))
+        }
+        try await expectRefused(.invalidRequest, "an empty user id") { try await domain.service.testToken(userID: "") }
+    }
+
+    static func registration(_ domain: DomainUnderTest) async throws {
+        var policy = try await domain.admin.policy()
+        policy.maximumEndpoints = 2
+        try await domain.admin.setPolicy(policy)
+        let alice = try await user(domain, "alice", endpoint: "a1")
+        let again = try await domain.service.registerEndpoint(
+            token: alice.token, registration: .init(endpointID: "a1", description: "alice's device"))
+        guard case .registered(let info) = again, info.registrationID == 1 else {
+            throw ConformanceFailure("registering again is the same endpoint: \(again)")
+        }
+        _ = try await user(domain, "alice", endpoint: "a2")
+        let third = try await domain.service.registerEndpoint(
+            token: alice.token, registration: .init(endpointID: "a3", description: "third"))
+        guard case .full(let endpoints, let maximum) = third else { throw ConformanceFailure("a third endpoint: \(third)") }
+        try expect(endpoints.map(\.endpointID) == ["a1", "a2"] && maximum == 2, "the full list: \(endpoints)")
+        let replaced = try await domain.service.registerEndpoint(
+            token: alice.token, registration: .init(endpointID: "a3", description: "third", replacing: "a1"))
+        guard case .registered(let newest) = replaced, newest.registrationID == 3 else {
+            throw ConformanceFailure("replacing a1: \(replaced)")
+        }
+        try await expectRefused(.endpointRemoved, "the replaced endpoint's check-in") {
+            try await domain.service.checkIn(token: alice.token, endpointID: "a1")
+        }
+        let listed = try await domain.service.endpoints(token: alice.token, endpointID: "a3").map(\.endpointID)
+        try expect(listed == ["a2", "a3"], "the endpoints after the replacement: \(listed)")
+        try await domain.service.setEndpointNickname(token: alice.token, endpointID: "a3", target: "a2", nickname: "phone")
+        let renamed = try await domain.service.endpoints(token: alice.token, endpointID: "a2").first { $0.endpointID == "a2" }
+        try expect(renamed?.nickname == "phone", "the nickname: \(String(describing: renamed))")
+
+        // One active endpoint at a time: a second device must take the profile over.
+        policy.maximumEndpoints = 5
+        policy.multipleActiveEndpoints = false
+        try await domain.admin.setPolicy(policy)
+        let bob = try await user(domain, "bob", endpoint: "b1")
+        let second = try await domain.service.registerEndpoint(
+            token: bob.token, registration: .init(endpointID: "b2", description: "new"))
+        guard case .deviceSwitchRequired(let active) = second, active.map(\.endpointID) == ["b1"] else {
+            throw ConformanceFailure("a second device of bob: \(second)")
+        }
+        let takeOver = try await domain.service.registerEndpoint(
+            token: bob.token, registration: .init(endpointID: "b2", description: "new", takeOver: true))
+        guard case .registered = takeOver else { throw ConformanceFailure("taking over: \(takeOver)") }
+        try await expectRefused(.endpointRemoved, "the superseded device") {
+            try await domain.service.checkIn(token: bob.token, endpointID: "b1")
+        }
+    }
+
+    static func removedEndpoints(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let other = try await user(domain, "alice", endpoint: "alice-2")
+        let bob = try await user(domain, "bob")
+        let chat = try await domain.service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-removed", participants: ["bob"])
+        try await domain.service.deregisterEndpoint(token: other.token, endpointID: other.endpoint, target: alice.endpoint)
+        let service = domain.service
+        let (token, endpoint) = (alice.token, alice.endpoint)
+        // Every call after registration checks the endpoint: a removed device reads nothing.
+        try await expectRefused(.endpointRemoved, "endpoints") { try await service.endpoints(token: token, endpointID: endpoint) }
+        try await expectRefused(.endpointRemoved, "checkIn") { try await service.checkIn(token: token, endpointID: endpoint) }
+        try await expectRefused(.endpointRemoved, "identity") {
+            try await service.identity(token: token, endpointID: endpoint, userID: bob.id)
+        }
+        try await expectRefused(.endpointRemoved, "chat") {
+            try await service.chat(token: token, endpointID: endpoint, chatID: chat.chatID)
+        }
+        try await expectRefused(.endpointRemoved, "userStatus") {
+            try await service.userStatus(token: token, endpointID: endpoint)
+        }
+        try await expectRefused(.endpointRemoved, "readMailbox") {
+            try await service.readMailbox(token: token, endpointID: endpoint, after: 0, limit: 10)
+        }
+        try await expectRefused(.endpointRemoved, "post") {
+            try await service.post(
+                token: token, endpointID: endpoint, chatID: chat.chatID, kind: .message, payload: Data("x".utf8), recipient: nil,
+                clientID: nil)
+        }
+        try await expectRefused(.endpointRemoved, "fetchKeyBlob") {
+            try await service.fetchKeyBlob(token: token, endpointID: endpoint, name: KeyBlob.profileName)
+        }
+        try await expectRefused(.endpointRemoved, "identityKeyVersion") {
+            try await service.identityKeyVersion(token: token, endpointID: endpoint)
+        }
+        try await expectRefused(.endpointRemoved, "setEndpointNickname") {
+            try await service.setEndpointNickname(token: token, endpointID: endpoint, target: "alice-2", nickname: "x")
+        }
+        // The other endpoint goes on.
+        _ = try await service.checkIn(token: other.token, endpointID: other.endpoint)
+    }
+
+    static func keyBlobs(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let service = domain.service
+        let first = try await service.putKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("v1".utf8), expectedVersion: nil)
+        try expect(first == 1, "the first version is 1, not \(first)")
+        // A retry after a lost answer: the same bytes with the same expectation succeed again.
+        let retried = try await service.putKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("v1".utf8), expectedVersion: nil)
+        try expect(retried == 1, "a repeated write is the same write, not version \(retried)")
+        try await expectRefused(.conflict, "a write from a stale version") {
+            try await service.putKeyBlob(
+                token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("other".utf8), expectedVersion: nil)
+        }
+        let second = try await service.putKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("v2".utf8), expectedVersion: 1)
+        let fetched = try await service.fetchKeyBlob(token: alice.token, endpointID: alice.endpoint, name: "profile")
+        try expect(
+            second == 2 && fetched.blob == KeyBlob(name: "profile", data: Data("v2".utf8), version: 2),
+            "the blob after two writes: \(String(describing: fetched.blob))")
+        try await expectRefused(.invalidRequest, "an empty blob") {
+            try await service.putKeyBlob(
+                token: alice.token, endpointID: alice.endpoint, name: "x", data: Data(), expectedVersion: nil)
+        }
+
+        // The management blob comes with a challenge the identity key answers once.
+        let (identity, signing) = try identity("alice")
+        try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: identity)
+        _ = try await service.putKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: KeyBlob.managementName, data: Data("jwe".utf8),
+            expectedVersion: nil)
+        let management = try await service.fetchKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: KeyBlob.managementName)
+        guard let challenge = management.challenge else { throw ConformanceFailure("no unlock challenge: \(management)") }
+        let message = unlockProofMessage(userID: "alice", endpointID: alice.endpoint, challenge: challenge)
+        try await expectRefused(.invalidProof, "a proof by another key") {
+            try await service.proveUnlock(
+                token: alice.token, endpointID: alice.endpoint, challenge: challenge,
+                signature: try Ed25519.PrivateKey().signature(for: message))
+        }
+        let signature = try signing.signature(for: message)
+        try await service.proveUnlock(token: alice.token, endpointID: alice.endpoint, challenge: challenge, signature: signature)
+        try await expectRefused(.invalidProof, "the same proof twice") {
+            try await service.proveUnlock(
+                token: alice.token, endpointID: alice.endpoint, challenge: challenge, signature: signature)
+        }
+    }
+
+    static func identities(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let service = domain.service
+        try expect(
+            try await service.identityKeyVersion(token: alice.token, endpointID: alice.endpoint) == 0, "no identity yet")
+        try expect(
+            try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == nil, "no identity yet")
+        let (published, _) = try identity("alice")
+        try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: published)
+        try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: published)
+        try expect(
+            try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == published,
+            "bob reads alice's identity")
+        let (forBob, _) = try identity("bob")
+        try await expectRefused(.forbidden, "publishing another user's identity") {
+            try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: forBob)
+        }
+        try await expectRefused(.invalidRequest, "an identity not signed by its own key") {
+            try await service.publishIdentity(
+                token: bob.token, endpointID: bob.endpoint, identity: forBob.withSignature(Data(count: 64)))
+        }
+        try await service.resetIdentity(token: alice.token, endpointID: alice.endpoint)
+        try expect(
+            try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == nil,
+            "a reset identity is gone")
+        try expect(
+            try await service.identityKeyVersion(token: alice.token, endpointID: alice.endpoint) == 1,
+            "the version survives the reset")
+        let (older, _) = try identity("alice", version: 1)
+        try await expectRefused(.conflict, "an identity no newer than the last") {
+            try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: older)
+        }
+        let (newer, _) = try identity("alice", version: 2)
+        try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: newer)
+    }
+
+    static func chats(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let carol = try await user(domain, "carol")
+        let service = domain.service
+        let created = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c1", participants: ["bob"],
+            posts: [ChatPost(kind: .chatKey, payload: Data("key".utf8), recipient: "bob")])
+        try expect(
+            created.members == [ChatMember(userID: "alice", isAdmin: true), ChatMember(userID: "bob", isAdmin: false)],
+            "the members: \(created.members)")
+        // A retry of the same creation is the same chat, and sends nothing twice.
+        let again = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c1", participants: ["bob"])
+        try expect(again == created, "a repeated creation: \(again)")
+        try await expectRefused(.conflict, "another chat under a taken id") {
+            try await service.createChat(token: carol.token, endpointID: carol.endpoint, chatID: "c1", participants: [])
+        }
+        let bobs = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
+        try expect(bobs.map(\.kind) == [.membership, .chatKey], "bob heard of the chat once: \(bobs.map(\.kind))")
+
+        // Numbers are gapless; a repeated post (same client id) is the same post.
+        var numbers: [Int64] = []
+        for index in 1...3 {
+            let receipt = try await service.post(
+                token: index == 2 ? bob.token : alice.token, endpointID: index == 2 ? bob.endpoint : alice.endpoint, chatID: "c1",
+                kind: .message, payload: Data("m\(index)".utf8), recipient: nil, clientID: "client-\(index)")
+            numbers.append(receipt.messageNumber ?? -1)
+        }
+        let repeated = try await service.post(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c1", kind: .message, payload: Data("m3".utf8),
+            recipient: nil,
+            clientID: "client-3")
+        try expect(numbers == [1, 2, 3] && repeated.messageNumber == 3, "numbers \(numbers), repeat \(repeated)")
+        try await expectRefused(.notAMember, "a non-member's post") {
+            try await service.post(
+                token: carol.token, endpointID: carol.endpoint, chatID: "c1", kind: .message, payload: Data("x".utf8),
+                recipient: nil, clientID: nil)
+        }
+        try await expectRefused(.notAMember, "a non-member's read of the chat") {
+            try await service.chat(token: carol.token, endpointID: carol.endpoint, chatID: "c1")
+        }
+        try await expectRefused(.notAMember, "a member who is no admin inviting") {
+            try await service.updateMembers(token: bob.token, endpointID: bob.endpoint, chatID: "c1", add: ["carol"], remove: [])
+        }
+        let grown = try await service.updateMembers(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c1", add: ["carol"], remove: [])
+        try expect(grown.members.map(\.userID) == ["alice", "bob", "carol"], "after the invitation: \(grown.members)")
+        // Repeating the change changes nothing and tells nobody again.
+        let carolsBefore = try await service.readMailbox(token: carol.token, endpointID: carol.endpoint, after: 0, limit: 100)
+        _ = try await service.updateMembers(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c1", add: ["carol"], remove: [])
+        let carolsAfter = try await service.readMailbox(token: carol.token, endpointID: carol.endpoint, after: 0, limit: 100)
+        try expect(carolsAfter.count == carolsBefore.count, "a repeated invitation is not sent twice")
+        let left = try await service.updateMembers(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c1", add: [], remove: ["bob"])
+        try expect(left.members.map(\.userID) == ["alice", "carol"], "bob left: \(left.members)")
+        try await expectRefused(.tooLarge, "an oversized payload") {
+            try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c1", kind: .message,
+                payload: Data(count: EmbeddedDomain.maximumPayloadSize + 1), recipient: nil, clientID: nil)
+        }
+        try await expectRefused(.invalidRequest, "a membership entry posted by a user") {
+            try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c1", kind: .membership, payload: Data(), recipient: nil,
+                clientID: nil)
+        }
+    }
+
+    static func mailboxes(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let service = domain.service
+        _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "c2", participants: ["bob"])
+        for index in 1...5 {
+            _ = try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c2", kind: .message, payload: Data("\(index)".utf8),
+                recipient: nil, clientID: nil)
+        }
+        let all = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
+        try expect(all.count == 6 && all.map(\.sequence) == Array(1...6), "bob's six entries in order: \(all.map(\.sequence))")
+        let page = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 2, limit: 2)
+        try expect(page.map(\.sequence) == [3, 4], "a page after 2: \(page.map(\.sequence))")
+        try expect(all[1].sender == "alice" && all[1].messageNumber == 1 && all[1].chatID == "c2", "an entry: \(all[1])")
+        // A long-poll returns as soon as an entry arrives.
+        let clock = ContinuousClock()
+        let started = clock.now
+        let waiting = Task {
+            try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 6, limit: 10, wait: .seconds(30))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await service.post(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c2", kind: .message, payload: Data("late".utf8),
+            recipient: nil, clientID: nil)
+        let woken = try await waiting.value
+        try expect(woken.map(\.payload) == [Data("late".utf8)], "the long-poll's entry: \(woken)")
+        try expect(clock.now - started < .seconds(25), "the long-poll ended with the entry, not at its timeout")
+        let quiet = try await service.readMailbox(
+            token: bob.token, endpointID: bob.endpoint, after: 7, limit: 10, wait: .seconds(1))
+        try expect(quiet.isEmpty, "nothing new: the long-poll ends empty")
+        try await expectRefused(.invalidRequest, "a wait over 30 seconds") {
+            try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 10, wait: .seconds(31))
+        }
+    }
+
+    static func moderation(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let mallory = try await user(domain, "mallory")
+        let service = domain.service
+        _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "c3", participants: ["mallory"])
+        let infraction = try await domain.admin.issueInfraction(to: "mallory", reason: "spam")
+        try await domain.admin.timeOut("mallory", for: 600, reason: "flooding")
+        let status = try await service.userStatus(token: mallory.token, endpointID: mallory.endpoint)
+        guard case .timeout(let until, let reason) = status.state, reason == "flooding", until > Date() else {
+            throw ConformanceFailure("mallory's status: \(status)")
+        }
+        try expect(status.infractions.map(\.id) == [infraction.id], "the infraction: \(status.infractions)")
+        try await expectRefused(.moderated, "a timed-out user's post") {
+            try await service.post(
+                token: mallory.token, endpointID: mallory.endpoint, chatID: "c3", kind: .message, payload: Data("x".utf8),
+                recipient: nil, clientID: nil)
+        }
+        try await domain.admin.ban("mallory", reason: "abuse")
+        guard case .banned = try await domain.admin.moderationStatus(of: "mallory").state else {
+            throw ConformanceFailure("mallory is not banned")
+        }
+        try await domain.admin.unban("mallory")
+        _ = try await service.post(
+            token: mallory.token, endpointID: mallory.endpoint, chatID: "c3", kind: .message, payload: Data("sorry".utf8),
+            recipient: nil, clientID: nil)
+        try await service.dismissInfraction(token: mallory.token, endpointID: mallory.endpoint, id: infraction.id)
+        try await expectRefused(.notFound, "dismissing it twice") {
+            try await service.dismissInfraction(token: mallory.token, endpointID: mallory.endpoint, id: infraction.id)
+        }
+        try await expectRefused(.notFound, "dismissing another user's infraction") {
+            let other = try await domain.admin.issueInfraction(to: "alice", reason: "x")
+            try await service.dismissInfraction(token: mallory.token, endpointID: mallory.endpoint, id: other.id)
+        }
+    }
+
+    static func accounts(_ domain: DomainUnderTest) async throws {
+        let service = domain.service
+        try await service.signUp(
+            SignUpRequest(userName: "fay", password: "Correct-Horse-7", email: "fay@example.com", country: "FR", age: 30))
+        try await expectRefused(.notActivated, "a login before activation") {
+            try await service.logIn(userName: "fay", password: "Correct-Horse-7")
+        }
+        let code = try await latestCode(domain, to: "fay@example.com")
+        try await expectRefused(.codeInvalid, "a wrong activation code") {
+            try await service.activate(userName: "fay", code: code == "000000" ? "111111" : "000000")
+        }
+        try await service.activate(userName: "fay", code: code)
+        try await expectRefused(.invalidCredentials, "a wrong password") {
+            try await service.logIn(userName: "fay", password: "wrong-password-1")
+        }
+        let login = try await service.logIn(userName: "fay", password: "Correct-Horse-7")
+        try expect(try await service.validate(token: login.token).userID == "fay", "the login's token proves fay")
+        let refreshToken = try login.refreshToken ?? { throw ConformanceFailure("no refresh token") }()
+        let refreshed = try await service.refresh(refreshToken: refreshToken)
+        try await expectRefused(.invalidToken, "the old refresh token") { try await service.refresh(refreshToken: refreshToken) }
+        try await service.revoke(refreshToken: refreshed.refreshToken ?? "")
+        try await service.requestPasswordReset(email: "fay@example.com")
+        try await service.requestPasswordReset(email: "nobody@example.com")  // says nothing either way
+        let reset = try await latestCode(domain, to: "fay@example.com")
+        try await service.resetPassword(email: "fay@example.com", code: reset, newPassword: "Battery-Staple-9")
+        _ = try await service.logIn(userName: "fay", password: "Battery-Staple-9")
+        let names = try await domain.admin.accounts().map(\.userName)
+        try expect(names == ["fay"], "the operator sees the account: \(names)")
+    }
+
+    /// The six-digit code in the newest mail to `address`.
+    static func latestCode(_ domain: DomainUnderTest, to address: String) async throws -> String {
+        guard let mail = try await domain.admin.outbox(recipient: address, limit: 1).last else {
+            throw ConformanceFailure("no mail to \(address)")
+        }
+        let digits = mail.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 6 }
+        guard let digits else { throw ConformanceFailure("no code in: \(mail.body)") }
+        return String(digits)
+    }
+
+    static func administration(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        _ = try await user(domain, "alice", endpoint: "alice-2")
+        let users = try await domain.admin.endpointUsers()
+        try expect(users == [EndpointUser(userID: "alice", endpoints: 2)], "users with endpoints: \(users)")
+        try await domain.admin.deregisterEndpoint("alice-2")
+        try expect(try await domain.admin.endpoints(of: "alice").map(\.endpointID) == [alice.endpoint], "after the removal")
+        try await expectRefused(.notFound, "removing it again") { try await domain.admin.deregisterEndpoint("alice-2") }
+        let keys = try await domain.admin.issuerKeys("test")
+        try expect(!keys.keys.isEmpty, "the test issuer has keys")
+        try await expectRefused(.invalidRequest, "an issuer kind that is none") { try await domain.admin.issuerKeys("other") }
+        let external = TokenIssuer(issuer: "https://id.example.com", key: try Ed25519.PrivateKey(), keyID: "k1")
+        try await domain.admin.trustIssuer("https://id.example.com", audience: "app", jwks: try external.jwks.jsonData())
+        let trusted = try await domain.admin.externalIssuers()
+        try expect(trusted.map(\.issuer) == ["https://id.example.com"], "trusted issuers: \(trusted)")
+        let token = try external.issue(subject: "zoe", audience: "app", lifetime: 600, now: Date()).token
+        try expect(try await domain.service.validate(token: token).userID == "zoe", "the external issuer's token is accepted")
+        try await domain.admin.removeExternalIssuer("https://id.example.com")
+        try await expectRefused(.invalidToken, "the removed issuer's token") { try await domain.service.validate(token: token) }
+        try await expectRefused(.invalidRequest, "a JWKS that is none") {
+            try await domain.admin.trustIssuer("https://x.example.com", audience: "app", jwks: Data("nope".utf8))
+        }
+        let token2 = try await domain.admin.testToken(userID: "yan")
+        try expect(try await domain.service.validate(token: token2.token).userID == "yan", "the operator's test token")
+        var policy = try await domain.admin.policy()
+        policy.maximumEndpoints = 0
+        try await expectRefused(.invalidRequest, "a policy out of range") { try await domain.admin.setPolicy(policy) }
+    }
+
+    static func isolation(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let mallory = try await user(domain, "mallory")
+        let service = domain.service
+        _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "secret", participants: [])
+        _ = try await service.putKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("alice's".utf8), expectedVersion: nil)
+        // Mallory's token with alice's endpoint id is refused; with her own she sees her own.
+        try await expectRefused(.endpointRemoved, "mallory reading with alice's endpoint") {
+            try await service.readMailbox(token: mallory.token, endpointID: alice.endpoint, after: 0, limit: 10)
+        }
+        try expect(
+            try await service.readMailbox(token: mallory.token, endpointID: mallory.endpoint, after: 0, limit: 10).isEmpty,
+            "mallory's own mailbox holds nothing of alice's")
+        let blob = try await service.fetchKeyBlob(token: mallory.token, endpointID: mallory.endpoint, name: "profile")
+        try expect(blob.blob == nil, "mallory's profile blob is her own (none)")
+        try await expectRefused(.notFound, "mallory removing alice's endpoint") {
+            try await service.deregisterEndpoint(token: mallory.token, endpointID: mallory.endpoint, target: alice.endpoint)
+        }
+        try await expectRefused(.forbidden, "mallory registering alice's endpoint id") {
+            try await service.registerEndpoint(
+                token: mallory.token, registration: .init(endpointID: alice.endpoint, description: "stolen"))
+        }
+        _ = try await service.checkIn(token: alice.token, endpointID: alice.endpoint)
+    }
+}
+
+/// A conformance check that found the domain not doing what the contract says.
+public struct ConformanceFailure: Error, CustomStringConvertible {
+    /// What differed.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension PublishedIdentity {
+    fileprivate func withSignature(_ signature: Data) -> PublishedIdentity {
+        var copy = self
+        copy.signature = signature
+        return copy
+    }
+}

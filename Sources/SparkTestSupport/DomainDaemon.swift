@@ -1,0 +1,143 @@
+public import Foundation
+public import SparkDomain
+import SparkLock
+
+/// A `spark-domaind` run by a test: `init` into a directory, `serve` on a free loopback port,
+/// and clients that trust its CA. The daemon's request log goes to `DIR/daemon.log`.
+public final class DomainDaemon: Sendable {
+    /// The domain directory.
+    public let directory: URL
+    /// The domain id.
+    public let domainID: String
+    /// Where it serves, `https://127.0.0.1:PORT` (or `http://` when plain).
+    public let url: URL
+    /// Whether it serves plain HTTP.
+    public let plain: Bool
+    private let process = Locked<Process?>(nil)
+    private let serveArguments: [String]
+
+    private init(directory: URL, domainID: String, url: URL, plain: Bool, process: Process, serveArguments: [String]) {
+        self.directory = directory
+        self.domainID = domainID
+        self.url = url
+        self.plain = plain
+        self.serveArguments = serveArguments
+        self.process.withLock { $0 = process }
+    }
+
+    /// Makes a domain in `directory/domain` and serves it.
+    public static func start(
+        in directory: URL, domainID: String = "test-domain", sandbox: Bool = true, plain: Bool = false,
+        serveArguments: [String] = []
+    ) async throws -> DomainDaemon {
+        let home = directory.appendingPathComponent("domain")
+        var initArguments = ["init", home.path, "--domain", domainID]
+        if sandbox { initArguments.append("--sandbox") }
+        let made = try await Fixtures.run(Fixtures.executable("spark-domaind"), initArguments)
+        guard made.status == 0 else { throw DaemonError("spark-domaind init failed: \(made.stderr)") }
+        var arguments = serveArguments
+        if plain { arguments.append("--plain") }
+        let (process, url) = try await serve(home, listen: "127.0.0.1:0", arguments: arguments)
+        return DomainDaemon(
+            directory: home, domainID: domainID, url: url, plain: plain, process: process, serveArguments: arguments)
+    }
+
+    private static func serve(_ home: URL, listen: String, arguments: [String]) async throws -> (Process, URL) {
+        let process = Process()
+        process.executableURL = Fixtures.executable("spark-domaind")
+        process.arguments = ["serve", home.path, "--listen", listen] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        let log = home.appendingPathComponent("daemon.log")
+        if !FileManager.default.fileExists(atPath: log.path) {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        }
+        let logHandle = try FileHandle(forWritingTo: log)
+        logHandle.seekToEndOfFile()
+        process.standardError = logHandle
+        try process.run()
+        let reader = output.fileHandleForReading
+        let line = await Task.detached { () -> String in
+            var text = ""
+            while !text.contains("\n") {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }.value
+        guard let range = line.range(of: "listening on "), let url = URL(string: String(line[range.upperBound...]).trimmed)
+        else {
+            process.terminate()
+            let logged = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            throw DaemonError("spark-domaind serve did not start: \(line) \(logged)")
+        }
+        return (process, url)
+    }
+
+    /// Serves again on the same port after ``kill()`` or ``stop()``.
+    public func restart() async throws {
+        let port = url.port ?? 0
+        let (process, _) = try await Self.serve(directory, listen: "127.0.0.1:\(port)", arguments: serveArguments)
+        self.process.withLock { $0 = process }
+    }
+
+    /// How clients trust it.
+    public var trust: DomainTrust {
+        plain ? .plainLoopback : .certificateAuthority(path: directory.appendingPathComponent("ca.pem").path)
+    }
+
+    /// A client of it.
+    public func client() throws -> RemoteDomain { try RemoteDomain(url: url, domainID: domainID, trust: trust) }
+
+    /// An operator client of it.
+    public func administration() throws -> RemoteAdministration {
+        let credential = try String(contentsOf: directory.appendingPathComponent("operator.credential"), encoding: .utf8)
+        return try RemoteAdministration(url: url, domainID: domainID, trust: trust, credential: credential)
+    }
+
+    /// The daemon's process id.
+    public var processID: Int32 { process.withLock { $0?.processIdentifier ?? 0 } }
+
+    /// The request log so far.
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("daemon.log"), encoding: .utf8)) ?? ""
+    }
+
+    /// SIGTERM, then waits for the exit; returns the exit status.
+    @discardableResult
+    public func stop() async -> Int32 {
+        guard let process = process.withLock({ $0 }) else { return 0 }
+        if process.isRunning { process.terminate() }
+        return await Self.wait(process)
+    }
+
+    /// SIGKILL (a crash), then waits for the process to be gone.
+    public func kill() async {
+        guard let process = process.withLock({ $0 }) else { return }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        _ = await Self.wait(process)
+    }
+
+    private static func wait(_ process: Process) async -> Int32 {
+        await Task.detached {
+            process.waitUntilExit()
+            return process.terminationStatus
+        }.value
+    }
+
+    deinit {
+        if let process = process.withLock({ $0 }), process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// A daemon that would not start.
+public struct DaemonError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension String {
+    fileprivate var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+}

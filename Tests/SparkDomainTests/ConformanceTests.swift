@@ -1,0 +1,34 @@
+import Foundation
+import SparkDomain
+import SparkTestSupport
+import Testing
+
+/// The whole contract, run against every implementation: the embedded domain in process and
+/// spark-domaind over TLS through RemoteDomain.
+@Suite("Domain conformance")
+struct ConformanceTests {
+    @Test("embedded", arguments: DomainConformance.names)
+    func embedded(_ check: String) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "conformance")
+            try await DomainConformance.run(check, on: DomainUnderTest(service: domain, admin: domain))
+        }
+    }
+
+    @Test("spark-domaind over TLS", arguments: DomainConformance.names)
+    func remote(_ check: String) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, domainID: "conformance")
+            do {
+                try await DomainConformance.run(
+                    check, on: DomainUnderTest(service: try daemon.client(), admin: try daemon.administration()))
+            } catch {
+                await daemon.stop()
+                throw error
+            }
+            #expect(await daemon.stop() == 0, "the daemon exits cleanly on SIGTERM")
+            #expect(!daemon.log.contains(#""status":5"#), "no request got a 5xx:\n\(daemon.log)")
+        }
+    }
+}
