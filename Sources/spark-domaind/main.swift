@@ -16,7 +16,7 @@ let usage = """
                   DIR/ConfigSettings.plist, a client configuration pointing at it. Without
                   --sandbox users must authenticate (the sign-up assistant or your own issuer).
       serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
-                [--threads N] [--max-connections N] [--max-body BYTES] [--quiet]
+                [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
                   --plain serves plain HTTP, allowed only on a loopback address.
@@ -74,6 +74,7 @@ func serve(_ arguments: inout Arguments) async throws {
     let threads = try arguments.integer("--threads", in: 1...64) ?? 2
     let connections = try arguments.integer("--max-connections", in: 16...1_000_000) ?? 20_000
     let maximumBody = try arguments.integer("--max-body", in: 1024...(64 << 20)) ?? (1 << 20)
+    let idleTimeout = try arguments.integer("--idle-timeout", in: 1...3600) ?? 30
     let quiet = arguments.flag("--quiet")
     try arguments.finish()
     if (certificateOption == nil) != (keyOption == nil) {
@@ -94,7 +95,7 @@ func serve(_ arguments: inout Arguments) async throws {
     let router = DomainRouter(domain: domain, operatorCredential: credential, log: log)
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: connections,
-        perAddressLimit: max(16, connections / 2), maximumBody: maximumBody)
+        perAddressLimit: max(16, connections / 2), idleTimeout: idleTimeout, maximumBody: maximumBody)
     if !plain {
         options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
         options.keyPEM = try DomainDirectory.readPEM(keyOption ?? directory.keyPath)
@@ -131,9 +132,15 @@ func serve(_ arguments: inout Arguments) async throws {
 }
 
 func run() async -> Int32 {
-    var arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
+    let words = Array(CommandLine.arguments.dropFirst())
+    var arguments = Arguments(words)
     do {
-        let command = arguments.isEmpty ? "help" : try arguments.next("a command")
+        let command: String
+        if words.isEmpty || ["--help", "-h", "help"].contains(words[0]) {
+            command = "help"
+        } else {
+            command = try arguments.next("a command")
+        }
         switch command {
         case "init": try initialize(&arguments)
         case "serve": try await serve(&arguments)

@@ -1,0 +1,302 @@
+import Foundation
+import SparkDomain
+import SparkTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// spark-domaind as its operator and its attackers meet it: the binary, its directory, and the
+/// HTTP it serves.
+@Suite("spark-domaind")
+struct DaemonTests {
+    static let binary = Fixtures.executable("spark-domaind")
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test func usageAndItsMistakes() async throws {
+        let help = try await Fixtures.run(Self.binary, ["--help"])
+        #expect(help.status == 0 && help.stdout.contains("usage: spark-domaind") && help.stdout.contains("serve DIR"))
+        for wrong in [
+            ["frobnicate"], ["init"], ["serve"], ["serve", "/tmp", "--listen", "nowhere"], ["init", "/tmp/x", "--bogus"],
+        ] {
+            let result = try await Fixtures.run(Self.binary, wrong)
+            #expect(result.status == 64, "\(wrong) is a usage error: \(result.stderr)")
+            #expect(result.stderr.contains("usage: spark-domaind"), "\(wrong) shows the usage")
+        }
+        try await Fixtures.withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("d")
+            _ = try await Fixtures.run(Self.binary, ["init", home.path, "--sandbox"])
+            let plainEverywhere = try await Fixtures.run(Self.binary, ["serve", home.path, "--plain", "--listen", "0.0.0.0:0"])
+            #expect(plainEverywhere.status == 64 && plainEverywhere.stderr.contains("loopback"))
+            let notADomain = try await Fixtures.run(Self.binary, ["serve", directory.path, "--listen", "127.0.0.1:0"])
+            #expect(notADomain.status == 1 && notADomain.stderr.contains("not a domain directory"))
+        }
+    }
+
+    @Test func initMakesAPrivateDirectoryAndAClientConfiguration() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("domain")
+            let made = try await Fixtures.run(
+                Self.binary, ["init", home.path, "--domain", "acme", "--hostname", "chat.acme.test", "--port", "9443"])
+            #expect(made.status == 0, "\(made.stderr)")
+            let manager = FileManager.default
+            let mode = { (path: String) in ((try? manager.attributesOfItem(atPath: path))?[.posixPermissions] as? Int) ?? -1 }
+            #expect(mode(home.path) == 0o700)
+            let files = try manager.contentsOfDirectory(atPath: home.path).sorted()
+            #expect(
+                files == [
+                    "ConfigSettings.plist", "ca.key", "ca.pem", "domain.sqlite", "operator.credential", "server.key",
+                    "server.pem",
+                ])
+            for file in files { #expect(mode(home.appendingPathComponent(file).path) == 0o600, "\(file) is the daemon's alone") }
+            let plist = try #require(
+                try PropertyListSerialization.propertyList(
+                    from: try Data(contentsOf: home.appendingPathComponent("ConfigSettings.plist")), format: nil)
+                    as? [String: Any])
+            #expect(plist["domainURL"] as? String == "https://chat.acme.test:9443")
+            #expect(plist["domainCAFile"] as? String == "ca.pem")
+            #expect(plist["authProvider"] as? String == "accounts", "without --sandbox users authenticate")
+            let credential = try String(contentsOf: home.appendingPathComponent("operator.credential"), encoding: .utf8)
+            #expect(credential.hasPrefix("spark-operator-v1.") && credential.count > 50)
+            // The certificate names the host and chains to the CA (checked by OpenSSL's CLI).
+            let verify = try await Fixtures.run(
+                URL(fileURLWithPath: "/usr/bin/openssl"),
+                [
+                    "verify", "-CAfile", home.appendingPathComponent("ca.pem").path, "-verify_hostname", "chat.acme.test",
+                    home.appendingPathComponent("server.pem").path,
+                ])
+            #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+            let again = try await Fixtures.run(Self.binary, ["init", home.path])
+            #expect(again.status == 1 && again.stderr.contains("not empty"), "an existing domain is never overwritten")
+        }
+    }
+
+    @Test func healthMetricsAndTheOpenAPIDocument() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true)
+            let port = try #require(daemon.url.port)
+            let health = RawHTTP.request(port: port, method: "GET", path: "/healthz")
+            #expect(health.status == 200 && health.body.contains("ok"))
+            _ = RawHTTP.request(port: port, method: "GET", path: "/v1/policy")
+            let metrics = RawHTTP.request(port: port, method: "GET", path: "/metrics")
+            #expect(metrics.status == 200 && metrics.headers["content-type"]?.hasPrefix("text/plain") == true)
+            #expect(metrics.body.contains(#"spark_requests_total{route="policy",status="200"} 1"#), "\(metrics.body)")
+            #expect(metrics.body.contains("spark_request_duration_seconds_bucket") && metrics.body.contains("spark_long_polls 0"))
+            let served = RawHTTP.request(port: port, method: "GET", path: "/v1/openapi.json")
+            let published = try String(contentsOf: Self.repository.appendingPathComponent("docs/openapi.json"), encoding: .utf8)
+            #expect(served.body == published, "docs/openapi.json is what the daemon serves (regenerate: spark-domaind openapi)")
+            #expect(served.body == String(decoding: OpenAPIDocument.json(), as: UTF8.self))
+            // One log line per request, never a token.
+            #expect(daemon.log.contains(#"{"route":"policy","method":"GET","status":200"#))
+            await daemon.stop()
+        }
+    }
+
+    @Test func theDocumentAndTheRoutesListTheSameOperations() async throws {
+        let document =
+            try JSONSerialization.jsonObject(
+                with: try Data(contentsOf: Self.repository.appendingPathComponent("docs/openapi.json"))) as? [String: Any]
+        let paths = try #require(document?["paths"] as? [String: [String: Any]])
+        var documented = Set<String>()
+        for (path, methods) in paths {
+            for (method, entry) in methods {
+                let id = (entry as? [String: Any])?["operationId"] as? String ?? "?"
+                documented.insert("\(method.uppercased()) \(path) \(id)")
+            }
+        }
+        let routed = Set(DomainOperation.allCases.map { "\($0.method) \($0.path) \($0.rawValue)" })
+        #expect(documented == routed)
+        // And the daemon routes every one of them (an unauthenticated call is refused, not lost).
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true)
+            let port = try #require(daemon.url.port)
+            for operation in DomainOperation.allCases {
+                let answer = RawHTTP.request(
+                    port: port, method: operation.method, path: operation.path,
+                    headers: operation.method == "POST" ? ["Content-Type": "application/json"] : [:],
+                    body: operation.method == "POST" ? Data("{}".utf8) : Data())
+                #expect(answer.status != 404 && answer.status < 500, "\(operation.path) answered \(answer.status)")
+            }
+            await daemon.stop()
+        }
+    }
+
+    @Test func hostileRequestsAreRefusedWithoutA5xxAndChangeNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true)
+            let port = try #require(daemon.url.port)
+            let domain = try daemon.client()
+            let alice = try await domain.testToken(userID: "alice").token
+            _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+            let user = ["Authorization": "Bearer \(alice)", "Spark-Endpoint": "a1", "Content-Type": "application/json"]
+            func post(_ path: String, _ body: String, _ headers: [String: String] = user) -> RawHTTP.Answer {
+                RawHTTP.request(port: port, method: "POST", path: path, headers: headers, body: Data(body.utf8))
+            }
+            let cases: [(RawHTTP.Answer, Int, String)] = [
+                (post("/v1/chats/create", "{not json"), 400, "not valid JSON"),
+                (
+                    post("/v1/chats/create", #"{"chatID":"c","participants":[],"posts":[],"admin":true}"#), 400,
+                    "unknown field 'admin'"
+                ),
+                (post("/v1/chats/create", #"{"chatID":"c","participants":[]}"#), 400, "field 'posts' is missing"),
+                (post("/v1/chats/create", #"{"chatID":7,"participants":[],"posts":[]}"#), 400, "field 'chatID' must be a string"),
+                (
+                    post("/v1/chats/post", #"{"chatID":"c","kind":"membership","payload":"","posts":[{"x":1}]}"#), 400,
+                    "unknown field 'posts'"
+                ),
+                (post("/v1/chats/create", String(repeating: "x", count: 2 << 20)), 413, "larger than this server accepts"),
+                (
+                    post("/v1/chats/create", "{}", ["Content-Type": "text/plain", "Authorization": "Bearer x"]), 400,
+                    "application/json"
+                ),
+                (post("/v1/endpoints/check-in", "{}", ["Content-Type": "application/json"]), 401, "needs a token"),
+                (post("/v1/endpoints/check-in", "{}", ["Authorization": "Bearer \(alice)"]), 400, "Spark-Endpoint"),
+                (post("/v1/admin/moderation/unban", #"{"userID":"alice"}"#), 403, "operator credential"),
+                (
+                    RawHTTP.request(port: port, method: "GET", path: "/v1/admin/accounts", headers: user), 403,
+                    "operator credential"
+                ),
+                (
+                    RawHTTP.request(port: port, method: "GET", path: "/v1/mailbox?after=x&limit=1&wait=0", headers: user), 400,
+                    "integer"
+                ),
+                (
+                    RawHTTP.request(port: port, method: "GET", path: "/v1/mailbox?after=0&limit=1&wait=0&peek=1", headers: user),
+                    400, "peek"
+                ),
+                (
+                    RawHTTP.request(port: port, method: "GET", path: "/v1/mailbox?after=0&limit=1&wait=99", headers: user), 400,
+                    "wait"
+                ),
+                (RawHTTP.request(port: port, method: "GET", path: "/v1/nowhere"), 404, "no route"),
+                (RawHTTP.request(port: port, method: "GET", path: "/v1/chats/post", headers: user), 405, "not allowed"),
+                (RawHTTP.request(port: port, method: "DELETE", path: "/v1/endpoints"), 405, "not allowed"),
+            ]
+            for (answer, status, phrase) in cases {
+                #expect(answer.status == status && answer.body.contains(phrase), "expected \(status) '\(phrase)': \(answer)")
+                if answer.status != 413 {
+                    let error = try? WireCoder.decoder().decode(DomainError.self, from: Data(answer.body.utf8))
+                    #expect(error != nil, "every refusal is {code, message}: \(answer.body)")
+                }
+            }
+            // Nothing was made by any of it.
+            let admin = try daemon.administration()
+            #expect(try await admin.endpointUsers() == [EndpointUser(userID: "alice", endpoints: 1)])
+            await #expect(throws: DomainError(.notFound, "")) {
+                try await domain.chat(token: alice, endpointID: "a1", chatID: "c")
+            }
+            #expect(!daemon.log.contains(#""status":5"#), "no 5xx: \(daemon.log)")
+            #expect(!daemon.log.contains(alice), "no token in the log")
+            await daemon.stop()
+        }
+    }
+
+    @Test func aThousandConnectionsAtOnceAndTheDomainStillServes() async throws {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < 4096 {
+            limit.rlim_cur = min(4096, limit.rlim_max)
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        try #require(limit.rlim_cur >= 2100, "the test needs 2,100 file descriptors; the limit is \(limit.rlim_cur)")
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true, serveArguments: ["--max-connections", "3000"])
+            let port = try #require(daemon.url.port)
+            var sockets: [Int32] = []
+            defer { for socket in sockets { close(socket) } }
+            for _ in 0..<1000 {
+                let socket = RawHTTP.connect(port: port)
+                if socket >= 0 { sockets.append(socket) }
+                // Half of them start a request and stall.
+                if sockets.count % 2 == 0 {
+                    RawHTTP.write(socket, Array("POST /v1/policy HTTP/1.1\r\nContent-Length: 50\r\n\r\n{".utf8))
+                }
+            }
+            #expect(sockets.count == 1000)
+            let domain = try daemon.client()
+            let token = try await domain.testToken(userID: "carol").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "c1", description: "c"))
+            let seen = try await domain.checkIn(token: token, endpointID: "c1")
+            #expect(seen.endpointID == "c1", "a real client is served beside a thousand idle ones")
+            let metrics = RawHTTP.request(port: port, method: "GET", path: "/metrics").body
+            let open = metrics.split(separator: "\n").first { $0.hasPrefix("spark_connections ") }
+            #expect((open.flatMap { Int($0.split(separator: " ")[1]) } ?? 0) >= 1000, "\(String(describing: open))")
+            // Past the cap, connections are refused, not queued forever, and the cap frees up.
+            var extra: [Int32] = []
+            for _ in 0..<600 {
+                let socket = RawHTTP.connect(port: port)
+                if socket >= 0 { extra.append(socket) }
+            }
+            var refused = 0
+            for socket in extra {
+                RawHTTP.write(socket, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+                if RawHTTP.read(socket).status == 0 { refused += 1 }
+                close(socket)
+            }
+            #expect(refused >= 90, "connections past 1,500 from one address are closed at once (\(refused) of 600)")
+            for socket in sockets { close(socket) }
+            sockets = []
+            #expect(await eventually { RawHTTP.request(port: port, method: "GET", path: "/healthz").status == 200 })
+            await daemon.stop()
+        }
+    }
+
+    @Test func aClientThatStopsMidRequestIsCutOff() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true, serveArguments: ["--idle-timeout", "1"])
+            let port = try #require(daemon.url.port)
+            let socket = RawHTTP.connect(port: port)
+            defer { close(socket) }
+            RawHTTP.write(socket, Array("POST /v1/test-tokens HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"user".utf8))
+            let clock = ContinuousClock()
+            let started = clock.now
+            let answer = RawHTTP.read(socket)
+            #expect(answer.status == 0, "no answer to half a request: the connection is closed")
+            #expect(clock.now - started < .seconds(20), "it is closed after the idle timeout, not the client's")
+            #expect(RawHTTP.request(port: port, method: "GET", path: "/healthz").status == 200)
+            await daemon.stop()
+        }
+    }
+
+    @Test func guessingIsRateLimitedWithRetryAfter() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true)
+            let port = try #require(daemon.url.port)
+            var statuses: [Int] = []
+            var retryAfter: String?
+            for attempt in 0..<14 {
+                let answer = RawHTTP.request(
+                    port: port, method: "POST", path: "/v1/accounts/activate", headers: ["Content-Type": "application/json"],
+                    body: Data(#"{"userName":"victim","code":"\#(100_000 + attempt)"}"#.utf8))
+                statuses.append(answer.status)
+                if answer.status == 429 { retryAfter = answer.headers["retry-after"] }
+            }
+            #expect(statuses.prefix(10).allSatisfy { $0 != 429 }, "ten guesses at one name pass the limiter: \(statuses)")
+            #expect(statuses.suffix(4).allSatisfy { $0 == 429 }, "then 429: \(statuses)")
+            #expect(Int(retryAfter ?? "") ?? 0 >= 1, "with Retry-After")
+            await daemon.stop()
+        }
+    }
+
+    @Test func sigtermEndsLongPollsEmptyAndExitsCleanly() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory)
+            let domain = try daemon.client()
+            let token = try await domain.testToken(userID: "dora").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "d1", description: "d"))
+            let clock = ContinuousClock()
+            let poll = Task {
+                try await domain.readMailbox(token: token, endpointID: "d1", after: 100, limit: 10, wait: .seconds(30))
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let started = clock.now
+            let status = await daemon.stop()
+            #expect(status == 0, "SIGTERM is a clean exit")
+            #expect(try await poll.value.isEmpty, "the long-poll ended empty")
+            #expect(clock.now - started < .seconds(10), "at once, not at the poll's end")
+            #expect(daemon.log.contains(#""event":"shutdown""#))
+        }
+    }
+}
