@@ -148,7 +148,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkSDKTests",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkStore", "SparkTestSupport", "SparkLock", "spark-admin", "sdk-peer"],
+            dependencies: [
+                "SparkSDK", "SparkDomain", "SparkStore", "SparkTestSupport", "SparkLock", "spark-admin", "sdk-peer",
+                "spark-domaind",
+            ],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),

@@ -54,6 +54,8 @@ actor Messenger {
     let endpointID: String
     let token: @Sendable () async throws -> String
     let pollInterval: Duration
+    /// Told after each mailbox read whether it reached the domain (connectivity).
+    let onMailbox: @Sendable (Bool) async -> Void
     nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
     private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
     private var syncTask: Task<Void, Never>?
@@ -83,8 +85,10 @@ actor Messenger {
 
     init(
         domain: any DomainService, store: EndpointStore, keys: UnlockedKeys, endpointID: String,
-        token: @escaping @Sendable () async throws -> String, pollInterval: Duration
+        token: @escaping @Sendable () async throws -> String, pollInterval: Duration,
+        onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
     ) {
+        self.onMailbox = onMailbox
         self.domain = domain
         self.queue = store.queue
         self.sealer = store.sealer
@@ -110,12 +114,16 @@ actor Messenger {
                 // this user arrives. While entries keep coming it does not wait, and reads come
                 // every `interval`: a burst then arrives in a few reads with one receipt each.
                 let received: Int
+                var reached = true
                 do {
                     received = try await self.syncOnce(wait: idle ? Self.longPoll : .zero)
                 } catch {
                     received = -1
+                    // A refusal is an answer; only a domain that did not answer is unreachable.
+                    reached = (error as? DomainError)?.code != .unavailable
                 }
                 if Task.isCancelled { return }
+                await self.onMailbox(reached)
                 await self.resendPending()
                 if received > 0 {
                     idle = false

@@ -29,6 +29,10 @@ actor ServiceEngine {
     private var heartbeat: Task<Void, Never>?
     private var listeners: [WeakListener] = []
     private var isConnected = false
+    /// Whether the messenger's mailbox long-poll last reached the domain (nil: no messenger).
+    private var mailboxLive: Bool?
+    /// What listeners were last told: they hear of changes only.
+    private var told: (connected: Bool, strict: Bool)?
     private(set) var keys: UnlockedKeys?
     private var messenger: Messenger?
     private let pollInterval: Duration
@@ -103,7 +107,7 @@ actor ServiceEngine {
 
     func addListener(_ listener: any BBMConnectivityListener) {
         listeners.append(WeakListener(listener: listener))
-        listener.connectivityStateChange(connected: isConnected, strict: isConnected && machine.setupState == .success)
+        listener.connectivityStateChange(connected: isConnected, strict: isStrict)
     }
 
     // MARK: Setup
@@ -307,7 +311,8 @@ actor ServiceEngine {
                     token: { [weak self] in
                         guard let self else { throw SetupError(.notStarted, "the service is gone") }
                         return try await self.currentToken()
-                    }, pollInterval: pollInterval)
+                    }, pollInterval: pollInterval,
+                    onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
                 self.messenger = messenger
                 await messenger.start()
             }
@@ -366,6 +371,7 @@ actor ServiceEngine {
     }
 
     private func stopMessenger() async {
+        mailboxLive = nil
         await messenger?.stop()
         messenger = nil
     }
@@ -462,6 +468,10 @@ actor ServiceEngine {
             let token = try await currentToken()
             _ = try await domain.checkIn(token: token, endpointID: try store.registration().endpointID)
             updateConnectivity(true)
+        } catch let error as DomainError where error.code == .unavailable || error.code == .storageFailure {
+            // An outage is not a failed setup: the endpoint stays set up, reports itself
+            // disconnected, and the next heartbeat looks again.
+            updateConnectivity(false)
         } catch {
             await perform(handle(error, retrying: nil))
         }
@@ -504,12 +514,23 @@ actor ServiceEngine {
         if blockChanged { block?(state) }
     }
 
+    /// Connected and set up, with the mailbox long-poll live once messaging runs.
+    private var isStrict: Bool { isConnected && machine.setupState == .success && mailboxLive != false }
+
     private func updateConnectivity(_ connected: Bool) {
         isConnected = connected
         setConnected(connected)
-        let strict = connected && machine.setupState == .success
+        let strict = isStrict
         listeners.removeAll { $0.listener == nil }
+        guard told == nil || told! != (connected, strict) else { return }
+        told = (connected, strict)
         for entry in listeners { entry.listener?.connectivityStateChange(connected: connected, strict: strict) }
+    }
+
+    /// The messenger's mailbox read reached the domain, or failed to.
+    private func mailboxReached(_ reached: Bool) {
+        mailboxLive = reached
+        updateConnectivity(reached)
     }
 
     private func startHeartbeat() {

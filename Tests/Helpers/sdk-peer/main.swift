@@ -1,8 +1,11 @@
 // A helper for SparkSDKTests: one device of a multi-process setup test.
-// Usage: sdk-peer DOMAIN_PATH DATA_DIR USER_ID [--take-over] [--serve COUNT]   (passcode on standard input)
+// Usage: sdk-peer DOMAIN DATA_DIR USER_ID [--take-over] [--serve COUNT] [--send USER COUNT]
+//        (passcode on standard input; DOMAIN is an embedded file, or a ConfigSettings.plist
+//        naming the domain, such as a spark-domaind's)
 // Sets the device up with test auth and prints "<setupState> regId=<n> key=<signing key prefix>".
 // With --serve COUNT it then waits for COUNT incoming messages, marks them read, answers each
-// with "ack: <content>", and prints "served COUNT".
+// with "ack: <content>", and prints "served COUNT". With --send USER COUNT it starts a chat
+// with USER, sends "m1"…"mCOUNT", waits for their acks and prints "acked A duplicates D".
 import Foundation
 import SparkCrypto
 import SparkDomain
@@ -32,7 +35,10 @@ guard arguments.count >= 3 else {
 }
 let passcode = readLine(strippingNewline: true) ?? ""
 do {
-    let domain = try EmbeddedDomain.open(at: arguments[0])
+    let domain: any DomainService =
+        arguments[0].hasSuffix(".plist")
+        ? try ConfigSettings.load(from: URL(fileURLWithPath: arguments[0])).openDomain()
+        : try EmbeddedDomain.open(at: arguments[0])
     let store = try EndpointStore(directory: URL(fileURLWithPath: arguments[1]))
     let service = BBMEnterpriseService(store: store, endpointDescription: "sdk-peer", unsafePasscodeIterations: 1000)
     try await service.start(domain: domain, environment: .sandbox)
@@ -69,6 +75,19 @@ do {
             try await Task.sleep(for: .milliseconds(5))
         }
         print("served \(answered.count)")
+    }
+    if let index = arguments.firstIndex(of: "--send"), index + 2 < arguments.count, let count = Int(arguments[index + 2]) {
+        let access = try await service.messaging()
+        let chat = try await access.startChat(with: [arguments[index + 1]])
+        for number in 1...count { try await access.sendMessage("m\(number)", to: chat.chatID) }
+        var acks: [String] = []
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            acks = try await access.messages(in: chat.chatID).value.filter(\.isIncoming).map(\.content)
+            if Set(acks).count >= count { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        print("acked \(Set(acks).count) duplicates \(acks.count - Set(acks).count)")
     }
     await service.stop()
 } catch {
