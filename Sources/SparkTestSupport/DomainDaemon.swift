@@ -15,37 +15,49 @@ public final class DomainDaemon: Sendable {
     public let plain: Bool
     private let process = Locked<Process?>(nil)
     private let serveArguments: [String]
+    private let launcher: [String]
 
-    private init(directory: URL, domainID: String, url: URL, plain: Bool, process: Process, serveArguments: [String]) {
+    private init(
+        directory: URL, domainID: String, url: URL, plain: Bool, process: Process, serveArguments: [String], launcher: [String]
+    ) {
         self.directory = directory
         self.domainID = domainID
         self.url = url
         self.plain = plain
         self.serveArguments = serveArguments
+        self.launcher = launcher
         self.process.withLock { $0 = process }
     }
 
-    /// Makes a domain in `directory/domain` and serves it.
+    /// Makes a domain in `directory/domain` and serves it on `host` (a free port), its
+    /// certificate naming `hostnames`; `launcher` prefixes the serve command (for example
+    /// `ip netns exec NAME`).
     public static func start(
         in directory: URL, domainID: String = "test-domain", sandbox: Bool = true, plain: Bool = false,
-        serveArguments: [String] = []
+        serveArguments: [String] = [], host: String = "127.0.0.1", hostnames: [String] = [], launcher: [String] = []
     ) async throws -> DomainDaemon {
         let home = directory.appendingPathComponent("domain")
         var initArguments = ["init", home.path, "--domain", domainID]
         if sandbox { initArguments.append("--sandbox") }
+        for name in hostnames { initArguments += ["--hostname", name] }
         let made = try await Fixtures.run(Fixtures.executable("spark-domaind"), initArguments)
         guard made.status == 0 else { throw DaemonError("spark-domaind init failed: \(made.stderr)") }
         var arguments = serveArguments
         if plain { arguments.append("--plain") }
-        let (process, url) = try await serve(home, listen: "127.0.0.1:0", arguments: arguments)
+        let (process, url) = try await serve(home, listen: "\(host):0", arguments: arguments, launcher: launcher)
         return DomainDaemon(
-            directory: home, domainID: domainID, url: url, plain: plain, process: process, serveArguments: arguments)
+            directory: home, domainID: domainID, url: url, plain: plain, process: process, serveArguments: arguments,
+            launcher: launcher)
     }
 
-    private static func serve(_ home: URL, listen: String, arguments: [String]) async throws -> (Process, URL) {
+    private static func serve(_ home: URL, listen: String, arguments: [String], launcher: [String]) async throws -> (
+        Process, URL
+    ) {
         let process = Process()
-        process.executableURL = Fixtures.executable("spark-domaind")
-        process.arguments = ["serve", home.path, "--listen", listen] + arguments
+        let command = [Fixtures.executable("spark-domaind").path, "serve", home.path, "--listen", listen] + arguments
+        let full = launcher + command
+        process.executableURL = URL(fileURLWithPath: full[0])
+        process.arguments = Array(full.dropFirst())
         let output = Pipe()
         process.standardOutput = output
         let log = home.appendingPathComponent("daemon.log")
@@ -78,7 +90,8 @@ public final class DomainDaemon: Sendable {
     /// Serves again on the same port after ``kill()`` or ``stop()``.
     public func restart() async throws {
         let port = url.port ?? 0
-        let (process, _) = try await Self.serve(directory, listen: "127.0.0.1:\(port)", arguments: serveArguments)
+        let (process, _) = try await Self.serve(
+            directory, listen: "\(url.host ?? "127.0.0.1"):\(port)", arguments: serveArguments, launcher: launcher)
         self.process.withLock { $0 = process }
     }
 
@@ -135,7 +148,8 @@ public final class DomainDaemon: Sendable {
 public struct DaemonError: Error, CustomStringConvertible {
     /// What went wrong.
     public let description: String
-    init(_ description: String) { self.description = description }
+    /// A failure described by `description`.
+    public init(_ description: String) { self.description = description }
 }
 
 extension String {
