@@ -157,7 +157,10 @@ let package = Package(
         ),
         .testTarget(
             name: "QuickStartTests",
-            dependencies: ["SparkDomain", "SparkTestSupport", "SparkLock", "quickstart", "spark-admin", "ChatApp", "spark-fuzz"],
+            dependencies: [
+                "SparkDomain", "SparkTestSupport", "SparkLock", "quickstart", "spark-admin", "ChatApp", "spark-fuzz",
+                "spark-domaind",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -3,16 +3,23 @@ import SparkDomain
 import SparkObservable
 import SparkSDK
 
-/// `quickstart demo`: one scripted story with no input, in a temporary domain. Two users, three
-/// endpoints (a device switch and a key sync with a wrong passcode first), messages both ways
-/// with their states, and a timeout by moderation. Prints a timeline; succeeds only if every step
-/// behaved as expected.
+/// `quickstart demo`: one scripted story with no input, in a temporary embedded domain, or with
+/// `--config PLIST --operator FILE` on a served sandbox domain (its users then get a suffix of
+/// their own, and the operator credential does the moderation). Two users, three endpoints (a
+/// device switch and a key sync with a wrong passcode first), messages both ways with their
+/// states, and a timeout by moderation. Prints a timeline; succeeds only if every step behaved
+/// as expected.
 struct Demo {
     let keep: String?
+    /// The plist naming a served domain and the operator credential's file.
+    let remote: (config: String, credential: String)?
     private let start = ContinuousClock.now
     private let failures = Box(0)
 
-    init(keep: String?) { self.keep = keep }
+    init(keep: String?, remote: (config: String, credential: String)? = nil) {
+        self.keep = keep
+        self.remote = remote
+    }
 
     private func step(_ text: String, _ ok: Bool, _ detail: String = "") {
         let elapsed = ContinuousClock.now - start
@@ -26,7 +33,11 @@ struct Demo {
             keep.map { URL(fileURLWithPath: $0) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("spark-demo-\(UUID().uuidString)")
         defer { if keep == nil { try? FileManager.default.removeItem(at: directory) } }
-        print("SparkSDK demo: alice (laptop, then phone) and bob (tablet) on one embedded domain in \(directory.path)")
+        if let remote {
+            print("SparkSDK demo: alice (laptop, then phone) and bob (tablet) on the domain \(remote.config) names")
+        } else {
+            print("SparkSDK demo: alice (laptop, then phone) and bob (tablet) on one embedded domain in \(directory.path)")
+        }
         do {
             try await story(in: directory)
         } catch {
@@ -36,7 +47,7 @@ struct Demo {
         return failures.value == 0
     }
 
-    private func device(_ name: String, _ domain: EmbeddedDomain, in directory: URL) async throws -> BBMEnterpriseService {
+    private func device(_ name: String, _ domain: any DomainService, in directory: URL) async throws -> BBMEnterpriseService {
         let store = try EndpointStore(directory: directory.appendingPathComponent(name))
         let service = BBMEnterpriseService(store: store, endpointDescription: name, checkInInterval: .milliseconds(100))
         try await service.start(domain: domain, environment: .sandbox)
@@ -45,13 +56,38 @@ struct Demo {
 
     private func story(in directory: URL) async throws {
         // One active device per user, so that alice's phone meets a device switch.
-        let domain = try EmbeddedDomain.create(
-            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "demo",
-            policy: DomainPolicy(multipleActiveEndpoints: false))
-        step("created a sandbox domain: one active device per user", true)
+        let domain: any DomainService
+        let admin: any DomainAdministration
+        var names = (alice: "alice", bob: "bob")
+        var restore: DomainPolicy?
+        if let remote {
+            let settings = try ConfigSettings.load(from: URL(fileURLWithPath: remote.config))
+            guard let url = settings.domainURL, let trust = settings.domainTrust else {
+                throw QuickStartExit(message: "\(remote.config) names no served domain (domainURL)")
+            }
+            guard let credential = FileManager.default.contents(atPath: remote.credential) else {
+                throw QuickStartExit(message: "the operator credential \(remote.credential) cannot be read")
+            }
+            domain = try RemoteDomain(url: url, domainID: settings.domain, trust: trust)
+            admin = try RemoteAdministration(
+                url: url, domainID: settings.domain, trust: trust, credential: String(decoding: credential, as: UTF8.self))
+            let run = String(UUID().uuidString.prefix(6)).lowercased()
+            names = ("alice-\(run)", "bob-\(run)")
+            var policy = try await admin.policy()
+            restore = policy
+            policy.multipleActiveEndpoints = false
+            try await admin.setPolicy(policy)
+            step("the operator sets \(url.absoluteString) to one active device per user (restored at the end)", true)
+        } else {
+            let embedded = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "demo",
+                policy: DomainPolicy(multipleActiveEndpoints: false))
+            (domain, admin) = (embedded, embedded)
+            step("created a sandbox domain: one active device per user", true)
+        }
 
         let laptop = try await device("alice-laptop", domain, in: directory)
-        await laptop.sendAuthToken(try await domain.testToken(userID: "alice").token, userIdentifier: "alice")
+        await laptop.sendAuthToken(try await domain.testToken(userID: names.alice).token, userIdentifier: names.alice)
         var state = await laptop.waitForSettledState()
         step(
             "alice's laptop registers and is asked for a new passcode",
@@ -63,14 +99,14 @@ struct Demo {
             "\(state)")
 
         let tablet = try await device("bob-tablet", domain, in: directory)
-        await tablet.sendAuthToken(try await domain.testToken(userID: "bob").token, userIdentifier: "bob")
+        await tablet.sendAuthToken(try await domain.testToken(userID: names.bob).token, userIdentifier: names.bob)
         _ = await tablet.waitForSettledState()
         try await tablet.syncStart(passcode: "bob-demo-passcode", action: .new)
         state = await tablet.waitForSettledState()
         step("bob's tablet is set up with his own keys", state.setupState == .success, "\(state)")
 
         let phone = try await device("alice-phone", domain, in: directory)
-        await phone.sendAuthToken(try await domain.testToken(userID: "alice").token, userIdentifier: "alice")
+        await phone.sendAuthToken(try await domain.testToken(userID: names.alice).token, userIdentifier: names.alice)
         state = await phone.waitForSettledState()
         step(
             "alice's phone meets a device switch (her laptop holds the profile)", state.setupState == .deviceSwitchRequired,
@@ -100,7 +136,7 @@ struct Demo {
 
         let alice = try await phone.messaging()
         let bob = try await tablet.messaging()
-        let chat = try await alice.startChat(with: ["bob"], subject: "Lunch")
+        let chat = try await alice.startChat(with: [names.bob], subject: "Lunch")
         let first = try await alice.sendMessage("Lunch at 12:30?", to: chat.chatID)
         step("alice sends “Lunch at 12:30?”", first.state.isAccepted && first.number == 1, "#\(first.number ?? 0) \(first.state)")
         let bobMessages = try await bob.messages(in: chat.chatID)
@@ -113,7 +149,7 @@ struct Demo {
         try await bob.sendMessage("Yes! See you there", to: chat.chatID)
         step("bob answers and alice receives it", await until { aliceMessages.value.last?.content == "Yes! See you there" })
 
-        try domain.timeOut("bob", for: 2, reason: "demo moderation")
+        try await admin.timeOut(names.bob, for: 2, reason: "demo moderation")
         let users = UserProvider(service: tablet)
         await users.refresh()
         var timedOut = false
@@ -133,6 +169,9 @@ struct Demo {
         await phone.stop()
         await tablet.stop()
         await laptop.stop()
+        if let restore {
+            try await admin.setPolicy(restore)
+        }
     }
 
     private func until(seconds: Double = 30, _ condition: @Sendable () -> Bool) async -> Bool {

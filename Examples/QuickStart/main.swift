@@ -5,7 +5,7 @@ import SparkSDK
 
 let usage = """
     usage: quickstart [--config PLIST] [--data-dir DIR] [--user USER_ID] [--passcode-fd N]
-           quickstart demo [--keep DIR]
+           quickstart demo [--keep DIR | --config PLIST --operator FILE]
            quickstart --help
 
     Signs in with the provider of ConfigSettings.plist (./ConfigSettings.plist by default),
@@ -18,6 +18,8 @@ let usage = """
       --passcode-fd N   read passcodes from file descriptor N instead of standard input
       demo              run the scripted story in a temporary domain and print its timeline
       --keep DIR        (demo) keep the demo's domain and data in DIR
+      --operator FILE   (demo) run it on the served domain --config names, moderating with the
+                        operator credential FILE (spark-domaind init wrote DIR/operator.credential)
 
     exit status: 0 success, 1 failure, 64 usage error
     """
@@ -30,6 +32,7 @@ struct Options {
     var passcodeDescriptor: Int32?
     var demo = false
     var keep: String?
+    var operatorCredential: String?
 }
 
 func usageError(_ message: String) -> Never {
@@ -67,6 +70,7 @@ func parse(_ arguments: [String]) -> Options {
             }
             options.passcodeDescriptor = descriptor
         case "--keep": options.keep = value("--keep")
+        case "--operator": options.operatorCredential = value("--operator")
         case "demo": options.demo = true
         default:
             let argument = arguments[index]
@@ -77,9 +81,15 @@ func parse(_ arguments: [String]) -> Options {
     if options.keep != nil, !options.demo { usageError("--keep goes with demo") }
     // The demo changes its domain's policy and moderates its users: it runs in a domain of
     // its own, never in the one a plist names, and says so rather than ignore the flag.
-    if options.demo, options.configGiven {
-        usageError("demo runs in a temporary domain of its own and takes no --config (use --keep DIR to keep it)")
+    if options.operatorCredential != nil, !(options.demo && options.configGiven) {
+        usageError("--operator goes with demo and --config PLIST")
     }
+    if options.demo, options.configGiven, options.operatorCredential == nil {
+        usageError(
+            "demo runs in a temporary domain of its own; on a served domain it needs --config PLIST --operator FILE (use --keep DIR to keep a local one)"
+        )
+    }
+    if options.demo, options.keep != nil, options.configGiven { usageError("--keep is for the local demo, not --config") }
     if options.demo, options.dataDirectory != nil || options.user != nil || options.passcodeDescriptor != nil {
         usageError("demo takes only --keep DIR")
     }
@@ -89,7 +99,8 @@ func parse(_ arguments: [String]) -> Options {
 let options = parse(Array(CommandLine.arguments.dropFirst()))
 
 if options.demo {
-    exit(await Demo(keep: options.keep).run() ? 0 : 1)
+    let remote = options.operatorCredential.map { (config: options.config, credential: $0) }
+    exit(await Demo(keep: options.keep, remote: remote).run() ? 0 : 1)
 }
 let console = Console(passcodeDescriptor: options.passcodeDescriptor)
 do {

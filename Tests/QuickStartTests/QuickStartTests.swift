@@ -42,6 +42,8 @@ struct QuickStartTests {
         // The demo runs in a domain of its own: a plist for it is refused, not ignored.
         let demoConfig = try await Self.run(["demo", "--config", "ConfigSettings.plist"])
         #expect(demoConfig.status == 64 && demoConfig.stderr.contains("demo runs in a temporary domain of its own"))
+        let strayOperator = try await Self.run(["--operator", "operator.credential"])
+        #expect(strayOperator.status == 64 && strayOperator.stderr.contains("--operator goes with demo"))
         let demoUser = try await Self.run(["demo", "--user", "alice"])
         #expect(demoUser.status == 64 && demoUser.stderr.contains("demo takes only --keep DIR"))
         let noConfig = try await Self.run(["--config", "/nonexistent/ConfigSettings.plist"])
@@ -132,6 +134,49 @@ struct QuickStartTests {
             #expect(full.stdout.contains("You have the maximum number of devices"), "\(full.stdout)\(full.stderr)")
             #expect(full.stdout.contains("Removed SparkSDK on"))
             #expect(full.status == 0 && full.stdout.contains("Setup complete"))
+        }
+    }
+
+    /// A plist naming a served daemon, and the operator credential's path.
+    static func served(_ daemon: DomainDaemon, in directory: URL) throws -> (config: String, credential: String) {
+        let plist: [String: Any] = [
+            "authProvider": "testAuth", "testAuth": ["domain": daemon.domainID, "environment": "sandbox"],
+            "domainURL": daemon.url.absoluteString, "domainCAFile": daemon.directory.appendingPathComponent("ca.pem").path,
+        ]
+        let url = directory.appendingPathComponent("served.plist")
+        try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0).write(to: url)
+        return (url.path, daemon.directory.appendingPathComponent("operator.credential").path)
+    }
+
+    @Test func theDemoRunsOnAServedDomainWithTheOperatorCredential() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, domainID: "served-demo")
+            let (config, credential) = try Self.served(daemon, in: directory)
+            let result = try await Self.run(["demo", "--config", config, "--operator", credential])
+            #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+            #expect(result.stdout.contains("on the domain \(config) names"))
+            #expect(result.stdout.contains("refused by the domain") && !result.stdout.contains("✘"), "\(result.stdout)")
+            // The operator's policy change was undone.
+            #expect(try await daemon.administration().policy().multipleActiveEndpoints)
+            let wrong = try await Self.run(["demo", "--config", config, "--operator", config])
+            #expect(wrong.status == 1 && wrong.stdout.contains("✘"), "a wrong credential fails the demo: \(wrong.stdout)")
+            await daemon.stop()
+        }
+    }
+
+    @Test func theShellChatsThroughAServedDomain() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, domainID: "served-shell")
+            let (config, _) = try Self.served(daemon, in: directory)
+            let bob = try await Self.device(directory, config, "bob", "bob\nbob-passcode-1\nbob-passcode-1\nquit\n")
+            #expect(bob.status == 0, "\(bob.stdout)\(bob.stderr)")
+            let alice = try await Self.device(
+                directory, config, "alice", "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Remote\nsend over TLS\nquit\n"
+            )
+            #expect(alice.status == 0 && alice.stdout.contains("→ #1 sent"), "\(alice.stdout)\(alice.stderr)")
+            let bobAgain = try await Self.device(directory, config, "bob", "chats\nopen 1\nread\nquit\n")
+            #expect(bobAgain.stdout.contains("#1 alice: over TLS"), "\(bobAgain.stdout)")
+            await daemon.stop()
         }
     }
 

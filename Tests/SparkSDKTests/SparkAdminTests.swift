@@ -32,6 +32,54 @@ struct SparkAdminTests {
                 && badConfig.stderr == "spark-admin: /nonexistent/ConfigSettings.plist: cannot be read (does the file exist?)\n")
     }
 
+    @Test func operatingAServedDomainTakesTheOperatorCredential() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, domainID: "ops-remote")
+            let plist: [String: Any] = [
+                "authProvider": "testAuth", "testAuth": ["domain": "ops-remote", "environment": "sandbox"],
+                "domainURL": daemon.url.absoluteString, "domainCAFile": daemon.directory.appendingPathComponent("ca.pem").path,
+            ]
+            let config = directory.appendingPathComponent("remote.plist").path
+            try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0).write(
+                to: URL(fileURLWithPath: config))
+            let credential = daemon.directory.appendingPathComponent("operator.credential").path
+            let without = try await Self.admin(["--config", config, "users"])
+            #expect(without.status == 64 && without.stderr.contains("pass --operator FILE"))
+            let token = try await Self.admin(["--config", config, "--operator", credential, "token", "alice"])
+            #expect(token.status == 0, "\(token.stderr)")
+            let domain = try daemon.client()
+            let aliceToken = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try await domain.validate(token: aliceToken).userID == "alice")
+            _ = try await domain.registerEndpoint(token: aliceToken, registration: .init(endpointID: "a1", description: "laptop"))
+            let users = try await Self.admin(["--config", config, "--operator", credential, "users"])
+            #expect(users.stdout.contains("alice\t1 endpoint"), "\(users.stdout)")
+            let timeout = try await Self.admin(["--config", config, "--operator", credential, "timeout", "alice", "60", "spam"])
+            #expect(timeout.status == 0)
+            let status = try await Self.admin(["--config", config, "--operator", credential, "status", "alice"])
+            #expect(status.stdout.contains("alice: timed out until"), "\(status.stdout)")
+            let policy = try await Self.admin([
+                "--config", config, "--operator", credential, "policy", "set", "--max-endpoints", "3",
+            ])
+            #expect(policy.status == 0 && policy.stdout.contains("maximum endpoints per user: 3"))
+            let key = try Ed25519.PrivateKey()
+            let issuer = TokenIssuer(issuer: "https://idp.example", key: key, keyID: "k")
+            let jwks = directory.appendingPathComponent("jwks.json")
+            try issuer.jwks.jsonData().write(to: jwks)
+            let added = try await Self.admin(
+                ["--config", config, "--operator", credential, "issuer", "add", "https://idp.example", "app", jwks.path])
+            #expect(added.status == 0 && added.stdout.contains("sent to the domain"), "\(added.stderr)")
+            let external = try issuer.issue(subject: "zed", audience: "app", lifetime: 600, now: Date()).token
+            #expect(try await domain.validate(token: external).userID == "zed")
+            // A user's token is no operator credential, and a wrong credential is refused.
+            let forged = directory.appendingPathComponent("forged.credential")
+            try Data(aliceToken.utf8).write(to: forged)
+            let refused = try await Self.admin(["--config", config, "--operator", forged.path, "unban", "alice"])
+            #expect(refused.status == 1 && refused.stderr.contains("operator credential"), "\(refused.stderr)")
+            #expect(try await Self.admin(["--config", config, "--operator", credential, "create", "x"]).status == 64)
+            await daemon.stop()
+        }
+    }
+
     @Test func createPolicyTokenAndIssuers() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("d.sqlite").path
