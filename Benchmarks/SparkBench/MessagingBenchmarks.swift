@@ -54,24 +54,54 @@ enum MessagingBenchmarks {
     static let burst = 300
     static let paced = 100
 
-    /// Alice (this process) sends to bob (a child process) on one embedded domain: a burst for
-    /// throughput, then paced messages for latency. The child reports what it measured.
-    static func crossProcess() throws -> CrossProcess {
-        if let cached = crossProcessCache { return cached }
+    /// What two processes measured: burst throughput and paced latencies (ms).
+    struct Measured {
+        let throughput: Double
+        let p50: Double
+        let p99: Double
+    }
+
+    /// Alice (this process) sends to bob (a child process), a burst for throughput, then paced
+    /// messages for latency; the child reports what it measured. `domain` is the embedded file
+    /// (nil: a fresh one) or a plist naming a served domain.
+    static func measureTwoProcesses(
+        plist: String? = nil, open: (@Sendable () throws -> any DomainService)? = nil,
+        administration: (@Sendable () throws -> any DomainAdministration)? = nil
+    ) throws -> Measured {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let domainPath = directory.appendingPathComponent("domain.sqlite").path
-        _ = try EmbeddedDomain.create(at: domainPath, domainID: "bench")
+        let domainArgument: String
+        let makeDomain: @Sendable () throws -> any DomainService
+        let admin: @Sendable () throws -> any DomainAdministration
+        if let plist, let open, let administration {
+            domainArgument = plist
+            makeDomain = open
+            admin = administration
+        } else {
+            let domainPath = directory.appendingPathComponent("domain.sqlite").path
+            _ = try EmbeddedDomain.create(at: domainPath, domainID: "bench")
+            domainArgument = domainPath
+            makeDomain = { try EmbeddedDomain.open(at: domainPath) }
+            admin = { try EmbeddedDomain.open(at: domainPath) }
+        }
         let child = Process()
         child.executableURL = URL(fileURLWithPath: Harness.executablePath)
-        child.arguments = ["--child-receive", domainPath, directory.appendingPathComponent("bob").path, String(burst + paced)]
+        child.arguments = [
+            "--child-receive", domainArgument, directory.appendingPathComponent("bob").path, String(burst + paced),
+        ]
         let output = Pipe()
         child.standardOutput = output
         try child.run()
         try SetupBenchmarks.blocking {
-            let domain = try EmbeddedDomain.open(at: domainPath)
+            let domain = try makeDomain()
             let access = try await setUp("alice", directory: directory, domain: domain)
-            while try domain.publishedIdentity(of: "bob") == nil { try await Task.sleep(for: .milliseconds(20)) }
+            // Bob's child publishes his identity when it is set up: the chat starts after.
+            var ready = false
+            for _ in 0..<3000 where !ready {
+                ready = try await admin().publishedIdentity(of: "bob") != nil
+                if !ready { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            guard ready else { throw BenchError("bob's process never set up") }
             let chat = try await access.startChat(with: ["bob"])
             for _ in 0..<burst { try await access.sendMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
             for _ in 0..<paced {
@@ -89,6 +119,14 @@ enum MessagingBenchmarks {
         guard let rate = values["throughput"], let p50 = values["p50"], let p99 = values["p99"] else {
             throw BenchError("the receiving process reported: \(report)")
         }
+        return Measured(throughput: rate, p50: p50, p99: p99)
+    }
+
+    /// Alice (this process) sends to bob (a child process) on one embedded domain.
+    static func crossProcess() throws -> CrossProcess {
+        if let cached = crossProcessCache { return cached }
+        let measured = try measureTwoProcesses()
+        let (rate, p50, p99) = (measured.throughput, measured.p50, measured.p99)
         let speed = try Harness.run("openssl", ["speed", "-seconds", "1", "-mr", "ed25519"]).output
         let fields = try Harness.machineReadableLine(speed, prefix: "+F6:")
         guard fields.count >= 6, let sign = Double(fields[4]), let verify = Double(fields[5]) else {
@@ -118,7 +156,7 @@ enum MessagingBenchmarks {
 
     /// A set-up endpoint of `user` (a cheap passcode hash: setup is not what is measured).
     static func setUp(
-        _ user: String, directory: URL, domain: EmbeddedDomain, storeKey: StoreKeySource = .automatic
+        _ user: String, directory: URL, domain: any DomainService, storeKey: StoreKeySource = .automatic
     ) async throws -> BBMAccess {
         let store = try EndpointStore(directory: directory.appendingPathComponent(user), key: storeKey)
         let service = BBMEnterpriseService(store: store, endpointDescription: user, unsafePasscodeIterations: 1000)
@@ -134,7 +172,10 @@ enum MessagingBenchmarks {
     /// The receiving child: sets bob up, waits for `count` messages, prints what it measured.
     static func childReceive(domainPath: String, dataDirectory: String, count: Int) async -> Int32 {
         do {
-            let domain = try EmbeddedDomain.open(at: domainPath)
+            let domain: any DomainService =
+                domainPath.hasSuffix(".plist")
+                ? try ConfigSettings.load(from: URL(fileURLWithPath: domainPath)).openDomain()
+                : try EmbeddedDomain.open(at: domainPath)
             let directory = URL(fileURLWithPath: dataDirectory).deletingLastPathComponent()
             let access = try await setUp("bob", directory: directory, domain: domain)
             var arrivals: [String: (sent: UInt64, received: UInt64, tag: String)] = [:]

@@ -20,6 +20,7 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--child-receiv
 
 let benchmarks =
     CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all + MessagingBenchmarks.all
+    + DomainServerBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

@@ -18,6 +18,8 @@ public protocol DomainAdministration: Sendable {
     func endpoints(of user: String) async throws -> [EndpointInfo]
     /// Every user with a registered endpoint.
     func endpointUsers() async throws -> [EndpointUser]
+    /// A user's published identity, if any.
+    func publishedIdentity(of user: String) async throws -> PublishedIdentity?
     /// Removes an endpoint; it learns on its next call.
     func deregisterEndpoint(_ endpointID: String) async throws
     /// A user's moderation status.

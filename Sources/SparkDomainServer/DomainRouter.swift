@@ -16,8 +16,6 @@ public final class DomainRouter: Sendable {
     let limits: RequestLimits
     private let operatorCredentialHash: Data
     private let log: @Sendable (String) -> Void
-    private let longPolls = Locked<[UInt64: Task<[MailboxEntry], any Error>]>([:])
-    private let nextLongPoll = Locked<UInt64>(0)
     private let draining = Locked(false)
     /// The server, once listening (for the connection gauge).
     let server = Locked<HTTPServer?>(nil)
@@ -40,7 +38,7 @@ public final class DomainRouter: Sendable {
     /// Ends every long-poll now (empty) and refuses new ones: the daemon is shutting down.
     public func drain() {
         draining.withLock { $0 = true }
-        for task in longPolls.withLock({ Array($0.values) }) { task.cancel() }
+        domain.mailboxWaiters.endAll()
     }
 
     /// Answers one request.
@@ -72,7 +70,12 @@ public final class DomainRouter: Sendable {
                 route = operation.rawValue
                 isLongPoll = operation == .readMailbox && (Int(request.query["wait"] ?? "") ?? 0) > 0
                 do {
-                    response = HTTPResponse(status: 200, body: try await dispatch(operation, request))
+                    // A long-poll waits with the least state: not inside the big dispatch's frame.
+                    let body =
+                        operation == .readMailbox
+                        ? try await readMailbox(try Call(operation: operation, request: request, router: self))
+                        : try await dispatch(operation, request)
+                    response = HTTPResponse(status: 200, body: body)
                 } catch let error as DomainError {
                     isStoreError = error.code == .storageFailure
                     response = Self.refusal(error)
@@ -256,15 +259,7 @@ public final class DomainRouter: Sendable {
                     token: token, endpointID: endpoint, chatID: body.chatID, kind: body.kind, payload: body.payload,
                     recipient: body.recipient, clientID: body.clientID))
         case .readMailbox:
-            let query = try call.query(Wire.MailboxQuery.self)
-            let (token, endpoint) = try call.credential()
-            guard (0...30).contains(query.wait) else { throw DomainError(.invalidRequest, "wait is 0 to 30 seconds") }
-            guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
-            let entries = try await longPoll(wait: query.wait) {
-                try await self.domain.readMailbox(
-                    token: token, endpointID: endpoint, after: query.after, limit: query.limit, wait: .seconds(query.wait))
-            }
-            return try WireCoder.encode(Wire.Entries(entries: entries))
+            return try await readMailbox(call)
         case .chat:
             let query = try call.query(Wire.ChatID.self)
             let (token, endpoint) = try call.credential()
@@ -301,6 +296,9 @@ public final class DomainRouter: Sendable {
         case .adminEndpointUsers:
             try call.none()
             return try WireCoder.encode(Wire.EndpointUsers(users: try domain.endpointUsers()))
+        case .adminIdentity:
+            let query = try call.query(Wire.UserID.self)
+            return try WireCoder.encode(Wire.Identity(identity: try domain.publishedIdentity(of: query.userID)))
         case .adminDeregister:
             try domain.deregisterEndpoint(try call.body(Wire.EndpointID.self).endpointID)
             return try call.empty()
@@ -343,21 +341,15 @@ public final class DomainRouter: Sendable {
         }
     }
 
-    /// Runs a mailbox read as a task `drain()` can end.
-    private func longPoll(wait: Int, _ read: @escaping @Sendable () async throws -> [MailboxEntry]) async throws
-        -> [MailboxEntry]
-    {
-        guard wait > 0 else { return try await read() }
-        if draining.withLock({ $0 }) { return [] }
-        let id = nextLongPoll.withLock { next -> UInt64 in
-            next += 1
-            return next
-        }
-        let task = Task { try await read() }
-        longPolls.withLock { $0[id] = task }
-        defer { _ = longPolls.withLock { $0.removeValue(forKey: id) } }
-        if draining.withLock({ $0 }) { task.cancel() }
-        return try await task.value
+    /// `GET /v1/mailbox`, a long-poll when `wait` is above zero.
+    private func readMailbox(_ call: Call) async throws -> Data {
+        let query = try call.query(Wire.MailboxQuery.self)
+        let (token, endpoint) = try call.credential()
+        guard (0...30).contains(query.wait) else { throw DomainError(.invalidRequest, "wait is 0 to 30 seconds") }
+        guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
+        let entries = try await domain.readMailbox(
+            token: token, endpointID: endpoint, after: query.after, limit: query.limit, wait: .seconds(query.wait))
+        return try WireCoder.encode(Wire.Entries(entries: entries))
     }
 
     /// Checks the operator credential in constant time.

@@ -195,7 +195,7 @@ extension EmbeddedDomain {
             let ticket = mailboxWaiters.ticket(for: user)
             let entries = try mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
             let left = deadline - clock.now
-            if !entries.isEmpty || left <= .zero || Task.isCancelled { return entries }
+            if !entries.isEmpty || left <= .zero || Task.isCancelled || mailboxWaiters.isEnded { return entries }
             if wait > .zero { startWatchingOtherProcesses() }
             await mailboxWaiters.wait(ticket, timeout: left)
         }

@@ -45,6 +45,12 @@ public final class RemoteAdministration: DomainAdministration {
         return list.users
     }
 
+    /// `GET /v1/admin/identities`.
+    public func publishedIdentity(of user: String) async throws -> PublishedIdentity? {
+        let found: Wire.Identity = try await client.call(.adminIdentity, Wire.UserID(userID: user))
+        return found.identity
+    }
+
     /// `POST /v1/admin/endpoints/deregister`.
     public func deregisterEndpoint(_ endpointID: String) async throws {
         let _: Wire.Empty = try await client.call(.adminDeregister, Wire.EndpointID(endpointID: endpointID))

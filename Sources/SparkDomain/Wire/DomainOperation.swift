@@ -15,7 +15,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn
     case fetchKeyBlob, putKeyBlob, proveUnlock, publishIdentity, identity, resetIdentity, identityKeyVersion
     case createChat, updateMembers, post, readMailbox, chat, userStatus, dismissInfraction
-    case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminDeregister
+    case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox
     case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
 
@@ -143,6 +143,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .adminAccounts: return Route(path: "admin/accounts", access: .operator, summary: "The sign-up assistant's accounts", request: .none, response: .object([("accounts", .array(.ref("AccountSummary")), true)]))
         case .adminEndpoints: return Route(path: "admin/endpoints", access: .operator, summary: "A user's endpoints", request: .query(.object([("userID", .string, true)])), response: .object([("endpoints", .array(.ref("EndpointInfo")), true)]))
         case .adminEndpointUsers: return Route(path: "admin/endpoint-users", access: .operator, summary: "The users with endpoints", request: .none, response: .object([("users", .array(.ref("EndpointUser")), true)]))
+        case .adminIdentity: return Route(path: "admin/identities", access: .operator, summary: "A user's published identity", request: .query(.object([("userID", .string, true)])), response: .object([("identity", .ref("PublishedIdentity"), false)]))
         case .adminDeregister: return Route(path: "admin/endpoints/deregister", access: .operator, summary: "Removes an endpoint", request: .body(.object([("endpointID", .string, true)])), response: empty)
         case .adminModeration: return Route(path: "admin/moderation", access: .operator, summary: "A user's moderation status", request: .query(.object([("userID", .string, true)])), response: .ref("UserStatus"))
         case .adminInfraction: return Route(path: "admin/moderation/infraction", access: .operator, summary: "Issues an infraction", request: .body(.object([("userID", .string, true), ("reason", .string, true)])), response: .ref("Infraction"))

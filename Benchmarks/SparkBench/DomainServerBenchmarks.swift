@@ -1,0 +1,269 @@
+import Foundation
+import SparkDomain
+import SparkSDK
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// spark-domaind: requests per second against nginx (the HTTP ceiling on this machine),
+/// messages between two processes through it against the embedded rows, and the memory of
+/// 10,000 idle long-polls.
+enum DomainServerBenchmarks {
+    static let all: [Benchmark] = [
+        Benchmark(name: "domaind-request", run: request),
+        Benchmark(name: "remote-message-throughput", run: { try remoteMessages().throughput }),
+        Benchmark(name: "remote-message-latency-p50", run: { try remoteMessages().p50 }),
+        Benchmark(name: "remote-message-latency-p99", run: { try remoteMessages().p99 }),
+        Benchmark(name: "idle-long-polls-10k", run: idleLongPolls),
+    ]
+
+    static let python = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Python")
+
+    /// A spark-domaind serving a fresh sandbox domain over TLS on a free loopback port.
+    final class Served: @unchecked Sendable {  // immutable after init; Process is thread-safe here
+        let home: URL
+        let process: Process
+        let url: URL
+
+        init(_ arguments: [String] = []) throws {
+            home = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-domain-\(UUID().uuidString)")
+            let binary = URL(fileURLWithPath: Harness.executablePath).deletingLastPathComponent().appendingPathComponent(
+                "spark-domaind")
+            guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+                throw BenchError("no \(binary.path): build it with `swift build -c release --product spark-domaind`")
+            }
+            _ = try Harness.run(binary.path, ["init", home.path, "--domain", "bench", "--sandbox"])
+            process = Process()
+            process.executableURL = binary
+            process.arguments = ["serve", home.path, "--listen", "127.0.0.1:0", "--quiet"] + arguments
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line = ""
+            while !line.contains("\n") {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                line += String(decoding: chunk, as: UTF8.self)
+            }
+            guard let range = line.range(of: "listening on "),
+                let url = URL(string: line[range.upperBound...].trimmingCharacters(in: .whitespacesAndNewlines))
+            else { throw BenchError("spark-domaind did not start: \(line)") }
+            self.url = url
+        }
+
+        var ca: String { home.appendingPathComponent("ca.pem").path }
+        var port: Int { url.port ?? 0 }
+        func client() throws -> RemoteDomain {
+            try RemoteDomain(url: url, domainID: "bench", trust: .certificateAuthority(path: ca))
+        }
+        func administration() throws -> RemoteAdministration {
+            try RemoteAdministration(
+                url: url, domainID: "bench", trust: .certificateAuthority(path: ca),
+                credential: try String(contentsOf: home.appendingPathComponent("operator.credential"), encoding: .utf8))
+        }
+
+        /// A client configuration naming it.
+        func plist() throws -> String {
+            let plist: [String: Any] = [
+                "authProvider": "testAuth", "testAuth": ["domain": "bench", "environment": "sandbox"],
+                "domainURL": url.absoluteString, "domainCAFile": ca,
+            ]
+            let file = home.appendingPathComponent("client.plist")
+            try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0).write(to: file)
+            return file.path
+        }
+
+        /// The daemon's resident memory in bytes.
+        var residentBytes: Double {
+            let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return (Double(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+        }
+
+        func stop() {
+            process.terminate()
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(at: home)
+        }
+    }
+
+    /// wrk's requests per second for `url` with a Lua script, 64 connections on two threads.
+    static func wrk(_ url: String, script: String, seconds: Int = 5) throws -> (rate: Double, bytes: Int) {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString).lua")
+        try script.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let output = try Harness.run("wrk", ["-t2", "-c64", "-d\(seconds)s", "-s", file.path, url]).output
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("Requests/sec:") }),
+            let rate = Double(line.split(separator: " ").last ?? "")
+        else { throw BenchError("wrk printed no rate (is wrk installed? apt-get install wrk): \(output)") }
+        let errors = output.split(separator: "\n").first { $0.contains("Non-2xx") }
+        if let errors { throw BenchError("wrk saw failures: \(errors)") }
+        return (rate, 0)
+    }
+
+    /// An authenticated `checkIn` (token validation, endpoint check, a write) over TLS with
+    /// keep-alive, against nginx serving a static answer of the same size over TLS.
+    static func request() throws -> BenchmarkResult {
+        let served = try Served(["--threads", "2"])
+        defer { served.stop() }
+        let (token, answer) = try SetupBenchmarks.blocking { () -> (String, Int) in
+            let domain = try served.client()
+            let token = try await domain.testToken(userID: "wrk").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "wrk-1", description: "wrk"))
+            let info = try await domain.checkIn(token: token, endpointID: "wrk-1")
+            return (token, try WireCoder.encode(info).count)
+        }
+        let ours = try wrk(
+            "https://127.0.0.1:\(served.port)/v1/endpoints/check-in",
+            script: """
+                wrk.method = "POST"
+                wrk.body = "{}"
+                wrk.headers["Content-Type"] = "application/json"
+                wrk.headers["Authorization"] = "Bearer \(token)"
+                wrk.headers["Spark-Endpoint"] = "wrk-1"
+                """
+        ).rate
+
+        // nginx on the same certificate, two workers, a static body of the same size.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-nginx-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = served.port + 1
+        try String(repeating: "x", count: answer).write(
+            to: directory.appendingPathComponent("answer.json"), atomically: true, encoding: .utf8)
+        let configuration = """
+            worker_processes 2;
+            daemon off;
+            pid \(directory.path)/nginx.pid;
+            error_log \(directory.path)/error.log;
+            events { worker_connections 1024; }
+            http {
+                access_log off;
+                keepalive_requests 100000;
+                client_body_temp_path \(directory.path);
+                proxy_temp_path \(directory.path);
+                fastcgi_temp_path \(directory.path);
+                uwsgi_temp_path \(directory.path);
+                scgi_temp_path \(directory.path);
+                server {
+                    listen 127.0.0.1:\(port) ssl;
+                    ssl_certificate \(served.home.path)/server.pem;
+                    ssl_certificate_key \(served.home.path)/server.key;
+                    root \(directory.path);
+                    location / { default_type application/json; }
+                }
+            }
+            """
+        try configuration.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
+        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let nginx else { throw BenchError("nginx is not installed (apt-get install nginx)") }
+        // nginx in the foreground (`daemon off`), as a child this process stops.
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: nginx)
+        server.arguments = ["-c", directory.appendingPathComponent("nginx.conf").path, "-p", directory.path]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        let reference = try wrk(
+            "https://127.0.0.1:\(port)/answer.json",
+            script: """
+                wrk.method = "GET"
+                wrk.headers["Authorization"] = "Bearer \(token)"
+                wrk.headers["Spark-Endpoint"] = "wrk-1"
+                """
+        ).rate
+        return Harness.result(
+            "domaind-request", unit: "req/s", ours: ours, reference: reference, higherIsBetter: true,
+            referenceName: "nginx, static \(answer) B over TLS, 64 connections")
+    }
+
+    struct RemoteMessages {
+        let throughput: BenchmarkResult
+        let p50: BenchmarkResult
+        let p99: BenchmarkResult
+    }
+
+    nonisolated(unsafe) static var remoteCache: RemoteMessages?
+
+    /// Two SDK processes through spark-domaind over TLS, end to end encrypted, against the same
+    /// two processes on the embedded file.
+    static func remoteMessages() throws -> RemoteMessages {
+        if let cached = remoteCache { return cached }
+        let served = try Served()
+        defer { served.stop() }
+        let plist = try served.plist()
+        let remote = try MessagingBenchmarks.measureTwoProcesses(
+            plist: plist, open: { try served.client() }, administration: { try served.administration() })
+        let embedded = try MessagingBenchmarks.measureTwoProcesses()
+        let result = RemoteMessages(
+            throughput: Harness.result(
+                "remote-message-throughput", unit: "msg/s", ours: remote.throughput, reference: embedded.throughput,
+                higherIsBetter: true, referenceName: "the same two processes on the embedded file"),
+            p50: Harness.result(
+                "remote-message-latency-p50", unit: "ms", ours: remote.p50, reference: embedded.p50, higherIsBetter: false,
+                referenceName: "embedded p50 (goal: remote ≤ 3 ms)"),
+            p99: Harness.result(
+                "remote-message-latency-p99", unit: "ms", ours: remote.p99, reference: embedded.p99, higherIsBetter: false,
+                referenceName: "embedded p99"))
+        remoteCache = result
+        return result
+    }
+
+    /// The daemon's resident memory while 10,000 TLS clients each hold a mailbox long-poll,
+    /// against the goal of 200 MB; a `checkIn` must still be answered meanwhile.
+    static func idleLongPolls() throws -> BenchmarkResult {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        guard limit.rlim_cur >= 10_500 else { throw BenchError("10,000 long-polls need 10,500 file descriptors") }
+        let served = try Served(["--max-connections", "30000"])
+        defer { served.stop() }
+        let (token, before) = try SetupBenchmarks.blocking { () -> (String, Double) in
+            let domain = try served.client()
+            let token = try await domain.testToken(userID: "idle").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "idle-1", description: "idle"))
+            return (token, served.residentBytes)
+        }
+        _ = before
+        // The Python client opens the connections, holds them, and prints when all wait.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = [
+            "python3", python.appendingPathComponent("long_polls.py").path, "127.0.0.1", String(served.port), served.ca, token,
+            "idle-1", "10000",
+        ]
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer {
+            holder.terminate()
+            holder.waitUntilExit()
+        }
+        var line = ""
+        while !line.contains("\n") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += String(decoding: chunk, as: UTF8.self)
+        }
+        guard line.hasPrefix("waiting 10000") else { throw BenchError("the long-poll client said: \(line)") }
+        Thread.sleep(forTimeInterval: 1)
+        let resident = served.residentBytes
+        let served10k = try SetupBenchmarks.blocking { () -> Bool in
+            let domain = try served.client()
+            let info = try await domain.checkIn(token: token, endpointID: "idle-1")
+            return info.endpointID == "idle-1"
+        }
+        guard served10k else { throw BenchError("checkIn failed beside the long-polls") }
+        return Harness.result(
+            "idle-long-polls-10k", unit: "MB", ours: resident / 1e6, reference: 200, higherIsBetter: false,
+            referenceName: "the goal: 200 MB for 10,000 (checkIn still served)")
+    }
+}
