@@ -106,7 +106,7 @@ let package = Package(
         .target(name: "CSparkFuzz", path: "Sources/CSparkFuzz"),
         .executableTarget(
             name: "spark-fuzz",
-            dependencies: ["CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkSDK"],
+            dependencies: ["CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkDomainServer", "SparkLock", "SparkSDK"],
             path: "Tests/Fuzz/spark-fuzz",
             swiftSettings: swiftSettings
         ),

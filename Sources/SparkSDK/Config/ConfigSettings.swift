@@ -84,7 +84,7 @@ public struct ConfigSettings: Sendable, Equatable {
     /// The domain id of the selected provider.
     public var domain: String { provider.domain }
 
-    /// The domain this configuration names: a ``RemoteDomain`` at `domainURL`, or else the
+    /// The domain this configuration names: a `RemoteDomain` at `domainURL`, or else the
     /// embedded file at `embeddedDomainPath` (created on first use, a sandbox for `testAuth`).
     public func openDomain() throws -> any DomainService {
         if let domainURL, let domainTrust {

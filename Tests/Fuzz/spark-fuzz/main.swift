@@ -13,6 +13,8 @@ import CSparkFuzz
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainServer
+import SparkLock
 import SparkSDK
 
 /// Fixed keys, so that seeds made by `--make-seeds` verify and decrypt in every run.
@@ -40,6 +42,35 @@ extension Data {
         self.init(stride(from: 0, to: hexadecimal.count, by: 2).map { UInt8(hexadecimal.dropFirst($0).prefix(2), radix: 16)! })
     }
     var text: String { String(decoding: self, as: UTF8.self) }
+}
+
+/// spark-domaind's router over a throwaway embedded domain, with one registered user whose
+/// credential every fuzzed request carries (so input reaches the domain's own checks).
+enum Served {
+    static let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-fuzz-\(getpid())")
+    static let (router, token): (DomainRouter, String) = {
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("domain.sqlite").path
+        _ = try! EmbeddedDomain.create(at: path, domainID: "fuzz")
+        let domain = try! EmbeddedDomain.open(at: path, sharedWithOtherProcesses: false)
+        let token = blocking { try! await domain.testToken(userID: "alice").token }
+        _ = blocking { try! await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "a")) }
+        _ = blocking { try! await domain.createChat(token: token, endpointID: "a1", chatID: "c1", participants: ["bob"]) }
+        return (DomainRouter(domain: domain, operatorCredential: "operator"), token)
+    }()
+
+    /// Runs async work to its end from the fuzzer's synchronous callback.
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+        let done = DispatchSemaphore(value: 0)
+        let result = Locked<T?>(nil)
+        Task {
+            let value = await body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
 }
 
 /// A receipt's payload, as the messenger reads it.
@@ -107,6 +138,44 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
             _ = entry.members?.map(\.userID)
         }
     },
+    "wire-request": { data in
+        // One byte picks the operation (and whether the credential is a user's or the
+        // operator's), the rest is its body, or its query for a GET. No input may get a 5xx.
+        guard let first = data.first else { return }
+        let operations = DomainOperation.allCases
+        let operation = operations[Int(first) % operations.count]
+        let rest = Data(data.dropFirst())
+        var query: [String: String] = [:]
+        var names: [String] = []
+        if operation.method == "GET" {
+            for pair in rest.text.split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                let name = String(parts.first ?? "")
+                names.append(name)
+                query[name] = parts.count > 1 ? String(parts[1]) : ""
+            }
+            // A long-poll would hold the fuzzer for up to 30 s: any numeric wait is none.
+            if let wait = query["wait"], Int(wait) != nil { query["wait"] = "0" }
+        }
+        let bearer = first >= 128 ? "operator" : Served.token
+        let request = HTTPRequest(
+            method: operation.method, path: operation.path,
+            headers: ["authorization": "Bearer \(bearer)", "spark-endpoint": "a1", "content-type": "application/json"],
+            query: query, queryNames: names, body: operation.method == "GET" ? Data() : rest)
+        let router = Served.router
+        let response = Served.blocking { await router.handle(request) }
+        precondition(response.status < 500, "\(operation.path) answered \(response.status): \(response.body.text)")
+    },
+    "wire-answer": { data in
+        // What a RemoteDomain decodes from a domain's answers.
+        let decoder = WireCoder.decoder()
+        _ = try? decoder.decode(RegistrationOutcome.self, from: data)
+        _ = try? decoder.decode(Wire.Entries.self, from: data)
+        _ = try? decoder.decode(UserStatus.self, from: data)
+        _ = try? decoder.decode(BlobFetch.self, from: data)
+        _ = try? decoder.decode(DomainError.self, from: data)
+        _ = try? WireCoder.decode(Wire.CreateChat.self, from: data)
+    },
     "domain-request": { data in
         // The request types of the domain's contract, and what the domain checks of them.
         let decoder = JSONDecoder()
@@ -154,6 +223,23 @@ func seeds() throws -> [String: [Data]] {
         "mailbox-entry": [
             try entry(.message, sealed), try entry(.chatKey, envelope),
             try entry(.receipt, Data(#"{"state":"read","number":1}"#.utf8)),
+        ],
+        "wire-request": [
+            Data([UInt8(DomainOperation.allCases.firstIndex(of: .post)!)])
+                + Data(
+                    #"{"chatID":"c1","kind":"message","payload":"aGk=","clientID":"x"}"#.utf8),
+            Data([UInt8(DomainOperation.allCases.firstIndex(of: .readMailbox)!)]) + Data("after=0&limit=10&wait=0".utf8),
+            Data([UInt8(DomainOperation.allCases.firstIndex(of: .createChat)!)])
+                + Data(
+                    #"{"chatID":"c2","participants":["bob"],"posts":[]}"#.utf8),
+            Data([UInt8(128 + DomainOperation.allCases.firstIndex(of: .adminTimeOut)!)])
+                + Data(
+                    #"{"userID":"bob","seconds":5,"reason":"r"}"#.utf8),
+        ],
+        "wire-answer": [
+            try WireCoder.encode(RegistrationOutcome.full(endpoints: [], maximum: 2)),
+            Data(#"{"state":{"state":"timeout","until":"2026-12-01T10:00:00.000Z","reason":"r"},"infractions":[]}"#.utf8),
+            try WireCoder.encode(DomainError(.tooManyAttempts, "slow down", retryAfter: 3)),
         ],
         "domain-request": [
             try encoder.encode(SignUpRequest(userName: "u", password: "p", email: "e@x.y", country: "CA", age: 30)),
