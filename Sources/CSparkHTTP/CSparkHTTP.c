@@ -18,6 +18,11 @@
 
 struct spark_http_server {
     struct MHD_Daemon *daemon;
+    /// Requests handed out and not yet taken back by the server after their answer: while
+    /// any is, the connection is suspended, and libmicrohttpd must not be stopped.
+    atomic_int suspended;
+    /// Set by spark_http_close: new requests are answered 503 at once, never handed out.
+    atomic_int closing;
     spark_http_handler handler;
     void *context;
     size_t maximum_body;
@@ -84,6 +89,9 @@ static enum MHD_Result queue_text(struct MHD_Connection *connection, unsigned st
     return result;
 }
 
+static const char closing_body[] =
+    "{\"code\":\"unavailable\",\"message\":\"the server is shutting down\",\"retryAfter\":1}";
+
 static const char too_large_body[] =
     "{\"code\":\"tooLarge\",\"message\":\"the request body is larger than this server accepts\"}";
 
@@ -131,6 +139,11 @@ static enum MHD_Result access_handler(
         request->state = QUEUED;
         return queue_text(connection, 413, too_large_body);
     case GATHERING:
+        if (atomic_load(&server->closing)) {
+            request->state = QUEUED;
+            return queue_text(connection, 503, closing_body);
+        }
+        atomic_fetch_add(&server->suspended, 1);
         pthread_mutex_lock(&request->lock);
         request->state = HANDED_OUT;
         pthread_mutex_unlock(&request->lock);
@@ -150,6 +163,7 @@ static enum MHD_Result access_handler(
         pthread_mutex_unlock(&request->lock);
         enum MHD_Result result = MHD_queue_response(connection, status, response);
         MHD_destroy_response(response);
+        atomic_fetch_sub(&server->suspended, 1);
         return result;
     }
     case QUEUED:
@@ -246,6 +260,13 @@ void spark_http_quiesce(spark_http_server *server) {
 void spark_http_stop(spark_http_server *server) {
     MHD_stop_daemon(server->daemon);
     free(server);
+}
+
+void spark_http_close(spark_http_server *server) { atomic_store(&server->closing, 1); }
+
+unsigned spark_http_suspended(const spark_http_server *server) {
+    int count = atomic_load(&server->suspended);
+    return count > 0 ? (unsigned)count : 0;
 }
 
 unsigned spark_http_connections(const spark_http_server *server) {

@@ -155,22 +155,22 @@ public final class HTTPServer: Sendable {
         started.withLock { server in if let server { spark_http_quiesce(server) } }
     }
 
-    /// Waits (at most `timeout`) for the requests in flight to be answered, then stops.
+    /// Answers new requests 503 from now on, waits (at most `timeout`) for the ones in flight to
+    /// be answered and their connections taken back, then stops.
     public func stop(timeout: Duration = .seconds(10)) async {
+        guard let server = started.withLock({ $0 }) else { return }
+        spark_http_close(server)
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
-        while requestsInFlight > 0, clock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        // Requests still unanswered at the deadline hold suspended connections libmicrohttpd
-        // cannot stop under: then the server is left for the process's exit.
-        guard requestsInFlight == 0 else { return }
-        let server = started.withLock { server -> OpaquePointer? in
-            defer { server = nil }
-            return server
+        while requestsInFlight > 0 || spark_http_suspended(server) > 0, clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
         }
-        if let server {
-            spark_http_stop(server)
-            Unmanaged.passUnretained(core).release()
-        }
+        // A connection still suspended at the deadline is one libmicrohttpd cannot stop under:
+        // then the server is left for the process's exit.
+        guard requestsInFlight == 0, spark_http_suspended(server) == 0 else { return }
+        started.withLock { $0 = nil }
+        spark_http_stop(server)
+        Unmanaged.passUnretained(core).release()
     }
 }
 

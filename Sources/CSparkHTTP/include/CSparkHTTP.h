@@ -41,7 +41,11 @@ spark_http_server *spark_http_start(
 uint16_t spark_http_port(const spark_http_server *server);
 /// Stops accepting new connections (requests on open connections still arrive).
 void spark_http_quiesce(spark_http_server *server);
-/// Stops the server. Every request handed out must have been answered first.
+/// From now on requests are answered 503 at once instead of being handed out (shutdown).
+void spark_http_close(spark_http_server *server);
+/// Requests handed out whose connection the server has not taken back yet (answered or not).
+unsigned spark_http_suspended(const spark_http_server *server);
+/// Stops the server. Call it only once `spark_http_suspended` is 0 after `spark_http_close`.
 void spark_http_stop(spark_http_server *server);
 /// Connections open now.
 unsigned spark_http_connections(const spark_http_server *server);
