@@ -483,6 +483,9 @@ public enum DomainConformance {
         try expect(trusted.map(\.issuer) == ["https://id.example.com"], "trusted issuers: \(trusted)")
         let token = try external.issue(subject: "zoe", audience: "app", lifetime: 600, now: Date()).token
         try expect(try await domain.service.validate(token: token).userID == "zoe", "the external issuer's token is accepted")
+        // An expired token keeps its code across the wire (the SDK asks for a new token on it).
+        let stale = try external.issue(subject: "zoe", audience: "app", lifetime: 600, now: Date() - 7200).token
+        try await expectRefused(.tokenExpired, "an expired token") { try await domain.service.validate(token: stale) }
         try await domain.admin.removeExternalIssuer("https://id.example.com")
         try await expectRefused(.invalidToken, "the removed issuer's token") { try await domain.service.validate(token: token) }
         try await expectRefused(.invalidRequest, "a JWKS that is none") {

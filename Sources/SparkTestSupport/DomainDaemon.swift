@@ -87,6 +87,14 @@ public final class DomainDaemon: Sendable {
         return (process, url)
     }
 
+    /// Serves an existing domain directory (made by `spark-domaind init`) with `arguments`.
+    public static func serving(_ home: URL, domainID: String = "spark", arguments: [String]) async throws -> DomainDaemon {
+        let (process, url) = try await serve(home, listen: "127.0.0.1:0", arguments: arguments, launcher: [])
+        return DomainDaemon(
+            directory: home, domainID: domainID, url: url, plain: false, process: process, serveArguments: arguments, launcher: []
+        )
+    }
+
     /// Serves again on the same port after ``kill()`` or ``stop()``.
     public func restart() async throws {
         let port = url.port ?? 0

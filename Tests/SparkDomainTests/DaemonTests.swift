@@ -73,6 +73,30 @@ struct DaemonTests {
         }
     }
 
+    @Test func aCertificateOfItsOwnCanBeGivenAndABadOneIsRefused() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("d")
+            _ = try await Fixtures.run(Self.binary, ["init", home.path, "--sandbox"])
+            // A certificate and key kept elsewhere (here: copies of init's).
+            let certificate = directory.appendingPathComponent("elsewhere.pem")
+            let key = directory.appendingPathComponent("elsewhere.key")
+            try FileManager.default.copyItem(at: home.appendingPathComponent("server.pem"), to: certificate)
+            try FileManager.default.copyItem(at: home.appendingPathComponent("server.key"), to: key)
+            try FileManager.default.removeItem(at: home.appendingPathComponent("server.pem"))
+            let daemon = try await DomainDaemon.serving(
+                home, arguments: ["--certificate", certificate.path, "--key", key.path])
+            #expect(try await daemon.client().policy().maximumEndpoints == 5, "served with the given certificate")
+            await daemon.stop()
+            try Data("not a certificate".utf8).write(to: certificate)
+            let refused = try await Fixtures.run(
+                Self.binary,
+                ["serve", home.path, "--listen", "127.0.0.1:0", "--certificate", certificate.path, "--key", key.path])
+            #expect(refused.status == 1 && refused.stderr.contains("not a readable PEM file"), "\(refused.stderr)")
+            let half = try await Fixtures.run(Self.binary, ["serve", home.path, "--certificate", certificate.path])
+            #expect(half.status == 64 && half.stderr.contains("go together"))
+        }
+    }
+
     @Test func healthMetricsAndTheOpenAPIDocument() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let daemon = try await DomainDaemon.start(in: directory, plain: true)
