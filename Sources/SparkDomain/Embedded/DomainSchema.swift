@@ -164,6 +164,12 @@ enum DomainSchema {
                 );
                 """)
         }
+        migrator.register("v5-member-order") { db in
+            // Members in the order they joined, in a column of their own (no engine's row id):
+            // the longest-standing member becomes admin when the last admin leaves.
+            try db.execute("ALTER TABLE chat_members ADD COLUMN position INTEGER NOT NULL DEFAULT 0")
+            try db.execute("UPDATE chat_members SET position = rowid", [])
+        }
         return migrator
     }
 }

@@ -4,7 +4,7 @@ import SparkStore
 
 /// What the domain's operator does (`spark-admin`): policy, external issuers, accounts, outbox.
 /// These are ``DomainAdministration``, not ``DomainService``: endpoints never call them.
-extension EmbeddedDomain: DomainAdministration {
+extension DomainEngine: DomainAdministration {
     /// An external identity provider whose tokens the domain accepts.
     public typealias ExternalIssuer = SparkDomain.ExternalIssuer
     /// An account as the operator sees it.
@@ -16,7 +16,7 @@ extension EmbeddedDomain: DomainAdministration {
         let unchangedCost = (try? currentPolicy().passwordIterations) == policy.passwordIterations
         try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing || unchangedCost)
         let json = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
-        try storage { try queue.write { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
+        try storage { try store.write { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
     }
 
     /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
@@ -29,7 +29,7 @@ extension EmbeddedDomain: DomainAdministration {
         }
         _ = try jwksCache.keys(at: external.jwksPath)
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try db.execute(
                     """
                     INSERT INTO external_issuers(issuer, audience, jwks_path) VALUES (?, ?, ?)
@@ -42,7 +42,7 @@ extension EmbeddedDomain: DomainAdministration {
     /// Stops trusting an external issuer.
     public func removeExternalIssuer(_ issuer: String) throws {
         let removed = try storage {
-            try queue.write { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) }
+            try store.write { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) }
         }
         if removed == 0 { throw DomainError(.notFound, "no external issuer \(issuer)") }
     }
@@ -50,7 +50,7 @@ extension EmbeddedDomain: DomainAdministration {
     /// The configured external issuers.
     public func externalIssuers() throws -> [ExternalIssuer] {
         try storage {
-            try queue.read { db in
+            try store.read { db in
                 try db.rows("SELECT issuer, audience, jwks_path FROM external_issuers ORDER BY issuer").map {
                     ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2))
                 }
@@ -61,7 +61,7 @@ extension EmbeddedDomain: DomainAdministration {
     /// The accounts of the sign-up assistant.
     public func accounts() throws -> [AccountSummary] {
         try storage {
-            try queue.read { db in
+            try store.read { db in
                 try db.rows("SELECT user_name, email, country, age, activated FROM accounts ORDER BY user_name").map {
                     AccountSummary(
                         userName: try $0.get(0), email: try $0.get(1), country: try $0.get(2), age: try $0.get(3),
@@ -73,18 +73,18 @@ extension EmbeddedDomain: DomainAdministration {
 
     /// A user's registered endpoints (the operator's view).
     public func endpoints(of user: String) throws -> [EndpointInfo] {
-        try storage { try queue.read { db in try Self.endpoints(db, user: user) } }
+        try storage { try store.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// A user's published identity (the operator's view).
     public func publishedIdentity(of user: String) throws -> PublishedIdentity? {
-        try storage { try queue.read { db in try Self.identity(db, user: user) } }
+        try storage { try store.read { db in try Self.identity(db, user: user) } }
     }
 
     /// Every user that has registered an endpoint, with their endpoint counts.
     public func endpointUsers() throws -> [EndpointUser] {
         try storage {
-            try queue.read { db in
+            try store.read { db in
                 try db.rows(
                     "SELECT user_id, count(*) FROM endpoints WHERE removed_reason IS NULL GROUP BY user_id ORDER BY user_id"
                 ).map { EndpointUser(userID: try $0.get(0, as: String.self), endpoints: try $0.get(1, as: Int.self)) }
@@ -122,7 +122,7 @@ extension EmbeddedDomain: DomainAdministration {
     /// Removes an endpoint (the operator's action); it learns on its next call.
     public func deregisterEndpoint(_ endpointID: String) throws {
         let changed = try storage {
-            try queue.write { db in
+            try store.write { db in
                 try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND removed_reason IS NULL",
                     ["removed by the domain's operator", endpointID])
@@ -134,7 +134,7 @@ extension EmbeddedDomain: DomainAdministration {
     /// The outbox, newest last; only mail for `recipient` when given.
     public func outbox(recipient: String? = nil, limit: Int = 50) throws -> [Mail] {
         try storage {
-            try queue.read { db in
+            try store.read { db in
                 let rows =
                     if let recipient {
                         try db.rows(

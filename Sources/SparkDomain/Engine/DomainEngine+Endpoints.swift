@@ -4,7 +4,7 @@ import SparkStore
 
 /// Endpoints, the key store and the identity directory. Every call validates its token and
 /// touches only the token's user's endpoints, blobs and challenges.
-extension EmbeddedDomain {
+extension DomainEngine {
     static let maximumBlobSize = 64 * 1024
     static let challengeLifetime: TimeInterval = 600
 
@@ -22,7 +22,7 @@ extension EmbeddedDomain {
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
         return try storage {
-            try queue.write { db -> RegistrationOutcome in
+            try store.write { db -> RegistrationOutcome in
                 if let row = try db.row(
                     "SELECT user_id, removed_reason FROM endpoints WHERE endpoint_id = ?", [registration.endpointID])
                 {
@@ -70,7 +70,7 @@ extension EmbeddedDomain {
     /// The caller's registered endpoints, oldest first.
     public func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
         let user = try await caller(token: token, endpointID: endpointID)
-        return try storage { try queue.read { db in try Self.endpoints(db, user: user) } }
+        return try storage { try store.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// Renames one of the caller's endpoints.
@@ -80,7 +80,7 @@ extension EmbeddedDomain {
             throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
         }
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 let changed = try db.execute(
                     "UPDATE endpoints SET nickname = ? WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                     [nickname, target, user])
@@ -93,7 +93,7 @@ extension EmbeddedDomain {
     public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 let changed = try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                     ["deregistered by the user", target, user])
@@ -107,7 +107,7 @@ extension EmbeddedDomain {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
         return try storage {
-            try queue.write { db in
+            try store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 try db.execute("UPDATE endpoints SET last_seen = ? WHERE endpoint_id = ?", [now, endpointID])
                 return try Self.endpoint(db, endpointID)
@@ -123,7 +123,7 @@ extension EmbeddedDomain {
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
         return try storage {
-            try queue.write { db -> BlobFetch in
+            try store.write { db -> BlobFetch in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard
                     let row = try db.row("SELECT data, version FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
@@ -160,7 +160,7 @@ extension EmbeddedDomain {
             throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
         }
         return try storage {
-            try queue.write { db -> Int in
+            try store.write { db -> Int in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let row = try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
                 let current = try row?.get(0, as: Int.self)
@@ -190,7 +190,7 @@ extension EmbeddedDomain {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard
                     let issuedAt = try db.scalar(
@@ -219,7 +219,7 @@ extension EmbeddedDomain {
         }
         let document = try JSONEncoder().encode(identity)
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 if let row = try db.row("SELECT document, key_version FROM identities WHERE user_id = ?", [user]) {
                     let version = try row.get(1, as: Int.self)
@@ -244,19 +244,19 @@ extension EmbeddedDomain {
     /// A user's published identity, if they have one.
     public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
         _ = try await caller(token: token, endpointID: endpointID)
-        return try storage { try queue.read { db in try Self.identity(db, user: userID) } }
+        return try storage { try store.read { db in try Self.identity(db, user: userID) } }
     }
 
     /// Forgets the caller's keys and identity and removes their other endpoints.
     public func resetIdentity(token: String, endpointID: String) async throws {
         let user = try await validate(token: token).userID
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 try db.execute("DELETE FROM key_blobs WHERE user_id = ?", [user])
                 try db.execute("DELETE FROM unlock_challenges WHERE user_id = ?", [user])
                 // The version is kept so the next identity must be newer.
-                try db.execute("UPDATE identities SET document = x'' WHERE user_id = ?", [user])
+                try db.execute("UPDATE identities SET document = ? WHERE user_id = ?", [Data(), user])
                 try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL",
                     ["the user reset their keys (forgotten passcode) on another device", user, endpointID])
@@ -268,7 +268,7 @@ extension EmbeddedDomain {
     public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         let user = try await caller(token: token, endpointID: endpointID)
         return try storage {
-            try queue.read { db in
+            try store.read { db in
                 try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
             }
         }
@@ -280,7 +280,7 @@ extension EmbeddedDomain {
     /// registered endpoints (every call after registration carries both).
     func caller(token: String, endpointID: String) async throws -> String {
         let user = try await validate(token: token).userID
-        try storage { try queue.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID) } }
+        try storage { try store.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID) } }
         return user
     }
 
@@ -289,14 +289,14 @@ extension EmbeddedDomain {
             && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
     }
 
-    static func requireEndpoint(_ db: Database, user: String, endpointID: String) throws {
+    static func requireEndpoint(_ db: any DomainStatements, user: String, endpointID: String) throws {
         guard let row = try db.row("SELECT user_id, removed_reason FROM endpoints WHERE endpoint_id = ?", [endpointID]),
             try row.get(0, as: String.self) == user
         else { throw DomainError(.endpointRemoved, "this endpoint is not registered for the user") }
         if let reason = try row.get(1, as: String?.self) { throw DomainError(.endpointRemoved, reason) }
     }
 
-    static func endpoints(_ db: Database, user: String) throws -> [EndpointInfo] {
+    static func endpoints(_ db: any DomainStatements, user: String) throws -> [EndpointInfo] {
         try db.rows(
             """
             SELECT endpoint_id, registration_id, description, nickname, active, created_at, last_seen FROM endpoints
@@ -305,7 +305,7 @@ extension EmbeddedDomain {
         ).map(endpointInfo)
     }
 
-    static func endpoint(_ db: Database, _ endpointID: String) throws -> EndpointInfo {
+    static func endpoint(_ db: any DomainStatements, _ endpointID: String) throws -> EndpointInfo {
         guard
             let row = try db.row(
                 "SELECT endpoint_id, registration_id, description, nickname, active, created_at, last_seen FROM endpoints WHERE endpoint_id = ?",
@@ -321,7 +321,7 @@ extension EmbeddedDomain {
             lastSeen: Date(timeIntervalSince1970: try row.get(6)))
     }
 
-    static func identity(_ db: Database, user: String) throws -> PublishedIdentity? {
+    static func identity(_ db: any DomainStatements, user: String) throws -> PublishedIdentity? {
         guard let document = try db.scalar("SELECT document FROM identities WHERE user_id = ?", [user], as: Data.self),
             !document.isEmpty
         else { return nil }

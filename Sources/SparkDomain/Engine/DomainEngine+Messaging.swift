@@ -3,7 +3,7 @@ import SparkStore
 
 /// Chats, mailboxes and moderation. The domain routes and numbers ciphertext; it never sees a
 /// chat key or a message's content.
-extension EmbeddedDomain {
+extension DomainEngine {
     /// The largest payload accepted: a 70 KB message plus encryption and signature overhead.
     public static let maximumPayloadSize = 72 * 1024
     /// The most members a chat may have.
@@ -24,7 +24,7 @@ extension EmbeddedDomain {
         try Self.check(posts, for: members)
         let now = clock.now()
         let (info, routed) = try storage {
-            try queue.write { db -> (ChatInfo, [String]) in
+            try store.write { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 if let creator = try db.scalar("SELECT created_by FROM chats WHERE chat_id = ?", [chatID], as: String.self) {
                     // A retry after a lost answer: the same creator and members get the chat
@@ -39,7 +39,10 @@ extension EmbeddedDomain {
                     [chatID, user, now.timeIntervalSince1970])
                 for member in members {
                     try db.execute(
-                        "INSERT INTO chat_members(chat_id, user_id, is_admin) VALUES (?, ?, ?)", [chatID, member, member == user])
+                        """
+                        INSERT INTO chat_members(chat_id, user_id, is_admin, position)
+                        VALUES (?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM chat_members WHERE chat_id = ?))
+                        """, [chatID, member, member == user, chatID])
                 }
                 let info = try Self.chatInfo(db, chatID)
                 try Self.append(
@@ -61,7 +64,7 @@ extension EmbeddedDomain {
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
         let (info, routed) = try storage {
-            try queue.write { db -> (ChatInfo, [String]) in
+            try store.write { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let before = try Self.chatInfo(db, chatID)
                 guard let me = before.members.first(where: { $0.userID == user }) else {
@@ -81,7 +84,11 @@ extension EmbeddedDomain {
                 }
                 for member in add where !member.isEmpty {
                     try db.execute(
-                        "INSERT OR IGNORE INTO chat_members(chat_id, user_id, is_admin) VALUES (?, ?, 0)", [chatID, member])
+                        """
+                        INSERT INTO chat_members(chat_id, user_id, is_admin, position)
+                        VALUES (?, ?, 0, (SELECT coalesce(max(position), 0) + 1 FROM chat_members WHERE chat_id = ?))
+                        ON CONFLICT DO NOTHING
+                        """, [chatID, member, chatID])
                 }
                 for member in remove {
                     try db.execute("DELETE FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, member])
@@ -128,7 +135,7 @@ extension EmbeddedDomain {
         guard kind != .membership else { throw DomainError(.invalidRequest, "membership entries are made by the domain") }
         let now = clock.now()
         let (receipt, routed) = try storage {
-            try queue.write { db -> (PostReceipt, [String]) in
+            try store.write { db -> (PostReceipt, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
@@ -203,7 +210,7 @@ extension EmbeddedDomain {
 
     private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) throws -> [MailboxEntry] {
         try storage {
-            try queue.read { db in
+            try store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 return try db.rows(
                     """
@@ -228,7 +235,7 @@ extension EmbeddedDomain {
     public func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
         let user = try await caller(token: token, endpointID: endpointID)
         return try storage {
-            try queue.read { db in
+            try store.read { db in
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
                     throw DomainError(.notAMember, "not a member of this chat")
@@ -250,7 +257,7 @@ extension EmbeddedDomain {
     public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 let changed = try db.execute(
                     "UPDATE infractions SET dismissed = 1 WHERE id = ? AND user_id = ? AND dismissed = 0", [id, user])
                 if changed == 0 { throw DomainError(.notFound, "no open infraction \(id)") }
@@ -262,7 +269,7 @@ extension EmbeddedDomain {
     public func moderationStatus(of user: String) throws -> UserStatus {
         let now = clock.now()
         return try storage {
-            try queue.read { db in
+            try store.read { db in
                 let infractions = try db.rows(
                     "SELECT id, reason, issued_at FROM infractions WHERE user_id = ? AND dismissed = 0 ORDER BY id", [user]
                 ).map {
@@ -278,11 +285,12 @@ extension EmbeddedDomain {
     public func issueInfraction(to user: String, reason: String) throws -> Infraction {
         let now = clock.now()
         return try storage {
-            try queue.write { db in
-                try db.execute(
-                    "INSERT INTO infractions(user_id, reason, issued_at) VALUES (?, ?, ?)",
-                    [user, reason, now.timeIntervalSince1970])
-                return Infraction(id: db.lastInsertedRowID, reason: reason, issuedAt: now)
+            try store.write { db in
+                let id = try db.scalar(
+                    "INSERT INTO infractions(user_id, reason, issued_at) VALUES (?, ?, ?) RETURNING id",
+                    [user, reason, now.timeIntervalSince1970], as: Int64.self)
+                guard let id else { throw DomainError(.storageFailure, "the infraction got no id") }
+                return Infraction(id: id, reason: reason, issuedAt: now)
             }
         }
     }
@@ -294,7 +302,7 @@ extension EmbeddedDomain {
         }
         let until = clock.now().timeIntervalSince1970 + Double(seconds)
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try db.execute(
                     """
                     INSERT INTO moderation(user_id, timeout_until, timeout_reason) VALUES (?, ?, ?)
@@ -307,7 +315,7 @@ extension EmbeddedDomain {
     /// Bans a user: their messages are refused until unbanned.
     public func ban(_ user: String, reason: String) throws {
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try db.execute(
                     """
                     INSERT INTO moderation(user_id, banned_reason) VALUES (?, ?)
@@ -319,12 +327,12 @@ extension EmbeddedDomain {
 
     /// Lifts a ban and any timeout.
     public func unban(_ user: String) throws {
-        try storage { try queue.write { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
+        try storage { try store.write { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
     }
 
     // MARK: Helpers
 
-    static func standing(_ db: Database, user: String, now: Date) throws -> UserStatus.State {
+    static func standing(_ db: any DomainStatements, user: String, now: Date) throws -> UserStatus.State {
         guard
             let row = try db.row("SELECT banned_reason, timeout_until, timeout_reason FROM moderation WHERE user_id = ?", [user])
         else {
@@ -337,7 +345,7 @@ extension EmbeddedDomain {
         return .valid
     }
 
-    static func requireGoodStanding(_ db: Database, user: String, now: Date) throws {
+    static func requireGoodStanding(_ db: any DomainStatements, user: String, now: Date) throws {
         switch try standing(db, user: user, now: now) {
         case .valid: return
         case .banned(let reason): throw DomainError(.moderated, "the user is banned: \(reason)")
@@ -348,11 +356,12 @@ extension EmbeddedDomain {
         }
     }
 
-    static func chatInfo(_ db: Database, _ chatID: String) throws -> ChatInfo {
+    static func chatInfo(_ db: any DomainStatements, _ chatID: String) throws -> ChatInfo {
         guard try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil else {
             throw DomainError(.notFound, "no chat \(chatID)")
         }
-        let members = try db.rows("SELECT user_id, is_admin FROM chat_members WHERE chat_id = ? ORDER BY rowid", [chatID]).map {
+        let members = try db.rows("SELECT user_id, is_admin FROM chat_members WHERE chat_id = ? ORDER BY position", [chatID]).map
+        {
             ChatMember(userID: try $0.get(0), isAdmin: try $0.get(1))
         }
         return ChatInfo(chatID: chatID, members: members)
@@ -381,7 +390,7 @@ extension EmbeddedDomain {
     /// Routes checked posts as ``post(token:endpointID:chatID:kind:payload:recipient:clientID:)``
     /// does: a chat key to its recipient and the sender, an event to every member.
     static func append(
-        _ posts: [ChatPost], _ db: Database, chatID: String, sender: String, members: [String], now: TimeInterval
+        _ posts: [ChatPost], _ db: any DomainStatements, chatID: String, sender: String, members: [String], now: TimeInterval
     ) throws {
         for post in posts {
             let audience = post.recipient.map { Array(Set([$0, sender])) } ?? members
@@ -392,7 +401,7 @@ extension EmbeddedDomain {
     }
 
     static func append(
-        _ db: Database, to users: [String], chatID: String, sender: String, kind: MailboxKind, messageNumber: Int64?,
+        _ db: any DomainStatements, to users: [String], chatID: String, sender: String, kind: MailboxKind, messageNumber: Int64?,
         payload: Data,
         members: [ChatMember]?, now: TimeInterval
     ) throws {

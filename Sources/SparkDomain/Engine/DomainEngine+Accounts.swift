@@ -5,7 +5,7 @@ import SparkStore
 /// The sign-up and login assistant (SmartFoxServer's Sign Up and Login Assistants): accounts,
 /// activation, login with throttling, refresh tokens and password recovery, all in the domain
 /// file.
-extension EmbeddedDomain {
+extension DomainEngine {
     private enum CodePurpose: String {
         case activation, reset
     }
@@ -31,7 +31,7 @@ extension EmbeddedDomain {
         let policy = try currentPolicy()
         let now = clock.now()
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 if try db.scalar("SELECT 1 FROM accounts WHERE user_name = ?", [request.userName], as: Int.self) != nil
                     || db.scalar(
                         "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?", [request.userName, accountsIssuer.issuer],
@@ -59,7 +59,7 @@ extension EmbeddedDomain {
         let policy = try currentPolicy()
         let code = Self.makeCode()
         let email = try storage {
-            try queue.write { db -> String in
+            try store.write { db -> String in
                 guard let row = try db.row("SELECT email, activated FROM accounts WHERE user_name = ?", [userName]) else {
                     throw DomainError(.notFound, "no account named '\(userName)'")
                 }
@@ -79,7 +79,7 @@ extension EmbeddedDomain {
         try storage {
             // The code check and its consequences commit together; a wrong code's spent try
             // must be saved even though the call fails, so the error is returned, not thrown.
-            let failure = try queue.write { db -> DomainError? in
+            let failure = try store.write { db -> DomainError? in
                 guard
                     let activated = try db.scalar("SELECT activated FROM accounts WHERE user_name = ?", [userName], as: Bool.self)
                 else { return DomainError(.codeInvalid, "that activation code is not valid") }
@@ -98,7 +98,7 @@ extension EmbeddedDomain {
         let policy = try currentPolicy()
         let now = clock.now()
         let account = try storage {
-            try queue.read { db -> (hash: String, activated: Bool, email: String)? in
+            try store.read { db -> (hash: String, activated: Bool, email: String)? in
                 if let lockedUntil = try db.scalar(
                     "SELECT locked_until FROM login_attempts WHERE user_name = ?", [userName], as: Double.self),
                     lockedUntil > now.timeIntervalSince1970
@@ -131,7 +131,7 @@ extension EmbeddedDomain {
         guard account.activated else {
             throw DomainError(.notActivated, "'\(userName)' has not been activated; enter the code sent to its email")
         }
-        try storage { try queue.write { db in try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName]) } }
+        try storage { try store.write { db in try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName]) } }
         return try issueAccountTokens(userName: userName, email: account.email, policy: policy, now: now)
     }
 
@@ -141,7 +141,7 @@ extension EmbeddedDomain {
         let now = clock.now()
         let tokenHash = Self.refreshTokenHash(refreshToken)
         let (userName, email) = try storage {
-            try queue.write { db -> (String, String) in
+            try store.write { db -> (String, String) in
                 guard
                     let row = try db.row(
                         """
@@ -162,7 +162,7 @@ extension EmbeddedDomain {
     /// Revokes a refresh token.
     public func revoke(refreshToken: String) async throws {
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try db.execute("DELETE FROM refresh_tokens WHERE token_hash = ?", [Self.refreshTokenHash(refreshToken)])
             }
         }
@@ -174,7 +174,7 @@ extension EmbeddedDomain {
         let code = Self.makeCode()
         let address = email.lowercased()
         let userName = try storage {
-            try queue.write { db -> String? in
+            try store.write { db -> String? in
                 guard let userName = try db.scalar("SELECT user_name FROM accounts WHERE email = ?", [address], as: String.self)
                 else { return nil }
                 try storeCode(db, code, user: userName, purpose: .reset, lifetime: policy.resetCodeLifetime, policy: policy)
@@ -195,13 +195,13 @@ extension EmbeddedDomain {
     public func resetPassword(email: String, code: String, newPassword: String) async throws {
         let address = email.lowercased()
         let userName = try storage {
-            try queue.read { db in try db.scalar("SELECT user_name FROM accounts WHERE email = ?", [address], as: String.self) }
+            try store.read { db in try db.scalar("SELECT user_name FROM accounts WHERE email = ?", [address], as: String.self) }
         }
         guard let userName else { throw DomainError(.codeInvalid, "that reset code is not valid") }
         try AccountPolicy.checkPassword(newPassword, userName: userName)
         let hash = try passwordHasher.hash(newPassword)
         try storage {
-            let failure = try queue.write { db -> DomainError? in
+            let failure = try store.write { db -> DomainError? in
                 if let failure = try checkCode(db, code, user: userName, purpose: .reset) { return failure }
                 try db.execute("UPDATE accounts SET password_hash = ? WHERE user_name = ?", [hash, userName])
                 try db.execute("DELETE FROM refresh_tokens WHERE user_name = ?", [userName])
@@ -220,7 +220,7 @@ extension EmbeddedDomain {
             email: email)
         let refreshToken = SystemRandom.bytes(count: 32).base64URLEncodedString()
         try storage {
-            try queue.write { db in
+            try store.write { db in
                 try db.execute(
                     "INSERT INTO refresh_tokens(token_hash, user_name, expires_at) VALUES (?, ?, ?)",
                     [
@@ -237,7 +237,7 @@ extension EmbeddedDomain {
     /// 15 minutes.
     private func recordFailedLogin(_ userName: String, policy: DomainPolicy, now: Date) throws -> Int? {
         try storage {
-            try queue.write { db -> Int? in
+            try store.write { db -> Int? in
                 let failures =
                     (try db.scalar("SELECT failures FROM login_attempts WHERE user_name = ?", [userName], as: Int.self) ?? 0) + 1
                 var lock = 0
@@ -255,7 +255,7 @@ extension EmbeddedDomain {
     }
 
     private func storeCode(
-        _ db: Database, _ code: String, user: String, purpose: CodePurpose, lifetime: Int, policy: DomainPolicy
+        _ db: any DomainStatements, _ code: String, user: String, purpose: CodePurpose, lifetime: Int, policy: DomainPolicy
     ) throws {
         try db.execute(
             """
@@ -272,7 +272,8 @@ extension EmbeddedDomain {
 
     /// Checks a code inside a write transaction. A wrong code spends a try; the last try, or an
     /// expired code, deletes it. Returns the failure, or nil when the code matched (and is gone).
-    private func checkCode(_ db: Database, _ code: String, user: String, purpose: CodePurpose) throws -> DomainError? {
+    private func checkCode(_ db: any DomainStatements, _ code: String, user: String, purpose: CodePurpose) throws -> DomainError?
+    {
         guard
             let row = try db.row(
                 "SELECT code_hash, expires_at, attempts_left FROM account_codes WHERE user_name = ? AND purpose = ?",

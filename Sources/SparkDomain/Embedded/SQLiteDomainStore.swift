@@ -1,0 +1,32 @@
+import Foundation
+public import SparkStore
+
+/// The domain's state in one SQLite file (WAL mode): the embedded domain, and `spark-domaind`
+/// on one machine. It holds the schema and its migrations (``DomainSchema``) and runs the
+/// engine's transactions; it holds no rule.
+public final class SQLiteDomainStore: DomainStore {
+    /// The database file.
+    public let path: String
+    let queue: DatabaseQueue
+
+    /// Opens (creating if need be) the file at `path` and brings its schema up to date.
+    public init(path: String) throws {
+        self.path = path
+        queue = try DomainEngine.storage { try DatabaseQueue(path: path) }
+        try DomainEngine.storage { try DomainSchema.migrator.migrate(queue) }
+    }
+
+    /// An immediate transaction.
+    @discardableResult
+    public func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+        try queue.write { db in try body(db) }
+    }
+
+    /// A deferred transaction.
+    public func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+        try queue.read { db in try body(db) }
+    }
+}
+
+/// SparkStore's connection runs the engine's statements as they are (SQLite reads `?`).
+extension Database: DomainStatements {}

@@ -1,0 +1,284 @@
+import Foundation
+public import SparkCrypto
+import SparkLock
+import SparkStore
+
+/// The domain: every rule of the contract, once. It validates each token into one caller
+/// (issuer and subject), checks on every call after registration that the endpoint is the
+/// caller's and active, checks fields and policy, authorizes, and runs what is allowed as
+/// transactions of its ``DomainStore``, which holds state and no rule. The same engine runs in
+/// process (``EmbeddedDomain``: the engine over the SQLite file every process on the machine
+/// opens) and in `spark-domaind`.
+///
+/// ```swift
+/// let domain = try EmbeddedDomain.openOrCreate(at: path, domainID: "sandbox-1")
+/// let token = try await domain.testToken(userID: "alice")
+/// let who = try await domain.validate(token: token.token)
+/// ```
+public final class DomainEngine: DomainService {
+    /// The domain's id; the audience of its tokens.
+    public let domainID: String
+    /// Where the store is, for messages (the embedded domain's database file).
+    public let path: String
+    /// The domain's state.
+    public let store: any DomainStore
+    let clock: WallClock
+    let mailer: any Mailer
+    let testIssuer: TokenIssuer
+    let accountsIssuer: TokenIssuer
+    let allowUnsafePasswordHashing: Bool
+    let jwksCache = JWKSCache()
+    /// Tokens this process already verified (the signature check is the costly part of every
+    /// call; time claims and the issuer's trust are checked on every use).
+    let validatedTokens = ValidatedTokenCache()
+    /// Principals this process already found bound to their issuer (user id → issuer).
+    let knownPrincipals = Locked<[String: String]>([:])
+    /// The long-polls waiting in this process, woken per user by the posts that reach them.
+    public let mailboxWaiters = MailboxWaiters()
+    /// Whether other processes may write the file (the quick start's two devices): then the
+    /// first long-poll starts watching it, and a change wakes this process's waiters to look.
+    /// `spark-domaind` owns its file and turns this off.
+    let sharedWithOtherProcesses: Bool
+    /// Made on the first long-poll: one-off callers (spark-admin) never watch the file.
+    private let changes = Locked<FileChangeSignal?>(nil)
+
+    /// The engine over `store`, which must hold a domain (``create(in:domainID:policy:allowUnsafePasswordHashing:)``).
+    ///
+    /// - Parameters:
+    ///   - location: where the store is, for messages and for watching (a file path).
+    ///   - mailer: where mail goes; the domain's outbox by default.
+    ///   - allowUnsafePasswordHashing: accept a policy with fewer than OWASP's password-hash
+    ///     iterations (tests only).
+    ///   - sharedWithOtherProcesses: whether other processes write the store's file too.
+    public init(
+        store: any DomainStore, location: String, clock: WallClock = .system, mailer: (any Mailer)? = nil,
+        allowUnsafePasswordHashing: Bool = false, sharedWithOtherProcesses: Bool = false
+    ) throws {
+        self.path = location
+        self.store = store
+        self.sharedWithOtherProcesses = sharedWithOtherProcesses
+        self.clock = clock
+        self.mailer = mailer ?? OutboxMailer(store: store)
+        self.allowUnsafePasswordHashing = allowUnsafePasswordHashing
+        let loaded = try Self.storage {
+            try store.read { db -> Loaded in
+                guard let id = try db.scalar("SELECT id FROM domain WHERE singleton = 1", as: String.self) else {
+                    throw DomainError(.unavailable, "\(location) holds no domain; create it first")
+                }
+                var keys: [String: IssuerKey] = [:]
+                for row in try db.rows("SELECT kind, issuer, key_id, private_key FROM issuer_keys") {
+                    keys[try row.get(0, as: String.self)] = IssuerKey(
+                        issuer: try row.get(1, as: String.self), keyID: try row.get(2, as: String.self),
+                        seed: try row.get(3, as: Data.self))
+                }
+                return Loaded(domainID: id, keys: keys)
+            }
+        }
+        domainID = loaded.domainID
+        func issuer(_ kind: String) throws -> TokenIssuer {
+            guard let key = loaded.keys[kind] else {
+                throw DomainError(.unavailable, "\(location) has no \(kind) issuer key")
+            }
+            return TokenIssuer(issuer: key.issuer, key: try Ed25519.PrivateKey(rawRepresentation: key.seed), keyID: key.keyID)
+        }
+        testIssuer = try issuer("test")
+        accountsIssuer = try issuer("accounts")
+    }
+
+    private struct IssuerKey: Sendable {
+        var issuer: String
+        var keyID: String
+        var seed: Data
+    }
+
+    private struct Loaded: Sendable {
+        var domainID: String
+        var keys: [String: IssuerKey]
+    }
+
+    /// Writes a new domain into `store`: its id, policy and fresh issuer keys. Fails with
+    /// ``DomainError/Code/conflict`` if the store already holds a domain.
+    public static func create(
+        in store: any DomainStore, domainID: String, policy: DomainPolicy, allowUnsafePasswordHashing: Bool = false,
+        clock: WallClock = .system
+    ) throws {
+        try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing)
+        guard !domainID.isEmpty, domainID.count <= 128, !domainID.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw DomainError(.invalidRequest, "a domain id is 1 to 128 characters without spaces")
+        }
+        let policyJSON = try JSONEncoder().encode(policy)
+        var keys: [(String, String, String, Data)] = []
+        for (kind, scheme) in [("test", "spark-test"), ("accounts", "spark-accounts")] {
+            let key = try Ed25519.PrivateKey()
+            let keyID = try JWK(key.publicKey).thumbprint().base64URLEncodedString()
+            keys.append((kind, "\(scheme):\(domainID)", keyID, key.rawRepresentation.unsafeData()))
+        }
+        let rows = keys
+        try storage {
+            try store.write { db in
+                if try db.scalar("SELECT id FROM domain", as: String.self) != nil {
+                    throw DomainError(.conflict, "the store already holds a domain")
+                }
+                try db.execute(
+                    "INSERT INTO domain(singleton, id, policy, created_at) VALUES (1, ?, ?, ?)",
+                    [domainID, String(decoding: policyJSON, as: UTF8.self), clock.now().timeIntervalSince1970])
+                for (kind, issuer, keyID, seed) in rows {
+                    try db.execute(
+                        "INSERT INTO issuer_keys(kind, issuer, key_id, private_key) VALUES (?, ?, ?, ?)",
+                        [kind, issuer, keyID, seed])
+                }
+            }
+        }
+    }
+
+    /// Starts watching the domain's file for other processes' commits (once), when they may
+    /// write it; each change wakes every waiter here to read its mailbox again.
+    func startWatchingOtherProcesses() {
+        guard sharedWithOtherProcesses else { return }
+        changes.withLock { changes in
+            guard changes == nil else { return }
+            let waiters = mailboxWaiters
+            changes = FileChangeSignal(path: path) { waiters.notifyEveryone() }
+        }
+    }
+
+    // MARK: Policy and tokens
+
+    /// The domain's policy, read from the file (another process may have changed it).
+    public func policy() async throws -> DomainPolicy { try currentPolicy() }
+
+    /// The domain's policy, read from the file now.
+    public func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
+
+    func currentPolicy() throws -> DomainPolicy {
+        let json = try Self.storage { try store.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
+        guard let json, let policy = try? JSONDecoder().decode(DomainPolicy.self, from: Data(json.utf8)) else {
+            throw DomainError(.unavailable, "the domain's policy is unreadable")
+        }
+        return policy
+    }
+
+    /// Validates a token against the domain's issuers: its accounts issuer always, its test
+    /// issuer when user authentication is off, and the configured external issuers.
+    /// Validates `token` into the caller: its issuer and subject together. A user id is bound
+    /// to the issuer that first used it; another issuer's token with the same subject is
+    /// refused, so an external issuer's `alice` never acts as the accounts assistant's (or
+    /// the test issuer's) `alice`.
+    public func validate(token: String) async throws -> VerifiedIdentity {
+        let identity = try validator().validate(token, cache: validatedTokens)
+        try bindPrincipal(identity.userID, to: identity.issuer)
+        return identity
+    }
+
+    /// Binds `userID` to `issuer` if it is free; refuses it if another issuer holds it.
+    func bindPrincipal(_ userID: String, to issuer: String) throws {
+        if knownPrincipals.withLock({ $0[userID] }) == issuer { return }
+        let holder = try Self.storage {
+            try store.write { db -> String in
+                if let holder = try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) {
+                    return holder
+                }
+                try db.execute(
+                    "INSERT INTO principals(user_id, issuer, first_seen) VALUES (?, ?, ?)",
+                    [userID, issuer, clock.now().timeIntervalSince1970])
+                return issuer
+            }
+        }
+        guard holder == issuer else {
+            throw DomainError(
+                .forbidden, "the user id '\(userID)' belongs to another issuer on this domain (\(holder)), not to \(issuer)")
+        }
+        knownPrincipals.withLock { $0[userID] = issuer }
+    }
+
+    /// The issuer a user id is bound to, if any.
+    func principalIssuer(of userID: String) throws -> String? {
+        try Self.storage {
+            try store.read { db in try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) }
+        }
+    }
+
+    func validator() throws -> TokenValidator {
+        var issuers = [accountsIssuer.trusted(audience: domainID, kind: .accounts)]
+        let policy = try currentPolicy()
+        let test = testIssuer.trusted(audience: domainID, kind: .test)
+        issuers.append(test)
+        // An issuer whose keys cannot be loaded fails its own tokens only, with the reason.
+        var unavailable: [String: String] = [:]
+        for external in try externalIssuers() {
+            do {
+                let keys = try jwksCache.keys(at: external.jwksPath)
+                issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
+            } catch let error as DomainError {
+                unavailable[external.issuer] = error.reason
+            }
+        }
+        var validator = TokenValidator(
+            issuers: issuers, leeway: 30, clock: clock,
+            refuseTestTokens: policy.userAuthenticationEnabled ? test.issuer : nil)
+        validator.unavailableIssuers = unavailable
+        return validator
+    }
+
+    /// A sandbox token for any user id, signed by the test issuer (Spark used unsigned tokens;
+    /// these are signed so that nothing else can mint them).
+    public func testToken(userID: String) async throws -> IssuedToken {
+        let policy = try currentPolicy()
+        guard !policy.userAuthenticationEnabled else {
+            throw DomainError(.userAuthenticationRequired, "domain \(domainID) requires user authentication; test tokens are off")
+        }
+        guard !userID.isEmpty, userID.count <= TokenValidator.maximumSubjectLength,
+            !userID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw DomainError(.invalidRequest, "a user id is 1 to \(TokenValidator.maximumSubjectLength) printable characters")
+        }
+        // A name another issuer holds (a real account, an app's user) is not the sandbox's.
+        if let holder = try principalIssuer(of: userID), holder != testIssuer.issuer {
+            throw DomainError(.forbidden, "the user id '\(userID)' belongs to another issuer on this domain (\(holder))")
+        }
+        return try testIssuer.issue(
+            subject: userID, audience: domainID, lifetime: TimeInterval(policy.tokenLifetime), now: clock.now())
+    }
+
+    /// The public keys of the test issuer, for relying parties that verify its tokens.
+    public var testIssuerJWKS: JWKSet { testIssuer.jwks }
+    /// The `iss` of test tokens.
+    public var testIssuerName: String { testIssuer.issuer }
+    /// The public keys of the accounts issuer.
+    public var accountsIssuerJWKS: JWKSet { accountsIssuer.jwks }
+    /// The `iss` of tokens from the sign-up and login assistant.
+    public var accountsIssuerName: String { accountsIssuer.issuer }
+
+    /// Runs storage work, turning SparkStore's errors into ``DomainError/Code/storageFailure``
+    /// (domain errors thrown inside pass through).
+    @discardableResult
+    static func storage<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DomainError {
+            throw error
+        } catch let error as StoreError where error.code == .schemaTooNew {
+            throw DomainError(.unavailable, "the domain file was written by a newer version: \(error.message)")
+        } catch {
+            throw DomainError(.storageFailure, "domain storage failed: \(error)")
+        }
+    }
+
+    @discardableResult
+    func storage<T>(_ body: () throws -> T) throws -> T { try Self.storage(body) }
+}
+
+/// The default mailer: the domain's outbox table.
+struct OutboxMailer: Mailer {
+    let store: any DomainStore
+
+    func send(_ mail: Mail) async throws {
+        try DomainEngine.storage {
+            try store.write { db in
+                try db.execute(
+                    "INSERT INTO outbox(recipient, subject, body, sent_at) VALUES (?, ?, ?, ?)",
+                    [mail.to, mail.subject, mail.body, mail.sentAt.timeIntervalSince1970])
+            }
+        }
+    }
+}
