@@ -69,7 +69,7 @@ public final class DomainDaemon: Sendable {
         process.standardError = logHandle
         try process.run()
         let reader = output.fileHandleForReading
-        let line = await Task.detached { () -> String in
+        let line = await Fixtures.onThread { () -> String in
             var text = ""
             while !text.contains("\n") {
                 let chunk = reader.availableData
@@ -77,7 +77,7 @@ public final class DomainDaemon: Sendable {
                 text += String(decoding: chunk, as: UTF8.self)
             }
             return text
-        }.value
+        }
         guard let range = line.range(of: "listening on "), let url = URL(string: String(line[range.upperBound...]).trimmed)
         else {
             process.terminate()
@@ -141,10 +141,10 @@ public final class DomainDaemon: Sendable {
     }
 
     private static func wait(_ process: Process) async -> Int32 {
-        await Task.detached {
+        await Fixtures.onThread {
             process.waitUntilExit()
             return process.terminationStatus
-        }.value
+        }
     }
 
     deinit {

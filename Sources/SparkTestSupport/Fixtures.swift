@@ -62,6 +62,14 @@ public enum Fixtures {
         }
     }
 
+    /// Runs blocking work (reading a pipe, waiting for a process) on a thread of its own, never
+    /// on one of Swift's cooperative threads (see ``run(_:_:input:environment:)``).
+    public static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+
     /// Runs an executable to completion and returns its exit status, standard output and error.
     public static func run(
         _ executable: URL, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil

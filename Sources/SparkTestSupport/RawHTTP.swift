@@ -51,8 +51,13 @@ public enum RawHTTP {
         return true
     }
 
-    /// Reads one response (headers and a Content-Length body) from a socket.
-    public static func read(_ socket: Int32) -> Answer {
+    /// Reads one response (headers and a Content-Length body) from a socket, on a thread of
+    /// its own (the read blocks).
+    public static func read(_ socket: Int32) async -> Answer {
+        await Fixtures.onThread { readBlocking(socket) }
+    }
+
+    static func readBlocking(_ socket: Int32) -> Answer {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         var headerEnd: Int?
@@ -81,10 +86,14 @@ public enum RawHTTP {
         return Answer(status: status, headers: headers, body: String(decoding: received[headerEnd...], as: UTF8.self))
     }
 
-    /// One request on a new connection, answered and closed.
+    /// One request on a new connection, answered and closed (waiting on a thread of its own).
     public static func request(
         port: Int, method: String, path: String, headers: [String: String] = [:], body: Data = Data()
-    ) -> Answer {
+    ) async -> Answer {
+        await Fixtures.onThread { requestBlocking(port: port, method: method, path: path, headers: headers, body: body) }
+    }
+
+    static func requestBlocking(port: Int, method: String, path: String, headers: [String: String], body: Data) -> Answer {
         let socket = connect(port: port)
         guard socket >= 0 else { return Answer(status: 0, headers: [:], body: "cannot connect") }
         defer { close(socket) }
@@ -93,7 +102,7 @@ public enum RawHTTP {
         if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
         write(socket, Array(head.utf8) + Array(body))
-        return read(socket)
+        return readBlocking(socket)
     }
 
     private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
