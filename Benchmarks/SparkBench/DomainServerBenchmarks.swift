@@ -41,12 +41,7 @@ enum DomainServerBenchmarks {
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try process.run()
-            var line = ""
-            while !line.contains("\n") {
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                line += String(decoding: chunk, as: UTF8.self)
-            }
+            let line = DomainServerBenchmarks.firstLine(output)
             guard let range = line.range(of: "listening on "),
                 let url = URL(string: line[range.upperBound...].trimmingCharacters(in: .whitespacesAndNewlines))
             else { throw BenchError("spark-domaind did not start: \(line)") }
@@ -87,6 +82,17 @@ enum DomainServerBenchmarks {
             process.waitUntilExit()
             try? FileManager.default.removeItem(at: home)
         }
+    }
+
+    /// What a child printed up to its first newline (or its end).
+    static func firstLine(_ pipe: Pipe) -> String {
+        var line = ""
+        while !line.contains("\n") {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += String(decoding: chunk, as: UTF8.self)
+        }
+        return line
     }
 
     /// wrk's requests per second for `url` with a Lua script, 64 connections on two threads.
@@ -247,12 +253,7 @@ enum DomainServerBenchmarks {
             holder.terminate()
             holder.waitUntilExit()
         }
-        var line = ""
-        while !line.contains("\n") {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line += String(decoding: chunk, as: UTF8.self)
-        }
+        let line = firstLine(output)
         guard line.hasPrefix("waiting 10000") else { throw BenchError("the long-poll client said: \(line)") }
         Thread.sleep(forTimeInterval: 1)
         let resident = served.residentBytes

@@ -59,7 +59,10 @@ final class ChatShell: @unchecked Sendable {
         let stepPrinter = Task { [weak self] in
             for await event in steps { self?.print(event, access: access) }
         }
-        defer { stepPrinter.cancel() }
+        // On the way out the printer is cancelled only if the shell failed; a normal end stops
+        // the service first (which ends the stream) and lets the printer finish what arrived.
+        var finishedCleanly = false
+        defer { if !finishedCleanly { stepPrinter.cancel() } }
         // Catch up with what arrived while this device was off, and show what is unread, before
         // following the chats live (which then announces only what comes later).
         try? await access.refresh()
@@ -67,6 +70,14 @@ final class ChatShell: @unchecked Sendable {
         let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
         defer { chatsSubscription.cancel() }
         console.say("You are \(access.currentUser). Type `help` for commands.")
+        try await commands(access: access, users: users)
+        await service.stop()
+        await stepPrinter.value
+        finishedCleanly = true
+    }
+
+    /// Reads and runs commands until `quit` or the end of input.
+    private func commands(access: BBMAccess, users: UserProvider) async throws {
         while true {
             guard let line = console.ask("> ") else {
                 // The end of input (Ctrl-D): leave as `quit` does, signed in.

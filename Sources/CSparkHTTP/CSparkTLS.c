@@ -46,10 +46,10 @@ static X509 *make_certificate(EVP_PKEY *key, const char *common_name, unsigned d
     return certificate;
 }
 
-static char *pem_certificate(X509 *certificate) {
-    BIO *bio = BIO_new(BIO_s_mem());
+/// What a PEM writer put into a memory BIO, as a malloc'd string (NULL when it failed).
+static char *take_text(BIO *bio, int written) {
     char *text = NULL;
-    if (bio && PEM_write_bio_X509(bio, certificate)) {
+    if (bio && written) {
         char *data;
         long length = BIO_get_mem_data(bio, &data);
         text = calloc(1, (size_t)length + 1);
@@ -59,17 +59,14 @@ static char *pem_certificate(X509 *certificate) {
     return text;
 }
 
+static char *pem_certificate(X509 *certificate) {
+    BIO *bio = BIO_new(BIO_s_mem());
+    return take_text(bio, bio && PEM_write_bio_X509(bio, certificate));
+}
+
 static char *pem_key(EVP_PKEY *key) {
     BIO *bio = BIO_new(BIO_s_mem());
-    char *text = NULL;
-    if (bio && PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL)) {
-        char *data;
-        long length = BIO_get_mem_data(bio, &data);
-        text = calloc(1, (size_t)length + 1);
-        if (text) memcpy(text, data, (size_t)length);
-    }
-    BIO_free(bio);
-    return text;
+    return take_text(bio, bio && PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL));
 }
 
 int spark_tls_make_certificates(

@@ -85,13 +85,7 @@ public enum DomainConformance {
     }
 
     static func identity(_ user: String, version: Int = 1) throws -> (PublishedIdentity, Ed25519.PrivateKey) {
-        let signing = try Ed25519.PrivateKey()
-        let encryption = try X25519.PrivateKey()
-        var identity = PublishedIdentity(
-            userID: user, signingKey: signing.publicKey.rawRepresentation, encryptionKey: encryption.publicKey.rawRepresentation,
-            keyVersion: version, signature: Data())
-        identity.signature = try signing.signature(for: identity.signedBytes)
-        return (identity, signing)
+        try Fixtures.publishedIdentity(user, version: version)
     }
 
     // MARK: Checks

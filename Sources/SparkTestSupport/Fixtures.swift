@@ -1,4 +1,6 @@
 public import Foundation
+public import SparkCrypto
+public import SparkDomain
 
 /// Helpers shared by the test targets: hex, paths, temporary directories, built products.
 public enum Fixtures {
@@ -60,6 +62,17 @@ public enum Fixtures {
                     })
             }
         }
+    }
+
+    /// A fresh, self-signed published identity of `user` and its signing key.
+    public static func publishedIdentity(_ user: String, version: Int = 1) throws -> (PublishedIdentity, Ed25519.PrivateKey) {
+        let signing = try Ed25519.PrivateKey()
+        let encryption = try X25519.PrivateKey()
+        var identity = PublishedIdentity(
+            userID: user, signingKey: signing.publicKey.rawRepresentation, encryptionKey: encryption.publicKey.rawRepresentation,
+            keyVersion: version, signature: Data())
+        identity.signature = try signing.signature(for: identity.signedBytes)
+        return (identity, signing)
     }
 
     /// Runs blocking work (reading a pipe, waiting for a process) on a thread of its own, never
