@@ -265,6 +265,13 @@ public enum DomainConformance {
             try await service.publishIdentity(
                 token: bob.token, endpointID: bob.endpoint, identity: forBob.withSignature(Data(count: 64)))
         }
+        // A user id with the characters a query string treats specially reaches the domain whole.
+        let odd = try await user(domain, "o&d=d+1 %", endpoint: "odd-1")
+        let (oddIdentity, _) = try identity(odd.id)
+        try await service.publishIdentity(token: odd.token, endpointID: odd.endpoint, identity: oddIdentity)
+        try expect(
+            try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: odd.id) == oddIdentity,
+            "a user id with &, =, + and % is looked up as itself")
         try await service.resetIdentity(token: alice.token, endpointID: alice.endpoint)
         try expect(
             try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == nil,

@@ -131,19 +131,20 @@ final class WireClient: Sendable {
         try await Task.sleep(for: .seconds(Double.random(in: 0...ceiling)))
     }
 
-    /// `?a=1&b=x` from an encoded object of strings and integers (absent optionals left out).
+    /// `?a=1&b=x` from an encoded object of strings and integers (absent optionals left out);
+    /// every byte but the unreserved ones is percent-encoded (`+` included, which many servers
+    /// read as a space).
     static func query(_ encoded: Data) throws -> String {
         guard let object = try JSONSerialization.jsonObject(with: encoded) as? [String: Any] else { return "" }
-        var components = URLComponents()
-        components.queryItems = object.keys.sorted().compactMap { key in
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        func escape(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "" }
+        let pairs = object.keys.sorted().compactMap { key -> String? in
             switch object[key] {
-            case let text as String: URLQueryItem(name: key, value: text)
-            case let number as NSNumber: URLQueryItem(name: key, value: number.stringValue)
+            case let text as String: "\(escape(key))=\(escape(text))"
+            case let number as NSNumber: "\(escape(key))=\(number.stringValue)"
             default: nil
             }
         }
-        guard let items = components.queryItems, !items.isEmpty else { return "" }
-        // '+' means a space to many servers: send it encoded.
-        return "?" + (components.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")
+        return pairs.isEmpty ? "" : "?" + pairs.joined(separator: "&")
     }
 }
