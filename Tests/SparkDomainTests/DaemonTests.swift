@@ -275,16 +275,19 @@ struct DaemonTests {
             let port = try #require(daemon.url.port)
             var statuses: [Int] = []
             var retryAfter: String?
-            for attempt in 0..<14 {
+            // Thirty guesses at one name: the buckets refill at ten a minute, so however slow
+            // this machine is, most of the twenty past the burst are refused.
+            for attempt in 0..<30 {
                 let answer = await RawHTTP.request(
                     port: port, method: "POST", path: "/v1/accounts/activate", headers: ["Content-Type": "application/json"],
                     body: Data(#"{"userName":"victim","code":"\#(100_000 + attempt)"}"#.utf8))
                 statuses.append(answer.status)
-                if answer.status == 429 { retryAfter = answer.headers["retry-after"] }
+                if answer.status == 429, retryAfter == nil { retryAfter = answer.headers["retry-after"] }
             }
             #expect(statuses.prefix(10).allSatisfy { $0 != 429 }, "ten guesses at one name pass the limiter: \(statuses)")
-            #expect(statuses.suffix(4).allSatisfy { $0 == 429 }, "then 429: \(statuses)")
+            #expect(statuses.filter { $0 == 429 }.count >= 10, "then 429: \(statuses)")
             #expect(Int(retryAfter ?? "") ?? 0 >= 1, "with Retry-After")
+            #expect(!daemon.log.contains(#""status":5"#))
             await daemon.stop()
         }
     }
