@@ -307,7 +307,9 @@ struct DaemonTests {
             let status = await daemon.stop()
             #expect(status == 0, "SIGTERM is a clean exit")
             #expect(try await poll.value.isEmpty, "the long-poll ended empty")
-            #expect(clock.now - started < .seconds(10), "at once, not at the poll's end")
+            // The poll waits 30 s; ending well before that is the drain (a wide margin, for
+            // loaded machines).
+            #expect(clock.now - started < .seconds(25), "at once, not at the poll's end")
             #expect(daemon.log.contains(#""event":"shutdown""#))
         }
     }
