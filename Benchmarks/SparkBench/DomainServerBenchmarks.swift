@@ -96,7 +96,7 @@ enum DomainServerBenchmarks {
     }
 
     /// wrk's requests per second for `url` with a Lua script, 64 connections on two threads.
-    static func wrk(_ url: String, script: String, seconds: Int = 5) throws -> (rate: Double, bytes: Int) {
+    static func wrk(_ url: String, script: String, seconds: Int = 5) throws -> Double {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString).lua")
         try script.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
@@ -106,7 +106,7 @@ enum DomainServerBenchmarks {
         else { throw BenchError("wrk printed no rate (is wrk installed? apt-get install wrk): \(output)") }
         let errors = output.split(separator: "\n").first { $0.contains("Non-2xx") }
         if let errors { throw BenchError("wrk saw failures: \(errors)") }
-        return (rate, 0)
+        return rate
     }
 
     /// An authenticated `checkIn` (token validation, endpoint check, a write) over TLS with
@@ -130,7 +130,7 @@ enum DomainServerBenchmarks {
                 wrk.headers["Authorization"] = "Bearer \(token)"
                 wrk.headers["Spark-Endpoint"] = "wrk-1"
                 """
-        ).rate
+        )
 
         // nginx on the same certificate, two workers, a static body of the same size.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-nginx-\(UUID().uuidString)")
@@ -184,7 +184,7 @@ enum DomainServerBenchmarks {
                 wrk.headers["Authorization"] = "Bearer \(token)"
                 wrk.headers["Spark-Endpoint"] = "wrk-1"
                 """
-        ).rate
+        )
         return Harness.result(
             "domaind-request", unit: "req/s", ours: ours, reference: reference, higherIsBetter: true,
             referenceName: "nginx, static \(answer) B over TLS, 64 connections")
@@ -232,13 +232,12 @@ enum DomainServerBenchmarks {
         guard limit.rlim_cur >= 10_500 else { throw BenchError("10,000 long-polls need 10,500 file descriptors") }
         let served = try Served(["--max-connections", "30000"])
         defer { served.stop() }
-        let (token, before) = try SetupBenchmarks.blocking { () -> (String, Double) in
+        let token = try SetupBenchmarks.blocking { () -> String in
             let domain = try served.client()
             let token = try await domain.testToken(userID: "idle").token
             _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "idle-1", description: "idle"))
-            return (token, served.residentBytes)
+            return token
         }
-        _ = before
         // The Python client opens the connections, holds them, and prints when all wait.
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -69,9 +69,8 @@ public struct DomainDirectory: Sendable {
         // Files made from here on are the daemon user's alone.
         let previous = umask(0o077)
         defer { umask(previous) }
-        let domain = try EmbeddedDomain.create(
+        _ = try EmbeddedDomain.create(
             at: directory.databasePath, domainID: domainID, policy: DomainPolicy(userAuthenticationEnabled: !sandbox))
-        _ = domain
 
         let credential = "spark-operator-v1." + SecureBytes(randomCount: 32).withUnsafeBytes { Data($0) }.base64URLEncodedString()
         try directory.write(Data((credential + "\n").utf8), to: directory.credentialPath)

@@ -345,7 +345,6 @@ public final class DomainRouter: Sendable {
     private func readMailbox(_ call: Call) async throws -> Data {
         let query = try call.query(Wire.MailboxQuery.self)
         let (token, endpoint) = try call.credential()
-        guard (0...30).contains(query.wait) else { throw DomainError(.invalidRequest, "wait is 0 to 30 seconds") }
         guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
         let entries = try await domain.readMailbox(
             token: token, endpointID: endpoint, after: query.after, limit: query.limit, wait: .seconds(query.wait))

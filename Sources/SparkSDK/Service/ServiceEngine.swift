@@ -522,7 +522,7 @@ actor ServiceEngine {
         setConnected(connected)
         let strict = isStrict
         listeners.removeAll { $0.listener == nil }
-        guard told == nil || told! != (connected, strict) else { return }
+        if let told, told == (connected, strict) { return }
         told = (connected, strict)
         for entry in listeners { entry.listener?.connectivityStateChange(connected: connected, strict: strict) }
     }
