@@ -35,6 +35,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CPostgreSQL",
+            path: "Sources/CPostgreSQL",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // A constructor that initialises OpenSSL without its exit-time cleanup (see the file).
         .target(name: "COpenSSLRuntime", linkerSettings: [.linkedLibrary("crypto")]),
         // The one lock of the project: a pthread mutex, which ThreadSanitizer sees (see the file).
@@ -56,7 +62,7 @@ let package = Package(
         // The domain as a network service: routes, limits, metrics, the domain directory.
         .target(
             name: "SparkDomainServer",
-            dependencies: ["SparkDomain", "SparkCrypto", "SparkLock", "CSparkHTTP"],
+            dependencies: ["SparkDomain", "SparkCrypto", "SparkStore", "SparkLock", "CSparkHTTP", "CPostgreSQL"],
             swiftSettings: swiftSettings
         ),
         // The command-line conventions the tools share (positional words, options, exit 64).

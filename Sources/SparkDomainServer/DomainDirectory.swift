@@ -1,13 +1,14 @@
 import CSparkHTTP
 public import Foundation
 import SparkCrypto
-import SparkDomain
+public import SparkDomain
 
 /// The directory `spark-domaind init` makes and `serve` serves (mode 0700, every file 0600):
 ///
 /// | File | What |
 /// |---|---|
-/// | `domain.sqlite` | the domain's database (with its issuers' private keys) |
+/// | `domain.sqlite` | the domain's database (with its issuers' private keys), unless… |
+/// | `database.conninfo` | …the domain is in PostgreSQL: the libpq connection string |
 /// | `operator.credential` | the operator's credential for `spark-admin --operator` |
 /// | `ca.pem`, `ca.key` | the domain's private CA; clients trust `ca.pem` |
 /// | `server.pem`, `server.key` | the server certificate for the host names, signed by the CA |
@@ -19,8 +20,10 @@ public struct DomainDirectory: Sendable {
     /// The directory.
     public let url: URL
 
-    /// The database file.
+    /// The database file (SQLite).
     public var databasePath: String { url.appendingPathComponent("domain.sqlite").path }
+    /// The file holding the PostgreSQL connection string, when the domain is there.
+    public var connectionPath: String { url.appendingPathComponent("database.conninfo").path }
     /// The operator credential's file.
     public var credentialPath: String { url.appendingPathComponent("operator.credential").path }
     /// The CA certificate clients trust.
@@ -38,17 +41,41 @@ public struct DomainDirectory: Sendable {
     /// An existing domain directory.
     public init(existing url: URL) throws {
         self.url = url
-        guard FileManager.default.fileExists(atPath: url.appendingPathComponent("domain.sqlite").path) else {
+        guard FileManager.default.fileExists(atPath: databasePath) || FileManager.default.fileExists(atPath: connectionPath)
+        else {
             throw DomainError(
-                .notFound, "\(url.path) is not a domain directory (no domain.sqlite); make one with `spark-domaind init`")
+                .notFound,
+                "\(url.path) is not a domain directory (no domain.sqlite or database.conninfo); make one with `spark-domaind init`"
+            )
         }
+    }
+
+    /// The PostgreSQL connection string, when the domain is there (nil: SQLite).
+    public func databaseConnection() throws -> String? {
+        guard FileManager.default.fileExists(atPath: connectionPath) else { return nil }
+        guard let data = FileManager.default.contents(atPath: connectionPath) else {
+            throw DomainError(.notFound, "\(connectionPath) cannot be read")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Opens the domain for serving: the engine over PostgreSQL (a pool of `connections`) when
+    /// the directory names a database, over `domain.sqlite` otherwise.
+    public func openDomain(connections: Int = 8) throws -> DomainEngine {
+        if let conninfo = try databaseConnection() {
+            let store = try PostgreSQLDomainStore(conninfo: conninfo, connections: connections)
+            return try DomainEngine(store: store, location: store.redactedConnection)
+        }
+        return try EmbeddedDomain.open(at: databasePath, sharedWithOtherProcesses: false)
     }
 
     /// Makes a domain directory: the database with fresh issuer keys, the operator credential,
     /// a CA and a server certificate for `hostnames`, and a client configuration naming
-    /// `https://HOSTNAMES[0]:PORT`. Refuses a directory that is not empty.
+    /// `https://HOSTNAMES[0]:PORT`. With `database` (a libpq connection string) the domain is
+    /// made in that PostgreSQL database, which must hold none yet, and the string is kept in
+    /// `database.conninfo`. Refuses a directory that is not empty.
     public static func create(
-        at url: URL, domainID: String, sandbox: Bool, hostnames: [String], port: Int = defaultPort
+        at url: URL, domainID: String, sandbox: Bool, hostnames: [String], port: Int = defaultPort, database: String? = nil
     ) throws -> DomainDirectory {
         let manager = FileManager.default
         if let existing = try? manager.contentsOfDirectory(atPath: url.path), !existing.isEmpty {
@@ -59,6 +86,7 @@ public struct DomainDirectory: Sendable {
                 .invalidRequest, "host names are DNS names or IP addresses, not '\(hostnames.joined(separator: " "))'")
         }
         guard (1...65535).contains(port) else { throw DomainError(.invalidRequest, "the port is 1 to 65535, not \(port)") }
+        if let database { try PostgreSQLDomainStore.check(database) }
         do {
             try manager.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try manager.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.path)
@@ -69,8 +97,14 @@ public struct DomainDirectory: Sendable {
         // Files made from here on are the daemon user's alone.
         let previous = umask(0o077)
         defer { umask(previous) }
-        _ = try EmbeddedDomain.create(
-            at: directory.databasePath, domainID: domainID, policy: DomainPolicy(userAuthenticationEnabled: !sandbox))
+        let policy = DomainPolicy(userAuthenticationEnabled: !sandbox)
+        if let database {
+            let store = try PostgreSQLDomainStore(conninfo: database, connections: 1)
+            try DomainEngine.create(in: store, domainID: domainID, policy: policy)
+            try directory.write(Data((database + "\n").utf8), to: directory.connectionPath)
+        } else {
+            _ = try EmbeddedDomain.create(at: directory.databasePath, domainID: domainID, policy: policy)
+        }
 
         let credential = "spark-operator-v1." + SecureBytes(randomCount: 32).withUnsafeBytes { Data($0) }.base64URLEncodedString()
         try directory.write(Data((credential + "\n").utf8), to: directory.credentialPath)

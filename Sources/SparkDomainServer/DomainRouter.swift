@@ -10,7 +10,7 @@ import SparkLock
 /// unknown routes 404, the domain's own trouble 503 with `Retry-After`.
 public final class DomainRouter: Sendable {
     /// The domain served.
-    public let domain: EmbeddedDomain
+    public let domain: DomainEngine
     /// Counters for `/metrics`.
     public let metrics = ServerMetrics()
     let limits: RequestLimits
@@ -23,7 +23,7 @@ public final class DomainRouter: Sendable {
     /// A router for `domain`, admitting operators who present `operatorCredential`, logging one
     /// line per request to `log`.
     public init(
-        domain: EmbeddedDomain, operatorCredential: String, limits: RequestLimits = RequestLimits(),
+        domain: DomainEngine, operatorCredential: String, limits: RequestLimits = RequestLimits(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.domain = domain

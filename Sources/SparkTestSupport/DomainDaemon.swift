@@ -31,13 +31,15 @@ public final class DomainDaemon: Sendable {
 
     /// Makes a domain in `directory/domain` and serves it on `host` (a free port), its
     /// certificate naming `hostnames`; `launcher` prefixes the serve command (for example
-    /// `ip netns exec NAME`).
+    /// `ip netns exec NAME`); `database` is a PostgreSQL connection string (SQLite otherwise).
     public static func start(
         in directory: URL, domainID: String = "test-domain", sandbox: Bool = true, plain: Bool = false,
-        serveArguments: [String] = [], host: String = "127.0.0.1", hostnames: [String] = [], launcher: [String] = []
+        serveArguments: [String] = [], host: String = "127.0.0.1", hostnames: [String] = [], launcher: [String] = [],
+        database: String? = nil
     ) async throws -> DomainDaemon {
         let home = directory.appendingPathComponent("domain")
         var initArguments = ["init", home.path, "--domain", domainID]
+        if let database { initArguments += ["--database", database] }
         if sandbox { initArguments.append("--sandbox") }
         for name in hostnames { initArguments += ["--hostname", name] }
         let made = try await Fixtures.run(Fixtures.executable("spark-domaind"), initArguments)

@@ -83,6 +83,11 @@ public enum Fixtures {
         }
     }
 
+    /// Runs blocking work that may throw on a thread of its own (see ``onThread(_:)``).
+    public static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await onThread { Result { try body() } }.get()
+    }
+
     /// Runs an executable to completion and returns its exit status, standard output and error.
     public static func run(
         _ executable: URL, _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil

@@ -9,17 +9,21 @@ let usage = """
     usage: spark-domaind COMMAND [ARGUMENTS]
 
     commands:
-      init DIR [--domain ID] [--sandbox] [--hostname NAME]... [--port N]
+      init DIR [--domain ID] [--sandbox] [--hostname NAME]... [--port N] [--database CONNINFO]
                   create a domain in DIR (mode 0700): its database and issuer keys, an operator
                   credential (DIR/operator.credential), a private CA (DIR/ca.pem) and a server
                   certificate for the host names (default localhost and 127.0.0.1), and
                   DIR/ConfigSettings.plist, a client configuration pointing at it. Without
                   --sandbox users must authenticate (the sign-up assistant or your own issuer).
+                  --database makes the domain in PostgreSQL instead of DIR/domain.sqlite: a libpq
+                  connection string or postgresql:// URI (several hosts with
+                  target_session_attrs=read-write allowed), kept in DIR/database.conninfo.
       serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
                 [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
-                  --plain serves plain HTTP, allowed only on a loopback address.
+                  --plain serves plain HTTP, allowed only on a loopback address. Any number of
+                  instances may serve one PostgreSQL domain (copies of DIR).
       openapi     print the OpenAPI document of the /v1 wire
       help        show this text
 
@@ -41,10 +45,12 @@ func initialize(_ arguments: inout Arguments) throws {
     var hostnames: [String] = []
     while let name = try arguments.option("--hostname") { hostnames.append(name) }
     let port = try arguments.integer("--port", in: 1...65535) ?? DomainDirectory.defaultPort
+    let database = try arguments.option("--database")
     try arguments.finish()
     let made = try DomainDirectory.create(
         at: URL(fileURLWithPath: directory), domainID: domainID, sandbox: sandbox,
-        hostnames: hostnames.isEmpty ? ["localhost", "127.0.0.1"] : hostnames, port: port)
+        hostnames: hostnames.isEmpty ? ["localhost", "127.0.0.1"] : hostnames, port: port, database: database)
+    if let database { print("database: PostgreSQL, \(PostgreSQLDomainStore.redact(database))") }
     print(
         """
         created domain '\(domainID)' (\(sandbox ? "sandbox: test tokens for any user id" : "user authentication on")) in \(made.url.path)
@@ -84,12 +90,17 @@ func serve(_ arguments: inout Arguments) async throws {
         throw Arguments.UsageError(message: "--plain serves plain HTTP on a loopback address only, not \(host)")
     }
     let directory = try DomainDirectory(existing: URL(fileURLWithPath: path))
-    let domain = try EmbeddedDomain.open(at: directory.databasePath, sharedWithOtherProcesses: false)
     let log: @Sendable (String) -> Void
     if quiet {
         log = { _ in }
     } else {
         log = { line in standardError(line) }
+    }
+    // A pool a little larger than the server's threads: requests wait on the database, not
+    // on each other.
+    let domain = try directory.openDomain(connections: max(4, threads * 4))
+    if let conninfo = try directory.databaseConnection() {
+        log(#"{"event":"store","kind":"postgresql","connection":"\#(PostgreSQLDomainStore.redact(conninfo))"}"#)
     }
     let credential = try directory.operatorCredential()
     let router = DomainRouter(domain: domain, operatorCredential: credential, log: log)

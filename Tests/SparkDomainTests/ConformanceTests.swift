@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkDomainServer
 import SparkTestSupport
 import Testing
 
@@ -13,6 +14,33 @@ struct ConformanceTests {
             let domain = try EmbeddedDomain.create(
                 at: directory.appendingPathComponent("domain.sqlite").path, domainID: "conformance")
             try await DomainConformance.run(check, on: DomainUnderTest(service: domain, admin: domain))
+        }
+    }
+
+    @Test("engine on PostgreSQL", arguments: DomainConformance.names)
+    func postgres(_ check: String) async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        let store = try await Fixtures.blocking { try PostgreSQLDomainStore(conninfo: conninfo) }
+        try DomainEngine.create(in: store, domainID: "conformance", policy: DomainPolicy())
+        let domain = try DomainEngine(store: store, location: store.redactedConnection)
+        defer { store.stopListening() }
+        try await DomainConformance.run(check, on: DomainUnderTest(service: domain, admin: domain))
+    }
+
+    @Test("spark-domaind on PostgreSQL over TLS", arguments: DomainConformance.names)
+    func remotePostgres(_ check: String) async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, domainID: "conformance", database: conninfo)
+            do {
+                try await DomainConformance.run(
+                    check, on: DomainUnderTest(service: try daemon.client(), admin: try daemon.administration()))
+            } catch {
+                await daemon.stop()
+                throw error
+            }
+            #expect(await daemon.stop() == 0, "the daemon exits cleanly on SIGTERM")
+            #expect(!daemon.log.contains(#""status":5"#), "no request got a 5xx:\n\(daemon.log)")
         }
     }
 

@@ -46,8 +46,8 @@ struct DomainStoreTests {
             ) throws -> T? { try inner.scalar(sql, arguments, as: type) }
         }
 
-        func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.write { db in try body(Statements(db, self)) }
+        func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.write(scope) { db in try body(Statements(db, self)) }
         }
         func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T { try inner.read(body) }
     }

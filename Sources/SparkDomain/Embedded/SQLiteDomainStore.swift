@@ -16,9 +16,9 @@ public final class SQLiteDomainStore: DomainStore {
         try DomainEngine.storage { try DomainSchema.migrator.migrate(queue) }
     }
 
-    /// An immediate transaction.
+    /// An immediate transaction: SQLite runs one writer at a time, so every scope is met.
     @discardableResult
-    public func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+    public func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
         try queue.write { db in try body(db) }
     }
 

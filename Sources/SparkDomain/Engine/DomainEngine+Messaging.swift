@@ -24,7 +24,7 @@ extension DomainEngine {
         try Self.check(posts, for: members)
         let now = clock.now()
         let (info, routed) = try storage {
-            try store.write { db -> (ChatInfo, [String]) in
+            try store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 if let creator = try db.scalar("SELECT created_by FROM chats WHERE chat_id = ?", [chatID], as: String.self) {
                     // A retry after a lost answer: the same creator and members get the chat
@@ -49,6 +49,7 @@ extension DomainEngine {
                     db, to: members, chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
                     members: info.members, now: now.timeIntervalSince1970)
                 try Self.append(posts, db, chatID: chatID, sender: user, members: members, now: now.timeIntervalSince1970)
+                try db.announce(members)
                 return (info, members)
             }
         }
@@ -64,7 +65,7 @@ extension DomainEngine {
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
         let (info, routed) = try storage {
-            try store.write { db -> (ChatInfo, [String]) in
+            try store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let before = try Self.chatInfo(db, chatID)
                 guard let me = before.members.first(where: { $0.userID == user }) else {
@@ -117,6 +118,7 @@ extension DomainEngine {
                     }
                     try Self.append(posts, db, chatID: chatID, sender: user, members: final.members.map(\.userID), now: now)
                 }
+                try db.announce(Array(audience))
                 return (final, Array(audience))
             }
         }
@@ -135,7 +137,7 @@ extension DomainEngine {
         guard kind != .membership else { throw DomainError(.invalidRequest, "membership entries are made by the domain") }
         let now = clock.now()
         let (receipt, routed) = try storage {
-            try store.write { db -> (PostReceipt, [String]) in
+            try store.write(Self.chatScope(chatID)) { db -> (PostReceipt, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
@@ -154,10 +156,9 @@ extension DomainEngine {
                 }
                 var number: Int64?
                 if kind == .message {
-                    let next =
-                        try db.scalar("SELECT next_message_number FROM chats WHERE chat_id = ?", [chatID], as: Int64.self) ?? 1
-                    try db.execute("UPDATE chats SET next_message_number = ? WHERE chat_id = ?", [next + 1, chatID])
-                    number = next
+                    number = try db.scalar(
+                        "UPDATE chats SET next_message_number = next_message_number + 1 WHERE chat_id = ? RETURNING next_message_number - 1",
+                        [chatID], as: Int64.self)
                 }
                 let audience: [String]
                 if let recipient {
@@ -178,6 +179,7 @@ extension DomainEngine {
                         "INSERT INTO posted(chat_id, sender, client_id, message_number, posted_at) VALUES (?, ?, ?, ?, ?)",
                         [chatID, user, clientID, number, now.timeIntervalSince1970])
                 }
+                try db.announce(audience)
                 return (PostReceipt(messageNumber: number, postedAt: now), audience)
             }
         }
@@ -332,6 +334,11 @@ extension DomainEngine {
 
     // MARK: Helpers
 
+    /// A chat's transactions (creation, membership, posts) run one at a time per chat: under
+    /// the chat's lock, membership, message numbers and idempotency records are read and written
+    /// without another transaction of the same chat in between; mailbox heads move atomically.
+    static func chatScope(_ chatID: String) -> WriteScope { .locking(["chat:" + chatID]) }
+
     static func standing(_ db: any DomainStatements, user: String, now: Date) throws -> UserStatus.State {
         guard
             let row = try db.row("SELECT banned_reason, timeout_until, timeout_reason FROM moderation WHERE user_id = ?", [user])
@@ -406,14 +413,17 @@ extension DomainEngine {
         members: [ChatMember]?, now: TimeInterval
     ) throws {
         let membersJSON = try members.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
-        for user in users {
-            let next =
-                (try db.scalar("SELECT last_sequence FROM mailbox_heads WHERE user_id = ?", [user], as: Int64.self) ?? 0) + 1
-            try db.execute(
-                """
-                INSERT INTO mailbox_heads(user_id, last_sequence) VALUES (?, ?)
-                ON CONFLICT(user_id) DO UPDATE SET last_sequence = excluded.last_sequence
-                """, [user, next])
+        // In one order for every transaction, so two that route to the same users never wait
+        // on each other's mailbox heads; each head moves in one atomic statement.
+        for user in Set(users).sorted() {
+            guard
+                let next = try db.scalar(
+                    """
+                    INSERT INTO mailbox_heads(user_id, last_sequence) VALUES (?, 1)
+                    ON CONFLICT(user_id) DO UPDATE SET last_sequence = mailbox_heads.last_sequence + 1
+                    RETURNING last_sequence
+                    """, [user], as: Int64.self)
+            else { throw DomainError(.storageFailure, "the mailbox head of \(user) did not move") }
             try db.execute(
                 """
                 INSERT INTO mailbox(user_id, sequence, chat_id, sender, kind, message_number, payload, members, posted_at)

@@ -131,13 +131,21 @@ public final class DomainEngine: DomainService {
         }
     }
 
-    /// Starts watching the domain's file for other processes' commits (once), when they may
-    /// write it; each change wakes every waiter here to read its mailbox again.
+    /// Starts hearing of other processes' commits (once): the store's announcements (other
+    /// `spark-domaind` instances on one PostgreSQL database) wake the users they name, and, when
+    /// other processes may write the file, each change of it wakes every waiter here to read its
+    /// mailbox again.
     func startWatchingOtherProcesses() {
+        let waiters = mailboxWaiters
+        store.listen { announcement in
+            switch announcement {
+            case .users(let users): waiters.notify(users)
+            case .everyone: waiters.notifyEveryone()
+            }
+        }
         guard sharedWithOtherProcesses else { return }
         changes.withLock { changes in
             guard changes == nil else { return }
-            let waiters = mailboxWaiters
             changes = FileChangeSignal(path: path) { waiters.notifyEveryone() }
         }
     }

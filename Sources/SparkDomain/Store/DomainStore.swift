@@ -3,7 +3,8 @@ public import SparkStore
 /// Where a domain keeps its state, and nothing else: transactions that run statements. Every
 /// rule (who may do what, which fields are valid, what a policy allows) is in ``DomainEngine``,
 /// which runs the same engine over any store: ``SQLiteDomainStore`` (the embedded file, and
-/// `spark-domaind` on one machine) today, a PostgreSQL store next.
+/// `spark-domaind` on one machine) and `SparkDomainServer`'s `PostgreSQLDomainStore` (any
+/// number of `spark-domaind` instances on one database).
 ///
 /// The engine's statements are written once in the SQL that SQLite and PostgreSQL share: `?`
 /// placeholders (a store numbers them as its engine wants), `INSERT … ON CONFLICT … DO UPDATE`
@@ -11,12 +12,49 @@ public import SparkStore
 /// are integers, reals, text, blobs or null (``DatabaseValue``); booleans are integers.
 public protocol DomainStore: Sendable {
     /// Runs `body` in a write transaction: all of it commits when it returns, none of it when it
-    /// throws. Writes are serialized (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: the isolation each
-    /// transaction needs, with serialization failures retried inside the store).
+    /// throws. `scope` says how the transaction is kept apart from concurrent ones (SQLite
+    /// serializes every write with `BEGIN IMMEDIATE` and needs no more); a store may run `body`
+    /// more than once, after a serialization failure, so `body` does nothing but statements.
     @discardableResult
-    func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T
+    func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T
     /// Runs `body` in a read transaction that sees one consistent snapshot.
     func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T
+    /// Starts delivering what other processes announce (``DomainStatements/announce(_:)``) to
+    /// `wake`, once; later calls do nothing. A store whose writers all live in this process
+    /// delivers nothing.
+    func listen(_ wake: @escaping @Sendable (Announcement) -> Void)
+}
+
+/// How a write transaction is kept apart from the others running at the same time.
+public enum WriteScope: Sendable, Hashable {
+    /// As if no other transaction ran at once: reads and writes of any rows, checked and
+    /// retried by the store (PostgreSQL: `SERIALIZABLE`).
+    case serializable
+    /// The transaction first takes these locks (in sorted order, so two transactions never wait
+    /// on each other) and then sees each committed row as it is when read (PostgreSQL:
+    /// `READ COMMITTED` after transaction-scoped advisory locks). For the hot paths whose every
+    /// read-then-write is either under one of the locks or a single atomic statement, such as
+    /// `UPDATE … SET n = n + 1 RETURNING n`.
+    case locking([String])
+}
+
+/// What another process told this one about the mailboxes.
+public enum Announcement: Sendable, Hashable {
+    /// Entries reached these users' mailboxes.
+    case users([String])
+    /// Anything may have changed (the store lost touch and may have missed announcements).
+    case everyone
+}
+
+extension DomainStore {
+    /// A serializable write transaction.
+    @discardableResult
+    public func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+        try write(.serializable, body)
+    }
+
+    /// Nothing to deliver: every writer is in this process.
+    public func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {}
 }
 
 /// The statements of one transaction.
@@ -31,9 +69,14 @@ public protocol DomainStatements {
     /// The first column of the first row, if any (and not null).
     func scalar<T: DatabaseValueConvertible>(_ sql: String, _ arguments: [any DatabaseValueConvertible], as type: T.Type)
         throws -> T?
+    /// Tells other processes on the same store, when (and only if) this transaction commits,
+    /// that entries reached these users' mailboxes. A store without other writers ignores it.
+    func announce(_ users: [String]) throws
 }
 
 extension DomainStatements {
+    /// No one else to tell.
+    public func announce(_ users: [String]) throws {}
     /// Runs a statement without arguments.
     @discardableResult
     public func execute(_ sql: String) throws -> Int { try execute(sql, []) }
