@@ -24,8 +24,8 @@ struct PostgreSQLError: Error, CustomStringConvertible {
     var isDataException: Bool { state.hasPrefix("22") }
 
     var description: String {
-        let where_ = sql.map { " in `\($0.prefix(120))`" } ?? ""
-        return state.isEmpty ? "PostgreSQL: \(message)\(where_)" : "PostgreSQL \(state): \(message)\(where_)"
+        let statement = sql.map { " in `\($0.prefix(120))`" } ?? ""
+        return state.isEmpty ? "PostgreSQL: \(message)\(statement)" : "PostgreSQL \(state): \(message)\(statement)"
     }
 }
 

@@ -53,6 +53,7 @@ public final class PostgreSQLDomainStore: DomainStore {
 
     // MARK: Transactions
 
+    /// A write transaction in the isolation `scope` asks for (see the type's summary).
     @discardableResult
     public func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
         let begin: String
@@ -67,6 +68,7 @@ public final class PostgreSQLDomainStore: DomainStore {
         return try transaction(begin: begin, locks: locks, body)
     }
 
+    /// A read-only transaction on one snapshot.
     public func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
         try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", locks: [], body)
     }
