@@ -138,7 +138,9 @@ static void *run(void *argument) {
             } else {
                 const char *reason = transfer->error[0] ? transfer->error : curl_easy_strerror(message->data.result);
                 if (transfer->overflow) reason = "the response is larger than 64 MiB";
-                finish(transfer, 0, reason);
+                // A failure's status is libcurl's code, negated (the caller tells "could not
+                // connect", when nothing was sent, from the rest).
+                finish(transfer, -(long)message->data.result, reason);
             }
         }
         curl_multi_poll(client->multi, NULL, 0, 1000, NULL);

@@ -77,7 +77,8 @@ func target(_ arguments: inout Arguments) throws -> Target {
         throw AdminFailure.failed("the operator credential \(credentialFile) cannot be read")
     }
     let credential = String(decoding: data, as: UTF8.self)
-    return .remote(try RemoteAdministration(url: url, domainID: settings.domain, trust: trust, credential: credential))
+    return .remote(
+        try RemoteAdministration(urls: settings.domainURLs, domainID: settings.domain, trust: trust, credential: credential))
 }
 
 func applyPolicyOptions(_ arguments: inout Arguments, to policy: inout DomainPolicy) throws {

@@ -11,8 +11,8 @@
 
 typedef struct spark_curl_client spark_curl_client;
 
-/// Called once per request on the client's thread. `status` is the HTTP status, or 0 when no
-/// response arrived (then `error` says why). `retry_after` is the Retry-After header or NULL.
+/// Called once per request on the client's thread. `status` is the HTTP status, or, when no
+/// response arrived, 0 or libcurl's error code negated (then `error` says why). `retry_after` is the Retry-After header or NULL.
 typedef void (*spark_curl_done)(
     void *context, long status, const uint8_t *body, size_t length, const char *retry_after, const char *error);
 

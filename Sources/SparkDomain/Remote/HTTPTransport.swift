@@ -30,6 +30,8 @@ final class HTTPTransport: Sendable {
     /// No response arrived: the connection failed, timed out or was refused.
     struct Failure: Error {
         var reason: String
+        /// The connection was never made (refused, unresolvable): the request was not sent.
+        var nothingSent = false
     }
 
     /// The C client; freed in `deinit`, used from any thread (the C side locks).
@@ -113,8 +115,12 @@ private func transportDone(
 ) {
     guard let context else { return }
     let box = Unmanaged<HTTPTransport.Pending>.fromOpaque(context).takeRetainedValue()
-    if status == 0 {
-        box.finish(.failure(HTTPTransport.Failure(reason: error.map { String(cString: $0) } ?? "no response")))
+    if status <= 0 {
+        // -6 and -7: CURLE_COULDNT_RESOLVE_HOST and CURLE_COULDNT_CONNECT.
+        box.finish(
+            .failure(
+                HTTPTransport.Failure(
+                    reason: error.map { String(cString: $0) } ?? "no response", nothingSent: status == -6 || status == -7)))
         return
     }
     let data = body.map { Data(bytes: $0, count: length) } ?? Data()

@@ -10,13 +10,18 @@ public final class RemoteAdministration: DomainAdministration {
     let client: WireClient
 
     /// An operator client of the domain at `url`.
-    public init(url: URL, domainID: String, trust: DomainTrust, credential: String) throws {
+    public convenience init(url: URL, domainID: String, trust: DomainTrust, credential: String) throws {
+        try self.init(urls: [url], domainID: domainID, trust: trust, credential: credential)
+    }
+
+    /// An operator client of a domain several instances serve, moving on as ``RemoteDomain`` does.
+    public init(urls: [URL], domainID: String, trust: DomainTrust, credential: String) throws {
         self.domainID = domainID
         let credential = credential.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !credential.isEmpty, !credential.contains(where: { $0.isWhitespace || $0.isNewline }) else {
             throw DomainError(.invalidRequest, "the operator credential is empty or malformed")
         }
-        client = try WireClient(url: url, trust: trust, credential: credential)
+        client = try WireClient(urls: urls, trust: trust, credential: credential)
     }
 
     /// `GET /v1/admin/policy`.

@@ -19,16 +19,25 @@ public import Foundation
 public final class RemoteDomain: DomainService {
     /// The domain's id.
     public let domainID: String
-    /// Where it is served.
-    public let url: URL
+    /// Where it is served (the first of ``urls``).
+    public var url: URL { urls[0] }
+    /// Every instance serving it, in the order tried.
+    public let urls: [URL]
     let client: WireClient
 
     /// A client of the domain at `url` (`https://HOST:PORT`; `http://` only to a loopback
     /// address with ``DomainTrust/plainLoopback``).
-    public init(url: URL, domainID: String, trust: DomainTrust) throws {
-        self.url = url
+    public convenience init(url: URL, domainID: String, trust: DomainTrust) throws {
+        try self.init(urls: [url], domainID: domainID, trust: trust)
+    }
+
+    /// A client of a domain that several `spark-domaind` instances serve (one database behind
+    /// them): calls go to the first until it fails to connect or answers 503, then to the next,
+    /// and so on round. Every URL is trusted the same way.
+    public init(urls: [URL], domainID: String, trust: DomainTrust) throws {
+        self.urls = urls
         self.domainID = domainID
-        client = try WireClient(url: url, trust: trust)
+        client = try WireClient(urls: urls, trust: trust)
     }
 
     /// Whether the last request reached the domain (any answer, errors included), or nil

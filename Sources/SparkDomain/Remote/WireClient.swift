@@ -3,9 +3,15 @@ import SparkLock
 
 /// The calls of the `/v1` wire, shared by ``RemoteDomain`` and ``RemoteAdministration``:
 /// encoding, headers, timeouts, retries and errors.
+///
+/// A client may know several instances of one domain (``RemoteDomain/init(urls:domainID:trust:)``):
+/// it sends to one until it fails (no connection, or a 503) and then moves to the next, which
+/// serves the same domain from the same database.
 final class WireClient: Sendable {
-    /// The base URL without a trailing slash.
-    let base: String
+    /// The base URLs without a trailing slash, in the order given.
+    let bases: [String]
+    /// The instance calls go to now.
+    private let current = Locked(0)
     let transport: HTTPTransport
     /// The operator credential, for ``RemoteAdministration``.
     let credential: String?
@@ -18,7 +24,26 @@ final class WireClient: Sendable {
     /// The longest `Retry-After` waited out here; a longer one reaches the caller.
     static let longestRetryAfter = 2
 
-    init(url: URL, trust: DomainTrust, credential: String? = nil) throws {
+    convenience init(url: URL, trust: DomainTrust, credential: String? = nil) throws {
+        try self.init(urls: [url], trust: trust, credential: credential)
+    }
+
+    init(urls: [URL], trust: DomainTrust, credential: String? = nil) throws {
+        guard !urls.isEmpty else { throw DomainError(.invalidRequest, "a domain client needs at least one URL") }
+        bases = try urls.map { try Self.base(of: $0, trust: trust) }
+        transport = try HTTPTransport(trust: trust)
+        self.credential = credential
+    }
+
+    /// The instance calls go to now (the first URL until one fails).
+    var base: String { bases[current.withLock { $0 }] }
+
+    /// Moves from the instance at `index` to the next (unless another call moved already).
+    private func moveOn(from index: Int) {
+        current.withLock { current in if current == index { current = (index + 1) % bases.count } }
+    }
+
+    private static func base(of url: URL, trust: DomainTrust) throws -> String {
         guard let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
             throw DomainError(.invalidRequest, "a domain URL is https://HOST[:PORT], not '\(url.absoluteString)'")
         }
@@ -35,9 +60,7 @@ final class WireClient: Sendable {
         }
         var text = url.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
-        base = text
-        transport = try HTTPTransport(trust: trust)
-        self.credential = credential
+        return text
     }
 
     var isReachable: Bool? { reachable.withLock { $0 } }
@@ -47,11 +70,11 @@ final class WireClient: Sendable {
         _ operation: DomainOperation, _ body: Body, token: String? = nil, endpoint: String? = nil,
         extraTime: Duration = .zero
     ) async throws -> Answer {
-        var url = base + operation.path
+        var path = operation.path
         var payload: Data?
         let encoded = try WireCoder.encode(body)
         if operation.method == "GET" {
-            url += try Self.query(encoded)
+            path += try Self.query(encoded)
         } else {
             payload = encoded
         }
@@ -60,19 +83,25 @@ final class WireClient: Sendable {
         if let bearer = credential ?? token { headers.append("Authorization: Bearer \(bearer)") }
         if let endpoint { headers.append("Spark-Endpoint: \(endpoint)") }
 
-        for attempt in 1...Self.attempts {
-            let last = attempt == Self.attempts
+        // Each instance gets the usual attempts' worth of chances.
+        let attempts = Self.attempts + bases.count - 1
+        for attempt in 1...attempts {
+            let last = attempt == attempts
+            let index = current.withLock { $0 }
+            let base = bases[index]
             let response: HTTPTransport.Response
             do {
                 response = try await transport.send(
-                    method: operation.method, url: url, headers: headers, body: payload,
+                    method: operation.method, url: base + path, headers: headers, body: payload,
                     timeout: Self.requestTimeout + extraTime)
             } catch let failure as HTTPTransport.Failure {
                 reachable.withLock { $0 = false }
+                moveOn(from: index)
                 // Without an answer nobody knows whether the call was made: only a call that
-                // may safely happen twice is sent again.
-                if operation.isIdempotent, !last {
-                    try await Self.backOff(attempt)
+                // was never sent, or that may safely happen twice, is sent again.
+                if failure.nothingSent || operation.isIdempotent, !last {
+                    // Straight to the next instance; the same one again after a pause.
+                    if bases.count == 1 || attempt >= bases.count { try await Self.backOff(attempt) }
                     continue
                 }
                 throw DomainError(.unavailable, "the domain at \(base) is unreachable: \(failure.reason)")
@@ -86,7 +115,12 @@ final class WireClient: Sendable {
                 }
             }
             let error = Self.error(from: response)
-            // 503 and 429 mean nothing was done: any call may go again after a short wait.
+            // 503 and 429 mean nothing was done: any call may go again after a short wait, and
+            // a 503 (draining, or its database out of reach) straight away to another instance.
+            if response.status == 503, bases.count > 1, !last {
+                moveOn(from: index)
+                if attempt < bases.count { continue }
+            }
             if response.status == 503 || response.status == 429, !last {
                 if let seconds = error.retryAfter ?? Int(response.retryAfter ?? "") {
                     if seconds <= Self.longestRetryAfter {

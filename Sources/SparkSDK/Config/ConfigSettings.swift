@@ -60,8 +60,12 @@ public struct ConfigSettings: Sendable, Equatable {
     /// `domainURL`).
     public var embeddedDomainPath: URL
     /// `domainURL`: the `spark-domaind` serving the domain (`https://HOST:PORT`); without it the
-    /// domain is the embedded file, for development on one machine.
-    public var domainURL: URL?
+    /// domain is the embedded file, for development on one machine. With `domainURLs`, the
+    /// first of them.
+    public var domainURL: URL? { domainURLs.first }
+    /// `domainURLs` (or `domainURL` alone): every `spark-domaind` instance serving the domain,
+    /// tried in order; the client moves to the next when one fails.
+    public var domainURLs: [URL]
     /// How the client trusts `domainURL`'s certificate: `domainCAFile` (a PEM CA; relative to
     /// the plist's folder) and/or `domainPublicKeyPin` (the server key's SHA-256, base64).
     public var domainTrust: DomainTrust?
@@ -87,8 +91,8 @@ public struct ConfigSettings: Sendable, Equatable {
     /// The domain this configuration names: a `RemoteDomain` at `domainURL`, or else the
     /// embedded file at `embeddedDomainPath` (created on first use, a sandbox for `testAuth`).
     public func openDomain() throws -> any DomainService {
-        if let domainURL, let domainTrust {
-            return try RemoteDomain(url: domainURL, domainID: domain, trust: domainTrust)
+        if !domainURLs.isEmpty, let domainTrust {
+            return try RemoteDomain(urls: domainURLs, domainID: domain, trust: domainTrust)
         }
         return try EmbeddedDomain.openOrCreate(
             at: embeddedDomainPath.path, domainID: domain,
@@ -146,6 +150,7 @@ public struct ConfigSettings: Sendable, Equatable {
         "dataDirectory": "a string: a directory path",
         "embeddedDomainPath": "a string: a file path",
         "domainURL": "a string: https://HOST:PORT of the domain's spark-domaind",
+        "domainURLs": "an array of strings: https://HOST:PORT of each spark-domaind instance serving the domain",
         "domainCAFile": "a string: the domain's CA certificate (PEM), relative to this file",
         "domainPublicKeyPin": "a string: the SHA-256 of the domain's public key, base64",
         "tokenLeewaySeconds": "an integer, 0 to 600",
@@ -191,6 +196,7 @@ private struct RawSettings: Decodable {
     var dataDirectory: String?
     var embeddedDomainPath: String?
     var domainURL: String?
+    var domainURLs: [String]?
     var domainCAFile: String?
     var domainPublicKeyPin: String?
     var tokenLeewaySeconds: Int?
@@ -265,7 +271,7 @@ private struct RawSettings: Decodable {
         guard !description.isEmpty, description.count <= 128 else {
             throw ConfigError(.outOfRange, file: file, keyPath: "endpointDescription", "must be 1 to 128 characters")
         }
-        let (url, trust) = try remote(file: file, path: path)
+        let (urls, trust) = try remote(file: file, path: path)
         return ConfigSettings(
             authProvider: provider, useBlackBerryKMS: useBlackBerryKMS ?? true, testAuth: testAuth, accounts: accounts,
             custom: custom,
@@ -275,53 +281,68 @@ private struct RawSettings: Decodable {
             embeddedDomainPath: try path(
                 embeddedDomainPath, key: "embeddedDomainPath",
                 default: sdkHome.appendingPathComponent("domains").appendingPathComponent("\(selected.domain).sqlite")),
-            domainURL: url, domainTrust: trust, tokenLeeway: leeway, passcodeIterations: iterations,
+            domainURLs: urls, domainTrust: trust, tokenLeeway: leeway, passcodeIterations: iterations,
             endpointDescription: description)
     }
 
-    /// `domainURL` and how to trust it, checked: https with a CA file that exists or a pin;
-    /// http only to a loopback address.
-    func remote(file: String, path: (String?, String, URL) throws -> URL) throws -> (URL?, DomainTrust?) {
-        guard let text = domainURL else {
+    /// `domainURL` (or `domainURLs`) and how to trust it, checked: https with a CA file that
+    /// exists or a pin; http only to a loopback address; every URL of one kind.
+    func remote(file: String, path: (String?, String, URL) throws -> URL) throws -> ([URL], DomainTrust?) {
+        let texts: [(key: String, text: String)]
+        switch (domainURL, domainURLs) {
+        case (nil, nil):
             for key in ["domainCAFile", "domainPublicKeyPin"]
             where (key == "domainCAFile" ? domainCAFile : domainPublicKeyPin) != nil {
                 throw ConfigError(.outOfRange, file: file, keyPath: key, "is set but domainURL is not; it has nothing to trust")
             }
-            return (nil, nil)
+            return ([], nil)
+        case (let one?, nil): texts = [("domainURL", one)]
+        case (nil, let many?):
+            guard !many.isEmpty else {
+                throw ConfigError(.outOfRange, file: file, keyPath: "domainURLs", "is empty; list at least one URL")
+            }
+            texts = many.enumerated().map { ("domainURLs.\($0.offset)", $0.element) }
+        case (.some, .some):
+            throw ConfigError(.outOfRange, file: file, keyPath: "domainURLs", "is set with domainURL; use one of them")
         }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-            url.path.isEmpty || url.path == "/", url.query == nil
-        else {
-            throw ConfigError(.outOfRange, file: file, keyPath: "domainURL", "is '\(text)'; expected https://HOST:PORT")
+        var urls: [URL] = []
+        var schemes = Set<String>()
+        for (key, text) in texts {
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+                url.path.isEmpty || url.path == "/", url.query == nil, ["https", "http"].contains(scheme)
+            else {
+                throw ConfigError(.outOfRange, file: file, keyPath: key, "is '\(text)'; expected https://HOST:PORT")
+            }
+            if scheme == "http", !["127.0.0.1", "::1", "localhost"].contains(host.lowercased()) {
+                throw ConfigError(
+                    .securityFloor, file: file, keyPath: key, "is plain http to \(host); plain http is for loopback only")
+            }
+            schemes.insert(scheme)
+            urls.append(url)
+        }
+        guard schemes.count == 1, let scheme = schemes.first else {
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "domainURLs",
+                "mixes https and http; the instances of one domain are served alike")
         }
         if let pin = domainPublicKeyPin, Data(base64Encoded: pin)?.count != 32 {
             throw ConfigError(
                 .outOfRange, file: file, keyPath: "domainPublicKeyPin", "is not a base64 SHA-256 (32 bytes)")
         }
-        switch scheme {
-        case "https":
-            let caFile = try domainCAFile.map { try path($0, "domainCAFile", URL(fileURLWithPath: "/")) }
-            if let caFile, !FileManager.default.isReadableFile(atPath: caFile.path) {
-                throw ConfigError(.missingFile, file: file, keyPath: "domainCAFile", "names \(caFile.path), which cannot be read")
-            }
-            switch (caFile, domainPublicKeyPin) {
-            case (let ca?, let pin?): return (url, .certificateAuthorityAndPin(path: ca.path, sha256: pin))
-            case (let ca?, nil): return (url, .certificateAuthority(path: ca.path))
-            case (nil, let pin?): return (url, .pinnedKey(sha256: pin))
-            case (nil, nil):
-                throw ConfigError(
-                    .missingKey, file: file, keyPath: "domainCAFile",
-                    "is missing: an https domainURL needs domainCAFile (the ca.pem spark-domaind init made) or domainPublicKeyPin"
-                )
-            }
-        case "http":
-            guard ["127.0.0.1", "::1", "localhost"].contains(host.lowercased()) else {
-                throw ConfigError(
-                    .securityFloor, file: file, keyPath: "domainURL", "is plain http to \(host); plain http is for loopback only")
-            }
-            return (url, .plainLoopback)
-        default:
-            throw ConfigError(.outOfRange, file: file, keyPath: "domainURL", "is '\(text)'; expected https://HOST:PORT")
+        guard scheme == "https" else { return (urls, .plainLoopback) }
+        let caFile = try domainCAFile.map { try path($0, "domainCAFile", URL(fileURLWithPath: "/")) }
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile.path) {
+            throw ConfigError(.missingFile, file: file, keyPath: "domainCAFile", "names \(caFile.path), which cannot be read")
+        }
+        switch (caFile, domainPublicKeyPin) {
+        case (let ca?, let pin?): return (urls, .certificateAuthorityAndPin(path: ca.path, sha256: pin))
+        case (let ca?, nil): return (urls, .certificateAuthority(path: ca.path))
+        case (nil, let pin?): return (urls, .pinnedKey(sha256: pin))
+        case (nil, nil):
+            throw ConfigError(
+                .missingKey, file: file, keyPath: "domainCAFile",
+                "is missing: an https domainURL needs domainCAFile (the ca.pem spark-domaind init made) or domainPublicKeyPin"
+            )
         }
     }
 

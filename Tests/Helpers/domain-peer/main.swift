@@ -4,9 +4,43 @@
 //        domain-peer DATABASE login NAME PASSWORD          (prints the id token)
 //        domain-peer DATABASE validate TOKEN               (prints the user id)
 //        domain-peer DATABASE post TOKEN ENDPOINT CHAT TEXT (posts a message)
+//        domain-peer remote URL[,URL…] CAFILE DOMAINID burst USER CHAT COUNT
+//            (through spark-domaind instances: takes a test token for USER, registers an
+//            endpoint, then posts COUNT messages with client ids USER-1…USER-COUNT, each retried
+//            until acknowledged; prints "ack CLIENTID NUMBER" per message)
 // Failures print "error <code>" on standard error and exit 1.
 import Foundation
 import SparkDomain
+
+/// The burst: every post retried (same client id) until the domain acknowledges it.
+func burst(urls: [URL], caFile: String, domainID: String, user: String, chat: String, count: Int) async throws {
+    let domain = try RemoteDomain(urls: urls, domainID: domainID, trust: .certificateAuthority(path: caFile))
+    func retrying<T>(_ body: () async throws -> T) async throws -> T {
+        let deadline = Date().addingTimeInterval(120)
+        while true {
+            do {
+                return try await body()
+            } catch let error as DomainError where error.code == .unavailable || error.code == .storageFailure {
+                guard Date() < deadline else { throw error }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+    let token = try await retrying { try await domain.testToken(userID: user).token }
+    let endpoint = "\(user)-endpoint"
+    _ = try await retrying {
+        try await domain.registerEndpoint(token: token, registration: .init(endpointID: endpoint, description: user))
+    }
+    for index in 1...count {
+        let clientID = "\(user)-\(index)"
+        let receipt = try await retrying {
+            try await domain.post(
+                token: token, endpointID: endpoint, chatID: chat, kind: .message, payload: Data(clientID.utf8), recipient: nil,
+                clientID: clientID)
+        }
+        FileHandle.standardOutput.write(Data("ack \(clientID) \(receipt.messageNumber ?? 0)\n".utf8))
+    }
+}
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else {
@@ -14,6 +48,16 @@ guard arguments.count >= 2 else {
     exit(64)
 }
 do {
+    if arguments[0] == "remote" {
+        guard arguments.count == 8, arguments[4] == "burst", let count = Int(arguments[7]) else {
+            FileHandle.standardError.write(Data("usage: domain-peer remote URLS CAFILE DOMAINID burst USER CHAT COUNT\n".utf8))
+            exit(64)
+        }
+        let urls = arguments[1].split(separator: ",").compactMap { URL(string: String($0)) }
+        try await burst(
+            urls: urls, caFile: arguments[2], domainID: arguments[3], user: arguments[5], chat: arguments[6], count: count)
+        exit(0)
+    }
     let domain = try EmbeddedDomain.open(at: arguments[0])
     let rest = Array(arguments.dropFirst(2))
     switch (arguments[1], rest.count) {
