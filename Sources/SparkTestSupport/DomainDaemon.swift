@@ -93,8 +93,8 @@ public final class DomainDaemon: Sendable {
     public static func serving(_ home: URL, domainID: String = "spark", arguments: [String]) async throws -> DomainDaemon {
         let (process, url) = try await serve(home, listen: "127.0.0.1:0", arguments: arguments, launcher: [])
         return DomainDaemon(
-            directory: home, domainID: domainID, url: url, plain: false, process: process, serveArguments: arguments, launcher: []
-        )
+            directory: home, domainID: domainID, url: url, plain: arguments.contains("--plain"), process: process,
+            serveArguments: arguments, launcher: [])
     }
 
     /// Serves again on the same port after ``kill()`` or ``stop()``.

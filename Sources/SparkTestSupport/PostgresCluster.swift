@@ -103,7 +103,7 @@ public final class PostgresCluster: Sendable {
         atExitClusters.withLock { $0.append(cluster) }
         if atExitClusters.withLock({ $0.count }) == 1 {
             atexit {
-                for cluster in PostgresCluster.atExitClusters.withLock({ $0 }) { try? cluster.stop() }
+                for cluster in PostgresCluster.atExitClusters.withLock({ $0 }) { cluster.remove() }
             }
         }
     }
@@ -129,9 +129,10 @@ public final class PostgresCluster: Sendable {
         return cluster
     }
 
-    /// Makes a streaming standby of this cluster (`pg_basebackup -R`), started; the primary
-    /// needs `wal_level = replica` (the default) and a free WAL sender.
-    public func standby() throws -> PostgresCluster {
+    /// Makes a streaming standby of this cluster (`pg_basebackup -R`), started, with `settings`
+    /// over the primary's; the primary needs `wal_level = replica` (the default) and a free WAL
+    /// sender.
+    public func standby(settings: [String: String] = [:]) throws -> PostgresCluster {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("spark-pg-\(UUID().uuidString.prefix(8))")
         let data = root.appendingPathComponent("data")
         let socket = root.appendingPathComponent("socket")
@@ -141,12 +142,13 @@ public final class PostgresCluster: Sendable {
         try Self.runAsServer(
             "pg_basebackup",
             [
-                "-D", data.path, "-R", "-X", "stream", "-h", socketDirectory.path, "-p", String(port), "-U", "postgres",
+                "-D", data.path, "-R", "-X", "stream", "-c", "fast", "-h", socketDirectory.path, "-p", String(port), "-U",
+                "postgres",
                 "--no-sync", "-d", "application_name=standby",
             ])
         let standby = PostgresCluster(
             dataDirectory: data, socketDirectory: socket, port: Int.random(in: 20000...60000), owned: true)
-        try standby.configure([:])
+        try standby.configure(settings)
         try standby.startServer()
         return standby
     }

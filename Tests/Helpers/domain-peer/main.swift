@@ -4,7 +4,7 @@
 //        domain-peer DATABASE login NAME PASSWORD          (prints the id token)
 //        domain-peer DATABASE validate TOKEN               (prints the user id)
 //        domain-peer DATABASE post TOKEN ENDPOINT CHAT TEXT (posts a message)
-//        domain-peer remote URL[,URL…] CAFILE DOMAINID burst USER CHAT COUNT
+//        domain-peer remote URL[,URL…] CAFILE|- DOMAINID burst USER CHAT COUNT   (- : plain loopback)
 //            (through spark-domaind instances: takes a test token for USER, registers an
 //            endpoint, then posts COUNT messages with client ids USER-1…USER-COUNT, each retried
 //            until acknowledged; prints "ack CLIENTID NUMBER" per message)
@@ -14,7 +14,8 @@ import SparkDomain
 
 /// The burst: every post retried (same client id) until the domain acknowledges it.
 func burst(urls: [URL], caFile: String, domainID: String, user: String, chat: String, count: Int) async throws {
-    let domain = try RemoteDomain(urls: urls, domainID: domainID, trust: .certificateAuthority(path: caFile))
+    let trust: DomainTrust = caFile == "-" ? .plainLoopback : .certificateAuthority(path: caFile)
+    let domain = try RemoteDomain(urls: urls, domainID: domainID, trust: trust)
     func retrying<T>(_ body: () async throws -> T) async throws -> T {
         let deadline = Date().addingTimeInterval(120)
         while true {

@@ -1,0 +1,245 @@
+import Foundation
+import SparkDomain
+import SparkTestSupport
+import Testing
+
+/// Several `spark-domaind` instances serving one domain on PostgreSQL, with clients in other
+/// processes: live delivery across instances, concurrent posters, and the faults a deployment
+/// meets (an instance killed, the database restarted, the primary lost to a standby). After
+/// each, every acknowledged message is there exactly once, numbered without gaps.
+@Suite("Domain instances on PostgreSQL", .serialized)
+struct InstancesTests {
+    static let domainID = "instances"
+
+    /// Two instances (A made by `init`, B serving a copy of its directory) on `conninfo`.
+    static func twoInstances(in directory: URL, conninfo: String, plain: Bool = false) async throws -> (
+        DomainDaemon, DomainDaemon
+    ) {
+        let first = try await DomainDaemon.start(in: directory, domainID: domainID, plain: plain, database: conninfo)
+        let copy = directory.appendingPathComponent("copy")
+        try FileManager.default.copyItem(at: first.directory, to: copy)
+        let second = try await DomainDaemon.serving(copy, domainID: domainID, arguments: plain ? ["--plain"] : [])
+        return (first, second)
+    }
+
+    /// A chat of `posters` and a reader, made through `daemon`; the reader's token and endpoint.
+    static func chat(_ chatID: String, posters: [String], through domain: RemoteDomain) async throws -> (String, String) {
+        let reader = try await domain.testToken(userID: "reader").token
+        _ = try await domain.registerEndpoint(token: reader, registration: .init(endpointID: "reader-1", description: "r"))
+        _ = try await domain.createChat(token: reader, endpointID: "reader-1", chatID: chatID, participants: posters)
+        return (reader, "reader-1")
+    }
+
+    /// Runs one `domain-peer` burst per poster at once; every acknowledgement (client id → number).
+    static func burst(
+        posters: [String], urls: (Int) -> [URL], caFile: String, chat: String, count: Int
+    ) async throws -> [String: Int64] {
+        try await withThrowingTaskGroup(of: [String: Int64].self) { group in
+            for (index, poster) in posters.enumerated() {
+                let list = urls(index).map(\.absoluteString).joined(separator: ",")
+                group.addTask {
+                    let result = try await Fixtures.run(
+                        Fixtures.executable("domain-peer"),
+                        ["remote", list, caFile, domainID, "burst", poster, chat, String(count)])
+                    guard result.status == 0 else { throw DaemonError("\(poster)'s burst failed: \(result.stderr)") }
+                    var acks: [String: Int64] = [:]
+                    for line in result.stdout.split(separator: "\n") {
+                        let fields = line.split(separator: " ")
+                        guard fields.count == 3, fields[0] == "ack", let number = Int64(fields[2]) else { continue }
+                        if acks.updateValue(number, forKey: String(fields[1])) != nil {
+                            throw DaemonError("\(fields[1]) acknowledged twice")
+                        }
+                    }
+                    return acks
+                }
+            }
+            var all: [String: Int64] = [:]
+            for try await acks in group { all.merge(acks) { first, _ in first } }
+            return all
+        }
+    }
+
+    /// Every message entry of the reader's mailbox.
+    static func messages(of reader: (String, String), through domain: RemoteDomain) async throws -> [MailboxEntry] {
+        var all: [MailboxEntry] = []
+        var cursor: Int64 = 0
+        while true {
+            let page = try await domain.readMailbox(token: reader.0, endpointID: reader.1, after: cursor, limit: 500)
+            guard let last = page.last else { break }
+            all += page
+            cursor = last.sequence
+        }
+        return all.filter { $0.kind == .message }
+    }
+
+    /// What every fault test proves at the end.
+    static func expectEachOnceWithoutGaps(_ acks: [String: Int64], _ entries: [MailboxEntry], total: Int) {
+        #expect(acks.count == total, "every post acknowledged: \(acks.count) of \(total)")
+        #expect(Set(acks.values) == Set(1...Int64(total)), "numbers 1…\(total), each once")
+        let delivered = entries.map { String(decoding: $0.payload, as: UTF8.self) }
+        #expect(delivered.count == total && Set(delivered).count == total, "each message delivered once: \(delivered.count)")
+        for entry in entries {
+            let client = String(decoding: entry.payload, as: UTF8.self)
+            if acks[client] != entry.messageNumber {
+                Issue.record("\(client) was acknowledged as \(acks[client] ?? -1) but delivered as \(entry.messageNumber ?? -1)")
+                return
+            }
+        }
+    }
+
+    @Test func aLongPollOnOneInstanceWakesForAPostThroughTheOther() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo, plain: true)
+            let alice = try first.client()
+            let bob = try second.client()
+            let aliceToken = try await alice.testToken(userID: "alice").token
+            let bobToken = try await bob.testToken(userID: "bob").token
+            _ = try await alice.registerEndpoint(token: aliceToken, registration: .init(endpointID: "a1", description: "a"))
+            _ = try await bob.registerEndpoint(token: bobToken, registration: .init(endpointID: "b1", description: "b"))
+            _ = try await alice.createChat(token: aliceToken, endpointID: "a1", chatID: "live", participants: ["bob"])
+            let cursor = try await bob.readMailbox(token: bobToken, endpointID: "b1", after: 0, limit: 100).last?.sequence ?? 0
+            // Bob waits on B (up to 25 s); Alice posts through A once he is waiting there.
+            let waiting = Task {
+                try await bob.readMailbox(token: bobToken, endpointID: "b1", after: cursor, limit: 100, wait: .seconds(25))
+            }
+            let port = try #require(second.url.port)
+            var parked = false
+            while !parked {
+                parked = await RawHTTP.request(port: port, method: "GET", path: "/metrics").body.contains("spark_long_polls 1")
+                if !parked { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            _ = try await alice.post(
+                token: aliceToken, endpointID: "a1", chatID: "live", kind: .message, payload: Data("hi".utf8), recipient: nil,
+                clientID: "hello")
+            let woken = try await waiting.value
+            #expect(woken.map(\.payload) == [Data("hi".utf8)], "B woke for A's post (a missed wake-up ends empty after 25 s)")
+            await first.stop()
+            await second.stop()
+        }
+    }
+
+    @Test func eightProcessesPostingToOneChatThroughTwoInstancesGetGaplessNumbers() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo)
+            let posters = (1...8).map { "poster\($0)" }
+            let reader = try await Self.chat("busy", posters: posters, through: try first.client())
+            let caFile = first.directory.appendingPathComponent("ca.pem").path
+            let acks = try await Self.burst(
+                posters: posters, urls: { $0 % 2 == 0 ? [first.url] : [second.url] }, caFile: caFile, chat: "busy", count: 25)
+            let entries = try await Self.messages(of: reader, through: try second.client())
+            Self.expectEachOnceWithoutGaps(acks, entries, total: 200)
+            await first.stop()
+            await second.stop()
+            #expect(!first.log.contains(#""status":5"#), "no 5xx")
+        }
+    }
+
+    @Test func anInstanceKilledMidBurstLosesNothingAndDeliversNothingTwice() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo)
+            let posters = (1...6).map { "poster\($0)" }
+            let reader = try await Self.chat("crash", posters: posters, through: try second.client())
+            let caFile = first.directory.appendingPathComponent("ca.pem").path
+            let watcher = try second.client()
+            let burst = Task {
+                try await Self.burst(
+                    posters: posters, urls: { $0 % 2 == 0 ? [first.url, second.url] : [second.url, first.url] },
+                    caFile: caFile, chat: "crash", count: 40)
+            }
+            // Once a quarter has gone through, A dies without a word.
+            while try await Self.messages(of: reader, through: watcher).count < 60 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            await first.kill()
+            let acks = try await burst.value
+            let entries = try await Self.messages(of: reader, through: watcher)
+            Self.expectEachOnceWithoutGaps(acks, entries, total: 240)
+            await second.stop()
+        }
+    }
+
+    @Test func aDatabaseRestartMidBurstMeans503sThenEverythingResumes() async throws {
+        let cluster = try await Fixtures.blocking { try PostgresCluster.start() }
+        defer { cluster.remove() }
+        try await Fixtures.blocking { _ = try cluster.psql("CREATE DATABASE spark") }
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(
+                in: directory, conninfo: cluster.conninfo(database: "spark"), plain: true)
+            let posters = (1...4).map { "poster\($0)" }
+            let reader = try await Self.chat("restart", posters: posters, through: try first.client())
+            let watcher = try first.client()
+            let burst = Task {
+                try await Self.burst(
+                    posters: posters, urls: { $0 % 2 == 0 ? [first.url, second.url] : [second.url, first.url] }, caFile: "-",
+                    chat: "restart", count: 40)
+            }
+            while try await Self.messages(of: reader, through: watcher).count < 30 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Fixtures.blocking { try cluster.stop(mode: "fast") }
+            // While the database is gone the instances say so, and are not ready.
+            let port = try #require(first.url.port)
+            let health = await RawHTTP.request(port: port, method: "GET", path: "/healthz")
+            #expect(health.status == 503 && health.headers["retry-after"] != nil, "\(health.status) \(health.body)")
+            let refused = await RawHTTP.request(port: port, method: "GET", path: "/v1/policy")
+            #expect(refused.status == 503 && refused.body.contains("unavailable"), "\(refused.body)")
+            try await Task.sleep(for: .seconds(1))
+            try await Fixtures.blocking { try cluster.restart() }
+            let acks = try await burst.value
+            let entries = try await Self.messages(of: reader, through: watcher)
+            Self.expectEachOnceWithoutGaps(acks, entries, total: 160)
+            #expect(await RawHTTP.request(port: port, method: "GET", path: "/healthz").status == 200, "ready again")
+            await first.stop()
+            await second.stop()
+            #expect(!first.log.contains(#""status":500"#), "a lost database is a 503, never a 500")
+        }
+    }
+
+    @Test func aPromotedStandbyTakesOverWithEveryAcknowledgedMessage() async throws {
+        let primary = try await Fixtures.blocking { try PostgresCluster.start() }
+        defer { primary.remove() }
+        try await Fixtures.blocking { _ = try primary.psql("CREATE DATABASE spark") }
+        let standby = try await Fixtures.blocking { try primary.standby() }
+        defer { standby.remove() }
+        // Synchronous replication from now on: a commit is acknowledged once the standby has it.
+        try await Fixtures.blocking {
+            _ = try primary.psql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            _ = try primary.psql("SELECT pg_reload_conf()")
+        }
+        let both =
+            "host=\(primary.socketDirectory.path),\(standby.socketDirectory.path) port=\(primary.port),\(standby.port)"
+            + " user=postgres dbname=spark target_session_attrs=read-write connect_timeout=2"
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(in: directory, conninfo: both, plain: true)
+            let posters = (1...4).map { "poster\($0)" }
+            let reader = try await Self.chat("failover", posters: posters, through: try first.client())
+            let watcher = try second.client()
+            let burst = Task {
+                try await Self.burst(
+                    posters: posters, urls: { $0 % 2 == 0 ? [first.url, second.url] : [second.url, first.url] }, caFile: "-",
+                    chat: "failover", count: 40)
+            }
+            while try await Self.messages(of: reader, through: watcher).count < 30 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let before = try await Self.messages(of: reader, through: watcher).count
+            try await Fixtures.blocking {
+                try primary.stop(mode: "immediate")
+                try standby.promote()
+            }
+            let acks = try await burst.value
+            let entries = try await Self.messages(of: reader, through: watcher)
+            #expect(entries.count >= before, "nothing read before the switch is gone after it")
+            Self.expectEachOnceWithoutGaps(acks, entries, total: 160)
+            let onStandby = try await Fixtures.blocking {
+                try standby.psql("SELECT count(*) FROM mailbox WHERE user_id = 'reader' AND kind = 'message'", database: "spark")
+            }
+            #expect(onStandby == "160", "the promoted standby holds every message")
+            await first.stop()
+            await second.stop()
+        }
+    }
+}
