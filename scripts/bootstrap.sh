@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what SparkSDK needs on a Debian machine that already has the Swift toolchain:
 # the C libraries it links (OpenSSL 3, SQLite 3, libmicrohttpd for spark-domaind, libcurl for
-# the domain client), the openssl CLI the benchmark and tests use, curl and python3-venv for
+# the domain client, libpq for spark-domaind on PostgreSQL), PostgreSQL itself (the tests start
+# throwaway clusters of it), the openssl CLI the benchmark and tests use, curl and python3-venv for
 # the schemathesis run, iproute2 for the two-host test's network namespaces, a Secret Service for the tests (GNOME Keyring, D-Bus, libsecret: SparkSDK loads
 # libsecret at run time and works without it), and the Python peers the interop tests talk
 # to. Safe to run again; run as root.
 set -euo pipefail
 
 # gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
-packages=(libssl-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev openssl curl pkg-config iproute2 python3-venv
+packages=(libssl-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
+    pkg-config iproute2 python3-venv
     gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac)
 python_packages=(cryptography jwcrypto pyjwt vodozemac)
