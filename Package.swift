@@ -103,7 +103,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "spark-bench",
-            dependencies: ["SparkCrypto", "SparkObservable", "SparkDomain", "SparkSDK", "SparkStore"],
+            dependencies: [
+                "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainServer", "SparkSDK", "SparkStore", "SparkLock",
+            ],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],
             swiftSettings: swiftSettings

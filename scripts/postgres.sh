@@ -26,7 +26,13 @@ full_page_writes = off
 max_connections = 300
 shared_buffers = 128MB
 CONF
-    as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w start >/dev/null
+    # The server would inherit any descriptor the caller left open (a pipe it reads to its end)
+    # and hold it for its life: close all but 0-2 (and 255, bash's own copy of this script).
+    for fd in /proc/$$/fd/*; do
+        fd="${fd##*/}"
+        if [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w start >/dev/null 2>&1 </dev/null
     echo "host=$dir/socket port=$port user=postgres dbname=postgres"
     ;;
 stop)

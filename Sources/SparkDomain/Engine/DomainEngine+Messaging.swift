@@ -157,7 +157,7 @@ extension DomainEngine {
                 var number: Int64?
                 if kind == .message {
                     number = try db.scalar(
-                        "UPDATE chats SET next_message_number = next_message_number + 1 WHERE chat_id = ? RETURNING next_message_number - 1",
+                        "UPDATE chats SET next_message_number = next_message_number + 1 WHERE chat_id = ? RETURNING next_message_number - 1 AS number",
                         [chatID], as: Int64.self)
                 }
                 let audience: [String]

@@ -166,7 +166,7 @@ public final class PostgreSQLDomainStore: DomainStore {
     }
 
     /// A lock key's 64-bit id (its FNV-1a hash: a collision only makes two chats share a lock).
-    static func lockID(_ key: String) -> Int64 {
+    public static func lockID(_ key: String) -> Int64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key.utf8 {
             hash ^= UInt64(byte)

@@ -1,0 +1,210 @@
+import Foundation
+import SparkDomain
+import SparkDomainServer
+import SparkLock
+import SparkStore
+
+/// The domain on PostgreSQL: its post transaction through the store against `pgbench` running
+/// the very statements it sent, on the same throwaway cluster with the same concurrency.
+enum PostgreSQLBenchmarks {
+    static let all: [Benchmark] = [
+        Benchmark(name: "pg-post", run: post)
+    ]
+
+    /// Transactions at once, ours and pgbench's: the width of Swift's cooperative pool, which
+    /// is how many store transactions one `spark-domaind` runs at a time (one per core).
+    static var concurrency: Int { ProcessInfo.processInfo.activeProcessorCount }
+    static let seconds = 5
+
+    /// A throwaway cluster from `scripts/postgres.sh`, removed when done.
+    final class Cluster: Sendable {
+        let directory: String
+        let conninfo: String
+        static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/postgres.sh").path
+
+        init() throws {
+            directory = "/tmp/spark-bench-pg-\(UUID().uuidString.prefix(8))"
+            conninfo = try Harness.run("bash", [Self.script, "start", directory]).output
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        /// A new database's connection string.
+        func database(_ name: String) throws -> String {
+            _ = try Harness.run("psql", ["-X", "-q", "-d", conninfo, "-c", "CREATE DATABASE \(name)"])
+            return conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=\(name)")
+        }
+
+        func stop() { _ = try? Harness.run("bash", [Self.script, "stop", directory]) }
+    }
+
+    /// Statements of one transaction as the engine sent them, with what each returned.
+    final class RecordingStore: DomainStore {
+        let inner: PostgreSQLDomainStore
+        let recorded = Locked<[(sql: String, arguments: [DatabaseValue], returned: DatabaseValue?)]>([])
+        init(_ inner: PostgreSQLDomainStore) { self.inner = inner }
+
+        final class Statements: DomainStatements {
+            let inner: any DomainStatements
+            let store: RecordingStore
+            init(_ inner: any DomainStatements, _ store: RecordingStore) {
+                self.inner = inner
+                self.store = store
+            }
+            func note(_ sql: String, _ arguments: [any DatabaseValueConvertible], _ returned: DatabaseValue?) {
+                store.recorded.withLock { $0.append((sql, arguments.map(\.databaseValue), returned)) }
+            }
+            func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int {
+                note(sql, arguments, nil)
+                return try inner.execute(sql, arguments)
+            }
+            func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [Row] {
+                let rows = try inner.rows(sql, arguments)
+                note(sql, arguments, rows.first?.values.first)
+                return rows
+            }
+            func row(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Row? {
+                let row = try inner.row(sql, arguments)
+                note(sql, arguments, row?.values.first)
+                return row
+            }
+            func scalar<T: DatabaseValueConvertible>(
+                _ sql: String, _ arguments: [any DatabaseValueConvertible], as type: T.Type
+            ) throws -> T? {
+                let value = try inner.scalar(sql, arguments, as: type)
+                note(sql, arguments, value?.databaseValue)
+                return value
+            }
+            func announce(_ users: [String]) throws { try inner.announce(users) }
+        }
+
+        func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.write(scope) { db in try body(Statements(db, self)) }
+        }
+        func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.read { db in try body(Statements(db, self)) }
+        }
+    }
+
+    /// `pg-post`: posts to a two-member chat (the token checked, the endpoint, membership and
+    /// standing read, the message numbered, two mailbox entries routed, the client id kept,
+    /// the other instances notified), against pgbench replaying the recorded statements.
+    static func post() throws -> BenchmarkResult {
+        let cluster = try Cluster()
+        defer { cluster.stop() }
+        let conninfo = try cluster.database("bench")
+        let store = try PostgreSQLDomainStore(conninfo: conninfo, connections: 8)
+        try DomainEngine.create(in: store, domainID: "bench", policy: DomainPolicy())
+        let engine = try DomainEngine(store: store, location: "bench")
+        let token = try SetupBenchmarks.blocking { () -> String in
+            let alice = try await engine.testToken(userID: "alice").token
+            let bob = try await engine.testToken(userID: "bob").token
+            _ = try await engine.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+            _ = try await engine.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
+            _ = try await engine.createChat(token: alice, endpointID: "a1", chatID: "bench", participants: ["bob"])
+            return alice
+        }
+        // Counters far apart, so each recorded number says which statement returned it.
+        _ = try Harness.run(
+            "psql",
+            [
+                "-X", "-q", "-d", conninfo, "-c",
+                """
+                UPDATE mailbox_heads SET last_sequence = last_sequence + 100000 WHERE user_id = 'alice';
+                UPDATE mailbox_heads SET last_sequence = last_sequence + 200000 WHERE user_id = 'bob';
+                UPDATE chats SET next_message_number = 300000;
+                """,
+            ])
+        let recorder = RecordingStore(store)
+        let recording = try DomainEngine(store: recorder, location: "bench")
+        try SetupBenchmarks.blocking {
+            _ = try await recording.post(
+                token: token, endpointID: "a1", chatID: "bench", kind: .message, payload: Data(repeating: 7, count: 200),
+                recipient: nil, clientID: "RECORDED")
+        }
+        let script = pgbenchScript(recorder.recorded.withLock { $0 }, lock: PostgreSQLDomainStore.lockID("chat:bench"))
+
+        // Ours: `concurrency` tasks posting for `seconds`.
+        let ours = try SetupBenchmarks.blocking { () -> Double in
+            let start = ContinuousClock.now
+            let deadline = start + .seconds(seconds)
+            let total = try await withThrowingTaskGroup(of: Int.self) { group in
+                for worker in 0..<concurrency {
+                    group.addTask {
+                        var count = 0
+                        while ContinuousClock.now < deadline {
+                            _ = try await engine.post(
+                                token: token, endpointID: "a1", chatID: "bench", kind: .message,
+                                payload: Data(repeating: 7, count: 200), recipient: nil, clientID: "w\(worker)-\(count)")
+                            count += 1
+                        }
+                        return count
+                    }
+                }
+                var sum = 0
+                for try await count in group { sum += count }
+                return sum
+            }
+            return Double(total) / (ContinuousClock.now - start).seconds
+        }
+
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-post-\(UUID().uuidString).sql")
+        try script.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let output = try Harness.run(
+            "pgbench",
+            [
+                "-n", "-M", "prepared", "-f", file.path, "-c", String(concurrency), "-j", String(concurrency), "-T",
+                String(seconds), conninfo,
+            ]
+        ).output
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let reference = Double(line.split(separator: " ")[2])
+        else { throw BenchError("pgbench printed no tps (is postgresql-contrib's pgbench installed?): \(output)") }
+        return Harness.result(
+            "pg-post", unit: "tx/s", ours: ours, reference: reference, higherIsBetter: true,
+            referenceName: "pgbench, the same statements, \(concurrency) clients (goal: within 2x)")
+    }
+
+    /// The recorded transaction as a pgbench script: the same statements in the same order,
+    /// inside the same `BEGIN`, advisory lock and notification, with a fresh client id each time
+    /// and every number a statement returned carried to the statements that used it.
+    static func pgbenchScript(
+        _ recorded: [(sql: String, arguments: [DatabaseValue], returned: DatabaseValue?)], lock: Int64
+    ) -> String {
+        var lines = [
+            "\\set n random(1, 2000000000)",
+            "BEGIN ISOLATION LEVEL READ COMMITTED;",
+            "SELECT pg_advisory_xact_lock(\(lock));",
+        ]
+        var variables: [Int64: String] = [:]
+        for (index, statement) in recorded.enumerated() {
+            var arguments = statement.arguments.makeIterator()
+            var sql = ""
+            for character in statement.sql {
+                guard character == "?", let argument = arguments.next() else {
+                    sql.append(character)
+                    continue
+                }
+                switch argument {
+                case .null: sql += "NULL"
+                case .integer(let value): sql += variables[value].map { ":" + $0 } ?? String(value)
+                case .real(let value): sql += String(value)
+                case .text(let value):
+                    sql += value == "RECORDED" ? "('c' || :n)" : "'" + value.replacingOccurrences(of: "'", with: "''") + "'"
+                case .blob(let data): sql += "'\\x" + data.map { String(format: "%02x", $0) }.joined() + "'"
+                }
+            }
+            if statement.sql.contains("RETURNING"), case .integer(let value)? = statement.returned {
+                let column = statement.sql.contains("AS number") ? "number" : "last_sequence"
+                variables[value] = "r\(index)_\(column)"
+                lines.append(sql + " \\gset r\(index)_")
+            } else {
+                lines.append(sql + ";")
+            }
+        }
+        lines.append("SELECT pg_notify('spark_mailbox', 'alice' || chr(10) || 'bob');")
+        lines.append("COMMIT;")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
