@@ -26,14 +26,16 @@ enum DomainServerBenchmarks {
         let process: Process
         let url: URL
 
-        init(_ arguments: [String] = []) throws {
+        /// `database`: a PostgreSQL connection string (`init --database`); SQLite otherwise.
+        init(_ arguments: [String] = [], database: String? = nil) throws {
             home = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-domain-\(UUID().uuidString)")
             let binary = URL(fileURLWithPath: Harness.executablePath).deletingLastPathComponent().appendingPathComponent(
                 "spark-domaind")
             guard FileManager.default.isExecutableFile(atPath: binary.path) else {
                 throw BenchError("no \(binary.path): build it with `swift build -c release --product spark-domaind`")
             }
-            _ = try Harness.run(binary.path, ["init", home.path, "--domain", "bench", "--sandbox"])
+            _ = try Harness.run(
+                binary.path, ["init", home.path, "--domain", "bench", "--sandbox"] + (database.map { ["--database", $0] } ?? []))
             process = Process()
             process.executableURL = binary
             process.arguments = ["serve", home.path, "--listen", "127.0.0.1:0", "--quiet"] + arguments

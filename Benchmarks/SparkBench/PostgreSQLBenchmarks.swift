@@ -8,7 +8,10 @@ import SparkStore
 /// the very statements it sent, on the same throwaway cluster with the same concurrency.
 enum PostgreSQLBenchmarks {
     static let all: [Benchmark] = [
-        Benchmark(name: "pg-post", run: post)
+        Benchmark(name: "pg-post", run: post),
+        Benchmark(name: "synapse-message-throughput", run: { try synapse().throughput }),
+        Benchmark(name: "synapse-message-latency-p50", run: { try synapse().p50 }),
+        Benchmark(name: "synapse-message-latency-p99", run: { try synapse().p99 }),
     ]
 
     /// Transactions at once, ours and pgbench's: the width of Swift's cooperative pool, which
@@ -36,6 +39,16 @@ enum PostgreSQLBenchmarks {
         }
 
         func stop() { _ = try? Harness.run("bash", [Self.script, "stop", directory]) }
+
+        /// The socket directory and port, for clients that take them apart.
+        var socketAndPort: (String, String) {
+            let fields = Dictionary(
+                conninfo.split(separator: " ").compactMap { part -> (String, String)? in
+                    let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
+                    return pair.count == 2 ? (pair[0], pair[1]) : nil
+                }, uniquingKeysWith: { first, _ in first })
+            return (fields["host"] ?? "", fields["port"] ?? "")
+        }
     }
 
     /// Statements of one transaction as the engine sent them, with what each returned.
@@ -164,6 +177,73 @@ enum PostgreSQLBenchmarks {
         return Harness.result(
             "pg-post", unit: "tx/s", ours: ours, reference: reference, higherIsBetter: true,
             referenceName: "pgbench, the same statements, \(concurrency) clients (goal: within 2x)")
+    }
+
+    // MARK: Synapse
+
+    nonisolated(unsafe) static var synapseCache: DomainServerBenchmarks.RemoteMessages?
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The bench's own set-up of the peer: Synapse and psycopg2 in `.build/synapse-venv`, once.
+    static func synapsePython() throws -> String {
+        let venv = repository.appendingPathComponent(".build/synapse-venv")
+        let python = venv.appendingPathComponent("bin/python").path
+        if (try? Harness.run(python, ["-c", "import synapse, psycopg2"])) == nil {
+            FileHandle.standardError.write(Data("spark-bench: installing matrix-synapse into \(venv.path)\n".utf8))
+            _ = try Harness.run("python3", ["-m", "venv", venv.path])
+            _ = try Harness.run(python, ["-m", "pip", "install", "--quiet", "matrix-synapse", "psycopg2-binary"])
+        }
+        return python
+    }
+
+    /// Two SDK processes through `spark-domaind` on PostgreSQL, end to end encrypted, against
+    /// two Matrix users through Synapse on the same PostgreSQL cluster (one room, the receiver
+    /// on /sync long-polls; Synapse's messages are not end-to-end encrypted here).
+    static func synapse() throws -> DomainServerBenchmarks.RemoteMessages {
+        if let cached = synapseCache { return cached }
+        let python = try synapsePython()
+        let cluster = try Cluster()
+        defer { cluster.stop() }
+        let spark = try cluster.database("spark")
+        _ = try Harness.run(
+            "psql",
+            [
+                "-X", "-q", "-d", cluster.conninfo, "-c",
+                "CREATE DATABASE synapse ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0",
+            ])
+        let served = try DomainServerBenchmarks.Served(database: spark)
+        let ours: MessagingBenchmarks.Measured
+        do {
+            defer { served.stop() }
+            ours = try MessagingBenchmarks.measureTwoProcesses(
+                plist: try served.plist(), open: { try served.client() }, administration: { try served.administration() })
+        }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-synapse-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let (socket, port) = cluster.socketAndPort
+        let script = repository.appendingPathComponent("Benchmarks/SparkBench/Python/synapse_messages.py").path
+        let report = try Harness.run(python, [script, work.path, socket, port, "synapse"]).output
+        var values: [String: Double] = [:]
+        for field in report.split(whereSeparator: \.isWhitespace) {
+            let parts = field.split(separator: "=")
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        guard let rate = values["throughput"], let p50 = values["p50"], let p99 = values["p99"] else {
+            throw BenchError("the Synapse reference reported: \(report)")
+        }
+        let result = DomainServerBenchmarks.RemoteMessages(
+            throughput: Harness.result(
+                "synapse-message-throughput", unit: "msg/s", ours: ours.throughput, reference: rate, higherIsBetter: true,
+                referenceName: "Synapse on the same PostgreSQL, /sync long-polls (goal: ≥ 10x)"),
+            p50: Harness.result(
+                "synapse-message-latency-p50", unit: "ms", ours: ours.p50, reference: p50, higherIsBetter: false,
+                referenceName: "Synapse p50 (goal: ≤ 1/5)"),
+            p99: Harness.result(
+                "synapse-message-latency-p99", unit: "ms", ours: ours.p99, reference: p99, higherIsBetter: false,
+                referenceName: "Synapse p99 (goal: ≤ 1/5)"))
+        synapseCache = result
+        return result
     }
 
     /// The recorded transaction as a pgbench script: the same statements in the same order,
