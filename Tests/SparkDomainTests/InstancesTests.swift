@@ -87,37 +87,42 @@ struct InstancesTests {
         }
     }
 
+    /// Bob long-polls on `second` while alice posts through `first`; whether he was woken (a
+    /// wake-up that never came ends the 30 s wait, when the final read finds the entry anyway,
+    /// so the time is the evidence: not a measure of speed).
+    static func expectLiveWakeUp(from first: DomainDaemon, to second: DomainDaemon, chat: String) async throws {
+        let alice = try first.client()
+        let bob = try second.client()
+        let aliceToken = try await alice.testToken(userID: "alice").token
+        let bobToken = try await bob.testToken(userID: "bob").token
+        _ = try await alice.registerEndpoint(token: aliceToken, registration: .init(endpointID: "a1", description: "a"))
+        _ = try await bob.registerEndpoint(token: bobToken, registration: .init(endpointID: "b1", description: "b"))
+        _ = try await alice.createChat(token: aliceToken, endpointID: "a1", chatID: chat, participants: ["bob"])
+        let cursor = try await bob.readMailbox(token: bobToken, endpointID: "b1", after: 0, limit: 1000).last?.sequence ?? 0
+        let waiting = Task {
+            try await bob.readMailbox(token: bobToken, endpointID: "b1", after: cursor, limit: 100, wait: .seconds(30))
+        }
+        // Alice posts through A once Bob is waiting on B.
+        let port = try #require(second.url.port)
+        var parked = false
+        while !parked {
+            parked = await RawHTTP.request(port: port, method: "GET", path: "/metrics").body.contains("spark_long_polls 1")
+            if !parked { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let posted = ContinuousClock.now
+        _ = try await alice.post(
+            token: aliceToken, endpointID: "a1", chatID: chat, kind: .message, payload: Data("hi".utf8), recipient: nil,
+            clientID: "hello-\(chat)")
+        let woken = try await waiting.value
+        #expect(woken.map(\.payload) == [Data("hi".utf8)])
+        #expect(ContinuousClock.now - posted < .seconds(20), "B woke for A's post rather than at its wait's end")
+    }
+
     @Test func aLongPollOnOneInstanceWakesForAPostThroughTheOther() async throws {
         let conninfo = try await PostgresCluster.newDatabase()
         try await Fixtures.withTemporaryDirectory { directory in
             let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo, plain: true)
-            let alice = try first.client()
-            let bob = try second.client()
-            let aliceToken = try await alice.testToken(userID: "alice").token
-            let bobToken = try await bob.testToken(userID: "bob").token
-            _ = try await alice.registerEndpoint(token: aliceToken, registration: .init(endpointID: "a1", description: "a"))
-            _ = try await bob.registerEndpoint(token: bobToken, registration: .init(endpointID: "b1", description: "b"))
-            _ = try await alice.createChat(token: aliceToken, endpointID: "a1", chatID: "live", participants: ["bob"])
-            let cursor = try await bob.readMailbox(token: bobToken, endpointID: "b1", after: 0, limit: 100).last?.sequence ?? 0
-            // Bob waits on B (up to 30 s); Alice posts through A once he is waiting there.
-            let waiting = Task {
-                try await bob.readMailbox(token: bobToken, endpointID: "b1", after: cursor, limit: 100, wait: .seconds(30))
-            }
-            let port = try #require(second.url.port)
-            var parked = false
-            while !parked {
-                parked = await RawHTTP.request(port: port, method: "GET", path: "/metrics").body.contains("spark_long_polls 1")
-                if !parked { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            let posted = ContinuousClock.now
-            _ = try await alice.post(
-                token: aliceToken, endpointID: "a1", chatID: "live", kind: .message, payload: Data("hi".utf8), recipient: nil,
-                clientID: "hello")
-            let woken = try await waiting.value
-            #expect(woken.map(\.payload) == [Data("hi".utf8)])
-            // Not a timing of speed: a wake-up that never came would end the wait at 30 s, when
-            // the final read finds the entry anyway; anything well short of that was a wake-up.
-            #expect(ContinuousClock.now - posted < .seconds(20), "B woke for A's post rather than at its wait's end")
+            try await Self.expectLiveWakeUp(from: first, to: second, chat: "live")
             await first.stop()
             await second.stop()
         }
@@ -196,6 +201,8 @@ struct InstancesTests {
             let entries = try await Self.messages(of: reader, through: watcher)
             Self.expectEachOnceWithoutGaps(acks, entries, total: 160)
             #expect(await RawHTTP.request(port: port, method: "GET", path: "/healthz").status == 200, "ready again")
+            // The listener came back with the database: live delivery across instances again.
+            try await Self.expectLiveWakeUp(from: first, to: second, chat: "after-restart")
             await first.stop()
             await second.stop()
             #expect(!first.log.contains(#""status":500"#), "a lost database is a 503, never a 500")

@@ -1,4 +1,5 @@
 import Foundation
+import SparkDomain
 import SparkSDK
 import SparkTestSupport
 import Testing
@@ -61,6 +62,27 @@ struct ConfigTests {
             Self.plist("<key>authProvider</key><string>testAuth</string>\(Self.testAuth)"), file: "x.plist",
             baseDirectory: URL(fileURLWithPath: "/"), environment: ["HOME": "/home/bob"])
         #expect(plain.dataDirectory.path == "/home/bob/.local/share/spark-sdk/d1/device")
+    }
+
+    @Test func severalDomainURLsAreTriedInOrderAndEachIsChecked() throws {
+        let pin = "<key>domainPublicKeyPin</key><string>\(Data(repeating: 7, count: 32).base64EncodedString())</string>"
+        func urls(_ items: String...) -> String {
+            "<key>domainURLs</key><array>" + items.map { "<string>\($0)</string>" }.joined() + "</array>"
+        }
+        let base = "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)"
+        let settings = try Self.decode(base + pin + urls("https://a.example:8443", "https://b.example:8443"))
+        #expect(settings.domainURLs.map(\.absoluteString) == ["https://a.example:8443", "https://b.example:8443"])
+        #expect(settings.domainURL?.absoluteString == "https://a.example:8443")
+        let remote = try #require(try settings.openDomain() as? RemoteDomain)
+        #expect(remote.urls == settings.domainURLs, "the client gets every instance, in order")
+
+        #expect(Self.error(base + pin + urls())?.keyPath == "domainURLs", "an empty list")
+        #expect(
+            Self.error(base + pin + urls("https://a.example") + "<key>domainURL</key><string>https://b.example</string>")?
+                .keyPath == "domainURLs", "both keys")
+        #expect(Self.error(base + pin + urls("https://a.example", "ftp://b.example"))?.keyPath == "domainURLs.1")
+        #expect(Self.error(base + urls("http://127.0.0.1:1", "http://10.0.0.2:1"))?.keyPath == "domainURLs.1", "plain to a host")
+        #expect(Self.error(base + pin + urls("https://a.example", "http://127.0.0.1:1"))?.keyPath == "domainURLs", "mixed")
     }
 
     @Test func missingFileAndNotAPlist() {
