@@ -52,7 +52,8 @@ public struct ExternalIssuer: Sendable, Codable, Equatable {
     public var issuer: String
     /// The audience its tokens must name.
     public var audience: String
-    /// The JWKS file with its public keys (on the domain's machine).
+    /// The JWKS file with its public keys (on the domain's machine), or empty when the keys are
+    /// kept in the domain's database (``DomainAdministration/trustIssuer(_:audience:jwks:)``).
     public var jwksPath: String
 
     /// An issuer configuration.

@@ -229,6 +229,9 @@ public final class PostgresCluster: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, inputFile.path, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process's: a server inheriting another test's pipe would hold it
+        // open for its life, and that test would wait for its end forever.
+        guard spawnCloseFrom(&actions, 3) == 0 else { throw DaemonError("posix_spawn cannot close descriptors") }
         var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -243,3 +246,8 @@ public final class PostgresCluster: Sendable {
         }
     }
 }
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which its header declares only
+/// under `_GNU_SOURCE`, as Swift's Glibc module does not define it.
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32

@@ -1,4 +1,5 @@
 import Foundation
+import SparkCrypto
 import SparkDomain
 import SparkTestSupport
 import Testing
@@ -123,6 +124,22 @@ struct InstancesTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo, plain: true)
             try await Self.expectLiveWakeUp(from: first, to: second, chat: "live")
+            await first.stop()
+            await second.stop()
+        }
+    }
+
+    @Test func anIssuerTrustedThroughOneInstanceIsTrustedByTheOther() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo)
+            let issuer = TokenIssuer(issuer: "https://idp.example", key: try Ed25519.PrivateKey(), keyID: "k1")
+            try await first.administration().trustIssuer(
+                "https://idp.example", audience: Self.domainID, jwks: try issuer.jwks.jsonData())
+            let token = try issuer.issue(subject: "carol", audience: Self.domainID, lifetime: 600, now: Date())
+            // The keys are in the database, not in a file beside instance A.
+            let carol = try await second.client().validate(token: token.token)
+            #expect(carol.userID == "carol" && carol.issuer == "https://idp.example")
             await first.stop()
             await second.stop()
         }

@@ -36,7 +36,7 @@ def main():
     subprocess.run(
         [sys.executable, "-m", "synapse.app.homeserver", "--server-name", "bench.local", "--config-path", config_path,
          "--data-directory", workdir, "--generate-config", "--report-stats=no"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
     with open(config_path) as handle:
         config = yaml.safe_load(handle)
     unlimited = {"per_second": 100000, "burst_count": 100000}
@@ -59,7 +59,7 @@ def main():
 
     server = subprocess.Popen(
         [sys.executable, "-m", "synapse.app.homeserver", "--config-path", config_path],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "synapse.log"), "w"))
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "synapse.log"), "w"), cwd=workdir)
     try:
         wait_until_up(port, server)
         alice = register(port, "alice")

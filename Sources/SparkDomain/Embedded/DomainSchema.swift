@@ -170,6 +170,11 @@ enum DomainSchema {
             try db.execute("ALTER TABLE chat_members ADD COLUMN position INTEGER NOT NULL DEFAULT 0")
             try db.execute("UPDATE chat_members SET position = rowid", [])
         }
+        migrator.register("v6-issuer-keys") { db in
+            // An external issuer's keys in the database, so every instance of a domain sees them
+            // (a file beside the database is on one machine only).
+            try db.execute("ALTER TABLE external_issuers ADD COLUMN jwks BLOB")
+        }
         return migrator
     }
 }

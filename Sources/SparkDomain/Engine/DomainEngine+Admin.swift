@@ -21,21 +21,25 @@ extension DomainEngine: DomainAdministration {
 
     /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
     public func addExternalIssuer(_ external: ExternalIssuer) throws {
-        guard !external.issuer.isEmpty, !external.audience.isEmpty else {
-            throw DomainError(.invalidRequest, "an external issuer needs an issuer id and an audience")
-        }
-        guard external.issuer != testIssuerName, external.issuer != accountsIssuerName else {
-            throw DomainError(.conflict, "\(external.issuer) is one of the domain's own issuers")
-        }
+        try checkExternal(issuer: external.issuer, audience: external.audience)
         _ = try jwksCache.keys(at: external.jwksPath)
         try storage {
             try store.write { db in
                 try db.execute(
                     """
                     INSERT INTO external_issuers(issuer, audience, jwks_path) VALUES (?, ?, ?)
-                    ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = excluded.jwks_path
+                    ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = excluded.jwks_path, jwks = NULL
                     """, [external.issuer, external.audience, external.jwksPath])
             }
+        }
+    }
+
+    private func checkExternal(issuer: String, audience: String) throws {
+        guard !issuer.isEmpty, !audience.isEmpty else {
+            throw DomainError(.invalidRequest, "an external issuer needs an issuer id and an audience")
+        }
+        guard issuer != testIssuerName, issuer != accountsIssuerName else {
+            throw DomainError(.conflict, "\(issuer) is one of the domain's own issuers")
         }
     }
 
@@ -92,22 +96,37 @@ extension DomainEngine: DomainAdministration {
         }
     }
 
-    /// Trusts an external issuer with these keys, kept in a file beside the domain's (mode
-    /// 0600) that ``addExternalIssuer(_:)`` then reads.
+    /// Trusts an external issuer with these keys, kept in the domain's database (so every
+    /// instance serving the domain has them); its ``ExternalIssuer/jwksPath`` is then empty.
     public func trustIssuer(_ issuer: String, audience: String, jwks: Data) throws {
-        _ = try JWKSCache.parse(jwks, source: "the JWKS for \(issuer)")
-        let directory = URL(fileURLWithPath: path + ".issuers")
-        let name = SHA256.hash(Data(issuer.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined() + ".json"
-        let file = directory.appendingPathComponent(name)
-        do {
-            try FileManager.default.createDirectory(
-                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try jwks.write(to: file, options: .atomic)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
-        } catch {
-            throw DomainError(.storageFailure, "the issuer's keys cannot be stored: \(error)")
+        guard jwks.count <= JWKSet.maximumEncodedSize else {
+            throw DomainError(.invalidRequest, "the JWKS for \(issuer) is larger than \(JWKSet.maximumEncodedSize) bytes")
         }
-        try addExternalIssuer(ExternalIssuer(issuer: issuer, audience: audience, jwksPath: file.path))
+        _ = try JWKSCache.parse(jwks, source: "the JWKS for \(issuer)")
+        try checkExternal(issuer: issuer, audience: audience)
+        try storage {
+            try store.write { db in
+                try db.execute(
+                    """
+                    INSERT INTO external_issuers(issuer, audience, jwks_path, jwks) VALUES (?, ?, '', ?)
+                    ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = '', jwks = excluded.jwks
+                    """, [issuer, audience, jwks])
+            }
+        }
+    }
+
+    /// The external issuers with their keys' source: the stored JWKS, or else the file.
+    func externalIssuerKeys() throws -> [(issuer: ExternalIssuer, jwks: Data?)] {
+        try storage {
+            try store.read { db in
+                try db.rows("SELECT issuer, audience, jwks_path, jwks FROM external_issuers ORDER BY issuer").map {
+                    (
+                        ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2)),
+                        try $0.get(3, as: Data?.self)
+                    )
+                }
+            }
+        }
     }
 
     /// The public keys of the domain's own test or accounts issuer.

@@ -213,9 +213,11 @@ public final class DomainEngine: DomainService {
         issuers.append(test)
         // An issuer whose keys cannot be loaded fails its own tokens only, with the reason.
         var unavailable: [String: String] = [:]
-        for external in try externalIssuers() {
+        for (external, stored) in try externalIssuerKeys() {
             do {
-                let keys = try jwksCache.keys(at: external.jwksPath)
+                let keys =
+                    try stored.map { try jwksCache.keys(in: $0, source: "the stored JWKS of \(external.issuer)") }
+                    ?? jwksCache.keys(at: external.jwksPath)
                 issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
             } catch let error as DomainError {
                 unavailable[external.issuer] = error.reason

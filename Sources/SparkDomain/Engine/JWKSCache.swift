@@ -28,6 +28,16 @@ final class JWKSCache: Sendable {
         return keys
     }
 
+    /// The verification keys of a JWKS document kept in the database, parsed once per content.
+    func keys(in data: Data, source: String) throws -> [JWS.VerificationKey] {
+        let digest = SHA256.hash(data)
+        let key = "sha256:" + digest.base64EncodedString()
+        if let cached = entries.withLock({ $0[key] }) { return cached.keys }
+        let keys = try Self.parse(data, source: source)
+        entries.withLock { $0[key] = Entry(digest: digest, keys: keys) }
+        return keys
+    }
+
     /// The verification keys of a JWKS document.
     static func parse(_ data: Data, source: String) throws -> [JWS.VerificationKey] {
         let set: JWKSet

@@ -172,6 +172,7 @@ enum PostgreSQLSchema {
             // PostgreSQL's databases are new since this shipped: no rows to order.
             "ALTER TABLE chat_members ADD COLUMN position BIGINT NOT NULL DEFAULT 0"
         ),
+        ("v6-issuer-keys", "ALTER TABLE external_issuers ADD COLUMN jwks BYTEA"),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.
