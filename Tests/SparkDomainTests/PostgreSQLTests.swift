@@ -84,6 +84,20 @@ struct PostgreSQLTests {
         }
     }
 
+    @Test func textTheDatabaseCannotStoreIsTheRequestsFaultAndChangesNothing() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        let engine = try await Fixtures.blocking { () -> DomainEngine in
+            let store = try PostgreSQLDomainStore(conninfo: conninfo)
+            try DomainEngine.create(in: store, domainID: "pg", policy: DomainPolicy())
+            return try DomainEngine(store: store, location: "pg")
+        }
+        // PostgreSQL text holds no NUL; the store refuses it rather than cut the text short.
+        #expect(throws: DomainError(.invalidRequest, "")) { try engine.ban("mallory", reason: "spam\u{0}hidden") }
+        #expect(try engine.moderationStatus(of: "mallory").state == .valid, "nothing was written")
+        try engine.ban("mallory", reason: "spam")
+        #expect(try engine.moderationStatus(of: "mallory").state == .banned(reason: "spam"))
+    }
+
     /// Two engines (two instances' worth) on one database, writing the same rows at once.
     @Test func concurrentWritersKeepNumbersGaplessAndCompareAndSwapExact() async throws {
         let conninfo = try await PostgresCluster.newDatabase()

@@ -145,11 +145,6 @@ public final class PostgreSQLDomainStore: DomainStore {
         }
     }
 
-    /// Drops every idle connection (after a failover, so the next call finds the new primary).
-    func dropIdleConnections() {
-        idle.withLock { $0.removeAll() }
-    }
-
     /// What the engine sees of a failure: unreachable is ``DomainError/Code/unavailable``
     /// (retry in a second), bad data is the request's fault, anything else a storage failure.
     static func domainError(_ error: PostgreSQLError) -> DomainError {
