@@ -59,6 +59,19 @@ enum MessagingBenchmarks {
         let throughput: Double
         let p50: Double
         let p99: Double
+
+        /// From a `throughput=… p50=… p99=…` line (the receiving child's, or a reference's).
+        init(report: String, from source: String) throws {
+            var values: [String: Double] = [:]
+            for field in report.split(whereSeparator: \.isWhitespace) {
+                let parts = field.split(separator: "=")
+                if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+            }
+            guard let rate = values["throughput"], let p50 = values["p50"], let p99 = values["p99"] else {
+                throw BenchError("\(source) reported: \(report)")
+            }
+            (throughput, self.p50, self.p99) = (rate, p50, p99)
+        }
     }
 
     /// Alice (this process) sends to bob (a child process), a burst for throughput, then paced
@@ -111,15 +124,7 @@ enum MessagingBenchmarks {
         }
         let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         child.waitUntilExit()
-        var values: [String: Double] = [:]
-        for field in report.split(whereSeparator: \.isWhitespace) {
-            let parts = field.split(separator: "=")
-            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
-        }
-        guard let rate = values["throughput"], let p50 = values["p50"], let p99 = values["p99"] else {
-            throw BenchError("the receiving process reported: \(report)")
-        }
-        return Measured(throughput: rate, p50: p50, p99: p99)
+        return try Measured(report: report, from: "the receiving process")
     }
 
     /// Alice (this process) sends to bob (a child process) on one embedded domain.

@@ -224,23 +224,17 @@ enum PostgreSQLBenchmarks {
         let (socket, port) = cluster.socketAndPort
         let script = repository.appendingPathComponent("Benchmarks/SparkBench/Python/synapse_messages.py").path
         let report = try Harness.run(python, [script, work.path, socket, port, "synapse"]).output
-        var values: [String: Double] = [:]
-        for field in report.split(whereSeparator: \.isWhitespace) {
-            let parts = field.split(separator: "=")
-            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
-        }
-        guard let rate = values["throughput"], let p50 = values["p50"], let p99 = values["p99"] else {
-            throw BenchError("the Synapse reference reported: \(report)")
-        }
+        let synapse = try MessagingBenchmarks.Measured(report: report, from: "the Synapse reference")
         let result = DomainServerBenchmarks.RemoteMessages(
             throughput: Harness.result(
-                "synapse-message-throughput", unit: "msg/s", ours: ours.throughput, reference: rate, higherIsBetter: true,
+                "synapse-message-throughput", unit: "msg/s", ours: ours.throughput, reference: synapse.throughput,
+                higherIsBetter: true,
                 referenceName: "Synapse on the same PostgreSQL, /sync long-polls (goal: ≥ 10x)"),
             p50: Harness.result(
-                "synapse-message-latency-p50", unit: "ms", ours: ours.p50, reference: p50, higherIsBetter: false,
+                "synapse-message-latency-p50", unit: "ms", ours: ours.p50, reference: synapse.p50, higherIsBetter: false,
                 referenceName: "Synapse p50 (goal: ≤ 1/5)"),
             p99: Harness.result(
-                "synapse-message-latency-p99", unit: "ms", ours: ours.p99, reference: p99, higherIsBetter: false,
+                "synapse-message-latency-p99", unit: "ms", ours: ours.p99, reference: synapse.p99, higherIsBetter: false,
                 referenceName: "Synapse p99 (goal: ≤ 1/5)"))
         synapseCache = result
         return result

@@ -112,15 +112,22 @@ public final class PostgresCluster: Sendable {
 
     // MARK: A cluster of one's own
 
+    /// A new temporary directory for a cluster: where its data goes (made by the server's
+    /// program) and its socket directory, both reachable by the server's user.
+    private static func newDirectories() throws -> (data: URL, socket: URL) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("spark-pg-\(UUID().uuidString.prefix(8))")
+        let socket = root.appendingPathComponent("socket")
+        try FileManager.default.createDirectory(at: socket, withIntermediateDirectories: true)
+        for directory in [root, socket] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        }
+        return (root.appendingPathComponent("data"), socket)
+    }
+
     /// Makes and starts a cluster in a new temporary directory. `settings` go into its
     /// `postgresql.conf` (replication, for example).
     public static func start(settings: [String: String] = [:]) throws -> PostgresCluster {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("spark-pg-\(UUID().uuidString.prefix(8))")
-        let data = root.appendingPathComponent("data")
-        let socket = root.appendingPathComponent("socket")
-        try FileManager.default.createDirectory(at: socket, withIntermediateDirectories: true)
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: root.path)
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: socket.path)
+        let (data, socket) = try newDirectories()
         try runAsServer("initdb", ["-D", data.path, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
         let port = Int.random(in: 20000...60000)
         let cluster = PostgresCluster(dataDirectory: data, socketDirectory: socket, port: port, owned: true)
@@ -133,12 +140,7 @@ public final class PostgresCluster: Sendable {
     /// over the primary's; the primary needs `wal_level = replica` (the default) and a free WAL
     /// sender.
     public func standby(settings: [String: String] = [:]) throws -> PostgresCluster {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("spark-pg-\(UUID().uuidString.prefix(8))")
-        let data = root.appendingPathComponent("data")
-        let socket = root.appendingPathComponent("socket")
-        try FileManager.default.createDirectory(at: socket, withIntermediateDirectories: true)
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: root.path)
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: socket.path)
+        let (data, socket) = try Self.newDirectories()
         try Self.runAsServer(
             "pg_basebackup",
             [

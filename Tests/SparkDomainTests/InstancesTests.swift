@@ -73,6 +73,13 @@ struct InstancesTests {
         return all.filter { $0.kind == .message }
     }
 
+    /// Returns once the reader's mailbox holds `count` messages (the fault tests strike then).
+    static func waitForMessages(_ count: Int, of reader: (String, String), through domain: RemoteDomain) async throws {
+        while try await messages(of: reader, through: domain).count < count {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// What every fault test proves at the end.
     static func expectEachOnceWithoutGaps(_ acks: [String: Int64], _ entries: [MailboxEntry], total: Int) {
         #expect(acks.count == total, "every post acknowledged: \(acks.count) of \(total)")
@@ -176,9 +183,7 @@ struct InstancesTests {
                     caFile: caFile, chat: "crash", count: 40)
             }
             // Once a quarter has gone through, A dies without a word.
-            while try await Self.messages(of: reader, through: watcher).count < 60 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await Self.waitForMessages(60, of: reader, through: watcher)
             await first.kill()
             let acks = try await burst.value
             let entries = try await Self.messages(of: reader, through: watcher)
@@ -202,9 +207,7 @@ struct InstancesTests {
                     posters: posters, urls: { $0 % 2 == 0 ? [first.url, second.url] : [second.url, first.url] }, caFile: "-",
                     chat: "restart", count: 40)
             }
-            while try await Self.messages(of: reader, through: watcher).count < 30 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await Self.waitForMessages(30, of: reader, through: watcher)
             try await Fixtures.blocking { try cluster.stop(mode: "fast") }
             // While the database is gone the instances say so, and are not ready.
             let port = try #require(first.url.port)
@@ -250,9 +253,7 @@ struct InstancesTests {
                     posters: posters, urls: { $0 % 2 == 0 ? [first.url, second.url] : [second.url, first.url] }, caFile: "-",
                     chat: "failover", count: 40)
             }
-            while try await Self.messages(of: reader, through: watcher).count < 30 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await Self.waitForMessages(30, of: reader, through: watcher)
             let before = try await Self.messages(of: reader, through: watcher).count
             try await Fixtures.blocking {
                 try primary.stop(mode: "immediate")
