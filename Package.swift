@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "SparkCryptoTests",
             dependencies: ["SparkCrypto", "SparkTestSupport", "crypto-exit"],
-            exclude: ["Python"],
+            exclude: ["Python", "Vectors"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

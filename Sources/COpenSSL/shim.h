@@ -11,6 +11,8 @@
 #include <openssl/rand.h>
 #include <openssl/ecdsa.h>
 #include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/obj_mac.h>
 #include <openssl/x509.h>
 #include <openssl/opensslv.h>
 

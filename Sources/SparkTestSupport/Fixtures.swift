@@ -141,6 +141,12 @@ public struct PythonPeerError: Error, CustomStringConvertible {
     public let script: String
     /// What it printed on standard error.
     public let stderr: String
+    /// A failure of `script`, with what it printed on standard error.
+    public init(script: String, stderr: String) {
+        self.script = script
+        self.stderr = stderr
+    }
+
     /// `<script> failed: <stderr>`.
     public var description: String { "\(script) failed (are the Python peers installed?): \(stderr)" }
 }

@@ -5,6 +5,8 @@ public import Foundation
 public enum HashFunction: Sendable, Hashable, CustomStringConvertible {
     /// SHA-256, 32-byte digests.
     case sha256
+    /// SHA-384, 48-byte digests (the OPRF's P384-SHA384 suite).
+    case sha384
     /// SHA-512, 64-byte digests.
     case sha512
 
@@ -12,7 +14,16 @@ public enum HashFunction: Sendable, Hashable, CustomStringConvertible {
     public var digestCount: Int {
         switch self {
         case .sha256: 32
+        case .sha384: 48
         case .sha512: 64
+        }
+    }
+
+    /// The input block length in bytes (`s_in_bytes` in RFC 9380 §5.3.1).
+    public var blockCount: Int {
+        switch self {
+        case .sha256: 64
+        case .sha384, .sha512: 128
         }
     }
 
@@ -20,6 +31,7 @@ public enum HashFunction: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .sha256: "SHA-256"
+        case .sha384: "SHA-384"
         case .sha512: "SHA-512"
         }
     }
@@ -29,6 +41,7 @@ public enum HashFunction: Sendable, Hashable, CustomStringConvertible {
     var evp: OpaquePointer {
         switch self {
         case .sha256: EVP_sha256()
+        case .sha384: EVP_sha384()
         case .sha512: EVP_sha512()
         }
     }
