@@ -108,7 +108,7 @@ enum PostgreSQLBenchmarks {
         let conninfo = try cluster.database("bench")
         let store = try PostgreSQLDomainStore(conninfo: conninfo, connections: 8)
         try DomainEngine.create(in: store, domainID: "bench", policy: DomainPolicy())
-        let engine = try DomainEngine(store: store, location: "bench")
+        let engine = try DomainEngine(store: store, location: "bench", passcodeKeys: .generate())
         let token = try SetupBenchmarks.blocking { () -> String in
             let alice = try await engine.testToken(userID: "alice").token
             let bob = try await engine.testToken(userID: "bob").token
@@ -129,7 +129,7 @@ enum PostgreSQLBenchmarks {
                 """,
             ])
         let recorder = RecordingStore(store)
-        let recording = try DomainEngine(store: recorder, location: "bench")
+        let recording = try DomainEngine(store: recorder, location: "bench", passcodeKeys: .generate())
         try SetupBenchmarks.blocking {
             _ = try await recording.post(
                 token: token, endpointID: "a1", chatID: "bench", kind: .message, payload: Data(repeating: 7, count: 200),

@@ -59,23 +59,36 @@ public protocol DomainService: Sendable {
 
     // MARK: Key store and identity directory
 
-    /// Reads one of the user's key blobs. Fetching the passcode-protected management blob
-    /// (``KeyBlob/managementName``) also returns a challenge to sign once the keys are unlocked;
-    /// fetches not followed by a proof are limited per user per hour.
+    /// Reads one of the user's key blobs (useless without the passcode and an evaluation).
     func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch
     /// Writes a key blob if its current version is `expectedVersion` (nil: it must not exist
     /// yet); returns the new version. A lost race is ``DomainError/Code/conflict``.
     func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
+    /// Writes several key blobs at once, each with compare-and-swap: all or none (a passcode
+    /// change re-wraps both blobs). Returns the new versions in order.
+    func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int]
+    /// One passcode attempt: the domain's OPRF evaluations of the blinded, stretched passcode
+    /// under the user's key `keyID` (nil: the current one) and, if that is not current, under the
+    /// current key too. Attempts not followed by a proof are limited per user per hour.
+    func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+        -> PasscodeEvaluation
     /// Proves the keys were unlocked: an Ed25519 signature by the published identity key over
-    /// the challenge from the last management-blob fetch. Each challenge works once.
+    /// the challenge of one of this endpoint's passcode attempts. Each challenge works once. An
+    /// endpoint waiting to take the profile over becomes the active one.
     func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws
     /// Publishes the user's public identity (signed by its own signing key).
     func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws
     /// Looks up a user's published identity.
     func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity?
-    /// Forgets the user's keys and identity (a forgotten passcode) and deregisters every other
-    /// endpoint of the user; this endpoint stays.
-    func resetIdentity(token: String, endpointID: String) async throws
+    /// Resets the user's identity: at once with `signature` (the current identity key's, over
+    /// ``identityResetMessage(userID:endpointID:keyVersion:)``), otherwise after the policy's
+    /// delay, which the first request starts and a request after it completes. Completing
+    /// forgets the keys and identity and deregisters every other endpoint of the user.
+    func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome
+    /// Cancels the user's pending identity reset (from any of their endpoints).
+    func cancelIdentityReset(token: String, endpointID: String) async throws
+    /// A user's pending identity reset, if any (their devices and contacts look).
+    func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset?
     /// The highest identity key version the user ever published (0 if none); a new identity
     /// must be published with a higher one.
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int
@@ -189,9 +202,15 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     public var codeAttempts: Int
     /// Failed logins for one account before each further failure locks it for a while.
     public var loginAttemptsBeforeThrottle: Int
-    /// Management-key blob fetches per user per hour not followed by a proof of unlock (each
-    /// one a passcode guess the domain cannot see).
+    /// Passcode evaluations per user per hour not followed by a proof of unlock (each one a
+    /// passcode guess).
     public var unlockAttemptsPerHour: Int
+    /// Seconds a reset of a user's identity (a forgotten passcode, no current key to sign it)
+    /// waits before it takes effect, so the user's devices and contacts see it and the user can
+    /// cancel it: a stolen token alone can start it, never skip it. Seven days by default.
+    public var identityResetDelay: Int
+    /// Activation and reset code guesses per account per hour, across re-sent codes.
+    public var codeAttemptsPerHour: Int
 
     /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
     /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
@@ -200,7 +219,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         userAuthenticationEnabled: Bool = false, maximumEndpoints: Int = 5, multipleActiveEndpoints: Bool = true,
         passwordIterations: Int = PasswordHasher.owaspIterations, tokenLifetime: Int = 3600,
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
-        codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10
+        codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10,
+        identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
         self.maximumEndpoints = maximumEndpoints
@@ -213,6 +233,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.codeAttempts = codeAttempts
         self.loginAttemptsBeforeThrottle = loginAttemptsBeforeThrottle
         self.unlockAttemptsPerHour = unlockAttemptsPerHour
+        self.identityResetDelay = identityResetDelay
+        self.codeAttemptsPerHour = codeAttemptsPerHour
     }
 
     /// Decodes a stored policy; settings added after it was stored take their defaults.
@@ -233,6 +255,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         codeAttempts = try value(.codeAttempts, defaults.codeAttempts)
         loginAttemptsBeforeThrottle = try value(.loginAttemptsBeforeThrottle, defaults.loginAttemptsBeforeThrottle)
         unlockAttemptsPerHour = try value(.unlockAttemptsPerHour, defaults.unlockAttemptsPerHour)
+        identityResetDelay = try value(.identityResetDelay, defaults.identityResetDelay)
+        codeAttemptsPerHour = try value(.codeAttemptsPerHour, defaults.codeAttemptsPerHour)
     }
 
     /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations
@@ -253,5 +277,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         try check((1...20).contains(codeAttempts), "codeAttempts must be 1...20")
         try check((1...100).contains(loginAttemptsBeforeThrottle), "loginAttemptsBeforeThrottle must be 1...100")
         try check((1...1000).contains(unlockAttemptsPerHour), "unlockAttemptsPerHour must be 1...1000")
+        try check((0...(90 * 86400)).contains(identityResetDelay), "identityResetDelay must be 0...90 days")
+        try check((1...100).contains(codeAttemptsPerHour), "codeAttemptsPerHour must be 1...100")
     }
 }

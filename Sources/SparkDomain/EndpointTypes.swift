@@ -95,19 +95,69 @@ public struct KeyBlob: Sendable, Codable, Equatable {
     }
 }
 
-/// A key-blob fetch: the blob if it exists, and for the management blob an unlock challenge
-/// and how many unproven fetches remain this hour.
+/// One blob of a multi-blob write, with the version it must still be at (nil: must not exist).
+public struct KeyBlobWrite: Sendable, Codable, Equatable {
+    /// The blob's name.
+    public var name: String
+    /// Its new bytes.
+    public var data: Data
+    /// The version it must be at now; nil when it must not exist.
+    public var expectedVersion: Int?
+
+    /// A write.
+    public init(name: String, data: Data, expectedVersion: Int?) {
+        self.name = name
+        self.data = data
+        self.expectedVersion = expectedVersion
+    }
+}
+
+/// A key-blob fetch: the blob, or nil when the user has none yet.
 public struct BlobFetch: Sendable, Codable, Equatable {
     /// The blob, or nil when the user has none yet.
     public var blob: KeyBlob?
-    /// For the management blob: the challenge to sign after unlocking.
-    public var challenge: Data?
-    /// For the management blob: unproven fetches left this hour, this one included.
-    public var attemptsLeft: Int?
 
     /// A fetch result.
-    public init(blob: KeyBlob?, challenge: Data? = nil, attemptsLeft: Int? = nil) {
-        self.blob = blob
+    public init(blob: KeyBlob?) { self.blob = blob }
+}
+
+/// The domain's answer to one passcode attempt: its OPRF evaluations (RFC 9497,
+/// `P256-SHA256`, verifiable) of the device's blinded, stretched passcode, and the challenge
+/// that proves the attempt right once the keys open. Each request counts as an attempt.
+public struct PasscodeEvaluation: Sendable, Codable, Equatable {
+    /// One evaluation under one of the domain's passcode keys.
+    public struct Evaluation: Sendable, Codable, Equatable {
+        /// The domain's passcode key id (`k1`, …).
+        public var keyID: String
+        /// The user's OPRF public key under it (a compressed P-256 point).
+        public var publicKey: Data
+        /// The evaluated element.
+        public var element: Data
+        /// The DLEQ proof that `element` was made with `publicKey`'s private key.
+        public var proof: Data
+
+        /// An evaluation.
+        public init(keyID: String, publicKey: Data, element: Data, proof: Data) {
+            self.keyID = keyID
+            self.publicKey = publicKey
+            self.element = element
+            self.proof = proof
+        }
+    }
+
+    /// Under the key the device asked for (the one its backup was made with).
+    public var requested: Evaluation
+    /// Under the domain's current key, when that is another (the device re-wraps under it).
+    public var current: Evaluation?
+    /// The 32-byte challenge to sign once the keys open (see `docs/FORMATS.md`).
+    public var challenge: Data
+    /// Unproven attempts left this hour after this one.
+    public var attemptsLeft: Int
+
+    /// An answer.
+    public init(requested: Evaluation, current: Evaluation?, challenge: Data, attemptsLeft: Int) {
+        self.requested = requested
+        self.current = current
         self.challenge = challenge
         self.attemptsLeft = attemptsLeft
     }
@@ -158,4 +208,40 @@ public struct PublishedIdentity: Sendable, Codable, Equatable {
 /// so a proof cannot be replayed for another user, endpoint or challenge.
 public func unlockProofMessage(userID: String, endpointID: String, challenge: Data) -> Data {
     Data("spark-unlock-v1".utf8) + [0] + Data(userID.utf8) + [0] + Data(endpointID.utf8) + [0] + challenge
+}
+
+/// What an Ed25519 signature by the current identity key covers to reset the identity at once
+/// (`docs/FORMATS.md`): `"spark-identity-reset-v1" ‖ 0x00 ‖ userID ‖ 0x00 ‖ endpointID ‖ 0x00 ‖
+/// keyVersion (u64, big-endian)`.
+public func identityResetMessage(userID: String, endpointID: String, keyVersion: Int) -> Data {
+    var version = UInt64(max(0, keyVersion)).bigEndian
+    return Data("spark-identity-reset-v1".utf8) + [0] + Data(userID.utf8) + [0] + Data(endpointID.utf8) + [0]
+        + Data(bytes: &version, count: 8)
+}
+
+/// A reset of a user's identity that waits out the domain's delay.
+public struct PendingIdentityReset: Sendable, Codable, Equatable {
+    /// The endpoint that asked for it.
+    public var endpointID: String
+    /// When it was asked for.
+    public var requestedAt: Date
+    /// When it may be completed, unless cancelled first.
+    public var effectiveAt: Date
+
+    /// A pending reset.
+    public init(endpointID: String, requestedAt: Date, effectiveAt: Date) {
+        self.endpointID = endpointID
+        self.requestedAt = requestedAt
+        self.effectiveAt = effectiveAt
+    }
+}
+
+/// The domain's answer to a reset request.
+public enum IdentityResetOutcome: Sendable, Codable, Equatable {
+    /// The identity and the key backup are gone and the user's other endpoints removed: publish
+    /// a new identity now.
+    case completed
+    /// The reset waits until `effectiveAt`; the user's devices and contacts see it and any of
+    /// the user's devices can cancel it. Ask again after that time to complete it.
+    case pending(PendingIdentityReset)
 }

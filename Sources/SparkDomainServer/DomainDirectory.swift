@@ -9,6 +9,7 @@ public import SparkDomain
 /// |---|---|
 /// | `domain.sqlite` | the domain's database (with its issuers' private keys), unless… |
 /// | `database.conninfo` | …the domain is in PostgreSQL: the libpq connection string |
+/// | `passcode.keys` | the OPRF secrets that harden users' passcodes (``PasscodeKeys``): never in the database |
 /// | `operator.credential` | the operator's credential for `spark-admin --operator` |
 /// | `ca.pem`, `ca.key` | the domain's private CA; clients trust `ca.pem` |
 /// | `server.pem`, `server.key` | the server certificate for the host names, signed by the CA |
@@ -24,6 +25,8 @@ public struct DomainDirectory: Sendable {
     public var databasePath: String { url.appendingPathComponent("domain.sqlite").path }
     /// The file holding the PostgreSQL connection string, when the domain is there.
     public var connectionPath: String { url.appendingPathComponent("database.conninfo").path }
+    /// The passcode-hardening secrets' file.
+    public var passcodeKeysPath: String { url.appendingPathComponent("passcode.keys").path }
     /// The operator credential's file.
     public var credentialPath: String { url.appendingPathComponent("operator.credential").path }
     /// The CA certificate clients trust.
@@ -64,9 +67,11 @@ public struct DomainDirectory: Sendable {
     public func openDomain(connections: Int = 8) throws -> DomainEngine {
         if let conninfo = try databaseConnection() {
             let store = try PostgreSQLDomainStore(conninfo: conninfo, connections: connections)
-            return try DomainEngine(store: store, location: store.redactedConnection)
+            return try DomainEngine(
+                store: store, location: store.redactedConnection, passcodeKeys: try PasscodeKeys.load(from: passcodeKeysPath))
         }
-        return try EmbeddedDomain.open(at: databasePath, sharedWithOtherProcesses: false)
+        return try EmbeddedDomain.open(
+            at: databasePath, sharedWithOtherProcesses: false, passcodeKeys: try PasscodeKeys.load(from: passcodeKeysPath))
     }
 
     /// Makes a domain directory: the database with fresh issuer keys, the operator credential,
@@ -98,12 +103,15 @@ public struct DomainDirectory: Sendable {
         let previous = umask(0o077)
         defer { umask(previous) }
         let policy = DomainPolicy(userAuthenticationEnabled: !sandbox)
+        try PasscodeKeys.generate().write(to: directory.passcodeKeysPath)
         if let database {
             let store = try PostgreSQLDomainStore(conninfo: database, connections: 1)
             try DomainEngine.create(in: store, domainID: domainID, policy: policy)
             try directory.write(Data((database + "\n").utf8), to: directory.connectionPath)
         } else {
-            _ = try EmbeddedDomain.create(at: directory.databasePath, domainID: domainID, policy: policy)
+            _ = try EmbeddedDomain.create(
+                at: directory.databasePath, domainID: domainID, policy: policy,
+                passcodeKeys: try PasscodeKeys.load(from: directory.passcodeKeysPath))
         }
 
         let credential = "spark-operator-v1." + SecureBytes(randomCount: 32).withUnsafeBytes { Data($0) }.base64URLEncodedString()

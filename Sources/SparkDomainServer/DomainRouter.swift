@@ -213,6 +213,18 @@ public final class DomainRouter: Sendable {
             let version = try await domain.putKeyBlob(
                 token: token, endpointID: endpoint, name: body.name, data: body.data, expectedVersion: body.expectedVersion)
             return try WireCoder.encode(Wire.Version(version: version))
+        case .putKeyBlobs:
+            let body = try call.body(Wire.PutBlobs.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.Versions(versions: try await domain.putKeyBlobs(token: token, endpointID: endpoint, writes: body.writes)))
+        case .evaluatePasscode:
+            let body = try call.body(Wire.BlindedPasscode.self)
+            let (token, endpoint) = try call.credential()
+            try call.limit(name: endpoint)
+            return try WireCoder.encode(
+                try await domain.evaluatePasscode(
+                    token: token, endpointID: endpoint, blindedElement: body.blindedElement, keyID: body.keyID))
         case .proveUnlock:
             let body = try call.body(Wire.UnlockProof.self)
             let (token, endpoint) = try call.credential()
@@ -229,10 +241,21 @@ public final class DomainRouter: Sendable {
             let identity = try await domain.identity(token: token, endpointID: endpoint, userID: query.userID)
             return try WireCoder.encode(Wire.Identity(identity: identity))
         case .resetIdentity:
+            let body = try call.body(Wire.ResetRequest.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                try await domain.resetIdentity(token: token, endpointID: endpoint, signature: body.signature))
+        case .cancelIdentityReset:
             _ = try call.body(Wire.Empty.self)
             let (token, endpoint) = try call.credential()
-            try await domain.resetIdentity(token: token, endpointID: endpoint)
+            try await domain.cancelIdentityReset(token: token, endpointID: endpoint)
             return try call.empty()
+        case .pendingIdentityReset:
+            let query = try call.query(Wire.UserID.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.PendingReset(
+                    pending: try await domain.pendingIdentityReset(token: token, endpointID: endpoint, userID: query.userID)))
         case .identityKeyVersion:
             try call.none()
             let (token, endpoint) = try call.credential()

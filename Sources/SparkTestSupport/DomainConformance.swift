@@ -197,6 +197,7 @@ public enum DomainConformance {
 
     static func keyBlobs(_ domain: DomainUnderTest) async throws {
         let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
         let service = domain.service
         let first = try await service.putKeyBlob(
             token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("v1".utf8), expectedVersion: nil)
@@ -220,20 +221,72 @@ public enum DomainConformance {
                 token: alice.token, endpointID: alice.endpoint, name: "x", data: Data(), expectedVersion: nil)
         }
 
-        // The management blob comes with a challenge the identity key answers once.
+        // Several blobs at once: all or none.
+        try await expectRefused(.conflict, "a multi-blob write with one stale version") {
+            try await service.putKeyBlobs(
+                token: alice.token, endpointID: alice.endpoint,
+                writes: [
+                    KeyBlobWrite(name: "extra", data: Data("new".utf8), expectedVersion: nil),
+                    KeyBlobWrite(name: "profile", data: Data("v3".utf8), expectedVersion: 1),
+                ])
+        }
+        let untouched = try await service.fetchKeyBlob(token: alice.token, endpointID: alice.endpoint, name: "extra")
+        try expect(untouched.blob == nil, "a refused multi-blob write wrote nothing: \(String(describing: untouched.blob))")
+        let both = try await service.putKeyBlobs(
+            token: alice.token, endpointID: alice.endpoint,
+            writes: [
+                KeyBlobWrite(name: "extra", data: Data("new".utf8), expectedVersion: nil),
+                KeyBlobWrite(name: "profile", data: Data("v3".utf8), expectedVersion: 2),
+            ])
+        try expect(both == [1, 3], "the versions of a multi-blob write: \(both)")
+
+        // A passcode attempt is the domain's OPRF evaluation, its proof checks out, and its
+        // challenge is answered once by the identity key.
         let (identity, signing) = try identity("alice")
         try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: identity)
-        _ = try await service.putKeyBlob(
-            token: alice.token, endpointID: alice.endpoint, name: KeyBlob.managementName, data: Data("jwe".utf8),
-            expectedVersion: nil)
-        let management = try await service.fetchKeyBlob(
-            token: alice.token, endpointID: alice.endpoint, name: KeyBlob.managementName)
-        guard let challenge = management.challenge else { throw ConformanceFailure("no unlock challenge: \(management)") }
+        let oprf = OPRF.passcodeHardening
+        let blinded = try oprf.blind(Data("a stretched passcode".utf8))
+        let attempt = try await service.evaluatePasscode(
+            token: alice.token, endpointID: alice.endpoint, blindedElement: blinded.element, keyID: nil)
+        let policy = try await service.policy()
+        try expect(
+            attempt.current == nil && attempt.attemptsLeft == policy.unlockAttemptsPerHour - 1 && attempt.challenge.count == 32,
+            "a first attempt: \(attempt.attemptsLeft) left, current \(String(describing: attempt.current))")
+        let output = try oprf.finalize(
+            [blinded], .init(elements: [attempt.requested.element], proof: attempt.requested.proof),
+            publicKey: attempt.requested.publicKey)
+        let again = try oprf.blind(Data("a stretched passcode".utf8))
+        let repeated = try await service.evaluatePasscode(
+            token: alice.token, endpointID: alice.endpoint, blindedElement: again.element, keyID: attempt.requested.keyID)
+        try expect(
+            try oprf.finalize(
+                [again], .init(elements: [repeated.requested.element], proof: repeated.requested.proof),
+                publicKey: attempt.requested.publicKey) == output && repeated.attemptsLeft == attempt.attemptsLeft - 1,
+            "the same passcode gives the same output under the same key, and each attempt counts")
+        let bobAttempt = try await service.evaluatePasscode(
+            token: bob.token, endpointID: bob.endpoint, blindedElement: blinded.element, keyID: nil)
+        try expect(bobAttempt.requested.publicKey != attempt.requested.publicKey, "each user has their own passcode key")
+        try await expectRefused(.invalidRequest, "a blinded element that is not a point") {
+            try await service.evaluatePasscode(
+                token: alice.token, endpointID: alice.endpoint, blindedElement: Data([2] + [UInt8](repeating: 0xff, count: 32)),
+                keyID: nil)
+        }
+        try await expectRefused(.notFound, "a passcode key the domain does not hold") {
+            try await service.evaluatePasscode(
+                token: alice.token, endpointID: alice.endpoint, blindedElement: blinded.element, keyID: "k999")
+        }
+        let challenge = attempt.challenge
         let message = unlockProofMessage(userID: "alice", endpointID: alice.endpoint, challenge: challenge)
         try await expectRefused(.invalidProof, "a proof by another key") {
             try await service.proveUnlock(
                 token: alice.token, endpointID: alice.endpoint, challenge: challenge,
                 signature: try Ed25519.PrivateKey().signature(for: message))
+        }
+        try await expectRefused(.invalidProof, "a proof of bob's attempt from alice") {
+            try await service.proveUnlock(
+                token: alice.token, endpointID: alice.endpoint, challenge: bobAttempt.challenge,
+                signature: try signing.signature(
+                    for: unlockProofMessage(userID: "alice", endpointID: alice.endpoint, challenge: bobAttempt.challenge)))
         }
         let signature = try signing.signature(for: message)
         try await service.proveUnlock(token: alice.token, endpointID: alice.endpoint, challenge: challenge, signature: signature)
@@ -241,6 +294,9 @@ public enum DomainConformance {
             try await service.proveUnlock(
                 token: alice.token, endpointID: alice.endpoint, challenge: challenge, signature: signature)
         }
+        let third = try await service.evaluatePasscode(
+            token: alice.token, endpointID: alice.endpoint, blindedElement: blinded.element, keyID: nil)
+        try expect(third.attemptsLeft == repeated.attemptsLeft, "a proven attempt no longer counts: \(third.attemptsLeft) left")
     }
 
     static func identities(_ domain: DomainUnderTest) async throws {
@@ -251,7 +307,7 @@ public enum DomainConformance {
             try await service.identityKeyVersion(token: alice.token, endpointID: alice.endpoint) == 0, "no identity yet")
         try expect(
             try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == nil, "no identity yet")
-        let (published, _) = try identity("alice")
+        let (published, aliceKey) = try identity("alice")
         try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: published)
         try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: published)
         try expect(
@@ -272,7 +328,41 @@ public enum DomainConformance {
         try expect(
             try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: odd.id) == oddIdentity,
             "a user id with &, =, + and % is looked up as itself")
-        try await service.resetIdentity(token: alice.token, endpointID: alice.endpoint)
+        // A token alone never replaces an identity: not by publishing over it, and a reset
+        // without the current key waits (bob sees it) until any of alice's devices cancels it.
+        try await expectRefused(.conflict, "publishing over an identity without a reset") {
+            try await service.publishIdentity(
+                token: alice.token, endpointID: alice.endpoint, identity: try identity("alice", version: 5).0)
+        }
+        let started = try await service.resetIdentity(token: alice.token, endpointID: alice.endpoint, signature: nil)
+        guard case .pending(let pending) = started,
+            pending.effectiveAt.timeIntervalSince(pending.requestedAt) == Double(try await service.policy().identityResetDelay),
+            pending.endpointID == alice.endpoint
+        else { throw ConformanceFailure("an unsigned reset waits out the delay: \(started)") }
+        let again = try await service.resetIdentity(token: alice.token, endpointID: alice.endpoint, signature: nil)
+        try expect(again == started, "asking again before the delay changes nothing: \(again)")
+        try expect(
+            try await service.pendingIdentityReset(token: bob.token, endpointID: bob.endpoint, userID: "alice") == pending,
+            "bob sees alice's pending reset")
+        try expect(
+            try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == published,
+            "the identity stays while the reset waits")
+        try await service.cancelIdentityReset(token: alice.token, endpointID: alice.endpoint)
+        try expect(
+            try await service.pendingIdentityReset(token: bob.token, endpointID: bob.endpoint, userID: "alice") == nil,
+            "a cancelled reset is gone")
+        try await expectRefused(.notFound, "cancelling a reset that is not pending") {
+            try await service.cancelIdentityReset(token: alice.token, endpointID: alice.endpoint)
+        }
+        try await expectRefused(.invalidProof, "a reset signed by another key") {
+            try await service.resetIdentity(
+                token: alice.token, endpointID: alice.endpoint,
+                signature: try Ed25519.PrivateKey().signature(
+                    for: identityResetMessage(userID: "alice", endpointID: alice.endpoint, keyVersion: 1)))
+        }
+        let signed = try aliceKey.signature(for: identityResetMessage(userID: "alice", endpointID: alice.endpoint, keyVersion: 1))
+        let reset = try await service.resetIdentity(token: alice.token, endpointID: alice.endpoint, signature: signed)
+        try expect(reset == .completed, "a reset signed by the current key happens at once: \(reset)")
         try expect(
             try await service.identity(token: bob.token, endpointID: bob.endpoint, userID: "alice") == nil,
             "a reset identity is gone")

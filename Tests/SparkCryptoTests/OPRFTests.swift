@@ -92,7 +92,8 @@ struct OPRFTests {
                 continue
             }
             let oprf = OPRF(suite: suite, mode: mode)
-            let key = try oprf.deriveKey(seed: Data(hex: entry["seed"] as? String ?? ""), info: Data(hex: entry["keyInfo"] as? String ?? ""))
+            let key = try oprf.deriveKey(
+                seed: Data(hex: entry["seed"] as? String ?? ""), info: Data(hex: entry["keyInfo"] as? String ?? ""))
             #expect(key.withUnsafeBytes { Data($0) } == Data(hex: entry["skSm"] as? String ?? ""), "\(name) skSm")
             if let publicKey = entry["pkSm"] as? String { #expect(key.publicKey == Data(hex: publicKey), "\(name) pkSm") }
             for vector in vectors {
@@ -111,7 +112,9 @@ struct OPRFTests {
                 passed[name, default: 0] += 1
             }
         }
-        print("OPRF vectors passed: \(passed.sorted { $0.key < $1.key }); unsupported (not run): \(unsupported.sorted { $0.key < $1.key })")
+        print(
+            "OPRF vectors passed: \(passed.sorted { $0.key < $1.key }); unsupported (not run): \(unsupported.sorted { $0.key < $1.key })"
+        )
         #expect(passed == ["P256-SHA256 mode 0": 2, "P256-SHA256 mode 1": 3, "P384-SHA384 mode 0": 2, "P384-SHA384 mode 1": 3])
     }
 
@@ -184,7 +187,9 @@ struct OPRFTests {
     @Test func keysAreBoundToTheirSuiteAndMode() throws {
         let base = OPRF(suite: .p256SHA256, mode: .oprf)
         let key = try base.deriveKey(seed: Data(repeating: 1, count: 32), info: Data())
-        #expect(throws: CryptoError(.invalidKey, "")) { try Self.oprf.blindEvaluate([try Self.oprf.blind(Data()).element], key: key) }
+        #expect(throws: CryptoError(.invalidKey, "")) {
+            try Self.oprf.blindEvaluate([try Self.oprf.blind(Data()).element], key: key)
+        }
         #expect(throws: CryptoError(.invalidParameter, "")) { try Self.oprf.deriveKey(seed: Data(count: 31), info: Data()) }
         #expect(throws: CryptoError(.invalidKey, "")) { try Self.oprf.privateKey(rawRepresentation: Data(count: 32)) }
         #expect(throws: CryptoError(.malformedInput, "")) { try Self.oprf.privateKey(rawRepresentation: Data(count: 31)) }
@@ -196,7 +201,8 @@ struct OPRFTests {
         let key = try Self.key()
         let outputs = try (0..<3).map { _ in
             let blinded = try Self.oprf.blind(Data("passcode".utf8))
-            return try Self.oprf.finalize([blinded], try Self.oprf.blindEvaluate([blinded.element], key: key), publicKey: key.publicKey)[0]
+            return try Self.oprf.finalize(
+                [blinded], try Self.oprf.blindEvaluate([blinded.element], key: key), publicKey: key.publicKey)[0]
         }
         #expect(Set(outputs.map { $0.unsafeData() }).count == 1)
         #expect(outputs[0] == (try Self.oprf.evaluate(Data("passcode".utf8), key: key)))

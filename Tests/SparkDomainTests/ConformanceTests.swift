@@ -22,7 +22,7 @@ struct ConformanceTests {
         let conninfo = try await PostgresCluster.newDatabase()
         let store = try await Fixtures.blocking { try PostgreSQLDomainStore(conninfo: conninfo) }
         try DomainEngine.create(in: store, domainID: "conformance", policy: DomainPolicy())
-        let domain = try DomainEngine(store: store, location: store.redactedConnection)
+        let domain = try DomainEngine(store: store, location: store.redactedConnection, passcodeKeys: .generate())
         defer { store.stopListening() }
         try await DomainConformance.run(check, on: DomainUnderTest(service: domain, admin: domain))
     }

@@ -47,8 +47,8 @@ struct DaemonTests {
             let files = try manager.contentsOfDirectory(atPath: home.path).sorted()
             #expect(
                 files == [
-                    "ConfigSettings.plist", "ca.key", "ca.pem", "domain.sqlite", "operator.credential", "server.key",
-                    "server.pem",
+                    "ConfigSettings.plist", "ca.key", "ca.pem", "domain.sqlite", "operator.credential", "passcode.keys",
+                    "server.key", "server.pem",
                 ])
             for file in files { #expect(mode(home.appendingPathComponent(file).path) == 0o600, "\(file) is the daemon's alone") }
             let plist = try #require(

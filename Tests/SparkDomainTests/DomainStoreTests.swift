@@ -58,7 +58,7 @@ struct DomainStoreTests {
             let sqlite = try SQLiteDomainStore(path: path)
             try DomainEngine.create(in: sqlite, domainID: "faults", policy: DomainPolicy())
             let store = FailingStore(sqlite)
-            let domain = try DomainEngine(store: store, location: path)
+            let domain = try DomainEngine(store: store, location: path, passcodeKeys: .generate())
             let alice = try await domain.testToken(userID: "alice").token
             let bob = try await domain.testToken(userID: "bob").token
             _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))

@@ -166,21 +166,25 @@ struct EndpointAndKeyStoreTests {
             _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "laptop"))
             let (identity, signing) = try Self.identity("alice")
             try await domain.publishIdentity(token: alice, endpointID: "a1", identity: identity)
-            _ = try await domain.putKeyBlob(
-                token: alice, endpointID: "a1", name: KeyBlob.managementName, data: Data("jwe".utf8), expectedVersion: nil)
-
+            // Each passcode attempt is an OPRF evaluation the domain counts.
+            let blinded = try OPRF.passcodeHardening.blind(Data("stretched".utf8)).element
+            func attempt() async throws -> PasscodeEvaluation {
+                try await domain.evaluatePasscode(token: alice, endpointID: "a1", blindedElement: blinded, keyID: nil)
+            }
             var challenges: [Data] = []
             for expected in [2, 1, 0] {
-                let fetch = try await domain.fetchKeyBlob(token: alice, endpointID: "a1", name: KeyBlob.managementName)
-                #expect(fetch.attemptsLeft == expected && fetch.challenge?.count == 32)
-                challenges.append(try #require(fetch.challenge))
+                let evaluation = try await attempt()
+                #expect(evaluation.attemptsLeft == expected && evaluation.challenge.count == 32)
+                challenges.append(evaluation.challenge)
             }
             do {
-                _ = try await domain.fetchKeyBlob(token: alice, endpointID: "a1", name: KeyBlob.managementName)
+                _ = try await attempt()
                 Issue.record("expected the limit")
             } catch let error as DomainError {
                 #expect(error.code == .tooManyAttempts && (1...3600).contains(error.retryAfter ?? 0))
             }
+            // Reading the blob is not an attempt, and is not refused at the limit.
+            #expect(try await domain.fetchKeyBlob(token: alice, endpointID: "a1", name: KeyBlob.managementName).blob == nil)
             // A wrong signature, another user's signature, or a replay prove nothing.
             let message = unlockProofMessage(userID: "alice", endpointID: "a1", challenge: challenges[2])
             await #expect(throws: DomainError(.invalidProof, "")) {
@@ -200,18 +204,19 @@ struct EndpointAndKeyStoreTests {
                 try await domain.proveUnlock(
                     token: alice, endpointID: "a1", challenge: challenges[2], signature: try signing.signature(for: message))
             }
-            // The proven fetch no longer counts: one more attempt is allowed.
-            #expect(try await domain.fetchKeyBlob(token: alice, endpointID: "a1", name: KeyBlob.managementName).attemptsLeft == 0)
+            // The proven attempt no longer counts: one more is allowed.
+            #expect(try await attempt().attemptsLeft == 0)
             // An hour later the allowance is back.
             clock.advance(by: 3601)
-            #expect(try await domain.fetchKeyBlob(token: alice, endpointID: "a1", name: KeyBlob.managementName).attemptsLeft == 2)
+            #expect(try await attempt().attemptsLeft == 2)
         }
     }
 
     @Test func identitiesAreSelfSignedVersionedAndResettable() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let domain = try makeDomain(directory)
-            let alice = try await Self.token(domain, "alice")
+            let clock = TestClock(Date())
+            let domain = try makeDomain(directory, clock: clock)
+            var alice = try await Self.token(domain, "alice")
             _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "laptop"))
             _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a2", description: "phone"))
             let (identity, _) = try Self.identity("alice")
@@ -230,13 +235,25 @@ struct EndpointAndKeyStoreTests {
             await #expect(throws: DomainError(.conflict, "")) {
                 try await domain.publishIdentity(token: alice, endpointID: "a1", identity: replacement)
             }
-            let bob = try await Self.token(domain, "bob")
+            var bob = try await Self.token(domain, "bob")
             _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "bob's"))
             #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice") == identity)
 
             _ = try await domain.putKeyBlob(
                 token: alice, endpointID: "a2", name: "profile", data: Data("x".utf8), expectedVersion: nil)
-            try await domain.resetIdentity(token: alice, endpointID: "a2")
+            // Without the current key the reset waits out the delay, and a request before it
+            // changes nothing; after it, the reset completes.
+            let started = try await domain.resetIdentity(token: alice, endpointID: "a2", signature: nil)
+            #expect(started == .pending(.init(endpointID: "a2", requestedAt: clock.now, effectiveAt: clock.now + 7 * 86400)))
+            clock.advance(by: 7 * 86400 - 1)
+            alice = try await Self.token(domain, "alice")
+            bob = try await Self.token(domain, "bob")
+            #expect(try await domain.resetIdentity(token: alice, endpointID: "a2", signature: nil) == started)
+            #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice") == identity)
+            _ = try await domain.checkIn(token: alice, endpointID: "a1")
+            clock.advance(by: 1)
+            #expect(try await domain.resetIdentity(token: alice, endpointID: "a2", signature: nil) == .completed)
+            #expect(try await domain.pendingIdentityReset(token: bob, endpointID: "b1", userID: "alice") == nil)
             #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice") == nil)
             #expect(try await domain.fetchKeyBlob(token: alice, endpointID: "a2", name: "profile").blob == nil)
             await #expect(throws: DomainError(.endpointRemoved, "")) { try await domain.checkIn(token: alice, endpointID: "a1") }

@@ -89,7 +89,7 @@ struct PostgreSQLTests {
         let engine = try await Fixtures.blocking { () -> DomainEngine in
             let store = try PostgreSQLDomainStore(conninfo: conninfo)
             try DomainEngine.create(in: store, domainID: "pg", policy: DomainPolicy())
-            return try DomainEngine(store: store, location: "pg")
+            return try DomainEngine(store: store, location: "pg", passcodeKeys: .generate())
         }
         // PostgreSQL text holds no NUL; the store refuses it rather than cut the text short.
         #expect(throws: DomainError(.invalidRequest, "")) { try engine.ban("mallory", reason: "spam\u{0}hidden") }
@@ -106,7 +106,8 @@ struct PostgreSQLTests {
             try DomainEngine.create(in: store, domainID: "pg", policy: DomainPolicy(maximumEndpoints: 3))
             let other = try PostgreSQLDomainStore(conninfo: conninfo)
             return (
-                try DomainEngine(store: store, location: "first"), try DomainEngine(store: other, location: "second")
+                try DomainEngine(store: store, location: "first", passcodeKeys: .generate()),
+                try DomainEngine(store: other, location: "second", passcodeKeys: .generate())
             )
         }
         let engines = [first, second]

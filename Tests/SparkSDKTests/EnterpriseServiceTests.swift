@@ -145,9 +145,29 @@ struct EnterpriseServiceTests {
         }
     }
 
-    @Test func aForgottenPasscodeResetsEverywhere() async throws {
+    @Test func aForgottenPasscodeWaitsOutTheResetDelay() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let devices = try Devices(directory)
+            let a = try await devices.service("a")
+            _ = try await devices.begin(a)
+            try await a.syncStart(passcode: "first-passcode", action: .new)
+            let b = try await devices.service("b")
+            _ = try await devices.begin(b)
+            do {
+                try await b.syncStart(passcode: "brand-new-passcode", action: .reset)
+                Issue.record("a reset without the keys completed at once")
+            } catch let error as SetupError {
+                #expect(error.reason.contains("takes effect at"), "\(error)")
+            }
+            #expect(await b.waitForSettledState().setupState != .success)
+            #expect(await a.keys != nil, "the first device keeps its keys while the reset waits")
+        }
+    }
+
+    @Test func aForgottenPasscodeResetsEverywhere() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            // No delay: this test is about what a completed reset does.
+            let devices = try Devices(directory, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
             let a = try await devices.service("a")
             _ = try await devices.begin(a)
             try await a.syncStart(passcode: "first-passcode", action: .new)

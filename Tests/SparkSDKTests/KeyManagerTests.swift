@@ -87,25 +87,35 @@ struct KeyManagerTests {
             #expect(manager.passcodeIterations == 600_000)
             _ = try await manager.createKeys(passcode: "tr0ub4dor&3", caller: caller)
             let header = try JWE.header(of: try await keys.blob(KeyBlob.managementName, endpoint: "laptop").data)
-            #expect(header.algorithm == "PBES2-HS512+A256KW" && header.encryption == "A256GCM" && header.pbes2Count == 600_000)
-            #expect(try Data(base64URLEncoded: header.pbes2Salt ?? "").count == 16)
+            #expect(header.algorithm == "A256KW" && header.encryption == "A256GCM" && header.pbes2Count == nil)
+            let oprf = try #require(header.oprf)
+            #expect(oprf.suite == "VOPRF-P256-SHA256" && oprf.iterations == 600_000 && oprf.keyID == "k1")
+            #expect(try Data(base64URLEncoded: oprf.salt).count == 16 && Data(base64URLEncoded: oprf.publicKey).count == 33)
             let profileHeader = try JWE.header(of: try await keys.blob(KeyBlob.profileName, endpoint: "laptop").data)
             #expect(profileHeader.algorithm == "A256KW" && profileHeader.encryption == "A256GCM")
         }
     }
 
-    @Test func changePasscodeRewrapsOnlyTheManagementKeyAndRacesSafely() async throws {
+    @Test func changePasscodeMakesANewManagementKeyAndRacesSafely() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let keys = try await KeyHarness(directory)
             let (first, firstCaller) = try await keys.device("laptop")
             let created = try await first.createKeys(passcode: "first-passcode", caller: firstCaller)
             let profileBefore = try await keys.blob(KeyBlob.profileName, endpoint: "laptop")
+            let managementBefore = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
             await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
                 try await first.changePasscode(from: "not-it-at-all", to: "second-passcode", caller: firstCaller)
             }
             try await first.changePasscode(from: "first-passcode", to: "second-passcode", caller: firstCaller)
-            #expect(
-                try await keys.blob(KeyBlob.profileName, endpoint: "laptop") == profileBefore, "the profile blob is untouched")
+            let profileAfter = try await keys.blob(KeyBlob.profileName, endpoint: "laptop")
+            #expect(profileAfter.version == profileBefore.version + 1, "the profile is re-wrapped under a new management key")
+            // A copy of the old management blob opened with the old passcode gives the old
+            // management key, which no longer opens the current profile.
+            let oldKey = try PasscodeHardeningTests.managementKey(
+                of: managementBefore.data, passcode: "first-passcode", userID: "alice", domain: keys.harness.domain)
+            #expect(throws: CryptoError(.authenticationFailure, "")) {
+                try JWE.decrypt(profileAfter.data, keyEncryptionKey: oldKey)
+            }
 
             let (second, secondCaller) = try await keys.device("phone")
             await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
@@ -142,7 +152,8 @@ struct KeyManagerTests {
 
     @Test func forgottenPasscodeResetsTheIdentity() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let keys = try await KeyHarness(directory)
+            // No delay: the delay has its own tests (PasscodeHardeningTests).
+            let keys = try await KeyHarness(directory, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
             let (first, firstCaller) = try await keys.device("laptop")
             let old = try await first.createKeys(passcode: "first-passcode", caller: firstCaller)
             let (second, secondCaller) = try await keys.device("phone")
@@ -231,7 +242,16 @@ struct KeyManagerTests {
                 return next
             }
         }
-        func proveUnlock(challenge: Data, signature: Data, token: String, endpointID: String) async throws {}
+        func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws {
+            try blobs.withLock { blobs in
+                guard writes.allSatisfy({ blobs[$0.name]?.version == $0.expectedVersion }) else {
+                    throw DomainError(.conflict, "a version moved")
+                }
+                for write in writes {
+                    blobs[write.name] = KeyBlob(name: write.name, data: write.data, version: (write.expectedVersion ?? 0) + 1)
+                }
+            }
+        }
     }
 
     @Test func anAppCanKeepTheBlobsItself() async throws {
@@ -252,27 +272,6 @@ struct KeyManagerTests {
             #expect(
                 try await manager.unlock(passcode: "app-side-passcode", caller: caller).signing.publicKey
                     == created.signing.publicKey)
-        }
-    }
-
-    @Test func theBackupOpensInJWCryptoWithThePasscode() async throws {
-        try await Fixtures.withTemporaryDirectory { directory in
-            let keys = try await KeyHarness(directory)
-            let (manager, caller) = try await keys.device("laptop")
-            let created = try await manager.createKeys(passcode: "interop-passcode", caller: caller)
-            let management = directory.appendingPathComponent("management.jwe")
-            let profile = directory.appendingPathComponent("profile.jwe")
-            try await keys.blob(KeyBlob.managementName, endpoint: "laptop").data.write(to: management)
-            try await keys.blob(KeyBlob.profileName, endpoint: "laptop").data.write(to: profile)
-            let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/SparkSDKTests/Python/open_backup.py").path
-            let result = try await Fixtures.run(
-                URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "interop-passcode", management.path, profile.path])
-            #expect(result.status == 0, "\(result.stderr)")
-            let opened = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String] ?? [:]
-            let published = try #require(try keys.harness.domain.publishedIdentity(of: "alice"))
-            #expect(opened["sig"] == published.signingKey.base64URLEncodedString())
-            #expect(opened["enc"] == published.encryptionKey.base64URLEncodedString())
-            #expect(opened["sig"] == created.signing.publicKey.rawRepresentation.base64URLEncodedString())
         }
     }
 }

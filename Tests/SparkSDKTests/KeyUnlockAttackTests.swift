@@ -25,8 +25,8 @@ struct KeyUnlockAttackTests {
                 }
             }
             let management = try #require(blobs.first { $0.0 == KeyBlob.managementName }?.1)
-            let managementKey = try JWK(json: JWE.decrypt(management, password: Data("alice-passcode".utf8)).unsafeData())
-                .symmetricKey()
+            let managementKey = try PasscodeHardeningTests.managementKey(
+                of: management, passcode: "alice-passcode", userID: "alice", domain: world.domain)
             let impostor = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
             let substituted = try JWE.encrypt(
                 impostor.profileJWKSet().jsonData(), keyEncryptionKey: managementKey, keyID: "management",

@@ -12,7 +12,9 @@ import Testing
 struct ChatWorld {
     let devices: Devices
 
-    init(_ directory: URL) throws { devices = try Devices(directory) }
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
+        devices = try Devices(directory, policy: policy)
+    }
 
     var domain: EmbeddedDomain { devices.domain }
 
@@ -405,7 +407,8 @@ struct GroupMessagingTests {
 
     @Test func aContactWhoseKeyChangesIsFlagged() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
+            // No reset delay here: the test is about what contacts see once the keys changed.
+            let world = try ChatWorld(directory, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])

@@ -66,6 +66,14 @@ final class CountingDomain: DomainService {
     func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int {
         try await inner.putKeyBlob(token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion)
     }
+    func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
+        try await inner.putKeyBlobs(token: token, endpointID: endpointID, writes: writes)
+    }
+    func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+        -> PasscodeEvaluation
+    {
+        try await inner.evaluatePasscode(token: token, endpointID: endpointID, blindedElement: blindedElement, keyID: keyID)
+    }
     func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
         try await inner.proveUnlock(token: token, endpointID: endpointID, challenge: challenge, signature: signature)
     }
@@ -75,8 +83,14 @@ final class CountingDomain: DomainService {
     func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
         try await inner.identity(token: token, endpointID: endpointID, userID: userID)
     }
-    func resetIdentity(token: String, endpointID: String) async throws {
-        try await inner.resetIdentity(token: token, endpointID: endpointID)
+    func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
+        try await inner.resetIdentity(token: token, endpointID: endpointID, signature: signature)
+    }
+    func cancelIdentityReset(token: String, endpointID: String) async throws {
+        try await inner.cancelIdentityReset(token: token, endpointID: endpointID)
+    }
+    func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
+        try await inner.pendingIdentityReset(token: token, endpointID: endpointID, userID: userID)
     }
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         try await inner.identityKeyVersion(token: token, endpointID: endpointID)

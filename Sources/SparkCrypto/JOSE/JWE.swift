@@ -51,10 +51,13 @@ public enum JWE {
         public var compression: String?
         /// `crit`: never accepted.
         public var critical: [String]?
+        /// `spark-oprf`: how the key-encryption key of an OPRF-hardened passcode blob is derived.
+        /// Read from the protected header only (a copy elsewhere is ignored).
+        public var oprf: OPRFParameters?
 
         enum CodingKeys: String, CodingKey {
             case algorithm = "alg", encryption = "enc", pbes2Salt = "p2s", pbes2Count = "p2c", keyID = "kid"
-            case contentType = "cty", compression = "zip", critical = "crit"
+            case contentType = "cty", compression = "zip", critical = "crit", oprf = "spark-oprf"
         }
 
         /// An empty header.
@@ -80,6 +83,33 @@ public enum JWE {
             try take(\.compression, "zip")
             try take(\.critical, "crit")
             return result
+        }
+    }
+
+    /// The private `spark-oprf` header parameter (RFC 7516 §4.3) of a passcode blob whose
+    /// key-encryption key comes from PBKDF2 and an OPRF evaluation (`docs/FORMATS.md`).
+    public struct OPRFParameters: Sendable, Equatable, Codable {
+        /// The OPRF suite and mode, `VOPRF-P256-SHA256`.
+        public var suite: String
+        /// The domain's passcode key id the evaluation used.
+        public var keyID: String
+        /// The user's OPRF public key under it, base64url (pinned: a later evaluation must prove
+        /// it used this key).
+        public var publicKey: String
+        /// The PBKDF2 salt, base64url.
+        public var salt: String
+        /// The PBKDF2 iterations.
+        public var iterations: Int
+
+        enum CodingKeys: String, CodingKey { case suite, keyID = "kid", publicKey = "pk", salt = "p2s", iterations = "p2c" }
+
+        /// Parameters.
+        public init(suite: String, keyID: String, publicKey: String, salt: String, iterations: Int) {
+            self.suite = suite
+            self.keyID = keyID
+            self.publicKey = publicKey
+            self.salt = salt
+            self.iterations = iterations
         }
     }
 
@@ -147,8 +177,11 @@ public enum JWE {
     }
 
     /// Encrypts `plaintext` under a 256-bit key-encryption key with `A256KW` and `A256GCM`.
+    ///
+    /// - Parameter oprf: the `spark-oprf` parameters to put in the protected header, if any.
     public static func encrypt(
-        _ plaintext: some ContiguousBytes, keyEncryptionKey: SymmetricKey, keyID: String? = nil, contentType: String? = nil
+        _ plaintext: some ContiguousBytes, keyEncryptionKey: SymmetricKey, keyID: String? = nil, contentType: String? = nil,
+        oprf: OPRFParameters? = nil
     ) throws -> Data {
         guard keyEncryptionKey.byteCount == 32 else {
             throw CryptoError(.invalidKey, "A256KW needs a 32-byte key, got \(keyEncryptionKey.byteCount)")
@@ -158,6 +191,7 @@ public enum JWE {
         header.encryption = "A256GCM"
         header.keyID = keyID
         header.contentType = contentType
+        header.oprf = oprf
         return try seal(plaintext, header: header, kek: keyEncryptionKey)
     }
 

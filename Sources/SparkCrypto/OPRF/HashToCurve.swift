@@ -79,8 +79,10 @@ public enum HashToCurve {
         _ message: some ContiguousBytes, domain: some ContiguousBytes, count: Int, suite: Suite
     ) throws -> [Data] {
         try suite.curve.compute { scratch in
-            try fieldElements(message, domain: domain, count: count, length: suite.fieldLength, hash: suite.hash, scratch: scratch)
-                .map { try scratch.bytes($0, count: suite.curve.fieldByteCount) }
+            try fieldElements(
+                message, domain: domain, count: count, length: suite.fieldLength, hash: suite.hash, scratch: scratch
+            )
+            .map { try scratch.bytes($0, count: suite.curve.fieldByteCount) }
         }
     }
 
@@ -91,7 +93,9 @@ public enum HashToCurve {
         try suite.curve.compute { scratch in
             let point = try hashToCurve(message, domain: domain, suite: suite, scratch: scratch)
             let (x, y) = try scratch.coordinates(point)
-            return (try scratch.bytes(x, count: suite.curve.fieldByteCount), try scratch.bytes(y, count: suite.curve.fieldByteCount))
+            return (
+                try scratch.bytes(x, count: suite.curve.fieldByteCount), try scratch.bytes(y, count: suite.curve.fieldByteCount)
+            )
         }
     }
 
@@ -101,7 +105,8 @@ public enum HashToCurve {
     static func hashToCurve(
         _ message: some ContiguousBytes, domain: some ContiguousBytes, suite: Suite, scratch: ECScratch
     ) throws -> OpaquePointer {
-        let u = try fieldElements(message, domain: domain, count: 2, length: suite.fieldLength, hash: suite.hash, scratch: scratch)
+        let u = try fieldElements(
+            message, domain: domain, count: 2, length: suite.fieldLength, hash: suite.hash, scratch: scratch)
         return try scratch.add(try mapToCurve(u[0], scratch: scratch), try mapToCurve(u[1], scratch: scratch))
     }
 

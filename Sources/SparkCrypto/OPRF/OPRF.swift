@@ -253,7 +253,9 @@ public struct OPRF: Sendable, Hashable, CustomStringConvertible {
             throw CryptoError(.malformedInput, "a scalar is \(suite.scalarByteCount) bytes, got \(data.count)")
         }
         let scalar = try s.number(data)
-        guard s.isReduced(scalar, suite.curve.order) else { throw CryptoError(.malformedInput, "the scalar is not below the order") }
+        guard s.isReduced(scalar, suite.curve.order) else {
+            throw CryptoError(.malformedInput, "the scalar is not below the order")
+        }
         return scalar
     }
 

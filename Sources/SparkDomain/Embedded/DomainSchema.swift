@@ -175,6 +175,20 @@ enum DomainSchema {
             // (a file beside the database is on one machine only).
             try db.execute("ALTER TABLE external_issuers ADD COLUMN jwks BLOB")
         }
+        migrator.register("v7-identity-resets") { db in
+            // A reset without the current identity key waits out the policy's delay here, and
+            // code guesses are counted per account across re-sent codes.
+            try db.execute(
+                """
+                CREATE TABLE identity_resets (
+                    user_id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, requested_at REAL NOT NULL, effective_at REAL NOT NULL
+                )
+                """)
+            try db.execute(
+                "CREATE TABLE code_guesses (user_id TEXT NOT NULL, purpose TEXT NOT NULL, guessed_at REAL NOT NULL)")
+            try db.execute("CREATE INDEX code_guesses_by_user ON code_guesses(user_id, purpose, guessed_at)")
+            try db.execute("ALTER TABLE endpoints ADD COLUMN takeover_pending INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

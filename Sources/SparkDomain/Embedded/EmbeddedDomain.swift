@@ -16,23 +16,30 @@ extension DomainEngine {
     ///     iterations (tests only).
     ///   - sharedWithOtherProcesses: whether other processes write the file too (the default);
     ///     `spark-domaind`, which owns its file, passes false.
+    ///   - passcodeKeys: the passcode-hardening secrets; by default the file
+    ///     ``passcodeKeysPath(forDatabase:)`` beside the database, made on first use.
     public static func open(
         at path: String, clock: WallClock = .system, mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false,
-        sharedWithOtherProcesses: Bool = true
+        sharedWithOtherProcesses: Bool = true, passcodeKeys: PasscodeKeys? = nil
     ) throws -> DomainEngine {
         guard FileManager.default.fileExists(atPath: path) else {
             throw DomainError(.unavailable, "no domain at \(path); create it with `spark-admin create`")
         }
         return try DomainEngine(
-            store: try SQLiteDomainStore(path: path), location: path, clock: clock, mailer: mailer,
+            store: try SQLiteDomainStore(path: path), location: path,
+            passcodeKeys: try passcodeKeys ?? PasscodeKeys.loadOrCreate(at: passcodeKeysPath(forDatabase: path)), clock: clock,
+            mailer: mailer,
             allowUnsafePasswordHashing: allowUnsafePasswordHashing, sharedWithOtherProcesses: sharedWithOtherProcesses)
     }
 
     /// Creates a domain file with fresh issuer keys. Fails with ``DomainError/Code/conflict`` if
     /// the file already holds a domain.
+    ///
+    /// - Parameter passcodeKeys: the passcode-hardening secrets; by default the file
+    ///   ``passcodeKeysPath(forDatabase:)`` beside the database, made if missing.
     public static func create(
         at path: String, domainID: String, policy: DomainPolicy = DomainPolicy(), clock: WallClock = .system,
-        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false
+        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false, passcodeKeys: PasscodeKeys? = nil
     ) throws -> DomainEngine {
         try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing)
         let store = try SQLiteDomainStore(path: path)
@@ -44,9 +51,15 @@ extension DomainEngine {
             throw DomainError(.conflict, "\(path) already holds a domain")
         }
         return try DomainEngine(
-            store: store, location: path, clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing,
-            sharedWithOtherProcesses: true)
+            store: store, location: path,
+            passcodeKeys: try passcodeKeys ?? PasscodeKeys.loadOrCreate(at: passcodeKeysPath(forDatabase: path)),
+            clock: clock, mailer: mailer, allowUnsafePasswordHashing: allowUnsafePasswordHashing, sharedWithOtherProcesses: true)
     }
+
+    /// Where the embedded domain keeps its passcode-hardening secrets: `<database>.passcode-keys`
+    /// (mode 0600). On one machine this is no separation from the database (the embedded domain
+    /// is for development); `spark-domaind` keeps them apart from its database's host.
+    public static func passcodeKeysPath(forDatabase path: String) -> String { path + ".passcode-keys" }
 
     /// Opens the domain at `path`, creating it with `domainID` and `policy` if the file does not
     /// exist yet (the quick start's embedded default). An existing domain with another id is an

@@ -36,12 +36,20 @@ extension DomainEngine {
                     return .registered(try Self.endpoint(db, registration.endpointID))
                 }
                 var registered = try Self.endpoints(db, user: user)
+                var pendingTakeover = false
                 if !policy.multipleActiveEndpoints, registered.contains(where: \.isActive) {
                     guard registration.takeOver else { return .deviceSwitchRequired(active: registered.filter(\.isActive)) }
-                    try db.execute(
-                        "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND removed_reason IS NULL AND active = 1",
-                        ["superseded: another device took the profile over", user])
-                    registered = try Self.endpoints(db, user: user)
+                    if try Self.hasIdentity(db, user: user) {
+                        // The profile has keys: the takeover completes when this endpoint proves
+                        // it unlocked them (proveUnlock), so a stolen token cannot evict the
+                        // user's device. Until then this endpoint is registered but inactive.
+                        pendingTakeover = true
+                    } else {
+                        try db.execute(
+                            "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND removed_reason IS NULL AND active = 1",
+                            ["superseded: another device took the profile over", user])
+                        registered = try Self.endpoints(db, user: user)
+                    }
                 }
                 if let replaced = registration.replacing, registered.count >= policy.maximumEndpoints {
                     let changed = try db.execute(
@@ -58,10 +66,14 @@ extension DomainEngine {
                     + 1
                 try db.execute(
                     """
-                    INSERT INTO endpoints(endpoint_id, user_id, registration_id, description, nickname, active, created_at, last_seen)
-                    VALUES (?, ?, ?, ?, ?, 1, ?, ?)
+                    INSERT INTO endpoints(
+                        endpoint_id, user_id, registration_id, description, nickname, active, created_at, last_seen, takeover_pending)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                    [registration.endpointID, user, next, registration.description, registration.nickname, now, now])
+                    [
+                        registration.endpointID, user, next, registration.description, registration.nickname,
+                        pendingTakeover ? 0 : 1, now, now, pendingTakeover ? 1 : 0,
+                    ])
                 return .registered(try Self.endpoint(db, registration.endpointID))
             }
         }
@@ -117,92 +129,59 @@ extension DomainEngine {
 
     // MARK: Key store
 
-    /// Reads a key blob; the management blob comes with an unlock challenge and is rate-limited.
-    public func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
-        let user = try await validate(token: token).userID
-        let policy = try currentPolicy()
-        let now = clock.now().timeIntervalSince1970
-        return try storage {
-            try store.write { db -> BlobFetch in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                guard
-                    let row = try db.row("SELECT data, version FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
-                else { return BlobFetch(blob: nil) }
-                let blob = KeyBlob(name: name, data: try row.get(0), version: try row.get(1))
-                guard name == KeyBlob.managementName else { return BlobFetch(blob: blob) }
-                let recent = try db.rows(
-                    "SELECT issued_at FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ? ORDER BY issued_at",
-                    [user, now - 3600])
-                if recent.count >= policy.unlockAttemptsPerHour {
-                    let oldest = try recent[0].get(0, as: Double.self)
-                    throw DomainError(
-                        .tooManyAttempts,
-                        "too many passcode attempts for this user in the last hour (\(policy.unlockAttemptsPerHour) allowed)",
-                        retryAfter: max(1, Int((oldest + 3600 - now).rounded(.up))))
-                }
-                let challenge = SystemRandom.bytes(count: 32)
-                try db.execute(
-                    "INSERT INTO unlock_challenges(challenge, user_id, endpoint_id, issued_at) VALUES (?, ?, ?, ?)",
-                    [challenge, user, endpointID, now])
-                return BlobFetch(blob: blob, challenge: challenge, attemptsLeft: policy.unlockAttemptsPerHour - recent.count - 1)
-            }
-        }
-    }
-
     /// Writes a key blob with compare-and-swap on its version.
     public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
     {
-        let user = try await validate(token: token).userID
-        guard Self.isValidIdentifier(name, maximum: 64) else {
-            throw DomainError(.invalidRequest, "a blob name is 1 to 64 of a-z, 0-9, '-', '_'")
-        }
-        guard !data.isEmpty, data.count <= Self.maximumBlobSize else {
-            throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
-        }
-        return try storage {
-            try store.write { db -> Int in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                let row = try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
-                let current = try row?.get(0, as: Int.self)
-                // A retry after a lost answer finds its own write: the same bytes, one version on.
-                if let current, current == (expectedVersion ?? 0) + 1, try row?.get(1, as: Data.self) == data {
-                    return current
-                }
-                guard current == expectedVersion else {
-                    throw DomainError(
-                        .conflict,
-                        "the \(name) blob is at version \(current.map(String.init) ?? "none"), not \(expectedVersion.map(String.init) ?? "none")"
-                    )
-                }
-                let next = (current ?? 0) + 1
-                try db.execute(
-                    """
-                    INSERT INTO key_blobs(user_id, name, data, version) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(user_id, name) DO UPDATE SET data = excluded.data, version = excluded.version
-                    """, [user, name, data, next])
-                return next
-            }
-        }
+        try await putKeyBlobs(
+            token: token, endpointID: endpointID, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)]
+        )[0]
     }
 
-    /// Accepts a proof of unlock: a signature by the published identity over a fresh challenge.
-    public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
+    /// Writes several key blobs in one transaction, each with compare-and-swap: all or none.
+    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
         let user = try await validate(token: token).userID
-        let now = clock.now().timeIntervalSince1970
-        try storage {
-            try store.write { db in
+        guard !writes.isEmpty, writes.count <= 8, Set(writes.map(\.name)).count == writes.count else {
+            throw DomainError(.invalidRequest, "a write names 1 to 8 different blobs")
+        }
+        for write in writes {
+            guard Self.isValidIdentifier(write.name, maximum: 64) else {
+                throw DomainError(.invalidRequest, "a blob name is 1 to 64 of a-z, 0-9, '-', '_'")
+            }
+            guard !write.data.isEmpty, write.data.count <= Self.maximumBlobSize else {
+                throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
+            }
+        }
+        return try storage {
+            try store.write { db -> [Int] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                guard
-                    let issuedAt = try db.scalar(
-                        "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ? AND proven = 0",
-                        [challenge, user, endpointID], as: Double.self), issuedAt > now - Self.challengeLifetime
-                else { throw DomainError(.invalidProof, "the unlock challenge is unknown, already used or expired") }
-                guard let identity = try Self.identity(db, user: user),
-                    let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
-                    key.isValidSignature(
-                        signature, for: unlockProofMessage(userID: user, endpointID: endpointID, challenge: challenge))
-                else { throw DomainError(.invalidProof, "the unlock proof does not verify with the user's identity key") }
-                try db.execute("UPDATE unlock_challenges SET proven = 1 WHERE challenge = ?", [challenge])
+                let rows = try writes.map { write in
+                    (write, try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, write.name]))
+                }
+                // A retry after a lost answer finds its own writes: the same bytes, one version on.
+                let repeated = try rows.allSatisfy { write, row in
+                    let current = try row?.get(0, as: Int.self)
+                    guard let current, current == (write.expectedVersion ?? 0) + 1 else { return false }
+                    return try row?.get(1, as: Data.self) == write.data
+                }
+                if repeated { return try rows.map { try $0.1?.get(0, as: Int.self) ?? 0 } }
+                var versions: [Int] = []
+                for (write, row) in rows {
+                    let current = try row?.get(0, as: Int.self)
+                    guard current == write.expectedVersion else {
+                        throw DomainError(
+                            .conflict,
+                            "the \(write.name) blob is at version \(current.map(String.init) ?? "none"), not \(write.expectedVersion.map(String.init) ?? "none")"
+                        )
+                    }
+                    let next = (current ?? 0) + 1
+                    try db.execute(
+                        """
+                        INSERT INTO key_blobs(user_id, name, data, version) VALUES (?, ?, ?, ?)
+                        ON CONFLICT(user_id, name) DO UPDATE SET data = excluded.data, version = excluded.version
+                        """, [user, write.name, write.data, next])
+                    versions.append(next)
+                }
+                return versions
             }
         }
     }
@@ -227,6 +206,14 @@ extension DomainEngine {
                     if let existing = try? JSONDecoder().decode(PublishedIdentity.self, from: current), existing == identity {
                         return
                     }
+                    // A token alone never replaces keys: a new identity goes over an empty one,
+                    // which only a reset (signed by the current key, or after the delay) leaves.
+                    guard current.isEmpty else {
+                        throw DomainError(
+                            .conflict,
+                            "the user already has an identity; it is replaced only after a reset (signed by the current key, or after the reset delay)"
+                        )
+                    }
                     guard identity.keyVersion > version else {
                         throw DomainError(
                             .conflict, "identity key version \(identity.keyVersion) is not above the current \(version)")
@@ -245,23 +232,6 @@ extension DomainEngine {
     public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
         _ = try await caller(token: token, endpointID: endpointID)
         return try storage { try store.read { db in try Self.identity(db, user: userID) } }
-    }
-
-    /// Forgets the caller's keys and identity and removes their other endpoints.
-    public func resetIdentity(token: String, endpointID: String) async throws {
-        let user = try await validate(token: token).userID
-        try storage {
-            try store.write { db in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                try db.execute("DELETE FROM key_blobs WHERE user_id = ?", [user])
-                try db.execute("DELETE FROM unlock_challenges WHERE user_id = ?", [user])
-                // The version is kept so the next identity must be newer.
-                try db.execute("UPDATE identities SET document = ? WHERE user_id = ?", [Data(), user])
-                try db.execute(
-                    "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL",
-                    ["the user reset their keys (forgotten passcode) on another device", user, endpointID])
-            }
-        }
     }
 
     /// The highest identity key version the user ever published (0 if none).
@@ -287,6 +257,14 @@ extension DomainEngine {
     static func isValidIdentifier(_ text: String, maximum: Int) -> Bool {
         !text.isEmpty && text.count <= maximum
             && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
+    }
+
+    /// Whether the user has a published identity that no reset has cleared.
+    static func hasIdentity(_ db: any DomainStatements, user: String) throws -> Bool {
+        guard let document = try db.scalar("SELECT document FROM identities WHERE user_id = ?", [user], as: Data.self) else {
+            return false
+        }
+        return !document.isEmpty
     }
 
     static func requireEndpoint(_ db: any DomainStatements, user: String, endpointID: String) throws {

@@ -27,6 +27,8 @@ public final class DomainEngine: DomainService {
     let testIssuer: TokenIssuer
     let accountsIssuer: TokenIssuer
     let allowUnsafePasswordHashing: Bool
+    /// The OPRF secrets that harden passcodes; held by this process, never in the store.
+    let passcodeKeys: PasscodeKeys
     let jwksCache = JWKSCache()
     /// Tokens this process already verified (the signature check is the costly part of every
     /// call; time claims and the issuer's trust are checked on every use).
@@ -46,15 +48,18 @@ public final class DomainEngine: DomainService {
     ///
     /// - Parameters:
     ///   - location: where the store is, for messages and for watching (a file path).
+    ///   - passcodeKeys: the OPRF secrets that harden passcodes (``PasscodeKeys``), kept apart
+    ///     from the store; every instance of a domain needs the same ones.
     ///   - mailer: where mail goes; the domain's outbox by default.
     ///   - allowUnsafePasswordHashing: accept a policy with fewer than OWASP's password-hash
     ///     iterations (tests only).
     ///   - sharedWithOtherProcesses: whether other processes write the store's file too.
     public init(
-        store: any DomainStore, location: String, clock: WallClock = .system, mailer: (any Mailer)? = nil,
-        allowUnsafePasswordHashing: Bool = false, sharedWithOtherProcesses: Bool = false
+        store: any DomainStore, location: String, passcodeKeys: PasscodeKeys, clock: WallClock = .system,
+        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false, sharedWithOtherProcesses: Bool = false
     ) throws {
         self.path = location
+        self.passcodeKeys = passcodeKeys
         self.store = store
         self.sharedWithOtherProcesses = sharedWithOtherProcesses
         self.clock = clock

@@ -136,7 +136,7 @@ public final class RemoteDomain: DomainService {
 
     // MARK: Keys and identities
 
-    /// `POST /v1/key-blobs/fetch`: reads a key blob (the management blob counts an unlock attempt).
+    /// `POST /v1/key-blobs/fetch`: reads a key blob.
     public func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
         try await client.call(.fetchKeyBlob, Wire.BlobName(name: name), token: token, endpoint: endpointID)
     }
@@ -148,6 +148,22 @@ public final class RemoteDomain: DomainService {
             .putKeyBlob, Wire.PutBlob(name: name, data: data, expectedVersion: expectedVersion), token: token,
             endpoint: endpointID)
         return version.version
+    }
+
+    /// `POST /v1/key-blobs/put-all`: writes several key blobs at once.
+    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
+        let versions: Wire.Versions = try await client.call(
+            .putKeyBlobs, Wire.PutBlobs(writes: writes), token: token, endpoint: endpointID)
+        return versions.versions
+    }
+
+    /// `POST /v1/passcodes/evaluate`: one counted passcode attempt.
+    public func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+        -> PasscodeEvaluation
+    {
+        try await client.call(
+            .evaluatePasscode, Wire.BlindedPasscode(blindedElement: blindedElement, keyID: keyID), token: token,
+            endpoint: endpointID)
     }
 
     /// `POST /v1/key-blobs/prove-unlock`: proves the keys were unlocked.
@@ -168,9 +184,21 @@ public final class RemoteDomain: DomainService {
         return found.identity
     }
 
-    /// `POST /v1/identities/reset`: forgets the user's keys and removes their other endpoints.
-    public func resetIdentity(token: String, endpointID: String) async throws {
-        let _: Wire.Empty = try await client.call(.resetIdentity, Wire.Empty(), token: token, endpoint: endpointID)
+    /// `POST /v1/identities/reset`: resets the user's identity, at once if signed, else after the delay.
+    public func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
+        try await client.call(.resetIdentity, Wire.ResetRequest(signature: signature), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/identities/reset/cancel`: cancels the user's pending identity reset.
+    public func cancelIdentityReset(token: String, endpointID: String) async throws {
+        let _: Wire.Empty = try await client.call(.cancelIdentityReset, Wire.Empty(), token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/identities/reset/pending`: a user's pending identity reset.
+    public func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
+        let found: Wire.PendingReset = try await client.call(
+            .pendingIdentityReset, Wire.UserID(userID: userID), token: token, endpoint: endpointID)
+        return found.pending
     }
 
     /// `GET /v1/identities/key-version`: the highest identity key version the user published.

@@ -13,7 +13,9 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     case policy, validate, testToken
     case signUp, activate, resendActivationCode, logIn, refresh, revoke, requestPasswordReset, resetPassword
     case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn
-    case fetchKeyBlob, putKeyBlob, proveUnlock, publishIdentity, identity, resetIdentity, identityKeyVersion
+    case fetchKeyBlob, putKeyBlob, putKeyBlobs, evaluatePasscode, proveUnlock, publishIdentity, identity, resetIdentity,
+        identityKeyVersion
+    case cancelIdentityReset, pendingIdentityReset
     case createChat, updateMembers, post, readMailbox, chat, userStatus, dismissInfraction
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox
@@ -53,7 +55,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     /// the domain makes idempotent). The client retries only these.
     public var isIdempotent: Bool {
         switch self {
-        case .fetchKeyBlob, .proveUnlock, .signUp, .activate, .resendActivationCode, .logIn, .refresh,
+        case .evaluatePasscode, .proveUnlock, .resetIdentity, .signUp, .activate, .resendActivationCode, .logIn, .refresh,
             .requestPasswordReset, .resetPassword, .adminInfraction, .testToken, .adminTestToken:
             false
         default: true
@@ -124,12 +126,16 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .setEndpointNickname: return Route(path: "endpoints/nickname", access: .endpoint, summary: "Renames one of the user's endpoints", request: .body(.object([("target", .string, true), ("nickname", .string, true)])), response: empty)
         case .deregisterEndpoint: return Route(path: "endpoints/deregister", access: .endpoint, summary: "Removes one of the user's endpoints", request: .body(.object([("target", .string, true)])), response: empty)
         case .checkIn: return Route(path: "endpoints/check-in", access: .endpoint, summary: "Confirms the endpoint is registered and marks it seen", request: .body(empty), response: .ref("EndpointInfo"))
-        case .fetchKeyBlob: return Route(path: "key-blobs/fetch", access: .endpoint, summary: "Reads a key blob (the management blob counts an unlock attempt)", request: .body(.object([("name", .string, true)])), response: .ref("BlobFetch"))
+        case .fetchKeyBlob: return Route(path: "key-blobs/fetch", access: .endpoint, summary: "Reads a key blob", request: .body(.object([("name", .string, true)])), response: .ref("BlobFetch"))
         case .putKeyBlob: return Route(path: "key-blobs/put", access: .endpoint, summary: "Writes a key blob if its version is the expected one", request: .body(.object([("name", .string, true), ("data", .bytes, true), ("expectedVersion", .integer, false)])), response: .object([("version", .integer, true)]))
+        case .putKeyBlobs: return Route(path: "key-blobs/put-all", access: .endpoint, summary: "Writes several key blobs at once, each if its version is the expected one", request: .body(.object([("writes", .array(.ref("KeyBlobWrite")), true)])), response: .object([("versions", .array(.integer), true)]))
+        case .evaluatePasscode: return Route(path: "passcodes/evaluate", access: .endpoint, summary: "One counted passcode attempt: the OPRF evaluation of a blinded passcode", request: .body(.object([("blindedElement", .bytes, true), ("keyID", .string, false)])), response: .ref("PasscodeEvaluation"))
         case .proveUnlock: return Route(path: "key-blobs/prove-unlock", access: .endpoint, summary: "Proves the keys were unlocked", request: .body(.object([("challenge", .bytes, true), ("signature", .bytes, true)])), response: empty)
         case .publishIdentity: return Route(path: "identities/publish", access: .endpoint, summary: "Publishes the user's public identity", request: .body(.ref("PublishedIdentity")), response: empty)
         case .identity: return Route(path: "identities", access: .endpoint, summary: "A user's published identity", request: .query(.object([("userID", .string, true)])), response: .object([("identity", .ref("PublishedIdentity"), false)]))
-        case .resetIdentity: return Route(path: "identities/reset", access: .endpoint, summary: "Forgets the user's keys and removes their other endpoints", request: .body(empty), response: empty)
+        case .resetIdentity: return Route(path: "identities/reset", access: .endpoint, summary: "Resets the user's identity: at once when signed by the current key, else after the reset delay", request: .body(.object([("signature", .bytes, false)])), response: .ref("IdentityResetOutcome"))
+        case .cancelIdentityReset: return Route(path: "identities/reset/cancel", access: .endpoint, summary: "Cancels the user's pending identity reset", request: .body(empty), response: empty)
+        case .pendingIdentityReset: return Route(path: "identities/reset/pending", access: .endpoint, summary: "A user's pending identity reset", request: .query(.object([("userID", .string, true)])), response: .object([("pending", .ref("PendingIdentityReset"), false)]))
         case .identityKeyVersion: return Route(path: "identities/key-version", access: .endpoint, summary: "The highest identity key version the user published", request: .none, response: .object([("version", .integer, true)]))
         case .createChat: return Route(path: "chats/create", access: .endpoint, summary: "Creates a chat (a repeat with the same members is the same chat)", request: .body(.object([("chatID", .string, true), ("participants", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
         case .updateMembers: return Route(path: "chats/members", access: .endpoint, summary: "Adds and removes members (a change that changes nothing is not made again)", request: .body(.object([("chatID", .string, true), ("add", .array(.string), true), ("remove", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))

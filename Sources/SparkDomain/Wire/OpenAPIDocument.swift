@@ -132,7 +132,18 @@ public enum OpenAPIDocument {
             ("nickname", .string, true), ("isActive", .boolean, true), ("createdAt", .time, true), ("lastSeen", .time, true),
         ]),
         "KeyBlob": .object([("name", .string, true), ("data", .bytes, true), ("version", .integer, true)]),
-        "BlobFetch": .object([("blob", .ref("KeyBlob"), false), ("challenge", .bytes, false), ("attemptsLeft", .integer, false)]),
+        "BlobFetch": .object([("blob", .ref("KeyBlob"), false)]),
+        "KeyBlobWrite": .object([("name", .string, true), ("data", .bytes, true), ("expectedVersion", .integer, false)]),
+        "PasscodeKeyEvaluation": .object([
+            ("keyID", .string, true), ("publicKey", .bytes, true), ("element", .bytes, true), ("proof", .bytes, true),
+        ]),
+        "PasscodeEvaluation": .object([
+            ("requested", .ref("PasscodeKeyEvaluation"), true), ("current", .ref("PasscodeKeyEvaluation"), false),
+            ("challenge", .bytes, true), ("attemptsLeft", .integer, true),
+        ]),
+        "PendingIdentityReset": .object([
+            ("endpointID", .string, true), ("requestedAt", .time, true), ("effectiveAt", .time, true),
+        ]),
         "PublishedIdentity": .object([
             ("userID", .string, true), ("signingKey", .bytes, true), ("encryptionKey", .bytes, true),
             ("keyVersion", .integer, true), ("signature", .bytes, true),
@@ -182,6 +193,12 @@ public enum OpenAPIDocument {
                     tagged("outcome", "registered", [("endpoint", .ref("EndpointInfo"))]),
                     tagged("outcome", "deviceSwitchRequired", [("active", .array(.ref("EndpointInfo")))]),
                     tagged("outcome", "full", [("endpoints", .array(.ref("EndpointInfo"))), ("maximum", .integer)]),
+                ]
+            ],
+            "IdentityResetOutcome": [
+                "oneOf": [
+                    tagged("outcome", "completed", []),
+                    tagged("outcome", "pending", [("pending", .ref("PendingIdentityReset"))]),
                 ]
             ],
             "UserStatus": [

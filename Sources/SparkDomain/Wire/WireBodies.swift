@@ -144,7 +144,52 @@ public enum Wire {
         public init(version: Int) { self.version = version }
     }
 
-    /// A proof of unlock.
+    /// Several blob writes.
+    public struct PutBlobs: Codable, Sendable, Equatable {
+        /// The writes, all or none.
+        public var writes: [KeyBlobWrite]
+        /// A request.
+        public init(writes: [KeyBlobWrite]) { self.writes = writes }
+    }
+
+    /// The new versions of several blobs.
+    public struct Versions: Codable, Sendable, Equatable {
+        /// In the order of the writes.
+        public var versions: [Int]
+        /// An answer.
+        public init(versions: [Int]) { self.versions = versions }
+    }
+
+    /// A passcode attempt: the blinded, stretched passcode.
+    public struct BlindedPasscode: Codable, Sendable, Equatable {
+        /// The blinded element (a compressed P-256 point).
+        public var blindedElement: Data
+        /// The passcode key the backup was made with; nil for the current one.
+        public var keyID: String?
+        /// A request.
+        public init(blindedElement: Data, keyID: String?) {
+            self.blindedElement = blindedElement
+            self.keyID = keyID
+        }
+    }
+
+    /// A reset request, signed by the current identity key or not.
+    public struct ResetRequest: Codable, Sendable, Equatable {
+        /// The signature over ``identityResetMessage(userID:endpointID:keyVersion:)``, if any.
+        public var signature: Data?
+        /// A request.
+        public init(signature: Data?) { self.signature = signature }
+    }
+
+    /// A pending reset, or none.
+    public struct PendingReset: Codable, Sendable, Equatable {
+        /// The reset, if one is pending.
+        public var pending: PendingIdentityReset?
+        /// An answer.
+        public init(pending: PendingIdentityReset?) { self.pending = pending }
+    }
+
+    /// An unlock proof.
     public struct UnlockProof: Codable, Sendable, Equatable {
         /// The challenge from the management blob's fetch.
         public var challenge: Data

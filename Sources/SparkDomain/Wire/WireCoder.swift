@@ -164,6 +164,33 @@ extension RegistrationOutcome {
     }
 }
 
+extension IdentityResetOutcome {
+    private enum CodingKeys: String, CodingKey { case outcome, pending }
+
+    /// Decodes `{"outcome":"completed"}` or `{"outcome":"pending","pending":{…}}`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        switch try container.decode(String.self, forKey: .outcome) {
+        case "completed": self = .completed
+        case "pending": self = .pending(try container.decode(PendingIdentityReset.self, forKey: .pending))
+        case let other:
+            throw DecodingError.dataCorruptedError(
+                forKey: .outcome, in: container, debugDescription: "unknown outcome '\(other)'")
+        }
+    }
+
+    /// Encodes the forms ``init(from:)`` reads.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .completed: try container.encode("completed", forKey: .outcome)
+        case .pending(let pending):
+            try container.encode("pending", forKey: .outcome)
+            try container.encode(pending, forKey: .pending)
+        }
+    }
+}
+
 extension UserStatus.State {
     private enum CodingKeys: String, CodingKey { case state, until, reason }
 

@@ -173,6 +173,18 @@ enum PostgreSQLSchema {
             "ALTER TABLE chat_members ADD COLUMN position BIGINT NOT NULL DEFAULT 0"
         ),
         ("v6-issuer-keys", "ALTER TABLE external_issuers ADD COLUMN jwks BYTEA"),
+        (
+            "v7-identity-resets",
+            """
+            CREATE TABLE identity_resets (
+                user_id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, requested_at DOUBLE PRECISION NOT NULL,
+                effective_at DOUBLE PRECISION NOT NULL
+            );
+            CREATE TABLE code_guesses (user_id TEXT NOT NULL, purpose TEXT NOT NULL, guessed_at DOUBLE PRECISION NOT NULL);
+            CREATE INDEX code_guesses_by_user ON code_guesses(user_id, purpose, guessed_at);
+            ALTER TABLE endpoints ADD COLUMN takeover_pending BIGINT NOT NULL DEFAULT 0
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

@@ -4,13 +4,17 @@ public import SparkDomain
 
 /// The user's identity keys and their passcode protection.
 ///
-/// - A **management key** (random, 256-bit) is stored as a JWE under the passcode
-///   (`PBES2-HS512+A256KW`, `A256GCM`, a random 16-byte `p2s`, `p2c` = `passcodeIterations`).
+/// - A **management key** (random, 256-bit) is stored as a JWE (`A256KW`, `A256GCM`) under a
+///   key-encryption key derived from the passcode *and* the domain's OPRF evaluation of it
+///   (``PasscodeProtection``; `docs/FORMATS.md`), so a copy of the blob, or of the whole
+///   database, cannot test a guess: every guess is a request the domain counts.
 /// - The **profile keys** (Ed25519 + X25519, as a JWK Set) are stored as a JWE under the
-///   management key (`A256KW`, `A256GCM`). Changing the passcode re-wraps only the management key.
+///   management key (`A256KW`, `A256GCM`). Changing the passcode makes a new management key and
+///   re-wraps both, in one write.
 /// - The public keys are published, self-signed, to the domain's identity directory.
 ///
-/// The exact formats are in `docs/FORMATS.md`; any JOSE library given the passcode can open them.
+/// The exact formats are in `docs/FORMATS.md`; any JOSE library given the passcode and one
+/// evaluation can open them.
 public final class BBMKeyManager: Sendable {
     /// Who is asking, for the storage and the domain.
     public struct Caller: Sendable {
@@ -74,8 +78,12 @@ public final class BBMKeyManager: Sendable {
 
     // MARK: Passcode policy
 
+    /// The common passwords a passcode must not be (``checkPasscode(_:userID:)``).
+    static let commonPasscodes: Set<Substring> = Set(commonPasscodeList.split(whereSeparator: { $0 == " " || $0 == "\n" }))
+
     /// Checks a new passcode: at least ``minimumPasscodeLength`` characters, not the user id,
-    /// not one repeated character.
+    /// not one repeated character, and not one of the 11,611 common passwords the SDK ships
+    /// (zxcvbn's list; `docs/CRYPTO.md`), in any letter case.
     public static func checkPasscode(_ passcode: String, userID: String) throws {
         guard passcode.count >= minimumPasscodeLength else {
             throw KeyManagementError(.passcodeTooWeak, "a passcode needs at least \(minimumPasscodeLength) characters")
@@ -85,6 +93,10 @@ public final class BBMKeyManager: Sendable {
         }
         guard Set(passcode).count > 1 else {
             throw KeyManagementError(.passcodeTooWeak, "the passcode must not repeat one character")
+        }
+        guard !commonPasscodes.contains(Substring(passcode.lowercased())) else {
+            throw KeyManagementError(
+                .passcodeTooWeak, "that passcode is one of the most common passwords, which attackers try first; choose another")
         }
     }
 
@@ -108,16 +120,14 @@ public final class BBMKeyManager: Sendable {
             try await refusing { try await domain.identityKeyVersion(token: caller.token, endpointID: caller.endpointID) } + 1
         let keys = try UnlockedKeys.generate(userID: caller.userID, keyVersion: version)
         let managementKey = SymmetricKey(size: .bits256)
-        let profile = try JWE.encrypt(
-            keys.profileJWKSet().jsonData(), keyEncryptionKey: managementKey, keyID: "management", contentType: "jwk-set+json")
-        let management = try protect(managementKey, passcode: passcode)
+        let (management, attempt) = try await protect(managementKey, passcode: passcode, caller: caller)
+        let profile = try Self.wrapProfile(keys, under: managementKey)
         do {
-            _ = try await storage.store(
-                name: KeyBlob.profileName, data: profile, expectedVersion: nil, token: caller.token, endpointID: caller.endpointID
-            )
-            _ = try await storage.store(
-                name: KeyBlob.managementName, data: management, expectedVersion: nil, token: caller.token,
-                endpointID: caller.endpointID)
+            try await storage.store(
+                [
+                    KeyBlobWrite(name: KeyBlob.profileName, data: profile, expectedVersion: nil),
+                    KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: nil),
+                ], token: caller.token, endpointID: caller.endpointID)
         } catch let error as DomainError where error.code == .conflict {
             throw KeyManagementError(.keysExist, "another device created this user's keys first; unlock them with the passcode")
         } catch let error as DomainError {
@@ -127,49 +137,86 @@ public final class BBMKeyManager: Sendable {
             try await domain.publishIdentity(
                 token: caller.token, endpointID: caller.endpointID, identity: keys.publishedIdentity())
         }
+        try await prove(attempt.challenge, with: keys, caller: caller)
         try store.saveKeys(keys)
         return keys
     }
 
-    /// A later device: unlocks the keys with the passcode, proves it to the domain and keeps
-    /// them on this endpoint. A wrong passcode changes nothing.
+    /// A later device: unlocks the keys with the passcode (one attempt the domain counts),
+    /// proves it to the domain and keeps them on this endpoint. A wrong passcode changes
+    /// nothing. A backup made under an older domain key, or before the OPRF, is re-wrapped.
     ///
     /// - Throws: ``KeyManagementError/Code/incorrectPasscode`` (with the attempts left),
-    ///   ``KeyManagementError/Code/tooManyAttempts``, ``KeyManagementError/Code/corruptKeys``.
+    ///   ``KeyManagementError/Code/tooManyAttempts``, ``KeyManagementError/Code/corruptKeys``,
+    ///   ``KeyManagementError/Code/domainKeyMismatch``.
     public func unlock(passcode: String, caller: Caller) async throws -> UnlockedKeys {
-        let (keys, _, fetch) = try await openKeys(passcode: passcode, caller: caller)
-        try await prove(fetch, with: keys, caller: caller)
-        try store.saveKeys(keys)
-        return keys
+        let opened = try await openKeys(passcode: passcode, caller: caller)
+        try await prove(opened.attempt.challenge, with: opened.keys, caller: caller)
+        try store.saveKeys(opened.keys)
+        // Re-wrapping is an upgrade: the keys are unlocked whether or not it succeeds now.
+        try? await upgrade(opened, passcode: passcode, caller: caller)
+        return opened.keys
     }
 
-    /// Changes the passcode: the old one is required; only the management blob is re-written,
-    /// and only if nobody changed it meanwhile (otherwise ``KeyManagementError/Code/conflict``).
+    /// Changes the passcode: the old one is required. A new management key is made and both
+    /// blobs are re-written in one step, so a backup copied before, opened with the old
+    /// passcode, no longer opens the current keys; refused with ``KeyManagementError/Code/conflict``
+    /// if another device changed them meanwhile.
     public func changePasscode(from old: String, to new: String, caller: Caller) async throws {
         try Self.checkPasscode(new, userID: caller.userID)
-        let (keys, managementKey, fetch) = try await openKeys(passcode: old, caller: caller)
-        guard let version = fetch.blob?.version else { throw KeyManagementError(.noKeys, "the user has no keys") }
-        let rewrapped = try protect(managementKey, passcode: new)
+        let opened = try await openKeys(passcode: old, caller: caller)
+        try await prove(opened.attempt.challenge, with: opened.keys, caller: caller)
+        let managementKey = SymmetricKey(size: .bits256)
+        let (management, attempt) = try await protect(managementKey, passcode: new, caller: caller)
+        let profile = try Self.wrapProfile(opened.keys, under: managementKey)
         do {
-            _ = try await storage.store(
-                name: KeyBlob.managementName, data: rewrapped, expectedVersion: version, token: caller.token,
-                endpointID: caller.endpointID)
+            try await storage.store(
+                [
+                    KeyBlobWrite(name: KeyBlob.profileName, data: profile, expectedVersion: opened.profileVersion),
+                    KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: opened.managementVersion),
+                ], token: caller.token, endpointID: caller.endpointID)
         } catch let error as DomainError where error.code == .conflict {
             throw KeyManagementError(.conflict, "the passcode was changed on another device at the same time; try again")
         } catch let error as DomainError {
             throw KeyManagementError(.refused, error.reason, domainCode: error.code)
         }
         // The change succeeded; a failed proof only leaves one attempt counted this hour.
-        try? await prove(fetch, with: keys, caller: caller)
+        try? await prove(attempt.challenge, with: opened.keys, caller: caller)
     }
 
-    /// A forgotten passcode: new identity keys under a new passcode. The user's other endpoints
-    /// are deregistered, and chats encrypted to the old keys can no longer be read.
+    /// A forgotten passcode: new identity keys under a new passcode. Without the current keys
+    /// the domain makes the reset wait (``DomainPolicy/identityResetDelay``, 7 days by default)
+    /// so the user's other devices and contacts see it and any device can cancel it
+    /// (``cancelReset(caller:)``): the first call starts the wait and throws
+    /// ``KeyManagementError/Code/resetPending`` with the date; a call after it completes the reset.
+    /// Then the user's other endpoints are deregistered, and chats encrypted to the old keys can
+    /// no longer be read.
     public func resetKeys(newPasscode: String, caller: Caller) async throws -> UnlockedKeys {
         try Self.checkPasscode(newPasscode, userID: caller.userID)
-        try await refusing { try await domain.resetIdentity(token: caller.token, endpointID: caller.endpointID) }
+        let outcome = try await refusing {
+            try await domain.resetIdentity(token: caller.token, endpointID: caller.endpointID, signature: nil)
+        }
+        if case .pending(let pending) = outcome {
+            throw KeyManagementError(
+                .resetPending,
+                "the reset takes effect at \(pending.effectiveAt.formatted(.iso8601)) unless cancelled from one of the user's devices; ask again then"
+            )
+        }
         try store.wipeKeys()
         return try await createKeys(passcode: newPasscode, caller: caller)
+    }
+
+    /// The user's pending identity reset, if any: a device that sees one it did not ask for
+    /// should tell the user, who can cancel it (``cancelReset(caller:)``).
+    public func pendingReset(caller: Caller) async throws -> PendingIdentityReset? {
+        try await refusing {
+            try await domain.pendingIdentityReset(token: caller.token, endpointID: caller.endpointID, userID: caller.userID)
+        }
+    }
+
+    /// Cancels the user's pending identity reset.
+    public func cancelReset(caller: Caller) async throws {
+        try await refusing { try await domain.cancelIdentityReset(token: caller.token, endpointID: caller.endpointID) }
     }
 
     // MARK: Keys on this endpoint
@@ -182,42 +229,110 @@ public final class BBMKeyManager: Sendable {
 
     // MARK: Internals
 
-    private func protect(_ managementKey: SymmetricKey, passcode: String) throws -> Data {
+    /// The keys as opened, with what an upgrade or a change needs.
+    private struct Opened {
+        let keys: UnlockedKeys
+        let managementKey: SymmetricKey
+        let attempt: PasscodeProtection.Attempt
+        let managementVersion: Int
+        let profileVersion: Int
+        /// Made before the OPRF (PBES2 alone): re-wrap at once.
+        let isLegacy: Bool
+    }
+
+    /// The management key under `passcode`: a fresh salt, one evaluation (the domain's current
+    /// key, pinned in the header from now on).
+    private func protect(_ managementKey: SymmetricKey, passcode: String, caller: Caller) async throws -> (
+        Data, PasscodeProtection.Attempt
+    ) {
+        let salt = SystemRandom.bytes(count: 16)
+        let attempt = try await PasscodeProtection(domain: domain, caller: caller).attempt(
+            passcode: passcode, salt: salt, iterations: passcodeIterations, keyID: nil, pinned: nil)
+        return (try Self.wrapManagement(managementKey, under: attempt.key, parameters: attempt.parameters), attempt)
+    }
+
+    private static func wrapManagement(_ managementKey: SymmetricKey, under key: SymmetricKey, parameters: JWE.OPRFParameters)
+        throws -> Data
+    {
         var jwk = JWK(keyType: .oct)
         jwk.k = managementKey.secureBytes
         jwk.keyID = "management"
-        let plaintext = try jwk.jsonData()
-        return unsafeIterations
-            ? try JWE.encrypt(
-                plaintext, password: Data(passcode.utf8), unsafeUncheckedIterations: passcodeIterations, contentType: "jwk+json")
-            : try JWE.encrypt(plaintext, password: Data(passcode.utf8), iterations: passcodeIterations, contentType: "jwk+json")
+        return try JWE.encrypt(
+            jwk.jsonData(), keyEncryptionKey: key, keyID: "passcode", contentType: "jwk+json", oprf: parameters)
     }
 
-    /// Fetches and opens both blobs; checks them against the published identity.
-    private func openKeys(passcode: String, caller: Caller) async throws -> (UnlockedKeys, SymmetricKey, BlobFetch) {
-        let fetch: BlobFetch
-        do {
-            fetch = try await storage.fetch(name: KeyBlob.managementName, token: caller.token, endpointID: caller.endpointID)
-        } catch let error as DomainError where error.code == .tooManyAttempts {
-            throw KeyManagementError(.tooManyAttempts, error.reason, domainCode: error.code, retryAfter: error.retryAfter)
-        } catch let error as DomainError {
-            throw KeyManagementError(.refused, error.reason, domainCode: error.code)
+    private static func wrapProfile(_ keys: UnlockedKeys, under managementKey: SymmetricKey) throws -> Data {
+        try JWE.encrypt(
+            keys.profileJWKSet().jsonData(), keyEncryptionKey: managementKey, keyID: "management", contentType: "jwk-set+json")
+    }
+
+    /// Re-wraps the management key under the domain's current passcode key (a rotation: the
+    /// attempt already carries its evaluation) or, for a pre-OPRF blob, under the OPRF.
+    private func upgrade(_ opened: Opened, passcode: String, caller: Caller) async throws {
+        let blob: Data
+        if opened.isLegacy {
+            let (management, attempt) = try await protect(opened.managementKey, passcode: passcode, caller: caller)
+            try await prove(attempt.challenge, with: opened.keys, caller: caller)
+            blob = management
+        } else if let current = opened.attempt.current {
+            blob = try Self.wrapManagement(opened.managementKey, under: current.key, parameters: current.parameters)
+        } else {
+            return
+        }
+        _ = try await storage.store(
+            name: KeyBlob.managementName, data: blob, expectedVersion: opened.managementVersion, token: caller.token,
+            endpointID: caller.endpointID)
+    }
+
+    /// Fetches and opens both blobs (one counted attempt); checks them against the published
+    /// identity.
+    private func openKeys(passcode: String, caller: Caller) async throws -> Opened {
+        let fetch = try await refusing {
+            try await storage.fetch(name: KeyBlob.managementName, token: caller.token, endpointID: caller.endpointID)
         }
         guard let managementBlob = fetch.blob else { throw KeyManagementError(.noKeys, "the user has no keys yet") }
-        let managementKey: SymmetricKey
+        let header: JWE.Header
         do {
-            let jwk = try JWK(json: JWE.decrypt(managementBlob.data, password: Data(passcode.utf8)).unsafeData())
-            managementKey = try jwk.symmetricKey()
-            guard managementKey.byteCount == 32 else {
-                throw KeyManagementError(.corruptKeys, "the management key has the wrong size")
+            header = try JWE.header(of: managementBlob.data)
+        } catch {
+            throw KeyManagementError(.corruptKeys, "the stored management key cannot be read: \(error)")
+        }
+        if header.oprf == nil {
+            // A blob from before the OPRF: checked before an attempt is spent on it.
+            guard header.algorithm == JWE.KeyManagement.pbes2HS512A256KW.rawValue, let count = header.pbes2Count,
+                (1...JWE.defaultMaximumIterations).contains(count)
+            else { throw KeyManagementError(.corruptKeys, "the stored management key has no usable passcode parameters") }
+        }
+        let protection = PasscodeProtection(domain: domain, caller: caller)
+        let attempt: PasscodeProtection.Attempt
+        let opened: SecureBytes?
+        do {
+            if let parameters = header.oprf {
+                let (salt, pinned) = try checked(parameters)
+                attempt = try await protection.attempt(
+                    passcode: passcode, salt: salt, iterations: parameters.iterations, keyID: parameters.keyID, pinned: pinned)
+                let key = attempt.key
+                opened = try Self.opening { try JWE.decrypt(managementBlob.data, keyEncryptionKey: key) }
+            } else {
+                attempt = try await protection.countedLegacyAttempt()
+                opened = try Self.opening { try JWE.decrypt(managementBlob.data, password: Data(passcode.utf8)) }
             }
-        } catch let error as CryptoError where error.code == .authenticationFailure {
-            throw KeyManagementError(
-                .incorrectPasscode, "the passcode is incorrect", attemptsLeft: fetch.attemptsLeft)
         } catch let error as KeyManagementError {
             throw error
         } catch {
             throw KeyManagementError(.corruptKeys, "the stored management key cannot be read: \(error)")
+        }
+        guard let plaintext = opened else {
+            throw KeyManagementError(.incorrectPasscode, "the passcode is incorrect", attemptsLeft: attempt.attemptsLeft)
+        }
+        let managementKey: SymmetricKey
+        do {
+            managementKey = try JWK(json: plaintext.unsafeData()).symmetricKey()
+        } catch {
+            throw KeyManagementError(.corruptKeys, "the stored management key cannot be read: \(error)")
+        }
+        guard managementKey.byteCount == 32 else {
+            throw KeyManagementError(.corruptKeys, "the management key has the wrong size")
         }
         let profileFetch = try await refusing {
             try await storage.fetch(name: KeyBlob.profileName, token: caller.token, endpointID: caller.endpointID)
@@ -238,17 +353,46 @@ public final class BBMKeyManager: Sendable {
         guard let identity, keys.matches(identity) else {
             throw KeyManagementError(.corruptKeys, "the stored keys do not match the user's published identity")
         }
-        return (keys, managementKey, fetch)
+        return Opened(
+            keys: keys, managementKey: managementKey, attempt: attempt, managementVersion: managementBlob.version,
+            profileVersion: profileBlob.version, isLegacy: header.oprf == nil)
     }
 
-    /// Signs the fetch's unlock challenge, if the storage issued one, and sends the proof.
-    private func prove(_ fetch: BlobFetch, with keys: UnlockedKeys, caller: Caller) async throws {
-        guard let challenge = fetch.challenge else { return }
+    /// The salt and the pinned key of a `spark-oprf` header, checked before any work.
+    private func checked(_ parameters: JWE.OPRFParameters) throws -> (Data, Data) {
+        guard parameters.suite == PasscodeProtection.suite else {
+            throw KeyManagementError(
+                .corruptKeys, "the backup uses OPRF suite '\(parameters.suite.prefix(32))', not \(PasscodeProtection.suite)")
+        }
+        guard let salt = try? Data(base64URLEncoded: parameters.salt), (16...64).contains(salt.count),
+            let pinned = try? Data(base64URLEncoded: parameters.publicKey), pinned.count == 33, !parameters.keyID.isEmpty,
+            parameters.keyID.count <= 64
+        else { throw KeyManagementError(.corruptKeys, "the backup's OPRF parameters are malformed") }
+        let floor = unsafeIterations ? 1 : JWE.minimumDecryptIterations
+        guard (floor...JWE.defaultMaximumIterations).contains(parameters.iterations) else {
+            throw KeyManagementError(
+                .corruptKeys,
+                "the backup's PBKDF2 count \(parameters.iterations) is outside \(floor)...\(JWE.defaultMaximumIterations)")
+        }
+        return (salt, pinned)
+    }
+
+    /// Opens a JWE; nil when it fails authentication (a wrong key: a wrong passcode).
+    private static func opening(_ body: () throws -> SecureBytes) throws -> SecureBytes? {
+        do {
+            return try body()
+        } catch let error as CryptoError where error.code == .authenticationFailure {
+            return nil
+        }
+    }
+
+    /// Signs a passcode attempt's challenge and sends the proof.
+    private func prove(_ challenge: Data, with keys: UnlockedKeys, caller: Caller) async throws {
         let signature = try keys.signing.signature(
             for: unlockProofMessage(userID: caller.userID, endpointID: caller.endpointID, challenge: challenge))
         try await refusing {
-            try await storage.proveUnlock(
-                challenge: challenge, signature: signature, token: caller.token, endpointID: caller.endpointID)
+            try await domain.proveUnlock(
+                token: caller.token, endpointID: caller.endpointID, challenge: challenge, signature: signature)
         }
     }
 

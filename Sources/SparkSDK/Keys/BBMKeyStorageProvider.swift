@@ -4,14 +4,14 @@ public import SparkDomain
 /// Where the user's protected key blobs are kept. The default is the domain's key store
 /// (``DomainKeyStorage``, what Spark called its KMS); an app that keeps them elsewhere implements
 /// this (and sets `useBlackBerryKMS` to false). The blobs are JWEs: opaque to the storage.
+/// Passcode attempts are always the domain's (its OPRF evaluation), wherever the blobs are.
 public protocol BBMKeyStorageProvider: Sendable {
-    /// Reads a blob; for the management blob, also an unlock challenge when the storage issues
-    /// them.
+    /// Reads a blob.
     func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch
     /// Writes a blob if its version is still `expectedVersion` (nil: must not exist).
     func store(name: String, data: Data, expectedVersion: Int?, token: String, endpointID: String) async throws -> Int
-    /// Proves an unlock to storages that rate-limit passcode attempts (a no-op elsewhere).
-    func proveUnlock(challenge: Data, signature: Data, token: String, endpointID: String) async throws
+    /// Writes several blobs, each if its version is still the expected one: all or none.
+    func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws
 }
 
 /// The domain's key store.
@@ -32,8 +32,8 @@ public struct DomainKeyStorage: BBMKeyStorageProvider {
             token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion)
     }
 
-    /// Sends the unlock proof to the domain.
-    public func proveUnlock(challenge: Data, signature: Data, token: String, endpointID: String) async throws {
-        try await domain.proveUnlock(token: token, endpointID: endpointID, challenge: challenge, signature: signature)
+    /// Writes several blobs to the domain in one transaction.
+    public func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws {
+        _ = try await domain.putKeyBlobs(token: token, endpointID: endpointID, writes: writes)
     }
 }

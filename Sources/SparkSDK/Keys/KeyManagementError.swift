@@ -24,6 +24,11 @@ public struct KeyManagementError: Error, Hashable, Sendable, CustomStringConvert
         public static let refused = Code(name: "refused")
         /// The local store failed.
         public static let storageFailure = Code(name: "storageFailure")
+        /// The domain evaluated the passcode with a key other than the one the backup was made
+        /// with (a misconfigured or impersonated domain); the passcode was not judged.
+        public static let domainKeyMismatch = Code(name: "domainKeyMismatch")
+        /// A reset without the current keys waits out the domain's delay; see the message.
+        public static let resetPending = Code(name: "resetPending")
         /// The code's name.
         public var description: String { name }
     }

@@ -1,0 +1,194 @@
+public import Foundation
+import SparkCrypto
+import SparkStore
+
+/// Passcode attempts and identity resets: the OPRF evaluation that makes every passcode guess
+/// an online, counted request; the proof that marks an attempt right (and completes a pending
+/// takeover); the key store's reads; and resets, which without the current identity key wait
+/// out the policy's delay. Every call touches only the token's user.
+extension DomainEngine {
+    // MARK: Passcode attempts
+
+    /// Evaluates the device's blinded passcode under the user's OPRF key named `keyID` (the
+    /// current one when nil), and under the current key too when that is another. Counts one
+    /// attempt; at most ``DomainPolicy/unlockAttemptsPerHour`` unproven ones per user per hour.
+    ///
+    /// - Throws: ``DomainError/Code/tooManyAttempts`` (with `retryAfter`) past the limit,
+    ///   ``DomainError/Code/invalidRequest`` for an element that is not a P-256 point,
+    ///   ``DomainError/Code/notFound`` for a key the domain no longer holds.
+    public func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+        -> PasscodeEvaluation
+    {
+        let user = try await validate(token: token).userID
+        let requestedID = keyID ?? passcodeKeys.currentKeyID
+        guard requestedID.count <= 64 else { throw DomainError(.invalidRequest, "a passcode key id is at most 64 characters") }
+        func evaluation(_ id: String) throws -> PasscodeEvaluation.Evaluation {
+            let key = try passcodeKeys.userKey(id, userID: user)
+            do {
+                let result = try OPRF.passcodeHardening.blindEvaluate([blindedElement], key: key)
+                return .init(keyID: id, publicKey: key.publicKey, element: result.elements[0], proof: result.proof ?? Data())
+            } catch let error as CryptoError {
+                throw DomainError(.invalidRequest, "the blinded passcode is not a P-256 point: \(error.reason)")
+            }
+        }
+        let requested = try evaluation(requestedID)
+        let current = requestedID == passcodeKeys.currentKeyID ? nil : try evaluation(passcodeKeys.currentKeyID)
+        let policy = try currentPolicy()
+        let now = clock.now().timeIntervalSince1970
+        return try storage {
+            // Serializable: two parallel attempts cannot both read the count below the limit.
+            try store.write { db -> PasscodeEvaluation in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let recent = try db.rows(
+                    "SELECT issued_at FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ? ORDER BY issued_at",
+                    [user, now - 3600])
+                if recent.count >= policy.unlockAttemptsPerHour {
+                    let oldest = try recent[0].get(0, as: Double.self)
+                    throw DomainError(
+                        .tooManyAttempts,
+                        "too many passcode attempts for this user in the last hour (\(policy.unlockAttemptsPerHour) allowed)",
+                        retryAfter: max(1, Int((oldest + 3600 - now).rounded(.up))))
+                }
+                let challenge = SystemRandom.bytes(count: 32)
+                try db.execute(
+                    "INSERT INTO unlock_challenges(challenge, user_id, endpoint_id, issued_at) VALUES (?, ?, ?, ?)",
+                    [challenge, user, endpointID, now])
+                return PasscodeEvaluation(
+                    requested: requested, current: current, challenge: challenge,
+                    attemptsLeft: policy.unlockAttemptsPerHour - recent.count - 1)
+            }
+        }
+    }
+
+    /// Accepts a proof of unlock: a signature by the published identity over the challenge of
+    /// one of this endpoint's passcode attempts, which stops counting against the limit. An
+    /// endpoint waiting to take the profile over becomes the active one.
+    public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
+        let user = try await validate(token: token).userID
+        let now = clock.now().timeIntervalSince1970
+        try storage {
+            try store.write { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                guard
+                    let issuedAt = try db.scalar(
+                        "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ? AND proven = 0",
+                        [challenge, user, endpointID], as: Double.self), issuedAt > now - Self.challengeLifetime
+                else { throw DomainError(.invalidProof, "the unlock challenge is unknown, already used or expired") }
+                guard let identity = try Self.identity(db, user: user),
+                    let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
+                    key.isValidSignature(
+                        signature, for: unlockProofMessage(userID: user, endpointID: endpointID, challenge: challenge))
+                else { throw DomainError(.invalidProof, "the unlock proof does not verify with the user's identity key") }
+                try db.execute("UPDATE unlock_challenges SET proven = 1 WHERE challenge = ?", [challenge])
+                let pending = try db.scalar(
+                    "SELECT takeover_pending FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Int.self)
+                if pending == 1 {
+                    try db.execute(
+                        "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL AND active = 1",
+                        ["superseded: another device took the profile over", user, endpointID])
+                    try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
+                }
+            }
+        }
+    }
+
+    /// Reads a key blob. The blobs are useless without the passcode and the domain's OPRF
+    /// evaluation, so reading one is not an attempt; ``evaluatePasscode(token:endpointID:blindedElement:keyID:)`` is.
+    public func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
+        let user = try await validate(token: token).userID
+        return try storage {
+            try store.read { db -> BlobFetch in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                guard let row = try db.row("SELECT data, version FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
+                else { return BlobFetch(blob: nil) }
+                return BlobFetch(blob: KeyBlob(name: name, data: try row.get(0), version: try row.get(1)))
+            }
+        }
+    }
+
+    // MARK: Identity resets
+
+    /// Resets the caller's identity (a forgotten passcode, or new keys). With `signature`, an
+    /// Ed25519 signature by the current identity key over ``identityResetMessage(userID:endpointID:keyVersion:)``,
+    /// it happens at once; without, the first request starts ``DomainPolicy/identityResetDelay``
+    /// and a request after it completes the reset, unless one of the user's devices cancelled it.
+    ///
+    /// Completing forgets the identity and the key backup and removes the user's other endpoints;
+    /// the version is kept, so the next identity must be newer. Passcode attempts stay counted.
+    public func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
+        let user = try await validate(token: token).userID
+        let policy = try currentPolicy()
+        let now = clock.now().timeIntervalSince1970
+        return try storage {
+            try store.write { db -> IdentityResetOutcome in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let identity = try Self.identity(db, user: user)
+                if let signature {
+                    let version = try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
+                    guard let identity, let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
+                        key.isValidSignature(
+                            signature, for: identityResetMessage(userID: user, endpointID: endpointID, keyVersion: version))
+                    else { throw DomainError(.invalidProof, "the reset is not signed by the user's current identity key") }
+                } else if identity != nil {
+                    if let row = try db.row(
+                        "SELECT endpoint_id, requested_at, effective_at FROM identity_resets WHERE user_id = ?", [user])
+                    {
+                        let pending = try Self.pendingReset(row)
+                        guard now >= pending.effectiveAt.timeIntervalSince1970 else { return .pending(pending) }
+                    } else {
+                        try db.execute(
+                            "INSERT INTO identity_resets(user_id, endpoint_id, requested_at, effective_at) VALUES (?, ?, ?, ?)",
+                            [user, endpointID, now, now + Double(policy.identityResetDelay)])
+                        if policy.identityResetDelay > 0 {
+                            return .pending(
+                                PendingIdentityReset(
+                                    endpointID: endpointID, requestedAt: Date(timeIntervalSince1970: now),
+                                    effectiveAt: Date(timeIntervalSince1970: now + Double(policy.identityResetDelay))))
+                        }
+                    }
+                }
+                try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user])
+                try db.execute("DELETE FROM key_blobs WHERE user_id = ?", [user])
+                try db.execute("UPDATE identities SET document = ? WHERE user_id = ?", [Data(), user])
+                try db.execute(
+                    "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL",
+                    ["the user reset their keys (forgotten passcode) on another device", user, endpointID])
+                try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
+                return .completed
+            }
+        }
+    }
+
+    /// Cancels the user's pending identity reset, from any of their endpoints.
+    ///
+    /// - Throws: ``DomainError/Code/notFound`` when none is pending.
+    public func cancelIdentityReset(token: String, endpointID: String) async throws {
+        let user = try await validate(token: token).userID
+        try storage {
+            try store.write { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                guard try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user]) > 0 else {
+                    throw DomainError(.notFound, "no identity reset is pending for this user")
+                }
+            }
+        }
+    }
+
+    /// The pending identity reset of `userID`, if any: the user's devices and their contacts
+    /// look before trusting a new identity.
+    public func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
+        _ = try await caller(token: token, endpointID: endpointID)
+        return try storage {
+            try store.read { db in
+                try db.row("SELECT endpoint_id, requested_at, effective_at FROM identity_resets WHERE user_id = ?", [userID])
+                    .map(Self.pendingReset)
+            }
+        }
+    }
+
+    static func pendingReset(_ row: Row) throws -> PendingIdentityReset {
+        PendingIdentityReset(
+            endpointID: try row.get(0), requestedAt: Date(timeIntervalSince1970: try row.get(1)),
+            effectiveAt: Date(timeIntervalSince1970: try row.get(2)))
+    }
+}

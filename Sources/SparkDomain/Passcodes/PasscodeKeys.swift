@@ -1,0 +1,149 @@
+public import Foundation
+public import SparkCrypto
+
+/// The domain's passcode-hardening secrets: the seeds of its OPRF keys (RFC 9497,
+/// `P256-SHA256`, verifiable), kept **outside the database** so that a copy of the database
+/// alone cannot test a single passcode guess.
+///
+/// Each user gets their own key, `DeriveKeyPair(seed, "spark-passcode-v1" ‖ 0x00 ‖ userID)`, so
+/// an evaluation for one user says nothing about another's. The file is JSON, mode 0600:
+///
+/// ```json
+/// {"current": "k2", "keys": {"k1": "<32 bytes, base64url>", "k2": "<32 bytes, base64url>"}}
+/// ```
+///
+/// Rotation adds a key and makes it current; blobs made under an older key still open (the
+/// device names the key it used), and each device re-wraps under the current key at its next
+/// unlock. Retiring a key makes the blobs still under it unopenable: retire only once every
+/// user has unlocked since the rotation (`docs/SERVER.md`).
+public struct PasscodeKeys: Sendable {
+    /// The id of the key new blobs are made under.
+    public let currentKeyID: String
+    /// Every key's seed by id.
+    let seeds: [String: SecureBytes]
+
+    /// The ids of the keys held, sorted.
+    public var keyIDs: [String] { seeds.keys.sorted() }
+
+    init(currentKeyID: String, seeds: [String: SecureBytes]) {
+        self.currentKeyID = currentKeyID
+        self.seeds = seeds
+    }
+
+    /// A fresh set with one random key, `k1`.
+    public static func generate() -> PasscodeKeys {
+        PasscodeKeys(currentKeyID: "k1", seeds: ["k1": SecureBytes(randomCount: 32)])
+    }
+
+    /// The set with a new random key, which becomes current (ids count up: `k2`, `k3`, …).
+    public func rotated() -> PasscodeKeys {
+        let next = (seeds.keys.compactMap { Int($0.dropFirst()) }.max() ?? 0) + 1
+        var seeds = seeds
+        seeds["k\(next)"] = SecureBytes(randomCount: 32)
+        return PasscodeKeys(currentKeyID: "k\(next)", seeds: seeds)
+    }
+
+    /// The set without `keyID`, which must not be current.
+    public func retiring(_ keyID: String) throws -> PasscodeKeys {
+        guard seeds[keyID] != nil else { throw DomainError(.notFound, "there is no passcode key \(keyID)") }
+        guard keyID != currentKeyID else {
+            throw DomainError(.conflict, "\(keyID) is the current passcode key; rotate first, then retire the old one")
+        }
+        var seeds = seeds
+        seeds[keyID] = nil
+        return PasscodeKeys(currentKeyID: currentKeyID, seeds: seeds)
+    }
+
+    /// The user's OPRF key under `keyID`.
+    ///
+    /// - Throws: ``DomainError/Code/notFound`` for a key this domain does not hold (retired).
+    public func userKey(_ keyID: String, userID: String) throws -> OPRF.PrivateKey {
+        guard let seed = seeds[keyID] else {
+            throw DomainError(
+                .notFound, "the domain no longer holds passcode key \(keyID); the backup made under it cannot be opened")
+        }
+        do {
+            return try OPRF.passcodeHardening.deriveKey(seed: seed, info: Self.keyInfo(userID: userID))
+        } catch {
+            throw DomainError(.invalidRequest, "no passcode key can be derived for that user id: \(error)")
+        }
+    }
+
+    /// `"spark-passcode-v1" ‖ 0x00 ‖ UTF8(userID)`, the info of each user's key.
+    public static func keyInfo(userID: String) -> Data { Data("spark-passcode-v1".utf8) + [0] + Data(userID.utf8) }
+
+    // MARK: The file
+
+    private struct File: Codable {
+        var current: String
+        var keys: [String: String]
+    }
+
+    /// Reads the set from `path`; a file that others can read is refused.
+    public static func load(from path: String) throws -> PasscodeKeys {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let data = FileManager.default.contents(atPath: path)
+        else { throw DomainError(.unavailable, "the passcode keys at \(path) cannot be read") }
+        let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0
+        guard mode & 0o077 == 0 else {
+            throw DomainError(.unavailable, "\(path) is readable by others (mode \(String(mode, radix: 8))); make it 0600")
+        }
+        guard let file = try? JSONDecoder().decode(File.self, from: data) else {
+            throw DomainError(.unavailable, "\(path) is not a passcode key file ({\"current\": …, \"keys\": {…}})")
+        }
+        var seeds: [String: SecureBytes] = [:]
+        for (id, encoded) in file.keys {
+            guard let seed = try? Data(base64URLEncoded: encoded), seed.count == 32 else {
+                throw DomainError(.unavailable, "\(path): key \(id) is not 32 bytes of base64url")
+            }
+            seeds[id] = SecureBytes(seed)
+        }
+        guard seeds[file.current] != nil else {
+            throw DomainError(.unavailable, "\(path): the current key \(file.current) is not among its keys")
+        }
+        return PasscodeKeys(currentKeyID: file.current, seeds: seeds)
+    }
+
+    /// Writes the set to `path` with mode 0600, replacing the file atomically.
+    public func write(to path: String) throws {
+        let temporary = try writeTemporary(beside: path)
+        guard rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw DomainError(.storageFailure, "cannot replace \(path)")
+        }
+    }
+
+    /// Writes the set to a new file beside `path` (mode 0600) and returns its path.
+    private func writeTemporary(beside path: String) throws -> String {
+        let file = File(
+            current: currentKeyID, keys: seeds.mapValues { $0.withUnsafeBytes { Data($0) }.base64URLEncodedString() })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        let temporary = "\(path).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).new"
+        let previous = umask(0o077)
+        defer { umask(previous) }
+        do {
+            guard FileManager.default.createFile(atPath: temporary, contents: try encoder.encode(file)) else {
+                throw DomainError(.storageFailure, "cannot write \(temporary)")
+            }
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: temporary)
+            return temporary
+        } catch let error as DomainError {
+            throw error
+        } catch {
+            throw DomainError(.storageFailure, "cannot write \(path): \(error.localizedDescription)")
+        }
+    }
+
+    /// The set at `path`, made there first if there is none (the embedded domain's file beside
+    /// its database).
+    public static func loadOrCreate(at path: String) throws -> PasscodeKeys {
+        if FileManager.default.fileExists(atPath: path) { return try load(from: path) }
+        // link(2) fails if the name exists: of two processes creating it at once, one wins and
+        // the other reads the winner's keys.
+        let keys = generate()
+        let temporary = try keys.writeTemporary(beside: path)
+        defer { unlink(temporary) }
+        return link(temporary, path) == 0 ? keys : try load(from: path)
+    }
+}
