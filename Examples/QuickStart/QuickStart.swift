@@ -68,7 +68,8 @@ struct QuickStart {
                 throw QuickStartExit(message: "sign-in failed: \(error.reason)")
             }
         case let manager as BBMAccountsTokenManager:
-            try await Accounts(console: console, manager: manager, domain: controller.domain).run()
+            let sandbox = controller.domain is EmbeddedDomain && settings.provider.environment == .sandbox
+            try await Accounts(console: console, manager: manager, domain: controller.domain, showsOutbox: sandbox).run()
             _ = try await controller.signInSilently()
         case let manager as BBMCustomTokenManager:
             guard let token = console.askSecret("JWT from your identity provider: "), !token.isEmpty else {

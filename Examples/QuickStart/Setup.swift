@@ -88,7 +88,8 @@ struct Setup: SetupHandler {
         }
     }
 
-    static let passcodeRules = "A passcode has at least 8 characters, is not your user id and does not repeat one character."
+    static let passcodeRules =
+        "A passcode has at least 8 characters, is not your user id, does not repeat one character and is not a common password."
 
     /// A new passcode typed twice; nil when the input ends or the two never match.
     private func newPasscode() -> String? {
@@ -106,6 +107,10 @@ struct Accounts {
     let console: Console
     let manager: BBMAccountsTokenManager
     let domain: any DomainService
+    /// Whether the outbox stands in for email here: only an embedded domain of the sandbox
+    /// environment, on one developer's machine. Anywhere else a code shown on screen would let
+    /// whoever sits here read another person's mail.
+    let showsOutbox: Bool
 
     func run() async throws {
         while true {
@@ -126,10 +131,11 @@ struct Accounts {
                     let country = console.ask("country (two letters, e.g. CA): ") ?? ""
                     let age = Int(console.ask("age: ") ?? "") ?? 0
                     let password = console.askSecret("password: ") ?? ""
+                    let asked = Date()
                     try await manager.signUp(
                         SignUpRequest(userName: name, password: password, email: email, country: country.uppercased(), age: age))
-                    console.say("Account created. An activation code was sent to \(email).")
-                    showLatestCode(for: email)
+                    console.say("Signed up. Unless \(email) already has an account, an activation code was sent to it.")
+                    showCode(for: email, subject: "Activate your", since: asked)
                     let code = console.ask("activation code: ") ?? ""
                     try await manager.activate(userName: name, code: code)
                     _ = try await manager.logIn(userName: name, password: password)
@@ -137,9 +143,10 @@ struct Accounts {
                     return
                 case "r", "recover":
                     let email = console.ask("email: ") ?? ""
+                    let asked = Date()
                     try await manager.requestPasswordReset(email: email)
                     console.say("If an account uses \(email), a reset code was sent to it.")
-                    showLatestCode(for: email)
+                    showCode(for: email, subject: "password reset code", since: asked)
                     let code = console.ask("reset code: ") ?? ""
                     let password = console.askSecret("new password: ") ?? ""
                     try await manager.resetPassword(email: email, code: code, newPassword: password)
@@ -153,11 +160,15 @@ struct Accounts {
         }
     }
 
-    /// The embedded domain's outbox stands in for email: show what was "sent".
-    private func showLatestCode(for email: String) {
-        guard let embedded = domain as? EmbeddedDomain, let mail = try? embedded.outbox(recipient: email, limit: 1).last else {
-            return
-        }
+    /// The embedded sandbox domain's outbox stands in for email: shows the mail this device's
+    /// request just caused (to `email`, of that kind, sent since `since`), never an older one or
+    /// another kind.
+    private func showCode(for email: String, subject: String, since: Date) {
+        guard showsOutbox, let embedded = domain as? EmbeddedDomain,
+            let mail = try? embedded.outbox(recipient: email, limit: 5).last(where: {
+                $0.subject.contains(subject) && $0.sentAt.timeIntervalSince(since) >= -0.001
+            })
+        else { return }
         console.say("  [outbox] to \(mail.to): \(mail.subject)\n  \(mail.body.replacingOccurrences(of: "\n", with: "\n  "))")
     }
 }

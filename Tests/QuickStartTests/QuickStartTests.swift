@@ -11,14 +11,14 @@ struct QuickStartTests {
     static let binary = Fixtures.executable("quickstart")
 
     /// A plist whose embedded domain and data live in `directory`.
-    static func config(_ directory: URL, provider: String = "testAuth") throws -> String {
+    static func config(_ directory: URL, provider: String = "testAuth", environment: String = "sandbox") throws -> String {
         let url = directory.appendingPathComponent("ConfigSettings.plist")
         try Data(
             """
             <?xml version="1.0" encoding="UTF-8"?>
             <plist version="1.0"><dict>
             <key>authProvider</key><string>\(provider)</string>
-            <key>\(provider)</key><dict><key>domain</key><string>qs</string><key>environment</key><string>sandbox</string></dict>
+            <key>\(provider)</key><dict><key>domain</key><string>qs</string><key>environment</key><string>\(environment)</string></dict>
             <key>embeddedDomainPath</key><string>domain.sqlite</string>
             </dict></plist>
             """.utf8
@@ -307,6 +307,88 @@ struct QuickStartTests {
             process.waitUntilExit()
             output.fileHandleForReading.readabilityHandler = nil
             #expect(process.terminationStatus == 0, "\(transcript.withLock { $0 })")
+        }
+    }
+
+    /// The quick start as a live conversation: what it printed so far, and lines to send.
+    final class Conversation: Sendable {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+        let transcript = Locked("")
+
+        init(config: String, data: URL) throws {
+            process.executableURL = QuickStartTests.binary
+            process.arguments = ["--config", config, "--data-dir", data.path]
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = output
+            let transcript = transcript
+            output.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                transcript.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+            try process.run()
+        }
+
+        func send(_ lines: String...) { for line in lines { input.fileHandleForWriting.write(Data((line + "\n").utf8)) } }
+        func waitFor(_ text: String) async -> Bool { await eventually { self.transcript.withLock { $0.contains(text) } } }
+        var text: String { transcript.withLock { $0 } }
+
+        func end() async {
+            try? input.fileHandleForWriting.close()
+            await Fixtures.onThread { self.process.waitUntilExit() }
+            output.fileHandleForReading.readabilityHandler = nil
+        }
+    }
+
+    @Test func theOutboxShowsOnlyTheMailThisDeviceJustCausedOnASandbox() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory, provider: "accounts")
+            let domain = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "qs",
+                policy: DomainPolicy(userAuthenticationEnabled: true, passwordIterations: 1000), allowUnsafePasswordHashing: true)
+            // Bob signed up elsewhere: his activation code sits in the outbox.
+            try await domain.signUp(
+                SignUpRequest(userName: "bob", password: "Maple-Leaf-2024", email: "bob@example.com", country: "JP", age: 30))
+            let bobsCode = try #require(
+                try domain.outbox(recipient: "bob@example.com").last?.body.firstMatch(of: /code is (\d{6})/)?.1)
+            let session = try Conversation(config: config, data: directory.appendingPathComponent("eve"))
+            #expect(await session.waitFor("[l]og in, [s]ign up"))
+            // Eve signs up with bob's address: she is answered as anyone, and shown nothing.
+            session.send("s", "eve", "bob@example.com", "jp", "22", "Maple-Leaf-2024")
+            #expect(await session.waitFor("activation code: "))
+            #expect(!session.text.contains(String(bobsCode)) && !session.text.contains("[outbox]"), "\(session.text)")
+            #expect(session.text.contains("Unless bob@example.com already has an account"))
+            await session.end()
+        }
+    }
+
+    @Test func theOutboxIsNeverShownOutsideTheSandbox() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory, provider: "accounts", environment: "production")
+            _ = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "qs",
+                policy: DomainPolicy(userAuthenticationEnabled: true, passwordIterations: 1000), allowUnsafePasswordHashing: true)
+            let session = try Conversation(config: config, data: directory.appendingPathComponent("hana"))
+            #expect(await session.waitFor("[l]og in, [s]ign up"))
+            session.send("s", "hana", "hana@example.com", "jp", "22", "Maple-Leaf-2024")
+            #expect(await session.waitFor("activation code: "))
+            #expect(!session.text.contains("[outbox]") && !session.text.contains("activation code is"), "\(session.text)")
+            await session.end()
+        }
+    }
+
+    @Test func aCommonPasscodeIsRefusedWithTheReason() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let session = try Conversation(config: config, data: directory.appendingPathComponent("a"))
+            #expect(await session.waitFor("user id: "))
+            session.send("alice")
+            #expect(await session.waitFor("new passcode: "))
+            session.send("iloveyou", "iloveyou")
+            #expect(await session.waitFor("most common passwords"), "\(session.text)")
+            await session.end()
         }
     }
 }

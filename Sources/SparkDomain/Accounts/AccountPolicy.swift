@@ -28,6 +28,13 @@ public enum AccountPolicy {
     /// digits and symbols (or 16 characters and more, for passphrases); not containing the user
     /// name; not one of the most common passwords.
     public static func checkPassword(_ password: String, userName: String) throws {
+        try checkPassword(password)
+        try checkPassword(password, omits: userName)
+    }
+
+    /// The rules that do not depend on whose password it is (checked before anything that
+    /// could tell whether an account exists).
+    public static func checkPassword(_ password: String) throws {
         guard password.count >= 10 else { throw DomainError(.passwordTooWeak, "a password needs at least 10 characters") }
         guard password.count <= 256 else { throw DomainError(.passwordTooWeak, "a password has at most 256 characters") }
         var classes = 0
@@ -39,11 +46,15 @@ public enum AccountPolicy {
             throw DomainError(
                 .passwordTooWeak, "a password under 16 characters needs three of: lowercase, uppercase, digits, symbols")
         }
-        guard userName.count < 3 || !password.lowercased().contains(userName.lowercased()) else {
-            throw DomainError(.passwordTooWeak, "a password must not contain the user name")
-        }
         guard !commonPasswords.contains(password.lowercased()) else {
             throw DomainError(.passwordTooWeak, "that password is one of the most common ones")
+        }
+    }
+
+    /// The rule that mentions the user name: the password must not contain it.
+    public static func checkPassword(_ password: String, omits userName: String) throws {
+        guard userName.count < 3 || !password.lowercased().contains(userName.lowercased()) else {
+            throw DomainError(.passwordTooWeak, "a password must not contain the user name")
         }
     }
 

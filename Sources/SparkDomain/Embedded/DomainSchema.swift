@@ -188,6 +188,9 @@ enum DomainSchema {
                 "CREATE TABLE code_guesses (user_id TEXT NOT NULL, purpose TEXT NOT NULL, guessed_at REAL NOT NULL)")
             try db.execute("CREATE INDEX code_guesses_by_user ON code_guesses(user_id, purpose, guessed_at)")
             try db.execute("ALTER TABLE endpoints ADD COLUMN takeover_pending INTEGER NOT NULL DEFAULT 0")
+            // Refresh tokens rotate within a family; a used one shown again ends the family.
+            try db.execute("ALTER TABLE refresh_tokens ADD COLUMN family BLOB")
+            try db.execute("ALTER TABLE refresh_tokens ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
         }
         return migrator
     }

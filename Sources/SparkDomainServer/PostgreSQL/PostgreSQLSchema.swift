@@ -182,7 +182,9 @@ enum PostgreSQLSchema {
             );
             CREATE TABLE code_guesses (user_id TEXT NOT NULL, purpose TEXT NOT NULL, guessed_at DOUBLE PRECISION NOT NULL);
             CREATE INDEX code_guesses_by_user ON code_guesses(user_id, purpose, guessed_at);
-            ALTER TABLE endpoints ADD COLUMN takeover_pending BIGINT NOT NULL DEFAULT 0
+            ALTER TABLE endpoints ADD COLUMN takeover_pending BIGINT NOT NULL DEFAULT 0;
+            ALTER TABLE refresh_tokens ADD COLUMN family BYTEA;
+            ALTER TABLE refresh_tokens ADD COLUMN used BIGINT NOT NULL DEFAULT 0
             """
         ),
     ]
