@@ -65,6 +65,12 @@ public struct DomainDirectory: Sendable {
     /// Opens the domain for serving: the engine over PostgreSQL (a pool of `connections`) when
     /// the directory names a database, over `domain.sqlite` otherwise.
     public func openDomain(connections: Int = 8) throws -> DomainEngine {
+        guard FileManager.default.fileExists(atPath: passcodeKeysPath) else {
+            throw DomainError(
+                .unavailable,
+                "\(passcodeKeysPath) is missing: the domain's passcode keys (make them with `spark-domaind passcode-keys \(url.path) rotate`; every instance needs the same file)"
+            )
+        }
         if let conninfo = try databaseConnection() {
             let store = try PostgreSQLDomainStore(conninfo: conninfo, connections: connections)
             return try DomainEngine(

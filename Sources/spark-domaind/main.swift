@@ -24,6 +24,13 @@ let usage = """
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
                   --plain serves plain HTTP, allowed only on a loopback address. Any number of
                   instances may serve one PostgreSQL domain (copies of DIR).
+      passcode-keys DIR [list | rotate | retire KEY]
+                  the OPRF secrets that harden users' passcodes (DIR/passcode.keys, mode 0600,
+                  never in the database): list their ids and which is current; rotate adds a
+                  new current key (devices re-wrap under it at their next unlock; restart the
+                  instances, each with a copy of the file); retire drops an old key, after which
+                  backups still under it no longer open. rotate also makes the file when a
+                  directory from before it has none.
       openapi     print the OpenAPI document of the /v1 wire
       help        show this text
 
@@ -59,6 +66,31 @@ func initialize(_ arguments: inout Arguments) throws {
         client configuration: \(made.clientConfigurationPath)
         serve it with: spark-domaind serve \(made.url.path)
         """)
+}
+
+func passcodeKeys(_ arguments: inout Arguments) throws {
+    let directory = try DomainDirectory(existing: URL(fileURLWithPath: try arguments.next("the domain directory")))
+    let action = arguments.isEmpty ? "list" : try arguments.next("list, rotate or retire")
+    let path = directory.passcodeKeysPath
+    switch action {
+    case "list":
+        try arguments.finish()
+        let keys = try PasscodeKeys.load(from: path)
+        for id in keys.keyIDs { print(id == keys.currentKeyID ? "\(id) (current)" : id) }
+    case "rotate":
+        try arguments.finish()
+        let keys = FileManager.default.fileExists(atPath: path) ? try PasscodeKeys.load(from: path).rotated() : .generate()
+        try keys.write(to: path)
+        print("current passcode key: \(keys.currentKeyID); restart every instance with this file")
+    case "retire":
+        let id = try arguments.next("the key to retire")
+        try arguments.finish()
+        let keys = try PasscodeKeys.load(from: path).retiring(id)
+        try keys.write(to: path)
+        print("retired \(id); keys now: \(keys.keyIDs.joined(separator: ", "))")
+    default:
+        throw Arguments.UsageError(message: "passcode-keys takes list, rotate or retire KEY, not '\(action)'")
+    }
 }
 
 /// `HOST:PORT`, `[V6]:PORT` or `:PORT`.
@@ -155,6 +187,7 @@ func run() async -> Int32 {
         switch command {
         case "init": try initialize(&arguments)
         case "serve": try await serve(&arguments)
+        case "passcode-keys": try passcodeKeys(&arguments)
         case "openapi":
             try arguments.finish()
             FileHandle.standardOutput.write(OpenAPIDocument.json())

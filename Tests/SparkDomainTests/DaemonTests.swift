@@ -73,6 +73,38 @@ struct DaemonTests {
         }
     }
 
+    @Test func passcodeKeysAreListedRotatedRetiredAndGuarded() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("domain")
+            #expect(try await Fixtures.run(Self.binary, ["init", home.path, "--sandbox"]).status == 0)
+            func keys(_ words: String...) async throws -> (status: Int32, stdout: String, stderr: String) {
+                try await Fixtures.run(Self.binary, ["passcode-keys", home.path] + words)
+            }
+            #expect(try await keys().stdout == "k1 (current)\n")
+            let rotated = try await keys("rotate")
+            #expect(rotated.status == 0 && rotated.stdout.contains("current passcode key: k2"))
+            #expect(try await keys("list").stdout == "k1\nk2 (current)\n")
+            let current = try await keys("retire", "k2")
+            #expect(current.status == 1 && current.stderr.contains("rotate first"), "\(current.stderr)")
+            #expect(try await keys("retire", "k7").status == 1)
+            #expect(try await keys("retire", "k1").status == 0)
+            #expect(try await keys("list").stdout == "k2 (current)\n")
+            #expect(try await keys("shuffle").status == 64)
+            let path = home.appendingPathComponent("passcode.keys").path
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            // Readable by others, or missing: the daemon refuses to serve, and says why.
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+            let exposed = try await Fixtures.run(Self.binary, ["serve", home.path, "--listen", "127.0.0.1:0"])
+            #expect(exposed.status == 1 && exposed.stderr.contains("readable by others"), "\(exposed.stderr)")
+            try FileManager.default.removeItem(atPath: path)
+            let missing = try await Fixtures.run(Self.binary, ["serve", home.path, "--listen", "127.0.0.1:0"])
+            #expect(missing.status == 1 && missing.stderr.contains("passcode-keys"), "\(missing.stderr)")
+            #expect(try await keys("rotate").status == 0)
+            #expect(try await keys().stdout == "k1 (current)\n")
+        }
+    }
+
     @Test func aCertificateOfItsOwnCanBeGivenAndABadOneIsRefused() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let home = directory.appendingPathComponent("d")

@@ -344,4 +344,39 @@ struct PasscodeHardeningTests {
             }
         }
     }
+
+    @Test func thePendingResetIsToldToTheUsersDevicesAndContacts() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (laptopService, aliceLaptop) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            _ = try await aliceLaptop.startChat(with: ["bob"])
+            #expect(await waitFor("bob knows the chat") { bob.chats.value.count == 1 })
+            let laptopEvents = EventRecorder(aliceLaptop)
+            let bobEvents = EventRecorder(bob)
+            // A token of alice's, on a device of the thief's, asks for a reset.
+            let token = try await world.domain.testToken(userID: "alice").token
+            _ = try await world.domain.registerEndpoint(token: token, registration: .init(endpointID: "thief", description: "t"))
+            let outcome = try await world.domain.resetIdentity(token: token, endpointID: "thief", signature: nil)
+            guard case .pending(let pending) = outcome else {
+                Issue.record("the reset did not wait: \(outcome)")
+                return
+            }
+            let told = MessagingEvent.identityResetPending(userID: "alice", effectiveAt: pending.effectiveAt)
+            #expect(await waitFor("alice's laptop is told") { laptopEvents.value.contains(told) })
+            #expect(await waitFor("bob is told") { bobEvents.value.contains(told) })
+            #expect(try await laptopService.pendingIdentityReset() == pending)
+            try await laptopService.cancelIdentityReset()
+            #expect(try await laptopService.pendingIdentityReset() == nil)
+            #expect(
+                await waitFor("the cancel reaches bob") { bobEvents.value.contains(.identityResetCancelled(userID: "alice")) })
+            // Nobody can post such a notice themselves.
+            await #expect(throws: DomainError(.invalidRequest, "")) {
+                try await world.domain.post(
+                    token: token, endpointID: "thief", chatID: "x", kind: .identityReset, payload: Data("{}".utf8),
+                    recipient: nil,
+                    clientID: nil)
+            }
+        }
+    }
 }

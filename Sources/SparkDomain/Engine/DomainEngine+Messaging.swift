@@ -134,7 +134,9 @@ extension DomainEngine {
         guard payload.count <= Self.maximumPayloadSize else {
             throw DomainError(.tooLarge, "the payload is \(payload.count) bytes; at most \(Self.maximumPayloadSize)")
         }
-        guard kind != .membership else { throw DomainError(.invalidRequest, "membership entries are made by the domain") }
+        guard kind != .membership, kind != .identityReset else {
+            throw DomainError(.invalidRequest, "\(kind.rawValue) entries are made by the domain")
+        }
         let now = clock.now()
         let (receipt, routed) = try storage {
             try store.write(Self.chatScope(chatID)) { db -> (PostReceipt, [String]) in

@@ -119,8 +119,11 @@ extension DomainEngine {
         let user = try await validate(token: token).userID
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
+        var notified: [String] = []
+        defer { mailboxWaiters.notify(notified) }
         return try storage {
             try store.write { db -> IdentityResetOutcome in
+                notified = []
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let identity = try Self.identity(db, user: user)
                 if let signature {
@@ -140,10 +143,11 @@ extension DomainEngine {
                             "INSERT INTO identity_resets(user_id, endpoint_id, requested_at, effective_at) VALUES (?, ?, ?, ?)",
                             [user, endpointID, now, now + Double(policy.identityResetDelay)])
                         if policy.identityResetDelay > 0 {
-                            return .pending(
-                                PendingIdentityReset(
-                                    endpointID: endpointID, requestedAt: Date(timeIntervalSince1970: now),
-                                    effectiveAt: Date(timeIntervalSince1970: now + Double(policy.identityResetDelay))))
+                            let pending = PendingIdentityReset(
+                                endpointID: endpointID, requestedAt: Date(timeIntervalSince1970: now),
+                                effectiveAt: Date(timeIntervalSince1970: now + Double(policy.identityResetDelay)))
+                            notified = try Self.tell(db, about: user, .init(state: .pending, pending: pending), now: now)
+                            return .pending(pending)
                         }
                     }
                 }
@@ -164,14 +168,34 @@ extension DomainEngine {
     /// - Throws: ``DomainError/Code/notFound`` when none is pending.
     public func cancelIdentityReset(token: String, endpointID: String) async throws {
         let user = try await validate(token: token).userID
-        try storage {
-            try store.write { db in
+        let now = clock.now().timeIntervalSince1970
+        let notified = try storage {
+            try store.write { db -> [String] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user]) > 0 else {
                     throw DomainError(.notFound, "no identity reset is pending for this user")
                 }
+                return try Self.tell(db, about: user, .init(state: .cancelled, pending: nil), now: now)
             }
         }
+        mailboxWaiters.notify(notified)
+    }
+
+    /// Puts a reset notice in the mailboxes of `user` (every endpoint of theirs) and of everyone
+    /// who shares a chat with them; returns who was told, to wake.
+    static func tell(_ db: any DomainStatements, about user: String, _ notice: IdentityResetNotice, now: TimeInterval) throws
+        -> [String]
+    {
+        let contacts = try db.rows(
+            "SELECT DISTINCT b.user_id FROM chat_members a JOIN chat_members b ON a.chat_id = b.chat_id WHERE a.user_id = ?",
+            [user]
+        ).map { try $0.get(0, as: String.self) }
+        let audience = Array(Set(contacts + [user])).sorted()
+        try append(
+            db, to: audience, chatID: "", sender: user, kind: .identityReset, messageNumber: nil,
+            payload: try JSONEncoder().encode(notice), members: nil, now: now)
+        try db.announce(audience)
+        return audience
     }
 
     /// The pending identity reset of `userID`, if any: the user's devices and their contacts

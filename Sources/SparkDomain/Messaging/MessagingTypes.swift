@@ -35,6 +35,26 @@ public enum MailboxKind: String, Sendable, Codable {
     case receipt
     /// An encrypted chat event (a new subject).
     case event
+    /// The domain's notice that `sender`'s identity reset was requested or cancelled (an
+    /// ``IdentityResetNotice``, in no chat), to that user's endpoints and their contacts.
+    case identityReset
+}
+
+/// What the domain tells a user's devices and contacts about a reset of that user's identity.
+public struct IdentityResetNotice: Sendable, Codable, Equatable {
+    /// Whether the reset now waits, or was cancelled.
+    public enum State: String, Sendable, Codable { case pending, cancelled }
+
+    /// Pending or cancelled.
+    public var state: State
+    /// The reset, when pending.
+    public var pending: PendingIdentityReset?
+
+    /// A notice.
+    public init(state: State, pending: PendingIdentityReset?) {
+        self.state = state
+        self.pending = pending
+    }
 }
 
 /// A post that goes out with a chat's creation, in the same transaction, so that its members

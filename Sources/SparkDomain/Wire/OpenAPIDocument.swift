@@ -178,7 +178,9 @@ public enum OpenAPIDocument {
             ]
         }
         return [
-            "MailboxKind": ["type": "string", "enum": ["membership", "chatKey", "message", "receipt", "event"]],
+            "MailboxKind": [
+                "type": "string", "enum": ["membership", "chatKey", "message", "receipt", "event", "identityReset"],
+            ],
             "VerifiedIdentity": [
                 "type": "object", "additionalProperties": false,
                 "required": ["userID", "issuer", "issuerKind", "expiresAt"],

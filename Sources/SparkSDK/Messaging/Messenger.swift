@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkLock
@@ -13,6 +13,13 @@ public enum MessagingEvent: Sendable, Equatable {
     /// Something arrived that failed its checks (forged, altered, replayed, reordered or for
     /// another chat) and was dropped; nothing was marked.
     case dropped(chatID: String, reason: String)
+    /// The domain says a reset of `userID`'s identity was requested and takes effect at
+    /// `effectiveAt` unless cancelled: this user's own (an app shows it, and offers
+    /// ``BBMKeyManager/cancelReset(caller:)`` if the user did not ask), or a contact's (whose
+    /// new keys, if they come, are not to be trusted without checking).
+    case identityResetPending(userID: String, effectiveAt: Date)
+    /// The pending reset of `userID`'s identity was cancelled.
+    case identityResetCancelled(userID: String)
 }
 
 /// A step in the life of a message this user sent, as it happens: accepted and numbered by the
@@ -652,7 +659,7 @@ actor Messenger {
                 break
             }
             if let delivered = applied.delivered { receipts.append((entry.chatID, delivered)) }
-            touched.insert(entry.chatID)
+            if !entry.chatID.isEmpty { touched.insert(entry.chatID) }
             committed += events
         }
         // What committed before a failure is shown and acknowledged all the same; the flows
@@ -826,6 +833,17 @@ actor Messenger {
                     ? [MessageEvent(messageID: header.id, chatID: entry.chatID, number: entry.messageNumber, state: .sent)] : []
             }
             return Applied(changes: changes, delivered: incoming && entry.kind == .message ? entry.messageNumber : nil)
+        case .identityReset:
+            guard let notice = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload) else {
+                throw MessagingError(.forged, "an identity reset notice is malformed")
+            }
+            switch (notice.state, notice.pending) {
+            case (.pending, let pending?):
+                eventSinks.yield(.identityResetPending(userID: entry.sender, effectiveAt: pending.effectiveAt))
+            case (.cancelled, _): eventSinks.yield(.identityResetCancelled(userID: entry.sender))
+            default: throw MessagingError(.forged, "an identity reset notice is malformed")
+            }
+            return Applied()
         case .receipt:
             guard let receipt = try? JSONDecoder().decode(Receipt.self, from: entry.payload) else {
                 throw MessagingError(.forged, "a receipt is malformed")

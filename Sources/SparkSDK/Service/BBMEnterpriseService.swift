@@ -217,6 +217,14 @@ public final class BBMEnterpriseService: Sendable {
     /// This device's endpoint id.
     public var endpointID: String { get async throws { try await engine.endpointID() } }
 
+    /// The user's pending identity reset, if one was asked for (from any device, or with a
+    /// stolen token) and waits out the domain's delay; ``MessagingEvent/identityResetPending(userID:effectiveAt:)``
+    /// says when one starts.
+    public func pendingIdentityReset() async throws -> PendingIdentityReset? { try await engine.pendingIdentityReset() }
+
+    /// Cancels the user's pending identity reset: a user who did not ask for it keeps their keys.
+    public func cancelIdentityReset() async throws { try await engine.cancelIdentityReset() }
+
     /// Changes the passcode (the old one is required).
     public func changePasscode(from old: String, to new: String) async throws {
         try await engine.changePasscode(from: old, to: new)

@@ -449,6 +449,17 @@ actor ServiceEngine {
         }
     }
 
+    func pendingIdentityReset() async throws -> PendingIdentityReset? {
+        let (domain, token) = try await requireSession()
+        let user = try await domain.validate(token: token).userID
+        return try await call { try await domain.pendingIdentityReset(token: token, endpointID: try endpointID(), userID: user) }
+    }
+
+    func cancelIdentityReset() async throws {
+        let (domain, token) = try await requireSession()
+        try await call { try await domain.cancelIdentityReset(token: token, endpointID: try endpointID()) }
+    }
+
     func changePasscode(from old: String, to new: String) async throws {
         guard machine.setupState == .success, let keyManager, let token, let userID else {
             throw SetupError(.wrongState, "the passcode can be changed once setup has succeeded")

@@ -34,6 +34,9 @@ enum Fixture {
     static let p256X = Data(hexadecimal: "6b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296")
     static let p256Y = Data(hexadecimal: "4fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5")
     static let issuer = TokenIssuer(issuer: "https://idp.example", key: alice.signing, keyID: "k1")
+    static let oprfKey = try! OPRF.passcodeHardening.deriveKey(seed: Data(repeating: 6, count: 32), info: Data("alice".utf8))
+    static let blinded = try! OPRF.passcodeHardening.blind(
+        Data("stretched".utf8), unsafeBlind: Data(repeating: 7, count: 32))
     static let validator = TokenValidator(issuers: [issuer.trusted(audience: "fuzz", kind: .external)])
 }
 
@@ -136,6 +139,8 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
             _ = try? JSONDecoder().decode(Receipt.self, from: entry.payload)
         case .membership:
             _ = entry.members?.map(\.userID)
+        case .identityReset:
+            _ = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload)
         }
     },
     "wire-request": { data in
@@ -166,6 +171,15 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         let response = Served.blocking { await router.handle(request) }
         precondition(response.status < 500, "\(operation.path) answered \(response.status): \(response.body.text)")
     },
+    "oprf": { data in
+        // The domain's side: a blinded element from anyone. The device's side: an evaluation
+        // and proof from a hostile domain (33-byte element, then the proof).
+        let oprf = OPRF.passcodeHardening
+        _ = try? oprf.blindEvaluate([data.prefix(33)], key: Fixture.oprfKey)
+        let evaluation = OPRF.Evaluation(elements: [Data(data.prefix(33))], proof: Data(data.dropFirst(33)))
+        _ = try? oprf.finalize([Fixture.blinded], evaluation, publicKey: Fixture.oprfKey.publicKey)
+        _ = try? oprf.finalize([Fixture.blinded], evaluation, publicKey: Data(data.suffix(33)))
+    },
     "wire-answer": { data in
         // What a RemoteDomain decodes from a domain's answers.
         let decoder = WireCoder.decoder()
@@ -173,6 +187,8 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? decoder.decode(Wire.Entries.self, from: data)
         _ = try? decoder.decode(UserStatus.self, from: data)
         _ = try? decoder.decode(BlobFetch.self, from: data)
+        _ = try? decoder.decode(PasscodeEvaluation.self, from: data)
+        _ = try? decoder.decode(IdentityResetOutcome.self, from: data)
         _ = try? decoder.decode(DomainError.self, from: data)
         _ = try? WireCoder.decode(Wire.CreateChat.self, from: data)
     },
@@ -215,6 +231,13 @@ func seeds() throws -> [String: [Data]] {
         "jws": [Data(token.utf8)],
         "jwt": [Data(token.utf8)],
         "jwe": [jwe],
+        "oprf": [
+            Fixture.blinded.element,
+            {
+                let evaluation = try! OPRF.passcodeHardening.blindEvaluate([Fixture.blinded.element], key: Fixture.oprfKey)
+                return evaluation.elements[0] + (evaluation.proof ?? Data())
+            }(),
+        ],
         "jwk": [try JWK(Fixture.alice.signing.publicKey, keyID: "k1").jsonData(), try JWK(Fixture.alice.signing).jsonData()],
         "jwkset": [try Fixture.issuer.jwks.jsonData()],
         "plist": [Data(plist.utf8)],
@@ -223,6 +246,9 @@ func seeds() throws -> [String: [Data]] {
         "mailbox-entry": [
             try entry(.message, sealed), try entry(.chatKey, envelope),
             try entry(.receipt, Data(#"{"state":"read","number":1}"#.utf8)),
+            try entry(
+                .identityReset,
+                Data(#"{"state":"pending","pending":{"endpointID":"e","requestedAt":0,"effectiveAt":604800}}"#.utf8)),
         ],
         "wire-request": [
             Data([UInt8(DomainOperation.allCases.firstIndex(of: .post)!)])
