@@ -1,4 +1,5 @@
 import Foundation
+import SparkCrypto
 import SparkDomain
 import SparkSDK
 
@@ -16,7 +17,55 @@ enum DomainServerBenchmarks {
         Benchmark(name: "remote-message-latency-p50", run: { try remoteMessages().p50 }),
         Benchmark(name: "remote-message-latency-p99", run: { try remoteMessages().p99 }),
         Benchmark(name: "idle-long-polls-10k", run: idleLongPolls),
+        Benchmark(name: "oprf-evaluate", run: oprfEvaluate),
     ]
+
+    /// The daemon's passcode evaluations per second (`POST /v1/passcodes/evaluate`: token and
+    /// endpoint checks, the user's OPRF key derived, BlindEvaluate with its DLEQ proof, the
+    /// attempt counted in a write), with wrk over TLS spread over 64 users (each under the
+    /// limit), against OpenSSL's own P-256 ECDH rate on the same two cores (`openssl speed
+    /// -multi 2 ecdhp256`: one variable-base multiplication each; an evaluation does five).
+    static func oprfEvaluate() throws -> BenchmarkResult {
+        let served = try Served(["--threads", "2"])
+        defer { served.stop() }
+        let users = 64
+        let credentials = try SetupBenchmarks.blocking { () -> [(String, String)] in
+            try await served.administration().setPolicy(DomainPolicy(unlockAttemptsPerHour: 1000))
+            let domain = try served.client()
+            var credentials: [(String, String)] = []
+            for index in 0..<users {
+                let token = try await domain.testToken(userID: "user\(index)").token
+                _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "e\(index)", description: "wrk"))
+                credentials.append((token, "e\(index)"))
+            }
+            return credentials
+        }
+        let element = try OPRF.passcodeHardening.blind(Data("a stretched passcode".utf8)).element.base64EncodedString()
+        let list = credentials.map { #"{"\#($0.0)","\#($0.1)"}"# }.joined(separator: ",")
+        let ours = try wrk(
+            "https://127.0.0.1:\(served.port)/v1/passcodes/evaluate",
+            script: """
+                local users = {\(list)}
+                local body = '{"blindedElement":"\(element)"}'
+                local next = 0
+                request = function()
+                    next = next % #users + 1
+                    return wrk.format("POST", nil, {
+                        ["Content-Type"] = "application/json",
+                        ["Authorization"] = "Bearer " .. users[next][1],
+                        ["Spark-Endpoint"] = users[next][2],
+                    }, body)
+                end
+                """, seconds: 3)
+        let speed = try Harness.run("openssl", ["speed", "-seconds", "2", "-multi", "2", "ecdhp256"]).output
+        // The -multi summary line: "ecdh (nistp256) 256 bits <op/s>" with two numbers (ops, op/s).
+        guard let line = speed.split(separator: "\n").last(where: { $0.contains("nistp256") }),
+            let rate = line.split(separator: " ").compactMap({ Double($0) }).last
+        else { throw BenchError("openssl speed printed no ecdhp256 rate: \(speed)") }
+        return Harness.result(
+            "oprf-evaluate", unit: "evaluations/s", ours: ours, reference: rate, higherIsBetter: true,
+            referenceName: "openssl speed -multi 2 ecdhp256 (one scalar multiplication per op)")
+    }
 
     static let python = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Python")
 
