@@ -46,7 +46,7 @@ for harness in "${harnesses[@]}"; do
             tail -n 30 "$log" >&2
             exit 1
         fi
-        done_now=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+        done_now=$(grep -a -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
         executed=$(( executed + done_now ))
         left=$(( left - step ))
     done

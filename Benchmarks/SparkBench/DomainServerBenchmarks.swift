@@ -35,7 +35,8 @@ enum DomainServerBenchmarks {
             var credentials: [(String, String)] = []
             for index in 0..<users {
                 let token = try await domain.testToken(userID: "user\(index)").token
-                _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "e\(index)", description: "wrk"))
+                _ = try await domain.registerEndpoint(
+                    token: token, registration: .init(endpointID: "e\(index)", description: "wrk"))
                 credentials.append((token, "e\(index)"))
             }
             return credentials

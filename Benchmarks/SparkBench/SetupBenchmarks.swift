@@ -23,9 +23,9 @@ enum SetupBenchmarks {
     }
 
     /// `openssl kdf` PBKDF2-HMAC-SHA512 at 600,000 iterations, its start-up subtracted.
-    static func opensslKDF() throws -> Double {
+    static func opensslKDF(repeats: Int = 3) throws -> Double {
         func run(_ iterations: Int) throws -> Double {
-            try Harness.bestTime(repeats: 3) {
+            try Harness.bestTime(repeats: repeats) {
                 _ = try Harness.run(
                     "openssl",
                     [
@@ -51,30 +51,39 @@ enum SetupBenchmarks {
     }
 
     /// Through spark-domaind over TLS: fetch, PBKDF2, blind, the domain's OPRF evaluation
-    /// (counted), finalize, unwrap, import and the proof, against the bare KDF.
+    /// (counted), finalize, unwrap, import and the proof, against the bare KDF. The two are
+    /// measured in turns, best of nine each, since this machine's clock speed drifts by a third
+    /// within a minute.
     static func passcodeUnlock() throws -> BenchmarkResult {
         let served = try DomainServerBenchmarks.Served()
         defer { served.stop() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let ours = try blocking {
+        let (ours, reference) = try blocking { () -> (Double, Double) in
             try await served.administration().setPolicy(DomainPolicy(unlockAttemptsPerHour: 1000))
             let domain = try served.client()
             let token = try await domain.testToken(userID: "alice").token
-            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "a", description: "a"))
-            let caller = BBMKeyManager.Caller(token: token, userID: "alice", endpointID: "a")
-            let manager = BBMKeyManager(domain: domain, store: try EndpointStore(directory: directory.appendingPathComponent("a")))
-            _ = try await manager.createKeys(passcode: "bench-passcode", caller: caller)
-            var best = Double.infinity
-            for _ in 0..<3 {
+            // Three devices in turn: the daemon allows each endpoint ten blob reads a minute.
+            var devices: [(BBMKeyManager, BBMKeyManager.Caller)] = []
+            for name in ["a", "b", "c"] {
+                _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: name, description: name))
+                let store = try EndpointStore(directory: directory.appendingPathComponent(name))
+                devices.append(
+                    (BBMKeyManager(domain: domain, store: store), .init(token: token, userID: "alice", endpointID: name)))
+            }
+            _ = try await devices[0].0.createKeys(passcode: "bench-passcode", caller: devices[0].1)
+            var (ours, reference) = (Double.infinity, Double.infinity)
+            for round in 0..<9 {
+                let (manager, caller) = devices[round % devices.count]
                 let start = ContinuousClock.now
                 _ = try await manager.unlock(passcode: "bench-passcode", caller: caller)
-                best = min(best, (ContinuousClock.now - start).seconds)
+                ours = min(ours, (ContinuousClock.now - start).seconds)
+                reference = min(reference, try opensslKDF(repeats: 1))
             }
-            return best
+            return (ours, reference)
         }
         return Harness.result(
-            "passcode-unlock", unit: "ms", ours: ours * 1000, reference: try opensslKDF() * 1000, higherIsBetter: false,
+            "passcode-unlock", unit: "ms", ours: ours * 1000, reference: reference * 1000, higherIsBetter: false,
             referenceName: "openssl kdf PBKDF2 (the KDF alone)")
     }
 

@@ -1,4 +1,3 @@
-internal import COpenSSL
 public import Foundation
 
 /// Hashing to the NIST curves (RFC 9380): `P256_XMD:SHA-256_SSWU_RO_` and
@@ -133,17 +132,17 @@ public enum HashToCurve {
         let denominator = try s.add(try s.multiply(zu2, zu2, p), zu2, p)
         let tv1 = try s.power(denominator, curve.fieldInverseExponent, p)
         // x1 = (-B / A)(1 + tv1), or B / (Z A) when tv1 = 0
-        let aInverse = try s.power(curve.a, curve.fieldInverseExponent, p)
-        let minusBOverA = try s.subtract(try s.number(0), try s.multiply(curve.b, aInverse, p), p)
-        let x1 =
-            s.isZero(tv1)
-            ? try s.multiply(curve.b, try s.power(try s.multiply(curve.z, curve.a, p), curve.fieldInverseExponent, p), p)
-            : try s.multiply(minusBOverA, try s.add(try s.number(1), tv1, p), p)
+        let x1 = s.isZero(tv1) ? curve.bOverZA : try s.multiply(curve.minusBOverA, try s.add(try s.number(1), tv1, p), p)
         let gx1 = try curveEquation(x1, s)
-        let x2 = try s.multiply(zu2, x1, p)
-        let gx2 = try curveEquation(x2, s)
-        let (x, gx) = try isSquare(gx1, s) ? (x1, gx1) : (x2, gx2)
-        var y = try s.power(gx, curve.sqrtExponent, p)
+        // With p ≡ 3 mod 4, g^((p+1)/4) is a square root of g exactly when g is a square: one
+        // exponentiation both tests and takes the root.
+        let root1 = try s.power(gx1, curve.sqrtExponent, p)
+        var x = x1
+        var y = root1
+        if !s.equal(try s.multiply(root1, root1, p), gx1) {
+            x = try s.multiply(zu2, x1, p)
+            y = try s.power(try curveEquation(x, s), curve.sqrtExponent, p)
+        }
         if s.isOdd(u) != s.isOdd(y) { y = try s.subtract(try s.number(0), y, p) }
         return try s.point(x: x, y: y)
     }
@@ -155,9 +154,4 @@ public enum HashToCurve {
         return try s.add(try s.add(x3, try s.multiply(s.curve.a, x, p), p), s.curve.b, p)
     }
 
-    /// Euler's criterion: g^((p-1)/2) is 0 or 1 exactly when g is a square.
-    private static func isSquare(_ g: OpaquePointer, _ s: ECScratch) throws -> Bool {
-        let legendre = try s.power(g, s.curve.legendreExponent, s.curve.p)
-        return s.isZero(legendre) || BN_is_one(legendre) == 1
-    }
 }

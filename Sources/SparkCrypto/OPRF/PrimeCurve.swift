@@ -17,13 +17,15 @@ final class PrimeCurve: @unchecked Sendable {
     let order: OpaquePointer
     /// RFC 9380's Z for the simplified SWU map, as an element of the field (Z mod p).
     let z: OpaquePointer
-    /// (p + 1) / 4, the square-root exponent (both curves have p ≡ 3 mod 4), and (p - 1) / 2,
-    /// Euler's criterion, and p - 2, Fermat's inverse.
+    /// (p + 1) / 4, the square-root exponent (both curves have p ≡ 3 mod 4), and p - 2,
+    /// Fermat's inverse.
     let sqrtExponent: OpaquePointer
-    let legendreExponent: OpaquePointer
     let fieldInverseExponent: OpaquePointer
     /// n - 2, the exponent that inverts a scalar.
     let scalarInverseExponent: OpaquePointer
+    /// The simplified SWU map's constants: -B / A, and B / (Z A) for its exceptional case.
+    let minusBOverA: OpaquePointer
+    let bOverZA: OpaquePointer
     /// Bytes of a field element and of a scalar (32 for P-256, 48 for P-384).
     let fieldByteCount: Int
     let scalarByteCount: Int
@@ -48,16 +50,23 @@ final class PrimeCurve: @unchecked Sendable {
         }
         self.group = group
         (p, a, b, order, z) = (number(), number(), number(), number(), number())
-        (sqrtExponent, legendreExponent, fieldInverseExponent, scalarInverseExponent) = (number(), number(), number(), number())
+        (sqrtExponent, fieldInverseExponent, scalarInverseExponent) = (number(), number(), number())
+        (minusBOverA, bOverZA) = (number(), number())
         guard EC_GROUP_get_curve(group, p, a, b, context) == 1, let order0 = EC_GROUP_get0_order(group),
             BN_copy(order, order0) != nil,
             BN_set_word(z, UInt(negatedZ)) == 1, BN_sub(z, p, z) == 1,
             BN_copy(sqrtExponent, p) != nil, BN_add_word(sqrtExponent, 1) == 1, BN_rshift(sqrtExponent, sqrtExponent, 2) == 1,
-            BN_copy(legendreExponent, p) != nil, BN_sub_word(legendreExponent, 1) == 1,
-            BN_rshift1(legendreExponent, legendreExponent) == 1,
             BN_copy(fieldInverseExponent, p) != nil, BN_sub_word(fieldInverseExponent, 2) == 1,
             BN_copy(scalarInverseExponent, order) != nil, BN_sub_word(scalarInverseExponent, 2) == 1
         else { fatalError("reading curve \(nid) failed: \(OpenSSL.drainErrors())") }
+        // Public constants, so the plain (not constant-time) inverse is fine here.
+        let scratch = number()
+        defer { BN_free(scratch) }
+        guard BN_mod_inverse(scratch, a, p, context) != nil, BN_mod_mul(minusBOverA, b, scratch, p, context) == 1,
+            BN_sub(minusBOverA, p, minusBOverA) == 1,
+            BN_mod_mul(scratch, z, a, p, context) == 1, BN_mod_inverse(scratch, scratch, p, context) != nil,
+            BN_mod_mul(bOverZA, b, scratch, p, context) == 1
+        else { fatalError("the SWU constants of curve \(nid) failed: \(OpenSSL.drainErrors())") }
         fieldByteCount = (Int(BN_num_bits(p)) + 7) / 8
         scalarByteCount = (Int(BN_num_bits(order)) + 7) / 8
     }

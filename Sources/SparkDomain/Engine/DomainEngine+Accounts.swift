@@ -330,11 +330,11 @@ extension DomainEngine {
         _ db: any DomainStatements, _ code: String, key: String, user: String?, purpose: CodePurpose, policy: DomainPolicy
     ) throws -> DomainError? {
         let now = clock.now().timeIntervalSince1970
-        let recent = try db.rows(
-            "SELECT guessed_at FROM code_guesses WHERE user_id = ? AND purpose = ? AND guessed_at > ? ORDER BY guessed_at",
+        let recent = try db.row(
+            "SELECT count(*), min(guessed_at) FROM code_guesses WHERE user_id = ? AND purpose = ? AND guessed_at > ?",
             [key, purpose.rawValue, now - 3600])
-        if recent.count >= policy.codeAttemptsPerHour {
-            let oldest = try recent[0].get(0, as: Double.self)
+        if try recent?.get(0, as: Int.self) ?? 0 >= policy.codeAttemptsPerHour {
+            let oldest = try recent?.get(1, as: Double.self) ?? now
             return DomainError(
                 .tooManyAttempts, "too many codes tried for this account in the last hour; try again later",
                 retryAfter: max(1, Int((oldest + 3600 - now).rounded(.up))))

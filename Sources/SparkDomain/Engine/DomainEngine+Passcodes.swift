@@ -39,11 +39,12 @@ extension DomainEngine {
             // Serializable: two parallel attempts cannot both read the count below the limit.
             try store.write { db -> PasscodeEvaluation in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                let recent = try db.rows(
-                    "SELECT issued_at FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ? ORDER BY issued_at",
+                let recent = try db.row(
+                    "SELECT count(*), min(issued_at) FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ?",
                     [user, now - 3600])
-                if recent.count >= policy.unlockAttemptsPerHour {
-                    let oldest = try recent[0].get(0, as: Double.self)
+                let count = try recent?.get(0, as: Int.self) ?? 0
+                if count >= policy.unlockAttemptsPerHour {
+                    let oldest = try recent?.get(1, as: Double.self) ?? now
                     throw DomainError(
                         .tooManyAttempts,
                         "too many passcode attempts for this user in the last hour (\(policy.unlockAttemptsPerHour) allowed)",
@@ -55,7 +56,7 @@ extension DomainEngine {
                     [challenge, user, endpointID, now])
                 return PasscodeEvaluation(
                     requested: requested, current: current, challenge: challenge,
-                    attemptsLeft: policy.unlockAttemptsPerHour - recent.count - 1)
+                    attemptsLeft: policy.unlockAttemptsPerHour - count - 1)
             }
         }
     }

@@ -43,7 +43,12 @@ public enum MailboxKind: String, Sendable, Codable {
 /// What the domain tells a user's devices and contacts about a reset of that user's identity.
 public struct IdentityResetNotice: Sendable, Codable, Equatable {
     /// Whether the reset now waits, or was cancelled.
-    public enum State: String, Sendable, Codable { case pending, cancelled }
+    public enum State: String, Sendable, Codable {
+        /// The reset was asked for and waits out the delay.
+        case pending
+        /// The user cancelled it from one of their devices.
+        case cancelled
+    }
 
     /// Pending or cancelled.
     public var state: State

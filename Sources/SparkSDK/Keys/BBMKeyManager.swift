@@ -6,7 +6,7 @@ public import SparkDomain
 ///
 /// - A **management key** (random, 256-bit) is stored as a JWE (`A256KW`, `A256GCM`) under a
 ///   key-encryption key derived from the passcode *and* the domain's OPRF evaluation of it
-///   (``PasscodeProtection``; `docs/FORMATS.md`), so a copy of the blob, or of the whole
+///   (`docs/FORMATS.md`), so a copy of the blob, or of the whole
 ///   database, cannot test a guess: every guess is a request the domain counts.
 /// - The **profile keys** (Ed25519 + X25519, as a JWK Set) are stored as a JWE under the
 ///   management key (`A256KW`, `A256GCM`). Changing the passcode makes a new management key and
@@ -185,7 +185,7 @@ public final class BBMKeyManager: Sendable {
     }
 
     /// A forgotten passcode: new identity keys under a new passcode. Without the current keys
-    /// the domain makes the reset wait (``DomainPolicy/identityResetDelay``, 7 days by default)
+    /// the domain makes the reset wait (`DomainPolicy.identityResetDelay`, 7 days by default)
     /// so the user's other devices and contacts see it and any device can cancel it
     /// (``cancelReset(caller:)``): the first call starts the wait and throws
     /// ``KeyManagementError/Code/resetPending`` with the date; a call after it completes the reset.
