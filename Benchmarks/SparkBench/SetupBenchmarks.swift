@@ -52,7 +52,7 @@ enum SetupBenchmarks {
 
     /// Through spark-domaind over TLS: fetch, PBKDF2, blind, the domain's OPRF evaluation
     /// (counted), finalize, unwrap, import and the proof, against the bare KDF. The two are
-    /// measured in turns, best of nine each, since this machine's clock speed drifts by a third
+    /// measured in turns, best of fifteen each, since this machine's clock speed drifts by a third
     /// within a minute.
     static func passcodeUnlock() throws -> BenchmarkResult {
         let served = try DomainServerBenchmarks.Served()
@@ -63,9 +63,9 @@ enum SetupBenchmarks {
             try await served.administration().setPolicy(DomainPolicy(unlockAttemptsPerHour: 1000))
             let domain = try served.client()
             let token = try await domain.testToken(userID: "alice").token
-            // Three devices in turn: the daemon allows each endpoint ten blob reads a minute.
+            // Five devices in turn: the daemon allows each endpoint ten blob reads a minute.
             var devices: [(BBMKeyManager, BBMKeyManager.Caller)] = []
-            for name in ["a", "b", "c"] {
+            for name in ["a", "b", "c", "d", "e"] {
                 _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: name, description: name))
                 let store = try EndpointStore(directory: directory.appendingPathComponent(name))
                 devices.append(
@@ -73,7 +73,7 @@ enum SetupBenchmarks {
             }
             _ = try await devices[0].0.createKeys(passcode: "bench-passcode", caller: devices[0].1)
             var (ours, reference) = (Double.infinity, Double.infinity)
-            for round in 0..<9 {
+            for round in 0..<15 {
                 let (manager, caller) = devices[round % devices.count]
                 let start = ContinuousClock.now
                 _ = try await manager.unlock(passcode: "bench-passcode", caller: caller)
