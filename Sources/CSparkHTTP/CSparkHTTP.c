@@ -95,11 +95,42 @@ static const char closing_body[] =
 static const char too_large_body[] =
     "{\"code\":\"tooLarge\",\"message\":\"the request body is larger than this server accepts\"}";
 
+// The most query parameters a request may carry; the wire's operations take at most four.
+// libmicrohttpd 0.9.75 parses every parameter of the request line into the connection's memory
+// pool before calling anything of ours, and when a request line of small parameters (a thousand
+// `&a=` in 7 KB) fills the pool, it neither answers nor closes: the connection hangs until the
+// idle timeout. So the count is checked first, in the URI callback, which libmicrohttpd calls
+// with its own writable copy of the request line just before it parses the parameters: a
+// request over the cap has its query cut there (so nothing is parsed) and is marked, and the
+// handler answers it 400.
+enum { MAXIMUM_QUERY_PARAMETERS = 64 };
+static char too_many_parameters_marker;
+static const char *too_many_parameters_body =
+    "{\"code\":\"invalidRequest\",\"message\":\"too many query parameters (at most 64)\"}";
+
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *connection) {
+    (void)cls;
+    (void)connection;
+    char *query = strchr(uri, '?');
+    if (!query) return NULL;
+    size_t separators = 0;
+    for (const char *c = query + 1; *c; c++) {
+        if (*c == '&' || *c == ';') separators++;
+    }
+    if (separators < MAXIMUM_QUERY_PARAMETERS) return NULL;
+    query[1] = '\0';
+    return &too_many_parameters_marker;
+}
+
 static enum MHD_Result access_handler(
     void *cls, struct MHD_Connection *connection, const char *url, const char *method, const char *version,
     const char *upload_data, size_t *upload_data_size, void **con_cls) {
     (void)version;
     struct spark_http_server *server = cls;
+    if (*con_cls == &too_many_parameters_marker) {
+        *upload_data_size = 0;
+        return queue_text(connection, 400, too_many_parameters_body);
+    }
     struct spark_http_request *request = *con_cls;
     if (!request) {
         request = make_request(connection, method, url);
@@ -178,7 +209,7 @@ static void completed(
     (void)connection;
     (void)code;
     struct spark_http_request *request = *con_cls;
-    if (request) release(request);
+    if (request && *con_cls != &too_many_parameters_marker) release(request);
     *con_cls = NULL;
 }
 
@@ -226,8 +257,9 @@ spark_http_server *spark_http_start(
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, options->connection_limit, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, options->per_address_limit, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, options->idle_timeout, NULL};
-    items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 8 * 1024, NULL};
+    items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, NULL};
+    items[count++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)log_nothing, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
     if (tls) {

@@ -217,6 +217,13 @@ struct DaemonTests {
                     await RawHTTP.request(port: port, method: "GET", path: "/v1/admin/accounts", headers: user), 403,
                     "operator credential"
                 ),
+                // A thousand tiny parameters once hung the connection inside libmicrohttpd.
+                (
+                    await RawHTTP.request(
+                        port: port, method: "GET",
+                        path: "/v1/mailbox?" + (0..<1000).map { "p\($0)=x" }.joined(separator: "&"), headers: user), 400,
+                    "too many query parameters"
+                ),
                 (
                     await RawHTTP.request(port: port, method: "GET", path: "/v1/mailbox?after=x&limit=1&wait=0", headers: user),
                     400,
