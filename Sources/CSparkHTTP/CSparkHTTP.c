@@ -95,18 +95,22 @@ static const char closing_body[] =
 static const char too_large_body[] =
     "{\"code\":\"tooLarge\",\"message\":\"the request body is larger than this server accepts\"}";
 
-// The most query parameters a request may carry; the wire's operations take at most four.
-// libmicrohttpd 0.9.75 parses every parameter of the request line into the connection's memory
-// pool before calling anything of ours, and when a request line of small parameters (a thousand
-// `&a=` in 7 KB) fills the pool, it neither answers nor closes: the connection hangs until the
-// idle timeout. So the count is checked first, in the URI callback, which libmicrohttpd calls
-// with its own writable copy of the request line just before it parses the parameters: a
-// request over the cap has its query cut there (so nothing is parsed) and is marked, and the
-// handler answers it 400.
-enum { MAXIMUM_QUERY_PARAMETERS = 64 };
+// The most query parameters a request may carry (the wire's operations take at most four), and
+// the longest query string (theirs are a few hundred bytes at most). libmicrohttpd 0.9.75 parses
+// every parameter of the request line into the connection's memory pool before calling anything
+// of ours, and when that fills the pool (a thousand `&a=` in 7 KB, or one parameter that brings
+// the request line within a few dozen bytes of the pool's size) it neither answers nor closes:
+// the connection hangs until the idle timeout. So both are checked first, in the URI callback,
+// which libmicrohttpd calls with its own writable copy of the request line just before it parses
+// the parameters: a request over a cap has its query cut there (so nothing is parsed) and is
+// marked, and the handler answers it 400 or 414.
+enum { MAXIMUM_QUERY_PARAMETERS = 64, MAXIMUM_QUERY_LENGTH = 4096 };
 static char too_many_parameters_marker;
+static char query_too_long_marker;
 static const char *too_many_parameters_body =
     "{\"code\":\"invalidRequest\",\"message\":\"too many query parameters (at most 64)\"}";
+static const char *query_too_long_body =
+    "{\"code\":\"invalidRequest\",\"message\":\"the query string is too long (at most 4096 bytes)\"}";
 
 static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *connection) {
     (void)cls;
@@ -114,22 +118,31 @@ static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *connect
     char *query = strchr(uri, '?');
     if (!query) return NULL;
     size_t separators = 0;
-    for (const char *c = query + 1; *c; c++) {
+    size_t length = 0;
+    for (const char *c = query + 1; *c; c++, length++) {
         if (*c == '&' || *c == ';') separators++;
     }
-    if (separators < MAXIMUM_QUERY_PARAMETERS) return NULL;
-    query[1] = '\0';
-    return &too_many_parameters_marker;
+    void *marker = NULL;
+    if (length > MAXIMUM_QUERY_LENGTH) {
+        marker = &query_too_long_marker;
+    } else if (separators >= MAXIMUM_QUERY_PARAMETERS) {
+        marker = &too_many_parameters_marker;
+    }
+    if (marker) query[1] = '\0';
+    return marker;
 }
+
+static int is_marker(void *context) { return context == &too_many_parameters_marker || context == &query_too_long_marker; }
 
 static enum MHD_Result access_handler(
     void *cls, struct MHD_Connection *connection, const char *url, const char *method, const char *version,
     const char *upload_data, size_t *upload_data_size, void **con_cls) {
     (void)version;
     struct spark_http_server *server = cls;
-    if (*con_cls == &too_many_parameters_marker) {
+    if (is_marker(*con_cls)) {
         *upload_data_size = 0;
-        return queue_text(connection, 400, too_many_parameters_body);
+        return *con_cls == &query_too_long_marker ? queue_text(connection, 414, query_too_long_body)
+                                                  : queue_text(connection, 400, too_many_parameters_body);
     }
     struct spark_http_request *request = *con_cls;
     if (!request) {
@@ -209,7 +222,7 @@ static void completed(
     (void)connection;
     (void)code;
     struct spark_http_request *request = *con_cls;
-    if (request && *con_cls != &too_many_parameters_marker) release(request);
+    if (request && !is_marker(*con_cls)) release(request);
     *con_cls = NULL;
 }
 
@@ -257,7 +270,7 @@ spark_http_server *spark_http_start(
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, options->connection_limit, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, options->per_address_limit, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, options->idle_timeout, NULL};
-    items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL};
+    items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 8 * 1024, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)log_nothing, NULL};
