@@ -79,7 +79,11 @@ struct OPRFTests {
         (field as? String ?? "").split(separator: ",").map { Data(hex: String($0)) }
     }
 
-    @Test func everyShippedVectorPasses() throws {
+    @Test(
+        .enabled(
+            if: FileManager.default.fileExists(atPath: OPRFTests.vectorFile.path),
+            "RFC 9497 vectors not found at \(OPRFTests.vectorFile.path) (set SPARK_OPRF_VECTORS_DIR)"))
+    func everyShippedVectorPasses() throws {
         var passed: [String: Int] = [:]
         var unsupported: [String: Int] = [:]
         for entry in try Self.entries() {
