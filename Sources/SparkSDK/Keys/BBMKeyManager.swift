@@ -348,6 +348,12 @@ public final class BBMKeyManager: Sendable {
         } catch let error as KeyManagementError {
             throw error
         } catch {
+            // A passcode change on another device between the two reads re-wraps both blobs
+            // (in one write): a management key older than the profile is a race, not damage.
+            let again = try? await storage.fetch(name: KeyBlob.managementName, token: caller.token, endpointID: caller.endpointID)
+            if let version = again?.blob?.version, version != managementBlob.version {
+                throw KeyManagementError(.conflict, "the keys were re-protected on another device meanwhile; try again")
+            }
             throw KeyManagementError(.corruptKeys, "the stored profile keys cannot be opened: \(error)")
         }
         guard let identity, keys.matches(identity) else {
