@@ -274,4 +274,56 @@ struct KeyManagerTests {
                     == created.signing.publicKey)
         }
     }
+
+    /// The domain's key store, with a hook run once before the first read of the profile blob.
+    final class InterleavingStorage: BBMKeyStorageProvider {
+        let inner: DomainKeyStorage
+        let hook: Locked<(@Sendable () async throws -> Void)?>
+
+        init(domain: any DomainService, beforeProfileRead hook: @escaping @Sendable () async throws -> Void) {
+            inner = DomainKeyStorage(domain: domain)
+            self.hook = Locked(hook)
+        }
+        func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch {
+            if name == KeyBlob.profileName,
+                let hook = hook.withLock({ hook in
+                    defer { hook = nil }
+                    return hook
+                })
+            {
+                try await hook()
+            }
+            return try await inner.fetch(name: name, token: token, endpointID: endpointID)
+        }
+        func store(name: String, data: Data, expectedVersion: Int?, token: String, endpointID: String) async throws -> Int {
+            try await inner.store(name: name, data: data, expectedVersion: expectedVersion, token: token, endpointID: endpointID)
+        }
+        func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws {
+            try await inner.store(writes, token: token, endpointID: endpointID)
+        }
+    }
+
+    @Test func aPasscodeChangeBetweenTheTwoReadsIsAConflictNotCorruption() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let (laptop, laptopCaller) = try await keys.device("laptop")
+            let created = try await laptop.createKeys(passcode: "first-passcode", caller: laptopCaller)
+            _ = try await keys.harness.domain.registerEndpoint(
+                token: keys.token, registration: .init(endpointID: "phone", description: "phone"))
+            let storage = InterleavingStorage(domain: keys.harness.domain) {
+                try await laptop.changePasscode(from: "first-passcode", to: "second-passcode", caller: laptopCaller)
+            }
+            let phone = BBMKeyManager(
+                domain: keys.harness.domain, store: try keys.harness.store("phone"), storage: storage,
+                unsafePasscodeIterations: 1000)
+            let phoneCaller = BBMKeyManager.Caller(token: keys.token, userID: "alice", endpointID: "phone")
+            await #expect(throws: KeyManagementError(.conflict, "")) {
+                try await phone.unlock(passcode: "first-passcode", caller: phoneCaller)
+            }
+            #expect(try phone.localKeys(userID: "alice") == nil)
+            #expect(
+                try await phone.unlock(passcode: "second-passcode", caller: phoneCaller).signing.publicKey
+                    == created.signing.publicKey)
+        }
+    }
 }
