@@ -65,7 +65,16 @@ final class ChatShell: @unchecked Sendable {
         defer { if !finishedCleanly { stepPrinter.cancel() } }
         // Catch up with what arrived while this device was off, and show what is unread, before
         // following the chats live (which then announces only what comes later).
-        try? await access.refresh()
+        // A domain busy for a moment (another process of this machine writing the embedded
+        // file) is tried again, so what arrived is still announced as such.
+        for attempt in 0..<5 {
+            do {
+                try await access.refresh()
+                break
+            } catch {
+                try? await Task.sleep(for: .milliseconds(100 << attempt))
+            }
+        }
         try await announceUnread(access)
         let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
         defer { chatsSubscription.cancel() }

@@ -1132,16 +1132,31 @@ actor Messenger {
 /// The open `events` streams of one messenger: each consumer gets its own stream (an
 /// `AsyncStream` has one consumer), and every event goes to all of them.
 final class EventSinks<Event: Sendable>: Sendable {
-    private let sinks = Locked<(open: [Int: AsyncStream<Event>.Continuation], next: Int, finished: Bool)>(([:], 0, false))
+    private struct State {
+        var open: [Int: AsyncStream<Event>.Continuation] = [:]
+        var next = 0
+        var finished = false
+        /// Events from before the first stream was opened: the catch-up the messenger does as
+        /// soon as setup succeeds, which would otherwise happen before the app could listen.
+        var early: [Event] = []
+        var subscribed = false
+    }
 
-    /// A new stream of the events from now on. It keeps the newest 1,000 a slow consumer has
-    /// not taken yet.
+    private let sinks = Locked(State())
+
+    /// A new stream of the events from now on (the first stream also gets the events from
+    /// before it, up to 1,000). It keeps the newest 1,000 a slow consumer has not taken yet.
     func stream() -> AsyncStream<Event> {
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1000))
         let id = sinks.withLock { state -> Int? in
             guard !state.finished else { return nil }
             defer { state.next += 1 }
             state.open[state.next] = continuation
+            if !state.subscribed {
+                state.subscribed = true
+                for event in state.early { continuation.yield(event) }
+                state.early = []
+            }
             return state.next
         }
         guard let id else {
@@ -1153,7 +1168,11 @@ final class EventSinks<Event: Sendable>: Sendable {
     }
 
     func yield(_ event: Event) {
-        for continuation in sinks.withLock({ Array($0.open.values) }) { continuation.yield(event) }
+        let open = sinks.withLock { state -> [AsyncStream<Event>.Continuation] in
+            if !state.subscribed, state.early.count < 1000 { state.early.append(event) }
+            return Array(state.open.values)
+        }
+        for continuation in open { continuation.yield(event) }
     }
 
     func finish() {
