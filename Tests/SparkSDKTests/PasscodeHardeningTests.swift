@@ -213,7 +213,7 @@ struct PasscodeHardeningTests {
             var protected =
                 try JSONSerialization.jsonObject(
                     with: Data(base64URLEncoded: object["protected"] as! String)) as! [String: Any]
-            var parameters = protected["spark-oprf"] as! [String: Any]
+            let parameters = protected["spark-oprf"] as! [String: Any]
             for (field, value) in [
                 ("p2c", 900_000_000 as Any), ("suite", "VOPRF-ristretto255-SHA512"), ("pk", "AAAA"), ("p2s", ""),
             ] {
@@ -229,7 +229,6 @@ struct PasscodeHardeningTests {
                     try await phone.unlock(passcode: "hostile params", caller: phoneCaller)
                 }
             }
-            parameters["p2c"] = 1000
             // None of those spent an attempt: the two allowed are still there.
             let current = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
             _ = try await keys.harness.domain.putKeyBlob(

@@ -104,7 +104,7 @@ public final class BBMKeyManager: Sendable {
 
     /// Whether the user already has protected keys (a later device: sync with the passcode).
     public func keysExist(_ caller: Caller) async throws -> Bool {
-        try await refusing {
+        try await KeyManagementError.refusing {
             try await storage.fetch(name: KeyBlob.profileName, token: caller.token, endpointID: caller.endpointID)
         }.blob
             != nil
@@ -117,7 +117,9 @@ public final class BBMKeyManager: Sendable {
     public func createKeys(passcode: String, caller: Caller) async throws -> UnlockedKeys {
         try Self.checkPasscode(passcode, userID: caller.userID)
         let version =
-            try await refusing { try await domain.identityKeyVersion(token: caller.token, endpointID: caller.endpointID) } + 1
+            try await KeyManagementError.refusing {
+                try await domain.identityKeyVersion(token: caller.token, endpointID: caller.endpointID)
+            } + 1
         let keys = try UnlockedKeys.generate(userID: caller.userID, keyVersion: version)
         let managementKey = SymmetricKey(size: .bits256)
         let (management, attempt) = try await protect(managementKey, passcode: passcode, caller: caller)
@@ -133,7 +135,7 @@ public final class BBMKeyManager: Sendable {
         } catch let error as DomainError {
             throw KeyManagementError(.refused, error.reason, domainCode: error.code)
         }
-        try await refusing {
+        try await KeyManagementError.refusing {
             try await domain.publishIdentity(
                 token: caller.token, endpointID: caller.endpointID, identity: keys.publishedIdentity())
         }
@@ -193,7 +195,7 @@ public final class BBMKeyManager: Sendable {
     /// no longer be read.
     public func resetKeys(newPasscode: String, caller: Caller) async throws -> UnlockedKeys {
         try Self.checkPasscode(newPasscode, userID: caller.userID)
-        let outcome = try await refusing {
+        let outcome = try await KeyManagementError.refusing {
             try await domain.resetIdentity(token: caller.token, endpointID: caller.endpointID, signature: nil)
         }
         if case .pending(let pending) = outcome {
@@ -209,14 +211,16 @@ public final class BBMKeyManager: Sendable {
     /// The user's pending identity reset, if any: a device that sees one it did not ask for
     /// should tell the user, who can cancel it (``cancelReset(caller:)``).
     public func pendingReset(caller: Caller) async throws -> PendingIdentityReset? {
-        try await refusing {
+        try await KeyManagementError.refusing {
             try await domain.pendingIdentityReset(token: caller.token, endpointID: caller.endpointID, userID: caller.userID)
         }
     }
 
     /// Cancels the user's pending identity reset.
     public func cancelReset(caller: Caller) async throws {
-        try await refusing { try await domain.cancelIdentityReset(token: caller.token, endpointID: caller.endpointID) }
+        try await KeyManagementError.refusing {
+            try await domain.cancelIdentityReset(token: caller.token, endpointID: caller.endpointID)
+        }
     }
 
     // MARK: Keys on this endpoint
@@ -287,7 +291,7 @@ public final class BBMKeyManager: Sendable {
     /// Fetches and opens both blobs (one counted attempt); checks them against the published
     /// identity.
     private func openKeys(passcode: String, caller: Caller) async throws -> Opened {
-        let fetch = try await refusing {
+        let fetch = try await KeyManagementError.refusing {
             try await storage.fetch(name: KeyBlob.managementName, token: caller.token, endpointID: caller.endpointID)
         }
         guard let managementBlob = fetch.blob else { throw KeyManagementError(.noKeys, "the user has no keys yet") }
@@ -334,11 +338,11 @@ public final class BBMKeyManager: Sendable {
         guard managementKey.byteCount == 32 else {
             throw KeyManagementError(.corruptKeys, "the management key has the wrong size")
         }
-        let profileFetch = try await refusing {
+        let profileFetch = try await KeyManagementError.refusing {
             try await storage.fetch(name: KeyBlob.profileName, token: caller.token, endpointID: caller.endpointID)
         }
         guard let profileBlob = profileFetch.blob else { throw KeyManagementError(.corruptKeys, "the profile keys are missing") }
-        let identity = try await refusing {
+        let identity = try await KeyManagementError.refusing {
             try await domain.identity(token: caller.token, endpointID: caller.endpointID, userID: caller.userID)
         }
         let keys: UnlockedKeys
@@ -396,19 +400,10 @@ public final class BBMKeyManager: Sendable {
     private func prove(_ challenge: Data, with keys: UnlockedKeys, caller: Caller) async throws {
         let signature = try keys.signing.signature(
             for: unlockProofMessage(userID: caller.userID, endpointID: caller.endpointID, challenge: challenge))
-        try await refusing {
+        try await KeyManagementError.refusing {
             try await domain.proveUnlock(
                 token: caller.token, endpointID: caller.endpointID, challenge: challenge, signature: signature)
         }
     }
 
-    private func refusing<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as DomainError where error.code == .tooManyAttempts {
-            throw KeyManagementError(.tooManyAttempts, error.reason, domainCode: error.code, retryAfter: error.retryAfter)
-        } catch let error as DomainError {
-            throw KeyManagementError(.refused, error.reason, domainCode: error.code)
-        }
-    }
 }

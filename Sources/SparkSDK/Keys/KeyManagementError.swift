@@ -63,3 +63,17 @@ public struct KeyManagementError: Error, Hashable, Sendable, CustomStringConvert
     /// `KeyManagementError.<code>: <reason>`.
     public var description: String { "KeyManagementError.\(code): \(reason)" }
 }
+
+extension KeyManagementError {
+    /// Runs a call to the domain or the key storage, turning its refusals into key-management
+    /// errors (too many attempts keeps its `retryAfter`).
+    static func refusing<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as DomainError where error.code == .tooManyAttempts {
+            throw KeyManagementError(.tooManyAttempts, error.reason, domainCode: error.code, retryAfter: error.retryAfter)
+        } catch let error as DomainError {
+            throw KeyManagementError(.refused, error.reason, domainCode: error.code)
+        }
+    }
+}

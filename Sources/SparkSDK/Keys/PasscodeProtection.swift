@@ -55,7 +55,7 @@ struct PasscodeProtection {
         let stretched = try Self.stretch(passcode, salt: salt, iterations: iterations)
         let oprf = OPRF.passcodeHardening
         let blinded = try oprf.blind(stretched)
-        let answer = try await refusing {
+        let answer = try await KeyManagementError.refusing {
             try await domain.evaluatePasscode(
                 token: caller.token, endpointID: caller.endpointID, blindedElement: blinded.element, keyID: keyID)
         }
@@ -92,7 +92,7 @@ struct PasscodeProtection {
     /// and its challenge proves the unlock.
     func countedLegacyAttempt() async throws -> Attempt {
         let blinded = try OPRF.passcodeHardening.blind(SecureBytes(randomCount: 32))
-        let answer = try await refusing {
+        let answer = try await KeyManagementError.refusing {
             try await domain.evaluatePasscode(
                 token: caller.token, endpointID: caller.endpointID, blindedElement: blinded.element, keyID: nil)
         }
@@ -102,13 +102,4 @@ struct PasscodeProtection {
             attemptsLeft: answer.attemptsLeft)
     }
 
-    private func refusing<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as DomainError where error.code == .tooManyAttempts {
-            throw KeyManagementError(.tooManyAttempts, error.reason, domainCode: error.code, retryAfter: error.retryAfter)
-        } catch let error as DomainError {
-            throw KeyManagementError(.refused, error.reason, domainCode: error.code)
-        }
-    }
 }
