@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "SparkCrypto", targets: ["SparkCrypto"]),
+        .library(name: "SparkMLS", targets: ["SparkMLS"]),
         .library(name: "SparkStore", targets: ["SparkStore"]),
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
@@ -23,6 +24,7 @@ let package = Package(
         .executable(name: "spark-admin", targets: ["spark-admin"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
         .executable(name: "spark-domaind", targets: ["spark-domaind"]),
+        .executable(name: "spark-mls", targets: ["spark-mls"]),
     ],
     targets: [
         .systemLibrary(
@@ -47,6 +49,8 @@ let package = Package(
         .target(name: "SparkLock", swiftSettings: swiftSettings),
         .target(
             name: "SparkCrypto", dependencies: ["COpenSSL", "COpenSSLRuntime", "SparkLock"], swiftSettings: swiftSettings),
+        // Messaging Layer Security (RFC 9420): sans-I/O group state over SparkCrypto only.
+        .target(name: "SparkMLS", dependencies: ["SparkCrypto"], swiftSettings: swiftSettings),
         .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "CSparkThreadLocal"),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal", "SparkLock"], swiftSettings: swiftSettings),
@@ -169,6 +173,17 @@ let package = Package(
                 "SparkDomain", "SparkTestSupport", "SparkLock", "quickstart", "spark-admin", "ChatApp", "spark-fuzz",
                 "spark-domaind",
             ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "spark-mls",
+            dependencies: ["SparkMLS", "SparkCrypto", "SparkCLI"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SparkMLSTests",
+            dependencies: ["SparkMLS", "SparkCrypto", "SparkTestSupport", "spark-mls"],
+            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
