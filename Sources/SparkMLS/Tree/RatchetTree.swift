@@ -67,7 +67,7 @@ struct RatchetTree: Sendable {
         return RatchetTreeEncoding(nodes: trimmed)
     }
 
-    func node(_ index: UInt32) -> Node? { nodes[Int(index)] }
+    func node(_ index: UInt32) -> Node? { Int(index) < nodes.count ? nodes[Int(index)] : nil }
 
     func leaf(_ leaf: LeafIndex) -> LeafNode? {
         guard leaf < leafCount, case .leaf(let node) = nodes[Int(leaf) * 2] else { return nil }

@@ -1,0 +1,136 @@
+public import Foundation
+public import SparkCrypto
+
+/// A member's credential. SparkMLS carries basic credentials (an identity string of bytes); what
+/// an identity means, and whether a key may speak for it, is the ``MLSCredentialValidator``'s call.
+public struct MLSCredential: Hashable, Sendable {
+    /// The identity of a basic credential.
+    public let identity: Data
+
+    /// A basic credential for `identity`.
+    public init(identity: Data) { self.identity = identity }
+
+    init(_ credential: Credential) throws {
+        guard case .basic(let identity) = credential.kind else {
+            throw MLSError(.unsupported, "only basic credentials are supported")
+        }
+        self.identity = identity
+    }
+
+    var wire: Credential { Credential(.basic(identity: identity)) }
+}
+
+/// Decides whether a credential may be used with a signature key: asked for every leaf a group
+/// learns of (KeyPackages, Updates, commits, the tree of a Welcome). The next layer binds
+/// credentials to users and devices; the default accepts any basic credential.
+public protocol MLSCredentialValidator: Sendable {
+    /// Whether `credential` is valid with `signatureKey` (raw Ed25519 public key).
+    func isValid(_ credential: MLSCredential, signatureKey: Data) -> Bool
+}
+
+/// Accepts every basic credential.
+public struct MLSAcceptAnyCredential: MLSCredentialValidator {
+    /// The permissive validator.
+    public init() {}
+    /// Always true.
+    public func isValid(_ credential: MLSCredential, signatureKey: Data) -> Bool { true }
+}
+
+/// A client's signing identity: its credential and Ed25519 signature key.
+public struct MLSSigner: Sendable {
+    /// The credential every leaf of this client carries.
+    public let credential: MLSCredential
+    let key: Ed25519.PrivateKey
+
+    /// A signer for `credential` with `key`.
+    public init(credential: MLSCredential, key: Ed25519.PrivateKey) {
+        self.credential = credential
+        self.key = key
+    }
+
+    /// The raw signature public key.
+    public var signatureKey: Data { key.publicKey.rawRepresentation }
+}
+
+/// A KeyPackage (RFC 9420 §10) with the private keys its owner needs to join with it. The
+/// ``keyPackage`` bytes are what others use to add this client; the rest stays here.
+public struct MLSKeyPackageBundle: Sendable {
+    /// The `MLSMessage` carrying the KeyPackage, to publish.
+    public let keyPackage: Data
+    /// `KeyPackageRef`, which a Welcome names.
+    public let reference: Data
+    let package: KeyPackage
+    let initKey: SecureBytes
+    let encryptionKey: SecureBytes
+    let signer: MLSSigner
+
+    /// Makes a KeyPackage for `signer`, valid from `now` for `lifetime` seconds.
+    public init(
+        signer: MLSSigner, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519, now: Date, lifetime: TimeInterval = 90 * 86400,
+        random: inout some MLSRandomSource
+    ) throws {
+        let initPrivate = suite.deriveKeyPair(random.secret(count: 32))
+        let encryptionPrivate = suite.deriveKeyPair(random.secret(count: 32))
+        let start = UInt64(max(0, now.timeIntervalSince1970 - 3600))
+        var leaf = LeafNode(
+            encryptionKey: encryptionPrivate.publicKey.rawRepresentation, signatureKey: signer.signatureKey,
+            credential: signer.credential.wire, capabilities: .spark(suite),
+            source: .keyPackage(Lifetime(notBefore: start, notAfter: start + 3600 + UInt64(max(0, lifetime)))), extensions: [])
+        try leaf.sign(suite: suite, key: signer.key, groupID: Data(), leafIndex: 0)
+        var package = KeyPackage(
+            version: mls10, cipherSuite: suite.rawValue, initKey: initPrivate.publicKey.rawRepresentation, leafNode: leaf,
+            extensions: [])
+        package.signature = try suite.signWithLabel(signer.key, "KeyPackageTBS", package.signedContent)
+        self.package = package
+        keyPackage = MLSMessageBody.keyPackage(package).tlsEncoded
+        reference = package.reference(suite: suite)
+        initKey = initPrivate.rawRepresentation
+        encryptionKey = encryptionPrivate.rawRepresentation
+        self.signer = signer
+    }
+
+    /// A bundle from parts (the vectors' keys); the keys must match the package.
+    init(package: KeyPackage, initKey: SecureBytes, encryptionKey: SecureBytes, signer: MLSSigner, suite: MLSCipherSuite) {
+        self.package = package
+        keyPackage = MLSMessageBody.keyPackage(package).tlsEncoded
+        reference = package.reference(suite: suite)
+        self.initKey = initKey
+        self.encryptionKey = encryptionKey
+        self.signer = signer
+    }
+
+    /// The bundle as bytes, for the owner's storage only: it holds private keys.
+    public func serialized() -> SecureBytes {
+        var writer = TLSWriter()
+        writer.write(package)
+        writer.opaque(initKey)
+        writer.opaque(encryptionKey)
+        writer.opaque(signer.key.rawRepresentation)
+        writer.write(signer.credential.wire)
+        return SecureBytes(writer.bytes)
+    }
+
+    /// A bundle from ``serialized()``.
+    public init(serialized: some ContiguousBytes) throws {
+        var reader = TLSReader(serialized)
+        package = try reader.read()
+        initKey = SecureBytes(try reader.opaque("init key"))
+        encryptionKey = SecureBytes(try reader.opaque("encryption key"))
+        let key = try MLSCipherSuite.x25519AES128GCMSHA256Ed25519.signaturePrivateKey(try reader.opaque("signature key"))
+        signer = MLSSigner(credential: try MLSCredential(try reader.read(Credential.self)), key: key)
+        try reader.finish("key package bundle")
+        let suite = try MLSCipherSuite(rawValue: package.cipherSuite)
+        keyPackage = MLSMessageBody.keyPackage(package).tlsEncoded
+        reference = package.reference(suite: suite)
+    }
+}
+
+extension Capabilities {
+    /// What SparkMLS supports: mls10, the suite, basic credentials; the default extensions and
+    /// proposals are implied (RFC 9420 §7.2) and not listed.
+    static func spark(_ suite: MLSCipherSuite) -> Capabilities {
+        Capabilities(
+            versions: [mls10], cipherSuites: [suite.rawValue], extensions: [], proposals: [],
+            credentials: [CredentialType.basic])
+    }
+}
