@@ -299,7 +299,7 @@ extension MLSGroup {
     func decryptPath(
         _ path: UpdatePath, sender: LeafIndex, tree: RatchetTree, excluding joiners: Set<LeafIndex>,
         context provisionalContext: GroupContext, ownKeys: [UInt32: NodeKey]
-    ) throws -> (commitSecret: SecureBytes, keys: [UInt32: NodeKey]) {
+    ) throws -> (pathSecret: SecureBytes, commitSecret: SecureBytes, keys: [UInt32: NodeKey]) {
         let filtered = tree.filteredDirectPath(sender)
         guard let position = filtered.firstIndex(where: { TreeMath.isInSubtree(ownLeaf * 2, of: $0.copathChild) }) else {
             throw MLSError(.invalid, "no node of the path covers this member")
@@ -315,6 +315,7 @@ extension MLSGroup {
         var pathSecret = try suite.decryptWithLabel(
             suite.hpkePrivateKey(key.privateKey), "UpdatePathNode", provisionalContext.tlsBytes, ciphertexts[slot])
         guard pathSecret.count == suite.hashLength else { throw MLSError(.invalid, "a path secret of the wrong length") }
+        let decrypted = pathSecret
         var keys: [UInt32: NodeKey] = [:]
         for index in position..<filtered.count {
             let derived = suite.deriveKeyPair(suite.deriveSecret(pathSecret, "node"))
@@ -325,6 +326,6 @@ extension MLSGroup {
                 publicKey: derived.publicKey.rawRepresentation, privateKey: derived.rawRepresentation)
             pathSecret = suite.deriveSecret(pathSecret, "path")
         }
-        return (pathSecret, keys)
+        return (decrypted, pathSecret, keys)
     }
 }

@@ -185,6 +185,9 @@ public struct MLSGroup: Sendable {
                 paddingBlock: paddingBlock, random: &random)
             return MLSMessageBody.privateMessage(message).tlsEncoded
         default:
+            if case .application = authenticated.content.content {
+                throw MLSError(.invalid, "application data is only sent as a PrivateMessage")
+            }
             let message = Framing.publicMessage(suite: suite, authenticated, membershipKey: secrets.membership, context: context)
             return MLSMessageBody.publicMessage(message).tlsEncoded
         }

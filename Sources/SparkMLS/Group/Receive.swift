@@ -187,7 +187,7 @@ extension MLSGroup {
             let before = provisional.tree
             try mergeReceivedPath(path, sender: sender, tree: &provisional.tree)
             provisionalContext.treeHash = provisional.tree.rootHash()
-            let (secret, keys) = try decryptPath(
+            let (_, secret, keys) = try decryptPath(
                 path, sender: sender, tree: before, excluding: joiners, context: provisionalContext, ownKeys: ownKeys)
             commitSecret = secret
             ownKeys = ownKeys.filter { key, value in provisional.tree.node(key)?.encryptionKey == value.publicKey }
