@@ -109,6 +109,7 @@ let package = Package(
             name: "spark-bench",
             dependencies: [
                 "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainServer", "SparkSDK", "SparkStore", "SparkLock",
+                "SparkMLS",
             ],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],

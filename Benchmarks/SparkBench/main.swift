@@ -20,7 +20,7 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--child-receiv
 
 let benchmarks =
     CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all + MessagingBenchmarks.all
-    + DomainServerBenchmarks.all + PostgreSQLBenchmarks.all
+    + DomainServerBenchmarks.all + PostgreSQLBenchmarks.all + MLSBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

@@ -151,8 +151,9 @@ extension MLSGroup {
                 case .update: .update
                 case .commit: .commit
                 }
-            try probe.validateLeaf(node, at: leaf, source: source, in: tree, now: nil)
+            try probe.validateLeaf(node, at: leaf, source: source, in: tree, now: nil, againstOthers: false)
         }
+        try checkLeavesAgree(tree)
         guard let signer = tree.leaf(info.signer),
             suite.verifyWithLabel(signer.signatureKey, "GroupInfoTBS", info.signedContent, info.signature)
         else { throw MLSError(.authentication, "the GroupInfo's signature does not verify") }

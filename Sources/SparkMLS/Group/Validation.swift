@@ -21,7 +21,10 @@ extension MLSGroup {
     enum ExpectedSource { case keyPackage, update, commit }
 
     /// §7.3: a leaf about to enter `tree` at `leaf` (nil for one from a KeyPackage).
-    func validateLeaf(_ node: LeafNode, at leaf: LeafIndex?, source: ExpectedSource, in tree: RatchetTree, now: Date?) throws {
+    func validateLeaf(
+        _ node: LeafNode, at leaf: LeafIndex?, source: ExpectedSource, in tree: RatchetTree, now: Date?,
+        againstOthers: Bool = true
+    ) throws {
         switch (node.source, source) {
         case (.keyPackage(let lifetime), .keyPackage):
             if let now {
@@ -44,11 +47,35 @@ extension MLSGroup {
         guard validator.isValid(credential, signatureKey: node.signatureKey) else {
             throw MLSError(.credentialRefused, "the credential validator refused a leaf's credential")
         }
-        try Self.checkCapabilities(node, in: tree, replacing: leaf, context: context)
+        try Self.checkCapabilities(node, in: againstOthers ? tree : nil, replacing: leaf, context: context)
+    }
+
+    /// The uniqueness and credential-compatibility rules of §7.3 over a whole tree at once, in
+    /// linear time (joining checks every leaf against every other).
+    static func checkLeavesAgree(_ tree: RatchetTree) throws {
+        var signatureKeys = Set<Data>()
+        var encryptionKeys = Set<Data>()
+        var inUse = Set<UInt16>()
+        var supportedByAll: Set<UInt16>?
+        for index in tree.memberLeaves {
+            let leaf = tree.leaf(index)!
+            guard signatureKeys.insert(leaf.signatureKey).inserted else {
+                throw MLSError(.invalid, "two leaves share a signature key")
+            }
+            guard encryptionKeys.insert(leaf.encryptionKey).inserted else {
+                throw MLSError(.invalid, "two leaves share an encryption key")
+            }
+            inUse.insert(leaf.credential.type)
+            let supported = Set(leaf.capabilities.credentials)
+            supportedByAll = supportedByAll.map { $0.intersection(supported) } ?? supported
+        }
+        guard inUse.isSubset(of: supportedByAll ?? []) else {
+            throw MLSError(.invalid, "a credential type in use is not supported by every member")
+        }
     }
 
     /// The capability and uniqueness rules of §7.3 for `node` against the other members of `tree`.
-    static func checkCapabilities(_ node: LeafNode, in tree: RatchetTree, replacing leaf: LeafIndex?, context: GroupContext)
+    static func checkCapabilities(_ node: LeafNode, in tree: RatchetTree?, replacing leaf: LeafIndex?, context: GroupContext)
         throws
     {
         let capabilities = node.capabilities
@@ -65,18 +92,25 @@ extension MLSGroup {
         guard capabilities.credentials.contains(node.credential.type) else {
             throw MLSError(.invalid, "a leaf does not list its own credential type")
         }
-        for other in tree.memberLeaves where other != leaf {
-            guard let member = tree.leaf(other) else { continue }
-            guard member.signatureKey != node.signatureKey else {
-                throw MLSError(.invalid, "a leaf's signature key is already used by leaf \(other)")
-            }
-            guard member.encryptionKey != node.encryptionKey else {
-                throw MLSError(.invalid, "a leaf's encryption key is already used by leaf \(other)")
-            }
-            guard member.capabilities.credentials.contains(node.credential.type),
-                capabilities.credentials.contains(member.credential.type)
-            else {
-                throw MLSError(.invalid, "a leaf's credential type is not supported by every member")
+        guard let tree else { return }
+        let index = tree.index
+        if let holder = index.signatureKeys[node.signatureKey], holder != leaf {
+            throw MLSError(.invalid, "a leaf's signature key is already used by leaf \(holder)")
+        }
+        if let holder = index.encryptionKeys[node.encryptionKey], holder != leaf {
+            throw MLSError(.invalid, "a leaf's encryption key is already used by leaf \(holder)")
+        }
+        // The other members (all but the leaf being replaced) must support this credential type,
+        // and this leaf every type the others use.
+        let replaced = leaf.flatMap { tree.leaf($0) }
+        let others = index.count - (replaced == nil ? 0 : 1)
+        let replacedSupports = replaced.map { Set($0.capabilities.credentials).contains(node.credential.type) } ?? false
+        guard index.credentialSupport[node.credential.type, default: 0] - (replacedSupports ? 1 : 0) == others else {
+            throw MLSError(.invalid, "a leaf's credential type is not supported by every member")
+        }
+        for (type, count) in index.credentialsInUse where count - (replaced?.credential.type == type ? 1 : 0) > 0 {
+            guard capabilities.credentials.contains(type) else {
+                throw MLSError(.invalid, "a leaf does not support credential type \(type), which a member uses")
             }
         }
     }

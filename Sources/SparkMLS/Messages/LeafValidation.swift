@@ -4,7 +4,16 @@ import SparkCrypto
 extension LeafNode {
     /// Whether the leaf's signature (`LeafNodeTBS`) verifies under its own signature key.
     func verifySignature(suite: MLSCipherSuite, groupID: Data, leafIndex: LeafIndex) -> Bool {
-        suite.verifyWithLabel(signatureKey, "LeafNodeTBS", signedContent(groupID: groupID, leafIndex: leafIndex), signature)
+        let content = signedContent(groupID: groupID, leafIndex: leafIndex)
+        var digestInput = TLSWriter()
+        digestInput.opaque(signatureKey)
+        digestInput.opaque(content)
+        digestInput.opaque(signature)
+        let digest = suite.hash(digestInput.bytes)
+        if VerifiedLeaves.contains(digest) { return true }
+        guard suite.verifyWithLabel(signatureKey, "LeafNodeTBS", content, signature) else { return false }
+        VerifiedLeaves.insert(digest)
+        return true
     }
 
     /// Signs the leaf (sets `signature`).

@@ -133,3 +133,66 @@ struct SecretTree: Sendable {
             nonce: suite.expandWithLabel(senderDataSecret, "nonce", sample, suite.nonceLength))
     }
 }
+
+extension SecretTree {
+    /// The tree's remaining secrets, for the group's storage.
+    func encode(to writer: inout TLSWriter) {
+        writer.u32(leafCount)
+        writer.vector { inner in
+            for (node, secret) in nodeSecrets.sorted(by: { $0.key < $1.key }) {
+                inner.u32(node)
+                inner.opaque(secret)
+            }
+        }
+        for ratchets in [handshake, application] {
+            writer.vector { inner in
+                for (leaf, ratchet) in ratchets.sorted(by: { $0.key < $1.key }) {
+                    inner.u32(leaf)
+                    inner.opaque(ratchet.secret)
+                    inner.u32(ratchet.generation)
+                    inner.vector { skipped in
+                        for (generation, keys) in ratchet.skipped.sorted(by: { $0.key < $1.key }) {
+                            skipped.u32(generation)
+                            skipped.opaque(keys.key)
+                            skipped.opaque(keys.nonce)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    init(suite: MLSCipherSuite, from reader: inout TLSReader) throws {
+        self.suite = suite
+        leafCount = try reader.u32("leaf count")
+        guard leafCount > 0, leafCount.nonzeroBitCount == 1 else { throw MLSError(.malformed, "a secret tree of \(leafCount) leaves") }
+        nodeSecrets = try reader.vector("node secrets") { inner in
+            var secrets: [UInt32: SecureBytes] = [:]
+            while !inner.isAtEnd { secrets[try inner.u32("node")] = SecureBytes(try inner.opaque("secret")) }
+            return secrets
+        }
+        var both: [[LeafIndex: Ratchet]] = []
+        for name in ["handshake ratchets", "application ratchets"] {
+            both.append(
+                try reader.vector(name) { inner in
+                    var ratchets: [LeafIndex: Ratchet] = [:]
+                    while !inner.isAtEnd {
+                        let leaf = try inner.u32("leaf")
+                        var ratchet = Ratchet(secret: SecureBytes(try inner.opaque("secret")), generation: try inner.u32("generation"))
+                        ratchet.skipped = try inner.vector("skipped keys") { skipped in
+                            var keys: [UInt32: KeyAndNonce] = [:]
+                            while !skipped.isAtEnd {
+                                keys[try skipped.u32("generation")] = KeyAndNonce(
+                                    key: SecureBytes(try skipped.opaque("key")), nonce: SecureBytes(try skipped.opaque("nonce")))
+                            }
+                            return keys
+                        }
+                        ratchets[leaf] = ratchet
+                    }
+                    return ratchets
+                })
+        }
+        handshake = both[0]
+        application = both[1]
+    }
+}

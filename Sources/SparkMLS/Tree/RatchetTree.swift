@@ -7,6 +7,33 @@ struct RatchetTree: Sendable {
     private(set) var nodes: [Node?]
     private var hashes: [Data?]
     let suite: MLSCipherSuite
+    /// Which leaf holds each signature key and encryption key, and how many members use and
+    /// support each credential type: the uniqueness and compatibility rules of §7.3 in constant time.
+    private(set) var index = MemberIndex()
+
+    struct MemberIndex: Sendable {
+        var signatureKeys: [Data: LeafIndex] = [:]
+        var encryptionKeys: [Data: LeafIndex] = [:]
+        var credentialsInUse: [UInt16: Int] = [:]
+        var credentialSupport: [UInt16: Int] = [:]
+        var count = 0
+
+        mutating func insert(_ leaf: LeafNode, at position: LeafIndex) {
+            signatureKeys[leaf.signatureKey] = position
+            encryptionKeys[leaf.encryptionKey] = position
+            credentialsInUse[leaf.credential.type, default: 0] += 1
+            for type in Set(leaf.capabilities.credentials) { credentialSupport[type, default: 0] += 1 }
+            count += 1
+        }
+
+        mutating func remove(_ leaf: LeafNode, at position: LeafIndex) {
+            if signatureKeys[leaf.signatureKey] == position { signatureKeys[leaf.signatureKey] = nil }
+            if encryptionKeys[leaf.encryptionKey] == position { encryptionKeys[leaf.encryptionKey] = nil }
+            credentialsInUse[leaf.credential.type, default: 0] -= 1
+            for type in Set(leaf.capabilities.credentials) { credentialSupport[type, default: 0] -= 1 }
+            count -= 1
+        }
+    }
 
     /// The number of leaves, a power of two.
     var leafCount: UInt32 { UInt32((nodes.count + 1) / 2) }
@@ -18,6 +45,7 @@ struct RatchetTree: Sendable {
         self.suite = suite
         nodes = [.leaf(firstLeaf)]
         hashes = [nil]
+        index.insert(firstLeaf, at: 0)
     }
 
     /// The tree of a `ratchet_tree` extension: parents at odd indices, leaves at even ones, the
@@ -41,6 +69,9 @@ struct RatchetTree: Sendable {
         nodes += [Node?](repeating: nil, count: width - nodes.count)
         self.nodes = nodes
         hashes = [Data?](repeating: nil, count: nodes.count)
+        for position in stride(from: 0, to: nodes.count, by: 2) {
+            if case .leaf(let leaf) = nodes[position] { index.insert(leaf, at: UInt32(position / 2)) }
+        }
         // Unmerged leaves must be leaves below the node that hold a member, and must be listed by
         // every non-blank ancestor between them and the node.
         for index in stride(from: 1, to: nodes.count, by: 2) {
@@ -80,11 +111,17 @@ struct RatchetTree: Sendable {
     }
 
     /// The leaves that hold members, in order.
-    var memberLeaves: [LeafIndex] { (0..<leafCount).filter { leaf($0) != nil } }
+    var memberLeaves: [LeafIndex] {
+        stride(from: 0, to: nodes.count, by: 2).compactMap { nodes[$0] == nil ? nil : UInt32($0 / 2) }
+    }
 
-    mutating func set(_ index: UInt32, _ node: Node?) {
-        nodes[Int(index)] = node
-        var cursor = index
+    mutating func set(_ position: UInt32, _ node: Node?) {
+        if position % 2 == 0 {
+            if case .leaf(let old) = nodes[Int(position)] { index.remove(old, at: position / 2) }
+            if case .leaf(let new) = node { index.insert(new, at: position / 2) }
+        }
+        nodes[Int(position)] = node
+        var cursor = position
         hashes[Int(cursor)] = nil
         while cursor != root {
             cursor = TreeMath.parent(cursor, leaves: leafCount)
@@ -96,13 +133,29 @@ struct RatchetTree: Sendable {
 
     /// The resolution of a node (§4.1.1): the non-blank nodes that cover its subtree.
     func resolution(_ index: UInt32) -> [UInt32] {
+        var result: [UInt32] = []
+        collectResolution(index, into: &result)
+        return result
+    }
+
+    private func collectResolution(_ index: UInt32, into result: inout [UInt32]) {
         switch nodes[Int(index)] {
-        case .leaf: return [index]
-        case .parent(let parent): return [index] + parent.unmergedLeaves.map { $0 * 2 }
+        case .leaf: result.append(index)
+        case .parent(let parent):
+            result.append(index)
+            for leaf in parent.unmergedLeaves { result.append(leaf * 2) }
         case nil:
-            guard TreeMath.level(index) > 0 else { return [] }
-            return resolution(TreeMath.left(index)) + resolution(TreeMath.right(index))
+            guard TreeMath.level(index) > 0 else { return }
+            collectResolution(TreeMath.left(index), into: &result)
+            collectResolution(TreeMath.right(index), into: &result)
         }
+    }
+
+    /// Whether every node of the subtree at `index` is blank (its resolution is empty).
+    func isBlankSubtree(_ index: UInt32) -> Bool {
+        if nodes[Int(index)] != nil { return false }
+        guard TreeMath.level(index) > 0 else { return true }
+        return isBlankSubtree(TreeMath.left(index)) && isBlankSubtree(TreeMath.right(index))
     }
 
     /// The filtered direct path of a leaf (§4.1.2) with the copath child of each of its nodes.
@@ -112,7 +165,7 @@ struct RatchetTree: Sendable {
         while child != root {
             let parent = TreeMath.parent(child, leaves: leafCount)
             let sibling = TreeMath.sibling(child, leaves: leafCount)
-            if !resolution(sibling).isEmpty { result.append((parent, sibling)) }
+            if !isBlankSubtree(sibling) { result.append((parent, sibling)) }
             child = parent
         }
         return result

@@ -1,0 +1,115 @@
+import Foundation
+import SparkCrypto
+import SparkMLS
+
+/// SparkMLS's rows: a protected application message against vodozemac's Megolm, and a commit and
+/// a join in a 1,000-member group against the same in a 10-member group (the ratio shows how
+/// they grow: TreeKEM's work is logarithmic in the size, a joiner's check of the tree linear).
+enum MLSBenchmarks {
+    static let all = [
+        Benchmark(name: "mls-message-seal-open", run: sealOpen),
+        Benchmark(name: "mls-commit-1000", run: commit),
+        Benchmark(name: "mls-welcome-1000", run: welcome),
+    ]
+
+    static let now = Date()
+
+    static func signer(_ name: String) throws -> MLSSigner {
+        MLSSigner(credential: MLSCredential(identity: Data(name.utf8)), key: try Ed25519.PrivateKey())
+    }
+
+    /// A group of `size` members as seen by its creator, and the Welcome and bundle of the last
+    /// member added (a second member whose state the benchmark keeps).
+    static func group(size: Int) throws -> (creator: MLSGroup, member: MLSGroup, welcomeFor: () throws -> Data,
+        lastBundle: MLSKeyPackageBundle) {
+        var random = MLSSystemRandom()
+        var creator = try MLSGroup.create(groupID: Data("bench \(size)".utf8), signer: try signer("creator"), random: &random)
+        let bundles = try (1..<size).map { index in
+            try MLSKeyPackageBundle(signer: try signer("member \(index)"), now: now, random: &random)
+        }
+        let added = try creator.commit(adding: bundles.dropLast().map(\.keyPackage), now: now, random: &random)
+        creator = added.group
+        let member = try MLSGroup.join(welcome: added.welcome!, bundle: bundles[0])
+        let last = bundles.last!
+        let welcomeFor = {
+            var random = MLSSystemRandom()
+            return try creator.commit(adding: [last.keyPackage], updatingPath: false, now: now, random: &random).welcome!
+        }
+        return (creator, member, welcomeFor, last)
+    }
+
+    static func sealOpen() throws -> BenchmarkResult {
+        var random = MLSSystemRandom()
+        let (alice, bob) = try pair()
+        var sender = alice
+        var receiver = bob
+        let text = Data(repeating: 0x78, count: 200)
+        let ours = try Harness.rate {
+            let message = try sender.protect(text, random: &random)
+            guard case .application(let opened, _, _) = try receiver.process(message), opened.count == 200 else {
+                throw BenchError("the MLS message did not round-trip")
+            }
+        }
+        let output = try Harness.run("python3", [MessagingBenchmarks.megolm.path]).output
+        guard let reference = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw BenchError("the vodozemac reference failed (is vodozemac installed? run scripts/bootstrap.sh)")
+        }
+        return Harness.result(
+            "mls-message-seal-open", unit: "ops/s", ours: ours, reference: reference, higherIsBetter: true,
+            referenceName: "vodozemac Megolm encrypt+decrypt (Python)")
+    }
+
+    static func pair() throws -> (MLSGroup, MLSGroup) {
+        var random = MLSSystemRandom()
+        let alice = try MLSGroup.create(groupID: Data("pair".utf8), signer: try signer("alice"), random: &random)
+        let bob = try MLSKeyPackageBundle(signer: try signer("bob"), now: now, random: &random)
+        let result = try alice.commit(adding: [bob.keyPackage], now: now, random: &random)
+        return (result.group, try MLSGroup.join(welcome: result.welcome!, bundle: bob))
+    }
+
+    /// Milliseconds to create an update commit and to process it at one other member.
+    static func commitMilliseconds(size: Int) throws -> Double {
+        let (creator, member, _, _) = try group(size: size)
+        var random = MLSSystemRandom()
+        let result = try creator.commit(now: now, random: &random)
+        let processing = try Harness.bestTime(repeats: 10) {
+            var receiver = member
+            _ = try receiver.process(result.commit)
+        }
+        let total = try Harness.bestTime(repeats: 10) {
+            let result = try creator.commit(now: now, random: &random)
+            var receiver = member
+            _ = try receiver.process(result.commit)
+        } * 1000
+        FileHandle.standardError.write(Data("mls commit size \(size): total \(total) ms, processing \(processing * 1000) ms\n".utf8))
+        return total
+    }
+
+    /// Milliseconds for a new member to join from a Welcome (the whole tree checked, cold).
+    static func welcomeMilliseconds(size: Int) throws -> Double {
+        let (_, _, welcomeFor, bundle) = try group(size: size)
+        let welcome = try welcomeFor()
+        return try Harness.bestTime(repeats: 5) {
+            MLSGroup.forgetVerifiedLeaves()
+            _ = try MLSGroup.join(welcome: welcome, bundle: bundle)
+        } * 1000
+    }
+
+    static func commit() throws -> BenchmarkResult {
+        let small = try commitMilliseconds(size: 10)
+        let middle = try commitMilliseconds(size: 100)
+        let large = try commitMilliseconds(size: 1000)
+        return Harness.result(
+            "mls-commit-1000", unit: "ms", ours: large, reference: small, higherIsBetter: false,
+            referenceName: "the same with 10 members (100: \(format(middle)) ms)")
+    }
+
+    static func welcome() throws -> BenchmarkResult {
+        let small = try welcomeMilliseconds(size: 10)
+        let middle = try welcomeMilliseconds(size: 100)
+        let large = try welcomeMilliseconds(size: 1000)
+        return Harness.result(
+            "mls-welcome-1000", unit: "ms", ours: large, reference: small, higherIsBetter: false,
+            referenceName: "the same with 10 members (100: \(format(middle)) ms)")
+    }
+}

@@ -1,0 +1,134 @@
+public import Foundation
+public import SparkCrypto
+
+extension MLSGroup {
+    /// The storage format's version.
+    static let storageVersion: UInt8 = 1
+
+    /// The whole group state as opaque bytes for this member's storage. They hold private keys
+    /// and the epoch's secrets: keep them encrypted at rest.
+    public func serialized() -> SecureBytes {
+        var writer = TLSWriter()
+        writer.u8(Self.storageVersion)
+        writer.u16(suite.rawValue)
+        writer.write(context)
+        writer.write(tree.encoding)
+        writer.u32(ownLeaf)
+        writer.write(signer.credential.wire)
+        writer.opaque(signer.key.rawRepresentation)
+        writer.vector { inner in
+            for (node, key) in nodeKeys.sorted(by: { $0.key < $1.key }) {
+                inner.u32(node)
+                inner.opaque(key.publicKey)
+                inner.opaque(key.privateKey)
+            }
+        }
+        for secret in [
+            secrets.senderData, secrets.encryption, secrets.exporter, secrets.external, secrets.confirmation,
+            secrets.membership, secrets.resumption, secrets.authenticator, secrets.initSecret,
+        ] {
+            writer.opaque(secret)
+        }
+        secretTree.encode(to: &writer)
+        writer.opaque(interimTranscriptHash)
+        writer.opaque(confirmationTag)
+        writer.vector { inner in
+            for cached in proposals {
+                inner.opaque(cached.reference)
+                inner.write(cached.proposal)
+                inner.write(cached.sender)
+            }
+        }
+        writer.vector { inner in
+            for (reference, key) in pendingUpdateKeys.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+                inner.opaque(reference)
+                inner.opaque(key)
+            }
+        }
+        writer.vector { inner in
+            for (epoch, secret) in resumptionPSKs.sorted(by: { $0.key < $1.key }) {
+                inner.u64(epoch)
+                inner.opaque(secret)
+            }
+        }
+        writer.vector { inner in
+            for (id, secret) in externalPSKs.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+                inner.opaque(id)
+                inner.opaque(secret)
+            }
+        }
+        writer.u8(isActive ? 1 : 0)
+        writer.u8(encryptsHandshake ? 1 : 0)
+        writer.u32(UInt32(paddingBlock))
+        return SecureBytes(writer.bytes)
+    }
+
+    /// A group from ``serialized()``, with the credential validator to use from now on. Bytes
+    /// that are not such a state are refused as `malformed`.
+    public init(serialized: some ContiguousBytes, validator: any MLSCredentialValidator = MLSAcceptAnyCredential()) throws {
+        var reader = TLSReader(serialized)
+        guard try reader.u8("storage version") == Self.storageVersion else {
+            throw MLSError(.unsupported, "a group state of another storage version")
+        }
+        let suite = try MLSCipherSuite(rawValue: try reader.u16("cipher suite"))
+        let context = try reader.read(GroupContext.self)
+        let tree = try RatchetTree(suite: suite, encoded: try reader.read(RatchetTreeEncoding.self))
+        let ownLeaf = try reader.u32("own leaf")
+        let credential = try MLSCredential(try reader.read(Credential.self))
+        let signer = MLSSigner(credential: credential, key: try suite.signaturePrivateKey(try reader.opaque("signature key")))
+        let nodeKeys = try reader.vector("node keys") { inner in
+            var keys: [UInt32: NodeKey] = [:]
+            while !inner.isAtEnd {
+                keys[try inner.u32("node")] = NodeKey(
+                    publicKey: try inner.opaque("public key"), privateKey: SecureBytes(try inner.opaque("private key")))
+            }
+            return keys
+        }
+        var values: [SecureBytes] = []
+        for _ in 0..<9 { values.append(SecureBytes(try reader.opaque("epoch secret"))) }
+        var secrets = EpochSecrets(suite: suite, epochSecret: SecureBytes(zeroes: suite.hashLength))
+        secrets.senderData = values[0]
+        secrets.encryption = values[1]
+        secrets.exporter = values[2]
+        secrets.external = values[3]
+        secrets.confirmation = values[4]
+        secrets.membership = values[5]
+        secrets.resumption = values[6]
+        secrets.authenticator = values[7]
+        secrets.initSecret = values[8]
+        let secretTree = try SecretTree(suite: suite, from: &reader)
+        guard secretTree.leafCount == tree.leafCount, tree.leaf(ownLeaf) != nil else {
+            throw MLSError(.malformed, "a group state whose parts disagree")
+        }
+        self.init(
+            suite: suite, context: context, tree: tree, ownLeaf: ownLeaf, signer: signer, nodeKeys: nodeKeys, secrets: secrets,
+            secretTree: secretTree, interimTranscriptHash: try reader.opaque("interim transcript hash"),
+            confirmationTag: try reader.opaque("confirmation tag"), validator: validator)
+        proposals = try reader.vector("proposals") { inner in
+            var list: [CachedProposal] = []
+            while !inner.isAtEnd {
+                list.append(
+                    CachedProposal(
+                        reference: try inner.opaque("reference"), proposal: try inner.read(), sender: try inner.read()))
+            }
+            return list
+        }
+        pendingUpdateKeys = try Self.readSecrets(&reader, "pending update keys") { try $0.opaque("reference") }
+        resumptionPSKs = try Self.readSecrets(&reader, "resumption PSKs") { try $0.u64("epoch") }
+        externalPSKs = try Self.readSecrets(&reader, "external PSKs") { try $0.opaque("PSK id") }
+        isActive = try reader.u8("active") == 1
+        encryptsHandshake = try reader.u8("encrypts handshake") == 1
+        paddingBlock = Int(try reader.u32("padding block"))
+        try reader.finish("group state")
+    }
+
+    private static func readSecrets<Key: Hashable>(
+        _ reader: inout TLSReader, _ what: String, key: (inout TLSReader) throws -> Key
+    ) throws -> [Key: SecureBytes] {
+        try reader.vector(what) { inner in
+            var values: [Key: SecureBytes] = [:]
+            while !inner.isAtEnd { values[try key(&inner)] = SecureBytes(try inner.opaque(what)) }
+            return values
+        }
+    }
+}

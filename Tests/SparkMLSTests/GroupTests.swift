@@ -1,0 +1,158 @@
+import Foundation
+import SparkCrypto
+import SparkTestSupport
+import Testing
+
+@testable import SparkMLS
+
+/// A group of clients in one process, each with its own state, driven through epochs: every
+/// commit goes to every other member, every Welcome to its joiners.
+struct Simulation {
+    var members: [UInt32: MLSGroup] = [:]
+    var random: MLSSeededRandom
+    var nextIdentity = 0
+    let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    init(seed: String) throws {
+        random = MLSSeededRandom(seed: seed)
+        let creator = try Self.signer("member-0", &random)
+        let group = try MLSGroup.create(groupID: Data("group \(seed)".utf8), signer: creator, random: &random)
+        members[0] = group
+        nextIdentity = 1
+    }
+
+    static func signer(_ name: String, _ random: inout MLSSeededRandom) throws -> MLSSigner {
+        MLSSigner(
+            credential: MLSCredential(identity: Data(name.utf8)),
+            key: try Ed25519.PrivateKey(rawRepresentation: random.secret(count: 32)))
+    }
+
+    mutating func bundle() throws -> MLSKeyPackageBundle {
+        defer { nextIdentity += 1 }
+        return try MLSKeyPackageBundle(signer: Self.signer("member-\(nextIdentity)", &random), now: now, random: &random)
+    }
+
+    /// `committer` commits; everyone else processes; joiners join. Returns the new leaves.
+    @discardableResult
+    mutating func commit(by committer: UInt32, adding count: Int = 0, removing: [UInt32] = [], path: Bool = true) throws
+        -> [UInt32]
+    {
+        let bundles = try (0..<count).map { _ in try bundle() }
+        let result = try members[committer]!.commit(
+            adding: bundles.map(\.keyPackage), removing: removing, updatingPath: path, now: now, random: &random)
+        for leaf in members.keys where leaf != committer {
+            let outcome = try members[leaf]!.process(result.commit, now: now)
+            if removing.contains(leaf) {
+                #expect(outcome == .removed)
+                members[leaf] = nil
+            }
+        }
+        members[committer] = result.group
+        var added: [UInt32] = []
+        if let welcome = result.welcome {
+            for bundle in bundles {
+                let joined = try MLSGroup.join(welcome: welcome, bundle: bundle)
+                members[joined.ownLeaf] = joined
+                added.append(joined.ownLeaf)
+            }
+        }
+        try checkAgreement()
+        return added
+    }
+
+    func checkAgreement() throws {
+        let epochs = Set(members.values.map(\.epoch))
+        let authenticators = Set(members.values.map(\.epochAuthenticator))
+        try #require(epochs.count == 1, "members disagree on the epoch: \(epochs)")
+        try #require(authenticators.count == 1, "members disagree on the epoch authenticator")
+        let sizes = Set(members.values.map(\.members.count))
+        try #require(sizes == [members.count], "members disagree on the membership")
+    }
+
+    /// `sender` sends an application message; every other member reads it.
+    mutating func send(from sender: UInt32, _ text: String) throws {
+        let message = try members[sender]!.protect(Data(text.utf8), random: &random)
+        for leaf in members.keys where leaf != sender {
+            let received = try members[leaf]!.process(message)
+            try #require(received == .application(Data(text.utf8), sender: sender, authenticatedData: Data()))
+        }
+    }
+}
+
+@Suite("MLS groups")
+struct GroupTests {
+    /// Groups of 2, 10, 100 and 1,000 members through adds, updates, removes and messages; after
+    /// every epoch, all members hold the same epoch authenticator.
+    @Test(arguments: [2, 10, 100])
+    func groupsAgreeEveryEpoch(size: Int) throws {
+        var simulation = try Simulation(seed: "size \(size)")
+        var remaining = size - 1
+        while remaining > 0 {
+            let batch = min(remaining, max(1, size / 4))
+            let committer = simulation.members.keys.max()!
+            try simulation.commit(by: committer, adding: batch)
+            remaining -= batch
+        }
+        #expect(simulation.members.count == size)
+        let leaves = simulation.members.keys.sorted()
+        try simulation.send(from: leaves[0], "hello from the creator")
+        // An update commit from a member in the middle, an Update proposal committed by another.
+        try simulation.commit(by: leaves[leaves.count / 2])
+        if size > 2 {
+            let proposer = leaves[1]
+            let proposal = try simulation.members[proposer]!.proposeUpdate(random: &simulation.random)
+            for leaf in simulation.members.keys where leaf != proposer {
+                _ = try simulation.members[leaf]!.process(proposal)
+            }
+            try simulation.commit(by: leaves[0])
+        }
+        // Removes, then a re-add into the freed leaves, then a message from the last member.
+        let removed = size > 2 ? [leaves[leaves.count - 1], leaves[leaves.count / 3]] : [leaves[1]]
+        try simulation.commit(by: leaves[0], removing: removed)
+        #expect(simulation.members.count == size - removed.count)
+        let readded = try simulation.commit(by: leaves[0], adding: removed.count, path: false)
+        #expect(Set(readded) == Set(removed) || size == 2)
+        try simulation.send(from: simulation.members.keys.max()!, "still here")
+    }
+
+    @Test func stateSurvivesSerialization() throws {
+        var simulation = try Simulation(seed: "storage")
+        try simulation.commit(by: 0, adding: 3)
+        let message = try simulation.members[2]!.protect(Data("after restore".utf8), random: &simulation.random)
+        let stored = simulation.members[1]!.serialized()
+        var restored = try MLSGroup(serialized: stored)
+        #expect(restored.epochAuthenticator == simulation.members[1]!.epochAuthenticator)
+        #expect(try restored.process(message) == .application(Data("after restore".utf8), sender: 2, authenticatedData: Data()))
+        // The restored member keeps following the group.
+        simulation.members[1] = restored
+        try simulation.commit(by: 3)
+        try simulation.send(from: 1, "restored and sending")
+        // Damaged state is refused.
+        var bytes = stored.unsafeData()
+        bytes.removeLast()
+        #expect(throws: MLSError.self) { try MLSGroup(serialized: bytes) }
+        #expect(throws: MLSError.self) { try MLSGroup(serialized: Data([9]) + bytes.dropFirst()) }
+    }
+
+    @Test func externalJoin() throws {
+        var simulation = try Simulation(seed: "external")
+        try simulation.commit(by: 0, adding: 2)
+        let info = try simulation.members[1]!.groupInfo()
+        let signer = try Simulation.signer("late", &simulation.random)
+        let (commit, joined) = try MLSGroup.joinExternally(groupInfo: info, signer: signer, random: &simulation.random)
+        for leaf in simulation.members.keys { _ = try simulation.members[leaf]!.process(commit) }
+        simulation.members[joined.ownLeaf] = joined
+        try simulation.checkAgreement()
+        try simulation.send(from: joined.ownLeaf, "joined from outside")
+        try simulation.commit(by: 0)
+    }
+
+    @Test func exporterAgrees() throws {
+        var simulation = try Simulation(seed: "exporter")
+        try simulation.commit(by: 0, adding: 1)
+        let a = try simulation.members[0]!.export(label: "test", context: Data([1]), length: 32)
+        let b = try simulation.members[1]!.export(label: "test", context: Data([1]), length: 32)
+        #expect(a == b)
+        #expect(a != (try simulation.members[1]!.export(label: "test", context: Data([2]), length: 32)))
+    }
+}
