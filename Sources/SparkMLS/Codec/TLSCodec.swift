@@ -18,11 +18,15 @@ public struct TLSWriter: Sendable {
     public mutating func u16(_ value: UInt16) { bytes.append(UInt8(value >> 8)); bytes.append(UInt8(value & 0xff)) }
     /// Writes a big-endian 32-bit integer.
     public mutating func u32(_ value: UInt32) {
-        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8((value >> UInt32(shift)) & 0xff)) }
+        bytes.append(UInt8(truncatingIfNeeded: value >> 24))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
     }
     /// Writes a big-endian 64-bit integer.
     public mutating func u64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xff)) }
+        u32(UInt32(truncatingIfNeeded: value >> 32))
+        u32(UInt32(truncatingIfNeeded: value))
     }
 
     /// Writes `value` as the shortest variable-length integer (RFC 9420 §2.1.2); values of
@@ -94,79 +98,104 @@ public struct TLSReader: Sendable {
         self.end = end
     }
 
+    /// How many bytes were read so far (an offset into the whole input).
+    var position: Int { offset }
+
+    /// The bytes from `start` to the current position.
+    func bytes(from start: Int) -> [UInt8] { Array(bytes[start..<offset]) }
+
     /// Whether every byte was read.
     public var isAtEnd: Bool { offset == end }
 
     /// Throws unless every byte was read.
-    public func finish(_ what: String) throws {
-        guard isAtEnd else { throw MLSError(.malformed, "\(end - offset) bytes after the end of \(what)") }
+    public func finish(_ what: @autoclosure () -> String) throws {
+        guard isAtEnd else { throw MLSError(.malformed, "\(end - offset) bytes after the end of \(what())") }
     }
 
-    private mutating func take(_ count: Int, _ what: String) throws -> ArraySlice<UInt8> {
+    private mutating func take(_ count: Int, _ what: @autoclosure () -> String) throws -> ArraySlice<UInt8> {
         guard count >= 0, count <= end - offset else {
-            throw MLSError(.malformed, "\(what) needs \(count) bytes, \(end - offset) are left")
+            throw MLSError(.malformed, "\(what()) needs \(count) bytes, \(end - offset) are left")
         }
-        defer { offset += count }
-        return bytes[offset..<offset + count]
+        let start = offset
+        offset += count
+        return bytes[start..<start + count]
+    }
+
+    private mutating func byte(_ what: @autoclosure () -> String) throws -> UInt8 {
+        guard offset < end else { throw MLSError(.malformed, "\(what()) needs 1 byte, none are left") }
+        offset += 1
+        return bytes[offset - 1]
     }
 
     /// Reads one byte.
-    public mutating func u8(_ what: String = "uint8") throws -> UInt8 { try take(1, what).first! }
+    public mutating func u8(_ what: @autoclosure () -> String = "uint8") throws -> UInt8 { try byte(what()) }
     /// Reads a big-endian 16-bit integer.
-    public mutating func u16(_ what: String = "uint16") throws -> UInt16 {
-        try take(2, what).reduce(0) { $0 << 8 | UInt16($1) }
+    public mutating func u16(_ what: @autoclosure () -> String = "uint16") throws -> UInt16 {
+        let high = try byte(what())
+        return UInt16(high) << 8 | UInt16(try byte(what()))
     }
     /// Reads a big-endian 32-bit integer.
-    public mutating func u32(_ what: String = "uint32") throws -> UInt32 {
-        try take(4, what).reduce(0) { $0 << 8 | UInt32($1) }
+    public mutating func u32(_ what: @autoclosure () -> String = "uint32") throws -> UInt32 {
+        let high = try u16(what())
+        return UInt32(high) << 16 | UInt32(try u16(what()))
     }
     /// Reads a big-endian 64-bit integer.
-    public mutating func u64(_ what: String = "uint64") throws -> UInt64 {
-        try take(8, what).reduce(0) { $0 << 8 | UInt64($1) }
+    public mutating func u64(_ what: @autoclosure () -> String = "uint64") throws -> UInt64 {
+        let high = try u32(what())
+        return UInt64(high) << 32 | UInt64(try u32(what()))
     }
 
     /// Reads a variable-length integer, refusing the reserved prefix `11` and any encoding
     /// longer than the value needs (RFC 9420 §2.1.2).
-    public mutating func varint(_ what: String = "length") throws -> Int {
-        let first = try u8(what)
+    public mutating func varint(_ what: @autoclosure () -> String = "length") throws -> Int {
+        let first = try byte(what())
         let prefix = first >> 6
         var value = Int(first & 0x3f)
         switch prefix {
         case 0: return value
         case 1:
-            value = value << 8 | Int(try u8(what))
-            guard value >= 64 else { throw MLSError(.malformed, "\(what) is not minimally encoded") }
+            value = value << 8 | Int(try byte(what()))
+            guard value >= 64 else { throw MLSError(.malformed, "\(what()) is not minimally encoded") }
         case 2:
-            for _ in 0..<3 { value = value << 8 | Int(try u8(what)) }
-            guard value >= 16384 else { throw MLSError(.malformed, "\(what) is not minimally encoded") }
+            value = value << 8 | Int(try byte(what()))
+            value = value << 8 | Int(try byte(what()))
+            value = value << 8 | Int(try byte(what()))
+            guard value >= 16384 else { throw MLSError(.malformed, "\(what()) is not minimally encoded") }
         default:
-            throw MLSError(.malformed, "\(what) uses the reserved variable-length prefix 0b11")
+            throw MLSError(.malformed, "\(what()) uses the reserved variable-length prefix 0b11")
         }
         return value
     }
 
     /// Reads `opaque data<V>`.
-    public mutating func opaque(_ what: String) throws -> Data {
-        let count = try varint("the length of \(what)")
-        return Data(try take(count, what))
+    public mutating func opaque(_ what: @autoclosure () -> String) throws -> Data {
+        let count = try varint("the length of \(what())")
+        return Data(try take(count, what()))
     }
 
     /// Reads `count` bytes with no prefix.
-    public mutating func raw(_ count: Int, _ what: String) throws -> Data { Data(try take(count, what)) }
+    public mutating func raw(_ count: Int, _ what: @autoclosure () -> String) throws -> Data { Data(try take(count, what())) }
 
     /// Reads a vector, calling `body` with a reader over exactly its contents, which it must use up.
-    public mutating func vector<Result>(_ what: String, _ body: (inout TLSReader) throws -> Result) throws -> Result {
-        let count = try varint("the length of \(what)")
-        _ = try take(count, what)
-        var inner = TLSReader(bytes: bytes, offset: offset - count, end: offset)
+    public mutating func vector<Result>(_ what: @autoclosure () -> String, _ body: (inout TLSReader) throws -> Result) throws
+        -> Result
+    {
+        let count = try varint("the length of \(what())")
+        guard count <= end - offset else {
+            throw MLSError(.malformed, "\(what()) needs \(count) bytes, \(end - offset) are left")
+        }
+        var inner = TLSReader(bytes: bytes, offset: offset, end: offset + count)
+        offset += count
         let result = try body(&inner)
-        try inner.finish(what)
+        try inner.finish(what())
         return result
     }
 
     /// Reads a vector of decodable values.
-    public mutating func vector<Element: TLSDecodable>(_ what: String, of _: Element.Type = Element.self) throws -> [Element] {
-        try vector(what) { inner in
+    public mutating func vector<Element: TLSDecodable>(
+        _ what: @autoclosure () -> String, of _: Element.Type = Element.self
+    ) throws -> [Element] {
+        try vector(what()) { inner in
             var elements: [Element] = []
             while !inner.isAtEnd { elements.append(try Element(from: &inner)) }
             return elements
@@ -174,11 +203,13 @@ public struct TLSReader: Sendable {
     }
 
     /// Reads `optional<T>`.
-    public mutating func optional<Value: TLSDecodable>(_ what: String, of _: Value.Type = Value.self) throws -> Value? {
-        switch try u8("the presence of \(what)") {
+    public mutating func optional<Value: TLSDecodable>(
+        _ what: @autoclosure () -> String, of _: Value.Type = Value.self
+    ) throws -> Value? {
+        switch try byte("the presence of \(what())") {
         case 0: return nil
         case 1: return try Value(from: &self)
-        case let other: throw MLSError(.malformed, "the presence byte of \(what) is \(other), not 0 or 1")
+        case let other: throw MLSError(.malformed, "the presence byte of \(what()) is \(other), not 0 or 1")
         }
     }
 

@@ -118,6 +118,11 @@ extension MLSCipherSuite {
         }
     }
 
+    /// An X25519 public key is any 32 bytes (RFC 7748 §5); a low-order one fails at use.
+    func checkHPKEPublicKey(_ raw: Data) throws {
+        guard raw.count == 32 else { throw MLSError(.invalid, "an X25519 public key is 32 bytes, not \(raw.count)") }
+    }
+
     func hpkePrivateKey(_ raw: some ContiguousBytes) throws -> X25519.PrivateKey {
         do { return try X25519.PrivateKey(rawRepresentation: raw) } catch {
             throw MLSError(.malformed, "not an X25519 private key")

@@ -283,7 +283,7 @@ extension MLSGroup {
         guard path.nodes.count == filtered.count else {
             throw MLSError(.invalid, "the path has \(path.nodes.count) nodes, the filtered direct path \(filtered.count)")
         }
-        for node in path.nodes { _ = try suite.hpkePublicKey(node.encryptionKey) }
+        for node in path.nodes { try suite.checkHPKEPublicKey(node.encryptionKey) }
         guard Set(path.nodes.map(\.encryptionKey)).count == path.nodes.count else {
             throw MLSError(.invalid, "the path repeats an encryption key")
         }

@@ -81,8 +81,14 @@ public struct MLSGroup: Sendable {
         }
     }
 
+    /// The number of members.
+    public var memberCount: Int { tree.index.count }
+
     /// The member at `leaf`, if there is one.
-    public func member(at leaf: UInt32) -> Member? { members.first { $0.leafIndex == leaf } }
+    public func member(at leaf: UInt32) -> Member? {
+        guard let node = tree.leaf(leaf), let credential = try? MLSCredential(node.credential) else { return nil }
+        return Member(leafIndex: leaf, credential: credential, signatureKey: node.signatureKey)
+    }
 
     /// `MLS-Exporter(label, context, length)` of the current epoch (§8.5).
     public func export(label: String, context exportContext: Data, length: Int) throws -> SecureBytes {

@@ -13,7 +13,7 @@ extension MLSGroup {
         guard package.initKey != package.leafNode.encryptionKey else {
             throw MLSError(.invalid, "a KeyPackage's init key equals its leaf's encryption key")
         }
-        _ = try suite.hpkePublicKey(package.initKey)
+        try suite.checkHPKEPublicKey(package.initKey)
         guard !package.extensions.hasDuplicates else { throw MLSError(.invalid, "a KeyPackage repeats an extension") }
         try validateLeaf(package.leafNode, at: nil, source: .keyPackage, in: tree, now: now)
     }
@@ -39,10 +39,8 @@ extension MLSGroup {
         guard node.verifySignature(suite: suite, groupID: context.groupID, leafIndex: leaf ?? 0) else {
             throw MLSError(.authentication, "a leaf node's signature does not verify")
         }
-        _ = try suite.hpkePublicKey(node.encryptionKey)
-        guard (try? Ed25519.PublicKey(rawRepresentation: node.signatureKey)) != nil else {
-            throw MLSError(.invalid, "a leaf's signature key is not an Ed25519 key")
-        }
+        // The signature key parsed as a canonical Ed25519 point when the signature verified.
+        try suite.checkHPKEPublicKey(node.encryptionKey)
         let credential = try MLSCredential(node.credential)
         guard validator.isValid(credential, signatureKey: node.signatureKey) else {
             throw MLSError(.credentialRefused, "the credential validator refused a leaf's credential")
@@ -53,24 +51,13 @@ extension MLSGroup {
     /// The uniqueness and credential-compatibility rules of §7.3 over a whole tree at once, in
     /// linear time (joining checks every leaf against every other).
     static func checkLeavesAgree(_ tree: RatchetTree) throws {
-        var signatureKeys = Set<Data>()
-        var encryptionKeys = Set<Data>()
-        var inUse = Set<UInt16>()
-        var supportedByAll: Set<UInt16>?
-        for index in tree.memberLeaves {
-            let leaf = tree.leaf(index)!
-            guard signatureKeys.insert(leaf.signatureKey).inserted else {
-                throw MLSError(.invalid, "two leaves share a signature key")
+        let index = tree.index
+        guard index.signatureKeys.count == index.count else { throw MLSError(.invalid, "two leaves share a signature key") }
+        guard index.encryptionKeys.count == index.count else { throw MLSError(.invalid, "two leaves share an encryption key") }
+        for (type, count) in index.credentialsInUse where count > 0 {
+            guard index.credentialSupport[type, default: 0] == index.count else {
+                throw MLSError(.invalid, "credential type \(type) is in use but not supported by every member")
             }
-            guard encryptionKeys.insert(leaf.encryptionKey).inserted else {
-                throw MLSError(.invalid, "two leaves share an encryption key")
-            }
-            inUse.insert(leaf.credential.type)
-            let supported = Set(leaf.capabilities.credentials)
-            supportedByAll = supportedByAll.map { $0.intersection(supported) } ?? supported
-        }
-        guard inUse.isSubset(of: supportedByAll ?? []) else {
-            throw MLSError(.invalid, "a credential type in use is not supported by every member")
         }
     }
 

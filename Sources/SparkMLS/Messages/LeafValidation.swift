@@ -4,16 +4,7 @@ import SparkCrypto
 extension LeafNode {
     /// Whether the leaf's signature (`LeafNodeTBS`) verifies under its own signature key.
     func verifySignature(suite: MLSCipherSuite, groupID: Data, leafIndex: LeafIndex) -> Bool {
-        let content = signedContent(groupID: groupID, leafIndex: leafIndex)
-        var digestInput = TLSWriter()
-        digestInput.opaque(signatureKey)
-        digestInput.opaque(content)
-        digestInput.opaque(signature)
-        let digest = suite.hash(digestInput.bytes)
-        if VerifiedLeaves.contains(digest) { return true }
-        guard suite.verifyWithLabel(signatureKey, "LeafNodeTBS", content, signature) else { return false }
-        VerifiedLeaves.insert(digest)
-        return true
+        suite.verifyRemembering(signatureKey, "LeafNodeTBS", signedContent(groupID: groupID, leafIndex: leafIndex), signature)
     }
 
     /// Signs the leaf (sets `signature`).
@@ -24,9 +15,26 @@ extension LeafNode {
 
 extension KeyPackage {
     func verifySignature(suite: MLSCipherSuite) -> Bool {
-        suite.verifyWithLabel(leafNode.signatureKey, "KeyPackageTBS", signedContent, signature)
+        suite.verifyRemembering(leafNode.signatureKey, "KeyPackageTBS", signedContent, signature)
     }
 
     /// `KeyPackageRef`: `RefHash("MLS 1.0 KeyPackage Reference", KeyPackage)`.
     func reference(suite: MLSCipherSuite) -> Data { suite.refHash("MLS 1.0 KeyPackage Reference", tlsBytes) }
+}
+
+extension MLSCipherSuite {
+    /// `VerifyWithLabel` for objects that are seen many times (leaves, KeyPackages), remembering
+    /// what verified (see ``VerifiedLeaves``).
+    func verifyRemembering(_ publicKey: Data, _ label: String, _ content: [UInt8], _ signature: Data) -> Bool {
+        var digestInput = TLSWriter()
+        digestInput.opaque(Array(label.utf8))
+        digestInput.opaque(publicKey)
+        digestInput.opaque(content)
+        digestInput.opaque(signature)
+        let digest = hash(digestInput.bytes)
+        if VerifiedLeaves.contains(digest) { return true }
+        guard verifyWithLabel(publicKey, label, content, signature) else { return false }
+        VerifiedLeaves.insert(digest)
+        return true
+    }
 }

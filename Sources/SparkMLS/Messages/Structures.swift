@@ -182,13 +182,28 @@ enum LeafNodeSource: Hashable, Sendable {
 }
 
 struct LeafNode: TLSCodable, Hashable, Sendable {
-    var encryptionKey: Data
-    var signatureKey: Data
-    var credential: Credential
-    var capabilities: Capabilities
-    var source: LeafNodeSource
-    var extensions: [Extension]
-    var signature: Data
+    var encryptionKey: Data { didSet { encoded = nil } }
+    var signatureKey: Data { didSet { encoded = nil } }
+    var credential: Credential { didSet { encoded = nil } }
+    var capabilities: Capabilities { didSet { encoded = nil } }
+    var source: LeafNodeSource { didSet { encoded = nil } }
+    var extensions: [Extension] { didSet { encoded = nil } }
+    var signature: Data { didSet { encoded = nil } }
+    /// The bytes this leaf was decoded from, and where its signature starts: a joiner hashes and
+    /// checks every leaf of the tree, and re-encoding each is most of that work. Any change clears it.
+    private var encoded: (bytes: [UInt8], contentCount: Int)?
+
+    static func == (lhs: LeafNode, rhs: LeafNode) -> Bool {
+        lhs.encryptionKey == rhs.encryptionKey && lhs.signatureKey == rhs.signatureKey && lhs.credential == rhs.credential
+            && lhs.capabilities == rhs.capabilities && lhs.source == rhs.source && lhs.extensions == rhs.extensions
+            && lhs.signature == rhs.signature
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(encryptionKey)
+        hasher.combine(signatureKey)
+        hasher.combine(signature)
+    }
 
     init(
         encryptionKey: Data, signatureKey: Data, credential: Credential, capabilities: Capabilities,
@@ -220,7 +235,11 @@ struct LeafNode: TLSCodable, Hashable, Sendable {
     /// `LeafNodeTBS`: the content, then the group and leaf for leaves made in a group.
     func signedContent(groupID: Data, leafIndex: LeafIndex) -> [UInt8] {
         var writer = TLSWriter()
-        encodeContent(to: &writer)
+        if let encoded {
+            writer.raw(encoded.bytes[0..<encoded.contentCount])
+        } else {
+            encodeContent(to: &writer)
+        }
         switch source {
         case .keyPackage: break
         case .update, .commit:
@@ -236,11 +255,16 @@ struct LeafNode: TLSCodable, Hashable, Sendable {
     }
 
     func encode(to writer: inout TLSWriter) {
+        if let encoded {
+            writer.raw(encoded.bytes)
+            return
+        }
         encodeContent(to: &writer)
         writer.opaque(signature)
     }
 
     init(from reader: inout TLSReader) throws {
+        let start = reader.position
         encryptionKey = try reader.opaque("encryption_key")
         signatureKey = try reader.opaque("signature_key")
         credential = try reader.read()
@@ -252,7 +276,9 @@ struct LeafNode: TLSCodable, Hashable, Sendable {
         case let other: throw MLSError(.malformed, "unknown leaf node source \(other)")
         }
         extensions = try reader.vector("extensions")
+        let contentEnd = reader.position
         signature = try reader.opaque("signature")
+        encoded = (reader.bytes(from: start), contentEnd - start)
     }
 }
 

@@ -16,14 +16,15 @@ struct RatchetTree: Sendable {
         var encryptionKeys: [Data: LeafIndex] = [:]
         var credentialsInUse: [UInt16: Int] = [:]
         var credentialSupport: [UInt16: Int] = [:]
-        var count = 0
+        var occupied = Set<LeafIndex>()
+        var count: Int { occupied.count }
 
         mutating func insert(_ leaf: LeafNode, at position: LeafIndex) {
             signatureKeys[leaf.signatureKey] = position
             encryptionKeys[leaf.encryptionKey] = position
             credentialsInUse[leaf.credential.type, default: 0] += 1
             for type in Set(leaf.capabilities.credentials) { credentialSupport[type, default: 0] += 1 }
-            count += 1
+            occupied.insert(position)
         }
 
         mutating func remove(_ leaf: LeafNode, at position: LeafIndex) {
@@ -31,7 +32,7 @@ struct RatchetTree: Sendable {
             if encryptionKeys[leaf.encryptionKey] == position { encryptionKeys[leaf.encryptionKey] = nil }
             credentialsInUse[leaf.credential.type, default: 0] -= 1
             for type in Set(leaf.capabilities.credentials) { credentialSupport[type, default: 0] -= 1 }
-            count -= 1
+            occupied.remove(position)
         }
     }
 
@@ -111,9 +112,7 @@ struct RatchetTree: Sendable {
     }
 
     /// The leaves that hold members, in order.
-    var memberLeaves: [LeafIndex] {
-        stride(from: 0, to: nodes.count, by: 2).compactMap { nodes[$0] == nil ? nil : UInt32($0 / 2) }
-    }
+    var memberLeaves: [LeafIndex] { (0..<leafCount).filter { index.occupied.contains($0) } }
 
     mutating func set(_ position: UInt32, _ node: Node?) {
         if position % 2 == 0 {
@@ -175,7 +174,9 @@ struct RatchetTree: Sendable {
 
     /// Adds `leafNode` at the leftmost blank leaf, growing the tree when it is full; returns its index.
     mutating func add(_ leafNode: LeafNode) -> LeafIndex {
-        let index = (0..<leafCount).first { leaf($0) == nil } ?? {
+        var firstBlank: UInt32 = 0
+        while firstBlank < leafCount, self.index.occupied.contains(firstBlank) { firstBlank += 1 }
+        let index = firstBlank < leafCount ? firstBlank : {
             let old = leafCount
             nodes += [Node?](repeating: nil, count: nodes.count + 1)
             hashes = [Data?](repeating: nil, count: nodes.count)
