@@ -34,6 +34,12 @@ public struct MLSError: Error, Hashable, Sendable, CustomStringConvertible {
         self.reason = reason
     }
 
+    /// Errors are equal when their codes are: the reason is for people.
+    public static func == (lhs: MLSError, rhs: MLSError) -> Bool { lhs.code == rhs.code }
+
+    /// Hashes the code only, as `==` compares it.
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+
     /// `MLSError.code: reason`.
     public var description: String { "MLSError.\(code.rawValue): \(reason)" }
 }

@@ -200,6 +200,7 @@ struct RatchetTree: Sendable {
 
     /// Blanks a member's leaf and direct path, then drops the right half while it is all blank.
     mutating func remove(_ leaf: LeafIndex) {
+        guard leaf < leafCount else { return }
         set(leaf * 2, nil)
         blankDirectPath(leaf)
         while leafCount > 1, (leafCount / 2..<leafCount).allSatisfy({ self.leaf($0) == nil }) {
