@@ -184,7 +184,6 @@ let package = Package(
         .testTarget(
             name: "SparkMLSTests",
             dependencies: ["SparkMLS", "SparkCrypto", "SparkTestSupport", "spark-mls"],
-            exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

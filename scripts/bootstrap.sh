@@ -12,8 +12,8 @@ set -euo pipefail
 packages=(libssl-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
     pkg-config iproute2 python3-venv
     gnome-keyring dbus libsecret-1-0)
-python_modules=(cryptography jwcrypto jwt vodozemac voprf)
-python_packages=(cryptography jwcrypto pyjwt vodozemac voprf)
+python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke)
+python_packages=(cryptography jwcrypto pyjwt vodozemac voprf pyhpke)
 
 missing=()
 for package in "${packages[@]}"; do
