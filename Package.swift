@@ -119,7 +119,7 @@ let package = Package(
         .target(name: "CSparkFuzz", path: "Sources/CSparkFuzz"),
         .executableTarget(
             name: "spark-fuzz",
-            dependencies: ["CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkDomainServer", "SparkLock", "SparkSDK"],
+            dependencies: ["CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkDomainServer", "SparkLock", "SparkSDK", "SparkMLS"],
             path: "Tests/Fuzz/spark-fuzz",
             swiftSettings: swiftSettings
         ),

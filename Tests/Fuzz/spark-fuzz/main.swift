@@ -15,6 +15,7 @@ import SparkCrypto
 import SparkDomain
 import SparkDomainServer
 import SparkLock
+import SparkMLS
 import SparkSDK
 
 /// Fixed keys, so that seeds made by `--make-seeds` verify and decrypt in every run.
@@ -38,6 +39,44 @@ enum Fixture {
     static let blinded = try! OPRF.passcodeHardening.blind(
         Data("stretched".utf8), unsafeBlind: Data(repeating: 7, count: 32))
     static let validator = TokenValidator(issuers: [issuer.trusted(audience: "fuzz", kind: .external)])
+}
+
+/// A two-member MLS group made from fixed randomness, so the seeds `--make-seeds` writes are the
+/// messages these states expect in every run.
+enum MLSFixture {
+    static let now = Date(timeIntervalSince1970: 1_790_000_000)
+    static func signer(_ name: String, _ byte: UInt8) -> MLSSigner {
+        MLSSigner(
+            credential: MLSCredential(identity: Data(name.utf8)),
+            key: try! Ed25519.PrivateKey(rawRepresentation: Data(repeating: byte, count: 32)))
+    }
+    static let bobBundle: MLSKeyPackageBundle = {
+        var random = MLSSeededRandom(seed: "fuzz bob")
+        return try! MLSKeyPackageBundle(signer: signer("bob", 11), now: now, random: &random)
+    }()
+    static let carolBundle: MLSKeyPackageBundle = {
+        var random = MLSSeededRandom(seed: "fuzz carol")
+        return try! MLSKeyPackageBundle(signer: signer("carol", 12), now: now, random: &random)
+    }()
+    /// Alice's group with Bob, and the Welcome that brought Bob in.
+    static let (alice, welcome): (MLSGroup, Data) = {
+        var random = MLSSeededRandom(seed: "fuzz alice")
+        let group = try! MLSGroup.create(groupID: Data("fuzz group".utf8), signer: signer("alice", 10), random: &random)
+        let result = try! group.commit(adding: [bobBundle.keyPackage], now: now, random: &random)
+        return (result.group, result.welcome!)
+    }()
+    static let bob = try! MLSGroup.join(welcome: welcome, bundle: bobBundle)
+    /// Messages from Alice that Bob's state accepts: an application message, an Update proposal,
+    /// a commit adding Carol (with its Welcome) and a GroupInfo.
+    static func messages() -> (application: Data, proposal: Data, commit: Data, welcome: Data, groupInfo: Data) {
+        var random = MLSSeededRandom(seed: "fuzz messages")
+        var sender = alice
+        let application = try! sender.protect(Data("hello".utf8), random: &random)
+        var proposer = alice
+        let proposal = try! proposer.proposeUpdate(random: &random)
+        let added = try! alice.commit(adding: [carolBundle.keyPackage], now: now, random: &random)
+        return (application, proposal, added.commit, added.welcome!, try! alice.groupInfo())
+    }
 }
 
 extension Data {
@@ -180,6 +219,29 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? oprf.finalize([Fixture.blinded], evaluation, publicKey: Fixture.oprfKey.publicKey)
         _ = try? oprf.finalize([Fixture.blinded], evaluation, publicKey: Data(data.suffix(33)))
     },
+    "mls-message": { data in
+        // An MLSMessage from anyone to a member: decoded, decrypted, verified, validated.
+        var bob = MLSFixture.bob
+        _ = try? bob.process(data, now: MLSFixture.now)
+    },
+    "mls-welcome": { data in
+        // A Welcome for Bob's KeyPackage (or Carol's), and the tree beside it.
+        _ = try? MLSGroup.join(welcome: data, bundle: MLSFixture.bobBundle)
+        _ = try? MLSGroup.join(welcome: data, bundle: MLSFixture.carolBundle, ratchetTree: data)
+    },
+    "mls-group-info": { data in
+        // A GroupInfo to join from by an external commit.
+        var random = MLSSeededRandom(seed: "fuzz external")
+        _ = try? MLSGroup.joinExternally(groupInfo: data, signer: MLSFixture.signer("dave", 13), random: &random)
+    },
+    "mls-key-package": { data in
+        // A KeyPackage a member is asked to add, and a stored bundle.
+        var alice = MLSFixture.alice
+        var random = MLSSeededRandom(seed: "fuzz add")
+        _ = try? alice.proposeAdd(keyPackage: data, now: MLSFixture.now, random: &random)
+        _ = try? MLSKeyPackageBundle(serialized: data)
+        _ = try? MLSGroup(serialized: data)
+    },
     "wire-answer": { data in
         // What a RemoteDomain decodes from a domain's answers.
         let decoder = WireCoder.decoder()
@@ -226,7 +288,14 @@ func seeds() throws -> [String: [Data]] {
         <key>testAuth</key><dict><key>domain</key><string>d</string><key>environment</key><string>sandbox</string></dict>
         </dict></plist>
         """
+    let mls = MLSFixture.messages()
     return [
+        "mls-message": [mls.application, mls.proposal, mls.commit],
+        "mls-welcome": [mls.welcome, MLSFixture.welcome],
+        "mls-group-info": [mls.groupInfo],
+        "mls-key-package": [
+            MLSFixture.carolBundle.keyPackage, MLSFixture.carolBundle.serialized().unsafeData(), MLSFixture.bob.serialized().unsafeData(),
+        ],
         "base64url": [Data("aGVsbG8".utf8), Data("_-_-".utf8)],
         "jws": [Data(token.utf8)],
         "jwt": [Data(token.utf8)],
