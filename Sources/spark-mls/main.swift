@@ -51,13 +51,16 @@ struct Client {
     static func write(_ data: some ContiguousBytes, to url: URL, private isPrivate: Bool = false) throws {
         let bytes = data.withUnsafeBytes { Data($0) }
         let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid())")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: bytes, attributes: isPrivate ? [.posixPermissions: 0o600] : nil)
+        guard
+            FileManager.default.createFile(
+                atPath: temporary.path, contents: bytes, attributes: isPrivate ? [.posixPermissions: 0o600] : nil)
         else { throw Arguments.UsageError(message: "cannot write \(url.path)") }
         guard rename(temporary.path, url.path) == 0 else { throw Arguments.UsageError(message: "cannot write \(url.path)") }
     }
 
     func prepare() throws {
-        try FileManager.default.createDirectory(at: keyPackages, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: keyPackages, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
     /// The client's signer: made for `identity` on first use, then read back (and checked against

@@ -17,8 +17,12 @@ struct HPKETests {
             suite: Self.suite, inputKeyMaterial: Data(hex: "7268600d403fce431561aef583ee1613527cff655c1343f29812e66706df3234"))
         let recipient = try HPKE.deriveKeyPair(
             suite: Self.suite, inputKeyMaterial: Data(hex: "6db9df30aa07dd42ee5e8181afdb977e538f5e1fec8a06223f33f7013e525037"))
-        #expect(recipient.rawRepresentation.unsafeData() == Data(hex: "4612c550263fc8ad58375df3f557aac531d26850903e55a9f23f21d8534e8ac8"))
-        #expect(recipient.publicKey.rawRepresentation == Data(hex: "3948cfe0ad1ddb695d780e59077195da6c56506b027329794ab02bca80815c4d"))
+        #expect(
+            recipient.rawRepresentation.unsafeData()
+                == Data(hex: "4612c550263fc8ad58375df3f557aac531d26850903e55a9f23f21d8534e8ac8"))
+        #expect(
+            recipient.publicKey.rawRepresentation == Data(hex: "3948cfe0ad1ddb695d780e59077195da6c56506b027329794ab02bca80815c4d")
+        )
         var sender = try HPKE.Sender(suite: Self.suite, recipient: recipient.publicKey, info: info, unsafeEphemeral: ephemeral)
         #expect(sender.encapsulatedKey == Data(hex: "37fda3567bdbd628e88668c3c8d7e97d1d1253b6d4ea6d44c150f741f1bf4431"))
         let plaintext = Data(hex: "4265617574792069732074727574682c20747275746820626561757479")
@@ -98,7 +102,9 @@ struct HPKETests {
                 ])
         }
         let ikm = Data("derive a key pair from this".utf8)
-        let derived = try Fixtures.python(Self.peer, ["derive", ikm.hexString]).split(separator: " ").map { Data(hex: String($0)) }
+        let derived = try Fixtures.python(Self.peer, ["derive", ikm.hexString]).split(separator: " ").map {
+            Data(hex: String($0))
+        }
         let ours = try HPKE.deriveKeyPair(suite: Self.suite, inputKeyMaterial: ikm)
         #expect(derived == [ours.rawRepresentation.unsafeData(), ours.publicKey.rawRepresentation])
     }

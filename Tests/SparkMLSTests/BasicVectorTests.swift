@@ -103,7 +103,8 @@ struct BasicVectorTests {
                     let g = UInt32(generation.int("generation"))
                     let handshake = try tree.take(.handshake, for: UInt32(leaf), generation: g)
                     let application = try tree.take(.application, for: UInt32(leaf), generation: g)
-                    try MLSVectors.expectEqual(handshake.key.unsafeData(), generation.hex("handshake_key"), "leaf \(leaf) hs key \(g)")
+                    try MLSVectors.expectEqual(
+                        handshake.key.unsafeData(), generation.hex("handshake_key"), "leaf \(leaf) hs key \(g)")
                     try MLSVectors.expectEqual(
                         handshake.nonce.unsafeData(), generation.hex("handshake_nonce"), "leaf \(leaf) hs nonce \(g)")
                     try MLSVectors.expectEqual(

@@ -48,7 +48,8 @@ struct CLITests {
             try carol.keyPackage.write(to: URL(fileURLWithPath: file("carol.kp")))
             try await Self.mls("add", bob, file("carol.kp"), file("commit2"), file("welcome2"))
             #expect(try await Self.mls("process", alice, file("commit2")) == "epoch 2")
-            var carolGroup = try MLSGroup.join(welcome: try Data(contentsOf: URL(fileURLWithPath: file("welcome2"))), bundle: carol)
+            var carolGroup = try MLSGroup.join(
+                welcome: try Data(contentsOf: URL(fileURLWithPath: file("welcome2"))), bundle: carol)
             let epoch = try await Self.mls("epoch", alice)
             #expect(epoch == "2 " + carolGroup.epochAuthenticator.hexString)
 

@@ -1,7 +1,7 @@
 import Foundation
 import SparkCrypto
-import Synchronization
 import SparkTestSupport
+import Synchronization
 import Testing
 
 @testable import SparkMLS

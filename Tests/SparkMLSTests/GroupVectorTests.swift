@@ -5,7 +5,9 @@ import Testing
 
 @testable import SparkMLS
 
-@Suite("MLS vectors: welcome, passive clients, TreeKEM, message protection", .enabled(if: MLSVectors.isAvailable, Comment(rawValue: MLSVectors.missing)))
+@Suite(
+    "MLS vectors: welcome, passive clients, TreeKEM, message protection",
+    .enabled(if: MLSVectors.isAvailable, Comment(rawValue: MLSVectors.missing)))
 struct GroupVectorTests {
     static let suite = MLSCipherSuite.x25519AES128GCMSHA256Ed25519
 
@@ -27,7 +29,8 @@ struct GroupVectorTests {
                 package.leafNode.encryptionKey, "encryption key")
         }
         return MLSKeyPackageBundle(
-            package: package, initKey: SecureBytes(entry.hex("init_priv")), encryptionKey: SecureBytes(entry.hex("encryption_priv")),
+            package: package, initKey: SecureBytes(entry.hex("init_priv")),
+            encryptionKey: SecureBytes(entry.hex("encryption_priv")),
             signer: MLSSigner(credential: try MLSCredential(package.leafNode.credential), key: key), suite: suite)
     }
 
@@ -38,7 +41,8 @@ struct GroupVectorTests {
             let tree = entry["ratchet_tree"] is String ? entry.hex("ratchet_tree") : nil
             var group = try MLSGroup.join(
                 welcome: entry.hex("welcome"), bundle: try bundle(entry), ratchetTree: tree, externalPSKs: psks)
-            try MLSVectors.expectEqual(group.epochAuthenticator, entry.hex("initial_epoch_authenticator"), "initial authenticator")
+            try MLSVectors.expectEqual(
+                group.epochAuthenticator, entry.hex("initial_epoch_authenticator"), "initial authenticator")
             for (number, epoch) in entry.objects("epochs").enumerated() {
                 for proposal in (epoch["proposals"] as? [String] ?? []) {
                     _ = try group.process(Data(hex: proposal))
@@ -48,7 +52,8 @@ struct GroupVectorTests {
                 } catch {
                     throw MLSVectors.Mismatch(description: "epoch \(number): \(error)")
                 }
-                try MLSVectors.expectEqual(group.epochAuthenticator, epoch.hex("epoch_authenticator"), "authenticator of epoch \(number)")
+                try MLSVectors.expectEqual(
+                    group.epochAuthenticator, epoch.hex("epoch_authenticator"), "authenticator of epoch \(number)")
             }
         }
     }
@@ -69,7 +74,8 @@ extension GroupVectorTests {
             let secrets = try #require(welcome.secrets.first { $0.newMember == reference })
             let initKey = try suite.hpkePrivateKey(entry.hex("init_priv"))
             let groupSecrets = try GroupSecrets(
-                tlsEncoded: try suite.decryptWithLabel(initKey, "Welcome", welcome.encryptedGroupInfo, secrets.encryptedGroupSecrets))
+                tlsEncoded: try suite.decryptWithLabel(
+                    initKey, "Welcome", welcome.encryptedGroupInfo, secrets.encryptedGroupSecrets))
             let member = suite.extract(salt: groupSecrets.joinerSecret, ikm: SecureBytes(zeroes: 32))
             let (key, nonce) = KeySchedule.welcomeKeyAndNonce(suite: suite, welcomeSecret: suite.deriveSecret(member, "welcome"))
             let info = try GroupInfo(tlsEncoded: try suite.open(key: key, nonce: nonce, aad: Data(), welcome.encryptedGroupInfo))
@@ -77,7 +83,8 @@ extension GroupVectorTests {
                 suite.verifyWithLabel(entry.hex("signer_pub"), "GroupInfoTBS", info.signedContent, info.signature),
                 "the GroupInfo signature")
             let (_, epoch) = KeySchedule.epoch(
-                suite: suite, joinerSecret: SecureBytes(groupSecrets.joinerSecret), pskSecret: nil, groupContext: info.groupContext)
+                suite: suite, joinerSecret: SecureBytes(groupSecrets.joinerSecret), pskSecret: nil,
+                groupContext: info.groupContext)
             try MLSVectors.expectTrue(
                 suite.verifyMAC(key: epoch.confirmation, info.groupContext.confirmedTranscriptHash, tag: info.confirmationTag),
                 "the confirmation tag")
@@ -100,12 +107,15 @@ extension GroupVectorTests {
                     credential: try MLSCredential(tree.leaf(leaf)!.credential),
                     key: try suite.signaturePrivateKey(leafPrivate.hex("signature_priv")))
                 let encryption = try suite.hpkePrivateKey(leafPrivate.hex("encryption_priv"))
-                try MLSVectors.expectEqual(encryption.publicKey.rawRepresentation, tree.leaf(leaf)!.encryptionKey, "leaf key \(leaf)")
-                group.nodeKeys[leaf * 2] = .init(publicKey: encryption.publicKey.rawRepresentation, privateKey: encryption.rawRepresentation)
+                try MLSVectors.expectEqual(
+                    encryption.publicKey.rawRepresentation, tree.leaf(leaf)!.encryptionKey, "leaf key \(leaf)")
+                group.nodeKeys[leaf * 2] = .init(
+                    publicKey: encryption.publicKey.rawRepresentation, privateKey: encryption.rawRepresentation)
                 for secret in leafPrivate.objects("path_secrets") {
                     let node = UInt32(secret.int("node"))
                     let key = suite.deriveKeyPair(suite.deriveSecret(secret.hex("path_secret"), "node"))
-                    try MLSVectors.expectEqual(tree.node(node)?.encryptionKey, key.publicKey.rawRepresentation, "node \(node) key")
+                    try MLSVectors.expectEqual(
+                        tree.node(node)?.encryptionKey, key.publicKey.rawRepresentation, "node \(node) key")
                     group.nodeKeys[node] = .init(publicKey: key.publicKey.rawRepresentation, privateKey: key.rawRepresentation)
                 }
                 members[leaf] = group
@@ -135,7 +145,8 @@ extension GroupVectorTests {
                 var ourContext = context
                 ourContext.treeHash = ours.rootHash()
                 let ourPath = try senderGroup.encryptPath(
-                    made.path, secrets: made.pathSecrets, tree: ours, leaf: sender, excluding: [], context: ourContext, random: &random)
+                    made.path, secrets: made.pathSecrets, tree: ours, leaf: sender, excluding: [], context: ourContext,
+                    random: &random)
                 var check = tree
                 try checker.mergeReceivedPath(ourPath, sender: sender, tree: &check)
                 for (leaf, member) in members where leaf != sender {
@@ -151,7 +162,8 @@ extension GroupVectorTests {
         try MLSVectors.run("message-protection") { entry in
             let suite = Self.suite
             let context = GroupContext(
-                cipherSuite: 1, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")), treeHash: entry.hex("tree_hash"),
+                cipherSuite: 1, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")),
+                treeHash: entry.hex("tree_hash"),
                 confirmedTranscriptHash: entry.hex("confirmed_transcript_hash"), extensions: [])
             let membershipKey = SecureBytes(entry.hex("membership_key"))
             let senderData = SecureBytes(entry.hex("sender_data_secret"))
@@ -176,7 +188,9 @@ extension GroupVectorTests {
                     guard case .publicMessage(let message) = try MLSMessageBody(tlsEncoded: entry.hex("\(name)_pub")) else {
                         throw MLSVectors.Mismatch(description: "\(name)_pub is not a PublicMessage")
                     }
-                    try check(try Framing.openPublic(suite: suite, message, membershipKey: membershipKey, context: context), content, "\(name)_pub")
+                    try check(
+                        try Framing.openPublic(suite: suite, message, membershipKey: membershipKey, context: context), content,
+                        "\(name)_pub")
                 }
                 guard case .privateMessage(let message) = try MLSMessageBody(tlsEncoded: entry.hex("\(name)_priv")) else {
                     throw MLSVectors.Mismatch(description: "\(name)_priv is not a PrivateMessage")
@@ -187,33 +201,42 @@ extension GroupVectorTests {
                     "\(name)_priv")
                 // Protecting again, both ways.
                 let framed = FramedContent(
-                    groupID: context.groupID, epoch: context.epoch, sender: .member(1), authenticatedData: Data(), content: content)
+                    groupID: context.groupID, epoch: context.epoch, sender: .member(1), authenticatedData: Data(),
+                    content: content)
                 var random = MLSSeededRandom(seed: "protect \(name)")
                 for wireFormat in [WireFormat.publicMessage, .privateMessage] {
                     let signature = try Framing.sign(
                         suite: suite, wireFormat: wireFormat, content: framed, context: context, key: signatureKey)
                     let tag: Data? = name == "commit" ? Data(repeating: 7, count: 32) : nil
                     let authenticated = AuthenticatedContent(
-                        wireFormat: wireFormat, content: framed, auth: FramedContentAuthData(signature: signature, confirmationTag: tag))
+                        wireFormat: wireFormat, content: framed,
+                        auth: FramedContentAuthData(signature: signature, confirmationTag: tag))
                     if wireFormat == .publicMessage {
-                        var group = MLSGroup.probe(suite: suite, context: context, tree: try RatchetTree(
-                            suite: suite, encoded: RatchetTreeEncoding(nodes: [nil, nil, .leaf(Self.dummyLeaf)])),
+                        var group = MLSGroup.probe(
+                            suite: suite, context: context,
+                            tree: try RatchetTree(
+                                suite: suite, encoded: RatchetTreeEncoding(nodes: [nil, nil, .leaf(Self.dummyLeaf)])),
                             validator: MLSAcceptAnyCredential())
                         group.secrets.membership = membershipKey
                         if name == "application" {
-                            try MLSVectors.expectTrue((try? group.wrap(authenticated, random: &random)) == nil, "application as PublicMessage")
+                            try MLSVectors.expectTrue(
+                                (try? group.wrap(authenticated, random: &random)) == nil, "application as PublicMessage")
                             continue
                         }
                         let bytes = try group.wrap(authenticated, random: &random)
                         guard case .publicMessage(let message) = try MLSMessageBody(tlsEncoded: bytes) else { continue }
-                        try check(try Framing.openPublic(suite: suite, message, membershipKey: membershipKey, context: context), content, "our \(name)_pub")
+                        try check(
+                            try Framing.openPublic(suite: suite, message, membershipKey: membershipKey, context: context),
+                            content, "our \(name)_pub")
                     } else {
                         var sending = freshTree()
                         let message = try Framing.protectPrivate(
-                            suite: suite, authenticated, secretTree: &sending, senderDataSecret: senderData, paddingBlock: 32, random: &random)
+                            suite: suite, authenticated, secretTree: &sending, senderDataSecret: senderData, paddingBlock: 32,
+                            random: &random)
                         var receiving = freshTree()
                         try check(
-                            try Framing.openPrivate(suite: suite, message, secretTree: &receiving, senderDataSecret: senderData), content,
+                            try Framing.openPrivate(suite: suite, message, secretTree: &receiving, senderDataSecret: senderData),
+                            content,
                             "our \(name)_priv")
                     }
                 }

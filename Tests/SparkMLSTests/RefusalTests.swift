@@ -60,7 +60,8 @@ struct RefusalTests {
         let committer = simulation.members[0]!
         let now = simulation.now
         let plain = try committer.commit(now: now, random: &simulation.random).commit
-        let adding = try committer.commit(adding: [try simulation.bundle().keyPackage], now: now, random: &simulation.random).commit
+        let adding = try committer.commit(adding: [try simulation.bundle().keyPackage], now: now, random: &simulation.random)
+            .commit
         let removing = try committer.commit(removing: [2], now: now, random: &simulation.random).commit
         guard case .publicMessage(let addMessage) = try MLSMessageBody(tlsEncoded: adding),
             case .commit(let addCommit) = addMessage.content.content, case .proposal(let add) = addCommit.proposals[0]
@@ -180,14 +181,16 @@ struct RefusalTests {
             suite: member.suite, wireFormat: .publicMessage, content: framed, context: member.context, key: member.signer.key)
         let proposal = try member.wrap(
             AuthenticatedContent(
-                wireFormat: .publicMessage, content: framed, auth: FramedContentAuthData(signature: signature, confirmationTag: nil)),
+                wireFormat: .publicMessage, content: framed,
+                auth: FramedContentAuthData(signature: signature, confirmationTag: nil)),
             random: &simulation.random)
         Self.expectRefused(proposal, by: &simulation.members[1]!, .authentication)
         var bundle = try simulation.bundle()
         var package = bundle.package
         package.signature = try member.suite.signWithLabel(stranger, "KeyPackageTBS", package.signedContent)
         bundle = MLSKeyPackageBundle(
-            package: package, initKey: bundle.initKey, encryptionKey: bundle.encryptionKey, signer: bundle.signer, suite: member.suite)
+            package: package, initKey: bundle.initKey, encryptionKey: bundle.encryptionKey, signer: bundle.signer,
+            suite: member.suite)
         #expect(throws: MLSError(.authentication, "")) {
             _ = try member.proposeAdd(keyPackage: bundle.keyPackage, now: simulation.now, random: &simulation.random)
         }
@@ -197,7 +200,8 @@ struct RefusalTests {
         var simulation = try Self.group()
         let invited = try simulation.bundle()
         let other = try simulation.bundle()
-        let result = try simulation.members[0]!.commit(adding: [invited.keyPackage], now: simulation.now, random: &simulation.random)
+        let result = try simulation.members[0]!.commit(
+            adding: [invited.keyPackage], now: simulation.now, random: &simulation.random)
         #expect(throws: MLSError(.wrongGroup, "")) { try MLSGroup.join(welcome: result.welcome!, bundle: other) }
         // The invited one joins, and a Welcome with one byte changed is refused.
         #expect(throws: Never.self) { try MLSGroup.join(welcome: result.welcome!, bundle: invited) }
@@ -244,10 +248,12 @@ struct RefusalTests {
             groupID: member.groupID, epoch: member.epoch, sender: .member(3), authenticatedData: Data(),
             content: .proposal(.remove(2)))
         let signature = try Framing.sign(
-            suite: member.suite, wireFormat: .publicMessage, content: framed, context: member.context, key: removedState.signer.key)
+            suite: member.suite, wireFormat: .publicMessage, content: framed, context: member.context,
+            key: removedState.signer.key)
         let claimed = try member.wrap(
             AuthenticatedContent(
-                wireFormat: .publicMessage, content: framed, auth: FramedContentAuthData(signature: signature, confirmationTag: nil)),
+                wireFormat: .publicMessage, content: framed,
+                auth: FramedContentAuthData(signature: signature, confirmationTag: nil)),
             random: &random)
         Self.expectRefused(claimed, by: &simulation.members[2]!, .wrongGroup)
         // And the removed member reads nothing sent after its removal.
@@ -270,7 +276,9 @@ struct RefusalTests {
         // Truncated and extended bytes are malformed, not crashes.
         Self.expectRefused(message.dropLast(), by: &simulation.members[1]!, .malformed)
         Self.expectRefused(message + Data([0]), by: &simulation.members[1]!, .malformed)
-        #expect(try simulation.members[1]!.process(message) == .application(Data("intact".utf8), sender: 2, authenticatedData: Data()))
+        #expect(
+            try simulation.members[1]!.process(message) == .application(Data("intact".utf8), sender: 2, authenticatedData: Data())
+        )
         // A message signed with a key other than the sender's.
         var impostor = simulation.members[1]!
         impostor.signer = MLSSigner(credential: impostor.signer.credential, key: try Ed25519.PrivateKey())

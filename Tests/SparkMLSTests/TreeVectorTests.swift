@@ -18,7 +18,8 @@ struct TreeVectorTests {
             let hashes = (entry["tree_hashes"] as? [String] ?? []).map { Data(hex: $0) }
             try MLSVectors.expectEqual(hashes.count, tree.nodes.count, "node count")
             for index in 0..<tree.nodes.count {
-                try MLSVectors.expectEqual(tree.resolution(UInt32(index)).map(Int.init), resolutions[index], "resolution \(index)")
+                try MLSVectors.expectEqual(
+                    tree.resolution(UInt32(index)).map(Int.init), resolutions[index], "resolution \(index)")
                 try MLSVectors.expectEqual(tree.treeHash(UInt32(index)), hashes[index], "tree hash \(index)")
             }
             try tree.verifyParentHashes()

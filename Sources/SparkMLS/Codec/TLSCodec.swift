@@ -15,7 +15,10 @@ public struct TLSWriter: Sendable {
     /// Writes one byte.
     public mutating func u8(_ value: UInt8) { bytes.append(value) }
     /// Writes a big-endian 16-bit integer.
-    public mutating func u16(_ value: UInt16) { bytes.append(UInt8(value >> 8)); bytes.append(UInt8(value & 0xff)) }
+    public mutating func u16(_ value: UInt16) {
+        bytes.append(UInt8(value >> 8))
+        bytes.append(UInt8(value & 0xff))
+    }
     /// Writes a big-endian 32-bit integer.
     public mutating func u32(_ value: UInt32) {
         bytes.append(UInt8(truncatingIfNeeded: value >> 24))

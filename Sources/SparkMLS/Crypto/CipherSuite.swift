@@ -169,7 +169,8 @@ extension MLSCipherSuite {
     func seal(key: SecureBytes, nonce: some ContiguousBytes, aad: some ContiguousBytes, _ plaintext: some ContiguousBytes)
         throws -> Data
     {
-        let box = try AESGCM.seal(plaintext, using: SymmetricKey(secureBytes: key), nonce: AESGCM.Nonce(nonce), authenticating: aad)
+        let box = try AESGCM.seal(
+            plaintext, using: SymmetricKey(secureBytes: key), nonce: AESGCM.Nonce(nonce), authenticating: aad)
         return box.ciphertext + box.tag
     }
 

@@ -46,7 +46,8 @@ enum Framing {
     static func sign(
         suite: MLSCipherSuite, wireFormat: WireFormat, content: FramedContent, context: GroupContext, key: Ed25519.PrivateKey
     ) throws -> Data {
-        try suite.signWithLabel(key, "FramedContentTBS", signedContent(wireFormat: wireFormat, content: content, context: context))
+        try suite.signWithLabel(
+            key, "FramedContentTBS", signedContent(wireFormat: wireFormat, content: content, context: context))
     }
 
     static func verify(suite: MLSCipherSuite, _ authenticated: AuthenticatedContent, context: GroupContext, signatureKey: Data)

@@ -75,7 +75,8 @@ extension MLSGroup {
                 guard let secret = externalPSKs[pskID] else { throw MLSError(.invalid, "an unknown external PSK") }
                 return (id, secret)
             case .resumption(_, let groupID, let epoch):
-                guard groupID == context.groupID, let secret = resumptionPSKs[epoch] ?? (epoch == context.epoch ? secrets.resumption : nil)
+                guard groupID == context.groupID,
+                    let secret = resumptionPSKs[epoch] ?? (epoch == context.epoch ? secrets.resumption : nil)
                 else { throw MLSError(.invalid, "a resumption PSK of an epoch this member does not have") }
                 return (id, secret)
             }
@@ -100,33 +101,39 @@ extension MLSGroup {
             list.append(ResolvedProposal(proposal: cached.proposal, sender: cached.sender, reference: cached.reference))
         }
         // A Remove proposed by someone else for a leaf this commit also removes by value is dropped.
-        let removedByReference = Set(list.compactMap { item -> LeafIndex? in
-            if case .remove(let leaf) = item.proposal { return leaf }
-            return nil
-        })
+        let removedByReference = Set(
+            list.compactMap { item -> LeafIndex? in
+                if case .remove(let leaf) = item.proposal { return leaf }
+                return nil
+            })
         for package in keyPackages {
-            list.append(ResolvedProposal(proposal: .add(try Self.decodeKeyPackage(package)), sender: .member(ownLeaf), reference: nil))
+            list.append(
+                ResolvedProposal(proposal: .add(try Self.decodeKeyPackage(package)), sender: .member(ownLeaf), reference: nil))
         }
         for leaf in removing where !removedByReference.contains(leaf) {
             list.append(ResolvedProposal(proposal: .remove(leaf), sender: .member(ownLeaf), reference: nil))
         }
         // Updates for leaves that are also removed are dropped rather than failing the commit.
-        let removedLeaves = Set(list.compactMap { item -> LeafIndex? in
-            if case .remove(let leaf) = item.proposal { return leaf }
-            return nil
-        })
+        let removedLeaves = Set(
+            list.compactMap { item -> LeafIndex? in
+                if case .remove(let leaf) = item.proposal { return leaf }
+                return nil
+            })
         list.removeAll { item in
             if case .update = item.proposal, case .member(let sender) = item.sender { return removedLeaves.contains(sender) }
             return false
         }
-        let needsPath = list.isEmpty || updatingPath || !list.allSatisfy {
-            switch $0.proposal {
-            case .add, .preSharedKey: true
-            default: false
+        let needsPath =
+            list.isEmpty || updatingPath
+            || !list.allSatisfy {
+                switch $0.proposal {
+                case .add, .preSharedKey: true
+                default: false
+                }
             }
-        }
         try validateProposalList(list, committer: ownLeaf, hasPath: needsPath, now: now)
-        return try makeCommit(list, withPath: needsPath, sender: .member(ownLeaf), initSecret: secrets.initSecret, random: &random)
+        return try makeCommit(
+            list, withPath: needsPath, sender: .member(ownLeaf), initSecret: secrets.initSecret, random: &random)
     }
 
     /// Builds and signs a commit of `list` from this member (or from a new member, for an
@@ -148,7 +155,8 @@ extension MLSGroup {
         next.nodeKeys = next.nodeKeys.filter { key, value in provisional.tree.node(key)?.encryptionKey == value.publicKey }
         if withPath {
             let made = try next.makePath(
-                tree: &provisional.tree, leaf: next.ownLeaf, excluding: joinerLeaves, context: provisionalContext, random: &random)
+                tree: &provisional.tree, leaf: next.ownLeaf, excluding: joinerLeaves, context: provisionalContext, random: &random
+            )
             path = made.path
             pathSecrets = made.pathSecrets
             commitSecret = made.commitSecret
@@ -251,7 +259,9 @@ extension MLSGroup {
         try leafNode.sign(suite: suite, key: signer.key, groupID: provisionalContext.groupID, leafIndex: leaf)
         tree.set(leaf * 2, .leaf(leafNode))
         newKeys[leaf * 2] = NodeKey(publicKey: leafNode.encryptionKey, privateKey: leafKey.rawRepresentation)
-        nodeKeys = nodeKeys.filter { !TreeMath.directPath(leaf * 2, leaves: tree.leafCount).contains($0.key) && $0.key != leaf * 2 }
+        nodeKeys = nodeKeys.filter {
+            !TreeMath.directPath(leaf * 2, leaves: tree.leafCount).contains($0.key) && $0.key != leaf * 2
+        }
         nodeKeys.merge(newKeys) { $1 }
         let nodes = publicKeys.map { UpdatePathNode(encryptionKey: $0, encryptedPathSecret: []) }
         return (UpdatePath(leafNode: leafNode, nodes: nodes), pathSecrets, commitSecret)

@@ -69,7 +69,9 @@ extension MLSGroup {
         let initKey = try suite.hpkePrivateKey(bundle.initKey)
         let secretsBytes = try suite.decryptWithLabel(initKey, "Welcome", message.encryptedGroupInfo, entry.encryptedGroupSecrets)
         let groupSecrets = try GroupSecrets(tlsEncoded: secretsBytes)
-        guard groupSecrets.joinerSecret.count == suite.hashLength else { throw MLSError(.invalid, "a joiner secret of the wrong length") }
+        guard groupSecrets.joinerSecret.count == suite.hashLength else {
+            throw MLSError(.invalid, "a joiner secret of the wrong length")
+        }
         var resolvedPSKs: [(id: PreSharedKeyID, secret: SecureBytes)] = []
         for id in groupSecrets.psks {
             guard case .external(let pskID) = id.kind, let secret = externalPSKs[pskID] else {
@@ -118,7 +120,8 @@ extension MLSGroup {
         }
         var group = MLSGroup(
             suite: suite, context: info.groupContext, tree: tree, ownLeaf: ownLeaf, signer: bundle.signer, nodeKeys: nodeKeys,
-            secrets: secrets, secretTree: SecretTree(suite: suite, encryptionSecret: secrets.encryption, leafCount: tree.leafCount),
+            secrets: secrets,
+            secretTree: SecretTree(suite: suite, encryptionSecret: secrets.encryption, leafCount: tree.leafCount),
             interimTranscriptHash: TranscriptHash.interim(
                 suite: suite, confirmed: info.groupContext.confirmedTranscriptHash, confirmationTag: info.confirmationTag),
             confirmationTag: info.confirmationTag, validator: validator)
@@ -207,7 +210,9 @@ extension MLSGroup {
         guard validator.isValid(signer.credential, signatureKey: signer.signatureKey) else {
             throw MLSError(.credentialRefused, "the credential validator refused this client's own credential")
         }
-        let list = [ResolvedProposal(proposal: .externalInit(kemOutput: sender.encapsulatedKey), sender: .newMemberCommit, reference: nil)]
+        let list = [
+            ResolvedProposal(proposal: .externalInit(kemOutput: sender.encapsulatedKey), sender: .newMemberCommit, reference: nil)
+        ]
         try group.validateProposalList(list, committer: nil, hasPath: true, now: nil)
         let result = try group.makeCommit(
             list, withPath: true, sender: .newMemberCommit, initSecret: initSecret, newMemberLeaf: leaf, random: &random)

@@ -141,7 +141,9 @@ extension MLSGroup {
         case .newMemberCommit: committer = nil
         default: throw MLSError(.invalid, "a commit from an external sender")
         }
-        guard let tag = authenticated.auth.confirmationTag else { throw MLSError(.malformed, "a commit without a confirmation tag") }
+        guard let tag = authenticated.auth.confirmationTag else {
+            throw MLSError(.malformed, "a commit without a confirmation tag")
+        }
         var list: [ResolvedProposal] = []
         for item in commit.proposals {
             switch item {
@@ -201,8 +203,10 @@ extension MLSGroup {
         var newContext = provisionalContext
         newContext.confirmedTranscriptHash = confirmed
         let pskSecret = try resolvePSKs(provisional.psks)
-        let joiner = KeySchedule.joinerSecret(suite: suite, initSecret: initSecret, commitSecret: commitSecret, groupContext: newContext)
-        let (_, newSecrets) = KeySchedule.epoch(suite: suite, joinerSecret: joiner, pskSecret: pskSecret, groupContext: newContext)
+        let joiner = KeySchedule.joinerSecret(
+            suite: suite, initSecret: initSecret, commitSecret: commitSecret, groupContext: newContext)
+        let (_, newSecrets) = KeySchedule.epoch(
+            suite: suite, joinerSecret: joiner, pskSecret: pskSecret, groupContext: newContext)
         guard suite.verifyMAC(key: newSecrets.confirmation, confirmed, tag: tag) else {
             throw MLSError(.authentication, "the commit's confirmation tag does not verify")
         }

@@ -9,7 +9,9 @@ extension MLSGroup {
         guard package.cipherSuite == suite.rawValue else {
             throw MLSError(.invalid, "a KeyPackage of suite \(package.cipherSuite) for a group of suite \(suite.rawValue)")
         }
-        guard package.verifySignature(suite: suite) else { throw MLSError(.authentication, "the KeyPackage's signature does not verify") }
+        guard package.verifySignature(suite: suite) else {
+            throw MLSError(.authentication, "the KeyPackage's signature does not verify")
+        }
         guard package.initKey != package.leafNode.encryptionKey else {
             throw MLSError(.invalid, "a KeyPackage's init key equals its leaf's encryption key")
         }

@@ -827,7 +827,8 @@ struct GroupInfo: TLSCodable, Hashable, Sendable {
     var signer: LeafIndex
     var signature: Data
 
-    init(groupContext: GroupContext, extensions: [Extension], confirmationTag: Data, signer: LeafIndex, signature: Data = Data()) {
+    init(groupContext: GroupContext, extensions: [Extension], confirmationTag: Data, signer: LeafIndex, signature: Data = Data())
+    {
         self.groupContext = groupContext
         self.extensions = extensions
         self.confirmationTag = confirmationTag

@@ -67,7 +67,8 @@ struct SecretTree: Sendable {
             ratchet = existing
         } else {
             let secret = try leafSecret(leaf)
-            handshake[leaf] = Ratchet(secret: suite.expandWithLabel(secret, "handshake", [UInt8](), suite.hashLength), generation: 0)
+            handshake[leaf] = Ratchet(
+                secret: suite.expandWithLabel(secret, "handshake", [UInt8](), suite.hashLength), generation: 0)
             application[leaf] = Ratchet(
                 secret: suite.expandWithLabel(secret, "application", [UInt8](), suite.hashLength), generation: 0)
             ratchet = kind == .handshake ? handshake[leaf]! : application[leaf]!
@@ -165,7 +166,9 @@ extension SecretTree {
     init(suite: MLSCipherSuite, from reader: inout TLSReader) throws {
         self.suite = suite
         leafCount = try reader.u32("leaf count")
-        guard leafCount > 0, leafCount.nonzeroBitCount == 1 else { throw MLSError(.malformed, "a secret tree of \(leafCount) leaves") }
+        guard leafCount > 0, leafCount.nonzeroBitCount == 1 else {
+            throw MLSError(.malformed, "a secret tree of \(leafCount) leaves")
+        }
         nodeSecrets = try reader.vector("node secrets") { inner in
             var secrets: [UInt32: SecureBytes] = [:]
             while !inner.isAtEnd { secrets[try inner.u32("node")] = SecureBytes(try inner.opaque("secret")) }
@@ -178,7 +181,8 @@ extension SecretTree {
                     var ratchets: [LeafIndex: Ratchet] = [:]
                     while !inner.isAtEnd {
                         let leaf = try inner.u32("leaf")
-                        var ratchet = Ratchet(secret: SecureBytes(try inner.opaque("secret")), generation: try inner.u32("generation"))
+                        var ratchet = Ratchet(
+                            secret: SecureBytes(try inner.opaque("secret")), generation: try inner.u32("generation"))
                         ratchet.skipped = try inner.vector("skipped keys") { skipped in
                             var keys: [UInt32: KeyAndNonce] = [:]
                             while !skipped.isAtEnd {

@@ -64,7 +64,9 @@ struct RatchetTree: Sendable {
             default: break
             }
         }
-        guard nodes.count % 2 == 1, nodes.count < 1 << 31 else { throw MLSError(.malformed, "a ratchet tree of \(nodes.count) nodes") }
+        guard nodes.count % 2 == 1, nodes.count < 1 << 31 else {
+            throw MLSError(.malformed, "a ratchet tree of \(nodes.count) nodes")
+        }
         var width = 1
         while width < nodes.count { width = 2 * width + 1 }
         nodes += [Node?](repeating: nil, count: width - nodes.count)
@@ -176,12 +178,15 @@ struct RatchetTree: Sendable {
     mutating func add(_ leafNode: LeafNode) -> LeafIndex {
         var firstBlank: UInt32 = 0
         while firstBlank < leafCount, self.index.occupied.contains(firstBlank) { firstBlank += 1 }
-        let index = firstBlank < leafCount ? firstBlank : {
-            let old = leafCount
-            nodes += [Node?](repeating: nil, count: nodes.count + 1)
-            hashes = [Data?](repeating: nil, count: nodes.count)
-            return old
-        }()
+        let index =
+            firstBlank < leafCount
+            ? firstBlank
+            : {
+                let old = leafCount
+                nodes += [Node?](repeating: nil, count: nodes.count + 1)
+                hashes = [Data?](repeating: nil, count: nodes.count)
+                return old
+            }()
         for ancestor in TreeMath.directPath(index * 2, leaves: leafCount) {
             if case .parent(var parent) = nodes[Int(ancestor)] {
                 parent.unmergedLeaves.append(index)

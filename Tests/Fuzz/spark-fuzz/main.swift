@@ -294,7 +294,8 @@ func seeds() throws -> [String: [Data]] {
         "mls-welcome": [mls.welcome, MLSFixture.welcome],
         "mls-group-info": [mls.groupInfo],
         "mls-key-package": [
-            MLSFixture.carolBundle.keyPackage, MLSFixture.carolBundle.serialized().unsafeData(), MLSFixture.bob.serialized().unsafeData(),
+            MLSFixture.carolBundle.keyPackage, MLSFixture.carolBundle.serialized().unsafeData(),
+            MLSFixture.bob.serialized().unsafeData(),
         ],
         "base64url": [Data("aGVsbG8".utf8), Data("_-_-".utf8)],
         "jws": [Data(token.utf8)],
