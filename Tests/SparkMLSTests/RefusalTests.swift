@@ -297,3 +297,25 @@ struct RefusalTests {
         #expect(throws: MLSError.self) { _ = try reader.optional("x", of: Opaque.self) }
     }
 }
+
+extension RefusalTests {
+    /// A member's PublicMessage whose membership tag is wrong, and a commit whose confirmation tag
+    /// is wrong (content, signature and membership tag all valid).
+    @Test func membershipAndConfirmationTags() throws {
+        var simulation = try Self.group()
+        var proposer = simulation.members[2]!
+        let proposal = try proposer.proposeUpdate(random: &simulation.random)
+        var damaged = proposal
+        damaged[damaged.count - 1] ^= 1
+        Self.expectRefused(damaged, by: &simulation.members[1]!, .authentication)
+        let committer = simulation.members[0]!
+        let commit = try committer.commit(now: simulation.now, random: &simulation.random).commit
+        guard case .publicMessage(var message) = try MLSMessageBody(tlsEncoded: commit) else { return }
+        message.auth.confirmationTag = Data(repeating: 0x5a, count: 32)
+        let authenticated = AuthenticatedContent(wireFormat: .publicMessage, content: message.content, auth: message.auth)
+        let republished = Framing.publicMessage(
+            suite: committer.suite, authenticated, membershipKey: committer.secrets.membership, context: committer.context)
+        Self.expectRefused(MLSMessageBody.publicMessage(republished).tlsEncoded, by: &simulation.members[1]!, .authentication)
+        #expect(throws: Never.self) { _ = try simulation.members[1]!.process(commit) }
+    }
+}
