@@ -66,25 +66,28 @@ struct HPKETests {
     }
 
     /// pyhpke seals, we open and export; we seal, pyhpke opens and exports; DeriveKeyPair agrees.
-    @Test func interopWithPyHPKE() throws {
+    @Test(arguments: [false, true])
+    func interopWithPyHPKE(chacha: Bool) throws {
+        let suite: HPKE.Suite = chacha ? .x25519SHA256ChaChaPoly : .x25519SHA256AES128GCM
+        let flag = chacha ? ["--chacha"] : []
         let recipient = try X25519.PrivateKey()
         let info = Data("spark info".utf8)
         let aad = Data("aad".utf8)
         let plaintext = Data("to and from pyhpke".utf8)
         let sealed = try Fixtures.python(
             Self.peer,
-            ["seal", recipient.publicKey.rawRepresentation.hexString, info.hexString, aad.hexString, plaintext.hexString]
+            flag + ["seal", recipient.publicKey.rawRepresentation.hexString, info.hexString, aad.hexString, plaintext.hexString]
         ).split(separator: " ").map { Data(hex: String($0)) }
         try #require(sealed.count == 3)
-        var receiver = try HPKE.Recipient(suite: Self.suite, privateKey: recipient, encapsulatedKey: sealed[0], info: info)
+        var receiver = try HPKE.Recipient(suite: suite, privateKey: recipient, encapsulatedKey: sealed[0], info: info)
         #expect(try receiver.open(sealed[1], authenticating: aad).unsafeData() == plaintext)
         #expect(try receiver.export(context: Data("spark".utf8), length: 32).unsafeData() == sealed[2])
 
-        var sender = try HPKE.Sender(suite: Self.suite, recipient: recipient.publicKey, info: info)
+        var sender = try HPKE.Sender(suite: suite, recipient: recipient.publicKey, info: info)
         let ciphertext = try sender.seal(plaintext, authenticating: aad)
         let opened = try Fixtures.python(
             Self.peer,
-            [
+            flag + [
                 "open", recipient.rawRepresentation.unsafeData().hexString, sender.encapsulatedKey.hexString, info.hexString,
                 aad.hexString, ciphertext.hexString,
             ]
@@ -96,17 +99,48 @@ struct HPKETests {
         #expect(throws: PythonPeerError.self) {
             try Fixtures.python(
                 Self.peer,
-                [
+                flag + [
                     "open", recipient.rawRepresentation.unsafeData().hexString, sender.encapsulatedKey.hexString, info.hexString,
                     aad.hexString, damaged.hexString,
                 ])
         }
         let ikm = Data("derive a key pair from this".utf8)
-        let derived = try Fixtures.python(Self.peer, ["derive", ikm.hexString]).split(separator: " ").map {
+        let derived = try Fixtures.python(Self.peer, flag + ["derive", ikm.hexString]).split(separator: " ").map {
             Data(hex: String($0))
         }
-        let ours = try HPKE.deriveKeyPair(suite: Self.suite, inputKeyMaterial: ikm)
+        let ours = try HPKE.deriveKeyPair(suite: suite, inputKeyMaterial: ikm)
         #expect(derived == [ours.rawRepresentation.unsafeData(), ours.publicKey.rawRepresentation])
+    }
+}
+
+/// ChaCha20-Poly1305 (RFC 8439 §2.8.2's AEAD example), the AEAD of MLS's suite 3.
+@Suite("ChaCha20-Poly1305 (RFC 8439)")
+struct ChaChaPolyTests {
+    @Test func rfcExample() throws {
+        let key = SymmetricKey(data: Data((0x80...0x9f).map { UInt8($0) }))
+        let nonce = Data(hex: "070000004041424344454647")
+        let aad = Data(hex: "50515253c0c1c2c3c4c5c6c7")
+        let plaintext = Data(
+            "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it."
+                .utf8)
+        let sealed = try ChaChaPoly.seal(plaintext, using: key, nonce: nonce, authenticating: aad)
+        #expect(sealed.prefix(16) == Data(hex: "d31a8d34648e60db7b86afbc53ef7ec2"))
+        #expect(sealed.suffix(16) == Data(hex: "1ae10b594f09e26a7e902ecbd0600691"))
+        #expect(try ChaChaPoly.open(sealed, using: key, nonce: nonce, authenticating: aad).unsafeData() == plaintext)
+        var damaged = sealed
+        damaged[5] ^= 1
+        #expect(throws: CryptoError(.authenticationFailure, "")) {
+            try ChaChaPoly.open(damaged, using: key, nonce: nonce, authenticating: aad)
+        }
+        #expect(throws: CryptoError(.authenticationFailure, "")) {
+            try ChaChaPoly.open(sealed, using: key, nonce: nonce, authenticating: Data())
+        }
+        #expect(throws: CryptoError(.invalidNonce, "")) {
+            try ChaChaPoly.seal(plaintext, using: key, nonce: Data(count: 8), authenticating: aad)
+        }
+        #expect(throws: CryptoError(.invalidKey, "")) {
+            try ChaChaPoly.seal(plaintext, using: SymmetricKey(data: Data(count: 16)), nonce: nonce, authenticating: aad)
+        }
     }
 }
 

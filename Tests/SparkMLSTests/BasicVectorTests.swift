@@ -122,7 +122,8 @@ struct BasicVectorTests {
             var initSecret = SecureBytes(entry.hex("initial_init_secret"))
             for (epoch, step) in entry.objects("epochs").enumerated() {
                 let context = GroupContext(
-                    cipherSuite: 1, groupID: entry.hex("group_id"), epoch: UInt64(epoch), treeHash: step.hex("tree_hash"),
+                    cipherSuite: entry.suite.rawValue, groupID: entry.hex("group_id"), epoch: UInt64(epoch),
+                    treeHash: step.hex("tree_hash"),
                     confirmedTranscriptHash: step.hex("confirmed_transcript_hash"), extensions: [])
                 try MLSVectors.expectEqual(context.tlsEncoded, step.hex("group_context"), "group context \(epoch)")
                 let joiner = KeySchedule.joinerSecret(

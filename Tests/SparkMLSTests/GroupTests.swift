@@ -14,10 +14,13 @@ struct Simulation {
     var nextIdentity = 0
     let now = Date(timeIntervalSince1970: 1_790_000_000)
 
-    init(seed: String) throws {
+    let suite: MLSCipherSuite
+
+    init(seed: String, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519) throws {
         random = MLSSeededRandom(seed: seed)
+        self.suite = suite
         let creator = try Self.signer("member-0", &random)
-        let group = try MLSGroup.create(groupID: Data("group \(seed)".utf8), signer: creator, random: &random)
+        let group = try MLSGroup.create(groupID: Data("group \(seed)".utf8), signer: creator, suite: suite, random: &random)
         members[0] = group
         nextIdentity = 1
     }
@@ -30,7 +33,8 @@ struct Simulation {
 
     mutating func bundle() throws -> MLSKeyPackageBundle {
         defer { nextIdentity += 1 }
-        return try MLSKeyPackageBundle(signer: Self.signer("member-\(nextIdentity)", &random), now: now, random: &random)
+        return try MLSKeyPackageBundle(
+            signer: Self.signer("member-\(nextIdentity)", &random), suite: suite, now: now, random: &random)
     }
 
     /// `committer` commits; everyone else processes; joiners join. Returns the new leaves.
@@ -150,6 +154,22 @@ struct GroupTests {
         let readded = try simulation.commit(by: leaves[0], adding: removed.count, path: false)
         #expect(Set(readded) == Set(removed) || size == 2)
         try simulation.send(from: simulation.members.keys.max()!, "still here")
+    }
+
+    /// Suite 3 (ChaCha20-Poly1305) through the same steps, and a suite-1 KeyPackage refused by it.
+    @Test func suiteThree() throws {
+        var simulation = try Simulation(seed: "suite 3", suite: .x25519ChaCha20Poly1305SHA256Ed25519)
+        try simulation.commit(by: 0, adding: 4)
+        try simulation.send(from: 2, "over ChaCha20-Poly1305")
+        try simulation.commit(by: 3, removing: [1])
+        try simulation.commit(by: 0)
+        #expect(simulation.members[0]!.cipherSuite.description == "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519")
+        var random = MLSSeededRandom(seed: "other suite")
+        let other = try MLSKeyPackageBundle(
+            signer: try Simulation.signer("other", &random), now: simulation.now, random: &random)
+        #expect(throws: MLSError(.invalid, "")) {
+            _ = try simulation.members[0]!.commit(adding: [other.keyPackage], now: simulation.now, random: &random)
+        }
     }
 
     @Test func stateSurvivesSerialization() throws {

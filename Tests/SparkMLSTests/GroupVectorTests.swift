@@ -12,6 +12,7 @@ struct GroupVectorTests {
     static let suite = MLSCipherSuite.x25519AES128GCMSHA256Ed25519
 
     static func bundle(_ entry: MLSVectors.Entry) throws -> MLSKeyPackageBundle {
+        let suite = entry.suite
         let package: KeyPackage
         switch try MLSMessageBody(tlsEncoded: entry.hex("key_package")) {
         case .keyPackage(let value): package = value
@@ -66,7 +67,7 @@ struct GroupVectorTests {
 extension GroupVectorTests {
     @Test func welcome() throws {
         try MLSVectors.run("welcome") { entry in
-            let suite = Self.suite
+            let suite = entry.suite
             guard case .keyPackage(let package) = try MLSMessageBody(tlsEncoded: entry.hex("key_package")),
                 case .welcome(let welcome) = try MLSMessageBody(tlsEncoded: entry.hex("welcome"))
             else { throw MLSVectors.Mismatch(description: "not a KeyPackage and a Welcome") }
@@ -93,10 +94,11 @@ extension GroupVectorTests {
 
     @Test func treeKEM() throws {
         try MLSVectors.run("treekem") { entry in
-            let suite = Self.suite
+            let suite = entry.suite
             var tree = try RatchetTree(suite: suite, encoded: RatchetTreeEncoding(tlsEncoded: entry.hex("ratchet_tree")))
             var context = GroupContext(
-                cipherSuite: 1, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")), treeHash: tree.rootHash(),
+                cipherSuite: entry.suite.rawValue, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")),
+                treeHash: tree.rootHash(),
                 confirmedTranscriptHash: entry.hex("confirmed_transcript_hash"), extensions: [])
             var members: [UInt32: MLSGroup] = [:]
             for leafPrivate in entry.objects("leaves_private") {
@@ -160,9 +162,9 @@ extension GroupVectorTests {
 
     @Test func messageProtection() throws {
         try MLSVectors.run("message-protection") { entry in
-            let suite = Self.suite
+            let suite = entry.suite
             let context = GroupContext(
-                cipherSuite: 1, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")),
+                cipherSuite: entry.suite.rawValue, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")),
                 treeHash: entry.hex("tree_hash"),
                 confirmedTranscriptHash: entry.hex("confirmed_transcript_hash"), extensions: [])
             let membershipKey = SecureBytes(entry.hex("membership_key"))

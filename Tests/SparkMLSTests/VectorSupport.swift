@@ -5,8 +5,8 @@ import Testing
 @testable import SparkMLS
 
 /// The MLS working group's vectors, read from `SPARK_MLS_VECTORS_DIR` (default
-/// `../shared/vectors/mls` beside the checkout). Each file's entries of suite 1 are checked; the
-/// others are counted as unsupported and printed, never as passed.
+/// `../shared/vectors/mls` beside the checkout). Each file's entries of suites 1 and 3 are
+/// checked; the others are counted as unsupported and printed, never as passed.
 enum MLSVectors {
     static var directory: URL {
         ProcessInfo.processInfo.environment["SPARK_MLS_VECTORS_DIR"].map { URL(fileURLWithPath: $0) }
@@ -34,7 +34,7 @@ enum MLSVectors {
         var failed = 0
         for (index, fields) in entries.enumerated() {
             let entry = Entry(fields: fields, index: index, file: file)
-            if suiteKeyed, (fields["cipher_suite"] as? Int) != 1 {
+            if suiteKeyed, ![1, 3].contains(fields["cipher_suite"] as? Int ?? 0) {
                 unsupported += 1
                 continue
             }
@@ -65,7 +65,9 @@ enum MLSVectors {
         func objects(_ key: String) -> [Entry] {
             (fields[key] as? [[String: Any]] ?? []).map { Entry(fields: $0, index: index, file: file) }
         }
-        var suite: MLSCipherSuite { .x25519AES128GCMSHA256Ed25519 }
+        var suite: MLSCipherSuite {
+            (fields["cipher_suite"] as? Int) == 3 ? .x25519ChaCha20Poly1305SHA256Ed25519 : .x25519AES128GCMSHA256Ed25519
+        }
     }
 
     /// Throws a ``Mismatch`` naming `what` unless `actual == expected`.

@@ -1,7 +1,8 @@
 public import Foundation
 
-/// Hybrid Public Key Encryption (RFC 9180), base mode, for the suite MLS's cipher suite 1 uses:
-/// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256 and AES-128-GCM (or AES-256-GCM), with the exporter.
+/// Hybrid Public Key Encryption (RFC 9180), base mode, for the suites MLS's cipher suites 1 and 3
+/// use: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256 and AES-128-GCM or ChaCha20-Poly1305 (or
+/// AES-256-GCM), with the exporter.
 ///
 /// OpenSSL 3.0 has no HPKE, so this builds it from OpenSSL's X25519, HMAC and AES-GCM. A
 /// ``Sender`` encapsulates to a recipient's public key and seals; a ``Recipient`` decapsulates
@@ -16,6 +17,8 @@ public enum HPKE {
             case aes128GCM = 0x0001
             /// AES-256-GCM, `aead_id` 0x0002.
             case aes256GCM = 0x0002
+            /// ChaCha20-Poly1305, `aead_id` 0x0003.
+            case chaCha20Poly1305 = 0x0003
 
             /// `Nk`, the key length.
             public var keyByteCount: Int { self == .aes128GCM ? 16 : 32 }
@@ -35,6 +38,8 @@ public enum HPKE {
 
         /// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM: the suite of MLS's suite 1.
         public static let x25519SHA256AES128GCM = Suite(aead: .aes128GCM)
+        /// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305: the suite of MLS's suite 3.
+        public static let x25519SHA256ChaChaPoly = Suite(aead: .chaCha20Poly1305)
 
         var kemSuiteID: [UInt8] { Array("KEM".utf8) + Suite.bigEndian(Suite.kemID) }
         var suiteID: [UInt8] {
@@ -188,17 +193,25 @@ public enum HPKE {
             exporterSecret = try labeledExpand(id, prk: secret, label: "exp", info: keyScheduleContext, length: 32)
         }
 
-        func nonce() throws -> AESGCM.Nonce {
+        func nonceBytes() -> [UInt8] {
             var nonce = baseNonce
             for byte in 0..<8 { nonce[nonce.count - 1 - byte] ^= UInt8((sequence >> (8 * UInt64(byte))) & 0xff) }
-            return try AESGCM.Nonce(nonce)
+            return nonce
         }
+
+        func nonce() throws -> AESGCM.Nonce { try AESGCM.Nonce(nonceBytes()) }
 
         mutating func seal(_ plaintext: some ContiguousBytes, aad: some ContiguousBytes) throws -> Data {
             guard sequence < UInt64.max else { throw CryptoError(.limitExceeded, "the HPKE context's sequence is spent") }
-            let box = try AESGCM.seal(plaintext, using: key, nonce: nonce(), authenticating: aad)
+            let sealed: Data
+            if suite.aead == .chaCha20Poly1305 {
+                sealed = try ChaChaPoly.seal(plaintext, using: key, nonce: nonceBytes(), authenticating: aad)
+            } else {
+                let box = try AESGCM.seal(plaintext, using: key, nonce: nonce(), authenticating: aad)
+                sealed = box.ciphertext + box.tag
+            }
             sequence += 1
-            return box.ciphertext + box.tag
+            return sealed
         }
 
         mutating func open(_ ciphertext: some ContiguousBytes, aad: some ContiguousBytes) throws -> SecureBytes {
@@ -206,6 +219,11 @@ public enum HPKE {
             let bytes = ciphertext.withUnsafeBytes { Data($0) }
             guard bytes.count >= AESGCM.tagByteCount else {
                 throw CryptoError(.authenticationFailure, "an HPKE ciphertext is at least 16 bytes")
+            }
+            if suite.aead == .chaCha20Poly1305 {
+                let plaintext = try ChaChaPoly.open(bytes, using: key, nonce: nonceBytes(), authenticating: aad)
+                sequence += 1
+                return plaintext
             }
             let box = try AESGCM.SealedBox(
                 nonce: nonce(), ciphertext: bytes.dropLast(AESGCM.tagByteCount), tag: bytes.suffix(AESGCM.tagByteCount))

@@ -2,7 +2,8 @@ import Foundation
 import SparkCrypto
 
 /// An MLS cipher suite (RFC 9420 §17.1). SparkMLS implements suite 1,
-/// `MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519`; others are refused as `unsupported`.
+/// `MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519`, and suite 3,
+/// `MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519`; others are refused as `unsupported`.
 public struct MLSCipherSuite: Hashable, Sendable, CustomStringConvertible {
     /// The IANA code point.
     public let rawValue: UInt16
@@ -10,25 +11,34 @@ public struct MLSCipherSuite: Hashable, Sendable, CustomStringConvertible {
     /// `MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519`, suite 1.
     public static let x25519AES128GCMSHA256Ed25519 = MLSCipherSuite(checked: 1)
 
+    /// `MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519`, suite 3.
+    public static let x25519ChaCha20Poly1305SHA256Ed25519 = MLSCipherSuite(checked: 3)
+
     /// The suites this implementation can run.
-    public static let supported: [MLSCipherSuite] = [.x25519AES128GCMSHA256Ed25519]
+    public static let supported: [MLSCipherSuite] = [.x25519AES128GCMSHA256Ed25519, .x25519ChaCha20Poly1305SHA256Ed25519]
 
     /// The suite with code point `rawValue`, or `unsupported`.
     public init(rawValue: UInt16) throws {
-        guard rawValue == 1 else { throw MLSError(.unsupported, "cipher suite \(rawValue) is not implemented (only 1 is)") }
+        guard rawValue == 1 || rawValue == 3 else {
+            throw MLSError(.unsupported, "cipher suite \(rawValue) is not implemented (1 and 3 are)")
+        }
         self.rawValue = rawValue
     }
 
     private init(checked rawValue: UInt16) { self.rawValue = rawValue }
 
     /// The suite's registered name.
-    public var description: String { "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519" }
+    public var description: String {
+        isChaCha
+            ? "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519" : "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519"
+    }
 
-    var hpke: HPKE.Suite { .x25519SHA256AES128GCM }
+    var isChaCha: Bool { rawValue == 3 }
+    var hpke: HPKE.Suite { isChaCha ? .x25519SHA256ChaChaPoly : .x25519SHA256AES128GCM }
     /// `KDF.Nh`.
     var hashLength: Int { 32 }
     /// `AEAD.Nk`.
-    var keyLength: Int { 16 }
+    var keyLength: Int { isChaCha ? 32 : 16 }
     /// `AEAD.Nn`.
     var nonceLength: Int { 12 }
 }
@@ -169,6 +179,9 @@ extension MLSCipherSuite {
     func seal(key: SecureBytes, nonce: some ContiguousBytes, aad: some ContiguousBytes, _ plaintext: some ContiguousBytes)
         throws -> Data
     {
+        if isChaCha {
+            return try ChaChaPoly.seal(plaintext, using: SymmetricKey(secureBytes: key), nonce: nonce, authenticating: aad)
+        }
         let box = try AESGCM.seal(
             plaintext, using: SymmetricKey(secureBytes: key), nonce: AESGCM.Nonce(nonce), authenticating: aad)
         return box.ciphertext + box.tag
@@ -181,6 +194,9 @@ extension MLSCipherSuite {
             throw MLSError(.authentication, "an AEAD ciphertext is at least 16 bytes")
         }
         do {
+            if isChaCha {
+                return try ChaChaPoly.open(ciphertext, using: SymmetricKey(secureBytes: key), nonce: nonce, authenticating: aad)
+            }
             let box = try AESGCM.SealedBox(
                 nonce: AESGCM.Nonce(nonce), ciphertext: ciphertext.dropLast(AESGCM.tagByteCount),
                 tag: ciphertext.suffix(AESGCM.tagByteCount))

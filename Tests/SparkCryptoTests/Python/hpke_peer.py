@@ -1,5 +1,6 @@
 """The other side of the HPKE interop tests: RFC 9180 base mode with DHKEM(X25519, HKDF-SHA256),
-HKDF-SHA256 and AES-128-GCM from PyPI's `pyhpke` (dajiaji/pyhpke, MIT).
+HKDF-SHA256 and AES-128-GCM (or ChaCha20-Poly1305 after `--chacha`) from PyPI's `pyhpke`
+(dajiaji/pyhpke, MIT).
 
     hpke_peer.py seal PKR INFO AAD PLAINTEXT   -> "ENC CIPHERTEXT EXPORT"
     hpke_peer.py open SKR ENC INFO AAD CIPHERTEXT -> "PLAINTEXT EXPORT"
@@ -12,11 +13,15 @@ import sys
 
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 
-SUITE = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, AEADId.AES128_GCM)
-
-
 def main() -> int:
-    command, *args = sys.argv[1:]
+    arguments = sys.argv[1:]
+    aead = AEADId.AES128_GCM
+    if arguments and arguments[0] == "--chacha":
+        aead = AEADId.CHACHA20_POLY1305
+        arguments = arguments[1:]
+    global SUITE
+    SUITE = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, aead)
+    command, *args = arguments
     data = [bytes.fromhex(arg) for arg in args]
     if command == "seal":
         public_key = SUITE.kem.deserialize_public_key(data[0])
