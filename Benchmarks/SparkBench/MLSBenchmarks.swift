@@ -24,8 +24,10 @@ enum MLSBenchmarks {
     /// the newest member are kept, so building costs one join per member, not a commit processed
     /// by everyone. (Right after a bulk add the parents are blank, and the first commits encrypt
     /// to every leaf below them: linear, as RFC 9420 §7.4 has it.)
-    static func group(size: Int) throws -> (creator: MLSGroup, member: MLSGroup, welcomeFor: () throws -> Data,
-        lastBundle: MLSKeyPackageBundle) {
+    static func group(size: Int) throws -> (
+        creator: MLSGroup, member: MLSGroup, welcomeFor: () throws -> Data,
+        lastBundle: MLSKeyPackageBundle
+    ) {
         var random = MLSSystemRandom()
         var creator = try MLSGroup.create(groupID: Data("bench \(size)".utf8), signer: try signer("creator"), random: &random)
         var member = creator
@@ -111,7 +113,9 @@ enum MLSBenchmarks {
                 _ = try receiver.process(result.commit)
             } * 1000
         FileHandle.standardError.write(
-            Data("mls-commit with \(size) members: \(format(total)) ms, of which processing \(format(processing * 1000)) ms\n".utf8))
+            Data(
+                "mls-commit with \(size) members: \(format(total)) ms, of which processing \(format(processing * 1000)) ms\n".utf8
+            ))
         return total
     }
 
