@@ -162,7 +162,7 @@ struct BasicVectorTests {
                     secret: SecureBytes(psk.hex("psk"))
                 )
             }
-            let secret = KeySchedule.pskSecret(suite: entry.suite, psks: psks) ?? SecureBytes(zeroes: 32)
+            let secret = try KeySchedule.pskSecret(suite: entry.suite, psks: psks) ?? SecureBytes(zeroes: 32)
             try MLSVectors.expectEqual(secret.unsafeData(), entry.hex("psk_secret"), "psk_secret")
         }
     }

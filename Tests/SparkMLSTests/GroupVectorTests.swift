@@ -46,10 +46,10 @@ struct GroupVectorTests {
                 group.epochAuthenticator, entry.hex("initial_epoch_authenticator"), "initial authenticator")
             for (number, epoch) in entry.objects("epochs").enumerated() {
                 for proposal in (epoch["proposals"] as? [String] ?? []) {
-                    _ = try group.process(Data(hex: proposal))
+                    _ = try group.process(Data(hex: proposal), now: Date())
                 }
                 do {
-                    _ = try group.process(epoch.hex("commit"))
+                    _ = try group.process(epoch.hex("commit"), now: Date())
                 } catch {
                     throw MLSVectors.Mismatch(description: "epoch \(number): \(error)")
                 }

@@ -75,3 +75,25 @@ struct TreeVectorTests {
         #expect(checked > 20)
     }
 }
+
+extension TreeVectorTests {
+    /// A tree whose parent lists an unmerged leaf far outside it (once an overflow trap in the
+    /// check itself), or one that is not below it, or a blank one, is refused as invalid.
+    @Test func unmergedLeavesOutsideTheTreeAreRefused() throws {
+        let leaf = GroupVectorTests.dummyLeaf
+        for unmerged in [UInt32.max, 2, 1] as [UInt32] {
+            var other = leaf
+            other.signatureKey = Data(repeating: 2, count: 32)
+            let nodes: [Node?] = [
+                .leaf(leaf),
+                .parent(ParentNode(encryptionKey: Data(repeating: 3, count: 32), parentHash: Data(), unmergedLeaves: [unmerged])),
+                unmerged == 1 ? nil : .leaf(other),
+            ]
+            var encoding = RatchetTreeEncoding(nodes: nodes)
+            if unmerged == 1 { encoding.nodes += [nil, .leaf(other)] }
+            #expect(throws: MLSError(.invalid, ""), "unmerged leaf \(unmerged)") {
+                try RatchetTree(suite: .x25519AES128GCMSHA256Ed25519, encoded: encoding)
+            }
+        }
+    }
+}

@@ -81,7 +81,7 @@ extension MLSGroup {
                 return (id, secret)
             }
         }
-        return KeySchedule.pskSecret(suite: suite, psks: resolved)
+        return try KeySchedule.pskSecret(suite: suite, psks: resolved)
     }
 
     // MARK: - Making a commit

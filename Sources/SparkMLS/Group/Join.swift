@@ -79,7 +79,7 @@ extension MLSGroup {
             }
             resolvedPSKs.append((id, secret))
         }
-        let pskSecret = KeySchedule.pskSecret(suite: suite, psks: resolvedPSKs)
+        let pskSecret = try KeySchedule.pskSecret(suite: suite, psks: resolvedPSKs)
         let joiner = SecureBytes(groupSecrets.joinerSecret)
         let member = suite.extract(salt: joiner, ikm: pskSecret ?? SecureBytes(zeroes: suite.hashLength))
         let welcomeSecret = suite.deriveSecret(member, "welcome")

@@ -16,9 +16,10 @@ public enum MLSReceived: Sendable, Equatable {
 extension MLSGroup {
     /// Processes one `MLSMessage` (PublicMessage or PrivateMessage) of this group. Application
     /// messages are decrypted and their sender's signature checked; proposals are cached; commits
-    /// are validated (§12.2, §12.4.2) and move the group to the next epoch. A refused message
+    /// are validated (§12.2, §12.4.2) and move the group to the next epoch. KeyPackage lifetimes
+    /// are judged at `now` (the caller's clock; the system's by default). A refused message
     /// throws and leaves the group exactly as it was.
-    public mutating func process(_ message: Data, now: Date? = nil) throws -> MLSReceived {
+    public mutating func process(_ message: Data, now: Date = Date()) throws -> MLSReceived {
         try requireActive()
         var next = self
         let result = try next.processInPlace(try MLSMessageBody(tlsEncoded: message), now: now)
@@ -26,7 +27,7 @@ extension MLSGroup {
         return result
     }
 
-    private mutating func processInPlace(_ body: MLSMessageBody, now: Date?) throws -> MLSReceived {
+    private mutating func processInPlace(_ body: MLSMessageBody, now: Date) throws -> MLSReceived {
         let authenticated: AuthenticatedContent
         switch body {
         case .publicMessage(let message):
@@ -104,7 +105,7 @@ extension MLSGroup {
         return senders[Int(index)]
     }
 
-    private mutating func receiveProposal(_ proposal: Proposal, _ authenticated: AuthenticatedContent, now: Date?) throws
+    private mutating func receiveProposal(_ proposal: Proposal, _ authenticated: AuthenticatedContent, now: Date) throws
         -> MLSReceived
     {
         switch proposal {
@@ -128,7 +129,7 @@ extension MLSGroup {
         return .proposal(reference: reference, sender: nil)
     }
 
-    private mutating func receiveCommit(_ commit: Commit, _ authenticated: AuthenticatedContent, now: Date?) throws
+    private mutating func receiveCommit(_ commit: Commit, _ authenticated: AuthenticatedContent, now: Date) throws
         -> MLSReceived
     {
         let committer: LeafIndex?

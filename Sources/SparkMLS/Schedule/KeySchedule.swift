@@ -64,8 +64,10 @@ enum KeySchedule {
     }
 
     /// `psk_secret` from the PSKs of a commit, in order (§8.4); nil when there are none.
-    static func pskSecret(suite: MLSCipherSuite, psks: [(id: PreSharedKeyID, secret: SecureBytes)]) -> SecureBytes? {
+    static func pskSecret(suite: MLSCipherSuite, psks: [(id: PreSharedKeyID, secret: SecureBytes)]) throws -> SecureBytes? {
         guard !psks.isEmpty else { return nil }
+        // PSKLabel counts in 16 bits.
+        guard psks.count <= Int(UInt16.max) else { throw MLSError(.invalid, "more than 65,535 PSKs") }
         var secret = SecureBytes(zeroes: suite.hashLength)
         for (index, psk) in psks.enumerated() {
             let extracted = suite.extract(salt: [UInt8](), ikm: psk.secret)

@@ -80,10 +80,10 @@ struct RatchetTree: Sendable {
         for index in stride(from: 1, to: nodes.count, by: 2) {
             guard case .parent(let parent) = nodes[index] else { continue }
             for leaf in parent.unmergedLeaves {
-                let leafNode = UInt32(leaf) * 2
-                guard leaf < leafCount, TreeMath.isInSubtree(leafNode, of: UInt32(index)), self.leaf(leaf) != nil else {
+                guard leaf < leafCount, TreeMath.isInSubtree(leaf * 2, of: UInt32(index)), self.leaf(leaf) != nil else {
                     throw MLSError(.invalid, "parent \(index) lists unmerged leaf \(leaf), which is not a member below it")
                 }
+                let leafNode = leaf * 2
                 for ancestor in TreeMath.directPath(leafNode, leaves: leafCount) {
                     if ancestor == UInt32(index) { break }
                     if case .parent(let between) = nodes[Int(ancestor)], !between.unmergedLeaves.contains(leaf) {
