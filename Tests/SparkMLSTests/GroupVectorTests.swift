@@ -96,7 +96,7 @@ extension GroupVectorTests {
         try MLSVectors.run("treekem") { entry in
             let suite = entry.suite
             var tree = try RatchetTree(suite: suite, encoded: RatchetTreeEncoding(tlsEncoded: entry.hex("ratchet_tree")))
-            var context = GroupContext(
+            let context = GroupContext(
                 cipherSuite: entry.suite.rawValue, groupID: entry.hex("group_id"), epoch: UInt64(entry.int("epoch")),
                 treeHash: tree.rootHash(),
                 confirmedTranscriptHash: entry.hex("confirmed_transcript_hash"), extensions: [])
