@@ -49,8 +49,8 @@ let package = Package(
         .target(name: "SparkLock", swiftSettings: swiftSettings),
         .target(
             name: "SparkCrypto", dependencies: ["COpenSSL", "COpenSSLRuntime", "SparkLock"], swiftSettings: swiftSettings),
-        // Messaging Layer Security (RFC 9420): sans-I/O group state over SparkCrypto only.
-        .target(name: "SparkMLS", dependencies: ["SparkCrypto"], swiftSettings: swiftSettings),
+        // Messaging Layer Security (RFC 9420): sans-I/O group state over SparkCrypto (and the one lock).
+        .target(name: "SparkMLS", dependencies: ["SparkCrypto", "SparkLock"], swiftSettings: swiftSettings),
         .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
         .target(name: "CSparkThreadLocal"),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal", "SparkLock"], swiftSettings: swiftSettings),
@@ -183,7 +183,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkMLSTests",
-            dependencies: ["SparkMLS", "SparkCrypto", "SparkTestSupport", "spark-mls"],
+            dependencies: ["SparkMLS", "SparkCrypto", "SparkTestSupport", "SparkLock", "spark-mls"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,7 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkTestSupport
-import Synchronization
+import SparkLock
 import Testing
 
 @testable import SparkMLS
@@ -23,8 +23,9 @@ enum Background {
         }
     }
 
+    // Locked, not Synchronization.Mutex: ThreadSanitizer does not see the latter's futex.
     final class Counter: Sendable {
-        let next = Mutex(0)
+        let next = Locked(0)
         func take() -> Int {
             next.withLock { value in
                 defer { value += 1 }
@@ -101,8 +102,8 @@ struct Simulation {
         members[committer] = result.group
         var added: [UInt32] = []
         if let welcome = result.welcome {
-            let joined = Mutex<[MLSGroup]>([])
-            let failure = Mutex<(any Error)?>(nil)
+            let joined = Locked<[MLSGroup]>([])
+            let failure = Locked<(any Error)?>(nil)
             Background.forEach(bundles.count) { index in
                 do {
                     let group = try MLSGroup.join(welcome: welcome, bundle: bundles[index])
@@ -128,8 +129,8 @@ struct Simulation {
     ) throws -> [UInt32: Result] {
         let leaves = members.keys.filter { $0 != excluded }
         let states = members
-        let results = Mutex<[UInt32: (MLSGroup, Result)]>([:])
-        let failure = Mutex<(any Error)?>(nil)
+        let results = Locked<[UInt32: (MLSGroup, Result)]>([:])
+        let failure = Locked<(any Error)?>(nil)
         Background.forEach(leaves.count) { index in
             var group = states[leaves[index]]!
             do {
