@@ -1,7 +1,7 @@
 import Foundation
 import SparkCrypto
-import SparkTestSupport
 import SparkLock
+import SparkTestSupport
 import Testing
 
 @testable import SparkMLS
