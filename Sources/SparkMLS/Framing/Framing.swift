@@ -63,10 +63,15 @@ enum Framing {
     static func membershipTag(
         suite: MLSCipherSuite, membershipKey: SecureBytes, _ authenticated: AuthenticatedContent, context: GroupContext
     ) -> Data {
+        suite.mac(key: membershipKey, membershipInput(authenticated, context: context))
+    }
+
+    /// `AuthenticatedContentTBM`: what the membership tag covers.
+    static func membershipInput(_ authenticated: AuthenticatedContent, context: GroupContext) -> [UInt8] {
         var writer = TLSWriter()
         writer.raw(signedContent(wireFormat: .publicMessage, content: authenticated.content, context: context))
         authenticated.auth.encode(to: &writer)
-        return suite.mac(key: membershipKey, writer.bytes)
+        return writer.bytes
     }
 
     static func publicMessage(
@@ -86,8 +91,7 @@ enum Framing {
         let authenticated = AuthenticatedContent(wireFormat: .publicMessage, content: message.content, auth: message.auth)
         if case .member = message.content.sender {
             guard let tag = message.membershipTag else { throw MLSError(.malformed, "a member's message has no membership tag") }
-            let expected = membershipTag(suite: suite, membershipKey: membershipKey, authenticated, context: context)
-            guard tag.count == expected.count, constantTimeEqual(tag, expected) else {
+            guard suite.verifyMAC(key: membershipKey, membershipInput(authenticated, context: context), tag: tag) else {
                 throw MLSError(.authentication, "the membership tag does not verify")
             }
         }
@@ -189,12 +193,4 @@ enum Framing {
                 authenticatedData: message.authenticatedData, content: content),
             auth: auth)
     }
-}
-
-/// Compares two byte strings of equal length in time independent of where they differ.
-func constantTimeEqual(_ a: Data, _ b: Data) -> Bool {
-    guard a.count == b.count else { return false }
-    var difference: UInt8 = 0
-    for (x, y) in zip(a, b) { difference |= x ^ y }
-    return difference == 0
 }

@@ -176,15 +176,9 @@ extension MLSGroup {
             content: .commit(Commit(proposals: proposalsOrRefs, path: path)))
         let wireFormat: WireFormat = (encryptsHandshake && sender == .member(ownLeaf)) ? .privateMessage : .publicMessage
         let signature = try Framing.sign(suite: suite, wireFormat: wireFormat, content: framed, context: context, key: signer.key)
-        let confirmed = TranscriptHash.confirmed(
-            suite: suite, interim: interimTranscriptHash, wireFormat: wireFormat, content: framed, signature: signature)
-        var newContext = provisionalContext
-        newContext.confirmedTranscriptHash = confirmed
-        let pskSecret = try resolvePSKs(provisional.psks)
-        let joiner = KeySchedule.joinerSecret(
-            suite: suite, initSecret: initSecret, commitSecret: commitSecret, groupContext: newContext)
-        let (welcomeSecret, newSecrets) = KeySchedule.epoch(
-            suite: suite, joinerSecret: joiner, pskSecret: pskSecret, groupContext: newContext)
+        let (confirmed, newContext, joiner, welcomeSecret, newSecrets) = try nextEpoch(
+            provisionalContext, wireFormat: wireFormat, content: framed, signature: signature, psks: provisional.psks,
+            initSecret: initSecret, commitSecret: commitSecret)
         let tag = suite.mac(key: newSecrets.confirmation, confirmed)
         let authenticated = AuthenticatedContent(
             wireFormat: wireFormat, content: framed, auth: FramedContentAuthData(signature: signature, confirmationTag: tag))
@@ -202,6 +196,25 @@ extension MLSGroup {
                 pathSecrets: pathSecrets, random: &random)
         }
         return MLSCommitResult(commit: commitMessage, welcome: welcome, group: next)
+    }
+
+    /// The transcript hash, group context and secrets of the epoch a commit starts (§8): shared by
+    /// the committer and every member that processes the commit.
+    func nextEpoch(
+        _ provisionalContext: GroupContext, wireFormat: WireFormat, content: FramedContent, signature: Data,
+        psks: [PreSharedKeyID], initSecret: SecureBytes, commitSecret: SecureBytes
+    ) throws -> (
+        confirmed: Data, context: GroupContext, joiner: SecureBytes, welcome: SecureBytes, secrets: EpochSecrets
+    ) {
+        let confirmed = TranscriptHash.confirmed(
+            suite: suite, interim: interimTranscriptHash, wireFormat: wireFormat, content: content, signature: signature)
+        var newContext = provisionalContext
+        newContext.confirmedTranscriptHash = confirmed
+        let joiner = KeySchedule.joinerSecret(
+            suite: suite, initSecret: initSecret, commitSecret: commitSecret, groupContext: newContext)
+        let (welcome, secrets) = KeySchedule.epoch(
+            suite: suite, joinerSecret: joiner, pskSecret: try resolvePSKs(psks), groupContext: newContext)
+        return (confirmed, newContext, joiner, welcome, secrets)
     }
 
     /// Moves this state to the epoch of `newContext`.

@@ -198,16 +198,9 @@ extension MLSGroup {
         } else {
             provisionalContext.treeHash = provisional.tree.rootHash()
         }
-        let confirmed = TranscriptHash.confirmed(
-            suite: suite, interim: interimTranscriptHash, wireFormat: authenticated.wireFormat, content: authenticated.content,
-            signature: authenticated.auth.signature)
-        var newContext = provisionalContext
-        newContext.confirmedTranscriptHash = confirmed
-        let pskSecret = try resolvePSKs(provisional.psks)
-        let joiner = KeySchedule.joinerSecret(
-            suite: suite, initSecret: initSecret, commitSecret: commitSecret, groupContext: newContext)
-        let (_, newSecrets) = KeySchedule.epoch(
-            suite: suite, joinerSecret: joiner, pskSecret: pskSecret, groupContext: newContext)
+        let (confirmed, newContext, _, _, newSecrets) = try nextEpoch(
+            provisionalContext, wireFormat: authenticated.wireFormat, content: authenticated.content,
+            signature: authenticated.auth.signature, psks: provisional.psks, initSecret: initSecret, commitSecret: commitSecret)
         guard suite.verifyMAC(key: newSecrets.confirmation, confirmed, tag: tag) else {
             throw MLSError(.authentication, "the commit's confirmation tag does not verify")
         }

@@ -74,8 +74,8 @@ enum TreeMath {
 
     /// The lowest common ancestor of two nodes.
     static func commonAncestor(_ x: UInt32, _ y: UInt32) -> UInt32 {
-        var lx = level(x) + 1
-        var ly = level(y) + 1
+        let lx = level(x) + 1
+        let ly = level(y) + 1
         if lx <= ly, x >> ly == y >> ly { return y }
         if ly <= lx, x >> lx == y >> lx { return x }
         var xn = x
@@ -86,8 +86,6 @@ enum TreeMath {
             yn >>= 1
             k += 1
         }
-        lx = 0
-        ly = 0
         return (xn << k) + (1 << (k - 1)) - 1
     }
 }
