@@ -27,16 +27,23 @@ public final class Box<Value: Sendable>: Sendable {
     public func update(_ body: (inout Value) -> Void) { storage.withLock { body(&$0) } }
 }
 
-/// Polls `condition` until it holds or `seconds` pass; returns whether it held. A wait, not a
-/// timing assertion: the generous limit only bounds a test that would otherwise hang. It is
-/// generous on purpose: tests run in parallel on two cores, and a CPU-bound neighbour (the
-/// Wycheproof suites, a Python peer starting) can hold both of Swift's cooperative threads for
-/// seconds, so the work a test waits for may start late; a test that passes never waits long.
+/// Polls `condition` until it holds or `seconds` of polling pass; returns whether it held. A
+/// wait, not a timing assertion: the generous limit only bounds a test that would otherwise hang.
+///
+/// Only time this poll could have run counts against the limit. Tests run in parallel on two
+/// cores, and a CPU-bound neighbour (the Wycheproof suites, the MLS group simulation, a Python
+/// peer starting) can hold both of Swift's cooperative threads for a long while; the work a test
+/// waits for is starved as well, so a stall longer than a few polling steps is not charged (CI
+/// once saw a one-minute stall end with every wait of the time failing together).
 public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
+    var budget = seconds
+    var last = Date()
+    while budget > 0 {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(1))
+        let now = Date()
+        budget -= min(now.timeIntervalSince(last), 0.25)
+        last = now
     }
     return condition()
 }

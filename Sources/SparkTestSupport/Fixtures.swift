@@ -125,10 +125,11 @@ public enum Fixtures {
 extension Fixtures {
     /// Runs a Python peer script from the repository with `python3` and returns its trimmed
     /// standard output; a non-zero exit becomes an error carrying its standard error. The
-    /// peers need the packages `scripts/bootstrap.sh` installs.
-    public static func python(_ script: String, _ arguments: [String], input: String = "") throws -> String {
+    /// peers need the packages `scripts/bootstrap.sh` installs. Like ``run(_:_:input:environment:)``
+    /// it waits on a thread of its own: a Python interpreter takes most of a second to start.
+    public static func python(_ script: String, _ arguments: [String], input: String = "") async throws -> String {
         let path = repositoryRoot.appendingPathComponent(script).path
-        let result: (status: Int32, stdout: String, stderr: String) = try run(
+        let result: (status: Int32, stdout: String, stderr: String) = try await run(
             URL(fileURLWithPath: "/usr/bin/env"), ["python3", path] + arguments, input: Data(input.utf8))
         guard result.status == 0 else { throw PythonPeerError(script: script, stderr: result.stderr) }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)

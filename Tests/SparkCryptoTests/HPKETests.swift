@@ -67,14 +67,14 @@ struct HPKETests {
 
     /// pyhpke seals, we open and export; we seal, pyhpke opens and exports; DeriveKeyPair agrees.
     @Test(arguments: [false, true])
-    func interopWithPyHPKE(chacha: Bool) throws {
+    func interopWithPyHPKE(chacha: Bool) async throws {
         let suite: HPKE.Suite = chacha ? .x25519SHA256ChaChaPoly : .x25519SHA256AES128GCM
         let flag = chacha ? ["--chacha"] : []
         let recipient = try X25519.PrivateKey()
         let info = Data("spark info".utf8)
         let aad = Data("aad".utf8)
         let plaintext = Data("to and from pyhpke".utf8)
-        let sealed = try Fixtures.python(
+        let sealed = try await Fixtures.python(
             Self.peer,
             flag + ["seal", recipient.publicKey.rawRepresentation.hexString, info.hexString, aad.hexString, plaintext.hexString]
         ).split(separator: " ").map { Data(hex: String($0)) }
@@ -85,7 +85,7 @@ struct HPKETests {
 
         var sender = try HPKE.Sender(suite: suite, recipient: recipient.publicKey, info: info)
         let ciphertext = try sender.seal(plaintext, authenticating: aad)
-        let opened = try Fixtures.python(
+        let opened = try await Fixtures.python(
             Self.peer,
             flag + [
                 "open", recipient.rawRepresentation.unsafeData().hexString, sender.encapsulatedKey.hexString, info.hexString,
@@ -96,8 +96,8 @@ struct HPKETests {
         // A ciphertext pyhpke must refuse.
         var damaged = ciphertext
         damaged[0] ^= 1
-        #expect(throws: PythonPeerError.self) {
-            try Fixtures.python(
+        await #expect(throws: PythonPeerError.self) {
+            try await Fixtures.python(
                 Self.peer,
                 flag + [
                     "open", recipient.rawRepresentation.unsafeData().hexString, sender.encapsulatedKey.hexString, info.hexString,
@@ -105,7 +105,7 @@ struct HPKETests {
                 ])
         }
         let ikm = Data("derive a key pair from this".utf8)
-        let derived = try Fixtures.python(Self.peer, flag + ["derive", ikm.hexString]).split(separator: " ").map {
+        let derived = try await Fixtures.python(Self.peer, flag + ["derive", ikm.hexString]).split(separator: " ").map {
             Data(hex: String($0))
         }
         let ours = try HPKE.deriveKeyPair(suite: suite, inputKeyMaterial: ikm)

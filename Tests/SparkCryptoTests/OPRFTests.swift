@@ -223,24 +223,24 @@ struct OPRFInteropTests {
     static let seed = Data((0..<32).map { UInt8($0) })
     static let info = Data("spark interop".utf8)
 
-    static func python(_ arguments: [String]) throws -> String {
-        try Fixtures.python("Tests/SparkCryptoTests/Python/oprf_peer.py", arguments)
+    static func python(_ arguments: [String]) async throws -> String {
+        try await Fixtures.python("Tests/SparkCryptoTests/Python/oprf_peer.py", arguments)
     }
 
-    @Test func theSameKeyAndTheSamePRF() throws {
+    @Test func theSameKeyAndTheSamePRF() async throws {
         let key = try Self.oprf.deriveKey(seed: Self.seed, info: Self.info)
-        #expect(try Self.python(["public-key", Self.seed.hexString, Self.info.hexString]) == key.publicKey.hexString)
+        #expect(try await Self.python(["public-key", Self.seed.hexString, Self.info.hexString]) == key.publicKey.hexString)
         let input = Data("correct horse".utf8)
         #expect(
-            try Self.python(["output", Self.seed.hexString, Self.info.hexString, input.hexString])
+            try await Self.python(["output", Self.seed.hexString, Self.info.hexString, input.hexString])
                 == (try Self.oprf.evaluate(input, key: key)).unsafeData().hexString)
     }
 
-    @Test func itsServerOurClient() throws {
+    @Test func itsServerOurClient() async throws {
         let key = try Self.oprf.deriveKey(seed: Self.seed, info: Self.info)
         let input = Data("battery staple".utf8)
         let blinded = try Self.oprf.blind(input)
-        let answer = try Self.python(["evaluate", Self.seed.hexString, Self.info.hexString, blinded.element.hexString])
+        let answer = try await Self.python(["evaluate", Self.seed.hexString, Self.info.hexString, blinded.element.hexString])
             .split(separator: " ").map { Data(hex: String($0)) }
         try #require(answer.count == 2)
         let evaluation = OPRF.Evaluation(elements: [answer[0]], proof: answer[1])

@@ -8,8 +8,8 @@ import Testing
 /// wrote, and tokens from our test issuer verify in PyJWT. `.ci/run` installs PyJWT.
 @Suite("Interop with PyJWT")
 struct PyJWTInteropTests {
-    static func python(_ arguments: [String], input: String = "") throws -> String {
-        try Fixtures.python("Tests/SparkDomainTests/Python/jwt_peer.py", arguments, input: input)
+    static func python(_ arguments: [String], input: String = "") async throws -> String {
+        try await Fixtures.python("Tests/SparkDomainTests/Python/jwt_peer.py", arguments, input: input)
     }
 
     @Test(arguments: ["RS256", "ES256", "EdDSA"])
@@ -17,7 +17,7 @@ struct PyJWTInteropTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let domain = try makeDomain(directory)
             let jwksPath = directory.appendingPathComponent("jwks-\(algorithm).json").path
-            let token = try Self.python(["make", algorithm, "https://py.example", "py-app", "frank", jwksPath])
+            let token = try await Self.python(["make", algorithm, "https://py.example", "py-app", "frank", jwksPath])
             try domain.addExternalIssuer(.init(issuer: "https://py.example", audience: "py-app", jwksPath: jwksPath))
             let identity = try await domain.validate(token: token)
             #expect(identity.userID == "frank" && identity.issuerKind == .external)
@@ -31,9 +31,9 @@ struct PyJWTInteropTests {
             let jwksPath = directory.appendingPathComponent("ours.json").path
             try domain.testIssuerJWKS.jsonData().write(to: URL(fileURLWithPath: jwksPath))
             let token = try await domain.testToken(userID: "grace").token
-            #expect(try Self.python(["verify", jwksPath, domain.testIssuerName, domain.domainID], input: token) == "grace")
-            #expect(throws: PythonPeerError.self) {
-                try Self.python(["verify", jwksPath, domain.testIssuerName, "other-audience"], input: token)
+            #expect(try await Self.python(["verify", jwksPath, domain.testIssuerName, domain.domainID], input: token) == "grace")
+            await #expect(throws: PythonPeerError.self) {
+                try await Self.python(["verify", jwksPath, domain.testIssuerName, "other-audience"], input: token)
             }
         }
     }
