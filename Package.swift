@@ -80,7 +80,9 @@ let package = Package(
         .target(name: "CSparkSecret", linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "SparkSDK",
-            dependencies: ["SparkCrypto", "SparkStore", "SparkObservable", "SparkDomain", "CSparkSecret", "SparkLock"],
+            dependencies: [
+                "SparkCrypto", "SparkMLS", "SparkStore", "SparkObservable", "SparkDomain", "CSparkSecret", "SparkLock",
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
