@@ -93,6 +93,36 @@ public final class BBMAccess: Sendable {
     /// Reads the mailbox now instead of at the next poll.
     public func refresh() async throws { _ = try await messenger.syncOnce() }
 
-    /// Clears the key-changed flag of a contact after the user checked the new key.
+    // MARK: Identities
+
+    /// A contact: how far their identity key is trusted, and the safety number to compare.
+    public func contact(_ userID: String) async throws -> Contact { try await messenger.contact(userID) }
+
+    /// The safety number of the signed-in user and `userID`: the two compare it (read aloud, or
+    /// side by side) to know that neither key was substituted by the domain or anyone else.
+    public func safetyNumber(with userID: String) async throws -> SafetyNumber {
+        try await messenger.safetyNumber(with: userID)
+    }
+
+    /// Marks `userID` verified once the user compared `number` with theirs. It must be the
+    /// safety number of their current key (as ``safetyNumber(with:)`` gives it), or this throws
+    /// ``MessagingError/Code/safetyNumberMismatch`` and marks nothing; a changed key that is
+    /// confirmed this way is trusted, and what was held for it is sent.
+    public func confirmSafetyNumber(_ number: SafetyNumber, of userID: String) async throws {
+        try await messenger.confirmSafetyNumber(number, of: userID)
+    }
+
+    /// Trusts the key `userID` has now, after a change (``ContactVerification/changed``) or a
+    /// first contact the policy held; messages held for it are sealed and sent. The contact is
+    /// ``ContactVerification/unverified`` until a safety number is confirmed.
     public func acceptIdentityChange(of userID: String) async throws { try await messenger.acceptIdentity(of: userID) }
+
+    /// Whether contacts met for the first time are trusted at once (the default) or held until
+    /// accepted; kept in this endpoint's store.
+    public func identityTrustPolicy() async throws -> IdentityTrustPolicy { try await messenger.identityTrustPolicy() }
+
+    /// Sets the first-contact policy for contacts met from now on.
+    public func setIdentityTrustPolicy(_ policy: IdentityTrustPolicy) async throws {
+        try await messenger.setIdentityTrustPolicy(policy)
+    }
 }

@@ -4,6 +4,10 @@ public import Foundation
 public enum MessageState: Sendable, Equatable, Codable, CustomStringConvertible {
     /// Stored here, not yet accepted by the domain.
     case sending
+    /// Held here, sealed to no one: a participant's identity key changed (or is a first contact
+    /// the policy holds). It goes out once the user accepts the key
+    /// (``BBMAccess/acceptIdentityChange(of:)``) or confirms its safety number.
+    case held
     /// Accepted by the domain and numbered.
     case sent
     /// Decrypted and stored by a recipient's endpoint.
@@ -17,6 +21,7 @@ public enum MessageState: Sendable, Equatable, Codable, CustomStringConvertible 
     public var description: String {
         switch self {
         case .sending: "sending"
+        case .held: "held"
         case .sent: "sent"
         case .delivered: "delivered"
         case .read: "read"
@@ -29,15 +34,16 @@ public enum MessageState: Sendable, Equatable, Codable, CustomStringConvertible 
     public var isAccepted: Bool {
         switch self {
         case .sent, .delivered, .read: true
-        case .sending, .failed: false
+        case .sending, .held, .failed: false
         }
     }
 
-    /// Where the state is in a message's life: sending 0, sent 1, delivered 2, read 3, failed 4
-    /// (final). A message's state only ever moves to a higher rank.
+    /// Where the state is in a message's life: held and sending 0, sent 1, delivered 2, read 3,
+    /// failed 4 (final). A message's state only ever moves to a higher rank (held to sending is
+    /// the one move within a rank).
     public var rank: Int {
         switch self {
-        case .sending: 0
+        case .sending, .held: 0
         case .sent: 1
         case .delivered: 2
         case .read: 3
@@ -78,8 +84,11 @@ public struct Participant: Sendable, Equatable, Identifiable {
     public var userID: String
     /// Whether they may invite and remove others.
     public var isAdmin: Bool
-    /// Whether their identity key changed since this endpoint first saw it (verify with them).
-    public var keyChanged: Bool
+    /// How far their identity key is trusted (``ContactVerification/verified`` once the two of
+    /// you compared safety numbers; ``ContactVerification/changed`` holds sending).
+    public var verification: ContactVerification
+    /// Whether their identity key changed since this endpoint trusted it (verify with them).
+    public var keyChanged: Bool { verification == .changed }
     /// The user id.
     public var id: String { userID }
 }
@@ -102,6 +111,10 @@ public struct Chat: Sendable, Equatable, Identifiable {
     public var id: String { chatID }
     /// Whether any participant's identity key changed.
     public var keyChanged: Bool { participants.contains(where: \.keyChanged) }
+    /// The participants whose key is not trusted: sending into the chat is held until they are.
+    public var unconfirmedParticipants: [String] {
+        participants.filter { !$0.verification.isTrusted }.map(\.userID)
+    }
     /// Whether it is a one-to-one chat.
     public var isOneToOne: Bool { participants.count == 2 }
 }

@@ -24,6 +24,13 @@ public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible
         /// What arrived contradicts what this endpoint stored (a member listed twice, a
         /// message number already taken): it is dropped, and nothing of it is kept.
         public static let conflict = Code(name: "conflict")
+        /// A participant's identity key is not trusted (it changed, or is a first contact the
+        /// policy holds): nothing is sealed to it until the user accepts it
+        /// (``BBMAccess/acceptIdentityChange(of:)``) or confirms the safety number.
+        public static let identityUnconfirmed = Code(name: "identityUnconfirmed")
+        /// The safety number the user confirmed is not the one of the contact's current key (it
+        /// changed meanwhile, or was misread): nothing was marked.
+        public static let safetyNumberMismatch = Code(name: "safetyNumberMismatch")
         /// The code's name.
         public var description: String { name }
     }

@@ -166,7 +166,7 @@ actor Messenger {
     func startChat(with users: [String], subject: String) async throws -> Chat {
         let others = Array(Set(users)).filter { $0 != me }.sorted()
         guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
-        for user in others { _ = try await identity(of: user, refresh: true) }
+        try await requireTrusted(others)
         let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
         // The subject goes out with the chat, so that no member ever lists it without one.
         let opening =
@@ -185,7 +185,7 @@ actor Messenger {
     }
 
     func invite(_ users: [String], to chatID: String) async throws {
-        for user in users { _ = try await identity(of: user, refresh: true) }
+        try await requireTrusted(users.filter { $0 != me })
         // The new members get this user's next key and the subject with the invitation itself.
         let (current, latest, after) = try read { db -> (Chat?, Int, Int64) in
             let latest =
@@ -208,6 +208,21 @@ actor Messenger {
             try self.record(rotation, in: db, chatID: chatID, subject: nil)
         }
         reloadChats()
+    }
+
+    /// Looks up each user's identity now and refuses, before anything is made, when one is not
+    /// trusted (a changed key, or a first contact the policy holds).
+    private func requireTrusted(_ users: [String]) async throws {
+        var unconfirmed: [String] = []
+        for user in users where !(try await contactRecord(of: user, refresh: true)).state.isTrusted {
+            unconfirmed.append(user)
+        }
+        guard unconfirmed.isEmpty else {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the identity of \(unconfirmed.joined(separator: ", ")) is not confirmed: accept it or confirm the safety number first"
+            )
+        }
     }
 
     /// A new sending key of this endpoint for `members` and a sealed subject event under it,
@@ -304,36 +319,41 @@ actor Messenger {
             throw MessagingError(
                 .refused, "earlier messages in this chat are still sending; try again", domainCode: .unavailable)
         }
-        let (epoch, key) = try await ensureSenderKey(chatID)
         let id = UUID().uuidString.lowercased()
-        let me = self.me
-        let keys = self.keys
-        let device = endpointID
         let now = Date()
+        // Nothing is sealed while a participant's key is not trusted: a message waits, held; an
+        // event (a subject) is refused, since it is not stored for later.
+        var unconfirmed = try read { db in try ContactDirectory.untrusted(db, chatID: chatID, me: self.me) }
+        if !unconfirmed.isEmpty {
+            // The domain may publish the trusted key again (a substitution withdrawn): look.
+            for user in unconfirmed { _ = try? await contactRecord(of: user, refresh: true) }
+            unconfirmed = try read { db in try ContactDirectory.untrusted(db, chatID: chatID, me: self.me) }
+        }
+        var sender: (Int, SymmetricKey)?
+        if unconfirmed.isEmpty {
+            do {
+                sender = try await ensureSenderKey(chatID)
+            } catch let error as MessagingError where error.code == .identityUnconfirmed {
+                unconfirmed = try read { db in try ContactDirectory.untrusted(db, chatID: chatID, me: self.me) }
+                if kind != .message { throw error }
+            }
+        }
+        guard let (epoch, key) = sender else {
+            guard kind == .message else {
+                throw MessagingError(
+                    .identityUnconfirmed,
+                    "the identity of \(unconfirmed.joined(separator: ", ")) changed: accept it or confirm the safety number first"
+                )
+            }
+            try write { db in try self.storeOutgoing(content, id: id, chatID: chatID, state: "held", sealed: nil, at: now, in: db)
+            }
+            reloadMessages(chatID)
+            return id
+        }
         let sealed = try write { db -> Data in
-            let seq =
-                (try db.scalar(
-                    "SELECT last_seq FROM sender_sequences WHERE chat_id = ? AND sender = ? AND device = ?",
-                    [chatID, me, device],
-                    as: Int64.self) ?? 0) + 1
-            try db.execute(
-                """
-                INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
-                ON CONFLICT(chat_id, sender, device) DO UPDATE SET last_seq = excluded.last_seq
-                """, [chatID, me, device, seq])
-            let sealed = try SealedFormats.seal(
-                content, id: id, chat: chatID, device: device, seq: seq, epoch: epoch, key: key, sender: keys)
+            let sealed = try self.sealNext(content, id: id, chatID: chatID, epoch: epoch, key: key, in: db)
             if kind == .message {
-                try db.execute(
-                    """
-                    INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
-                    VALUES (?, ?, ?, 0, ?, ?, ?, ?, 'sending', ?, ?)
-                    """,
-                    [
-                        id, chatID, me, try self.sealer.seal(content.content, EndpointStore.Seal.content(id)), content.tag,
-                        try content.data.map { try self.sealer.seal($0, EndpointStore.Seal.data(id)) }, content.ref,
-                        now.timeIntervalSince1970, sealed,
-                    ])
+                try self.storeOutgoing(content, id: id, chatID: chatID, state: "sending", sealed: sealed, at: now, in: db)
             }
             return sealed
         }
@@ -348,6 +368,37 @@ actor Messenger {
             }
         }
         return id
+    }
+
+    /// Seals `content` as this endpoint's next message in the chat (its sequence number moves
+    /// in the same transaction).
+    private func sealNext(
+        _ content: SealedFormats.Content, id: String, chatID: String, epoch: Int, key: SymmetricKey, in db: Database
+    ) throws -> Data {
+        let seq = try lastSequence(db, chatID: chatID) + 1
+        try db.execute(
+            """
+            INSERT INTO sender_sequences(chat_id, sender, device, last_seq) VALUES (?, ?, ?, ?)
+            ON CONFLICT(chat_id, sender, device) DO UPDATE SET last_seq = excluded.last_seq
+            """, [chatID, me, endpointID, seq])
+        return try SealedFormats.seal(
+            content, id: id, chat: chatID, device: endpointID, seq: seq, epoch: epoch, key: key, sender: keys)
+    }
+
+    /// Stores a message this user sends, its content sealed for the store.
+    private func storeOutgoing(
+        _ content: SealedFormats.Content, id: String, chatID: String, state: String, sealed: Data?, at now: Date, in db: Database
+    ) throws {
+        try db.execute(
+            """
+            INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
+            VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                id, chatID, me, try sealer.seal(content.content, EndpointStore.Seal.content(id)), content.tag,
+                try content.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, content.ref, state,
+                now.timeIntervalSince1970, sealed,
+            ])
     }
 
     /// Posts a stored message; the same bytes and id on every retry, so it is sent exactly once.
@@ -535,12 +586,18 @@ actor Messenger {
     ) async throws -> (envelopes: [(member: String, envelope: Data)], pending: [String]) {
         var envelopes: [(member: String, envelope: Data)] = []
         var pending: [String] = []
+        var unconfirmed: [String] = []
         for member in members {
-            let identity: PublishedIdentity
+            let record: ContactDirectory.Record
             do {
-                identity = try await self.identity(of: member, refresh: true)
+                record = try await contactRecord(of: member, refresh: true)
             } catch let error as MessagingError where error.code == .unknownUser {
                 pending.append(member)
+                continue
+            }
+            // Only a trusted key is sealed to; any other holds the whole key, for everyone.
+            guard record.state.isTrusted || member == me else {
+                unconfirmed.append(member)
                 continue
             }
             envelopes.append(
@@ -548,8 +605,14 @@ actor Messenger {
                     member,
                     try SealedFormats.sealKey(
                         key, chat: chatID, epoch: epoch, after: after, from: keys, device: endpointID, to: member,
-                        recipientKey: try X25519.PublicKey(rawRepresentation: identity.encryptionKey))
+                        recipientKey: try X25519.PublicKey(rawRepresentation: record.trusted.encryptionKey))
                 ))
+        }
+        guard unconfirmed.isEmpty else {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the identity of \(unconfirmed.joined(separator: ", ")) is not confirmed: accept it or confirm the safety number first"
+            )
         }
         return (envelopes, pending)
     }
@@ -905,45 +968,145 @@ actor Messenger {
 
     // MARK: Identities
 
-    /// A user's published identity, cached; `refresh` asks the domain and flags a change.
-    func identity(of user: String, refresh: Bool) async throws -> PublishedIdentity {
-        let cached = try read { db in
-            try db.row("SELECT signing_key, encryption_key, key_version FROM contacts WHERE user_id = ?", [user]).map {
-                PublishedIdentity(
-                    userID: user, signingKey: try $0.get(0), encryptionKey: try $0.get(1), keyVersion: try $0.get(2),
-                    signature: Data())
-            }
-        }
-        if let cached, !refresh { return cached }
+    /// A contact as the directory holds it; with `refresh`, after asking the domain what it
+    /// publishes now (a differing key is kept beside the trusted one and flagged, never trusted).
+    func contactRecord(of user: String, refresh: Bool) async throws -> ContactDirectory.Record {
+        let stored = try read { db in try ContactDirectory.record(db, user) }
+        if let stored, !refresh { return stored }
         guard
             let published = try await domainCall({
                 try await domain.identity(token: try await token(), endpointID: endpointID, userID: user)
             }),
-            published.isSelfSigned
+            published.userID == user, published.isSelfSigned
         else {
-            if let cached { return cached }
+            if let stored { return stored }
             throw MessagingError(.unknownUser, "\(user) has no published identity (they have not set up a device)")
         }
-        let changed = cached.map { $0.signingKey != published.signingKey || $0.encryptionKey != published.encryptionKey } ?? false
-        try write { db in
-            try db.execute(
-                """
-                INSERT INTO contacts(user_id, signing_key, encryption_key, key_version, key_changed) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(user_id) DO UPDATE SET signing_key = excluded.signing_key, encryption_key = excluded.encryption_key,
-                    key_version = excluded.key_version, key_changed = max(contacts.key_changed, excluded.key_changed)
-                """, [user, published.signingKey, published.encryptionKey, published.keyVersion, changed])
+        let (record, changed) = try write { db in
+            // Decided inside the write, on the row as it is now (another refresh may have run).
+            let outcome = ContactDirectory.observe(
+                published, stored: try ContactDirectory.record(db, user), policy: try ContactDirectory.policy(db))
+            try ContactDirectory.save(db, outcome.record)
+            return outcome
         }
-        if changed {
-            eventSinks.yield(.identityChanged(userID: user))
-            reloadChats()
+        if changed { eventSinks.yield(.identityChanged(userID: user)) }
+        if record != stored { reloadChats() }
+        if record.state.isTrusted, let stored, !stored.state.isTrusted {
+            // Trusted again (the domain publishes the trusted key once more): what was held goes.
+            // Not awaited here, since this may run inside a send's own key check.
+            Task { await self.releaseHeld() }
         }
-        return published
+        return record
     }
 
-    /// Clears a contact's key-changed flag once the user has checked the new key.
-    func acceptIdentity(of user: String) throws {
-        try write { db in try db.execute("UPDATE contacts SET key_changed = 0 WHERE user_id = ?", [user]) }
+    /// The key a message from `user` is checked with: the trusted one, or with `refresh` what
+    /// the domain publishes now (a changed contact's messages are shown, flagged by the change).
+    func identity(of user: String, refresh: Bool) async throws -> PublishedIdentity {
+        let record = try await contactRecord(of: user, refresh: refresh)
+        return refresh ? record.current : record.trusted
+    }
+
+    /// Trusts the key the domain publishes now for `user` (after a change, or a first contact the
+    /// policy held), then sends what was held for it.
+    func acceptIdentity(of user: String) async throws {
+        try requireRunning()
+        guard try write({ db in try ContactDirectory.accept(db, user, verified: false) }) else {
+            throw MessagingError(.unknownUser, "no contact \(user)")
+        }
         reloadChats()
+        await releaseHeld()
+    }
+
+    /// The safety number of this user and `user`, for the key the domain publishes now.
+    func safetyNumber(with user: String) async throws -> SafetyNumber {
+        let record = try await contactRecord(of: user, refresh: true)
+        return safetyNumber(for: record.current)
+    }
+
+    private func safetyNumber(for identity: PublishedIdentity) -> SafetyNumber {
+        SafetyNumber(
+            localUser: me, localKey: keys.signing.publicKey.rawRepresentation, remoteUser: identity.userID,
+            remoteKey: identity.signingKey)
+    }
+
+    /// Marks `user` verified when `number` is the safety number of their current key (trusting
+    /// that key, if it had changed); anything else is refused and marks nothing.
+    func confirmSafetyNumber(_ number: SafetyNumber, of user: String) async throws {
+        try requireRunning()
+        let record = try await contactRecord(of: user, refresh: true)
+        guard safetyNumber(for: record.current) == number else {
+            throw MessagingError(
+                .safetyNumberMismatch, "that is not the safety number of \(user)'s current key: compare again")
+        }
+        let current = record.current
+        let marked = try write { db -> Bool in
+            // The key may have changed again since it was read: only the compared key is marked.
+            guard let now = try ContactDirectory.record(db, user), ContactDirectory.sameKeys(now.current, current) else {
+                return false
+            }
+            return try ContactDirectory.accept(db, user, verified: true)
+        }
+        guard marked else {
+            throw MessagingError(.safetyNumberMismatch, "\(user)'s key changed while comparing: compare again")
+        }
+        reloadChats()
+        await releaseHeld()
+    }
+
+    /// A contact as shown to the app.
+    func contact(_ user: String) async throws -> Contact {
+        let record = try await contactRecord(of: user, refresh: true)
+        return Contact(
+            userID: user, verification: record.state, safetyNumber: safetyNumber(for: record.current),
+            keyVersion: record.current.keyVersion)
+    }
+
+    func identityTrustPolicy() throws -> IdentityTrustPolicy { try read { db in try ContactDirectory.policy(db) } }
+
+    func setIdentityTrustPolicy(_ policy: IdentityTrustPolicy) throws {
+        try write { db in try ContactDirectory.setPolicy(db, policy) }
+    }
+
+    /// Seals and sends, oldest first, the held messages of every chat whose participants are
+    /// all trusted now.
+    func releaseHeld() async {
+        let held =
+            (try? read { db -> [(chatID: String, localID: String)] in
+                try db.rows("SELECT chat_id, local_id FROM messages WHERE state = 'held' ORDER BY rowid").compactMap { row in
+                    let chatID = try row.get(0, as: String.self)
+                    guard try ContactDirectory.untrusted(db, chatID: chatID, me: self.me).isEmpty else { return nil }
+                    return (chatID, try row.get(1, as: String.self))
+                }
+            }) ?? []
+        var chats: [String] = []
+        for (chatID, localID) in held {
+            do {
+                let (epoch, key) = try await ensureSenderKey(chatID)
+                try write { db in
+                    guard
+                        let row = try db.row(
+                            "SELECT content, tag, data, ref FROM messages WHERE local_id = ? AND state = 'held'", [localID])
+                    else { return }
+                    let content = SealedFormats.Content(
+                        content: try self.sealer.openText(try row.get(0), EndpointStore.Seal.content(localID)),
+                        tag: try row.get(1),
+                        data: try row.get(2, as: Data?.self).map {
+                            try self.sealer.openText($0, EndpointStore.Seal.data(localID))
+                        }, ref: try row.get(3))
+                    let sealed = try self.sealNext(content, id: localID, chatID: chatID, epoch: epoch, key: key, in: db)
+                    try db.execute(
+                        "UPDATE messages SET state = 'sending', sealed = ? WHERE local_id = ?", [sealed, localID])
+                }
+                if !chats.contains(chatID) { chats.append(chatID) }
+            } catch {
+                // Still not sendable (a key changed again meanwhile): it stays held.
+                continue
+            }
+        }
+        for chatID in chats {
+            reloadMessages(chatID)
+            _ = await deliverPending(in: chatID)
+        }
     }
 
     // MARK: Queries and flows
@@ -1018,6 +1181,7 @@ actor Messenger {
         let state: MessageState =
             switch try row.get(9, as: String.self) {
             case "sending": .sending
+            case "held": .held
             case "sent": .sent
             case "delivered": .delivered
             case "read": .read
@@ -1053,10 +1217,14 @@ actor Messenger {
             let id = try row.get(0, as: String.self)
             let participants = try db.rows(
                 """
-                SELECT p.user_id, p.is_admin, coalesce(c.key_changed, 0) FROM participants p LEFT JOIN contacts c USING (user_id)
+                SELECT p.user_id, p.is_admin, coalesce(c.state, 'unverified') FROM participants p LEFT JOIN contacts c USING (user_id)
                 WHERE p.chat_id = ? ORDER BY p.rowid
                 """, [id]
-            ).map { Participant(userID: try $0.get(0), isAdmin: try $0.get(1), keyChanged: try $0.get(2)) }
+            ).map {
+                Participant(
+                    userID: try $0.get(0), isAdmin: try $0.get(1),
+                    verification: ContactVerification(rawValue: try $0.get(2)) ?? .changed)
+            }
             let unread =
                 try db.scalar(
                     "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != 'read'", [id], as: Int.self)

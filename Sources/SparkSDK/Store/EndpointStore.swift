@@ -251,6 +251,25 @@ public final class EndpointStore: Sendable {
             // Members a sending key could not be sealed to yet (no identity): they get it later.
             try db.execute("ALTER TABLE sender_keys ADD COLUMN pending TEXT NOT NULL DEFAULT '[]'")
         }
+        migrator.register("v6-contact-verification") { db in
+            // The trusted key stays in signing_key/encryption_key; a differing published key waits
+            // in seen_* until accepted (ContactDirectory). A contact flagged before keeps its flag
+            // (its row already holds the new key, so accepting it trusts that key).
+            try db.execute(
+                """
+                ALTER TABLE contacts ADD COLUMN state TEXT NOT NULL DEFAULT 'unverified';
+                ALTER TABLE contacts ADD COLUMN seen_signing_key BLOB;
+                ALTER TABLE contacts ADD COLUMN seen_encryption_key BLOB;
+                ALTER TABLE contacts ADD COLUMN seen_key_version INTEGER;
+                UPDATE contacts SET state = 'changed', seen_signing_key = signing_key, seen_encryption_key = encryption_key,
+                    seen_key_version = key_version WHERE key_changed = 1;
+                ALTER TABLE contacts DROP COLUMN key_changed;
+                CREATE TABLE messaging_settings (
+                    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                    identity_policy TEXT NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 

@@ -1,0 +1,173 @@
+public import Foundation
+public import SparkDomain
+public import SparkLock
+
+/// A domain under a test's control: it forwards every call to a real one, except where the test
+/// told it to lie. It plays the domain (or whoever can write its data) attacking its users: it
+/// substitutes identity keys, rewrites what a mailbox read returns (reorders, replays, withholds,
+/// renumbers, forges) and alters what is posted. The hostile-domain tests use it to show that
+/// each attack is refused or detected, and that the chat recovers once it behaves.
+public final class HostileDomain: DomainService {
+    /// The domain that tells the truth.
+    public let inner: any DomainService
+    /// Identities answered instead of the published ones, by user id.
+    public let substitutedIdentities = Locked<[String: PublishedIdentity]>([:])
+    /// Rewrites each mailbox read of a user (given the user id and the true entries).
+    public let mailboxRewrite = Locked<(@Sendable (String, [MailboxEntry]) -> [MailboxEntry])?>(nil)
+    /// Rewrites each post's payload (given the chat, the kind and the true payload).
+    public let postRewrite = Locked<(@Sendable (String, MailboxKind, Data) -> Data)?>(nil)
+    /// Everything endpoints posted, in order, as the domain sees it: what an attacker holding the
+    /// domain's data has (posts, and the posts that go with a chat's creation or a membership
+    /// change).
+    public let posted = Locked<[(chatID: String, kind: MailboxKind, payload: Data)]>([])
+
+    /// A domain that lies only where told to.
+    public init(_ inner: any DomainService) { self.inner = inner }
+
+    /// The real domain's id.
+    public var domainID: String { inner.domainID }
+    /// The real domain's policy.
+    public func policy() async throws -> DomainPolicy { try await inner.policy() }
+    /// Forwarded.
+    public func validate(token: String) async throws -> VerifiedIdentity { try await inner.validate(token: token) }
+    /// Forwarded.
+    public func testToken(userID: String) async throws -> IssuedToken { try await inner.testToken(userID: userID) }
+    /// Forwarded, or rewritten as the test told it.
+    public func signUp(_ request: SignUpRequest) async throws { try await inner.signUp(request) }
+    /// Forwarded, or rewritten as the test told it.
+    public func activate(userName: String, code: String) async throws { try await inner.activate(userName: userName, code: code) }
+    /// Forwarded, or rewritten as the test told it.
+    public func resendActivationCode(userName: String) async throws { try await inner.resendActivationCode(userName: userName) }
+    /// Forwarded, or rewritten as the test told it.
+    public func logIn(userName: String, password: String) async throws -> IssuedToken {
+        try await inner.logIn(userName: userName, password: password)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func refresh(refreshToken: String) async throws -> IssuedToken {
+        try await inner.refresh(refreshToken: refreshToken)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func revoke(refreshToken: String) async throws { try await inner.revoke(refreshToken: refreshToken) }
+    /// Forwarded, or rewritten as the test told it.
+    public func requestPasswordReset(email: String) async throws { try await inner.requestPasswordReset(email: email) }
+    /// Forwarded, or rewritten as the test told it.
+    public func resetPassword(email: String, code: String, newPassword: String) async throws {
+        try await inner.resetPassword(email: email, code: code, newPassword: newPassword)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
+        try await inner.registerEndpoint(token: token, registration: registration)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
+        try await inner.endpoints(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
+        try await inner.setEndpointNickname(token: token, endpointID: endpointID, target: target, nickname: nickname)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+        try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
+        try await inner.checkIn(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
+        try await inner.fetchKeyBlob(token: token, endpointID: endpointID, name: name)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
+    {
+        try await inner.putKeyBlob(token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
+        try await inner.putKeyBlobs(token: token, endpointID: endpointID, writes: writes)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+        -> PasscodeEvaluation
+    {
+        try await inner.evaluatePasscode(token: token, endpointID: endpointID, blindedElement: blindedElement, keyID: keyID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
+        try await inner.proveUnlock(token: token, endpointID: endpointID, challenge: challenge, signature: signature)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
+        try await inner.publishIdentity(token: token, endpointID: endpointID, identity: identity)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
+        if let substitute = substitutedIdentities.withLock({ $0[userID] }) { return substitute }
+        return try await inner.identity(token: token, endpointID: endpointID, userID: userID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
+        try await inner.resetIdentity(token: token, endpointID: endpointID, signature: signature)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func cancelIdentityReset(token: String, endpointID: String) async throws {
+        try await inner.cancelIdentityReset(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
+        try await inner.pendingIdentityReset(token: token, endpointID: endpointID, userID: userID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
+        try await inner.identityKeyVersion(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func createChat(
+        token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
+        posted.withLock { log in log += posts.map { (chatID, $0.kind, $0.payload) } }
+        let info = try await inner.createChat(
+            token: token, endpointID: endpointID, chatID: chatID, participants: participants, posts: posts)
+        return info
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func updateMembers(
+        token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
+    ) async throws -> ChatInfo {
+        posted.withLock { log in log += posts.map { (chatID, $0.kind, $0.payload) } }
+        let info = try await inner.updateMembers(
+            token: token, endpointID: endpointID, chatID: chatID, add: add, remove: remove, posts: posts)
+        return info
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func post(
+        token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
+    ) async throws -> PostReceipt {
+        let payload = postRewrite.withLock({ $0 })?(chatID, kind, payload) ?? payload
+        posted.withLock { $0.append((chatID, kind, payload)) }
+        return try await inner.post(
+            token: token, endpointID: endpointID, chatID: chatID, kind: kind, payload: payload, recipient: recipient,
+            clientID: clientID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+        -> [MailboxEntry]
+    {
+        let entries = try await inner.readMailbox(token: token, endpointID: endpointID, after: cursor, limit: limit, wait: wait)
+        guard let rewrite = mailboxRewrite.withLock({ $0 }) else { return entries }
+        return rewrite(try await inner.validate(token: token).userID, entries)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
+        try await inner.chat(token: token, endpointID: endpointID, chatID: chatID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func userStatus(token: String, endpointID: String) async throws -> UserStatus {
+        try await inner.userStatus(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
+        try await inner.dismissInfraction(token: token, endpointID: endpointID, id: id)
+    }
+}
