@@ -37,6 +37,9 @@ final class ChatShell: @unchecked Sendable {
           invite USER…                invite users to the current chat (admins)
           leave                       leave the current chat
           rename SUBJECT              rename the current chat
+          verify USER                 show your safety number with USER and whether it is verified
+          verify USER NUMBER          mark USER verified: NUMBER is the safety number they read to you
+          accept USER                 trust USER's changed identity key (messages held for it go out)
           status                      your status (a timeout shows the time left) and infractions
           watch                       follow a timeout's countdown until it ends
           dismiss                     dismiss your oldest infraction
@@ -128,6 +131,11 @@ final class ChatShell: @unchecked Sendable {
                     case .sending:
                         lock.withLock { _ = pending.insert(message.id) }
                         console.say("  … not sent yet: it goes out when the domain answers again")
+                    case .held:
+                        lock.withLock { _ = pending.insert(message.id) }
+                        let people = try await access.chat(chat).unconfirmedParticipants.joined(separator: ", ")
+                        console.say(
+                            "  ⏸ held: the identity of \(people) changed; `verify USER` to compare, `accept USER` to trust it")
                     default:
                         if claim(message.id, message.state) {
                             console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
@@ -147,6 +155,36 @@ final class ChatShell: @unchecked Sendable {
                 case "rename":
                     try await access.updateChatSubject(try requireChat(), subject: rest)
                     console.say("Renamed to \(rest).")
+                case "verify":
+                    let parts = rest.split(separator: " ", maxSplits: 1).map(String.init)
+                    guard let user = parts.first else {
+                        console.say("usage: verify USER [NUMBER]")
+                        continue
+                    }
+                    if parts.count > 1 {
+                        guard let number = SafetyNumber(digits: parts[1]) else {
+                            console.say("✘ a safety number is 60 digits (spaces are fine)")
+                            continue
+                        }
+                        try await access.confirmSafetyNumber(number, of: user)
+                        console.say("✔ \(user) is verified.")
+                    } else {
+                        let contact = try await access.contact(user)
+                        console.say("safety number with \(user) (\(contact.verification)):")
+                        let groups = contact.safetyNumber.groups
+                        console.say("  " + groups[0..<6].joined(separator: " ") + "\n  " + groups[6...].joined(separator: " "))
+                        console.say("Compare it with \(user)'s (in person or on a call); if it matches: verify \(user) NUMBER")
+                    }
+                case "accept":
+                    guard !rest.isEmpty else {
+                        console.say("usage: accept USER")
+                        continue
+                    }
+                    try await access.acceptIdentityChange(of: rest)
+                    let verification = try await access.contact(rest).verification
+                    console.say(
+                        "Trusting \(rest)'s current key (\(verification)"
+                            + (verification == .verified ? ")." : " until you compare safety numbers: `verify \(rest)`)."))
                 case "status":
                     await users.refresh()
                     console.say("status: \(describe(users.userState.value))")

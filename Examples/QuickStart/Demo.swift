@@ -76,14 +76,17 @@ struct Demo {
             var policy = try await admin.policy()
             restore = policy
             policy.multipleActiveEndpoints = false
+            policy.identityResetDelay = 0
             try await admin.setPolicy(policy)
-            step("the operator sets \(url.absoluteString) to one active device per user (restored at the end)", true)
+            step(
+                "the operator sets \(url.absoluteString) to one active device per user and no reset delay (restored at the end)",
+                true)
         } else {
             let embedded = try EmbeddedDomain.create(
                 at: directory.appendingPathComponent("domain.sqlite").path, domainID: "demo",
-                policy: DomainPolicy(multipleActiveEndpoints: false))
+                policy: DomainPolicy(multipleActiveEndpoints: false, identityResetDelay: 0))
             (domain, admin) = (embedded, embedded)
-            step("created a sandbox domain: one active device per user", true)
+            step("created a sandbox domain: one active device per user, identity resets at once", true)
         }
 
         let laptop = try await device("alice-laptop", domain, in: directory)
@@ -166,6 +169,42 @@ struct Demo {
         step(
             "message numbers run without gaps", gapless,
             "\(aliceMessages.value.map { "#\($0.number.map(String.init) ?? "-") \($0.content)" })")
+
+        // Verification: both see the same safety number; alice confirms the one bob reads out.
+        let number = try await alice.safetyNumber(with: names.bob)
+        let bobsNumber = try await bob.safetyNumber(with: names.alice)
+        step(
+            "alice and bob see the same safety number", number == bobsNumber,
+            "\(number.groups.prefix(3).joined(separator: " ")) …")
+        try await alice.confirmSafetyNumber(bobsNumber, of: names.bob)
+        step("alice confirms it: bob is verified", try await alice.contact(names.bob).verification == .verified)
+
+        // A key change: bob forgets his passcode on a new device and resets his identity.
+        let newTablet = try await device("bob-new-tablet", domain, in: directory)
+        await newTablet.sendAuthToken(try await domain.testToken(userID: names.bob).token, userIdentifier: names.bob)
+        _ = await newTablet.waitForSettledState()
+        await newTablet.setupRetry()
+        _ = await newTablet.waitForSettledState()
+        try await newTablet.syncStart(passcode: "bob-new-passcode", action: .reset)
+        state = await newTablet.waitForSettledState()
+        step("bob resets his identity on a new tablet (a forgotten passcode)", state.setupState == .success, "\(state)")
+        let newBob = try await newTablet.messaging()
+        step(
+            "alice's phone hears of it and flags bob and their chat",
+            await until { alice.chats.value.first { $0.chatID == chat.chatID }?.keyChanged == true })
+        let held = try await alice.sendMessage("Is this still you, bob?", to: chat.chatID)
+        let verification = try await alice.contact(names.bob).verification
+        step(
+            "alice's next message is held, sealed to no one: bob's key changed",
+            held.state == .held && verification == .changed, "\(held.state), bob \(verification)")
+        let newNumber = try await newBob.safetyNumber(with: names.alice)
+        step("the safety number is new", newNumber != number)
+        try await alice.confirmSafetyNumber(newNumber, of: names.bob)
+        let newBobMessages = try await newBob.messages(in: chat.chatID)
+        step(
+            "alice confirms bob's new number; the held message goes to his new tablet",
+            await until { newBobMessages.value.contains { $0.content == "Is this still you, bob?" } })
+        await newTablet.stop()
         await phone.stop()
         await tablet.stop()
         await laptop.stop()

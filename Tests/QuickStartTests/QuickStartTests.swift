@@ -75,7 +75,8 @@ struct QuickStartTests {
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         for step in [
             "device switch", "wrong passcode is refused", "bob receives it live", "alice sees it read", "refused by the domain",
-            "without gaps",
+            "without gaps", "the same safety number", "bob is verified", "message is held, sealed to no one",
+            "the held message goes to his new tablet",
         ] {
             #expect(result.stdout.contains(step), "missing: \(step)")
         }
@@ -202,6 +203,37 @@ struct QuickStartTests {
                 input: "chats\nopen 1\nread\nquit\n")
             #expect(bobAgain.stdout.contains("1. “Dinner” with alice, bob · 1 unread"), "\(bobAgain.stdout)")
             #expect(bobAgain.stdout.contains("#1 alice: hello bob"))
+        }
+    }
+
+    /// `verify USER` shows the same number on both sides; `verify USER NUMBER` marks the contact
+    /// verified only with that number; `accept USER` trusts the current key.
+    @Test func verifyingAContactInTheShell() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let bob = try await Self.device(directory, config, "bob", "bob\nbob-passcode-1\nbob-passcode-1\nquit\n")
+            #expect(bob.status == 0)
+            let alice = try await Self.device(
+                directory, config, "alice", "alice\nalice-passcode-1\nalice-passcode-1\nstart bob\nverify bob\nquit\n")
+            let bobSees = try await Self.device(directory, config, "bob", "verify alice\nquit\n")
+            func number(_ output: String, of user: String) -> String? {
+                guard let range = output.range(of: "safety number with \(user) (unverified):\n") else { return nil }
+                let lines = output[range.upperBound...].split(separator: "\n").prefix(2)
+                return lines.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+            }
+            let seenByAlice = try #require(number(alice.stdout, of: "bob"), "\(alice.stdout)")
+            #expect(number(bobSees.stdout, of: "alice") == seenByAlice, "both see the same number")
+            #expect(seenByAlice.split(separator: " ").count == 12)
+            var wrong = Array(seenByAlice)
+            wrong[0] = wrong[0] == "1" ? "2" : "1"
+            let confirm = try await Self.device(
+                directory, config, "alice",
+                "verify bob 12345\nverify bob \(String(wrong))\nverify bob \(seenByAlice)\nverify bob\naccept bob\nquit\n")
+            #expect(confirm.stdout.contains("✘ a safety number is 60 digits"), "\(confirm.stdout)")
+            #expect(confirm.stdout.contains("✘ that is not the safety number of bob's current key"))
+            #expect(confirm.stdout.contains("✔ bob is verified."))
+            #expect(confirm.stdout.contains("safety number with bob (verified):"))
+            #expect(confirm.stdout.contains("Trusting bob's current key"))
         }
     }
 

@@ -197,14 +197,16 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "the identity is malformed or not signed by its own key")
         }
         let document = try JSONEncoder().encode(identity)
-        try storage {
-            try store.write { db in
+        let now = clock.now().timeIntervalSince1970
+        let told = try storage {
+            try store.write { db -> [String] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                var replacing = false
                 if let row = try db.row("SELECT document, key_version FROM identities WHERE user_id = ?", [user]) {
                     let version = try row.get(1, as: Int.self)
                     let current = try row.get(0, as: Data.self)
                     if let existing = try? JSONDecoder().decode(PublishedIdentity.self, from: current), existing == identity {
-                        return
+                        return []
                     }
                     // A token alone never replaces keys: a new identity goes over an empty one,
                     // which only a reset (signed by the current key, or after the delay) leaves.
@@ -218,14 +220,19 @@ extension DomainEngine {
                         throw DomainError(
                             .conflict, "identity key version \(identity.keyVersion) is not above the current \(version)")
                     }
+                    replacing = version > 0
                 }
                 try db.execute(
                     """
                     INSERT INTO identities(user_id, document, key_version) VALUES (?, ?, ?)
                     ON CONFLICT(user_id) DO UPDATE SET document = excluded.document, key_version = excluded.key_version
                     """, [user, document, identity.keyVersion])
+                // After a reset, the user's contacts hear that a new identity is published.
+                guard replacing else { return [] }
+                return try Self.tell(db, about: user, IdentityResetNotice(state: .replaced, pending: nil), now: now)
             }
         }
+        mailboxWaiters.notify(told)
     }
 
     /// A user's published identity, if they have one.

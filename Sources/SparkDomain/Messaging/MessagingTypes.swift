@@ -48,6 +48,9 @@ public struct IdentityResetNotice: Sendable, Codable, Equatable {
         case pending
         /// The user cancelled it from one of their devices.
         case cancelled
+        /// The reset happened and a new identity is published: contacts look it up (and hold
+        /// sending until they accept it). A hint only: a device trusts no key because of it.
+        case replaced
     }
 
     /// Pending or cancelled.

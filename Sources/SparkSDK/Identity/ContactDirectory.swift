@@ -141,10 +141,20 @@ struct ContactDirectory {
         guard var record = try record(db, user) else { return false }
         // Accepting a contact that is already trusted changes nothing (a verified one stays so).
         if !verified, record.state.isTrusted, record.seen == nil { return true }
+        let newKey = !sameKeys(record.trusted, record.current) || record.state == .unconfirmed
         record.trusted = record.current
         record.seen = nil
         record.state = verified ? .verified : .unverified
         try save(db, record)
+        if newKey {
+            // The chats shared with them get new sending keys at the next send: the ones handed
+            // out so far were sealed to the old key, which the new one cannot open.
+            try db.execute(
+                """
+                UPDATE chats SET membership_version = membership_version + 1
+                WHERE chat_id IN (SELECT chat_id FROM participants WHERE user_id = ?)
+                """, [user])
+        }
         return true
     }
 

@@ -904,6 +904,9 @@ actor Messenger {
             case (.pending, let pending?):
                 eventSinks.yield(.identityResetPending(userID: entry.sender, effectiveAt: pending.effectiveAt))
             case (.cancelled, _): eventSinks.yield(.identityResetCancelled(userID: entry.sender))
+            case (.replaced, _):
+                // A hint to look again: the key itself is trusted only as the directory decides.
+                if entry.sender != me { _ = try? await contactRecord(of: entry.sender, refresh: true) }
             default: throw MessagingError(.forged, "an identity reset notice is malformed")
             }
             return Applied()
