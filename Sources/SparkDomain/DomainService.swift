@@ -89,6 +89,16 @@ public protocol DomainService: Sendable {
     func cancelIdentityReset(token: String, endpointID: String) async throws
     /// A user's pending identity reset, if any (their devices and contacts look).
     func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset?
+    /// Stores KeyPackages of the caller's endpoint for others to add it to chats: one-time
+    /// ones (at most ``DomainEngine/maximumKeyPackages`` kept; a repeat of one already kept is
+    /// not kept twice) and, when given, a last-resort one that replaces the previous. Returns
+    /// how many one-time ones the endpoint has now.
+    func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int
+    /// One KeyPackage for each registered endpoint of `userID` that has one: a one-time one,
+    /// which is then gone, or else the last-resort one.
+    func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage]
+    /// How many one-time KeyPackages the caller's endpoint has left (it publishes more when low).
+    func keyPackageCount(token: String, endpointID: String) async throws -> Int
     /// The highest identity key version the user ever published (0 if none); a new identity
     /// must be published with a higher one.
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int

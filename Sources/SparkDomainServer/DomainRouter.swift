@@ -261,6 +261,23 @@ public final class DomainRouter: Sendable {
             let (token, endpoint) = try call.credential()
             return try WireCoder.encode(
                 Wire.Version(version: try await domain.identityKeyVersion(token: token, endpointID: endpoint)))
+        case .publishKeyPackages:
+            let body = try call.body(Wire.PublishKeyPackages.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.Count(
+                    count: try await domain.publishKeyPackages(
+                        token: token, endpointID: endpoint, keyPackages: body.keyPackages, lastResort: body.lastResort)))
+        case .claimKeyPackages:
+            let body = try call.body(Wire.UserID.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.ClaimedKeyPackages(
+                    keyPackages: try await domain.claimKeyPackages(token: token, endpointID: endpoint, userID: body.userID)))
+        case .keyPackageCount:
+            try call.none()
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(Wire.Count(count: try await domain.keyPackageCount(token: token, endpointID: endpoint)))
         case .createChat:
             let body = try call.body(Wire.CreateChat.self)
             let (token, endpoint) = try call.credential()

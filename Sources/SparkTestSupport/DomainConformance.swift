@@ -46,6 +46,7 @@ public enum DomainConformance {
         Check(description: "removed endpoints make no call", run: removedEndpoints),
         Check(description: "key blobs", run: keyBlobs),
         Check(description: "identities", run: identities),
+        Check(description: "key packages", run: keyPackages),
         Check(description: "chats and retries", run: chats),
         Check(description: "mailboxes and long-polls", run: mailboxes),
         Check(description: "moderation", run: moderation),
@@ -193,6 +194,84 @@ public enum DomainConformance {
         }
         // The other endpoint goes on.
         _ = try await service.checkIn(token: other.token, endpointID: other.endpoint)
+    }
+
+    /// One-time KeyPackages are handed out once each, oldest first, then the last-resort one;
+    /// only registered endpoints' are; sizes and counts are bounded; a repeat is kept once.
+    static func keyPackages(_ domain: DomainUnderTest) async throws {
+        let service = domain.service
+        let alice = try await user(domain, "alice")
+        let laptop = try await user(domain, "bob")
+        let phone = try await user(domain, "bob", endpoint: "bob-2")
+        let first = Data("kp-1".utf8)
+        let second = Data("kp-2".utf8)
+        var count = try await service.publishKeyPackages(
+            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [first, second], lastResort: Data("kp-last".utf8))
+        try expect(count == 2, "two one-time KeyPackages kept, not \(count)")
+        // A retried publication keeps nothing twice.
+        count = try await service.publishKeyPackages(
+            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [first], lastResort: nil)
+        try expect(count == 2, "a repeated KeyPackage is kept once: \(count)")
+        _ = try await service.publishKeyPackages(
+            token: phone.token, endpointID: phone.endpoint, keyPackages: [Data("phone-1".utf8)], lastResort: nil)
+
+        var claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
+        try expect(
+            claimed == [
+                ClaimedKeyPackage(endpointID: "bob-1", keyPackage: first, lastResort: false),
+                ClaimedKeyPackage(endpointID: "bob-2", keyPackage: Data("phone-1".utf8), lastResort: false),
+            ], "one per device, the oldest one-time one: \(claimed)")
+        claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
+        try expect(
+            claimed == [ClaimedKeyPackage(endpointID: "bob-1", keyPackage: second, lastResort: false)],
+            "each one-time KeyPackage is handed out once; the phone has none left: \(claimed)")
+        for _ in 0..<2 {
+            claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
+            try expect(
+                claimed == [ClaimedKeyPackage(endpointID: "bob-1", keyPackage: Data("kp-last".utf8), lastResort: true)],
+                "then the last-resort one, again and again: \(claimed)")
+        }
+        let left = try await service.keyPackageCount(token: laptop.token, endpointID: laptop.endpoint)
+        try expect(left == 0, "the laptop has no one-time KeyPackage left: \(left)")
+
+        // A removed device's KeyPackages are handed out no more.
+        try await service.deregisterEndpoint(token: laptop.token, endpointID: laptop.endpoint, target: phone.endpoint)
+        _ = try await service.publishKeyPackages(
+            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [Data("kp-3".utf8)], lastResort: nil)
+        claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
+        try expect(claimed.map(\.endpointID) == ["bob-1"], "only registered devices: \(claimed)")
+        try await expectRefused(.endpointRemoved, "publishKeyPackages from a removed endpoint") {
+            try await service.publishKeyPackages(
+                token: phone.token, endpointID: phone.endpoint, keyPackages: [Data("late".utf8)], lastResort: nil)
+        }
+        try expect(
+            try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "nobody").isEmpty,
+            "a user without devices has no KeyPackages")
+
+        // Bounds: size, number, and an empty user id.
+        try await expectRefused(.invalidRequest, "an oversized KeyPackage") {
+            try await service.publishKeyPackages(
+                token: alice.token, endpointID: alice.endpoint,
+                keyPackages: [Data(count: DomainEngine.maximumKeyPackageSize + 1)], lastResort: nil)
+        }
+        try await expectRefused(.invalidRequest, "an empty KeyPackage") {
+            try await service.publishKeyPackages(
+                token: alice.token, endpointID: alice.endpoint, keyPackages: [], lastResort: Data())
+        }
+        let many = (0..<DomainEngine.maximumKeyPackages).map { Data("many-\($0)".utf8) }
+        count = try await service.publishKeyPackages(
+            token: alice.token, endpointID: alice.endpoint, keyPackages: many, lastResort: nil)
+        try expect(count == DomainEngine.maximumKeyPackages, "a full store: \(count)")
+        try await expectRefused(.invalidRequest, "one KeyPackage past the limit") {
+            try await service.publishKeyPackages(
+                token: alice.token, endpointID: alice.endpoint, keyPackages: [Data("one more".utf8)], lastResort: nil)
+        }
+        try expect(
+            try await service.keyPackageCount(token: alice.token, endpointID: alice.endpoint) == DomainEngine.maximumKeyPackages,
+            "a refused publication keeps nothing")
+        try await expectRefused(.invalidRequest, "an empty user id") {
+            try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "")
+        }
     }
 
     static func keyBlobs(_ domain: DomainUnderTest) async throws {

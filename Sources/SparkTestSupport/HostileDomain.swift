@@ -119,6 +119,20 @@ public final class HostileDomain: DomainService {
         try await inner.pendingIdentityReset(token: token, endpointID: endpointID, userID: userID)
     }
     /// Forwarded, or rewritten as the test told it.
+    public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
+        -> Int
+    {
+        try await inner.publishKeyPackages(token: token, endpointID: endpointID, keyPackages: keyPackages, lastResort: lastResort)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+        try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
+        try await inner.keyPackageCount(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it.
     public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         try await inner.identityKeyVersion(token: token, endpointID: endpointID)
     }

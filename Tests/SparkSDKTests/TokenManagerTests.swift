@@ -92,6 +92,15 @@ final class CountingDomain: DomainService {
     func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
         try await inner.pendingIdentityReset(token: token, endpointID: endpointID, userID: userID)
     }
+    func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int {
+        try await inner.publishKeyPackages(token: token, endpointID: endpointID, keyPackages: keyPackages, lastResort: lastResort)
+    }
+    func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+        try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID)
+    }
+    func keyPackageCount(token: String, endpointID: String) async throws -> Int {
+        try await inner.keyPackageCount(token: token, endpointID: endpointID)
+    }
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         try await inner.identityKeyVersion(token: token, endpointID: endpointID)
     }

@@ -192,6 +192,16 @@ enum DomainSchema {
             try db.execute("ALTER TABLE refresh_tokens ADD COLUMN family BLOB")
             try db.execute("ALTER TABLE refresh_tokens ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.register("v8-key-packages") { db in
+            // Each device's MLS KeyPackages: one-time ones (handed out once) and one last-resort.
+            try db.execute(
+                """
+                CREATE TABLE key_packages (
+                    endpoint_id TEXT NOT NULL, digest BLOB NOT NULL, package BLOB NOT NULL, last_resort INTEGER NOT NULL,
+                    published_at REAL NOT NULL, PRIMARY KEY (endpoint_id, digest)
+                )
+                """)
+        }
         return migrator
     }
 }

@@ -40,6 +40,25 @@ public enum MailboxKind: String, Sendable, Codable {
     case identityReset
 }
 
+/// A KeyPackage the domain handed out for one device of a user (MLS's Delivery Service keeps
+/// each device's KeyPackages: one-time ones, each handed out once, and a last-resort one that is
+/// handed out again when none is left). The bytes are opaque to the domain.
+public struct ClaimedKeyPackage: Sendable, Codable, Equatable {
+    /// The device (endpoint) it belongs to.
+    public var endpointID: String
+    /// The TLS-encoded MLS KeyPackage (an `MLSMessage`).
+    public var keyPackage: Data
+    /// Whether it is the device's last-resort KeyPackage (which others may get as well).
+    public var lastResort: Bool
+
+    /// A claimed KeyPackage.
+    public init(endpointID: String, keyPackage: Data, lastResort: Bool) {
+        self.endpointID = endpointID
+        self.keyPackage = keyPackage
+        self.lastResort = lastResort
+    }
+}
+
 /// What the domain tells a user's devices and contacts about a reset of that user's identity.
 public struct IdentityResetNotice: Sendable, Codable, Equatable {
     /// Whether the reset now waits, or was cancelled.

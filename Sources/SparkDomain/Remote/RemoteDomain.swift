@@ -201,6 +201,29 @@ public final class RemoteDomain: DomainService {
         return found.pending
     }
 
+    /// `POST /v1/key-packages/publish`: stores KeyPackages of this endpoint.
+    public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
+        -> Int
+    {
+        let answer: Wire.Count = try await client.call(
+            .publishKeyPackages, Wire.PublishKeyPackages(keyPackages: keyPackages, lastResort: lastResort), token: token,
+            endpoint: endpointID)
+        return answer.count
+    }
+
+    /// `POST /v1/key-packages/claim`: one KeyPackage per endpoint of a user.
+    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+        let answer: Wire.ClaimedKeyPackages = try await client.call(
+            .claimKeyPackages, Wire.UserID(userID: userID), token: token, endpoint: endpointID)
+        return answer.keyPackages
+    }
+
+    /// `GET /v1/key-packages/count`: how many one-time KeyPackages this endpoint has left.
+    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
+        let answer: Wire.Count = try await client.call(.keyPackageCount, Wire.Empty(), token: token, endpoint: endpointID)
+        return answer.count
+    }
+
     /// `GET /v1/identities/key-version`: the highest identity key version the user published.
     public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         let version: Wire.Version = try await client.call(

@@ -16,6 +16,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     case fetchKeyBlob, putKeyBlob, putKeyBlobs, evaluatePasscode, proveUnlock, publishIdentity, identity, resetIdentity,
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
+    case publishKeyPackages, claimKeyPackages, keyPackageCount
     case createChat, updateMembers, post, readMailbox, chat, userStatus, dismissInfraction
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox
@@ -56,7 +57,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     public var isIdempotent: Bool {
         switch self {
         case .evaluatePasscode, .proveUnlock, .resetIdentity, .signUp, .activate, .resendActivationCode, .logIn, .refresh,
-            .requestPasswordReset, .resetPassword, .adminInfraction, .testToken, .adminTestToken:
+            .requestPasswordReset, .resetPassword, .adminInfraction, .testToken, .adminTestToken, .claimKeyPackages:
             false
         default: true
         }
@@ -137,6 +138,9 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .cancelIdentityReset: return Route(path: "identities/reset/cancel", access: .endpoint, summary: "Cancels the user's pending identity reset", request: .body(empty), response: empty)
         case .pendingIdentityReset: return Route(path: "identities/reset/pending", access: .endpoint, summary: "A user's pending identity reset", request: .query(.object([("userID", .string, true)])), response: .object([("pending", .ref("PendingIdentityReset"), false)]))
         case .identityKeyVersion: return Route(path: "identities/key-version", access: .endpoint, summary: "The highest identity key version the user published", request: .none, response: .object([("version", .integer, true)]))
+        case .publishKeyPackages: return Route(path: "key-packages/publish", access: .endpoint, summary: "Stores the endpoint's one-time KeyPackages and its last-resort one", request: .body(.object([("keyPackages", .array(.bytes), true), ("lastResort", .bytes, false)])), response: .object([("count", .integer, true)]))
+        case .claimKeyPackages: return Route(path: "key-packages/claim", access: .endpoint, summary: "One KeyPackage per endpoint of a user (a one-time one is handed out once)", request: .body(.object([("userID", .string, true)])), response: .object([("keyPackages", .array(.ref("ClaimedKeyPackage")), true)]))
+        case .keyPackageCount: return Route(path: "key-packages/count", access: .endpoint, summary: "How many one-time KeyPackages the endpoint has left", request: .none, response: .object([("count", .integer, true)]))
         case .createChat: return Route(path: "chats/create", access: .endpoint, summary: "Creates a chat (a repeat with the same members is the same chat)", request: .body(.object([("chatID", .string, true), ("participants", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
         case .updateMembers: return Route(path: "chats/members", access: .endpoint, summary: "Adds and removes members (a change that changes nothing is not made again)", request: .body(.object([("chatID", .string, true), ("add", .array(.string), true), ("remove", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
         case .post: return Route(path: "chats/post", access: .endpoint, summary: "Posts to a chat (a repeat with the same clientID is the same post)", request: .body(.object([("chatID", .string, true), ("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false), ("clientID", .string, false)])), response: .ref("PostReceipt"))

@@ -150,6 +150,9 @@ public enum OpenAPIDocument {
             ("userID", .string, true), ("signingKey", .bytes, true), ("encryptionKey", .bytes, true),
             ("keyVersion", .integer, true), ("signature", .bytes, true),
         ]),
+        "ClaimedKeyPackage": .object([
+            ("endpointID", .string, true), ("keyPackage", .bytes, true), ("lastResort", .boolean, true),
+        ]),
         "ChatPost": .object([("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false)]),
         "ChatMember": .object([("userID", .string, true), ("isAdmin", .boolean, true)]),
         "ChatInfo": .object([("chatID", .string, true), ("members", .array(.ref("ChatMember")), true)]),

@@ -202,6 +202,35 @@ public enum Wire {
         }
     }
 
+    /// KeyPackages to keep for the caller's endpoint.
+    public struct PublishKeyPackages: Codable, Sendable, Equatable {
+        /// One-time KeyPackages.
+        public var keyPackages: [Data]
+        /// A last-resort KeyPackage, replacing the previous.
+        public var lastResort: Data?
+        /// A body.
+        public init(keyPackages: [Data], lastResort: Data?) {
+            self.keyPackages = keyPackages
+            self.lastResort = lastResort
+        }
+    }
+
+    /// A count.
+    public struct Count: Codable, Sendable, Equatable {
+        /// The count.
+        public var count: Int
+        /// A body carrying `count`.
+        public init(count: Int) { self.count = count }
+    }
+
+    /// KeyPackages handed out.
+    public struct ClaimedKeyPackages: Codable, Sendable, Equatable {
+        /// One per endpoint that had one.
+        public var keyPackages: [ClaimedKeyPackage]
+        /// A body.
+        public init(keyPackages: [ClaimedKeyPackage]) { self.keyPackages = keyPackages }
+    }
+
     /// A published identity, or none.
     public struct Identity: Codable, Sendable, Equatable {
         /// The identity, absent when the user has none.

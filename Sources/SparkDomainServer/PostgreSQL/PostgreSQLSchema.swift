@@ -187,6 +187,15 @@ enum PostgreSQLSchema {
             ALTER TABLE refresh_tokens ADD COLUMN used BIGINT NOT NULL DEFAULT 0
             """
         ),
+        (
+            "v8-key-packages",
+            """
+            CREATE TABLE key_packages (
+                endpoint_id TEXT NOT NULL, digest BYTEA NOT NULL, package BYTEA NOT NULL, last_resort BIGINT NOT NULL,
+                published_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (endpoint_id, digest)
+            )
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

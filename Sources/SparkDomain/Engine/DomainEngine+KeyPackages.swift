@@ -1,0 +1,118 @@
+public import Foundation
+import SparkCrypto
+import SparkStore
+
+/// MLS KeyPackages: the domain as MLS's Delivery Service keeps each device's KeyPackages so that
+/// others can add the device to a chat while it is offline. The bytes are opaque here (the
+/// devices that use them check them: signature, credential, lifetime); the domain bounds their
+/// size and number, hands each one-time KeyPackage out once, and the last-resort one when no
+/// one-time one is left.
+extension DomainEngine {
+    /// The most one-time KeyPackages kept per endpoint (and published in one call).
+    public static let maximumKeyPackages = 100
+    /// The largest KeyPackage accepted, in bytes (one with a device credential is about 400).
+    public static let maximumKeyPackageSize = 4096
+
+    /// Stores KeyPackages of the caller's endpoint; see ``DomainService/publishKeyPackages(token:endpointID:keyPackages:lastResort:)``.
+    public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
+        -> Int
+    {
+        let user = try await validate(token: token).userID
+        guard keyPackages.count <= Self.maximumKeyPackages else {
+            throw DomainError(.invalidRequest, "at most \(Self.maximumKeyPackages) KeyPackages are published at once")
+        }
+        for package in keyPackages + (lastResort.map { [$0] } ?? []) {
+            guard (1...Self.maximumKeyPackageSize).contains(package.count) else {
+                throw DomainError(.invalidRequest, "a KeyPackage is 1 to \(Self.maximumKeyPackageSize) bytes")
+            }
+        }
+        let now = clock.now().timeIntervalSince1970
+        return try storage {
+            try store.write(Self.keyPackageScope(endpointID)) { db -> Int in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                for package in keyPackages {
+                    try db.execute(
+                        """
+                        INSERT INTO key_packages(endpoint_id, digest, package, last_resort, published_at) VALUES (?, ?, ?, 0, ?)
+                        ON CONFLICT DO NOTHING
+                        """, [endpointID, SHA256.hash(package), package, now])
+                }
+                let count = try Self.oneTimeCount(db, endpointID)
+                guard count <= Self.maximumKeyPackages else {
+                    throw DomainError(
+                        .invalidRequest,
+                        "an endpoint keeps at most \(Self.maximumKeyPackages) KeyPackages; it has \(count - keyPackages.count)")
+                }
+                if let lastResort {
+                    try db.execute("DELETE FROM key_packages WHERE endpoint_id = ? AND last_resort = 1", [endpointID])
+                    try db.execute(
+                        """
+                        INSERT INTO key_packages(endpoint_id, digest, package, last_resort, published_at) VALUES (?, ?, ?, 1, ?)
+                        ON CONFLICT(endpoint_id, digest) DO UPDATE SET last_resort = 1
+                        """, [endpointID, SHA256.hash(lastResort), lastResort, now])
+                }
+                return try Self.oneTimeCount(db, endpointID)
+            }
+        }
+    }
+
+    /// One KeyPackage per registered endpoint of `userID`; see ``DomainService/claimKeyPackages(token:endpointID:userID:)``.
+    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+        let caller = try await validate(token: token).userID
+        guard !userID.isEmpty, userID.utf8.count <= 255 else {
+            throw DomainError(.invalidRequest, "a user id is 1 to 255 bytes")
+        }
+        return try storage {
+            try store.write { db -> [ClaimedKeyPackage] in
+                try Self.requireEndpoint(db, user: caller, endpointID: endpointID)
+                // The KeyPackages of removed endpoints are of no use to anyone: they go.
+                try db.execute(
+                    """
+                    DELETE FROM key_packages WHERE endpoint_id IN
+                        (SELECT endpoint_id FROM endpoints WHERE user_id = ? AND removed_reason IS NOT NULL)
+                    """, [userID])
+                let endpoints = try db.rows(
+                    "SELECT endpoint_id FROM endpoints WHERE user_id = ? AND removed_reason IS NULL AND active = 1 ORDER BY endpoint_id",
+                    [userID]
+                ).map { try $0.get(0, as: String.self) }
+                var claimed: [ClaimedKeyPackage] = []
+                for device in endpoints {
+                    if let package = try db.scalar(
+                        """
+                        DELETE FROM key_packages WHERE endpoint_id = ? AND digest = (
+                            SELECT digest FROM key_packages WHERE endpoint_id = ? AND last_resort = 0
+                            ORDER BY published_at, digest LIMIT 1)
+                        RETURNING package
+                        """, [device, device], as: Data.self)
+                    {
+                        claimed.append(ClaimedKeyPackage(endpointID: device, keyPackage: package, lastResort: false))
+                    } else if let package = try db.scalar(
+                        "SELECT package FROM key_packages WHERE endpoint_id = ? AND last_resort = 1", [device], as: Data.self)
+                    {
+                        claimed.append(ClaimedKeyPackage(endpointID: device, keyPackage: package, lastResort: true))
+                    }
+                }
+                return claimed
+            }
+        }
+    }
+
+    /// How many one-time KeyPackages the caller's endpoint has left.
+    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
+        let user = try await caller(token: token, endpointID: endpointID)
+        return try storage {
+            try store.read { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                return try Self.oneTimeCount(db, endpointID)
+            }
+        }
+    }
+
+    static func oneTimeCount(_ db: any DomainStatements, _ endpointID: String) throws -> Int {
+        try db.scalar(
+            "SELECT count(*) FROM key_packages WHERE endpoint_id = ? AND last_resort = 0", [endpointID], as: Int.self) ?? 0
+    }
+
+    /// An endpoint's publications run one at a time (the count is checked after the inserts).
+    static func keyPackageScope(_ endpointID: String) -> WriteScope { .locking(["key-packages:" + endpointID]) }
+}
