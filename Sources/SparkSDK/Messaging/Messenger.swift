@@ -2,6 +2,7 @@ public import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkLock
+import SparkMLS
 import SparkObservable
 import SparkStore
 
@@ -110,6 +111,9 @@ actor Messenger {
     func start() {
         reloadChats()
         guard syncTask == nil else { return }
+        // Others can add this device to chats while it is offline: its KeyPackages are in the
+        // domain (topped up again at each start; a failure now is retried at the next).
+        Task { [weak self] in try? await self?.ensureKeyPackages() }
         let interval = pollInterval
         syncTask = Task { [weak self] in
             let clock = ContinuousClock()
@@ -993,7 +997,9 @@ actor Messenger {
             return outcome
         }
         if changed { eventSinks.yield(.identityChanged(userID: user)) }
-        if record != stored { reloadChats() }
+        // Chats show each participant's state (unverified when no contact is stored yet): only a
+        // different state is news, and reloading mid-batch would show a half-applied step.
+        if record.state != (stored?.state ?? .unverified) { reloadChats() }
         if record.state.isTrusted, let stored, !stored.state.isTrusted {
             // Trusted again (the domain publishes the trusted key once more): what was held goes.
             // Not awaited here, since this may run inside a send's own key check.
@@ -1110,6 +1116,41 @@ actor Messenger {
             reloadMessages(chatID)
             _ = await deliverPending(in: chatID)
         }
+    }
+
+    // MARK: This device's MLS identity
+
+    /// This device's MLS signer: its own key, with the credential the identity key signed.
+    func deviceSigner() throws -> MLSSigner {
+        let (keys, endpointID, sealer) = (self.keys, self.endpointID, self.sealer)
+        return try write { db in try DeviceKeys.signer(db, sealer: sealer, keys: keys, endpointID: endpointID) }
+    }
+
+    /// Tops this device's one-time KeyPackages in the domain up to ``DeviceKeys/oneTimeTarget``
+    /// when fewer than ``DeviceKeys/lowWater`` are left, and publishes a last-resort one the
+    /// first time. The private halves are stored before the public ones leave.
+    func ensureKeyPackages() async throws {
+        try requireRunning()
+        let token = try await token()
+        let left = try await domainCall { try await domain.keyPackageCount(token: token, endpointID: endpointID) }
+        let needsLastResort = try read { db in try !DeviceKeys.hasLastResort(db) }
+        guard left < DeviceKeys.lowWater || needsLastResort else { return }
+        let signer = try deviceSigner()
+        let count = left < DeviceKeys.lowWater ? DeviceKeys.oneTimeTarget - left : 0
+        let sealer = self.sealer
+        let made = try write { db in
+            try DeviceKeys.makeBundles(db, sealer: sealer, signer: signer, count: count, lastResort: needsLastResort, now: Date())
+        }
+        _ = try await domainCall {
+            try await domain.publishKeyPackages(
+                token: token, endpointID: endpointID, keyPackages: made.oneTime, lastResort: made.lastResort)
+        }
+    }
+
+    /// The private bundle of one of this device's KeyPackages.
+    func keyPackageBundle(reference: Data) throws -> MLSKeyPackageBundle? {
+        let sealer = self.sealer
+        return try read { db in try DeviceKeys.bundle(db, sealer: sealer, reference: reference) }
     }
 
     // MARK: Queries and flows

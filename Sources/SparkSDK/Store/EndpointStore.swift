@@ -270,6 +270,25 @@ public final class EndpointStore: Sendable {
                 );
                 """)
         }
+        migrator.register("v7-device-keys") { db in
+            // This device's MLS signature key and credential, and its KeyPackages' private
+            // halves (DeviceKeys); every secret sealed.
+            try db.execute(
+                """
+                CREATE TABLE device_signer (
+                    user_id TEXT PRIMARY KEY,
+                    identity_key_version INTEGER NOT NULL,
+                    signature_key BLOB NOT NULL,
+                    credential BLOB NOT NULL
+                );
+                CREATE TABLE key_package_bundles (
+                    reference BLOB PRIMARY KEY,
+                    bundle BLOB NOT NULL,
+                    last_resort INTEGER NOT NULL,
+                    created_at REAL NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 
@@ -413,6 +432,7 @@ extension EndpointStore {
     /// belongs here (a test scans the file after a wipe for what it held).
     static let userDataTables = [
         "local_keys", "chats", "participants", "messages", "sender_keys", "sender_sequences", "contacts", "mailbox_cursor",
+        "device_signer", "key_package_bundles",
     ]
 
     /// Wipes the user's data (keys, chats, messages, chat keys, contacts, the mailbox cursor),

@@ -1,0 +1,113 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkMLS
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkSDK
+
+/// Each device's own MLS key, its cross-signed credential and its KeyPackages in the domain,
+/// used end to end: a member adds a device from the KeyPackage the domain hands out, and the
+/// device joins with the private half it kept.
+@Suite("Devices: MLS credentials and KeyPackages")
+struct DeviceKeysTests {
+    /// Waits until `endpoint` has `count` one-time KeyPackages in the domain.
+    static func waitForKeyPackages(_ count: Int, _ domain: any DomainService, user: String, endpoint: String) async throws
+        -> Bool
+    {
+        let token = try await domain.testToken(userID: user).token
+        for _ in 0..<3000 {
+            if try await domain.keyPackageCount(token: token, endpointID: endpoint) == count { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    @Test func aDeviceIsAddedFromItsKeyPackageAndJoinsWithWhatItKept() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let bobEndpoint = try await bobService.endpointID
+            #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
+
+            // The device's key is its own, kept, and its credential is signed by bob's identity.
+            let signer = try await bob.messenger.deviceSigner()
+            #expect(try await bob.messenger.deviceSigner().signatureKey == signer.signatureKey)
+            #expect(signer.signatureKey != (await bob.messenger.keys.signing.publicKey.rawRepresentation))
+
+            let aliceToken = try await world.real.testToken(userID: "alice").token
+            let aliceEndpoint = try await aliceService.endpointID
+            let claimed = try await world.real.claimKeyPackages(token: aliceToken, endpointID: aliceEndpoint, userID: "bob")
+            try #require(claimed.count == 1 && claimed[0].endpointID == bobEndpoint && !claimed[0].lastResort)
+            let summary = try MLSKeyPackageSummary(claimed[0].keyPackage)
+            let credential = try DeviceCredential(encoded: summary.credential.identity)
+            #expect(
+                credential.userID == "bob" && credential.deviceID == bobEndpoint
+                    && credential.signatureKey == summary.signatureKey)
+            let bobIdentity = try #require(
+                try await world.real.identity(token: aliceToken, endpointID: aliceEndpoint, userID: "bob"))
+            let aliceIdentity = try #require(
+                try await world.real.identity(token: aliceToken, endpointID: aliceEndpoint, userID: "alice"))
+            #expect(credential.isSigned(by: try Ed25519.PublicKey(rawRepresentation: bobIdentity.signingKey)))
+            #expect(
+                try await world.real.keyPackageCount(token: world.real.testToken(userID: "bob").token, endpointID: bobEndpoint)
+                    == DeviceKeys.oneTimeTarget - 1)
+
+            // Alice's device makes a group and adds bob's device; bob's device joins.
+            let validator = DeviceCredentialValidator(identityKeys: [
+                "alice": aliceIdentity.signingKey, "bob": bobIdentity.signingKey,
+            ])
+            var random = MLSSystemRandom()
+            let group = try MLSGroup.create(
+                groupID: Data("chat".utf8), signer: try await alice.messenger.deviceSigner(), validator: validator,
+                random: &random)
+            let added = try group.commit(adding: [claimed[0].keyPackage], now: Date(), random: &random)
+            let welcome = try #require(added.welcome)
+            let references = try MLSGroup.keyPackageReferences(inWelcome: welcome)
+            #expect(references == [summary.reference])
+            let bundle = try #require(try await bob.messenger.keyPackageBundle(reference: references[0]))
+            let joined = try MLSGroup.join(welcome: welcome, bundle: bundle, validator: validator)
+            #expect(joined.epochAuthenticator == added.group.epochAuthenticator && joined.memberCount == 2)
+            // The domain never saw a private key: what it holds parses as public KeyPackages only.
+            #expect(try await bob.messenger.keyPackageBundle(reference: Data(repeating: 1, count: 32)) == nil)
+        }
+    }
+
+    @Test func keyPackagesAreToppedUpAndAWipeForgetsTheDeviceKey() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, _) = try await world.endpoint("bob", "bob-phone")
+            let bobEndpoint = try await bobService.endpointID
+            let aliceEndpoint = try await aliceService.endpointID
+            #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
+            let aliceToken = try await world.real.testToken(userID: "alice").token
+            for _ in 0..<(DeviceKeys.oneTimeTarget - DeviceKeys.lowWater + 1) {
+                _ = try await world.real.claimKeyPackages(token: aliceToken, endpointID: aliceEndpoint, userID: "bob")
+            }
+            #expect(try await Self.waitForKeyPackages(DeviceKeys.lowWater - 1, world.real, user: "bob", endpoint: bobEndpoint))
+            // Below the low-water mark, the device tops up to the target at its next check.
+            let bob = try await bobService.messaging()
+            try await bob.messenger.ensureKeyPackages()
+            #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
+
+            // Signing out with a wipe forgets the device key and its KeyPackages' private halves.
+            let before = try await alice.messenger.deviceSigner().signatureKey
+            let store = try EndpointStore(directory: directory.appendingPathComponent("alice-laptop"))
+            let rows = try store.queue.read { db in try db.scalar("SELECT count(*) FROM key_package_bundles", as: Int.self) }
+            #expect(rows == DeviceKeys.oneTimeTarget + 1)
+            await aliceService.signOut(wipeKeys: true)
+            let left = try store.queue.read { db in
+                (
+                    try db.scalar("SELECT count(*) FROM key_package_bundles", as: Int.self),
+                    try db.scalar("SELECT count(*) FROM device_signer", as: Int.self)
+                )
+            }
+            #expect(left.0 == 0 && left.1 == 0)
+            #expect(before.count == 32)
+        }
+    }
+}
