@@ -123,6 +123,16 @@ public protocol DomainService: Sendable {
     func post(
         token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
     ) async throws -> PostReceipt
+    /// Orders an MLS commit (MLS's Delivery Service): accepted only while the chat is at `epoch`,
+    /// so exactly one commit wins each epoch (a loser gets ``DomainError/Code/conflict``,
+    /// processes the winner and tries again); a repeat of the accepted one is answered as it was.
+    /// The commit goes to every member before and after, `welcome` to the users in `add`, and
+    /// `add`/`remove` change the members as ``updateMembers(token:endpointID:chatID:add:remove:posts:)``
+    /// does (admins only, but anyone may remove themselves). Returns the chat's new epoch.
+    func postCommit(
+        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
+        remove: [String]
+    ) async throws -> Int64
     /// Reads the caller's mailbox after `cursor`, oldest first. With a `wait` (at most
     /// ``maximumMailboxWait``), an empty mailbox is a long-poll: the call returns as soon as an
     /// entry for this user arrives, or empty when the wait ends or the task is cancelled.

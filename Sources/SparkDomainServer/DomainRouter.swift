@@ -261,6 +261,14 @@ public final class DomainRouter: Sendable {
             let (token, endpoint) = try call.credential()
             return try WireCoder.encode(
                 Wire.Version(version: try await domain.identityKeyVersion(token: token, endpointID: endpoint)))
+        case .postCommit:
+            let body = try call.body(Wire.PostCommit.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.Epoch(
+                    epoch: try await domain.postCommit(
+                        token: token, endpointID: endpoint, chatID: body.chatID, epoch: body.epoch, commit: body.commit,
+                        welcome: body.welcome, add: body.add, remove: body.remove)))
         case .publishKeyPackages:
             let body = try call.body(Wire.PublishKeyPackages.self)
             let (token, endpoint) = try call.credential()

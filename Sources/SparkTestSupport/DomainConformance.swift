@@ -47,6 +47,7 @@ public enum DomainConformance {
         Check(description: "key blobs", run: keyBlobs),
         Check(description: "identities", run: identities),
         Check(description: "key packages", run: keyPackages),
+        Check(description: "commit ordering", run: commitOrdering),
         Check(description: "chats and retries", run: chats),
         Check(description: "mailboxes and long-polls", run: mailboxes),
         Check(description: "moderation", run: moderation),
@@ -271,6 +272,99 @@ public enum DomainConformance {
             "a refused publication keeps nothing")
         try await expectRefused(.invalidRequest, "an empty user id") {
             try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "")
+        }
+    }
+
+    /// One commit wins each epoch; the loser is told the epoch and wins after catching up; a
+    /// retry of the winner is answered as it was; commits reach every member before and after in
+    /// order, Welcomes only the added; membership changes follow the admin rules.
+    static func commitOrdering(_ domain: DomainUnderTest) async throws {
+        let service = domain.service
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let carol = try await user(domain, "carol")
+        let chat = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", participants: ["bob"])
+        try expect(chat.epoch == 0, "a new chat is at epoch 0: \(chat.epoch)")
+        let bobStart = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100).count
+        let carolStart = try await service.readMailbox(token: carol.token, endpointID: carol.endpoint, after: 0, limit: 100)
+            .count
+
+        // Alice adds carol at epoch 0; bob's update for epoch 0 loses.
+        var epoch = try await service.postCommit(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 0, commit: Data("add carol".utf8),
+            welcome: Data("welcome carol".utf8), add: ["carol"], remove: [])
+        try expect(epoch == 1, "the chat moves to epoch 1: \(epoch)")
+        try await expectRefused(.conflict, "a second commit for epoch 0") {
+            try await service.postCommit(
+                token: bob.token, endpointID: bob.endpoint, chatID: "c-mls", epoch: 0, commit: Data("bob update".utf8),
+                welcome: nil, add: [], remove: [])
+        }
+        // Alice's retry (her answer was lost) is the same answer, not a second commit.
+        epoch = try await service.postCommit(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 0, commit: Data("add carol".utf8),
+            welcome: Data("welcome carol".utf8), add: ["carol"], remove: [])
+        try expect(epoch == 1, "a retried winner is answered with the epoch it made: \(epoch)")
+        epoch = try await service.postCommit(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-mls", epoch: 1, commit: Data("bob update".utf8),
+            welcome: nil, add: [], remove: [])
+        try expect(epoch == 2, "bob wins epoch 1 after catching up: \(epoch)")
+        try await expectRefused(.conflict, "a commit for a future epoch") {
+            try await service.postCommit(
+                token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 5, commit: Data("x".utf8),
+                welcome: nil, add: [], remove: [])
+        }
+
+        let bobEntries = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
+            .dropFirst(bobStart)
+        try expect(
+            bobEntries.map(\.kind) == [.membership, .commit, .commit]
+                && bobEntries.filter { $0.kind == .commit }.map(\.epoch) == [0, 1]
+                && bobEntries.filter { $0.kind == .commit }.map(\.payload) == [Data("add carol".utf8), Data("bob update".utf8)],
+            "bob gets the membership and both commits, in order, with their epochs: \(bobEntries.map(\.kind))")
+        let carolEntries = try await service.readMailbox(token: carol.token, endpointID: carol.endpoint, after: 0, limit: 100)
+            .dropFirst(carolStart)
+        try expect(
+            carolEntries.map(\.kind) == [.membership, .commit, .welcome, .commit]
+                && carolEntries.first { $0.kind == .welcome }?.payload == Data("welcome carol".utf8),
+            "carol gets her Welcome with the commit that added her: \(carolEntries.map(\.kind))")
+        try expect(
+            try await service.chat(token: carol.token, endpointID: carol.endpoint, chatID: "c-mls").epoch == 2,
+            "the chat reports its epoch")
+
+        // Admin rules: carol (no admin) may not remove bob, but may leave; clients cannot post
+        // commit or welcome entries as ordinary posts.
+        try await expectRefused(.notAMember, "a non-admin's removal") {
+            try await service.postCommit(
+                token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 2, commit: Data("remove bob".utf8),
+                welcome: nil, add: [], remove: ["bob"])
+        }
+        try expect(
+            try await service.chat(token: carol.token, endpointID: carol.endpoint, chatID: "c-mls").epoch == 2,
+            "a refused commit moves no epoch")
+        try await expectRefused(.invalidRequest, "a Welcome without adds") {
+            try await service.postCommit(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 2, commit: Data("u".utf8),
+                welcome: Data("w".utf8), add: [], remove: [])
+        }
+        try await expectRefused(.invalidRequest, "a commit entry posted as a message") {
+            try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", kind: .commit, payload: Data("c".utf8),
+                recipient: nil, clientID: nil)
+        }
+        try await expectRefused(.tooLarge, "an empty commit") {
+            try await service.postCommit(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 2, commit: Data(), welcome: nil,
+                add: [], remove: [])
+        }
+        epoch = try await service.postCommit(
+            token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 2, commit: Data("carol leaves".utf8),
+            welcome: nil, add: [], remove: ["carol"])
+        try expect(epoch == 3, "anyone may remove themselves: \(epoch)")
+        try await expectRefused(.notAMember, "a commit from a user who left") {
+            try await service.postCommit(
+                token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 3, commit: Data("back".utf8),
+                welcome: nil, add: [], remove: [])
         }
     }
 

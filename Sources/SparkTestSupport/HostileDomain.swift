@@ -119,6 +119,15 @@ public final class HostileDomain: DomainService {
         try await inner.pendingIdentityReset(token: token, endpointID: endpointID, userID: userID)
     }
     /// Forwarded, or rewritten as the test told it.
+    public func postCommit(
+        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
+        remove: [String]
+    ) async throws -> Int64 {
+        try await inner.postCommit(
+            token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
+            remove: remove)
+    }
+    /// Forwarded, or rewritten as the test told it.
     public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
         -> Int
     {

@@ -92,6 +92,14 @@ final class CountingDomain: DomainService {
     func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
         try await inner.pendingIdentityReset(token: token, endpointID: endpointID, userID: userID)
     }
+    func postCommit(
+        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
+        remove: [String]
+    ) async throws -> Int64 {
+        try await inner.postCommit(
+            token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
+            remove: remove)
+    }
     func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int {
         try await inner.publishKeyPackages(token: token, endpointID: endpointID, keyPackages: keyPackages, lastResort: lastResort)
     }

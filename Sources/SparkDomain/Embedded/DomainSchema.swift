@@ -202,6 +202,13 @@ enum DomainSchema {
                 )
                 """)
         }
+        migrator.register("v9-commit-order") { db in
+            // The MLS epoch each chat's commits are ordered up to, the accepted commit's digest
+            // (a retry of it is answered, not refused), and the epoch on commit entries.
+            try db.execute("ALTER TABLE chats ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0")
+            try db.execute("ALTER TABLE chats ADD COLUMN last_commit BLOB")
+            try db.execute("ALTER TABLE mailbox ADD COLUMN epoch INTEGER")
+        }
         return migrator
     }
 }

@@ -67,41 +67,10 @@ extension DomainEngine {
         let (info, routed) = try storage {
             try store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                let before = try Self.chatInfo(db, chatID)
-                guard let me = before.members.first(where: { $0.userID == user }) else {
-                    throw DomainError(.notAMember, "the caller is not a member of this chat")
+                guard let (before, final) = try Self.changeMembers(db, chatID: chatID, by: user, add: add, remove: remove) else {
+                    // A change that changes nothing (a retry after a lost answer) is not made again.
+                    return (try Self.chatInfo(db, chatID), [])
                 }
-                let leavingOnlySelf = add.isEmpty && remove == [user]
-                guard me.isAdmin || leavingOnlySelf else {
-                    throw DomainError(.notAMember, "only admins may invite or remove members")
-                }
-                // A change that changes nothing (a retry after a lost answer) is not made again.
-                let current = Set(before.members.map(\.userID))
-                if add.allSatisfy({ $0.isEmpty || current.contains($0) }), remove.allSatisfy({ !current.contains($0) }) {
-                    return (before, [])
-                }
-                guard before.members.count + add.count <= Self.maximumChatMembers else {
-                    throw DomainError(.invalidRequest, "a chat has at most \(Self.maximumChatMembers) members")
-                }
-                for member in add where !member.isEmpty {
-                    try db.execute(
-                        """
-                        INSERT INTO chat_members(chat_id, user_id, is_admin, position)
-                        VALUES (?, ?, 0, (SELECT coalesce(max(position), 0) + 1 FROM chat_members WHERE chat_id = ?))
-                        ON CONFLICT DO NOTHING
-                        """, [chatID, member, chatID])
-                }
-                for member in remove {
-                    try db.execute("DELETE FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, member])
-                }
-                // A chat whose last admin left gets its longest-standing member as admin.
-                let after = try Self.chatInfo(db, chatID)
-                if !after.members.isEmpty, !after.members.contains(where: \.isAdmin) {
-                    try db.execute(
-                        "UPDATE chat_members SET is_admin = 1 WHERE chat_id = ? AND user_id = ?",
-                        [chatID, after.members[0].userID])
-                }
-                let final = try Self.chatInfo(db, chatID)
                 let audience = Set(before.members.map(\.userID)).union(final.members.map(\.userID))
                 try Self.append(
                     db, to: Array(audience), chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
@@ -134,7 +103,7 @@ extension DomainEngine {
         guard payload.count <= Self.maximumPayloadSize else {
             throw DomainError(.tooLarge, "the payload is \(payload.count) bytes; at most \(Self.maximumPayloadSize)")
         }
-        guard kind != .membership, kind != .identityReset else {
+        guard kind != .membership, kind != .identityReset, kind != .commit, kind != .welcome else {
             throw DomainError(.invalidRequest, "\(kind.rawValue) entries are made by the domain")
         }
         let now = clock.now()
@@ -218,7 +187,7 @@ extension DomainEngine {
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 return try db.rows(
                     """
-                    SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at FROM mailbox
+                    SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch FROM mailbox
                     WHERE user_id = ? AND sequence > ? ORDER BY sequence LIMIT ?
                     """, [user, cursor, max(1, min(limit, 1000))]
                 ).map { row in
@@ -229,7 +198,7 @@ extension DomainEngine {
                         members: try row.get(6, as: String?.self).flatMap {
                             try? JSONDecoder().decode([ChatMember].self, from: Data($0.utf8))
                         },
-                        postedAt: Date(timeIntervalSince1970: try row.get(7)))
+                        postedAt: Date(timeIntervalSince1970: try row.get(7)), epoch: try row.get(8))
                 }
             }
         }
@@ -336,6 +305,48 @@ extension DomainEngine {
 
     // MARK: Helpers
 
+    /// Adds and removes members as `user` asks (admins only; anyone may remove only themselves),
+    /// giving a chat whose last admin left its longest-standing member as admin. Returns the
+    /// chat before and after, or nil when the change changes nothing.
+    static func changeMembers(_ db: any DomainStatements, chatID: String, by user: String, add: [String], remove: [String])
+        throws -> (before: ChatInfo, after: ChatInfo)?
+    {
+        let before = try chatInfo(db, chatID)
+        guard let me = before.members.first(where: { $0.userID == user }) else {
+            throw DomainError(.notAMember, "the caller is not a member of this chat")
+        }
+        let leavingOnlySelf = add.isEmpty && remove == [user]
+        guard me.isAdmin || leavingOnlySelf || (add.isEmpty && remove.isEmpty) else {
+            throw DomainError(.notAMember, "only admins may invite or remove members")
+        }
+        let current = Set(before.members.map(\.userID))
+        if add.allSatisfy({ $0.isEmpty || current.contains($0) }), remove.allSatisfy({ !current.contains($0) }) {
+            return nil
+        }
+        guard before.members.count + add.count <= maximumChatMembers,
+            add.allSatisfy({ $0.utf8.count <= 255 }), remove.allSatisfy({ $0.utf8.count <= 255 })
+        else {
+            throw DomainError(.invalidRequest, "a chat has at most \(maximumChatMembers) members with valid user ids")
+        }
+        for member in add where !member.isEmpty {
+            try db.execute(
+                """
+                INSERT INTO chat_members(chat_id, user_id, is_admin, position)
+                VALUES (?, ?, 0, (SELECT coalesce(max(position), 0) + 1 FROM chat_members WHERE chat_id = ?))
+                ON CONFLICT DO NOTHING
+                """, [chatID, member, chatID])
+        }
+        for member in remove {
+            try db.execute("DELETE FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, member])
+        }
+        let after = try chatInfo(db, chatID)
+        if !after.members.isEmpty, !after.members.contains(where: \.isAdmin) {
+            try db.execute(
+                "UPDATE chat_members SET is_admin = 1 WHERE chat_id = ? AND user_id = ?", [chatID, after.members[0].userID])
+        }
+        return (before, try chatInfo(db, chatID))
+    }
+
     /// A chat's transactions (creation, membership, posts) run one at a time per chat: under
     /// the chat's lock, membership, message numbers and idempotency records are read and written
     /// without another transaction of the same chat in between; mailbox heads move atomically.
@@ -366,14 +377,14 @@ extension DomainEngine {
     }
 
     static func chatInfo(_ db: any DomainStatements, _ chatID: String) throws -> ChatInfo {
-        guard try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) != nil else {
+        guard let epoch = try db.scalar("SELECT epoch FROM chats WHERE chat_id = ?", [chatID], as: Int64.self) else {
             throw DomainError(.notFound, "no chat \(chatID)")
         }
         let members = try db.rows("SELECT user_id, is_admin FROM chat_members WHERE chat_id = ? ORDER BY position", [chatID]).map
         {
             ChatMember(userID: try $0.get(0), isAdmin: try $0.get(1))
         }
-        return ChatInfo(chatID: chatID, members: members)
+        return ChatInfo(chatID: chatID, members: members, epoch: epoch)
     }
 
     /// The posts that may go out with a chat's creation or a membership change: chat keys for
@@ -412,7 +423,7 @@ extension DomainEngine {
     static func append(
         _ db: any DomainStatements, to users: [String], chatID: String, sender: String, kind: MailboxKind, messageNumber: Int64?,
         payload: Data,
-        members: [ChatMember]?, now: TimeInterval
+        members: [ChatMember]?, now: TimeInterval, epoch: Int64? = nil
     ) throws {
         let membersJSON = try members.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         // In one order for every transaction, so two that route to the same users never wait
@@ -428,9 +439,9 @@ extension DomainEngine {
             else { throw DomainError(.storageFailure, "the mailbox head of \(user) did not move") }
             try db.execute(
                 """
-                INSERT INTO mailbox(user_id, sequence, chat_id, sender, kind, message_number, payload, members, posted_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, [user, next, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now])
+                INSERT INTO mailbox(user_id, sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [user, next, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now, epoch])
         }
     }
 }

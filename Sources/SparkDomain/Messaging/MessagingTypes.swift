@@ -7,6 +7,9 @@ public struct ChatInfo: Sendable, Codable, Equatable {
     public var chatID: String
     /// The current members, with whether each is an admin.
     public var members: [ChatMember]
+    /// The MLS epoch the domain has ordered the chat's handshake messages up to: the next
+    /// commit is accepted only for this epoch (0 for a chat with no commit yet).
+    public var epoch: Int64 = 0
 }
 
 /// One member of a chat.
@@ -38,6 +41,12 @@ public enum MailboxKind: String, Sendable, Codable {
     /// The domain's notice that `sender`'s identity reset was requested or cancelled (an
     /// ``IdentityResetNotice``, in no chat), to that user's endpoints and their contacts.
     case identityReset
+    /// An MLS handshake message (a commit) the domain ordered: it was accepted for the epoch in
+    /// the entry's ``MailboxEntry/epoch``, and is the only one for it.
+    case commit
+    /// An MLS Welcome for devices of the users a commit added (each device looks for its own
+    /// KeyPackage in it).
+    case welcome
 }
 
 /// A KeyPackage the domain handed out for one device of a user (MLS's Delivery Service keeps
@@ -120,6 +129,8 @@ public struct MailboxEntry: Sendable, Codable, Equatable {
     public var members: [ChatMember]?
     /// When the domain accepted it.
     public var postedAt: Date
+    /// For commits and Welcomes: the epoch the commit was accepted for.
+    public var epoch: Int64?
 }
 
 /// What the domain answers to a post.

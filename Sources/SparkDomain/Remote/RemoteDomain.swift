@@ -201,6 +201,18 @@ public final class RemoteDomain: DomainService {
         return found.pending
     }
 
+    /// `POST /v1/chats/commit`: orders an MLS commit.
+    public func postCommit(
+        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
+        remove: [String]
+    ) async throws -> Int64 {
+        let answer: Wire.Epoch = try await client.call(
+            .postCommit,
+            Wire.PostCommit(chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add, remove: remove),
+            token: token, endpoint: endpointID)
+        return answer.epoch
+    }
+
     /// `POST /v1/key-packages/publish`: stores KeyPackages of this endpoint.
     public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
         -> Int

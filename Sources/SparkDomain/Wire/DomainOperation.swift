@@ -17,7 +17,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
     case publishKeyPackages, claimKeyPackages, keyPackageCount
-    case createChat, updateMembers, post, readMailbox, chat, userStatus, dismissInfraction
+    case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox
     case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
@@ -144,6 +144,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .createChat: return Route(path: "chats/create", access: .endpoint, summary: "Creates a chat (a repeat with the same members is the same chat)", request: .body(.object([("chatID", .string, true), ("participants", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
         case .updateMembers: return Route(path: "chats/members", access: .endpoint, summary: "Adds and removes members (a change that changes nothing is not made again)", request: .body(.object([("chatID", .string, true), ("add", .array(.string), true), ("remove", .array(.string), true), ("posts", .array(.ref("ChatPost")), true)])), response: .ref("ChatInfo"))
         case .post: return Route(path: "chats/post", access: .endpoint, summary: "Posts to a chat (a repeat with the same clientID is the same post)", request: .body(.object([("chatID", .string, true), ("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false), ("clientID", .string, false)])), response: .ref("PostReceipt"))
+        case .postCommit: return Route(path: "chats/commit", access: .endpoint, summary: "Orders an MLS commit: accepted only while the chat is at its epoch (a repeat of the accepted one is the same)", request: .body(.object([("chatID", .string, true), ("epoch", .integer, true), ("commit", .bytes, true), ("welcome", .bytes, false), ("add", .array(.string), true), ("remove", .array(.string), true)])), response: .object([("epoch", .integer, true)]))
         case .readMailbox: return Route(path: "mailbox", access: .endpoint, summary: "Reads the mailbox; waits up to `wait` seconds for an entry", request: .query(.object([("after", .integer, true), ("limit", .integer, true), ("wait", .integer, true)])), response: .object([("entries", .array(.ref("MailboxEntry")), true)]))
         case .chat: return Route(path: "chats", access: .endpoint, summary: "A chat's members, for a member", request: .query(.object([("chatID", .string, true)])), response: .ref("ChatInfo"))
         case .userStatus: return Route(path: "status", access: .endpoint, summary: "The user's moderation status", request: .none, response: .ref("UserStatus"))

@@ -155,12 +155,14 @@ public enum OpenAPIDocument {
         ]),
         "ChatPost": .object([("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false)]),
         "ChatMember": .object([("userID", .string, true), ("isAdmin", .boolean, true)]),
-        "ChatInfo": .object([("chatID", .string, true), ("members", .array(.ref("ChatMember")), true)]),
+        "ChatInfo": .object([
+            ("chatID", .string, true), ("members", .array(.ref("ChatMember")), true), ("epoch", .integer, false),
+        ]),
         "PostReceipt": .object([("messageNumber", .integer, false), ("postedAt", .time, true)]),
         "MailboxEntry": .object([
             ("sequence", .integer, true), ("chatID", .string, true), ("sender", .string, true),
             ("kind", .ref("MailboxKind"), true), ("messageNumber", .integer, false), ("payload", .bytes, true),
-            ("members", .array(.ref("ChatMember")), false), ("postedAt", .time, true),
+            ("members", .array(.ref("ChatMember")), false), ("postedAt", .time, true), ("epoch", .integer, false),
         ]),
         "Infraction": .object([("id", .integer, true), ("reason", .string, true), ("issuedAt", .time, true)]),
         "AccountSummary": .object([
@@ -184,7 +186,8 @@ public enum OpenAPIDocument {
         }
         return [
             "MailboxKind": [
-                "type": "string", "enum": ["membership", "chatKey", "message", "receipt", "event", "identityReset"],
+                "type": "string",
+                "enum": ["membership", "chatKey", "message", "receipt", "event", "identityReset", "commit", "welcome"],
             ],
             "VerifiedIdentity": [
                 "type": "object", "additionalProperties": false,

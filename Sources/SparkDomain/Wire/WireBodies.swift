@@ -202,6 +202,39 @@ public enum Wire {
         }
     }
 
+    /// A commit to order.
+    public struct PostCommit: Codable, Sendable, Equatable {
+        /// The chat.
+        public var chatID: String
+        /// The epoch the commit was made in.
+        public var epoch: Int64
+        /// The commit (an `MLSMessage`).
+        public var commit: Data
+        /// The Welcome for the added members, if any.
+        public var welcome: Data?
+        /// Users the commit adds.
+        public var add: [String]
+        /// Users the commit removes.
+        public var remove: [String]
+        /// A body.
+        public init(chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String], remove: [String]) {
+            self.chatID = chatID
+            self.epoch = epoch
+            self.commit = commit
+            self.welcome = welcome
+            self.add = add
+            self.remove = remove
+        }
+    }
+
+    /// An epoch.
+    public struct Epoch: Codable, Sendable, Equatable {
+        /// The epoch.
+        public var epoch: Int64
+        /// A body carrying `epoch`.
+        public init(epoch: Int64) { self.epoch = epoch }
+    }
+
     /// KeyPackages to keep for the caller's endpoint.
     public struct PublishKeyPackages: Codable, Sendable, Equatable {
         /// One-time KeyPackages.

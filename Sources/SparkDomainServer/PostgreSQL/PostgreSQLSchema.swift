@@ -196,6 +196,14 @@ enum PostgreSQLSchema {
             )
             """
         ),
+        (
+            "v9-commit-order",
+            """
+            ALTER TABLE chats ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+            ALTER TABLE chats ADD COLUMN last_commit BYTEA;
+            ALTER TABLE mailbox ADD COLUMN epoch BIGINT
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

@@ -914,6 +914,10 @@ actor Messenger {
             default: throw MessagingError(.forged, "an identity reset notice is malformed")
             }
             return Applied()
+        case .commit, .welcome:
+            // MLS handshake entries: chats here still use sender keys (docs/MLS.md, "Chats on
+            // MLS"), so none of this endpoint's chats has a group to apply them to.
+            throw MessagingError(.forged, "an MLS \(entry.kind.rawValue) for a chat that is not an MLS group here")
         case .receipt:
             guard let receipt = try? JSONDecoder().decode(Receipt.self, from: entry.payload) else {
                 throw MessagingError(.forged, "a receipt is malformed")

@@ -180,6 +180,8 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
             _ = entry.members?.map(\.userID)
         case .identityReset:
             _ = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload)
+        case .commit, .welcome:
+            _ = try? MLSGroup.keyPackageReferences(inWelcome: entry.payload)
         }
     },
     "wire-request": { data in

@@ -1,0 +1,85 @@
+public import Foundation
+import SparkCrypto
+import SparkStore
+
+/// MLS commit ordering: the domain as MLS's Delivery Service accepts one commit per epoch of a
+/// chat, so every member applies the same commits in the same order and no group forks. The
+/// commit and the Welcome are opaque here; the domain sees the chat, the epoch, the sizes and who
+/// was added or removed (which it needs to route and authorise), never a key or a plaintext.
+extension DomainEngine {
+    /// The largest Welcome accepted (it may carry the ratchet tree of a large group).
+    public static let maximumWelcomeSize = 512 * 1024
+
+    /// Orders a commit; see ``DomainService/postCommit(token:endpointID:chatID:epoch:commit:welcome:add:remove:)``.
+    public func postCommit(
+        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
+        remove: [String]
+    ) async throws -> Int64 {
+        let user = try await validate(token: token).userID
+        guard (1...Self.maximumPayloadSize).contains(commit.count) else {
+            throw DomainError(.tooLarge, "a commit is 1 to \(Self.maximumPayloadSize) bytes")
+        }
+        if let welcome {
+            guard (1...Self.maximumWelcomeSize).contains(welcome.count) else {
+                throw DomainError(.tooLarge, "a Welcome is 1 to \(Self.maximumWelcomeSize) bytes")
+            }
+            guard !add.isEmpty else { throw DomainError(.invalidRequest, "a Welcome goes with a commit that adds users") }
+        }
+        guard epoch >= 0, add.count <= Self.maximumChatMembers, remove.count <= Self.maximumChatMembers,
+            Set(add).isDisjoint(with: remove), !add.contains("")
+        else {
+            throw DomainError(.invalidRequest, "an epoch is not negative; a user is added or removed, not both")
+        }
+        let digest = SHA256.hash(commit)
+        let clockNow = clock.now()
+        let now = clockNow.timeIntervalSince1970
+        let (accepted, routed) = try storage {
+            try store.write(Self.chatScope(chatID)) { db -> (Int64, [String]) in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                guard let row = try db.row("SELECT epoch, last_commit FROM chats WHERE chat_id = ?", [chatID]) else {
+                    throw DomainError(.notFound, "no chat \(chatID)")
+                }
+                let current = try row.get(0, as: Int64.self)
+                // A retry of the commit that won (its answer was lost) is answered as it was.
+                if current == epoch + 1, try row.get(1, as: Data?.self) == digest { return (current, []) }
+                // Only members learn the epoch.
+                let before = try Self.chatInfo(db, chatID)
+                guard before.members.contains(where: { $0.userID == user }) else {
+                    throw DomainError(.notAMember, "the caller is not a member of this chat")
+                }
+                guard current == epoch else {
+                    throw DomainError(
+                        .conflict,
+                        "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
+                }
+                // A commit that adds or removes no one (an update) needs no admin.
+                let change = try Self.changeMembers(db, chatID: chatID, by: user, add: add, remove: remove)
+                if change == nil, !add.isEmpty || !remove.isEmpty {
+                    throw DomainError(
+                        .invalidRequest, "the commit's added users are members already and its removed ones are not")
+                }
+                let after = change?.after ?? before
+                try db.execute(
+                    "UPDATE chats SET epoch = epoch + 1, last_commit = ? WHERE chat_id = ?", [digest, chatID])
+                let audience = Array(Set(before.members.map(\.userID)).union(after.members.map(\.userID)))
+                if change != nil {
+                    try Self.append(
+                        db, to: audience, chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
+                        members: after.members, now: now, epoch: epoch)
+                }
+                try Self.append(
+                    db, to: audience, chatID: chatID, sender: user, kind: .commit, messageNumber: nil, payload: commit,
+                    members: nil, now: now, epoch: epoch)
+                if let welcome {
+                    try Self.append(
+                        db, to: add, chatID: chatID, sender: user, kind: .welcome, messageNumber: nil, payload: welcome,
+                        members: nil, now: now, epoch: epoch)
+                }
+                try db.announce(audience)
+                return (epoch + 1, audience)
+            }
+        }
+        mailboxWaiters.notify(routed)
+        return accepted
+    }
+}
