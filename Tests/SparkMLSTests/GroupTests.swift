@@ -265,4 +265,22 @@ struct GroupTests {
         #expect(a == b)
         #expect(a != (try simulation.members[1]!.export(label: "test", context: Data([2]), length: 32)))
     }
+
+    /// `processWithSender` names the member who signed: the committer as it was before its own
+    /// path, and an application message's sender.
+    @Test func theSenderOfACommitAndOfAMessageIsNamed() throws {
+        var simulation = try Simulation(seed: "senders")
+        try simulation.commit(by: 0, adding: 2)
+        let before = try #require(simulation.members[1]!.member(at: 1))
+        let result = try simulation.members[1]!.commit(now: simulation.now, random: &simulation.random)
+        var observer = simulation.members[2]!
+        let (received, committer) = try observer.processWithSender(result.commit, now: simulation.now)
+        guard case .commit = received else { throw MLSError(.invalid, "not a commit: \(received)") }
+        #expect(committer == before, "the committer as the tree had it before the commit")
+        var sender = result.group
+        let message = try sender.protect(Data("hi".utf8), random: &simulation.random)
+        let (opened, author) = try observer.processWithSender(message)
+        #expect(opened == .application(Data("hi".utf8), sender: 1, authenticatedData: Data()))
+        #expect(author?.leafIndex == 1 && author?.credential == before.credential)
+    }
 }

@@ -20,6 +20,16 @@ extension MLSGroup {
     /// are judged at `now` (the caller's clock; the system's by default). A refused message
     /// throws and leaves the group exactly as it was.
     public mutating func process(_ message: Data, now: Date = Date()) throws -> MLSReceived {
+        try processWithSender(message, now: now).received
+    }
+
+    /// Processes a message as ``process(_:now:)`` does, and also says who sent it: the member
+    /// whose signature it carries, as the tree was before the message (for a commit, the
+    /// committer before its own path changed its leaf); nil for a new member's or an external
+    /// sender's message. The layer above checks the sender's rights (admins, for a commit).
+    public mutating func processWithSender(_ message: Data, now: Date = Date()) throws -> (
+        received: MLSReceived, sender: Member?
+    ) {
         try requireActive()
         var next = self
         let result = try next.processInPlace(try MLSMessageBody(tlsEncoded: message), now: now)
@@ -27,7 +37,7 @@ extension MLSGroup {
         return result
     }
 
-    private mutating func processInPlace(_ body: MLSMessageBody, now: Date) throws -> MLSReceived {
+    private mutating func processInPlace(_ body: MLSMessageBody, now: Date) throws -> (received: MLSReceived, sender: Member?) {
         let authenticated: AuthenticatedContent
         switch body {
         case .publicMessage(let message):
@@ -67,16 +77,18 @@ extension MLSGroup {
         guard Framing.verify(suite: suite, authenticated, context: context, signatureKey: signatureKey) else {
             throw MLSError(.authentication, "the sender's signature does not verify")
         }
+        let sender: Member? =
+            if case .member(let leaf) = authenticated.content.sender { member(at: leaf) } else { nil }
         switch authenticated.content.content {
         case .application(let data):
             guard case .member(let leaf) = authenticated.content.sender else {
                 throw MLSError(.invalid, "application data from a non-member")
             }
-            return .application(data, sender: leaf, authenticatedData: authenticated.content.authenticatedData)
+            return (.application(data, sender: leaf, authenticatedData: authenticated.content.authenticatedData), sender)
         case .proposal(let proposal):
-            return try receiveProposal(proposal, authenticated, now: now)
+            return (try receiveProposal(proposal, authenticated, now: now), sender)
         case .commit(let commit):
-            return try receiveCommit(commit, authenticated, now: now)
+            return (try receiveCommit(commit, authenticated, now: now), sender)
         }
     }
 
