@@ -255,6 +255,19 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? decoder.decode(IdentityResetOutcome.self, from: data)
         _ = try? decoder.decode(DomainError.self, from: data)
         _ = try? WireCoder.decode(Wire.CreateChat.self, from: data)
+        _ = try? decoder.decode(Wire.ClaimedKeyPackages.self, from: data)
+        _ = try? decoder.decode(Wire.Epoch.self, from: data)
+        _ = try? decoder.decode(ChatInfo.self, from: data)
+    },
+    "device-credential": { data in
+        // A leaf's credential as a member checks it, a claimed KeyPackage read before use, and a
+        // safety number the user typed.
+        let validator = DeviceCredentialValidator(identityKeys: ["alice": Fixture.alice.signing.publicKey.rawRepresentation])
+        if let credential = try? DeviceCredential(encoded: data) {
+            _ = validator.isValid(credential.mlsCredential, signatureKey: credential.signatureKey)
+        }
+        _ = try? MLSKeyPackageSummary(data)
+        _ = SafetyNumber(digits: String(decoding: data, as: UTF8.self))
     },
     "domain-request": { data in
         // The request types of the domain's contract, and what the domain checks of them.
@@ -265,6 +278,8 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         if let policy = try? decoder.decode(DomainPolicy.self, from: data) { _ = try? policy.validate() }
         _ = try? decoder.decode([ChatPost].self, from: data)
         _ = try? decoder.decode(UserStatus.self, from: data)
+        _ = try? WireCoder.decode(Wire.PostCommit.self, from: data)
+        _ = try? WireCoder.decode(Wire.PublishKeyPackages.self, from: data)
     },
 ]
 
@@ -298,6 +313,14 @@ func seeds() throws -> [String: [Data]] {
         "mls-key-package": [
             MLSFixture.carolBundle.keyPackage, MLSFixture.carolBundle.serialized().unsafeData(),
             MLSFixture.bob.serialized().unsafeData(),
+        ],
+        "device-credential": [
+            try DeviceCredential.issue(
+                userID: "alice", deviceID: "laptop", signatureKey: Fixture.bob.signing.publicKey.rawRepresentation,
+                identityKeyVersion: 1, identityKey: Fixture.alice.signing
+            ).encoded,
+            MLSFixture.carolBundle.keyPackage,
+            Data("30035 44776 92869 39689 28698 76765 45825 75691 62576 84344 09180 79131".utf8),
         ],
         "base64url": [Data("aGVsbG8".utf8), Data("_-_-".utf8)],
         "jws": [Data(token.utf8)],
