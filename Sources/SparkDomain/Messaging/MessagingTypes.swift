@@ -131,6 +131,22 @@ public struct MailboxEntry: Sendable, Codable, Equatable {
     public var postedAt: Date
     /// For commits and Welcomes: the epoch the commit was accepted for.
     public var epoch: Int64?
+
+    /// An entry (the domain makes them; tests and hostile domains forge them).
+    public init(
+        sequence: Int64, chatID: String, sender: String, kind: MailboxKind, messageNumber: Int64?, payload: Data,
+        members: [ChatMember]?, postedAt: Date, epoch: Int64? = nil
+    ) {
+        self.sequence = sequence
+        self.chatID = chatID
+        self.sender = sender
+        self.kind = kind
+        self.messageNumber = messageNumber
+        self.payload = payload
+        self.members = members
+        self.postedAt = postedAt
+        self.epoch = epoch
+    }
 }
 
 /// What the domain answers to a post.

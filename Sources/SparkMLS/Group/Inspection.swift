@@ -42,3 +42,51 @@ extension MLSGroup {
         return message.secrets.map(\.newMember)
     }
 }
+
+/// What a group's message says in the clear, read without processing it: its group, its epoch
+/// and what it carries. A Delivery Service client decides with it whether a message is late (an
+/// epoch already left), early (a commit it has not seen yet) or for now.
+public struct MLSMessageHeader: Sendable, Equatable {
+    /// What a message carries.
+    public enum ContentType: Sendable, Equatable {
+        /// Application data.
+        case application
+        /// A proposal.
+        case proposal
+        /// A commit.
+        case commit
+    }
+
+    /// The group id.
+    public let groupID: Data
+    /// The epoch it was sent in.
+    public let epoch: UInt64
+    /// What it carries.
+    public let contentType: ContentType
+
+    /// Reads the header of a PublicMessage or PrivateMessage; anything else is `malformed`.
+    public init(_ message: Data) throws {
+        switch try MLSMessageBody(tlsEncoded: message) {
+        case .publicMessage(let message):
+            groupID = message.content.groupID
+            epoch = message.content.epoch
+            contentType =
+                switch message.content.content {
+                case .application: .application
+                case .proposal: .proposal
+                case .commit: .commit
+                }
+        case .privateMessage(let message):
+            groupID = message.groupID
+            epoch = message.epoch
+            contentType =
+                switch message.contentType {
+                case .application: .application
+                case .proposal: .proposal
+                case .commit: .commit
+                }
+        default:
+            throw MLSError(.malformed, "the message is not a PublicMessage or PrivateMessage")
+        }
+    }
+}

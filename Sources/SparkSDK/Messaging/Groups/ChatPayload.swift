@@ -1,0 +1,142 @@
+import Foundation
+import SparkMLS
+
+/// What one MLS application message of a chat carries: a message, a subject, a receipt or an
+/// edit, authenticated by MLS (its sender is the device that signed it). Replies, edits and
+/// receipts name messages by their sender-chosen id, which is inside the authenticated message
+/// it names, never by the domain's number alone. The bytes (`docs/FORMATS.md`, "Chat payloads"):
+///
+/// ```text
+/// struct {
+///     uint8 version = 1;
+///     uint8 kind;                    // 1 text, 2 subject, 3 receipt, 4 edit
+///     opaque id<V>;                  // 1..64 bytes: this message's id
+///     opaque content<V>;             // UTF-8: the text, the subject, the edited text; empty for a receipt
+///     opaque tag<V>;                 // 0..64 bytes of UTF-8 (the app's tag, "Text" by default)
+///     optional<opaque data<V>>;      // UTF-8, the app's data
+///     optional<opaque ref<V>>;       // a reply's or an edit's message, a receipt's newest message
+///     uint8 receipt;                 // 0 none, 1 delivered, 2 read
+///     optional<uint64 up_to>;        // a receipt: the chat number it covers up to
+/// } ChatPayload;
+/// ```
+struct ChatPayload: Equatable, Sendable {
+    enum Kind: UInt8, Sendable { case text = 1, subject = 2, receipt = 3, edit = 4 }
+    enum Receipt: UInt8, Sendable { case delivered = 1, read = 2 }
+
+    var kind: Kind
+    var id: String
+    var content: String = ""
+    var tag: String = ""
+    var data: String?
+    var ref: String?
+    var receipt: Receipt?
+    var upTo: Int64?
+
+    /// The most content and data a message may carry together (as today's messages).
+    static let maximumContentSize = 70 * 1024
+
+    /// Checks the rules every payload obeys (also before sending one).
+    func validate() throws {
+        guard (1...64).contains(id.utf8.count), tag.utf8.count <= 64, ref.map({ (1...64).contains($0.utf8.count) }) ?? true,
+            content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize
+        else { throw MessagingError(.forged, "a chat payload's id, tag, reference or size is out of bounds") }
+        switch kind {
+        case .text, .subject:
+            guard receipt == nil, upTo == nil else { throw MessagingError(.forged, "only a receipt carries a receipt") }
+        case .receipt:
+            guard receipt != nil, let upTo, upTo > 0, ref != nil, content.isEmpty, data == nil else {
+                throw MessagingError(.forged, "a receipt names its state, its newest message and a number, and nothing else")
+            }
+        case .edit:
+            guard ref != nil, receipt == nil, upTo == nil else {
+                throw MessagingError(.forged, "an edit names the message it edits")
+            }
+        }
+    }
+
+    var encoded: Data {
+        var writer = TLSWriter()
+        writer.u8(1)
+        writer.u8(kind.rawValue)
+        writer.opaque(Data(id.utf8))
+        writer.opaque(Data(content.utf8))
+        writer.opaque(Data(tag.utf8))
+        for text in [data, ref] {
+            if let text {
+                writer.u8(1)
+                writer.opaque(Data(text.utf8))
+            } else {
+                writer.u8(0)
+            }
+        }
+        writer.u8(receipt?.rawValue ?? 0)
+        if let upTo {
+            writer.u8(1)
+            writer.u64(UInt64(upTo))
+        } else {
+            writer.u8(0)
+        }
+        return writer.data
+    }
+
+    /// Decodes strictly: a version other than 1, an unknown kind, invalid UTF-8, trailing bytes
+    /// or a payload that breaks ``validate()`` is ``MessagingError/Code/forged``.
+    init(encoded: Data) throws {
+        do {
+            var reader = TLSReader(encoded)
+            guard try reader.u8("version") == 1, let kind = Kind(rawValue: try reader.u8("kind")) else {
+                throw MessagingError(.forged, "a chat payload of an unknown version or kind")
+            }
+            func text(_ bytes: Data) throws -> String {
+                guard let text = String(data: bytes, encoding: .utf8) else {
+                    throw MessagingError(.forged, "a chat payload's text is not UTF-8")
+                }
+                return text
+            }
+            func optionalText(_ what: String) throws -> String? {
+                switch try reader.u8(what) {
+                case 0: return nil
+                case 1: return try text(try reader.opaque(what))
+                default: throw MessagingError(.forged, "a chat payload's presence byte is not 0 or 1")
+                }
+            }
+            self.kind = kind
+            id = try text(try reader.opaque("id"))
+            content = try text(try reader.opaque("content"))
+            tag = try text(try reader.opaque("tag"))
+            data = try optionalText("data")
+            ref = try optionalText("ref")
+            let receiptByte = try reader.u8("receipt")
+            guard receiptByte == 0 || Receipt(rawValue: receiptByte) != nil else {
+                throw MessagingError(.forged, "a chat payload's receipt state is unknown")
+            }
+            receipt = Receipt(rawValue: receiptByte)
+            switch try reader.u8("up_to presence") {
+            case 0: upTo = nil
+            case 1:
+                let value = try reader.u64("up_to")
+                guard value <= UInt64(Int64.max) else { throw MessagingError(.forged, "a receipt's number is out of range") }
+                upTo = Int64(value)
+            default: throw MessagingError(.forged, "a chat payload's presence byte is not 0 or 1")
+            }
+            try reader.finish("chat payload")
+        } catch let error as MLSError {
+            throw MessagingError(.forged, "a chat payload is malformed: \(error.reason)")
+        }
+        try validate()
+    }
+
+    init(
+        kind: Kind, id: String, content: String = "", tag: String = "", data: String? = nil, ref: String? = nil,
+        receipt: Receipt? = nil, upTo: Int64? = nil
+    ) {
+        self.kind = kind
+        self.id = id
+        self.content = content
+        self.tag = tag
+        self.data = data
+        self.ref = ref
+        self.receipt = receipt
+        self.upTo = upTo
+    }
+}
