@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkMLS
+import SparkSDK
 
 /// SparkMLS's rows: a protected application message against vodozemac's Megolm, and a commit and
 /// a join in a 1,000-member group against the same in a 10-member group (the ratio shows how
@@ -10,6 +11,7 @@ enum MLSBenchmarks {
         Benchmark(name: "mls-message-seal-open", run: sealOpen),
         Benchmark(name: "mls-commit-1000", run: commit),
         Benchmark(name: "mls-welcome-1000", run: welcome),
+        Benchmark(name: "group-add-100", run: groupAdd),
     ]
 
     static let now = Date()
@@ -136,6 +138,62 @@ enum MLSBenchmarks {
         return Harness.result(
             "mls-commit-1000", unit: "ms", ours: large, reference: small, higherIsBetter: false,
             referenceName: "the same with 10 members (100: \(format(middle)) ms)")
+    }
+
+    /// One commit adding 100 devices (cross-signed device credentials, each leaf checked by the
+    /// credential validator) and all 100 joined, each cold (its own checks of the whole tree, as
+    /// on its own device), against what adding 100 members costs with the sender keys chats use
+    /// today: a chat key sealed to each member's X25519 key and signed, and each member opening it.
+    static func groupAdd() throws -> BenchmarkResult {
+        var random = MLSSystemRandom()
+        struct Person {
+            let keys: UnlockedKeys
+            let signer: MLSSigner
+        }
+        func person(_ name: String) throws -> Person {
+            let keys = try UnlockedKeys.generate(userID: name, keyVersion: 1)
+            let device = try Ed25519.PrivateKey()
+            let credential = try DeviceCredential.issue(
+                userID: name, deviceID: "\(name)-device", signatureKey: device.publicKey.rawRepresentation,
+                identityKeyVersion: 1, identityKey: keys.signing)
+            return Person(keys: keys, signer: MLSSigner(credential: credential.mlsCredential, key: device))
+        }
+        let creator = try person("creator")
+        let members = try (0..<100).map { try person("member-\($0)") }
+        var trusted = ["creator": creator.keys.signing.publicKey.rawRepresentation]
+        for member in members { trusted[member.keys.userID] = member.keys.signing.publicKey.rawRepresentation }
+        let validator = DeviceCredentialValidator(identityKeys: trusted)
+        let ours =
+            try Harness.bestTime(repeats: 3) {
+                // Fresh KeyPackages each run: a one-time KeyPackage joins once.
+                let bundles = try members.map { try MLSKeyPackageBundle(signer: $0.signer, now: now, random: &random) }
+                MLSGroup.forgetVerifiedLeaves()
+                let group = try MLSGroup.create(
+                    groupID: Data("add 100".utf8), signer: creator.signer, validator: validator, random: &random)
+                let added = try group.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
+                for bundle in bundles {
+                    MLSGroup.forgetVerifiedLeaves()  // each joiner checks the tree on its own device
+                    let joined = try MLSGroup.join(welcome: added.welcome!, bundle: bundle, validator: validator)
+                    guard joined.epochAuthenticator == added.group.epochAuthenticator else {
+                        throw BenchError("a joiner disagrees on the epoch")
+                    }
+                }
+            } * 1000
+        let reference =
+            try Harness.bestTime(repeats: 3) {
+                let key = SymmetricKey(size: .bits256)
+                for member in members {
+                    let envelope = try MessageSealing.sealKeyEnvelope(
+                        key, chat: "add 100", epoch: 1, from: creator.keys, device: "creator-device", to: member.keys.userID,
+                        recipientKey: member.keys.encryption.publicKey)
+                    _ = try MessageSealing.openKeyEnvelope(
+                        envelope, chat: "add 100", sender: "creator", senderKey: creator.keys.signing.publicKey,
+                        recipient: member.keys)
+                }
+            } * 1000
+        return Harness.result(
+            "group-add-100", unit: "ms", ours: ours, reference: reference, higherIsBetter: false,
+            referenceName: "sender keys: a chat key sealed to 100 members and opened by each")
     }
 
     static func welcome() throws -> BenchmarkResult {

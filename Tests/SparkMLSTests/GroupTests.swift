@@ -266,6 +266,33 @@ struct GroupTests {
         #expect(a != (try simulation.members[1]!.export(label: "test", context: Data([2]), length: 32)))
     }
 
+    /// The application's own group context extensions reach joiners, change by commit, survive
+    /// storage, and must use private-use types.
+    @Test func applicationExtensionsAreAgreedOn() throws {
+        var random = MLSSeededRandom(seed: "extensions")
+        let first = MLSGroupExtension(type: 0xF001, data: Data("one".utf8))
+        let signer = MLSSigner(credential: MLSCredential(identity: Data("a".utf8)), key: try Ed25519.PrivateKey())
+        #expect(throws: MLSError(.invalid, "")) {
+            try MLSGroup.create(
+                groupID: Data("g".utf8), signer: signer, extensions: [MLSGroupExtension(type: 2, data: Data())], random: &random)
+        }
+        #expect(throws: MLSError(.invalid, "")) {
+            try MLSGroup.create(groupID: Data("g".utf8), signer: signer, extensions: [first, first], random: &random)
+        }
+        let group = try MLSGroup.create(groupID: Data("g".utf8), signer: signer, extensions: [first], random: &random)
+        let bob = try MLSKeyPackageBundle(
+            signer: MLSSigner(credential: MLSCredential(identity: Data("b".utf8)), key: try Ed25519.PrivateKey()), now: Date(),
+            random: &random)
+        let added = try group.commit(adding: [bob.keyPackage], now: Date(), random: &random)
+        var joined = try MLSGroup.join(welcome: try #require(added.welcome), bundle: bob)
+        #expect(joined.applicationExtensions == [first])
+        let second = MLSGroupExtension(type: 0xF002, data: Data("two".utf8))
+        let changed = try added.group.commit(extensions: [second], now: Date(), random: &random)
+        _ = try joined.process(changed.commit)
+        #expect(joined.applicationExtensions == [second] && changed.group.applicationExtensions == [second])
+        #expect(try MLSGroup(serialized: joined.serialized()).applicationExtensions == [second])
+    }
+
     /// `processWithSender` names the member who signed: the committer as it was before its own
     /// path, and an application message's sender.
     @Test func theSenderOfACommitAndOfAMessageIsNamed() throws {

@@ -183,6 +183,42 @@ struct ChatGroupTests {
         }
     }
 
+    /// Admins are the group's own agreement (a group context extension): a member who is not
+    /// an admin cannot remove others or make themselves admin, whatever the domain lets through;
+    /// an update needs no admin; once made admin, they can.
+    @Test func onlyAnAdminChangesMembersOrAdmins() throws {
+        var world = try World()
+        #expect(world.groups["bob"]!.admins == ["alice"])
+        let epoch = world.groups["bob"]!.group.epoch
+        for (admins, removing) in [(nil as Set<String>?, ["carol"] as Set<String>), (["alice", "bob"], [])] {
+            let attempt = try world.groups["bob"]!.commit(
+                adding: [], removingUsers: removing, admins: admins, now: world.now, random: &world.random)
+            for name in ["alice", "carol"] {
+                let before = world.state(name)
+                #expect(
+                    world.receive(World.entry(.commit, attempt.commit, from: "bob", epoch: epoch), at: name)
+                        == .drop("bob is not an admin: only admins change who is in the chat or who the admins are"))
+                #expect(world.state(name) == before)
+            }
+        }
+        // Alice makes bob an admin; then bob may remove carol.
+        let promotion = try world.groups["alice"]!.commit(
+            adding: [], removingUsers: [], admins: ["alice", "bob"], now: world.now, random: &world.random)
+        world.groups["alice"] = promotion.next
+        for name in ["bob", "carol"] {
+            guard case .commit = world.receive(World.entry(.commit, promotion.commit, from: "alice", epoch: epoch), at: name)
+            else {
+                Issue.record("\(name) refused the admin's commit")
+                return
+            }
+        }
+        #expect(world.groups["carol"]!.admins == ["alice", "bob"])
+        let removal = try world.groups["bob"]!.commit(adding: [], removingUsers: ["carol"], now: world.now, random: &world.random)
+        #expect(
+            world.receive(World.entry(.commit, removal.commit, from: "bob", epoch: epoch + 1), at: "alice")
+                == .commit(added: [], removed: [.init(user: "carol", device: "tablet")], by: .init(user: "bob", device: "phone")))
+    }
+
     @Test func entriesOfAnotherChatOrNotOfTheGroupAreDropped() throws {
         var world = try World()
         let message = try world.send("hi", from: "alice")

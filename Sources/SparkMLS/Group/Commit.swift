@@ -90,12 +90,22 @@ extension MLSGroup {
     /// Removes of `removing` (by value), with a path that refreshes this member's keys when
     /// `updatingPath` is true or the proposals need one. Returns the commit, the Welcome for new
     /// members and the group in the next epoch; `self` is unchanged.
+    ///
+    /// With `extensions`, the commit also replaces the application's own group context
+    /// extensions (a GroupContextExtensions proposal; the group's other extensions are kept).
     public func commit(
-        adding keyPackages: [Data] = [], removing: [UInt32] = [], updatingPath: Bool = true, now: Date,
-        random: inout some MLSRandomSource
+        adding keyPackages: [Data] = [], removing: [UInt32] = [], updatingPath: Bool = true,
+        extensions: [MLSGroupExtension]? = nil, now: Date, random: inout some MLSRandomSource
     ) throws -> MLSCommitResult {
         try requireActive()
         var list: [ResolvedProposal] = []
+        if let extensions {
+            let kept = context.extensions.filter { !MLSGroupExtension.range.contains($0.type) }
+            list.append(
+                ResolvedProposal(
+                    proposal: .groupContextExtensions(kept + (try MLSGroupExtension.wire(extensions))), sender: .member(ownLeaf),
+                    reference: nil))
+        }
         for cached in proposals {
             if case .update = cached.proposal, case .member(let sender) = cached.sender, sender == ownLeaf { continue }
             list.append(ResolvedProposal(proposal: cached.proposal, sender: cached.sender, reference: cached.reference))

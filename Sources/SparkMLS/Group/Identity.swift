@@ -20,6 +20,32 @@ public struct MLSCredential: Hashable, Sendable {
     var wire: Credential { Credential(.basic(identity: identity)) }
 }
 
+/// A group context extension of the application's own: a type in RFC 9420's private-use range
+/// (0xF000 to 0xFFFF) and its bytes. Every member holds the same ones in an epoch, and a commit
+/// changes them with a GroupContextExtensions proposal (`commit(…, extensions:, …)`).
+public struct MLSGroupExtension: Hashable, Sendable {
+    /// The private-use range of extension types.
+    public static let range: ClosedRange<UInt16> = 0xF000...0xFFFF
+    /// The type.
+    public let type: UInt16
+    /// The bytes.
+    public let data: Data
+
+    /// An extension; its type is checked when a group is made or a commit changes them.
+    public init(type: UInt16, data: Data) {
+        self.type = type
+        self.data = data
+    }
+
+    /// The wire extensions, after checking the types are private-use and not repeated.
+    static func wire(_ extensions: [MLSGroupExtension]) throws -> [Extension] {
+        guard extensions.allSatisfy({ range.contains($0.type) }), Set(extensions.map(\.type)).count == extensions.count else {
+            throw MLSError(.invalid, "application extensions have private-use types (0xF000 to 0xFFFF), each once")
+        }
+        return extensions.map { Extension(type: $0.type, data: $0.data) }
+    }
+}
+
 /// Decides whether a credential may be used with a signature key: asked for every leaf a group
 /// learns of (KeyPackages, Updates, commits, the tree of a Welcome). The next layer binds
 /// credentials to users and devices; the default accepts any basic credential.

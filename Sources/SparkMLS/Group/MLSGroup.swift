@@ -102,14 +102,25 @@ public struct MLSGroup: Sendable {
     /// Adds an external pre-shared key that PreSharedKey proposals may name.
     public mutating func addExternalPSK(id: Data, secret: SecureBytes) { externalPSKs[id] = secret }
 
+    /// The application's own group context extensions (types 0xF000 to 0xFFFF, RFC 9420 §17.3's
+    /// private-use range), in order: what every member agrees on in each epoch.
+    public var applicationExtensions: [MLSGroupExtension] {
+        context.extensions.filter { MLSGroupExtension.range.contains($0.type) }.map {
+            MLSGroupExtension(type: $0.type, data: $0.data)
+        }
+    }
+
     // MARK: - Creation
 
-    /// A new group of one: this member at leaf 0, epoch 0 (§11).
+    /// A new group of one: this member at leaf 0, epoch 0 (§11), with `extensions` of the
+    /// application's own in its group context.
     public static func create(
         groupID: Data, signer: MLSSigner, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519,
-        validator: any MLSCredentialValidator = MLSAcceptAnyCredential(), random: inout some MLSRandomSource
+        validator: any MLSCredentialValidator = MLSAcceptAnyCredential(), extensions: [MLSGroupExtension] = [],
+        random: inout some MLSRandomSource
     ) throws -> MLSGroup {
         guard !groupID.isEmpty, groupID.count <= 255 else { throw MLSError(.invalid, "a group id is 1 to 255 bytes") }
+        let contextExtensions = try MLSGroupExtension.wire(extensions)
         let encryption = suite.deriveKeyPair(random.secret(count: 32))
         var leaf = LeafNode(
             encryptionKey: encryption.publicKey.rawRepresentation, signatureKey: signer.signatureKey,
@@ -119,7 +130,7 @@ public struct MLSGroup: Sendable {
         var tree = RatchetTree(suite: suite, firstLeaf: leaf)
         let context = GroupContext(
             cipherSuite: suite.rawValue, groupID: groupID, epoch: 0, treeHash: tree.rootHash(), confirmedTranscriptHash: Data(),
-            extensions: [])
+            extensions: contextExtensions)
         let (_, secrets) = KeySchedule.epoch(
             suite: suite,
             joinerSecret: KeySchedule.joinerSecret(

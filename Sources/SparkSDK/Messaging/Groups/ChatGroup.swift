@@ -14,6 +14,10 @@ import SparkMLS
 /// - The device that signed must belong to the user the domain names as the sender, so a domain
 ///   cannot pass one member's message off as another's; what MLS refuses (a forged, altered,
 ///   replayed or removed member's message) is dropped, the group untouched.
+/// - The chat's admins are a group context extension every member holds the same
+///   (``adminsExtensionType``): a commit that adds or removes another user's devices, or changes
+///   the admins, is applied only when an admin made it (a user may add and remove their own
+///   devices). The domain enforces the same rule on the commits it orders.
 struct ChatGroup: Sendable {
     /// A device in the group: its user and endpoint, from its cross-signed credential.
     struct Device: Hashable, Sendable, Comparable {
@@ -47,13 +51,48 @@ struct ChatGroup: Sendable {
     /// The MLS group id of a chat.
     static func groupID(_ chatID: String) -> Data { Data("spark-chat:\(chatID)".utf8) }
 
-    /// A new group of this device alone.
+    /// The admins' extension (private use): a vector of `opaque user_id<V>`, sorted.
+    static let adminsExtensionType: UInt16 = 0xF5A0
+
+    static func adminsExtension(_ admins: Set<String>) -> MLSGroupExtension {
+        var writer = TLSWriter()
+        writer.vector { list in for admin in admins.sorted() { list.opaque(Data(admin.utf8)) } }
+        return MLSGroupExtension(type: adminsExtensionType, data: writer.data)
+    }
+
+    /// The chat's admins, as every member holds them in this epoch (none if the extension is
+    /// missing or malformed, so no one has rights the group did not agree on).
+    var admins: Set<String> {
+        guard let data = group.applicationExtensions.first(where: { $0.type == Self.adminsExtensionType })?.data else {
+            return []
+        }
+        var reader = TLSReader(data)
+        do {
+            let admins = try reader.vector("admins") { list -> Set<String>? in
+                var admins: Set<String> = []
+                while !list.isAtEnd {
+                    guard let admin = String(data: try list.opaque("admin"), encoding: .utf8) else { return nil }
+                    admins.insert(admin)
+                }
+                return admins
+            }
+            try reader.finish("admins")
+            return admins ?? []
+        } catch {
+            return []
+        }
+    }
+
+    /// A new group of this device alone, its user the chat's admin.
     static func create(
         chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, random: inout some MLSRandomSource
     ) throws -> ChatGroup {
-        ChatGroup(
+        let creator = try DeviceCredential(encoded: signer.credential.identity).userID
+        return ChatGroup(
             chatID: chatID,
-            group: try MLSGroup.create(groupID: groupID(chatID), signer: signer, validator: validator, random: &random))
+            group: try MLSGroup.create(
+                groupID: groupID(chatID), signer: signer, validator: validator, extensions: [adminsExtension([creator])],
+                random: &random))
     }
 
     /// This device joins from a Welcome for one of its KeyPackages.
@@ -75,12 +114,15 @@ struct ChatGroup: Sendable {
 
     /// A commit adding `keyPackages` and removing every device of `users`; the group itself is
     /// unchanged until the domain accepted the commit (then keep `next`).
-    func commit(adding keyPackages: [Data], removingUsers users: Set<String>, now: Date, random: inout some MLSRandomSource)
-        throws -> (commit: Data, welcome: Data?, next: ChatGroup)
-    {
+    func commit(
+        adding keyPackages: [Data], removingUsers users: Set<String>, admins: Set<String>? = nil, now: Date,
+        random: inout some MLSRandomSource
+    ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
         let leaves = group.members.filter { member in Self.device(of: member).map { users.contains($0.user) } ?? false }
             .map(\.leafIndex)
-        let result = try group.commit(adding: keyPackages, removing: leaves, now: now, random: &random)
+        let result = try group.commit(
+            adding: keyPackages, removing: leaves, extensions: admins.map { [Self.adminsExtension($0)] }, now: now,
+            random: &random)
         return (result.commit, result.welcome, ChatGroup(chatID: chatID, group: result.group))
     }
 
@@ -130,11 +172,23 @@ struct ChatGroup: Sendable {
             group = next
             return .message(payload, sender: sender)
         case .commit:
-            let before = Set(devices)
+            let (before, adminsBefore) = (Set(devices), admins)
+            let candidate = ChatGroup(chatID: chatID, group: next)
+            let after = Set(candidate.devices)
+            let added = after.subtracting(before).sorted()
+            let removed = before.subtracting(after).sorted()
+            let othersChanged = (added + removed).contains { $0.user != sender.user }
+            guard !(othersChanged || candidate.admins != adminsBefore) || adminsBefore.contains(sender.user) else {
+                return .drop("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
+            }
             group = next
-            let after = Set(devices)
-            return .commit(added: after.subtracting(before).sorted(), removed: before.subtracting(after).sorted(), by: sender)
+            return .commit(added: added, removed: removed, by: sender)
         case .removed:
+            // Only an admin removes another user's device (a user may remove their own).
+            let me = group.member(at: group.ownLeaf).flatMap(Self.device(of:))
+            guard admins.contains(sender.user) || sender.user == me?.user else {
+                return .drop("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
+            }
             group = next
             return .removed(by: sender)
         case .proposal:
