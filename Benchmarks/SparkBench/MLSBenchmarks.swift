@@ -179,6 +179,23 @@ enum MLSBenchmarks {
                     }
                 }
             } * 1000
+        // Where the time goes: the commit alone, and one cold join.
+        let bundles = try members.map { try MLSKeyPackageBundle(signer: $0.signer, now: now, random: &random) }
+        let empty = try MLSGroup.create(
+            groupID: Data("add 100".utf8), signer: creator.signer, validator: validator, random: &random)
+        var added: MLSCommitResult?
+        let committing = try Harness.bestTime(repeats: 3) {
+            MLSGroup.forgetVerifiedLeaves()
+            added = try empty.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
+        }
+        let joining = try Harness.bestTime(repeats: 3) {
+            MLSGroup.forgetVerifiedLeaves()
+            _ = try MLSGroup.join(welcome: added!.welcome!, bundle: bundles[0], validator: validator)
+        }
+        FileHandle.standardError.write(
+            Data(
+                ("group-add-100: \(format(ours)) ms, of which the commit \(format(committing * 1000)) ms and each of the 100 "
+                    + "cold joins \(format(joining * 1000)) ms (Welcome \(added!.welcome!.count) bytes)\n").utf8))
         let reference =
             try Harness.bestTime(repeats: 3) {
                 let key = SymmetricKey(size: .bits256)
