@@ -65,8 +65,8 @@ struct ChatGroupTests {
                 members: nil, postedAt: Date(), epoch: epoch.map { Int64($0) })
         }
 
-        mutating func send(_ text: String, from name: String) throws -> Data {
-            try groups[name]!.seal(ChatPayload(kind: .text, id: UUID().uuidString, content: text, tag: "Text"), random: &random)
+        mutating func send(_ text: String, from name: String, id: String = UUID().uuidString) throws -> Data {
+            try groups[name]!.seal(ChatPayload(kind: .text, id: id, content: text, tag: "Text"), random: &random)
         }
 
         mutating func receive(_ entry: MailboxEntry, at name: String) -> ChatGroup.Decision {
@@ -84,19 +84,14 @@ struct ChatGroupTests {
     @Test func membersReadEachOtherAndTheSenderIsTheSigningDevice() throws {
         var world = try World()
         #expect(world.groups["bob"]!.devices.map(\.user) == ["alice", "bob", "carol"])
-        let message = try world.send("hello", from: "alice")
+        let message = try world.send("hello", from: "alice", id: "m-1")
         let decision = world.receive(World.entry(.message, message, from: "alice"), at: "bob")
         #expect(
             decision
                 == .message(
-                    ChatPayload(kind: .text, id: Self.id(decision), content: "hello", tag: "Text"),
+                    ChatPayload(kind: .text, id: "m-1", content: "hello", tag: "Text"),
                     sender: .init(user: "alice", device: "laptop")))
         #expect(Self.text(world.receive(World.entry(.message, message, from: "alice"), at: "carol")) == "hello")
-    }
-
-    static func id(_ decision: ChatGroup.Decision) -> String {
-        if case .message(let payload, _) = decision { return payload.id }
-        return ""
     }
 
     @Test func aMessagePassedOffAsAnotherUsersIsDroppedAndStillReadableAsItself() throws {

@@ -52,11 +52,14 @@ extension DomainEngine {
                         .conflict,
                         "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
                 }
-                // A commit that adds or removes no one (an update) needs no admin.
-                let change = try Self.changeMembers(db, chatID: chatID, by: user, add: add, remove: remove)
-                if change == nil, !add.isEmpty || !remove.isEmpty {
-                    throw DomainError(
-                        .invalidRequest, "the commit's added users are members already and its removed ones are not")
+                // A commit that adds or removes no one (an update) needs no admin and changes no members.
+                var change: (before: ChatInfo, after: ChatInfo)?
+                if !add.isEmpty || !remove.isEmpty {
+                    change = try Self.changeMembers(db, chatID: chatID, by: user, add: add, remove: remove)
+                    guard change != nil else {
+                        throw DomainError(
+                            .invalidRequest, "the commit's added users are members already and its removed ones are not")
+                    }
                 }
                 let after = change?.after ?? before
                 try db.execute(

@@ -30,6 +30,7 @@ extension DomainEngine {
         return try storage {
             try store.write(Self.keyPackageScope(endpointID)) { db -> Int in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let had = try Self.oneTimeCount(db, endpointID)
                 for package in keyPackages {
                     try db.execute(
                         """
@@ -41,7 +42,7 @@ extension DomainEngine {
                 guard count <= Self.maximumKeyPackages else {
                     throw DomainError(
                         .invalidRequest,
-                        "an endpoint keeps at most \(Self.maximumKeyPackages) KeyPackages; it has \(count - keyPackages.count)")
+                        "an endpoint keeps at most \(Self.maximumKeyPackages) KeyPackages; it has \(had)")
                 }
                 if let lastResort {
                     try db.execute("DELETE FROM key_packages WHERE endpoint_id = ? AND last_resort = 1", [endpointID])

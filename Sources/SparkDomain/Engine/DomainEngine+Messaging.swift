@@ -316,7 +316,7 @@ extension DomainEngine {
             throw DomainError(.notAMember, "the caller is not a member of this chat")
         }
         let leavingOnlySelf = add.isEmpty && remove == [user]
-        guard me.isAdmin || leavingOnlySelf || (add.isEmpty && remove.isEmpty) else {
+        guard me.isAdmin || leavingOnlySelf else {
             throw DomainError(.notAMember, "only admins may invite or remove members")
         }
         let current = Set(before.members.map(\.userID))

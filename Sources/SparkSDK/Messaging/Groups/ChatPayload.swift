@@ -79,6 +79,9 @@ struct ChatPayload: Equatable, Sendable {
         return writer.data
     }
 
+}
+
+extension ChatPayload {
     /// Decodes strictly: a version other than 1, an unknown kind, invalid UTF-8, trailing bytes
     /// or a payload that breaks ``validate()`` is ``MessagingError/Code/forged``.
     init(encoded: Data) throws {
@@ -124,19 +127,5 @@ struct ChatPayload: Equatable, Sendable {
             throw MessagingError(.forged, "a chat payload is malformed: \(error.reason)")
         }
         try validate()
-    }
-
-    init(
-        kind: Kind, id: String, content: String = "", tag: String = "", data: String? = nil, ref: String? = nil,
-        receipt: Receipt? = nil, upTo: Int64? = nil
-    ) {
-        self.kind = kind
-        self.id = id
-        self.content = content
-        self.tag = tag
-        self.data = data
-        self.ref = ref
-        self.receipt = receipt
-        self.upTo = upTo
     }
 }
