@@ -5,11 +5,10 @@ import SparkObservable
 import SparkSDK
 import SparkStore
 
-/// Messaging: the cost of one message's cryptography against Megolm, delivery between two
-/// processes, and loading the latest messages of a very large chat.
+/// Messaging: delivery between two processes (one message's cryptography is MLS's
+/// `message-seal-open`, in MLSBenchmarks), and loading the latest messages of a very large chat.
 enum MessagingBenchmarks {
     static let all: [Benchmark] = [
-        Benchmark(name: "message-seal-open", run: sealOpen),
         Benchmark(name: "message-throughput", run: { try crossProcess().throughput }),
         Benchmark(name: "message-latency-p50", run: { try crossProcess().p50 }),
         Benchmark(name: "message-latency-p99", run: { try crossProcess().p99 }),
@@ -19,28 +18,6 @@ enum MessagingBenchmarks {
 
     static let megolm = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
         "Python/megolm_seal_open.py")
-
-    /// Seal (AES-256-GCM, Ed25519 signature) and open (verify, decrypt) one 200-byte message.
-    static func sealOpen() throws -> BenchmarkResult {
-        let keys = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
-        let key = SymmetricKey(size: .bits256)
-        let text = String(repeating: "x", count: 200)
-        var seq: Int64 = 0
-        let ours = try Harness.rate {
-            seq += 1
-            let sealed = try MessageSealing.seal(text, chat: "chat", device: "laptop", seq: seq, epoch: 1, key: key, sender: keys)
-            let opened = try MessageSealing.open(
-                sealed, chat: "chat", sender: "alice", senderKey: keys.signing.publicKey, key: key)
-            precondition(opened.count == 200)
-        }
-        let output = try Harness.run("python3", [megolm.path]).output
-        guard let reference = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw BenchError("the vodozemac reference failed (is vodozemac installed? run scripts/bootstrap.sh)")
-        }
-        return Harness.result(
-            "message-seal-open", unit: "ops/s", ours: ours, reference: reference, higherIsBetter: true,
-            referenceName: "vodozemac Megolm encrypt+decrypt (Python)")
-    }
 
     // MARK: Two processes
 

@@ -12,13 +12,16 @@ public final class HostileDomain: DomainService {
     public let inner: any DomainService
     /// Identities answered instead of the published ones, by user id.
     public let substitutedIdentities = Locked<[String: PublishedIdentity]>([:])
+    /// KeyPackages handed out instead of the published ones, by user id (the attacker's own
+    /// devices, passed off as the user's).
+    public let substitutedKeyPackages = Locked<[String: [ClaimedKeyPackage]]>([:])
     /// Rewrites each mailbox read of a user (given the user id and the true entries).
     public let mailboxRewrite = Locked<(@Sendable (String, [MailboxEntry]) -> [MailboxEntry])?>(nil)
     /// Rewrites each post's payload (given the chat, the kind and the true payload).
     public let postRewrite = Locked<(@Sendable (String, MailboxKind, Data) -> Data)?>(nil)
     /// Everything endpoints posted, in order, as the domain sees it: what an attacker holding the
-    /// domain's data has (posts, and the posts that go with a chat's creation or a membership
-    /// change).
+    /// domain's data has (posts, commits and Welcomes, and the posts that go with a chat's
+    /// creation or a membership change).
     public let posted = Locked<[(chatID: String, kind: MailboxKind, payload: Data)]>([])
 
     /// A domain that lies only where told to.
@@ -123,7 +126,11 @@ public final class HostileDomain: DomainService {
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
         remove: [String]
     ) async throws -> Int64 {
-        try await inner.postCommit(
+        posted.withLock { log in
+            log.append((chatID, .commit, commit))
+            if let welcome { log.append((chatID, .welcome, welcome)) }
+        }
+        return try await inner.postCommit(
             token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
             remove: remove)
     }
@@ -135,7 +142,8 @@ public final class HostileDomain: DomainService {
     }
     /// Forwarded, or rewritten as the test told it.
     public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
-        try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID)
+        if let substitute = substitutedKeyPackages.withLock({ $0[userID] }) { return substitute }
+        return try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID)
     }
     /// Forwarded, or rewritten as the test told it.
     public func keyPackageCount(token: String, endpointID: String) async throws -> Int {

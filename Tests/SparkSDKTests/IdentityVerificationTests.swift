@@ -2,6 +2,7 @@ import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkLock
+import SparkMLS
 import SparkTestSupport
 import Testing
 
@@ -36,18 +37,39 @@ struct HostileWorld {
         return (service, try await service.messaging())
     }
 
-    /// Keys the attacker made for `user`, and the self-signed identity it publishes instead.
-    static func impostor(of user: String) throws -> (keys: UnlockedKeys, identity: PublishedIdentity) {
-        let keys = try UnlockedKeys.generate(userID: user, keyVersion: 1)
-        return (keys, try keys.publishedIdentity())
+    /// An attacker's stand-in for `user`: identity keys of its own, the self-signed identity
+    /// it publishes instead of theirs, and a device of that identity with a KeyPackage it hands
+    /// out as theirs.
+    struct Impostor {
+        let keys: UnlockedKeys
+        let identity: PublishedIdentity
+        let bundle: MLSKeyPackageBundle
+        var claimed: ClaimedKeyPackage { ClaimedKeyPackage(endpointID: "\(keys.userID)-impostor", keyPackage: bundle.keyPackage, lastResort: true) }
     }
 
-    /// How many chat keys the attacker can open with `keys` among what was posted from `from` on.
-    func chatKeysOpened(by keys: UnlockedKeys, sender: String, senderKey: Ed25519.PublicKey, from start: Int) -> Int {
+    static func impostor(of user: String) throws -> Impostor {
+        let keys = try UnlockedKeys.generate(userID: user, keyVersion: 1)
+        let device = try Ed25519.PrivateKey()
+        let credential = try DeviceCredential.issue(
+            userID: user, deviceID: "\(user)-impostor", signatureKey: device.publicKey.rawRepresentation, identityKeyVersion: 1,
+            identityKey: keys.signing)
+        var random = MLSSystemRandom()
+        let bundle = try MLSKeyPackageBundle(
+            signer: MLSSigner(credential: credential.mlsCredential, key: device), now: Date(), random: &random)
+        return Impostor(keys: keys, identity: try keys.publishedIdentity(), bundle: bundle)
+    }
+
+    /// Has the domain hand out the impostor's identity and KeyPackage as `user`'s.
+    func substitute(_ impostor: Impostor?, for user: String) {
+        domain.substitutedIdentities.withLock { $0[user] = impostor?.identity }
+        domain.substitutedKeyPackages.withLock { $0[user] = impostor.map { [$0.claimed] } }
+    }
+
+    /// How many Welcomes posted from `start` on admit the impostor's device (name its KeyPackage).
+    func welcomesAdmitting(_ impostor: Impostor, from start: Int = 0) -> Int {
         posted.withLock { Array($0.dropFirst(start)) }.filter { post in
-            post.kind == .chatKey
-                && (try? SealedFormats.openKey(post.payload, chat: post.chatID, sender: sender, senderKey: senderKey, me: keys))
-                    != nil
+            post.kind == .welcome
+                && ((try? MLSGroup.keyPackageReferences(inWelcome: post.payload)) ?? []).contains(impostor.bundle.reference)
         }.count
     }
 }
@@ -98,12 +120,12 @@ struct IdentityVerificationTests {
             let genuine = try await bob.safetyNumber(with: "alice")
 
             let impostor = try HostileWorld.impostor(of: "bob")
-            world.domain.substitutedIdentities.withLock { $0["bob"] = impostor.identity }
+            world.substitute(impostor, for: "bob")
             let start = world.posted.withLock { $0.count }
             let events = EventRecorder(alice)
 
-            // A membership change rotates alice's key: it would be sealed to bob's key, which now
-            // is the impostor's, so the invitation is refused before anything is posted.
+            // A membership change looks every member up again: bob's key is now the impostor's,
+            // so the invitation is refused before anything is posted.
             await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.invite(["carol"], to: chat.chatID) }
             #expect(await waitFor("the change is reported") { events.value.contains(.identityChanged(userID: "bob")) })
             #expect(try await alice.contact("bob").verification == .changed)
@@ -121,13 +143,10 @@ struct IdentityVerificationTests {
                 try await alice.confirmSafetyNumber(genuine, of: "bob")
             }
             #expect(world.posted.withLock { $0.count } == start, "nothing was posted while bob's key was substituted")
-            #expect(
-                world.chatKeysOpened(
-                    by: impostor.keys, sender: "alice", senderKey: await alice.messenger.keys.signing.publicKey, from: 0) == 0,
-                "the attacker opens no chat key ever posted")
+            #expect(world.welcomesAdmitting(impostor) == 0, "the attacker's device is in no Welcome ever posted")
 
             // The domain behaves again: alice's next send sees bob's key, and both messages go.
-            world.domain.substitutedIdentities.withLock { $0["bob"] = nil }
+            world.substitute(nil, for: "bob")
             try await alice.sendMessage("after", to: chat.chatID)
             #expect(
                 await waitFor("bob reads both, in order") { bobMessages.value.map(\.content) == ["before", "during", "after"] })
@@ -167,7 +186,7 @@ struct IdentityVerificationTests {
             _ = try await world.endpoint("carol", "carol-laptop")
             let chat = try await alice.startChat(with: ["bob"])
             let impostor = try HostileWorld.impostor(of: "bob")
-            world.domain.substitutedIdentities.withLock { $0["bob"] = impostor.identity }
+            world.substitute(impostor, for: "bob")
             await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.invite(["carol"], to: chat.chatID) }
             let held = try await alice.sendMessage("held", to: chat.chatID)
             #expect(held.state == .held)
@@ -176,10 +195,11 @@ struct IdentityVerificationTests {
             #expect(try await alice.contact("bob").verification == .unverified)
             let aliceMessages = try await alice.messages(in: chat.chatID)
             #expect(await waitFor("sent") { aliceMessages.value.first { $0.id == held.id }?.state.isAccepted == true })
-            // The new key got the chat key: accepting is the user's decision to trust it.
-            let opened = world.chatKeysOpened(
-                by: impostor.keys, sender: "alice", senderKey: await alice.messenger.keys.signing.publicKey, from: start)
-            #expect(opened == 1)
+            // Accepting is the user's decision to trust the new key: alice (the chat's admin)
+            // replaces bob's devices of the old identity with the new identity's device.
+            #expect(world.welcomesAdmitting(impostor, from: start) == 1)
+            let participants = try await alice.messenger.groupDevices(of: chat.chatID)
+            #expect(participants.filter { $0.user == "bob" }.map(\.device) == ["bob-impostor"])
         }
     }
 }

@@ -10,6 +10,28 @@ extension DomainEngine {
     /// The largest Welcome accepted (it may carry the ratchet tree of a large group).
     public static let maximumWelcomeSize = 512 * 1024
 
+    /// The group id and epoch an MLS PublicMessage or PrivateMessage names in the clear
+    /// (RFC 9420 §6: `version`, `wire_format`, then `group_id<V>` and `epoch`), or nil for bytes
+    /// that are not one. The domain reads nothing else of a chat's messages.
+    static func mlsEpoch(of payload: Data) -> (groupID: Data, epoch: Int64)? {
+        let bytes = [UInt8](payload.prefix(4 + 4 + 255 + 8))
+        guard bytes.count >= 6, bytes[0] == 0, bytes[1] == 1, bytes[2] == 0, bytes[3] == 1 || bytes[3] == 2 else { return nil }
+        var index = 4
+        let first = bytes[index]
+        let lengthSize = 1 << Int(first >> 6)
+        guard lengthSize <= 4, index + lengthSize <= bytes.count else { return nil }
+        var length = Int(first & 0x3F)
+        for offset in 1..<lengthSize { length = length << 8 | Int(bytes[index + offset]) }
+        index += lengthSize
+        guard index + length + 8 <= bytes.count else { return nil }
+        let groupID = Data(bytes[index..<index + length])
+        index += length
+        var epoch: UInt64 = 0
+        for offset in 0..<8 { epoch = epoch << 8 | UInt64(bytes[index + offset]) }
+        guard epoch <= UInt64(Int64.max) else { return nil }
+        return (groupID, Int64(epoch))
+    }
+
     /// Orders a commit; see ``DomainService/postCommit(token:endpointID:chatID:epoch:commit:welcome:add:remove:)``.
     public func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
@@ -23,7 +45,6 @@ extension DomainEngine {
             guard (1...Self.maximumWelcomeSize).contains(welcome.count) else {
                 throw DomainError(.tooLarge, "a Welcome is 1 to \(Self.maximumWelcomeSize) bytes")
             }
-            guard !add.isEmpty else { throw DomainError(.invalidRequest, "a Welcome goes with a commit that adds users") }
         }
         guard epoch >= 0, add.count <= Self.maximumChatMembers, remove.count <= Self.maximumChatMembers,
             Set(add).isDisjoint(with: remove), !add.contains("")
@@ -73,9 +94,12 @@ extension DomainEngine {
                 try Self.append(
                     db, to: audience, chatID: chatID, sender: user, kind: .commit, messageNumber: nil, payload: commit,
                     members: nil, now: now, epoch: epoch)
+                // The Welcome goes to every member after the commit: a commit may add devices of
+                // users who are members already (a user's new device), and each device looks for
+                // its own KeyPackage in the Welcome.
                 if let welcome {
                     try Self.append(
-                        db, to: add, chatID: chatID, sender: user, kind: .welcome, messageNumber: nil, payload: welcome,
+                        db, to: after.members.map(\.userID), chatID: chatID, sender: user, kind: .welcome, messageNumber: nil, payload: welcome,
                         members: nil, now: now, epoch: epoch)
                 }
                 try db.announce(audience)

@@ -125,6 +125,17 @@ extension DomainEngine {
                         return (receipt, [])
                     }
                 }
+                // An MLS message of an epoch the chat has left (a commit was ordered after the
+                // sender sealed it) would reach members who can no longer open it: its sender
+                // applies the commit and seals it again.
+                if kind == .message || kind == .event || kind == .receipt, let framed = Self.mlsEpoch(of: payload),
+                    framed.epoch != info.epoch
+                {
+                    throw DomainError(
+                        .conflict,
+                        "the chat is at epoch \(info.epoch), not \(framed.epoch): apply the commits before this message and seal it again"
+                    )
+                }
                 var number: Int64?
                 if kind == .message {
                     number = try db.scalar(

@@ -164,6 +164,23 @@ public struct MLSGroup: Sendable {
         self.validator = validator
     }
 
+    /// This group with another credential validator: the same state, judged from now on by
+    /// `validator` (the application's trust in identities changes while a group lives).
+    public func withValidator(_ validator: any MLSCredentialValidator) -> MLSGroup {
+        var copy = MLSGroup(
+            suite: suite, context: context, tree: tree, ownLeaf: ownLeaf, signer: signer, nodeKeys: nodeKeys, secrets: secrets,
+            secretTree: secretTree, interimTranscriptHash: interimTranscriptHash, confirmationTag: confirmationTag,
+            validator: validator)
+        copy.proposals = proposals
+        copy.pendingUpdateKeys = pendingUpdateKeys
+        copy.resumptionPSKs = resumptionPSKs
+        copy.externalPSKs = externalPSKs
+        copy.isActive = isActive
+        copy.encryptsHandshake = encryptsHandshake
+        copy.paddingBlock = paddingBlock
+        return copy
+    }
+
     // MARK: - Sending application messages
 
     /// Encrypts `plaintext` as a PrivateMessage of this epoch, with `authenticatedData` in the

@@ -141,20 +141,10 @@ struct ContactDirectory {
         guard var record = try record(db, user) else { return false }
         // Accepting a contact that is already trusted changes nothing (a verified one stays so).
         if !verified, record.state.isTrusted, record.seen == nil { return true }
-        let newKey = !sameKeys(record.trusted, record.current) || record.state == .unconfirmed
         record.trusted = record.current
         record.seen = nil
         record.state = verified ? .verified : .unverified
         try save(db, record)
-        if newKey {
-            // The chats shared with them get new sending keys at the next send: the ones handed
-            // out so far were sealed to the old key, which the new one cannot open.
-            try db.execute(
-                """
-                UPDATE chats SET membership_version = membership_version + 1
-                WHERE chat_id IN (SELECT chat_id FROM participants WHERE user_id = ?)
-                """, [user])
-        }
         return true
     }
 
@@ -166,6 +156,27 @@ struct ContactDirectory {
             WHERE p.chat_id = ? AND p.user_id != ? AND c.state NOT IN ('unverified', 'verified') ORDER BY p.user_id
             """, [chatID, me]
         ).map { try $0.get(0, as: String.self) }
+    }
+
+    /// Each contact's identity keys a group's leaves may be signed by: the trusted key, and the
+    /// changed one the domain publishes while the user has not decided (see
+    /// ``DeviceCredentialValidator/init(identityKeySets:)``).
+    static func groupKeys(_ db: Database) throws -> [String: [Data]] {
+        var keys: [String: [Data]] = [:]
+        for row in try db.rows("SELECT user_id, signing_key, seen_signing_key FROM contacts") {
+            keys[try row.get(0, as: String.self)] = [try row.get(1, as: Data.self)] + [try row.get(2, as: Data?.self)].compactMap { $0 }
+        }
+        return keys
+    }
+
+    /// Each trusted contact's identity key: the only ones a device this one sends to may be
+    /// signed by.
+    static func trustedKeys(_ db: Database) throws -> [String: Data] {
+        var keys: [String: Data] = [:]
+        for row in try db.rows("SELECT user_id, signing_key FROM contacts WHERE state IN ('unverified', 'verified')") {
+            keys[try row.get(0, as: String.self)] = try row.get(1, as: Data.self)
+        }
+        return keys
     }
 
     /// The stored policy, or the default.

@@ -117,20 +117,27 @@ public struct DeviceCredential: Sendable, Hashable {
 /// trusted key has no valid device, so a domain that substitutes an identity key or injects a
 /// device signed by any other key gets no leaf accepted.
 public struct DeviceCredentialValidator: MLSCredentialValidator {
-    private let trusted: [String: Ed25519.PublicKey]
+    private let trusted: [String: [Ed25519.PublicKey]]
 
     /// A validator trusting `identityKeys` (user id to raw Ed25519 identity key); keys that do
     /// not parse are left out, so their users have no valid device.
     public init(identityKeys: [String: Data]) {
-        trusted = identityKeys.compactMapValues { try? Ed25519.PublicKey(rawRepresentation: $0) }
+        self.init(identityKeySets: identityKeys.mapValues { [$0] })
+    }
+
+    /// A validator trusting any of each user's `identityKeySets` (a contact's trusted key and the
+    /// changed one the domain publishes, while the user has not decided: the group must follow
+    /// what the other members commit, even as this device holds its own sends).
+    public init(identityKeySets: [String: [Data]]) {
+        trusted = identityKeySets.mapValues { keys in keys.compactMap { try? Ed25519.PublicKey(rawRepresentation: $0) } }
     }
 
     /// Whether `credential` is a device credential for `signatureKey` signed by its user's
     /// trusted identity key.
     public func isValid(_ credential: MLSCredential, signatureKey: Data) -> Bool {
         guard let device = try? DeviceCredential(encoded: credential.identity), device.signatureKey == signatureKey,
-            let identityKey = trusted[device.userID]
+            let identityKeys = trusted[device.userID]
         else { return false }
-        return device.isSigned(by: identityKey)
+        return identityKeys.contains { device.isSigned(by: $0) }
     }
 }

@@ -135,6 +135,11 @@ public final class EndpointStore: Sendable {
                     [try sealer.seal(try row.get(1, as: String.self), Seal.subject(chat)), chat])
             }
         }
+        migrator.register("v8-mls-chats") { db in
+            // Chats are MLS groups (GroupStore); the sender keys they replace go, with what
+            // they were sealed under.
+            try db.execute(GroupStore.schema)
+        }
         return migrator
     }
 
@@ -143,6 +148,8 @@ public final class EndpointStore: Sendable {
         static func credential(_ provider: String) -> String { "credentials.credential/\(provider)" }
         static func signingKey(_ user: String) -> String { "local_keys.signing_key/\(user)" }
         static func encryptionKey(_ user: String) -> String { "local_keys.encryption_key/\(user)" }
+        /// The sender keys of stores from before chats were MLS groups (sealed by `v6-encrypted-values`,
+        /// dropped by `v8-mls-chats`).
         static func chatKey(_ chat: String, _ sender: String, _ device: String, _ epoch: Int) -> String {
             "sender_keys.key/\(chat)/\(sender)/\(device)/\(epoch)"
         }
@@ -431,8 +438,8 @@ extension EndpointStore {
     /// The tables that hold a user's data, every one of them: a new table that holds user data
     /// belongs here (a test scans the file after a wipe for what it held).
     static let userDataTables = [
-        "local_keys", "chats", "participants", "messages", "sender_keys", "sender_sequences", "contacts", "mailbox_cursor",
-        "device_signer", "key_package_bundles",
+        "local_keys", "chats", "participants", "messages", "chat_groups", "deferred_entries", "departed_members", "sent_posts", "contacts",
+        "mailbox_cursor", "device_signer", "key_package_bundles",
     ]
 
     /// Wipes the user's data (keys, chats, messages, chat keys, contacts, the mailbox cursor),

@@ -16,7 +16,7 @@ import SparkDomain
 import SparkDomainServer
 import SparkLock
 import SparkMLS
-import SparkSDK
+@_spi(Fuzzing) import SparkSDK
 
 /// Fixed keys, so that seeds made by `--make-seeds` verify and decrypt in every run.
 enum Fixture {
@@ -40,6 +40,16 @@ enum Fixture {
         Data("stretched".utf8), unsafeBlind: Data(repeating: 7, count: 32))
     static let validator = TokenValidator(issuers: [issuer.trusted(audience: "fuzz", kind: .external)])
 }
+
+/// Bob's device's view of a chat with alice, from fixed keys (`ChatProbe`).
+enum ChatFixture {
+    static let value = try! ChatProbe.fixture()
+}
+
+/// A chat payload: version 1, a text, id "m1", content "hi", tag "Text", no data, no ref,
+/// no receipt, no number.
+let chatPayloadSeed = Data([1, 1, 2]) + Data("m1".utf8) + Data([2]) + Data("hi".utf8) + Data([4]) + Data("Text".utf8)
+    + Data([0, 0, 0, 0])
 
 /// A two-member MLS group made from fixed randomness, so the seeds `--make-seeds` writes are the
 /// messages these states expect in every run.
@@ -115,12 +125,6 @@ enum Served {
     }
 }
 
-/// A receipt's payload, as the messenger reads it.
-struct Receipt: Decodable {
-    var state: String
-    var number: Int64
-}
-
 /// Each harness feeds one input to one decoder and everything it leads to.
 let harnesses: [String: @Sendable (Data) -> Void] = [
     "base64url": { data in
@@ -155,32 +159,30 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? ConfigSettings.decode(
             data, file: "fuzz.plist", baseDirectory: URL(fileURLWithPath: "/nonexistent"), environment: [:])
     },
-    "sealed-message": { data in
-        _ = try? MessageSealing.open(
-            data, chat: "c1", sender: "alice", senderKey: Fixture.alice.signing.publicKey, key: Fixture.chatKey)
-    },
-    "key-envelope": { data in
-        _ = try? MessageSealing.openKeyEnvelope(
-            data, chat: "c1", sender: "alice", senderKey: Fixture.alice.signing.publicKey, recipient: Fixture.bob)
+    "chat-payload": { data in _ = ChatProbe.decodePayload(data) },
+    "chat-entry": { data in
+        // The first byte picks the entry's kind and sender; the rest is the payload.
+        guard let first = data.first else { return }
+        let kinds: [MailboxKind] = [.message, .event, .receipt, .commit]
+        let kind = kinds[Int(first) % kinds.count]
+        let sender = first & 0x80 == 0 ? "alice" : "bob"
+        _ = ChatProbe.receive(
+            Data(data.dropFirst()), kind: kind, sender: sender, epoch: kind == .commit ? ChatFixture.value.epoch : nil,
+            in: ChatFixture.value)
     },
     "mailbox-entry": { data in
         guard let entry = try? JSONDecoder().decode(MailboxEntry.self, from: data) else { return }
         switch entry.kind {
-        case .message, .event:
-            _ = try? MessageSealing.open(
-                entry.payload, chat: entry.chatID, sender: entry.sender, senderKey: Fixture.alice.signing.publicKey,
-                key: Fixture.chatKey)
+        case .message, .event, .receipt, .commit:
+            _ = ChatProbe.receive(
+                entry.payload, kind: entry.kind, sender: entry.sender, epoch: entry.epoch, in: ChatFixture.value)
         case .chatKey:
-            _ = try? MessageSealing.openKeyEnvelope(
-                entry.payload, chat: entry.chatID, sender: entry.sender, senderKey: Fixture.alice.signing.publicKey,
-                recipient: Fixture.bob)
-        case .receipt:
-            _ = try? JSONDecoder().decode(Receipt.self, from: entry.payload)
+            _ = ChatProbe.decodePayload(entry.payload)
         case .membership:
             _ = entry.members?.map(\.userID)
         case .identityReset:
             _ = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload)
-        case .commit, .welcome:
+        case .welcome:
             _ = try? MLSGroup.keyPackageReferences(inWelcome: entry.payload)
         }
     },
@@ -285,11 +287,7 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
 
 /// Valid inputs for each harness, so the fuzzer starts past the outer checks.
 func seeds() throws -> [String: [Data]] {
-    let sealed = try MessageSealing.seal(
-        "hello", chat: "c1", device: "d1", seq: 1, epoch: 1, key: Fixture.chatKey, sender: Fixture.alice)
-    let envelope = try MessageSealing.sealKeyEnvelope(
-        Fixture.chatKey, chat: "c1", epoch: 1, from: Fixture.alice, device: "d1", to: "bob",
-        recipientKey: Fixture.bob.encryption.publicKey)
+    let chat = ChatFixture.value
     let token = try Fixture.issuer.issue(subject: "carol", audience: "fuzz", lifetime: 3600, now: Date()).token
     let jwe = try JWE.encrypt(Data("secret".utf8), keyEncryptionKey: Fixture.chatKey, keyID: "k", contentType: "text")
     let encoder = JSONEncoder()
@@ -336,11 +334,10 @@ func seeds() throws -> [String: [Data]] {
         "jwk": [try JWK(Fixture.alice.signing.publicKey, keyID: "k1").jsonData(), try JWK(Fixture.alice.signing).jsonData()],
         "jwkset": [try Fixture.issuer.jwks.jsonData()],
         "plist": [Data(plist.utf8)],
-        "sealed-message": [sealed],
-        "key-envelope": [envelope],
+        "chat-payload": [chatPayloadSeed],
+        "chat-entry": [Data([0]) + chat.message, Data([3]) + chat.commit],
         "mailbox-entry": [
-            try entry(.message, sealed), try entry(.chatKey, envelope),
-            try entry(.receipt, Data(#"{"state":"read","number":1}"#.utf8)),
+            try entry(.message, chat.message),
             try entry(
                 .identityReset,
                 Data(#"{"state":"pending","pending":{"endpointID":"e","requestedAt":0,"effectiveAt":604800}}"#.utf8)),

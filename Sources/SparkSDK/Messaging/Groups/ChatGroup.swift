@@ -118,13 +118,38 @@ struct ChatGroup: Sendable {
         adding keyPackages: [Data], removingUsers users: Set<String>, admins: Set<String>? = nil, now: Date,
         random: inout some MLSRandomSource
     ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
-        let leaves = group.members.filter { member in Self.device(of: member).map { users.contains($0.user) } ?? false }
+        try commit(
+            adding: keyPackages, removing: Set(devices.filter { users.contains($0.user) }), admins: admins, now: now,
+            random: &random)
+    }
+
+    /// A commit adding `keyPackages` and removing `removed` (it always refreshes this device's own
+    /// keys: post-compromise security); the group is unchanged until the domain accepted it.
+    func commit(
+        adding keyPackages: [Data], removing removed: Set<Device>, admins: Set<String>? = nil, now: Date,
+        random: inout some MLSRandomSource
+    ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
+        let leaves = group.members.filter { member in Self.device(of: member).map { removed.contains($0) } ?? false }
             .map(\.leafIndex)
         let result = try group.commit(
             adding: keyPackages, removing: leaves, extensions: admins.map { [Self.adminsExtension($0)] }, now: now,
             random: &random)
         return (result.commit, result.welcome, ChatGroup(chatID: chatID, group: result.group))
     }
+
+    /// This device in the group.
+    var ownDevice: Device? { group.member(at: group.ownLeaf).flatMap(Self.device(of:)) }
+
+    /// The devices whose leaf `validator` refuses (a user's key this device does not trust, or a
+    /// device of a previous identity of its user).
+    func devices(refusedBy validator: any MLSCredentialValidator) -> [Device] {
+        group.members.filter { !validator.isValid($0.credential, signatureKey: $0.signatureKey) }.compactMap {
+            Self.device(of: $0)
+        }.sorted()
+    }
+
+    /// The users with a device in the group.
+    var users: [String] { Array(Set(devices.map(\.user))).sorted() }
 
     /// Seals a payload as this device's next message.
     mutating func seal(_ payload: ChatPayload, random: inout some MLSRandomSource) throws -> Data {
@@ -141,7 +166,7 @@ struct ChatGroup: Sendable {
         }
         switch (entry.kind, header.contentType) {
         case (.commit, .commit): break
-        case (.message, .application), (.event, .application): break
+        case (.message, .application), (.event, .application), (.receipt, .application): break
         default: return .drop("a \(entry.kind.rawValue) entry that carries an MLS \(header.contentType)")
         }
         if entry.kind == .commit, entry.epoch != Int64(clamping: header.epoch) {

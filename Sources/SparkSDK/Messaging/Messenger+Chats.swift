@@ -1,0 +1,386 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkMLS
+import SparkStore
+
+/// Chats as MLS groups of devices: making a chat, changing who is in it, and keeping each group
+/// in line with the user's devices and with what this device trusts.
+///
+/// Every change is a commit this device makes and the domain orders (one per epoch): on a
+/// conflict another commit came first, so the device applies it from its mailbox and commits
+/// again. A commit is kept, pending, before it is posted, so that a lost answer (a crash, the
+/// network) is completed by the commit's echo in the mailbox.
+extension Messenger {
+    // MARK: Making and changing chats
+
+    func startChat(with users: [String], subject: String) async throws -> Chat {
+        let others = Array(Set(users)).filter { $0 != me }.sorted()
+        guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
+        try await requireTrusted(others)
+        let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
+        // Every device of every member, this user's other devices included.
+        let devices = try await claimDevices(of: others + [me])
+        let missing = others.filter { user in !devices.contains { $0.device.user == user } }
+        guard missing.isEmpty else {
+            throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
+        }
+        let signer = try deviceSigner()
+        var random = MLSSystemRandom()
+        let created = try ChatGroup.create(chatID: chatID, signer: signer, validator: try read(groupValidator), random: &random)
+        let (commit, welcome, next) = try created.commit(
+            adding: devices.map(\.keyPackage), removing: Set<ChatGroup.Device>(), now: Date(), random: &random)
+        let sealer = self.sealer
+        try write { db in
+            try GroupStore.save(
+                db, GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0), sealer: sealer)
+            try GroupStore.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next, sealer: sealer)
+            try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
+        }
+        do {
+            _ = try await domainCall {
+                try await domain.createChat(
+                    token: try await token(), endpointID: endpointID, chatID: chatID, participants: others, posts: [])
+            }
+            _ = try await domainCall {
+                try await domain.postCommit(
+                    token: try await token(), endpointID: endpointID, chatID: chatID, epoch: 0, commit: commit,
+                    welcome: welcome, add: [], remove: [])
+            }
+        } catch {
+            try? write { db in try GroupStore.delete(db, chatID: chatID) }
+            throw error
+        }
+        try write { db in try self.adopt(next, in: db, updated: true) }
+        if !subject.isEmpty {
+            // The subject travels inside the group, as the members' first message.
+            try await postEvent(ChatPayload(kind: .subject, id: Self.newID(), content: subject), in: chatID)
+            try write { db in try self.setSubject(subject, of: chatID, at: Date(), in: db) }
+        }
+        reloadChats()
+        return try chat(chatID)
+    }
+
+    func invite(_ users: [String], to chatID: String) async throws {
+        let added = Array(Set(users)).filter { $0 != me }.sorted()
+        guard !added.isEmpty else { return }
+        // Everyone is looked up again: an invitation is refused while anyone's identity in the
+        // chat changed, as a send is held.
+        let current = try chat(chatID).participants.map(\.userID).filter { $0 != me }
+        try await requireTrusted(Array(Set(added + current)).sorted())
+        let devices = try await claimDevices(of: added)
+        let missing = added.filter { user in !devices.contains { $0.device.user == user } }
+        guard missing.isEmpty else {
+            throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
+        }
+        try await change(chatID, domainAdd: added) { group in
+            let present = Set(group.devices)
+            return (devices.filter { !present.contains($0.device) }.map(\.keyPackage), [])
+        }
+        // The new members learn the subject from the group, as its next message.
+        let subject = try chat(chatID).subject
+        if !subject.isEmpty {
+            try? await postEvent(ChatPayload(kind: .subject, id: Self.newID(), content: subject), in: chatID)
+        }
+        reloadChats()
+    }
+
+    func remove(_ user: String, from chatID: String) async throws {
+        guard user != me else { return try await leave(chatID) }
+        try await change(chatID, domainRemove: [user]) { group in ([], Set(group.devices.filter { $0.user == user })) }
+        reloadChats()
+    }
+
+    /// Leaves: the domain takes this user out, and this device forgets the group. (A member
+    /// cannot commit its own removal in MLS; an admin's device removes this user's devices from
+    /// the group as soon as it reads that the user left.)
+    func leave(_ chatID: String) async throws {
+        _ = try await domainCall {
+            try await domain.updateMembers(
+                token: try await token(), endpointID: endpointID, chatID: chatID, add: [], remove: [me], posts: [])
+        }
+        try write { db in try Self.leftChat(db, chatID: chatID) }
+        reloadChats()
+    }
+
+    func rename(_ chatID: String, subject: String) async throws {
+        try await postEvent(ChatPayload(kind: .subject, id: Self.newID(), content: subject), in: chatID)
+        try write { db in try self.setSubject(subject, of: chatID, at: Date(), in: db) }
+        reloadChats()
+    }
+
+    /// Looks up each user's identity now and refuses, before anything is made, when one is not
+    /// trusted (a changed key, or a first contact the policy holds).
+    func requireTrusted(_ users: [String]) async throws {
+        var unconfirmed: [String] = []
+        for user in users where !(try await contactRecord(of: user, refresh: true)).state.isTrusted {
+            unconfirmed.append(user)
+        }
+        guard unconfirmed.isEmpty else {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the identity of \(unconfirmed.joined(separator: ", ")) is not confirmed: accept it or confirm the safety number first"
+            )
+        }
+    }
+
+    // MARK: Devices
+
+    /// The devices in the chat's group, as this device holds it.
+    func groupDevices(of chatID: String) throws -> [ChatGroup.Device] {
+        let sealer = self.sealer
+        return try read { db in
+            try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: MLSAcceptAnyCredential())?.group.devices ?? []
+        }
+    }
+
+    /// A device to add: its KeyPackage, as the domain handed it out and this device checked it.
+    struct ClaimedDevice: Sendable {
+        var device: ChatGroup.Device
+        var keyPackage: Data
+    }
+
+    /// One KeyPackage of each device of `users` (not this one), each checked before it is used:
+    /// its signatures, its lifetime, and a credential for the device the domain names, signed by
+    /// the identity key this device trusts for the user. A KeyPackage that fails is left out, so
+    /// a domain that substitutes one adds no one.
+    func claimDevices(of users: [String], only: Set<ChatGroup.Device>? = nil) async throws -> [ClaimedDevice] {
+        let validator = try read(trustedValidator)
+        var claimed: [ClaimedDevice] = []
+        let now = Date()
+        for user in users {
+            let packages = try await domainCall {
+                try await domain.claimKeyPackages(token: try await token(), endpointID: endpointID, userID: user)
+            }
+            for package in packages where !(user == me && package.endpointID == endpointID) {
+                guard let summary = try? MLSKeyPackageSummary(package.keyPackage), summary.notAfter > now,
+                    let credential = try? DeviceCredential(encoded: summary.credential.identity), credential.userID == user,
+                    credential.deviceID == package.endpointID,
+                    validator.isValid(summary.credential, signatureKey: summary.signatureKey)
+                else { continue }
+                let device = ChatGroup.Device(user: user, device: package.endpointID)
+                if let only, !only.contains(device) { continue }
+                claimed.append(ClaimedDevice(device: device, keyPackage: package.keyPackage))
+            }
+        }
+        return claimed
+    }
+
+    /// The validator of leaves a chat's group follows: each contact's trusted key, or the changed
+    /// one while the user has not decided (the group must follow what the others commit; this
+    /// device holds its own sends, see `heldBy`), and this user's own key.
+    nonisolated func groupValidator(_ db: Database) throws -> DeviceCredentialValidator {
+        var keys = try ContactDirectory.groupKeys(db)
+        keys[me] = [self.keys.signing.publicKey.rawRepresentation]
+        return DeviceCredentialValidator(identityKeySets: keys)
+    }
+
+    /// The validator of devices this device sends to and adds: trusted keys only.
+    nonisolated func trustedValidator(_ db: Database) throws -> DeviceCredentialValidator {
+        var keys = try ContactDirectory.trustedKeys(db)
+        keys[me] = self.keys.signing.publicKey.rawRepresentation
+        return DeviceCredentialValidator(identityKeys: keys)
+    }
+
+    // MARK: Commits
+
+    /// Commits a change to the chat's group and has the domain order it. `plan` names the
+    /// KeyPackages to add and the devices to remove from the group as it is when the commit is
+    /// made; `domainAdd` and `domainRemove` are the users whose membership the domain changes.
+    /// Changes of one chat run one at a time; a conflict (another commit came first) is
+    /// resolved by applying that commit from the mailbox and committing again.
+    func change(
+        _ chatID: String, domainAdd: [String] = [], domainRemove: [String] = [],
+        plan: @escaping @Sendable (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
+    ) async throws {
+        let previous = changes[chatID]
+        let run = Task {
+            _ = try? await previous?.value
+            try await self.commitChange(chatID, domainAdd: domainAdd, domainRemove: domainRemove, plan: plan)
+        }
+        changes[chatID] = run
+        defer { if changes[chatID] == run { changes[chatID] = nil } }
+        try await run.value
+    }
+
+    private func commitChange(
+        _ chatID: String, domainAdd: [String], domainRemove: [String],
+        plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
+    ) async throws {
+        let sealer = self.sealer
+        for _ in 0..<5 {
+            let stored = try read { db in try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)) }
+            guard let stored, stored.group.group.isActive else {
+                throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
+            }
+            let (add, remove) = try plan(stored.group)
+            var random = MLSSystemRandom()
+            let (commit, welcome, next) = try stored.group.commit(
+                adding: add, removing: remove, now: Date(), random: &random)
+            try write { db in
+                try GroupStore.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next, sealer: sealer)
+                try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
+            }
+            do {
+                _ = try await domainCall {
+                    try await domain.postCommit(
+                        token: try await token(), endpointID: endpointID, chatID: chatID,
+                        epoch: Int64(clamping: stored.group.group.epoch), commit: commit, welcome: welcome, add: domainAdd,
+                        remove: domainRemove)
+                }
+            } catch let error as MessagingError where error.domainCode == .conflict {
+                // Another commit won this epoch: apply it (and what came with it), then again.
+                try write { db in
+                    try GroupStore.clearPending(db, chatID: chatID)
+                    try GroupStore.forgetSent(db, payload: commit)
+                }
+                _ = try await syncOnce()
+                continue
+            }
+            try write { db in
+                // The mailbox may have moved the group meanwhile (this commit's echo): only the
+                // epoch the commit was made for is replaced.
+                let now = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))
+                guard now?.group.group.epoch == stored.group.group.epoch else { return }
+                try self.adopt(next, in: db, updated: true)
+            }
+            return
+        }
+        throw MessagingError(
+            .refused, "the chat's group kept changing under this device's commit; try again", domainCode: .conflict)
+    }
+
+    /// Keeps `group` as the chat's group, in the next epoch, and shows its members.
+    func adopt(_ group: ChatGroup, in db: Database, updated: Bool) throws {
+        let previous = try GroupStore.load(db, chatID: group.chatID, sealer: sealer, validator: MLSAcceptAnyCredential())
+        try GroupStore.save(
+            db,
+            GroupStore.Stored(
+                group: group, sentSinceUpdate: updated ? 0 : previous?.sentSinceUpdate ?? 0,
+                updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0),
+            sealer: sealer)
+        try Self.applyMembership(db, group: group, me: me, now: Date())
+    }
+
+    func setSubject(_ subject: String, of chatID: String, at date: Date, in db: Database) throws {
+        try db.execute(
+            "UPDATE chats SET subject = ?, last_activity = max(last_activity, ?) WHERE chat_id = ?",
+            [try sealer.seal(subject, EndpointStore.Seal.subject(chatID)), date.timeIntervalSince1970, chatID])
+    }
+
+    static func newID() -> String { UUID().uuidString.lowercased() }
+
+    // MARK: Keeping groups right
+
+    /// What a newly trusted key changes: chats where this device is an admin evict the
+    /// contact's devices of an identity no longer trusted and add those of the new one, and held
+    /// messages go once nothing holds them.
+    func trustChanged() async {
+        if let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
+        await reconcile(force: false)
+        await releaseHeld()
+    }
+
+    /// After each mailbox read: delivery receipts, the chats that need a look, and what is
+    /// left sending.
+    func afterSync(force: Bool) async {
+        await flushReceipts()
+        await reconcile(force: force)
+        await resendPending()
+    }
+
+    /// Reads the mailbox now, then does what follows a read (see ``afterSync(force:)``), looking
+    /// at every chat.
+    func refresh() async throws {
+        _ = try await syncOnce()
+        await afterSync(force: true)
+    }
+
+    /// Looks at the chats that asked for it (or every chat, when `force` or when the last look
+    /// was long ago) and commits what each needs (see `reconcile(_:devices:)`).
+    func reconcile(force: Bool) async {
+        guard !stopped else { return }
+        let clock = ContinuousClock()
+        let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true
+        if force || due {
+            lastReconcile = clock.now
+            if let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
+        }
+        guard !needsReconcile.isEmpty else { return }
+        let chats = needsReconcile.sorted()
+        needsReconcile = []
+        guard
+            let endpoints = try? await domainCall({
+                try await domain.endpoints(token: try await token(), endpointID: endpointID)
+            })
+        else {
+            needsReconcile.formUnion(chats)
+            return
+        }
+        let devices = Set(endpoints.map(\.endpointID))
+        for chatID in chats {
+            do {
+                try await reconcile(chatID, devices: devices)
+            } catch let error where Self.isRetryable(error) {
+                needsReconcile.insert(chatID)
+            } catch {
+                eventSinks.yield(.dropped(chatID: chatID, reason: "the chat's group could not be brought up to date: \(error)"))
+            }
+        }
+    }
+
+    /// Commits, in one commit, what the chat's group needs from this device:
+    /// - this user's devices that were removed, or are of a previous identity, go; this user's
+    ///   devices that are missing are added (a user adds and removes their own devices);
+    /// - as an admin: the devices of a user who left go, and so do a contact's devices of an
+    ///   identity this device no longer trusts (a reset it accepted), replaced by the devices
+    ///   of the trusted identity;
+    /// - and an update of this device's own keys when one is due (post-compromise security).
+    func reconcile(_ chatID: String, devices mine: Set<String>) async throws {
+        let sealer = self.sealer
+        guard
+            let (stored, trusted, departed) = try read({ db -> (GroupStore.Stored, DeviceCredentialValidator, Set<String>)? in
+                guard
+                    let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)),
+                    stored.group.group.isActive
+                else { return nil }
+                return (stored, try self.trustedValidator(db), try GroupStore.departed(db, chatID: chatID))
+            })
+        else { return }
+        let group = stored.group
+        let isAdmin = group.admins.contains(me)
+        let refused = Set(group.devices(refusedBy: trusted))
+        var remove = Set(group.devices.filter { $0.user == me && $0.device != endpointID && (!mine.contains($0.device) || refused.contains($0)) })
+        var replace: [String] = []
+        if isAdmin {
+            remove.formUnion(group.devices.filter { departed.contains($0.user) })
+            let trustedUsers = try read { db in try ContactDirectory.trustedKeys(db) }
+            for user in Set(refused.map(\.user)) where user != me && trustedUsers[user] != nil {
+                remove.formUnion(refused.filter { $0.user == user })
+                replace.append(user)
+            }
+        }
+        let present = Set(group.devices).subtracting(remove)
+        let missingMine = mine.subtracting(present.filter { $0.user == me }.map(\.device)).subtracting([endpointID])
+        var wanted: [ClaimedDevice] = []
+        if !missingMine.isEmpty {
+            wanted += try await claimDevices(
+                of: [me], only: Set(missingMine.map { ChatGroup.Device(user: me, device: $0) }))
+        }
+        if !replace.isEmpty {
+            wanted += try await claimDevices(of: replace.sorted()).filter { !present.contains($0.device) }
+        }
+        let updateDue =
+            stored.sentSinceUpdate >= Self.updateAfterMessages
+            || Date().timeIntervalSince(stored.updatedAt) >= Self.updateAfterInterval
+        guard !remove.isEmpty || !wanted.isEmpty || updateDue else { return }
+        let (removing, adding) = (remove, wanted)
+        try await change(chatID) { current in
+            // Against the group as it is when the commit is made (another commit may have
+            // come first): only what is still there is removed, only who is missing is added.
+            let now = Set(current.devices)
+            return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
+        }
+        if !departed.isEmpty { try write { db in try GroupStore.forgetDeparted(db, chatID: chatID) } }
+    }
+}

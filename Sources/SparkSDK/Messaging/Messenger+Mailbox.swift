@@ -1,0 +1,465 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkMLS
+import SparkStore
+
+/// The mailbox sync: entries are read in the domain's order and each is applied with the cursor
+/// in one transaction, so a crash, or the store, the domain or the token failing, leaves neither
+/// and the entry is read again. For each entry of a chat the group decides (`ChatGroup`): apply
+/// it, drop it with a reason (reported as ``MessagingEvent/dropped(chatID:reason:)``, nothing
+/// changed), or keep it until the commit before it arrives (a domain that withholds a commit
+/// delays what follows it; it cannot make a device skip it).
+extension Messenger {
+    /// Reads and applies the mailbox after the stored cursor; returns how many entries came.
+    ///
+    /// Reads run one at a time: the poll loop and `BBMAccess.refresh()` interleave at every
+    /// `await`, and two reads from the same cursor would apply an entry twice (the second time
+    /// refused as a replay and reported as dropped).
+    func syncOnce(wait: Duration = .zero) async throws -> Int {
+        // A read now must not queue behind a long-poll: the long-poll ends (empty) instead.
+        if wait == .zero { longPoll?.cancel() }
+        let previous = lastSync
+        let next = Task {
+            _ = try? await previous?.value
+            do {
+                return try await readMailbox(wait: wait)
+            } catch is CancellationError where wait > .zero {
+                return 0
+            }
+        }
+        lastSync = next
+        if wait > .zero { longPoll = next }
+        return try await withTaskCancellationHandler {
+            try await next.value
+        } onCancel: {
+            next.cancel()
+        }
+    }
+
+    /// What applying one entry changed, beyond the store: steps of this user's messages,
+    /// events for the app, the number to acknowledge as delivered, and whether the chat's group
+    /// moved (so that entries waiting for it are offered again).
+    struct Effects {
+        var events: [MessageEvent] = []
+        var notices: [MessagingEvent] = []
+        var delivered: Int64?
+        var moved = false
+        var waiting = false
+        var reconcile = false
+    }
+
+    /// What one mailbox entry changes in the store; `process` writes it with the cursor.
+    struct Applied {
+        var changes: ((Database) throws -> Effects)?
+    }
+
+    /// What a batch touched, for the flows and the app.
+    private struct Batch {
+        var touched = Set<String>()
+        var events: [MessageEvent] = []
+    }
+
+    private func readMailbox(wait: Duration) async throws -> Int {
+        try requireRunning()
+        let cursor = try read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } ?? 0
+        let entries = try await domain.readMailbox(
+            token: try await token(), endpointID: endpointID, after: cursor, limit: 200, wait: wait)
+        var batch = Batch()
+        var failure: (any Error)?
+        for entry in entries {
+            do {
+                if try await process(entry, waiting: false, into: &batch) { try await offerWaiting(entry.chatID, into: &batch) }
+            } catch {
+                failure = error
+                break
+            }
+        }
+        // What committed before a failure is shown and acknowledged all the same; the flows
+        // first, so that an app told of a step finds it there.
+        for chatID in batch.touched { reloadMessages(chatID) }
+        if !batch.touched.isEmpty { reloadChats() }
+        report(batch.events)
+        if let failure { throw failure }
+        return entries.count
+    }
+
+    /// Applies one entry (a fresh one with the cursor, a waiting one by forgetting it) and
+    /// returns whether the chat's group moved. Throws only for a failure outside the entry.
+    private func process(_ entry: MailboxEntry, waiting: Bool, into batch: inout Batch) async throws -> Bool {
+        var applied = Applied()
+        var notices: [MessagingEvent] = []
+        do {
+            applied = try await apply(entry)
+        } catch let error where Self.isRetryable(error) {
+            throw error
+        } catch {
+            notices.append(.dropped(chatID: entry.chatID, reason: (error as? MessagingError)?.reason ?? "\(error)"))
+        }
+        let done = { (db: Database, effects: Effects) throws in
+            if waiting {
+                if !effects.waiting { try GroupStore.forget(db, sequence: entry.sequence) }
+            } else {
+                try Self.moveCursor(db, to: entry.sequence)
+            }
+        }
+        var effects = Effects()
+        do {
+            effects = try write { db in
+                let effects = try applied.changes?(db) ?? Effects()
+                try done(db, effects)
+                return effects
+            }
+        } catch let error as MessagingError where error.code == .conflict {
+            // The entry contradicts the store (an id or a number already taken): retrying cannot
+            // help, so it is dropped like a forgery, its changes rolled back, and only the cursor
+            // moves past it.
+            notices.append(.dropped(chatID: entry.chatID, reason: error.reason))
+            try write { db in try done(db, Effects()) }
+        }
+        for notice in notices + effects.notices { eventSinks.yield(notice) }
+        if let delivered = effects.delivered { receiptsDue[entry.chatID] = max(receiptsDue[entry.chatID] ?? 0, delivered) }
+        if effects.reconcile { needsReconcile.insert(entry.chatID) }
+        if !entry.chatID.isEmpty { batch.touched.insert(entry.chatID) }
+        batch.events += effects.events
+        return effects.moved
+    }
+
+    /// Offers the chat's waiting entries again, oldest first, after its group moved; again
+    /// from the start each time one of them moves it further.
+    private func offerWaiting(_ chatID: String, into batch: inout Batch) async throws {
+        var rounds = 0
+        while rounds < 1000 {
+            rounds += 1
+            let waiting = try read { db in try GroupStore.deferred(db, chatID: chatID) }
+            var moved = false
+            for entry in waiting where try await process(entry, waiting: true, into: &batch) {
+                moved = true
+                break
+            }
+            if !moved { return }
+        }
+    }
+
+    /// SQLite's extended codes for data that contradicts the schema (a primary key or unique
+    /// value taken, a NULL or a failed CHECK), as opposed to the store failing: what arrived is at
+    /// fault, and retrying it cannot help. (A trigger's RAISE, a full disk or I/O are failures.)
+    static let dataConflicts: Set<Int32> = [1555, 2067, 1299, 275]  // PRIMARYKEY, UNIQUE, NOTNULL, CHECK
+
+    static func moveCursor(_ db: Database, to sequence: Int64) throws {
+        try db.execute(
+            "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
+            [sequence])
+    }
+
+    /// Domain failures that say nothing about what was sent: retry later.
+    static let transientDomainCodes: [DomainError.Code] = [.storageFailure, .unavailable, .tokenExpired]
+
+    /// Whether applying an entry failed for a reason outside the entry (the store, the domain or
+    /// the token, the messenger stopping, or the read was cancelled), so that it must be read
+    /// again rather than dropped.
+    static func isRetryable(_ error: any Error) -> Bool {
+        switch error {
+        case let error as MessagingError:
+            error.code == .storageFailure || error.code == .notReady
+                || error.domainCode.map(transientDomainCodes.contains) == true
+        case let error as DomainError: transientDomainCodes.contains(error.code)
+        case is AuthError, is CancellationError: true
+        default: false
+        }
+    }
+
+    // MARK: Entries
+
+    /// Opens and checks one entry as far as it can before the write (looking up the identities
+    /// a Welcome or a commit brings); returns its changes without writing them.
+    private func apply(_ entry: MailboxEntry) async throws -> Applied {
+        let sealer = self.sealer
+        switch entry.kind {
+        case .membership:
+            guard let members = entry.members else { return Applied() }
+            return Applied { db in try self.applyMembers(members, of: entry.chatID, in: db) }
+        case .welcome:
+            return try await welcome(entry)
+        case .commit:
+            let (mine, stored) = try read { db in
+                (
+                    try GroupStore.sent(db, payload: entry.payload) != nil,
+                    try GroupStore.load(db, chatID: entry.chatID, sealer: sealer, validator: MLSAcceptAnyCredential())
+                )
+            }
+            if mine { return Applied { db in try self.ownCommit(entry, in: db) } }
+            // Not in this chat's group (not added yet, or no longer): nothing to apply.
+            guard var probe = stored?.group, probe.group.isActive else { return Applied() }
+            // The users whose devices the commit adds are looked up first, so that their keys
+            // are known when the commit is checked for real.
+            if case .commit(let added, _, _) = probe.receive(entry, now: Date()) {
+                for user in Set(added.map(\.user)) where user != me { _ = try? await contactRecord(of: user, refresh: false) }
+            }
+            return Applied { db in try self.applyGroupEntry(entry, in: db) }
+        case .message, .event, .receipt:
+            if let mine = try read({ db in try GroupStore.sent(db, payload: entry.payload) }) {
+                return Applied { db in
+                    // The echo of what this device sent: a message gets its number.
+                    try GroupStore.forgetSent(db, payload: entry.payload)
+                    guard entry.kind == .message, let localID = mine.localID else { return Effects() }
+                    try GroupStore.noteNumber(db, chatID: entry.chatID, number: entry.messageNumber ?? 0)
+                    return Effects(events: try Self.numbered(db, localID: localID, number: entry.messageNumber))
+                }
+            }
+            return Applied { db in try self.applyGroupEntry(entry, in: db) }
+        case .chatKey:
+            throw MessagingError(.forged, "a sender-key entry: chats are MLS groups")
+        case .identityReset:
+            guard let notice = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload) else {
+                throw MessagingError(.forged, "an identity reset notice is malformed")
+            }
+            switch (notice.state, notice.pending) {
+            case (.pending, let pending?):
+                eventSinks.yield(.identityResetPending(userID: entry.sender, effectiveAt: pending.effectiveAt))
+            case (.cancelled, _): eventSinks.yield(.identityResetCancelled(userID: entry.sender))
+            case (.replaced, _):
+                // A hint to look again: the key itself is trusted only as the directory decides.
+                if entry.sender != me { _ = try? await contactRecord(of: entry.sender, refresh: true) }
+            default: throw MessagingError(.forged, "an identity reset notice is malformed")
+            }
+            return Applied()
+        }
+    }
+
+    /// The domain's member list is a hint, never the chat's membership (the group is): a user it
+    /// no longer lists left, and an admin's device removes their devices; when it no longer lists
+    /// this user, this user left (from another device) and this device forgets the group.
+    private func applyMembers(_ members: [ChatMember], of chatID: String, in db: Database) throws -> Effects {
+        guard try GroupStore.exists(db, chatID: chatID) else { return Effects() }
+        let listed = Set(members.map(\.userID))
+        guard listed.contains(me) else {
+            try Self.leftChat(db, chatID: chatID)
+            return Effects()
+        }
+        let users = try db.rows("SELECT user_id FROM participants WHERE chat_id = ?", [chatID]).map {
+            try $0.get(0, as: String.self)
+        }
+        let gone = users.filter { !listed.contains($0) }
+        guard !gone.isEmpty else { return Effects() }
+        try GroupStore.noteDeparted(db, chatID: chatID, users: gone)
+        return Effects(reconcile: true)
+    }
+
+    /// A Welcome: this device joins when it holds the private half of one of the KeyPackages it
+    /// names, and when every device in the group is one it accepts.
+    private func welcome(_ entry: MailboxEntry) async throws -> Applied {
+        let sealer = self.sealer
+        let references = (try? MLSGroup.keyPackageReferences(inWelcome: entry.payload)) ?? []
+        let found = try read { db -> (Data, MLSKeyPackageBundle)? in
+            for reference in references {
+                if let bundle = try DeviceKeys.bundle(db, sealer: sealer, reference: reference) { return (reference, bundle) }
+            }
+            return nil
+        }
+        // For another device (this user's or a member's): nothing to do here.
+        guard let (reference, bundle) = found else { return Applied() }
+        if try read({ db in try GroupStore.exists(db, chatID: entry.chatID) }) {
+            throw MessagingError(.forged, "a Welcome to chat \(entry.chatID), which this device is in already: replayed")
+        }
+        let probe: ChatGroup
+        do {
+            probe = try ChatGroup.join(
+                chatID: entry.chatID, welcome: entry.payload, bundle: bundle, validator: MLSAcceptAnyCredential())
+        } catch {
+            throw MessagingError(.forged, "a Welcome this device cannot open: \((error as? MLSError)?.reason ?? "\(error)")")
+        }
+        // Everyone in the group is looked up first (a first contact is met here).
+        for user in probe.users where user != me { _ = try? await contactRecord(of: user, refresh: false) }
+        return Applied { db in
+            guard try !GroupStore.exists(db, chatID: entry.chatID) else {
+                return Effects(notices: [.dropped(chatID: entry.chatID, reason: "a replayed Welcome")])
+            }
+            let joined: ChatGroup
+            do {
+                joined = try ChatGroup.join(
+                    chatID: entry.chatID, welcome: entry.payload, bundle: bundle, validator: try self.groupValidator(db))
+            } catch {
+                return Effects(notices: [
+                    .dropped(
+                        chatID: entry.chatID,
+                        reason: "the Welcome's group holds a device this device does not accept: \((error as? MLSError)?.reason ?? "\(error)")"
+                    )
+                ])
+            }
+            guard joined.users.contains(entry.sender) else {
+                return Effects(notices: [
+                    .dropped(chatID: entry.chatID, reason: "a Welcome from \(entry.sender), who is not in its group")
+                ])
+            }
+            try DeviceKeys.consume(db, reference: reference)
+            try self.adopt(joined, in: db, updated: true)
+            return Effects(moved: true, reconcile: true)
+        }
+    }
+
+    /// The echo of a commit this device posted: when its answer was lost, the pending group
+    /// becomes the chat's group now.
+    private func ownCommit(_ entry: MailboxEntry, in db: Database) throws -> Effects {
+        try GroupStore.forgetSent(db, payload: entry.payload)
+        guard
+            let next = try GroupStore.pending(
+                db, chatID: entry.chatID, digest: SHA256.hash(entry.payload), sealer: sealer, validator: try groupValidator(db)),
+            let stored = try GroupStore.load(db, chatID: entry.chatID, sealer: sealer, validator: MLSAcceptAnyCredential()),
+            stored.group.group.epoch + 1 == next.group.epoch
+        else { return Effects() }
+        try adopt(next, in: db, updated: true)
+        return Effects(moved: true)
+    }
+
+    /// A commit or an application message of a chat's group, decided by the group.
+    private func applyGroupEntry(_ entry: MailboxEntry, in db: Database) throws -> Effects {
+        let chatID = entry.chatID
+        guard var stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try groupValidator(db)) else {
+            return Effects()
+        }
+        switch stored.group.receive(entry, now: Date()) {
+        case .retry(let reason):
+            guard try GroupStore.deferredCount(db, chatID: chatID) < GroupStore.maximumDeferred else {
+                return Effects(notices: [.dropped(chatID: chatID, reason: "\(reason); too many entries wait already")])
+            }
+            try GroupStore.deferEntry(db, entry)
+            return Effects(waiting: true)
+        case .drop(let reason):
+            return Effects(notices: [.dropped(chatID: chatID, reason: reason)])
+        case .removed:
+            try Self.leftChat(db, chatID: chatID)
+            return Effects()
+        case .commit(_, let removed, let by):
+            // A device of this user removed by another device: this one updates its own keys
+            // at once (post-compromise security).
+            if removed.contains(where: { $0.user == me }), by != stored.group.ownDevice {
+                stored.sentSinceUpdate = Self.updateAfterMessages
+            }
+            try GroupStore.save(db, stored, sealer: sealer)
+            try Self.applyMembership(db, group: stored.group, me: me, now: entry.postedAt)
+            return Effects(moved: true, reconcile: stored.sentSinceUpdate >= Self.updateAfterMessages)
+        case .message(let payload, let sender):
+            // The ratchet moved: the group is kept whatever the payload turns out to be.
+            return try applyPayload(payload, from: sender, entry: entry, stored: &stored, in: db)
+        }
+    }
+
+    private func applyPayload(
+        _ payload: ChatPayload, from sender: ChatGroup.Device, entry: MailboxEntry, stored: inout GroupStore.Stored,
+        in db: Database
+    ) throws -> Effects {
+        let chatID = entry.chatID
+        let incoming = sender.user != me
+        func drop(_ reason: String) throws -> Effects {
+            try GroupStore.save(db, stored, sealer: sealer)
+            return Effects(notices: [.dropped(chatID: chatID, reason: reason)])
+        }
+        switch (entry.kind, payload.kind) {
+        case (.message, .text):
+            // Numbers only grow in the domain's order: one that does not was renumbered.
+            guard let number = entry.messageNumber, number > stored.lastNumber else {
+                return try drop(
+                    "message \(payload.id) is numbered \(entry.messageNumber.map(String.init) ?? "nothing") after \(stored.lastNumber): renumbered"
+                )
+            }
+            stored.lastNumber = number
+            try GroupStore.save(db, stored, sealer: sealer)
+            let ref = try payload.ref.flatMap {
+                try db.scalar("SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [$0, chatID], as: Int64.self)
+            }
+            try db.execute(
+                """
+                INSERT INTO messages(local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, timestamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    payload.id, chatID, number, sender.user, incoming,
+                    try sealer.seal(payload.content, EndpointStore.Seal.content(payload.id)), payload.tag,
+                    try payload.data.map { try sealer.seal($0, EndpointStore.Seal.data(payload.id)) }, ref,
+                    incoming ? "delivered" : "sent", entry.postedAt.timeIntervalSince1970,
+                ])
+            try db.execute(
+                "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
+                [entry.postedAt.timeIntervalSince1970, chatID])
+            // Sent from another of this user's devices: a step of this user's message.
+            return Effects(
+                events: incoming ? [] : [MessageEvent(messageID: payload.id, chatID: chatID, number: number, state: .sent)],
+                delivered: incoming ? number : nil)
+        case (.event, .subject):
+            try GroupStore.save(db, stored, sealer: sealer)
+            try setSubject(payload.content, of: chatID, at: entry.postedAt, in: db)
+            return Effects()
+        case (.event, .edit):
+            try GroupStore.save(db, stored, sealer: sealer)
+            // Only the sender edits, and only their own message.
+            guard let ref = payload.ref,
+                try db.scalar(
+                    "SELECT 1 FROM messages WHERE local_id = ? AND chat_id = ? AND sender = ?", [ref, chatID, sender.user],
+                    as: Int.self) != nil
+            else { return try drop("an edit of a message that is not its sender's") }
+            try db.execute(
+                "UPDATE messages SET content = ? WHERE local_id = ?",
+                [try sealer.seal(payload.content, EndpointStore.Seal.content(ref)), ref])
+            return Effects()
+        case (.receipt, .receipt):
+            // A receipt names the newest message it covers by its authenticated id; the number
+            // is this device's own for that message, not what the receipt or the domain says.
+            guard let ref = payload.ref,
+                let number = try db.scalar(
+                    "SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [ref, chatID], as: Int64.self)
+            else { return try drop("a receipt for a message this device does not have") }
+            try GroupStore.save(db, stored, sealer: sealer)
+            if !incoming {
+                // Read on another of this user's devices.
+                if payload.receipt == .read {
+                    try db.execute(
+                        "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ?", [chatID, number])
+                }
+                return Effects()
+            }
+            // A receipt covers every message up to its number. A message read before its
+            // delivery receipt came was delivered too: both steps are reported, in order.
+            let delivered = try Self.advance(db, chatID: chatID, upTo: number, from: "sent", to: .delivered)
+            guard payload.receipt == .read else { return Effects(events: delivered) }
+            return Effects(events: delivered + (try Self.advance(db, chatID: chatID, upTo: number, from: "delivered", to: .read)))
+        default:
+            return try drop("a \(payload.kind) payload in a \(entry.kind.rawValue) entry")
+        }
+    }
+
+    /// Moves this user's messages in `chatID` numbered up to `number` from state `from` to
+    /// `state`, and returns those steps.
+    static func advance(
+        _ db: Database, chatID: String, upTo number: Int64, from: String, to state: MessageState
+    ) throws -> [MessageEvent] {
+        let moved = try db.rows(
+            "SELECT local_id, number FROM messages WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = ? ORDER BY number",
+            [chatID, number, from]
+        ).map { MessageEvent(messageID: try $0.get(0), chatID: chatID, number: try $0.get(1), state: state) }
+        guard !moved.isEmpty else { return [] }
+        try db.execute(
+            "UPDATE messages SET state = ? WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = ?",
+            [state.description, chatID, number, from])
+        return moved
+    }
+
+    /// Records the number the domain gave one of this device's messages; a message still
+    /// sending becomes sent, which is returned as its step.
+    static func numbered(_ db: Database, localID: String, number: Int64?) throws -> [MessageEvent] {
+        guard
+            let (chatID, state) = try db.row("SELECT chat_id, state FROM messages WHERE local_id = ?", [localID]).map({
+                (try $0.get(0, as: String.self), try $0.get(1, as: String.self))
+            })
+        else { return [] }
+        try db.execute(
+            "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END WHERE local_id = ?",
+            [number, localID])
+        return state == "sending" ? [MessageEvent(messageID: localID, chatID: chatID, number: number, state: .sent)] : []
+    }
+
+    /// Tells every `messageEvents` stream of steps that committed.
+    func report(_ events: [MessageEvent]) {
+        for event in events { messageEventSinks.yield(event) }
+    }
+}

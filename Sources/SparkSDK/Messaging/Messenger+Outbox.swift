@@ -1,0 +1,309 @@
+import Foundation
+import SparkDomain
+import SparkMLS
+import SparkStore
+
+/// The outbox: what the user sends is sealed in the chat's group, stored with its sealed bytes
+/// (state sending) in the same transaction that moves the group's ratchet, and posted under its
+/// id until the domain answers; the domain answers a repeated id with the number it gave, so a
+/// message is sent exactly once across crashes and outages. A message the domain refuses because
+/// a commit overtook it (its epoch is gone) is sealed again in the new epoch, under the same id.
+///
+/// Nothing is sealed while the chat holds a device this device does not trust (a changed
+/// identity, or a device of a previous one): a message waits, held, until the user accepts the
+/// change; a subject change is refused.
+extension Messenger {
+    func send(_ content: String, tag: String, data: String?, ref: Int64?, to chatID: String) async throws -> ChatMessage {
+        guard content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize else {
+            throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
+        }
+        try requireActive(chatID)
+        let id = Self.newID()
+        let refID = try ref.map { number in
+            guard let id = try read({ db in try Self.messageID(db, chatID: chatID, number: number) }) else {
+                throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
+            }
+            return id
+        }
+        let payload = ChatPayload(kind: .text, id: id, content: content, tag: tag, data: data, ref: refID)
+        try payload.validate()
+        let now = Date()
+        let holding = try await heldBy(chatID)
+        let sealer = self.sealer
+        try write { db in
+            let sealed = holding.isEmpty ? try self.sealNext(payload, chatID: chatID, localID: id, in: db) : nil
+            try db.execute(
+                """
+                INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
+                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    id, chatID, self.me, try sealer.seal(content, EndpointStore.Seal.content(id)), tag,
+                    try data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, ref, holding.isEmpty ? "sending" : "held",
+                    now.timeIntervalSince1970, sealed,
+                ])
+        }
+        reloadMessages(chatID)
+        if holding.isEmpty { _ = await deliverPending(in: chatID) }
+        return try message(id: id)
+    }
+
+    func requireActive(_ chatID: String) throws {
+        guard try read({ db in try GroupStore.exists(db, chatID: chatID) }) else {
+            throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
+        }
+    }
+
+    /// The local id of the chat's message numbered `number`.
+    static func messageID(_ db: Database, chatID: String, number: Int64) throws -> String? {
+        try db.scalar("SELECT local_id FROM messages WHERE chat_id = ? AND number = ?", [chatID, number], as: String.self)
+    }
+
+    /// The users whose devices in the chat this device does not trust (their identity changed,
+    /// or the policy holds a first contact, or a device is of an identity no longer trusted):
+    /// while there are any, nothing is sealed in the chat. The domain may publish the trusted
+    /// key again (a substitution withdrawn), so untrusted contacts are looked up once more.
+    func heldBy(_ chatID: String) async throws -> [String] {
+        let sealer = self.sealer
+        let check = { (db: Database) throws -> [String] in
+            var users = Set(try ContactDirectory.untrusted(db, chatID: chatID, me: self.me))
+            if let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)) {
+                users.formUnion(stored.group.devices(refusedBy: try self.trustedValidator(db)).map(\.user))
+            }
+            return users.sorted()
+        }
+        let first = try read(check)
+        guard !first.isEmpty else { return [] }
+        for user in first where user != me { _ = try? await contactRecord(of: user, refresh: true) }
+        return try read(check)
+    }
+
+    /// Seals `payload` as this device's next message in the chat; the group's ratchet moves in
+    /// the same transaction, and the bytes are remembered as this device's (for their echo).
+    func sealNext(_ payload: ChatPayload, chatID: String, localID: String?, in db: Database) throws -> Data {
+        guard var stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try groupValidator(db)),
+            stored.group.group.isActive
+        else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
+        var random = MLSSystemRandom()
+        let sealed = try stored.group.seal(payload, random: &random)
+        stored.sentSinceUpdate += 1
+        if stored.sentSinceUpdate >= Self.updateAfterMessages { needsReconcile.insert(chatID) }
+        try GroupStore.save(db, stored, sealer: sealer)
+        try GroupStore.recordSent(db, chatID: chatID, payload: sealed, localID: localID)
+        return sealed
+    }
+
+    /// The payload of a stored message of this device (to seal it again, or for the first time
+    /// once released).
+    func storedPayload(_ db: Database, localID: String) throws -> (chatID: String, payload: ChatPayload)? {
+        guard
+            let row = try db.row(
+                "SELECT chat_id, content, tag, data, ref FROM messages WHERE local_id = ? AND incoming = 0", [localID])
+        else { return nil }
+        let chatID = try row.get(0, as: String.self)
+        let ref = try row.get(4, as: Int64?.self).flatMap { try Self.messageID(db, chatID: chatID, number: $0) }
+        return (
+            chatID,
+            ChatPayload(
+                kind: .text, id: localID, content: try sealer.openText(try row.get(1), EndpointStore.Seal.content(localID)),
+                tag: try row.get(2),
+                data: try row.get(3, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(localID)) }, ref: ref)
+        )
+    }
+
+    /// Posts a stored message; the same id on every retry, so it is sent exactly once. Returns
+    /// false when it is left sending (the domain, its store or the token failed for now).
+    private func deliver(localID: String, chatID: String, sealed first: Data) async -> Bool {
+        var sealed = first
+        var settled = true
+        for attempt in 0..<5 {
+            do {
+                let receipt = try await domain.post(
+                    token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed,
+                    recipient: nil, clientID: localID)
+                let events = try write { db in
+                    let events = try Self.numbered(db, localID: localID, number: receipt.messageNumber)
+                    try db.execute(
+                        "UPDATE messages SET timestamp = ? WHERE local_id = ?", [receipt.postedAt.timeIntervalSince1970, localID])
+                    try db.execute(
+                        "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
+                        [receipt.postedAt.timeIntervalSince1970, chatID])
+                    return events
+                }
+                report(events)
+            } catch let error as DomainError where error.code == .conflict && attempt < 4 {
+                // A commit was ordered after this was sealed: apply it, seal again, post again.
+                _ = try? await syncOnce()
+                guard let resealed = try? write({ db in try self.reseal(localID, in: db) }) else {
+                    settled = false
+                    break
+                }
+                sealed = resealed
+                continue
+            } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
+                let failed = try? write { db in
+                    try db.execute("UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
+                }
+                if failed != nil {
+                    report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
+                }
+            } catch {
+                // Left as sending: retried with the same bytes until the domain answers.
+                settled = false
+            }
+            break
+        }
+        reloadMessages(chatID)
+        return settled
+    }
+
+    /// Seals a message still sending again, in the group's current epoch.
+    private func reseal(_ localID: String, in db: Database) throws -> Data {
+        guard let (chatID, payload) = try storedPayload(db, localID: localID) else {
+            throw MessagingError(.unknownChat, "no message \(localID)")
+        }
+        let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: db)
+        try db.execute("UPDATE messages SET sealed = ? WHERE local_id = ? AND state = 'sending'", [sealed, localID])
+        return sealed
+    }
+
+    /// Posts every message of the chat still sending, oldest first, and stops at the first one
+    /// left sending, so that the chat's numbers follow the order the user sent in.
+    ///
+    /// Runs for one chat go one at a time, each after the one before it: concurrent sends would
+    /// otherwise each post every message still pending (harmless, the domain answers a repeated
+    /// id with its first number, but quadratic in the number of concurrent sends).
+    func deliverPending(in chatID: String) async -> Bool {
+        let previous = deliveries[chatID]
+        let run = Task {
+            _ = await previous?.value
+            return await postPending(in: chatID)
+        }
+        deliveries[chatID] = run
+        let settled = await run.value
+        if deliveries[chatID] == run { deliveries[chatID] = nil }
+        return settled
+    }
+
+    private func postPending(in chatID: String) async -> Bool {
+        guard !stopped else { return false }
+        let pending =
+            (try? read { db in
+                try db.rows(
+                    "SELECT local_id, sealed FROM messages WHERE chat_id = ? AND state = 'sending' AND sealed IS NOT NULL ORDER BY rowid",
+                    [chatID]
+                ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Data.self)) }
+            }) ?? []
+        for (id, sealed) in pending {
+            guard await deliver(localID: id, chatID: chatID, sealed: sealed) else { return false }
+        }
+        return true
+    }
+
+    /// Messages still sending after a crash or an outage are posted again (idempotently).
+    func resendPending() async {
+        let chats =
+            (try? read { db in
+                try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'sending' AND sealed IS NOT NULL").map {
+                    try $0.get(0, as: String.self)
+                }
+            }) ?? []
+        for chatID in chats { _ = await deliverPending(in: chatID) }
+    }
+
+    /// Seals and sends, oldest first, the held messages of every chat that nothing holds now.
+    func releaseHeld() async {
+        let chats =
+            (try? read { db in
+                try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'held'").map { try $0.get(0, as: String.self) }
+            }) ?? []
+        for chatID in chats {
+            guard let holding = try? await heldBy(chatID), holding.isEmpty else { continue }
+            let released = try? write { db -> Int in
+                let held = try db.rows(
+                    "SELECT local_id FROM messages WHERE chat_id = ? AND state = 'held' ORDER BY rowid", [chatID]
+                ).map { try $0.get(0, as: String.self) }
+                for localID in held {
+                    guard let (_, payload) = try self.storedPayload(db, localID: localID) else { continue }
+                    let sealed = try self.sealNext(payload, chatID: chatID, localID: localID, in: db)
+                    try db.execute("UPDATE messages SET state = 'sending', sealed = ? WHERE local_id = ?", [sealed, localID])
+                }
+                return held.count
+            }
+            guard (released ?? 0) > 0 else { continue }
+            reloadMessages(chatID)
+            _ = await deliverPending(in: chatID)
+        }
+    }
+
+    // MARK: Events and receipts
+
+    /// Seals and posts a payload that is not stored for retry (a subject, a receipt): refused
+    /// while something holds the chat, sealed again when a commit overtook it.
+    func postEvent(_ payload: ChatPayload, in chatID: String) async throws {
+        try requireActive(chatID)
+        let holding = try await heldBy(chatID)
+        guard holding.isEmpty else {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the identity of \(holding.joined(separator: ", ")) changed: accept it or confirm the safety number first")
+        }
+        let kind: MailboxKind = payload.kind == .receipt ? .receipt : .event
+        for attempt in 0..<5 {
+            let sealed = try write { db in try self.sealNext(payload, chatID: chatID, localID: nil, in: db) }
+            do {
+                _ = try await domainCall {
+                    try await domain.post(
+                        token: try await token(), endpointID: endpointID, chatID: chatID, kind: kind, payload: sealed,
+                        recipient: nil, clientID: nil)
+                }
+                return
+            } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
+                try? write { db in try GroupStore.forgetSent(db, payload: sealed) }
+                _ = try await syncOnce()
+            }
+        }
+    }
+
+    func markRead(_ chatID: String, upTo number: Int64?) async throws {
+        try requireRunning()
+        let upTo =
+            try number ?? read { db in
+                try db.scalar("SELECT max(number) FROM messages WHERE chat_id = ? AND incoming = 1", [chatID], as: Int64.self)
+            } ?? 0
+        guard upTo > 0 else { return }
+        try write { db in
+            try db.execute(
+                "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ? AND state != 'read'",
+                [chatID, upTo])
+        }
+        reloadMessages(chatID)
+        reloadChats()
+        try await sendReceipt(chatID: chatID, receipt: .read, upTo: upTo)
+    }
+
+    /// A receipt for every message of the chat up to `upTo`, naming the newest of them by its
+    /// authenticated id (the receiving device goes by the id, not by the domain's number).
+    func sendReceipt(chatID: String, receipt: ChatPayload.Receipt, upTo: Int64) async throws {
+        guard
+            let (number, ref) = try read({ db -> (Int64, String)? in
+                try db.row(
+                    "SELECT number, local_id FROM messages WHERE chat_id = ? AND number <= ? ORDER BY number DESC LIMIT 1",
+                    [chatID, upTo]
+                ).map { (try $0.get(0, as: Int64.self), try $0.get(1, as: String.self)) }
+            })
+        else { return }
+        try await postEvent(
+            ChatPayload(kind: .receipt, id: Self.newID(), ref: ref, receipt: receipt, upTo: number), in: chatID)
+    }
+
+    /// Sends the delivery receipts the last reads found due (one per chat, for its newest
+    /// message); one that fails now is not retried (a later message's receipt covers it).
+    func flushReceipts() async {
+        let due = receiptsDue
+        receiptsDue = [:]
+        for (chatID, number) in due.sorted(by: { $0.key < $1.key }) {
+            try? await sendReceipt(chatID: chatID, receipt: .delivered, upTo: number)
+        }
+    }
+}
