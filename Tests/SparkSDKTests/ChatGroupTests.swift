@@ -229,7 +229,6 @@ struct ChatGroupTests {
     @Test func payloadsRoundTripAndAreDecodedStrictly() throws {
         let payloads = [
             ChatPayload(kind: .text, id: "m1", content: "hello", tag: "Text", data: "{}", ref: "m0"),
-            ChatPayload(kind: .subject, id: "s1", content: "Lunch"),
             ChatPayload(kind: .receipt, id: "r1", ref: "m1", receipt: .read, upTo: 42),
             ChatPayload(kind: .edit, id: "e1", content: "hello!", ref: "m1"),
         ]

@@ -39,7 +39,7 @@ struct EndpointWipeTests {
         let store = try DatabaseQueue(path: bobDirectory.appendingPathComponent("endpoint.sqlite").path)
         let stored = try store.read { db in
             (
-                try db.scalar("SELECT key FROM sender_keys LIMIT 1", as: Data.self),
+                try db.scalar("SELECT state FROM chat_groups LIMIT 1", as: Data.self),
                 try db.scalar("SELECT content FROM messages LIMIT 1", as: Data.self),
                 try db.scalar("SELECT signing_key FROM local_keys LIMIT 1", as: Data.self)
             )
@@ -48,7 +48,7 @@ struct EndpointWipeTests {
             world: world, alice: alice, bob: bob, bobDirectory: bobDirectory,
             secrets: [
                 "a message": try #require(stored.1), "the identity key": try #require(stored.2),
-                "a chat key": try #require(stored.0),
+                "a chat's group state": try #require(stored.0),
             ])
     }
 
@@ -88,7 +88,9 @@ struct EndpointWipeTests {
             }
             #expect(try Self.leaks(prepared) == [], "\(path)")
             let store = try DatabaseQueue(path: prepared.bobDirectory.appendingPathComponent("endpoint.sqlite").path)
-            for table in ["chats", "messages", "sender_keys", "contacts", "mailbox_cursor", "local_keys"] {
+            for table in [
+                "chats", "messages", "chat_groups", "contacts", "mailbox_cursor", "local_keys", "device_signer", "key_package_bundles",
+            ] {
                 #expect(try store.read { db in try db.scalar("SELECT count(*) FROM \(table)", as: Int.self) } == 0, "\(table)")
             }
         }

@@ -118,6 +118,8 @@ struct IdentityVerificationTests {
             let bobMessages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob reads it") { bobMessages.value.map(\.content) == ["before"] })
             let genuine = try await bob.safetyNumber(with: "alice")
+            let aliceMessages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("bob's receipt came") { aliceMessages.value.first?.state == .delivered })
 
             let impostor = try HostileWorld.impostor(of: "bob")
             world.substitute(impostor, for: "bob")

@@ -72,12 +72,12 @@ struct MessagingRobustnessTests {
         }
     }
 
-    @Test func concurrentSendsShareOneSendingKey() async throws {
+    @Test func concurrentSendsAllArriveInOneEpoch() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
-            let chat = try await alice.startChat(with: ["bob"])  // no subject: the first send makes the key
+            let chat = try await alice.startChat(with: ["bob"])
             async let first = alice.sendMessage("one", to: chat.chatID)
             async let second = alice.sendMessage("two", to: chat.chatID)
             async let third = alice.sendMessage("three", to: chat.chatID)
@@ -86,34 +86,45 @@ struct MessagingRobustnessTests {
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob reads every one") { messages.value.count == 4 }, "\(messages.value.map(\.content))")
             #expect(Set(messages.value.map(\.content)) == ["one", "two", "three", "four"])
-            let keys = try world.domain.store.read { db in
-                try db.scalar("SELECT count(*) FROM mailbox WHERE user_id = 'bob' AND kind = 'chatKey'", as: Int.self)
+            let commits = try world.domain.store.read { db in
+                try db.scalar("SELECT count(*) FROM mailbox WHERE user_id = 'bob' AND kind = 'commit'", as: Int.self)
             }
-            #expect(keys == 1, "one key envelope for bob: one sending key")
+            #expect(commits == 1, "the commit that made the chat, and none for sending")
         }
     }
 
-    @Test func aMemberWithoutAnIdentityDoesNotStopTheChatAndGetsTheKeyOnceSetUp() async throws {
+    /// The group, not the domain's member list, is who is in a chat: a user the domain alone
+    /// adds (another client of alice's, or the domain itself) is no participant and reads
+    /// nothing; a user with no device cannot be invited; once set up, an invitation brings them
+    /// in and they read what follows.
+    @Test func aUserTheDomainAloneAddsIsNoParticipantUntilInvited() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)
             let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])
-            // Another client of alice's adds "dana", who has never set up a device.
+            await #expect(throws: MessagingError(.unknownUser, "")) { try await alice.invite(["dana"], to: chat.chatID) }
             _ = try await world.domain.updateMembers(
                 token: try await world.domain.testToken(userID: "alice").token, endpointID: try await aliceService.endpointID,
                 chatID: chat.chatID, add: ["dana"], remove: [])
             try await alice.refresh()
-            #expect(try await alice.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob", "dana"])
+            #expect(try await alice.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob"])
             let sent = try await alice.sendMessage("before dana", to: chat.chatID)
             #expect(sent.state.isAccepted, "\(sent.state)")
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob reads it") { messages.value.map(\.content) == ["before dana"] })
-            // Dana sets up; alice's next message reaches her.
             let (_, dana) = try await world.endpoint("dana", "dana-phone")
+            try await dana.refresh()
+            #expect(dana.chats.value.isEmpty, "the domain's list alone lets dana into nothing")
+            // The domain lists dana already, so she is invited back through it.
+            _ = try await world.domain.updateMembers(
+                token: try await world.domain.testToken(userID: "alice").token, endpointID: try await aliceService.endpointID,
+                chatID: chat.chatID, add: [], remove: ["dana"])
+            try await alice.invite(["dana"], to: chat.chatID)
             try await alice.sendMessage("hello dana", to: chat.chatID)
             let danaMessages = try await dana.messages(in: chat.chatID)
-            #expect(await waitFor("dana reads it") { danaMessages.value.map(\.content).contains("hello dana") })
+            #expect(await waitFor("dana reads it") { danaMessages.value.map(\.content) == ["hello dana"] })
+            #expect(try await alice.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob", "dana"])
         }
     }
 }

@@ -1,12 +1,14 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkMLS
 import SparkObservable
-import SparkSDK
 import SparkStore
 import SparkTestSupport
 import Synchronization
 import Testing
+
+@testable import SparkSDK
 
 /// Users with set-up endpoints on one embedded domain.
 struct ChatWorld {
@@ -143,12 +145,9 @@ struct MessagingTests {
             let events = EventRecorder(alice)
             try await post(sealed, to: one.chatID)  // replayed
             try await post(sealed, to: two.chatID)  // cross-chat
-            var altered = try JSONSerialization.jsonObject(with: sealed) as! [String: Any]
-            var ciphertext = try #require(Data(base64Encoded: altered["ciphertext"] as! String))
-            ciphertext[0] ^= 1
-            altered["ciphertext"] = ciphertext.base64EncodedString()
-            altered["seq"] = 2
-            try await post(try JSONSerialization.data(withJSONObject: altered), to: one.chatID)  // altered
+            var altered = sealed
+            altered[altered.count - 1] ^= 1
+            try await post(altered, to: one.chatID)  // altered
             // Mallory, a member of neither chat, cannot post into them at all.
             let (malloryService, _) = try await world.endpoint("mallory", "mallory-pc")
             let malloryToken = try await world.domain.testToken(userID: "mallory").token
@@ -289,11 +288,8 @@ struct MessagingTests {
             }
             let first = try await alice.sendMessage("first", to: chat.chatID)
             #expect(first.state == .sending && first.number == nil)
-            // A rename is not stored for retry, so it is refused rather than overtake it.
-            let refused = await #expect(throws: MessagingError.self) {
-                try await alice.updateChatSubject(chat.chatID, subject: "renamed")
-            }
-            #expect(refused?.domainCode == .unavailable)
+            // A rename is a commit: it moves the chat to its next epoch while the message waits.
+            try await alice.updateChatSubject(chat.chatID, subject: "renamed")
             try domainFile.write { db in try db.execute("DROP TRIGGER down") }
             // The next message goes after the first, never before it.
             let second = try await alice.sendMessage("second", to: chat.chatID)
@@ -357,26 +353,19 @@ struct GroupMessagingTests {
             let bobMessages = try await bob.messages(in: group.chatID)
             #expect(await waitFor("bob reads it") { bobMessages.value.count == 2 })
 
-            // The domain stops routing to carol, and the key alice used after the leave was never
-            // offered to her: her mailbox has no envelope newer than the first.
+            // Alice's device (the admin's) removed carol's device from the group by a commit
+            // before "just us now", and the domain stopped routing to carol.
+            #expect(try await alice.messenger.groupDevices(of: group.chatID).map(\.user) == ["alice", "bob"])
             let token = try await world.domain.testToken(userID: "carol").token
             let mailbox = try await world.domain.readMailbox(
                 token: token, endpointID: try await carolService.endpointID, after: 0, limit: 500)
-            let epochs = mailbox.filter { $0.kind == .chatKey && $0.sender == "alice" }.compactMap {
-                (try? JSONSerialization.jsonObject(with: $0.payload) as? [String: Any])?["epoch"] as? Int
-            }
-            #expect(epochs == [1])
             #expect(
                 !mailbox.contains { $0.kind == .message && $0.postedAt > (carolMessages.value.first?.timestamp ?? .distantPast) })
             #expect(carolMessages.value.count == 1)
-            // Bob got a second key from alice: the rotation happened.
             let bobToken = try await world.domain.testToken(userID: "bob").token
             let bobMailbox = try await world.domain.readMailbox(
                 token: bobToken, endpointID: try await bobService.endpointID, after: 0, limit: 500)
-            let bobEpochs = bobMailbox.filter { $0.kind == .chatKey && $0.sender == "alice" }.compactMap {
-                (try? JSONSerialization.jsonObject(with: $0.payload) as? [String: Any])?["epoch"] as? Int
-            }
-            #expect(bobEpochs.contains(2))
+            #expect(bobMailbox.filter { $0.kind == .commit }.map(\.epoch) == [0, 1], "the chat's commit, then carol's removal")
         }
     }
 
@@ -385,14 +374,24 @@ struct GroupMessagingTests {
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
-            // 248 more users with published identities (registered, keys generated directly).
+            // 248 more users with published identities and a device each (registered, keys and a
+            // KeyPackage made directly).
             let others = (1...248).map { "user\($0)" }
+            var random = MLSSystemRandom()
             for user in others {
                 let token = try await world.domain.testToken(userID: user).token
                 _ = try await world.domain.registerEndpoint(
                     token: token, registration: .init(endpointID: "e-\(user)", description: "x"))
                 let keys = try UnlockedKeys.generate(userID: user, keyVersion: 1)
                 try await world.domain.publishIdentity(token: token, endpointID: "e-\(user)", identity: keys.publishedIdentity())
+                let device = try Ed25519.PrivateKey()
+                let credential = try DeviceCredential.issue(
+                    userID: user, deviceID: "e-\(user)", signatureKey: device.publicKey.rawRepresentation, identityKeyVersion: 1,
+                    identityKey: keys.signing)
+                let bundle = try MLSKeyPackageBundle(
+                    signer: MLSSigner(credential: credential.mlsCredential, key: device), now: Date(), random: &random)
+                _ = try await world.domain.publishKeyPackages(
+                    token: token, endpointID: "e-\(user)", keyPackages: [bundle.keyPackage], lastResort: nil)
             }
             let group = try await alice.startChat(with: ["bob"] + others, subject: "Everyone")
             #expect(group.participants.count == 250)
@@ -401,7 +400,7 @@ struct GroupMessagingTests {
             #expect(await waitFor("bob reads it") { bobMessages.value.first?.content == "hello, all 250" })
             let token = try await world.domain.testToken(userID: "user200").token
             let mailbox = try await world.domain.readMailbox(token: token, endpointID: "e-user200", after: 0, limit: 100)
-            #expect(mailbox.contains { $0.kind == .message } && mailbox.contains { $0.kind == .chatKey })
+            #expect(mailbox.contains { $0.kind == .message } && mailbox.contains { $0.kind == .welcome })
         }
     }
 

@@ -15,8 +15,8 @@ final class CountingDomain: DomainService {
     let refreshes = Atomic<Int>(0)
     /// Calls of `validate(token:)`: the service validates each token it is handed.
     let validations = Atomic<Int>(0)
-    /// Runs with the chat id after `createChat` and `updateMembers` return, before the caller
-    /// goes on.
+    /// Runs with the chat id after `createChat`, `updateMembers` and `postCommit` return, before
+    /// the caller goes on.
     let afterMembershipChange = Locked<(@Sendable (String) async -> Void)?>(nil)
     init(_ inner: EmbeddedDomain) { self.inner = inner }
     var domainID: String { inner.domainID }
@@ -96,9 +96,11 @@ final class CountingDomain: DomainService {
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
         remove: [String]
     ) async throws -> Int64 {
-        try await inner.postCommit(
+        let epoch = try await inner.postCommit(
             token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
             remove: remove)
+        await afterMembershipChange.withLock { $0 }?(chatID)
+        return epoch
     }
     func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int {
         try await inner.publishKeyPackages(token: token, endpointID: endpointID, keyPackages: keyPackages, lastResort: lastResort)

@@ -7,7 +7,8 @@ import SparkStore
 /// commit and the Welcome are opaque here; the domain sees the chat, the epoch, the sizes and who
 /// was added or removed (which it needs to route and authorise), never a key or a plaintext.
 extension DomainEngine {
-    /// The largest Welcome accepted (it may carry the ratchet tree of a large group).
+    /// The largest commit or Welcome accepted (a commit carries the KeyPackages it adds; a
+    /// Welcome may carry the ratchet tree of a large group).
     public static let maximumWelcomeSize = 512 * 1024
 
     /// The group id and epoch an MLS PublicMessage or PrivateMessage names in the clear
@@ -38,8 +39,8 @@ extension DomainEngine {
         remove: [String]
     ) async throws -> Int64 {
         let user = try await validate(token: token).userID
-        guard (1...Self.maximumPayloadSize).contains(commit.count) else {
-            throw DomainError(.tooLarge, "a commit is 1 to \(Self.maximumPayloadSize) bytes")
+        guard (1...Self.maximumWelcomeSize).contains(commit.count) else {
+            throw DomainError(.tooLarge, "a commit is 1 to \(Self.maximumWelcomeSize) bytes")
         }
         if let welcome {
             guard (1...Self.maximumWelcomeSize).contains(welcome.count) else {

@@ -27,7 +27,9 @@ extension Messenger {
         }
         let signer = try deviceSigner()
         var random = MLSSystemRandom()
-        let created = try ChatGroup.create(chatID: chatID, signer: signer, validator: try read(groupValidator), random: &random)
+        // The subject is in the group context: every member has it from the moment they join.
+        let created = try ChatGroup.create(
+            chatID: chatID, signer: signer, validator: try read(groupValidator), subject: subject, random: &random)
         let (commit, welcome, next) = try created.commit(
             adding: devices.map(\.keyPackage), removing: Set<ChatGroup.Device>(), now: Date(), random: &random)
         let sealer = self.sealer
@@ -38,25 +40,22 @@ extension Messenger {
             try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
         }
         do {
+            // The chat is made with this user alone; the commit adds everyone else, with their
+            // membership, the commit and the Welcome in one step.
             _ = try await domainCall {
                 try await domain.createChat(
-                    token: try await token(), endpointID: endpointID, chatID: chatID, participants: others, posts: [])
+                    token: try await token(), endpointID: endpointID, chatID: chatID, participants: [], posts: [])
             }
             _ = try await domainCall {
                 try await domain.postCommit(
                     token: try await token(), endpointID: endpointID, chatID: chatID, epoch: 0, commit: commit,
-                    welcome: welcome, add: [], remove: [])
+                    welcome: welcome, add: others, remove: [])
             }
         } catch {
             try? write { db in try GroupStore.delete(db, chatID: chatID) }
             throw error
         }
         try write { db in try self.adopt(next, in: db, updated: true) }
-        if !subject.isEmpty {
-            // The subject travels inside the group, as the members' first message.
-            try await postEvent(ChatPayload(kind: .subject, id: Self.newID(), content: subject), in: chatID)
-            try write { db in try self.setSubject(subject, of: chatID, at: Date(), in: db) }
-        }
         reloadChats()
         return try chat(chatID)
     }
@@ -76,11 +75,6 @@ extension Messenger {
         try await change(chatID, domainAdd: added) { group in
             let present = Set(group.devices)
             return (devices.filter { !present.contains($0.device) }.map(\.keyPackage), [])
-        }
-        // The new members learn the subject from the group, as its next message.
-        let subject = try chat(chatID).subject
-        if !subject.isEmpty {
-            try? await postEvent(ChatPayload(kind: .subject, id: Self.newID(), content: subject), in: chatID)
         }
         reloadChats()
     }
@@ -103,9 +97,17 @@ extension Messenger {
         reloadChats()
     }
 
+    /// Changes the subject, by a commit (it is in the group context); refused while the chat
+    /// holds a device this device does not trust, since that device would read it.
     func rename(_ chatID: String, subject: String) async throws {
-        try await postEvent(ChatPayload(kind: .subject, id: Self.newID(), content: subject), in: chatID)
-        try write { db in try self.setSubject(subject, of: chatID, at: Date(), in: db) }
+        try requireActive(chatID)
+        let holding = try await heldBy(chatID)
+        guard holding.isEmpty else {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the identity of \(holding.joined(separator: ", ")) changed: accept it or confirm the safety number first")
+        }
+        try await change(chatID, subject: subject) { _ in ([], []) }
         reloadChats()
     }
 
@@ -190,13 +192,14 @@ extension Messenger {
     /// Changes of one chat run one at a time; a conflict (another commit came first) is
     /// resolved by applying that commit from the mailbox and committing again.
     func change(
-        _ chatID: String, domainAdd: [String] = [], domainRemove: [String] = [],
+        _ chatID: String, domainAdd: [String] = [], domainRemove: [String] = [], subject: String? = nil,
         plan: @escaping @Sendable (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let previous = changes[chatID]
         let run = Task {
             _ = try? await previous?.value
-            try await self.commitChange(chatID, domainAdd: domainAdd, domainRemove: domainRemove, plan: plan)
+            try await self.commitChange(
+                chatID, domainAdd: domainAdd, domainRemove: domainRemove, subject: subject, plan: plan)
         }
         changes[chatID] = run
         defer { if changes[chatID] == run { changes[chatID] = nil } }
@@ -204,7 +207,7 @@ extension Messenger {
     }
 
     private func commitChange(
-        _ chatID: String, domainAdd: [String], domainRemove: [String],
+        _ chatID: String, domainAdd: [String], domainRemove: [String], subject: String?,
         plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let sealer = self.sealer
@@ -216,7 +219,7 @@ extension Messenger {
             let (add, remove) = try plan(stored.group)
             var random = MLSSystemRandom()
             let (commit, welcome, next) = try stored.group.commit(
-                adding: add, removing: remove, now: Date(), random: &random)
+                adding: add, removing: remove, subject: subject, now: Date(), random: &random)
             try write { db in
                 try GroupStore.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next, sealer: sealer)
                 try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
@@ -250,7 +253,7 @@ extension Messenger {
             .refused, "the chat's group kept changing under this device's commit; try again", domainCode: .conflict)
     }
 
-    /// Keeps `group` as the chat's group, in the next epoch, and shows its members.
+    /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
     func adopt(_ group: ChatGroup, in db: Database, updated: Bool) throws {
         let previous = try GroupStore.load(db, chatID: group.chatID, sealer: sealer, validator: MLSAcceptAnyCredential())
         try GroupStore.save(
@@ -260,6 +263,16 @@ extension Messenger {
                 updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0),
             sealer: sealer)
         try Self.applyMembership(db, group: group, me: me, now: Date())
+        try applySubject(of: group, in: db)
+    }
+
+    /// Shows the group's subject when it changed.
+    func applySubject(of group: ChatGroup, in db: Database) throws {
+        let chatID = group.chatID
+        let shown = try db.row("SELECT subject FROM chats WHERE chat_id = ?", [chatID]).map {
+            try Self.subject($0.values[0], chatID: chatID, sealer: sealer)
+        }
+        if shown != group.subject { try setSubject(group.subject, of: chatID, at: Date(), in: db) }
     }
 
     func setSubject(_ subject: String, of chatID: String, at date: Date, in db: Database) throws {
@@ -352,8 +365,16 @@ extension Messenger {
         let refused = Set(group.devices(refusedBy: trusted))
         var remove = Set(group.devices.filter { $0.user == me && $0.device != endpointID && (!mine.contains($0.device) || refused.contains($0)) })
         var replace: [String] = []
+        if isAdmin, !departed.isEmpty {
+            // A member list read from the mailbox may be older than the group: only users the
+            // domain still does not list have left.
+            let listed = Set(
+                try await domainCall {
+                    try await domain.chat(token: try await token(), endpointID: endpointID, chatID: chatID)
+                }.members.map(\.userID))
+            remove.formUnion(group.devices.filter { departed.contains($0.user) && !listed.contains($0.user) })
+        }
         if isAdmin {
-            remove.formUnion(group.devices.filter { departed.contains($0.user) })
             let trustedUsers = try read { db in try ContactDirectory.trustedKeys(db) }
             for user in Set(refused.map(\.user)) where user != me && trustedUsers[user] != nil {
                 remove.formUnion(refused.filter { $0.user == user })
@@ -373,7 +394,10 @@ extension Messenger {
         let updateDue =
             stored.sentSinceUpdate >= Self.updateAfterMessages
             || Date().timeIntervalSince(stored.updatedAt) >= Self.updateAfterInterval
-        guard !remove.isEmpty || !wanted.isEmpty || updateDue else { return }
+        guard !remove.isEmpty || !wanted.isEmpty || updateDue else {
+            if !departed.isEmpty { try write { db in try GroupStore.forgetDeparted(db, chatID: chatID) } }
+            return
+        }
         let (removing, adding) = (remove, wanted)
         try await change(chatID) { current in
             // Against the group as it is when the commit is made (another commit may have

@@ -233,6 +233,9 @@ extension Messenger {
     private func applyMembers(_ members: [ChatMember], of chatID: String, in db: Database) throws -> Effects {
         guard try GroupStore.exists(db, chatID: chatID) else { return Effects() }
         let listed = Set(members.map(\.userID))
+        guard listed.count == members.count else {
+            return Effects(notices: [.dropped(chatID: chatID, reason: "a member list that names a user twice")])
+        }
         guard listed.contains(me) else {
             try Self.leftChat(db, chatID: chatID)
             return Effects()
@@ -338,6 +341,7 @@ extension Messenger {
             }
             try GroupStore.save(db, stored, sealer: sealer)
             try Self.applyMembership(db, group: stored.group, me: me, now: entry.postedAt)
+            try applySubject(of: stored.group, in: db)
             return Effects(moved: true, reconcile: stored.sentSinceUpdate >= Self.updateAfterMessages)
         case .message(let payload, let sender):
             // The ratchet moved: the group is kept whatever the payload turns out to be.
@@ -386,10 +390,6 @@ extension Messenger {
             return Effects(
                 events: incoming ? [] : [MessageEvent(messageID: payload.id, chatID: chatID, number: number, state: .sent)],
                 delivered: incoming ? number : nil)
-        case (.event, .subject):
-            try GroupStore.save(db, stored, sealer: sealer)
-            try setSubject(payload.content, of: chatID, at: entry.postedAt, in: db)
-            return Effects()
         case (.event, .edit):
             try GroupStore.save(db, stored, sealer: sealer)
             // Only the sender edits, and only their own message.

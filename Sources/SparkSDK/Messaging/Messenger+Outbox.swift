@@ -29,6 +29,8 @@ extension Messenger {
         try payload.validate()
         let now = Date()
         let holding = try await heldBy(chatID)
+        // What was held goes first, in the order the user sent it.
+        if holding.isEmpty { await releaseHeld(in: chatID) }
         let sealer = self.sealer
         try write { db in
             let sealed = holding.isEmpty ? try self.sealNext(payload, chatID: chatID, localID: id, in: db) : nil
@@ -217,28 +219,31 @@ extension Messenger {
             (try? read { db in
                 try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'held'").map { try $0.get(0, as: String.self) }
             }) ?? []
-        for chatID in chats {
-            guard let holding = try? await heldBy(chatID), holding.isEmpty else { continue }
-            let released = try? write { db -> Int in
-                let held = try db.rows(
-                    "SELECT local_id FROM messages WHERE chat_id = ? AND state = 'held' ORDER BY rowid", [chatID]
-                ).map { try $0.get(0, as: String.self) }
-                for localID in held {
-                    guard let (_, payload) = try self.storedPayload(db, localID: localID) else { continue }
-                    let sealed = try self.sealNext(payload, chatID: chatID, localID: localID, in: db)
-                    try db.execute("UPDATE messages SET state = 'sending', sealed = ? WHERE local_id = ?", [sealed, localID])
-                }
-                return held.count
+        for chatID in chats { await releaseHeld(in: chatID) }
+    }
+
+    /// Seals and sends the chat's held messages, oldest first, when nothing holds it now.
+    func releaseHeld(in chatID: String) async {
+        guard let holding = try? await heldBy(chatID), holding.isEmpty else { return }
+        let released = try? write { db -> Int in
+            let held = try db.rows(
+                "SELECT local_id FROM messages WHERE chat_id = ? AND state = 'held' ORDER BY rowid", [chatID]
+            ).map { try $0.get(0, as: String.self) }
+            for localID in held {
+                guard let (_, payload) = try self.storedPayload(db, localID: localID) else { continue }
+                let sealed = try self.sealNext(payload, chatID: chatID, localID: localID, in: db)
+                try db.execute("UPDATE messages SET state = 'sending', sealed = ? WHERE local_id = ?", [sealed, localID])
             }
-            guard (released ?? 0) > 0 else { continue }
-            reloadMessages(chatID)
-            _ = await deliverPending(in: chatID)
+            return held.count
         }
+        guard (released ?? 0) > 0 else { return }
+        reloadMessages(chatID)
+        _ = await deliverPending(in: chatID)
     }
 
     // MARK: Events and receipts
 
-    /// Seals and posts a payload that is not stored for retry (a subject, a receipt): refused
+    /// Seals and posts a payload that is not stored for retry (a receipt, an edit): refused
     /// while something holds the chat, sealed again when a commit overtook it.
     func postEvent(_ payload: ChatPayload, in chatID: String) async throws {
         try requireActive(chatID)

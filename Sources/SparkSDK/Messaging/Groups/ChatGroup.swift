@@ -60,6 +60,22 @@ struct ChatGroup: Sendable {
         return MLSGroupExtension(type: adminsExtensionType, data: writer.data)
     }
 
+    /// The subject's extension (private use): the chat's subject, UTF-8. It is in the group
+    /// context, so a joiner has it from the Welcome, every member holds the same, and a change
+    /// is a commit (encrypted, as every handshake message here).
+    static let subjectExtensionType: UInt16 = 0xF5A1
+
+    static func subjectExtension(_ subject: String) -> MLSGroupExtension {
+        MLSGroupExtension(type: subjectExtensionType, data: Data(subject.utf8))
+    }
+
+    /// The chat's subject in this epoch (empty when none was set, or it is not UTF-8).
+    var subject: String {
+        group.applicationExtensions.first { $0.type == Self.subjectExtensionType }.flatMap {
+            String(data: $0.data, encoding: .utf8)
+        } ?? ""
+    }
+
     /// The chat's admins, as every member holds them in this epoch (none if the extension is
     /// missing or malformed, so no one has rights the group did not agree on).
     var admins: Set<String> {
@@ -85,14 +101,15 @@ struct ChatGroup: Sendable {
 
     /// A new group of this device alone, its user the chat's admin.
     static func create(
-        chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, random: inout some MLSRandomSource
+        chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, subject: String = "",
+        random: inout some MLSRandomSource
     ) throws -> ChatGroup {
         let creator = try DeviceCredential(encoded: signer.credential.identity).userID
         return ChatGroup(
             chatID: chatID,
             group: try MLSGroup.create(
-                groupID: groupID(chatID), signer: signer, validator: validator, extensions: [adminsExtension([creator])],
-                random: &random))
+                groupID: groupID(chatID), signer: signer, validator: validator,
+                extensions: [adminsExtension([creator]), subjectExtension(subject)], random: &random))
     }
 
     /// This device joins from a Welcome for one of its KeyPackages.
@@ -123,17 +140,26 @@ struct ChatGroup: Sendable {
             random: &random)
     }
 
+    /// A commit changing the chat's subject (and refreshing this device's keys).
+    func commit(subject: String, now: Date, random: inout some MLSRandomSource) throws -> (commit: Data, next: ChatGroup) {
+        let result = try commit(adding: [], removing: Set<Device>(), subject: subject, now: now, random: &random)
+        return (result.commit, result.next)
+    }
+
     /// A commit adding `keyPackages` and removing `removed` (it always refreshes this device's own
     /// keys: post-compromise security); the group is unchanged until the domain accepted it.
     func commit(
-        adding keyPackages: [Data], removing removed: Set<Device>, admins: Set<String>? = nil, now: Date,
-        random: inout some MLSRandomSource
+        adding keyPackages: [Data], removing removed: Set<Device>, admins: Set<String>? = nil, subject: String? = nil,
+        now: Date, random: inout some MLSRandomSource
     ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
         let leaves = group.members.filter { member in Self.device(of: member).map { removed.contains($0) } ?? false }
             .map(\.leafIndex)
+        // The application's extensions are replaced as a whole: what is not changed is kept.
+        let extensions =
+            admins == nil && subject == nil
+            ? nil : [Self.adminsExtension(admins ?? self.admins), Self.subjectExtension(subject ?? self.subject)]
         let result = try group.commit(
-            adding: keyPackages, removing: leaves, extensions: admins.map { [Self.adminsExtension($0)] }, now: now,
-            random: &random)
+            adding: keyPackages, removing: leaves, extensions: extensions, now: now, random: &random)
         return (result.commit, result.welcome, ChatGroup(chatID: chatID, group: result.group))
     }
 

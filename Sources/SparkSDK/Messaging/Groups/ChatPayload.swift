@@ -1,17 +1,17 @@
 import Foundation
 import SparkMLS
 
-/// What one MLS application message of a chat carries: a message, a subject, a receipt or an
-/// edit, authenticated by MLS (its sender is the device that signed it). Replies, edits and
+/// What one MLS application message of a chat carries: a message, a receipt or an edit (the
+/// subject is in the group context, see ``ChatGroup/subjectExtensionType``), authenticated by MLS (its sender is the device that signed it). Replies, edits and
 /// receipts name messages by their sender-chosen id, which is inside the authenticated message
 /// it names, never by the domain's number alone. The bytes (`docs/FORMATS.md`, "Chat payloads"):
 ///
 /// ```text
 /// struct {
 ///     uint8 version = 1;
-///     uint8 kind;                    // 1 text, 2 subject, 3 receipt, 4 edit
+///     uint8 kind;                    // 1 text, 3 receipt, 4 edit (2 is not used)
 ///     opaque id<V>;                  // 1..64 bytes: this message's id
-///     opaque content<V>;             // UTF-8: the text, the subject, the edited text; empty for a receipt
+///     opaque content<V>;             // UTF-8: the text, the edited text; empty for a receipt
 ///     opaque tag<V>;                 // 0..64 bytes of UTF-8 (the app's tag, "Text" by default)
 ///     optional<opaque data<V>>;      // UTF-8, the app's data
 ///     optional<opaque ref<V>>;       // a reply's or an edit's message, a receipt's newest message
@@ -20,7 +20,7 @@ import SparkMLS
 /// } ChatPayload;
 /// ```
 struct ChatPayload: Equatable, Sendable {
-    enum Kind: UInt8, Sendable { case text = 1, subject = 2, receipt = 3, edit = 4 }
+    enum Kind: UInt8, Sendable { case text = 1, receipt = 3, edit = 4 }
     enum Receipt: UInt8, Sendable { case delivered = 1, read = 2 }
 
     var kind: Kind
@@ -41,7 +41,7 @@ struct ChatPayload: Equatable, Sendable {
             content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize
         else { throw MessagingError(.forged, "a chat payload's id, tag, reference or size is out of bounds") }
         switch kind {
-        case .text, .subject:
+        case .text:
             guard receipt == nil, upTo == nil else { throw MessagingError(.forged, "only a receipt carries a receipt") }
         case .receipt:
             guard receipt != nil, let upTo, upTo > 0, ref != nil, content.isEmpty, data == nil else {
