@@ -277,7 +277,8 @@ public enum DomainConformance {
 
     /// One commit wins each epoch; the loser is told the epoch and wins after catching up; a
     /// retry of the winner is answered as it was; commits reach every member before and after in
-    /// order, Welcomes only the added; membership changes follow the admin rules.
+    /// order, Welcomes to every member after the commit; membership changes follow the admin rules;
+    /// an MLS message of an epoch the chat has left is refused.
     static func commitOrdering(_ domain: DomainUnderTest) async throws {
         let service = domain.service
         let alice = try await user(domain, "alice")
@@ -318,10 +319,10 @@ public enum DomainConformance {
         let bobEntries = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
             .dropFirst(bobStart)
         try expect(
-            bobEntries.map(\.kind) == [.membership, .commit, .commit]
+            bobEntries.map(\.kind) == [.membership, .commit, .welcome, .commit]
                 && bobEntries.filter { $0.kind == .commit }.map(\.epoch) == [0, 1]
                 && bobEntries.filter { $0.kind == .commit }.map(\.payload) == [Data("add carol".utf8), Data("bob update".utf8)],
-            "bob gets the membership and both commits, in order, with their epochs: \(bobEntries.map(\.kind))")
+            "bob gets the membership, both commits in order with their epochs, and the Welcome (each device looks for its own KeyPackage in it): \(bobEntries.map(\.kind))")
         let carolEntries = try await service.readMailbox(token: carol.token, endpointID: carol.endpoint, after: 0, limit: 100)
             .dropFirst(carolStart)
         try expect(
@@ -342,11 +343,29 @@ public enum DomainConformance {
         try expect(
             try await service.chat(token: carol.token, endpointID: carol.endpoint, chatID: "c-mls").epoch == 2,
             "a refused commit moves no epoch")
-        try await expectRefused(.invalidRequest, "a Welcome without adds") {
-            try await service.postCommit(
-                token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 2, commit: Data("u".utf8),
-                welcome: Data("w".utf8), add: [], remove: [])
+        // A Welcome may go with a commit that adds no user (a member's new device): to everyone.
+        let bobBefore = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 200).count
+        epoch = try await service.postCommit(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 2, commit: Data("add a device".utf8),
+            welcome: Data("welcome the device".utf8), add: [], remove: [])
+        try expect(epoch == 3, "a commit adding a device moves the epoch: \(epoch)")
+        let bobAfter = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 200)
+            .dropFirst(bobBefore)
+        try expect(bobAfter.map(\.kind) == [.commit, .welcome], "the device's Welcome reaches every member: \(bobAfter.map(\.kind))")
+        // An MLS message sealed in an epoch the chat has left is refused: its sender applies the
+        // commits and seals it again (RFC 9420 framing: version 1, PrivateMessage, group id, epoch).
+        func privateMessage(epoch: UInt8) -> Data {
+            Data([0, 1, 0, 2, 5]) + Data("c-mls".utf8) + Data([0, 0, 0, 0, 0, 0, 0, epoch]) + Data([1, 0xAA, 0xBB])
         }
+        try await expectRefused(.conflict, "a message of a left epoch") {
+            try await service.post(
+                token: bob.token, endpointID: bob.endpoint, chatID: "c-mls", kind: .message, payload: privateMessage(epoch: 2),
+                recipient: nil, clientID: "m-old")
+        }
+        let numbered = try await service.post(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-mls", kind: .message, payload: privateMessage(epoch: 3),
+            recipient: nil, clientID: "m-old")
+        try expect(numbered.messageNumber == 1, "sealed again in the chat's epoch, it is numbered: \(numbered)")
         try await expectRefused(.invalidRequest, "a commit entry posted as a message") {
             try await service.post(
                 token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", kind: .commit, payload: Data("c".utf8),
@@ -354,16 +373,16 @@ public enum DomainConformance {
         }
         try await expectRefused(.tooLarge, "an empty commit") {
             try await service.postCommit(
-                token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 2, commit: Data(), welcome: nil,
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-mls", epoch: 3, commit: Data(), welcome: nil,
                 add: [], remove: [])
         }
         epoch = try await service.postCommit(
-            token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 2, commit: Data("carol leaves".utf8),
+            token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 3, commit: Data("carol leaves".utf8),
             welcome: nil, add: [], remove: ["carol"])
-        try expect(epoch == 3, "anyone may remove themselves: \(epoch)")
+        try expect(epoch == 4, "anyone may remove themselves: \(epoch)")
         try await expectRefused(.notAMember, "a commit from a user who left") {
             try await service.postCommit(
-                token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 3, commit: Data("back".utf8),
+                token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 4, commit: Data("back".utf8),
                 welcome: nil, add: [], remove: [])
         }
     }

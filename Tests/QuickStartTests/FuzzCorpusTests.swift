@@ -24,12 +24,6 @@ struct FuzzCorpusTests {
         }
     }
 
-    @Test func theCrashTheFuzzerFoundIsKept() throws {
-        // A sealed message with epoch -1 trapped in `UInt64(epoch)` before the epoch check.
-        let kept = try FileManager.default.contentsOfDirectory(atPath: Self.corpus.appendingPathComponent("sealed-message").path)
-        #expect(kept.contains { $0.hasPrefix("crash-") })
-    }
-
     @Test func anUnknownHarnessIsAUsageError() async throws {
         let result = try await Fixtures.run(Self.binary, ["no-such-harness"])
         #expect(result.status == 64 && result.stderr.contains("no harness 'no-such-harness'"))

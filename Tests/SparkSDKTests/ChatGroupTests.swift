@@ -5,7 +5,7 @@ import SparkMLS
 import SparkTestSupport
 import Testing
 
-@testable import SparkSDK
+@_spi(Fuzzing) @testable import SparkSDK
 
 /// The per-chat MLS core against a domain that misbehaves with the entries it routes: a forged
 /// sender, replays, withheld and reordered commits, commits passed off as messages, a removed
@@ -257,5 +257,17 @@ struct ChatGroupTests {
         invalidUTF8.u8(1)
         invalidUTF8.opaque(Data([0xff, 0xfe]))
         #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: invalidUTF8.data) }
+    }
+
+    /// The fuzz harnesses' fixture (`ChatProbe`) is a group that accepts its seeds: a fuzzer
+    /// started from them gets past the outer checks (a broken fixture would only ever exercise
+    /// refusals).
+    @Test func theFuzzFixtureAcceptsItsSeeds() throws {
+        let fixture = try ChatProbe.fixture()
+        #expect(ChatProbe.receive(fixture.message, kind: .message, sender: "alice", epoch: nil, in: fixture).hasPrefix("message("))
+        #expect(
+            ChatProbe.receive(fixture.commit, kind: .commit, sender: "alice", epoch: fixture.epoch, in: fixture).hasPrefix(
+                "commit("))
+        #expect(ChatProbe.receive(fixture.message, kind: .message, sender: "bob", epoch: nil, in: fixture).hasPrefix("drop("))
     }
 }
