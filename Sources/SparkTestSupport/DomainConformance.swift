@@ -576,7 +576,7 @@ public enum DomainConformance {
         let service = domain.service
         let created = try await service.createChat(
             token: alice.token, endpointID: alice.endpoint, chatID: "c1", participants: ["bob"],
-            posts: [ChatPost(kind: .chatKey, payload: Data("key".utf8), recipient: "bob")])
+            posts: [ChatPost(kind: .event, payload: Data("subject".utf8))])
         try expect(
             created.members == [ChatMember(userID: "alice", isAdmin: true), ChatMember(userID: "bob", isAdmin: false)],
             "the members: \(created.members)")
@@ -588,7 +588,7 @@ public enum DomainConformance {
             try await service.createChat(token: carol.token, endpointID: carol.endpoint, chatID: "c1", participants: [])
         }
         let bobs = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
-        try expect(bobs.map(\.kind) == [.membership, .chatKey], "bob heard of the chat once: \(bobs.map(\.kind))")
+        try expect(bobs.map(\.kind) == [.membership, .event], "bob heard of the chat once: \(bobs.map(\.kind))")
 
         // Numbers are gapless; a repeated post (same client id) is the same post.
         var numbers: [Int64] = []

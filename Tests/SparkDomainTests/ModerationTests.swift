@@ -42,7 +42,7 @@ struct ModerationTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try await Self.world(directory)
             let before = try await Self.mailboxCount(world, world.bob, "bob")
-            for kind in [MailboxKind.message, .event, .receipt, .chatKey] {
+            for kind in [MailboxKind.message, .event, .receipt] {
                 await #expect(throws: DomainError(.notAMember, ""), "\(kind)") {
                     try await Self.post(world, world.mallory, "mallory", kind: kind)
                 }
@@ -55,12 +55,20 @@ struct ModerationTests {
                     token: world.mallory, endpointID: "e-mallory", chatID: world.chatID, add: ["mallory"], remove: [])
             }
             #expect(try await Self.mailboxCount(world, world.bob, "bob") == before, "nothing reached bob")
-            // A member may post; a key for someone outside the chat is refused.
+            // A member may post; a post for someone outside the chat is refused, and no client
+            // posts what only the domain makes.
             #expect(try await Self.post(world, world.bob, "bob").messageNumber == 1)
             await #expect(throws: DomainError(.notAMember, "")) {
                 try await world.domain.post(
-                    token: world.bob, endpointID: "e-bob", chatID: world.chatID, kind: .chatKey, payload: Data(),
+                    token: world.bob, endpointID: "e-bob", chatID: world.chatID, kind: .event, payload: Data(),
                     recipient: "mallory", clientID: nil)
+            }
+            for kind in [MailboxKind.membership, .devices, .identityReset, .commit, .welcome] {
+                await #expect(throws: DomainError(.invalidRequest, ""), "\(kind)") {
+                    try await world.domain.post(
+                        token: world.bob, endpointID: "e-bob", chatID: world.chatID, kind: kind, payload: Data("x".utf8),
+                        recipient: nil, clientID: nil)
+                }
             }
         }
     }

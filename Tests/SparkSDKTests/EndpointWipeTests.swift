@@ -99,20 +99,24 @@ struct EndpointWipeTests {
     @Test func theNextUserOfTheDirectorySeesOnlyTheirOwnChatsFromTheirFirstEntry() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let prepared = try await Self.prepare(directory)
-            // Carol has a chat with alice before she ever uses bob's device.
-            let (carolLaptop, _) = try await prepared.world.endpoint("carol", "carol-laptop")
+            // Carol has a chat with alice on her laptop before she ever uses bob's device.
+            let (_, carolLaptop) = try await prepared.world.endpoint("carol", "carol-laptop")
             let chat = try await prepared.alice.startChat(with: ["carol"], subject: "For carol")
             try await prepared.alice.sendMessage("hello carol", to: chat.chatID)
-            await carolLaptop.stop()
+            let laptopMessages = try await carolLaptop.messages(in: chat.chatID)
+            #expect(await waitFor("the laptop has it") { laptopMessages.value.count == 1 })
             let bob = prepared.bob
             await bob.sendAuthToken(try await prepared.world.domain.testToken(userID: "carol").token, userIdentifier: "carol")
             try await bob.completeSetup(using: ScriptedHandler(passcodes: ["carol-passcode"]))
             let access = try await bob.messaging()
-            try await access.refresh()
             #expect(access.currentUser == "carol")
+            // The laptop adds carol's new device to her chat and hands it the history.
             #expect(
-                access.chats.value.map(\.subject) == ["For carol"], "bob's chat is gone, carol's is read from her first entry")
-            #expect(try await access.messages(in: chat.chatID).value.map(\.content) == ["hello carol"])
+                await waitFor("bob's chat is gone, carol's comes from her laptop") {
+                    access.chats.value.map(\.subject) == ["For carol"]
+                })
+            let messages = try await access.messages(in: chat.chatID)
+            #expect(await waitFor("with its history") { messages.value.map(\.content) == ["hello carol"] })
         }
     }
 }

@@ -56,6 +56,7 @@ extension DomainEngine {
                         "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                         ["replaced by a new device of the user", replaced, user])
                     if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(replaced)") }
+                    try Self.tellDevicesChanged(db, user: user, now: now)
                     registered = try Self.endpoints(db, user: user)
                 }
                 guard registered.count < policy.maximumEndpoints else {
@@ -110,8 +111,11 @@ extension DomainEngine {
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                     ["deregistered by the user", target, user])
                 if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
+                // The user's other devices remove it from every chat.
+                try Self.tellDevicesChanged(db, user: user, now: clock.now().timeIntervalSince1970)
             }
         }
+        mailboxWaiters.notify([user])
     }
 
     /// Marks the endpoint seen, or tells it that it was removed and why.

@@ -27,10 +27,11 @@ extension DomainEngine {
             }
         }
         let now = clock.now().timeIntervalSince1970
-        return try storage {
-            try store.write(Self.keyPackageScope(endpointID)) { db -> Int in
+        let (left, told): (Int, Bool) = try storage {
+            try store.write(Self.keyPackageScope(endpointID)) { db -> (Int, Bool) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let had = try Self.oneTimeCount(db, endpointID)
+                let new = try db.scalar("SELECT count(*) FROM key_packages WHERE endpoint_id = ?", [endpointID], as: Int.self) == 0
                 for package in keyPackages {
                     try db.execute(
                         """
@@ -52,9 +53,21 @@ extension DomainEngine {
                         ON CONFLICT(endpoint_id, digest) DO UPDATE SET last_resort = 1
                         """, [endpointID, SHA256.hash(lastResort), lastResort, now])
                 }
-                return try Self.oneTimeCount(db, endpointID)
+                // A device that can be added now: the user's other devices are told, so that one
+                // of them adds it to the user's chats at once.
+                if new, !keyPackages.isEmpty || lastResort != nil { try Self.tellDevicesChanged(db, user: user, now: now) }
+                return (try Self.oneTimeCount(db, endpointID), new)
             }
         }
+        if told { mailboxWaiters.notify([user]) }
+        return left
+    }
+
+    /// Puts a ``MailboxKind/devices`` notice in the mailbox of `user` (every endpoint of theirs).
+    static func tellDevicesChanged(_ db: any DomainStatements, user: String, now: TimeInterval) throws {
+        try append(
+            db, to: [user], chatID: "", sender: user, kind: .devices, messageNumber: nil, payload: Data(), members: nil, now: now)
+        try db.announce([user])
     }
 
     /// One KeyPackage per registered endpoint of `userID`; see ``DomainService/claimKeyPackages(token:endpointID:userID:)``.

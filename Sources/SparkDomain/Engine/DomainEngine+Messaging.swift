@@ -103,7 +103,7 @@ extension DomainEngine {
         guard payload.count <= Self.maximumPayloadSize else {
             throw DomainError(.tooLarge, "the payload is \(payload.count) bytes; at most \(Self.maximumPayloadSize)")
         }
-        guard kind != .membership, kind != .identityReset, kind != .commit, kind != .welcome else {
+        guard kind != .membership, kind != .identityReset, kind != .commit, kind != .welcome, kind != .devices else {
             throw DomainError(.invalidRequest, "\(kind.rawValue) entries are made by the domain")
         }
         let now = clock.now()
@@ -398,28 +398,24 @@ extension DomainEngine {
         return ChatInfo(chatID: chatID, members: members, epoch: epoch)
     }
 
-    /// The posts that may go out with a chat's creation or a membership change: chat keys for
-    /// members and events, at most one key per member and one event, each within the size cap.
+    /// The posts that may go out with a chat's creation or a membership change: one event for
+    /// every member, within the size cap.
     static func check(_ posts: [ChatPost], for members: [String]) throws {
-        guard posts.count <= members.count + 1 else {
-            throw DomainError(.invalidRequest, "at most one chat key per member and one event go with a membership change")
+        guard posts.count <= 1 else {
+            throw DomainError(.invalidRequest, "at most one event goes with a membership change")
         }
         for post in posts {
             guard post.payload.count <= maximumPayloadSize else {
                 throw DomainError(.tooLarge, "a post is \(post.payload.count) bytes; at most \(maximumPayloadSize)")
             }
-            switch (post.kind, post.recipient) {
-            case (.chatKey, let recipient?) where members.contains(recipient): break
-            case (.event, nil): break
-            default:
-                throw DomainError(
-                    .invalidRequest, "posts with a membership change are chat keys for members and events for everyone")
+            guard post.kind == .event, post.recipient == nil else {
+                throw DomainError(.invalidRequest, "a post with a membership change is an event for every member")
             }
         }
     }
 
     /// Routes checked posts as ``post(token:endpointID:chatID:kind:payload:recipient:clientID:)``
-    /// does: a chat key to its recipient and the sender, an event to every member.
+    /// does: an event to every member.
     static func append(
         _ posts: [ChatPost], _ db: any DomainStatements, chatID: String, sender: String, members: [String], now: TimeInterval
     ) throws {

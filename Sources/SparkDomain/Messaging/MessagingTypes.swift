@@ -30,13 +30,15 @@ public struct ChatMember: Sendable, Codable, Equatable, Hashable {
 public enum MailboxKind: String, Sendable, Codable {
     /// A chat was created or its membership changed; `members` lists the members now.
     case membership
-    /// A chat key envelope for one recipient.
-    case chatKey
+    /// The user's devices changed (one published its first KeyPackages, or was removed): the
+    /// domain's notice, in no chat, to that user's own endpoints, so that one of them adds the
+    /// new device to the user's chats or removes the old one at once.
+    case devices
     /// An encrypted message, numbered by the domain within its chat.
     case message
     /// A delivery or read receipt.
     case receipt
-    /// An encrypted chat event (a new subject).
+    /// An encrypted chat event (an edit, a history transfer to one of the sender's devices).
     case event
     /// The domain's notice that `sender`'s identity reset was requested or cancelled (an
     /// ``IdentityResetNotice``, in no chat), to that user's endpoints and their contacts.
@@ -93,14 +95,15 @@ public struct IdentityResetNotice: Sendable, Codable, Equatable {
     }
 }
 
-/// A post that goes out with a chat's creation, in the same transaction, so that its members
-/// meet the chat together with its first chat keys and subject, never without them.
+/// A post that goes out with a chat's creation or a membership change, in the same
+/// transaction: an ``MailboxKind/event`` for every member. (The SDK's chats carry everything in
+/// their MLS group and post none; the wire keeps the field for clients of their own.)
 public struct ChatPost: Sendable, Codable, Equatable {
-    /// ``MailboxKind/chatKey`` (with a `recipient`) or ``MailboxKind/event``.
+    /// ``MailboxKind/event``.
     public var kind: MailboxKind
     /// The sealed payload, opaque to the domain.
     public var payload: Data
-    /// For a chat key: the one member it is for.
+    /// Not used: a post with a membership change goes to every member (must be nil).
     public var recipient: String?
 
     /// A post.

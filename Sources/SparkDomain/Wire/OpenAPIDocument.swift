@@ -187,7 +187,7 @@ public enum OpenAPIDocument {
         return [
             "MailboxKind": [
                 "type": "string",
-                "enum": ["membership", "chatKey", "message", "receipt", "event", "identityReset", "commit", "welcome"],
+                "enum": ["membership", "devices", "message", "receipt", "event", "identityReset", "commit", "welcome"],
             ],
             "VerifiedIdentity": [
                 "type": "object", "additionalProperties": false,

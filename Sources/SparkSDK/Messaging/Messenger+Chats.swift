@@ -406,5 +406,8 @@ extension Messenger {
             return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
         }
         if !departed.isEmpty { try write { db in try GroupStore.forgetDeparted(db, chatID: chatID) } }
+        // This user's new devices get what they could not read.
+        let joined = Set(try groupDevices(of: chatID)).subtracting(group.devices).filter { $0.user == me }
+        await sendHistory(of: chatID, to: joined.sorted())
     }
 }

@@ -47,6 +47,7 @@ extension Messenger {
         var moved = false
         var waiting = false
         var reconcile = false
+        var reconcileAll = false
     }
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
@@ -120,6 +121,7 @@ extension Messenger {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         if let delivered = effects.delivered { receiptsDue[entry.chatID] = max(receiptsDue[entry.chatID] ?? 0, delivered) }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
+        if effects.reconcileAll, let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
         if !entry.chatID.isEmpty { batch.touched.insert(entry.chatID) }
         batch.events += effects.events
         return effects.moved
@@ -208,8 +210,9 @@ extension Messenger {
                 }
             }
             return Applied { db in try self.applyGroupEntry(entry, in: db) }
-        case .chatKey:
-            throw MessagingError(.forged, "a sender-key entry: chats are MLS groups")
+        case .devices:
+            // This user's devices changed: every chat is looked at after this read.
+            return Applied { _ in Effects(reconcileAll: true) }
         case .identityReset:
             guard let notice = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload) else {
                 throw MessagingError(.forged, "an identity reset notice is malformed")
@@ -361,6 +364,15 @@ extension Messenger {
         }
         switch (entry.kind, payload.kind) {
         case (.message, .text):
+            // Handed over already in a history transfer (sent while this device joined).
+            if try db.scalar(
+                "SELECT 1 FROM messages WHERE local_id = ? AND chat_id = ? AND number IS ?", [payload.id, chatID, entry.messageNumber],
+                as: Int.self) != nil
+            {
+                stored.lastNumber = max(stored.lastNumber, entry.messageNumber ?? 0)
+                try GroupStore.save(db, stored, sealer: sealer)
+                return Effects()
+            }
             // Numbers only grow in the domain's order: one that does not was renumbered.
             guard let number = entry.messageNumber, number > stored.lastNumber else {
                 return try drop(
@@ -402,6 +414,12 @@ extension Messenger {
                 "UPDATE messages SET content = ? WHERE local_id = ?",
                 [try sealer.seal(payload.content, EndpointStore.Seal.content(ref)), ref])
             return Effects()
+        case (.event, .history):
+            try GroupStore.save(db, stored, sealer: sealer)
+            // Only this user's own devices hand over history, each to one device.
+            guard sender.user == me else { return try drop("a history transfer from another user") }
+            guard payload.ref == endpointID else { return Effects() }
+            return try applyHistory(payload, group: stored.group, chatID: chatID, in: db)
         case (.receipt, .receipt):
             // A receipt names the newest message it covers by its authenticated id; the number
             // is this device's own for that message, not what the receipt or the domain says.

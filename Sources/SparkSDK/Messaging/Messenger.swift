@@ -21,6 +21,9 @@ public enum MessagingEvent: Sendable, Equatable {
     case identityResetPending(userID: String, effectiveAt: Date)
     /// The pending reset of `userID`'s identity was cancelled.
     case identityResetCancelled(userID: String)
+    /// This device is in the chat but could not get its messages from before it joined (no
+    /// other device of the user could hand them over): it shows what follows.
+    case historyUnavailable(chatID: String)
 }
 
 /// A step in the life of a message this user sent, as it happens: accepted and numbered by the

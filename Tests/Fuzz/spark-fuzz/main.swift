@@ -176,7 +176,7 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         case .message, .event, .receipt, .commit:
             _ = ChatProbe.receive(
                 entry.payload, kind: entry.kind, sender: entry.sender, epoch: entry.epoch, in: ChatFixture.value)
-        case .chatKey:
+        case .devices:
             _ = ChatProbe.decodePayload(entry.payload)
         case .membership:
             _ = entry.members?.map(\.userID)

@@ -9,18 +9,18 @@ import SparkMLS
 /// ```text
 /// struct {
 ///     uint8 version = 1;
-///     uint8 kind;                    // 1 text, 3 receipt, 4 edit (2 is not used)
+///     uint8 kind;                    // 1 text, 3 receipt, 4 edit, 5 history (2 is not used)
 ///     opaque id<V>;                  // 1..64 bytes: this message's id
 ///     opaque content<V>;             // UTF-8: the text, the edited text; empty for a receipt
 ///     opaque tag<V>;                 // 0..64 bytes of UTF-8 (the app's tag, "Text" by default)
-///     optional<opaque data<V>>;      // UTF-8, the app's data
-///     optional<opaque ref<V>>;       // a reply's or an edit's message, a receipt's newest message
+///     optional<opaque data<V>>;      // UTF-8, the app's data; a history transfer's sealed records (base64)
+///     optional<opaque ref<V>>;       // a reply's or an edit's message, a receipt's newest message, a history's device
 ///     uint8 receipt;                 // 0 none, 1 delivered, 2 read
 ///     optional<uint64 up_to>;        // a receipt: the chat number it covers up to
 /// } ChatPayload;
 /// ```
 struct ChatPayload: Equatable, Sendable {
-    enum Kind: UInt8, Sendable { case text = 1, receipt = 3, edit = 4 }
+    enum Kind: UInt8, Sendable { case text = 1, receipt = 3, edit = 4, history = 5 }
     enum Receipt: UInt8, Sendable { case delivered = 1, read = 2 }
 
     var kind: Kind
@@ -50,6 +50,10 @@ struct ChatPayload: Equatable, Sendable {
         case .edit:
             guard ref != nil, receipt == nil, upTo == nil else {
                 throw MessagingError(.forged, "an edit names the message it edits")
+            }
+        case .history:
+            guard ref != nil, data != nil, content.isEmpty, receipt == nil, upTo == nil else {
+                throw MessagingError(.forged, "a history transfer names its device and carries its records, and nothing else")
             }
         }
     }

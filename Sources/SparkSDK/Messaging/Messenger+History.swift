@@ -1,0 +1,118 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkMLS
+import SparkStore
+
+/// History transfer: when this device adds another device of its user to a chat, it hands the
+/// new device the chat's messages so far, sealed to that device's leaf key alone and posted to
+/// this user's own mailbox (`ChatHistory`). Without a device of the user online no one adds the
+/// new device, and it sees the chat once one comes online; messages from before the user's own
+/// first device joined are never anyone's to hand over (forward secrecy).
+extension Messenger {
+    /// Hands the chat's history to each of `devices` (this user's, just added).
+    func sendHistory(of chatID: String, to devices: [ChatGroup.Device]) async {
+        guard !devices.isEmpty, let chunks = try? read({ db in try self.historyChunks(db, chatID: chatID) }) else { return }
+        for device in devices {
+            for chunk in chunks {
+                do {
+                    try await postHistory(chunk, of: chatID, to: device)
+                } catch {
+                    eventSinks.yield(
+                        .dropped(chatID: chatID, reason: "the chat's history did not reach \(device.device): \(error)"))
+                    break
+                }
+            }
+        }
+    }
+
+    /// The chat's numbered messages, oldest first, in chunks within ``ChatHistory/maximumChunk``.
+    private func historyChunks(_ db: Database, chatID: String) throws -> [ChatHistory] {
+        var chunks: [ChatHistory] = []
+        var current = ChatHistory(records: [])
+        var size = 0
+        let rows = try db.rows("\(Self.messageColumns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number", [chatID])
+        for row in rows {
+            let message = try Self.message(row, sealer: sealer)
+            guard let number = message.number else { continue }
+            let record = ChatHistory.Record(
+                id: message.id, number: number, sender: message.sender, content: message.content, tag: message.tag,
+                data: message.data, ref: message.ref, state: message.state, timestamp: message.timestamp)
+            let recordSize = ChatHistory(records: [record]).encoded.count
+            guard recordSize <= ChatHistory.maximumChunk else { continue }
+            if size + recordSize > ChatHistory.maximumChunk {
+                chunks.append(current)
+                current = ChatHistory(records: [])
+                size = 0
+            }
+            current.records.append(record)
+            size += recordSize
+        }
+        if !current.records.isEmpty { chunks.append(current) }
+        return chunks
+    }
+
+    private func postHistory(_ history: ChatHistory, of chatID: String, to device: ChatGroup.Device) async throws {
+        let sealer = self.sealer
+        for attempt in 0..<5 {
+            let sealed = try write { db -> Data in
+                guard
+                    let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)),
+                    let leaf = stored.group.group.members.first(where: { ChatGroup.device(of: $0) == device })?.leafIndex
+                else { throw MessagingError(.unknownChat, "\(device.device) is not in chat \(chatID)") }
+                var random = MLSSystemRandom()
+                let records = try stored.group.group.seal(
+                    toMember: leaf, context: ChatHistory.sealContext(device: device.device), history.encoded, random: &random)
+                let payload = ChatPayload(
+                    kind: .history, id: Self.newID(), data: records.base64EncodedString(), ref: device.device)
+                return try self.sealNext(payload, chatID: chatID, localID: nil, in: db)
+            }
+            do {
+                _ = try await domainCall {
+                    try await domain.post(
+                        token: try await token(), endpointID: endpointID, chatID: chatID, kind: .event, payload: sealed,
+                        recipient: me, clientID: nil)
+                }
+                return
+            } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
+                try? write { db in try GroupStore.forgetSent(db, payload: sealed) }
+                _ = try await syncOnce()
+            }
+        }
+    }
+
+    /// Applies a history transfer meant for this device: its messages are kept as the sibling
+    /// had them (states included), each once.
+    func applyHistory(_ payload: ChatPayload, group: ChatGroup, chatID: String, in db: Database) throws -> Effects {
+        guard let data = payload.data, let sealed = Data(base64Encoded: data) else {
+            return Effects(notices: [.dropped(chatID: chatID, reason: "a history transfer without its records")])
+        }
+        let history: ChatHistory
+        do {
+            let opened = try group.group.openSealedToSelf(sealed, context: ChatHistory.sealContext(device: endpointID))
+            history = try ChatHistory(encoded: opened.unsafeData())
+        } catch {
+            return Effects(notices: [
+                .dropped(chatID: chatID, reason: "a history transfer this device cannot open: \(error)"),
+                .historyUnavailable(chatID: chatID),
+            ])
+        }
+        for record in history.records {
+            try db.execute(
+                """
+                INSERT OR IGNORE INTO messages(local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, timestamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    record.id, chatID, record.number, record.sender, record.sender != me,
+                    try sealer.seal(record.content, EndpointStore.Seal.content(record.id)), record.tag,
+                    try record.data.map { try sealer.seal($0, EndpointStore.Seal.data(record.id)) }, record.ref,
+                    record.state.description, record.timestamp.timeIntervalSince1970,
+                ])
+            try db.execute(
+                "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
+                [record.timestamp.timeIntervalSince1970, chatID])
+        }
+        return Effects()
+    }
+}
