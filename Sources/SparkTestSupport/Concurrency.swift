@@ -48,6 +48,20 @@ public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) 
     return condition()
 }
 
+/// ``eventually(seconds:_:)`` for a condition that has to await (an actor's state).
+public func eventuallyAwaiting(seconds: Double = 60, _ condition: @Sendable () async -> Bool) async -> Bool {
+    var budget = seconds
+    var last = Date()
+    while budget > 0 {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+        let now = Date()
+        budget -= min(now.timeIntervalSince(last), 0.25)
+        last = now
+    }
+    return await condition()
+}
+
 /// Waits until `queue` has run everything submitted before the call.
 public func drain(_ queue: DispatchQueue) async {
     await withCheckedContinuation { continuation in queue.async { continuation.resume() } }

@@ -16,22 +16,25 @@ struct HostileWorld {
     /// Everything posted through the domain, as the attacker sees it.
     var posted: Locked<[(chatID: String, kind: MailboxKind, payload: Data)]> { domain.posted }
 
-    init(_ directory: URL) throws {
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
         self.directory = directory
         real = try EmbeddedDomain.create(
-            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "hostile",
-            policy: DomainPolicy(passwordIterations: 1000), allowUnsafePasswordHashing: true)
+            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "hostile", policy: policy,
+            allowUnsafePasswordHashing: true)
         domain = HostileDomain(real)
     }
 
-    func endpoint(_ user: String, _ device: String) async throws -> (BBMEnterpriseService, BBMAccess) {
+    /// A device of `user`, set up with the user's passcode (`reset` makes a new identity, as a
+    /// user who forgot it does).
+    func endpoint(_ user: String, _ device: String, reset: Bool = false) async throws -> (BBMEnterpriseService, BBMAccess) {
         let store = try EndpointStore(directory: directory.appendingPathComponent(device))
         let service = BBMEnterpriseService(
             store: store, endpointDescription: device, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50))
         try await service.start(domain: domain, environment: .sandbox)
         await service.sendAuthToken(try await real.testToken(userID: user).token, userIdentifier: user)
         let state = await service.waitForSettledState()
-        try await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .new ? .new : .existing)
+        try await service.syncStart(
+            passcode: "\(user)-passcode", action: reset ? .reset : state.syncPasscodeState == .new ? .new : .existing)
         let settled = await service.waitForSettledState()
         guard settled.setupState == .success else { throw MessagingError(.notReady, "setup of \(device) ended in \(settled)") }
         return (service, try await service.messaging())

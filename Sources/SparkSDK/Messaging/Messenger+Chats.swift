@@ -129,10 +129,13 @@ extension Messenger {
     // MARK: Devices
 
     /// The devices in the chat's group, as this device holds it.
-    func groupDevices(of chatID: String) throws -> [ChatGroup.Device] {
+    func groupDevices(of chatID: String) throws -> [ChatGroup.Device] { try storedGroup(chatID)?.devices ?? [] }
+
+    /// The chat's group as this device holds it (nil when it is in no group of that chat).
+    func storedGroup(_ chatID: String) throws -> ChatGroup? {
         let sealer = self.sealer
         return try read { db in
-            try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: MLSAcceptAnyCredential())?.group.devices ?? []
+            try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))?.group
         }
     }
 

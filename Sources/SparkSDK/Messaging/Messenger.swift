@@ -71,7 +71,7 @@ actor Messenger {
     /// Seals the store's secret values (chat keys, message bodies, subjects): see `StoreSealer`.
     let sealer: StoreSealer
     let keys: UnlockedKeys
-    let endpointID: String
+    nonisolated let endpointID: String
     let token: @Sendable () async throws -> String
     let pollInterval: Duration
     /// Told after each mailbox read whether it reached the domain (connectivity).

@@ -1,0 +1,349 @@
+import Foundation
+import SparkCrypto
+import SparkLock
+import SparkMLS
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkDomain
+@testable import SparkSDK
+
+/// A domain that attacks its users (``HostileDomain``), over real chats on MLS. Each attack is
+/// refused or detected with an event; the attacker decrypts nothing; no member's group is
+/// corrupted or forked (the members stay in one epoch and keep talking); and the chat recovers
+/// once the domain behaves. (The substitution of identity keys is in IdentityVerificationTests.)
+@Suite("Hostile domain: chats on MLS")
+struct HostileDomainTests {
+    /// Alice and bob in a chat, each with one device, and a message each way.
+    struct Chat {
+        let world: HostileWorld
+        let alice: BBMAccess
+        let bob: BBMAccess
+        let bobService: BBMEnterpriseService
+        let chatID: String
+    }
+
+    static func chat(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) async throws -> Chat {
+        let world = try HostileWorld(directory, policy: policy)
+        let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+        let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+        let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
+        try await alice.sendMessage("hi bob", to: chat.chatID)
+        let bobMessages = try await bob.messages(in: chat.chatID)
+        #expect(await waitFor("bob reads it") { bobMessages.value.map(\.content) == ["hi bob"] })
+        return Chat(world: world, alice: alice, bob: bob, bobService: bobService, chatID: chat.chatID)
+    }
+
+    /// Both sides hold the same group (no fork): the same epoch and devices, and a message each
+    /// way still reads.
+    static func expectOneGroup(_ chat: Chat, _ note: String) async throws {
+        let aliceGroup = try #require(try await chat.alice.messenger.storedGroup(chat.chatID))
+        #expect(
+            await eventuallyAwaiting {
+                (try? await chat.bob.messenger.storedGroup(chat.chatID))?.group.epoch == aliceGroup.group.epoch
+            }, "bob is in alice's epoch (\(note))")
+        let bobGroup = try #require(try await chat.bob.messenger.storedGroup(chat.chatID))
+        #expect(bobGroup.group.epochAuthenticator == aliceGroup.group.epochAuthenticator, "one group, not two (\(note))")
+        let ping = "ping \(UUID().uuidString)"
+        try await chat.alice.sendMessage(ping, to: chat.chatID)
+        let bobMessages = try await chat.bob.messages(in: chat.chatID)
+        #expect(await waitFor("bob reads alice (\(note))") { bobMessages.value.last?.content == ping })
+        try await chat.bob.sendMessage("re: \(ping)", to: chat.chatID)
+        let aliceMessages = try await chat.alice.messages(in: chat.chatID)
+        #expect(await waitFor("alice reads bob (\(note))") { aliceMessages.value.last?.content == "re: \(ping)" })
+    }
+
+    /// Puts an entry into `user`'s mailbox as the domain would.
+    static func inject(_ world: HostileWorld, _ entry: MailboxEntry, to user: String) throws {
+        try world.real.store.write { db in
+            try EmbeddedDomain.append(
+                db, to: [user], chatID: entry.chatID, sender: entry.sender, kind: entry.kind, messageNumber: entry.messageNumber,
+                payload: entry.payload, members: entry.members, now: Date().timeIntervalSince1970, epoch: entry.epoch)
+        }
+    }
+
+    static func mailbox(_ world: HostileWorld, _ service: BBMEnterpriseService, _ user: String) async throws -> [MailboxEntry] {
+        try await world.real.readMailbox(
+            token: try await world.real.testToken(userID: user).token, endpointID: try await service.endpointID, after: 0,
+            limit: 1000)
+    }
+
+    static func drops(_ events: EventRecorder, _ chatID: String) -> [String] {
+        events.value.compactMap { if case .dropped(chatID, let reason) = $0 { reason } else { nil } }
+    }
+
+    @Test func anInjectedMemberIsNoParticipantAndReadsNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let (malloryService, mallory) = try await chat.world.endpoint("mallory", "mallory-pc")
+            let events = EventRecorder(chat.bob)
+            // The domain lists mallory as a member and routes the chat to her from now on.
+            _ = try await chat.world.real.updateMembers(
+                token: try await chat.world.real.testToken(userID: "alice").token,
+                endpointID: chat.alice.messenger.endpointID, chatID: chat.chatID, add: ["mallory"], remove: [])
+            try await chat.alice.sendMessage("for bob only", to: chat.chatID)
+            try await chat.bob.refresh()
+            #expect(try await chat.bob.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob"])
+            #expect(try await chat.alice.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob"])
+            // Mallory's mailbox has the ciphertext; her device opens none of it.
+            let routed = try await Self.mailbox(chat.world, malloryService, "mallory").filter { $0.chatID == chat.chatID }
+            #expect(routed.contains { $0.kind == .message })
+            try await mallory.refresh()
+            #expect(mallory.chats.value.isEmpty, "mallory's device is in no chat")
+            // A message the domain passes off as mallory's (alice's, re-signed by no one) is refused.
+            let alicesMessage = try #require(routed.last { $0.kind == .message })
+            try Self.inject(
+                chat.world,
+                MailboxEntry(
+                    sequence: 0, chatID: chat.chatID, sender: "mallory", kind: .message, messageNumber: 99,
+                    payload: alicesMessage.payload, members: nil, postedAt: Date()), to: "bob")
+            try await chat.bob.refresh()
+            #expect(await waitFor("the forgery is dropped") { !Self.drops(events, chat.chatID).isEmpty })
+            #expect(try await chat.bob.messages(in: chat.chatID).value.map(\.sender).allSatisfy { $0 != "mallory" })
+            try await Self.expectOneGroup(chat, "after an injected member")
+        }
+    }
+
+    @Test func aReplayedOrReorderedCommitChangesNothingAndTheChatGoesOn() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let events = EventRecorder(chat.bob)
+            // Two commits in a row (two subject changes), delivered to bob in the wrong order.
+            let swapping = Locked(true)
+            chat.world.domain.mailboxRewrite.withLock {
+                $0 = { user, entries in
+                    guard user == "bob", swapping.withLock({ $0 }) else { return entries }
+                    var entries = entries
+                    let commits = entries.indices.filter { entries[$0].kind == .commit }
+                    guard commits.count >= 2 else { return [] }  // wait until both are there
+                    let (first, second) = (commits[0], commits[1])
+                    (entries[first].payload, entries[second].payload) = (entries[second].payload, entries[first].payload)
+                    (entries[first].epoch, entries[second].epoch) = (entries[second].epoch, entries[first].epoch)
+                    swapping.withLock { $0 = false }
+                    return entries
+                }
+            }
+            try await chat.alice.updateChatSubject(chat.chatID, subject: "Plans, again")
+            try await chat.alice.updateChatSubject(chat.chatID, subject: "Plans, final")
+            #expect(await waitFor("bob applies both, in order") { chat.bob.chats.value.first?.subject == "Plans, final" })
+            #expect(Self.drops(events, chat.chatID).isEmpty, "a later commit waits for the one before it")
+            // The domain replays the first commit: it is for an epoch bob left.
+            let commit = try #require(
+                try await Self.mailbox(chat.world, chat.bobService, "bob").last { $0.kind == .commit && $0.chatID == chat.chatID })
+            try Self.inject(chat.world, commit, to: "bob")
+            try await chat.bob.refresh()
+            #expect(await waitFor("the replay is dropped") { Self.drops(events, chat.chatID).count == 1 })
+            try await Self.expectOneGroup(chat, "after a reorder and a replay")
+        }
+    }
+
+    @Test func aCommitWithheldFromOneMemberDelaysWhatFollowsUntilItComes() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let withheld = Locked<[MailboxEntry]>([])
+            let withholding = Locked(true)
+            chat.world.domain.mailboxRewrite.withLock {
+                $0 = { user, entries in
+                    guard user == "bob", withholding.withLock({ $0 }) else { return entries }
+                    withheld.withLock { $0 += entries.filter { $0.kind == .commit } }
+                    return entries.filter { $0.kind != .commit }
+                }
+            }
+            let before = try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch
+            try await chat.alice.updateChatSubject(chat.chatID, subject: "secret plans")
+            try await chat.alice.sendMessage("after the commit", to: chat.chatID)
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(await waitFor("the commit was withheld") { !withheld.withLock { $0.isEmpty } })
+            try await chat.bob.refresh()
+            try await chat.bob.refresh()
+            #expect(bobMessages.value.map(\.content) == ["hi bob"], "what follows the commit waits")
+            #expect(try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch == before)
+            #expect(chat.bob.chats.value.first?.subject == "Plans")
+            // The domain behaves: the commit comes (late), and what waited for it follows.
+            withholding.withLock { $0 = false }
+            for entry in withheld.withLock({ $0 }) { try Self.inject(chat.world, entry, to: "bob") }
+            try await chat.bob.refresh()
+            #expect(await waitFor("bob catches up") { bobMessages.value.map(\.content) == ["hi bob", "after the commit"] })
+            #expect(chat.bob.chats.value.first?.subject == "secret plans")
+            try await Self.expectOneGroup(chat, "after a withheld commit")
+        }
+    }
+
+    @Test func aRenumberedMessageIsDetected() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let events = EventRecorder(chat.bob)
+            let renumbering = Locked(true)
+            chat.world.domain.mailboxRewrite.withLock {
+                $0 = { user, entries in
+                    guard user == "bob", renumbering.withLock({ $0 }) else { return entries }
+                    var entries = entries
+                    let messages = entries.indices.filter { entries[$0].kind == .message }
+                    guard messages.count >= 2 else { return [] }  // wait until both are there
+                    let (first, second) = (messages[0], messages[1])
+                    (entries[first].messageNumber, entries[second].messageNumber) = (
+                        entries[second].messageNumber, entries[first].messageNumber
+                    )
+                    renumbering.withLock { $0 = false }
+                    return entries
+                }
+            }
+            try await chat.alice.sendMessage("two", to: chat.chatID)
+            try await chat.alice.sendMessage("three", to: chat.chatID)
+            #expect(await waitFor("the swap is detected") { Self.drops(events, chat.chatID).contains { $0.contains("renumbered") } })
+            let numbers = try await chat.bob.messages(in: chat.chatID).value.compactMap(\.number)
+            #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "no number goes back: \(numbers)")
+            try await Self.expectOneGroup(chat, "after renumbering")
+        }
+    }
+
+    @Test func aForgedOrReplayedReceiptMarksNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let aliceMessages = try await chat.alice.messages(in: chat.chatID)
+            #expect(await waitFor("delivered") { aliceMessages.value.first?.state == .delivered })
+            let events = EventRecorder(chat.alice)
+            // Bob's delivery receipt, replayed as if bob had read a new message, and a receipt the
+            // domain made up.
+            let sent = try await chat.alice.sendMessage("unread", to: chat.chatID)
+            let token = try await chat.world.real.testToken(userID: "alice").token
+            let aliceEndpoint = chat.alice.messenger.endpointID
+            let aliceMailbox = try await chat.world.real.readMailbox(
+                token: token, endpointID: aliceEndpoint, after: 0, limit: 1000)
+            let receipt = try #require(aliceMailbox.last { $0.kind == .receipt && $0.sender == "bob" })
+            try Self.inject(chat.world, receipt, to: "alice")
+            var forged = receipt
+            forged.payload = Data(#"{"state":"read","number":2}"#.utf8)
+            try Self.inject(chat.world, forged, to: "alice")
+            try await chat.alice.refresh()
+            #expect(await waitFor("both are dropped") { Self.drops(events, chat.chatID).count >= 2 })
+            #expect(try await chat.alice.messenger.message(id: sent.id).state != .read, "nothing marked read")
+            try await Self.expectOneGroup(chat, "after forged receipts")
+        }
+    }
+
+    @Test func aReplayedWelcomeIsRefused() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let events = EventRecorder(chat.bob)
+            let welcome = try #require(
+                try await Self.mailbox(chat.world, chat.bobService, "bob").first { $0.kind == .welcome && $0.chatID == chat.chatID })
+            let epoch = try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch
+            try await chat.alice.updateChatSubject(chat.chatID, subject: "later")
+            #expect(await waitFor("bob is past the Welcome's epoch") { chat.bob.chats.value.first?.subject == "later" })
+            try Self.inject(chat.world, welcome, to: "bob")
+            try await chat.bob.refresh()
+            // The one-time KeyPackage it names was used and is gone: the Welcome opens nothing,
+            // and bob's group stays where it was (not back at the Welcome's epoch).
+            #expect(try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 1)
+            #expect(chat.bob.chats.value.first?.subject == "later")
+            #expect(Self.drops(events, chat.chatID).isEmpty, "\(events.value)")
+            try await Self.expectOneGroup(chat, "after a replayed Welcome")
+        }
+    }
+
+    /// A removed device keeps the group state it had: it opens nothing sent after its removal,
+    /// whether it applies the removal or not.
+    @Test func aRemovedDeviceWithItsOldStateReadsNothingAfterItsRemoval() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let (carolService, carol) = try await chat.world.endpoint("carol", "carol-pc")
+            try await chat.alice.invite(["carol"], to: chat.chatID)
+            #expect(await waitFor("carol joins") { carol.chats.value.count == 1 })
+            let kept = try #require(try await carol.messenger.storedGroup(chat.chatID))
+            try await chat.alice.removeParticipant("carol", from: chat.chatID)
+            try await chat.alice.sendMessage("carol is gone", to: chat.chatID)
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob reads it") { bobMessages.value.last?.content == "carol is gone" })
+            // What the domain holds for the chat after carol's removal, in bob's mailbox.
+            let entries = try await Self.mailbox(chat.world, chat.bobService, "bob").filter { $0.chatID == chat.chatID }
+            let removal = try #require(entries.last { $0.kind == .commit })
+            let after = entries.filter { $0.kind == .message && $0.sequence > removal.sequence }
+            #expect(!after.isEmpty)
+            var applying = kept
+            let aliceDevice = ChatGroup.Device(user: "alice", device: chat.alice.messenger.endpointID)
+            #expect(applying.receive(removal, now: Date()) == .removed(by: aliceDevice))
+            for entry in after {
+                var stale = kept
+                let decided = stale.receive(entry, now: Date())
+                #expect(!Self.isMessage(decided), "the old state opens nothing: \(decided)")
+                #expect(!Self.isMessage(applying.receive(entry, now: Date())))
+            }
+            _ = carolService
+            try await Self.expectOneGroup(chat, "after carol's removal")
+        }
+    }
+
+    static func isMessage(_ decision: ChatGroup.Decision) -> Bool {
+        if case .message = decision { true } else { false }
+    }
+
+    /// Bob forgets his passcode and resets his identity on a new phone. Once alice accepts the
+    /// change, her device (the admin's) evicts bob's old phone from the chat and adds the new
+    /// one; the old phone's state reads nothing that follows.
+    @Test func aDeviceOfAResetIdentityIsEvicted() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(
+                directory, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
+            let oldPhone = try await chat.bobService.endpointID
+            let kept = try #require(try await chat.bob.messenger.storedGroup(chat.chatID))
+            await chat.bobService.stop()
+            let (_, newPhone) = try await chat.world.endpoint("bob", "bob-new-phone", reset: true)
+            let newPhoneID = newPhone.messenger.endpointID
+            #expect(await eventuallyAwaiting { (try? await chat.alice.contact("bob").verification) == .changed }, "alice sees the change")
+            let held = try await chat.alice.sendMessage("is that you?", to: chat.chatID)
+            #expect(held.state == .held, "nothing goes to bob's new identity before alice accepts it")
+            try await chat.alice.acceptIdentityChange(of: "bob")
+            #expect(
+                await eventuallyAwaiting {
+                    (try? await chat.alice.messenger.groupDevices(of: chat.chatID).filter { $0.user == "bob" }.map(\.device))
+                        == [newPhoneID]
+                }, "the old phone is evicted, the new one added")
+            let newMessages = try await newPhone.messages(in: chat.chatID)
+            #expect(await waitFor("the new phone reads what was held") { newMessages.value.map(\.content) == ["is that you?"] })
+            #expect(!(try await chat.alice.messenger.groupDevices(of: chat.chatID).contains { $0.device == oldPhone }))
+            // The old phone's state opens nothing sent after its eviction.
+            let token = try await chat.world.real.testToken(userID: "bob").token
+            let entries = try await chat.world.real.readMailbox(token: token, endpointID: newPhoneID, after: 0, limit: 1000)
+                .filter { $0.chatID == chat.chatID && $0.kind == .message }
+            #expect(!entries.isEmpty)
+            for entry in entries {
+                var stale = kept
+                #expect(!Self.isMessage(stale.receive(entry, now: Date())))
+            }
+        }
+    }
+
+    /// Three devices of one user: the first chats, the other two come later; each is added to
+    /// the chat by a device of the user already in it, gets the history, and all three show the
+    /// same messages and unread count, whichever sends.
+    @Test func threeDevicesOfOneUserConvergeWithTheirHistory() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            try await chat.bob.sendMessage("hi alice", to: chat.chatID)
+            let aliceMessages = try await chat.alice.messages(in: chat.chatID)
+            #expect(await waitFor("alice reads it") { aliceMessages.value.count == 2 })
+            let (_, phone) = try await chat.world.endpoint("alice", "alice-phone")
+            let (_, tablet) = try await chat.world.endpoint("alice", "alice-tablet")
+            for (name, device) in [("phone", phone), ("tablet", tablet)] {
+                #expect(await waitFor("the \(name) is in the chat") { device.chats.value.first?.subject == "Plans" })
+                let messages = try await device.messages(in: chat.chatID)
+                #expect(
+                    await waitFor("the \(name) has the history") { messages.value.map(\.content) == ["hi bob", "hi alice"] })
+            }
+            try await tablet.sendMessage("from the tablet", to: chat.chatID)
+            for device in [chat.alice, phone, tablet, chat.bob] {
+                let messages = try await device.messages(in: chat.chatID)
+                #expect(await waitFor("everyone has it") { messages.value.last?.content == "from the tablet" })
+                #expect(messages.value.map(\.content) == ["hi bob", "hi alice", "from the tablet"])
+            }
+            try await phone.markMessagesRead(in: chat.chatID)
+            for device in [chat.alice, phone, tablet] {
+                #expect(await waitFor("read everywhere") { device.chats.value.first?.unreadCount == 0 })
+            }
+            let devices = try await chat.bob.messenger.groupDevices(of: chat.chatID).filter { $0.user == "alice" }
+            #expect(devices.count == 3, "\(devices)")
+        }
+    }
+}
