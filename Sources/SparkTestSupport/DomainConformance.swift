@@ -322,7 +322,8 @@ public enum DomainConformance {
             bobEntries.map(\.kind) == [.membership, .commit, .welcome, .commit]
                 && bobEntries.filter { $0.kind == .commit }.map(\.epoch) == [0, 1]
                 && bobEntries.filter { $0.kind == .commit }.map(\.payload) == [Data("add carol".utf8), Data("bob update".utf8)],
-            "bob gets the membership, both commits in order with their epochs, and the Welcome (each device looks for its own KeyPackage in it): \(bobEntries.map(\.kind))")
+            "bob gets the membership, both commits in order with their epochs, and the Welcome (each device looks for its own KeyPackage in it): \(bobEntries.map(\.kind))"
+        )
         let carolEntries = try await service.readMailbox(token: carol.token, endpointID: carol.endpoint, after: 0, limit: 100)
             .dropFirst(carolStart)
         try expect(
@@ -351,7 +352,8 @@ public enum DomainConformance {
         try expect(epoch == 3, "a commit adding a device moves the epoch: \(epoch)")
         let bobAfter = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 200)
             .dropFirst(bobBefore)
-        try expect(bobAfter.map(\.kind) == [.commit, .welcome], "the device's Welcome reaches every member: \(bobAfter.map(\.kind))")
+        try expect(
+            bobAfter.map(\.kind) == [.commit, .welcome], "the device's Welcome reaches every member: \(bobAfter.map(\.kind))")
         // An MLS message sealed in an epoch the chat has left is refused: its sender applies the
         // commits and seals it again (RFC 9420 framing: version 1, PrivateMessage, group id, epoch).
         func privateMessage(epoch: UInt8) -> Data {

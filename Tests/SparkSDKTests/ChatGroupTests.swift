@@ -264,7 +264,8 @@ struct ChatGroupTests {
     /// refusals).
     @Test func theFuzzFixtureAcceptsItsSeeds() throws {
         let fixture = try ChatProbe.fixture()
-        #expect(ChatProbe.receive(fixture.message, kind: .message, sender: "alice", epoch: nil, in: fixture).hasPrefix("message("))
+        #expect(
+            ChatProbe.receive(fixture.message, kind: .message, sender: "alice", epoch: nil, in: fixture).hasPrefix("message("))
         #expect(
             ChatProbe.receive(fixture.commit, kind: .commit, sender: "alice", epoch: fixture.epoch, in: fixture).hasPrefix(
                 "commit("))

@@ -89,7 +89,8 @@ struct EndpointWipeTests {
             #expect(try Self.leaks(prepared) == [], "\(path)")
             let store = try DatabaseQueue(path: prepared.bobDirectory.appendingPathComponent("endpoint.sqlite").path)
             for table in [
-                "chats", "messages", "chat_groups", "contacts", "mailbox_cursor", "local_keys", "device_signer", "key_package_bundles",
+                "chats", "messages", "chat_groups", "contacts", "mailbox_cursor", "local_keys", "device_signer",
+                "key_package_bundles",
             ] {
                 #expect(try store.read { db in try db.scalar("SELECT count(*) FROM \(table)", as: Int.self) } == 0, "\(table)")
             }

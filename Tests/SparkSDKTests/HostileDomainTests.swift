@@ -105,6 +105,28 @@ struct HostileDomainTests {
         }
     }
 
+    /// The domain hands out its own device's KeyPackage as bob's (bob's identity untouched): it
+    /// is not signed by bob's identity key, so no one adds it, and there is no chat with a device
+    /// alice does not accept.
+    @Test func aKeyPackageTheDomainSubstitutesAddsNoOne() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            let impostor = try HostileWorld.impostor(of: "bob")
+            world.domain.substitutedKeyPackages.withLock { $0["bob"] = [impostor.claimed] }
+            await #expect(throws: MessagingError(.unknownUser, "")) { try await alice.startChat(with: ["bob"]) }
+            #expect(world.welcomesAdmitting(impostor) == 0)
+            #expect(try await alice.contact("bob").verification == .unverified, "bob's identity is as it was")
+            // Beside bob's own, it is left out: the chat has bob's phone only.
+            world.domain.substitutedKeyPackages.withLock { $0["bob"] = nil }
+            let chat = try await alice.startChat(with: ["bob"])
+            world.domain.substitutedKeyPackages.withLock { $0["carol"] = [impostor.claimed] }
+            #expect(world.welcomesAdmitting(impostor) == 0)
+            #expect(try await alice.messenger.groupDevices(of: chat.chatID).map(\.user) == ["alice", "bob"])
+        }
+    }
+
     @Test func aReplayedOrReorderedCommitChangesNothingAndTheChatGoesOn() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await Self.chat(directory)
@@ -130,7 +152,8 @@ struct HostileDomainTests {
             #expect(Self.drops(events, chat.chatID).isEmpty, "a later commit waits for the one before it")
             // The domain replays the first commit: it is for an epoch bob left.
             let commit = try #require(
-                try await Self.mailbox(chat.world, chat.bobService, "bob").last { $0.kind == .commit && $0.chatID == chat.chatID })
+                try await Self.mailbox(chat.world, chat.bobService, "bob").last { $0.kind == .commit && $0.chatID == chat.chatID }
+            )
             try Self.inject(chat.world, commit, to: "bob")
             try await chat.bob.refresh()
             #expect(await waitFor("the replay is dropped") { Self.drops(events, chat.chatID).count == 1 })
@@ -191,7 +214,8 @@ struct HostileDomainTests {
             }
             try await chat.alice.sendMessage("two", to: chat.chatID)
             try await chat.alice.sendMessage("three", to: chat.chatID)
-            #expect(await waitFor("the swap is detected") { Self.drops(events, chat.chatID).contains { $0.contains("renumbered") } })
+            #expect(
+                await waitFor("the swap is detected") { Self.drops(events, chat.chatID).contains { $0.contains("renumbered") } })
             let numbers = try await chat.bob.messages(in: chat.chatID).value.compactMap(\.number)
             #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "no number goes back: \(numbers)")
             try await Self.expectOneGroup(chat, "after renumbering")
@@ -228,7 +252,9 @@ struct HostileDomainTests {
             let chat = try await Self.chat(directory)
             let events = EventRecorder(chat.bob)
             let welcome = try #require(
-                try await Self.mailbox(chat.world, chat.bobService, "bob").first { $0.kind == .welcome && $0.chatID == chat.chatID })
+                try await Self.mailbox(chat.world, chat.bobService, "bob").first {
+                    $0.kind == .welcome && $0.chatID == chat.chatID
+                })
             let epoch = try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch
             try await chat.alice.updateChatSubject(chat.chatID, subject: "later")
             #expect(await waitFor("bob is past the Welcome's epoch") { chat.bob.chats.value.first?.subject == "later" })
@@ -291,7 +317,9 @@ struct HostileDomainTests {
             await chat.bobService.stop()
             let (_, newPhone) = try await chat.world.endpoint("bob", "bob-new-phone", reset: true)
             let newPhoneID = newPhone.messenger.endpointID
-            #expect(await eventuallyAwaiting { (try? await chat.alice.contact("bob").verification) == .changed }, "alice sees the change")
+            #expect(
+                await eventuallyAwaiting { (try? await chat.alice.contact("bob").verification) == .changed },
+                "alice sees the change")
             let held = try await chat.alice.sendMessage("is that you?", to: chat.chatID)
             #expect(held.state == .held, "nothing goes to bob's new identity before alice accepts it")
             try await chat.alice.acceptIdentityChange(of: "bob")

@@ -47,7 +47,9 @@ struct HostileWorld {
         let keys: UnlockedKeys
         let identity: PublishedIdentity
         let bundle: MLSKeyPackageBundle
-        var claimed: ClaimedKeyPackage { ClaimedKeyPackage(endpointID: "\(keys.userID)-impostor", keyPackage: bundle.keyPackage, lastResort: true) }
+        var claimed: ClaimedKeyPackage {
+            ClaimedKeyPackage(endpointID: "\(keys.userID)-impostor", keyPackage: bundle.keyPackage, lastResort: true)
+        }
     }
 
     static func impostor(of user: String) throws -> Impostor {

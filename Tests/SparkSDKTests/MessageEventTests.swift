@@ -64,7 +64,10 @@ struct MessageEventTests {
             let message = try await alice.sendMessage("quick", to: chat.chatID)
             let bobMessages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { bobMessages.value.count == 1 })
-            #expect(await waitFor("bob's delivery receipt is posted") { world.posted.withLock { $0.contains { $0.kind == .receipt } } })
+            #expect(
+                await waitFor("bob's delivery receipt is posted") {
+                    world.posted.withLock { $0.contains { $0.kind == .receipt } }
+                })
             try await alice.refresh()
             losing.withLock { $0 = false }
             try await bob.markMessagesRead(in: chat.chatID)

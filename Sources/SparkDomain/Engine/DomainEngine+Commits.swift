@@ -100,7 +100,8 @@ extension DomainEngine {
                 // its own KeyPackage in the Welcome.
                 if let welcome {
                     try Self.append(
-                        db, to: after.members.map(\.userID), chatID: chatID, sender: user, kind: .welcome, messageNumber: nil, payload: welcome,
+                        db, to: after.members.map(\.userID), chatID: chatID, sender: user, kind: .welcome, messageNumber: nil,
+                        payload: welcome,
                         members: nil, now: now, epoch: epoch)
                 }
                 try db.announce(audience)

@@ -31,7 +31,8 @@ extension DomainEngine {
             try store.write(Self.keyPackageScope(endpointID)) { db -> (Int, Bool) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let had = try Self.oneTimeCount(db, endpointID)
-                let new = try db.scalar("SELECT count(*) FROM key_packages WHERE endpoint_id = ?", [endpointID], as: Int.self) == 0
+                let new =
+                    try db.scalar("SELECT count(*) FROM key_packages WHERE endpoint_id = ?", [endpointID], as: Int.self) == 0
                 for package in keyPackages {
                     try db.execute(
                         """

@@ -164,7 +164,8 @@ struct ContactDirectory {
     static func groupKeys(_ db: Database) throws -> [String: [Data]] {
         var keys: [String: [Data]] = [:]
         for row in try db.rows("SELECT user_id, signing_key, seen_signing_key FROM contacts") {
-            keys[try row.get(0, as: String.self)] = [try row.get(1, as: Data.self)] + [try row.get(2, as: Data?.self)].compactMap { $0 }
+            keys[try row.get(0, as: String.self)] =
+                [try row.get(1, as: Data.self)] + [try row.get(2, as: Data?.self)].compactMap { $0 }
         }
         return keys
     }

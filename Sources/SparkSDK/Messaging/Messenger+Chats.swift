@@ -215,7 +215,9 @@ extension Messenger {
     ) async throws {
         let sealer = self.sealer
         for _ in 0..<5 {
-            let stored = try read { db in try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)) }
+            let stored = try read { db in
+                try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))
+            }
             guard let stored, stored.group.group.isActive else {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
             }
@@ -366,7 +368,10 @@ extension Messenger {
         let group = stored.group
         let isAdmin = group.admins.contains(me)
         let refused = Set(group.devices(refusedBy: trusted))
-        var remove = Set(group.devices.filter { $0.user == me && $0.device != endpointID && (!mine.contains($0.device) || refused.contains($0)) })
+        var remove = Set(
+            group.devices.filter {
+                $0.user == me && $0.device != endpointID && (!mine.contains($0.device) || refused.contains($0))
+            })
         var replace: [String] = []
         if isAdmin, !departed.isEmpty {
             // A member list read from the mailbox may be older than the group: only users the

@@ -289,7 +289,8 @@ extension Messenger {
                 return Effects(notices: [
                     .dropped(
                         chatID: entry.chatID,
-                        reason: "the Welcome's group holds a device this device does not accept: \((error as? MLSError)?.reason ?? "\(error)")"
+                        reason:
+                            "the Welcome's group holds a device this device does not accept: \((error as? MLSError)?.reason ?? "\(error)")"
                     )
                 ])
             }
@@ -366,7 +367,8 @@ extension Messenger {
         case (.message, .text):
             // Handed over already in a history transfer (sent while this device joined).
             if try db.scalar(
-                "SELECT 1 FROM messages WHERE local_id = ? AND chat_id = ? AND number IS ?", [payload.id, chatID, entry.messageNumber],
+                "SELECT 1 FROM messages WHERE local_id = ? AND chat_id = ? AND number IS ?",
+                [payload.id, chatID, entry.messageNumber],
                 as: Int.self) != nil
             {
                 stored.lastNumber = max(stored.lastNumber, entry.messageNumber ?? 0)

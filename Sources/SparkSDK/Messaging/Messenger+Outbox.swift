@@ -144,7 +144,8 @@ extension Messenger {
                 continue
             } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
                 let failed = try? write { db in
-                    try db.execute("UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
+                    try db.execute(
+                        "UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
                 }
                 if failed != nil {
                     report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])

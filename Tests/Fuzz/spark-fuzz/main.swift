@@ -48,7 +48,8 @@ enum ChatFixture {
 
 /// A chat payload: version 1, a text, id "m1", content "hi", tag "Text", no data, no ref,
 /// no receipt, no number.
-let chatPayloadSeed = Data([1, 1, 2]) + Data("m1".utf8) + Data([2]) + Data("hi".utf8) + Data([4]) + Data("Text".utf8)
+let chatPayloadSeed =
+    Data([1, 1, 2]) + Data("m1".utf8) + Data([2]) + Data("hi".utf8) + Data([4]) + Data("Text".utf8)
     + Data([0, 0, 0, 0])
 
 /// A two-member MLS group made from fixed randomness, so the seeds `--make-seeds` writes are the

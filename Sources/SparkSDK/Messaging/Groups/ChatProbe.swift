@@ -1,6 +1,6 @@
 public import Foundation
-public import SparkDomain
 import SparkCrypto
+public import SparkDomain
 import SparkMLS
 
 /// Entry points for the fuzz harnesses (`Tests/Fuzz`): the chat payload decoder, and a chat's

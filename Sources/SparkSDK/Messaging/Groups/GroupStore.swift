@@ -150,7 +150,9 @@ enum GroupStore {
     }
 
     static func departed(_ db: Database, chatID: String) throws -> Set<String> {
-        Set(try db.rows("SELECT user_id FROM departed_members WHERE chat_id = ?", [chatID]).map { try $0.get(0, as: String.self) })
+        Set(
+            try db.rows("SELECT user_id FROM departed_members WHERE chat_id = ?", [chatID]).map { try $0.get(0, as: String.self) }
+        )
     }
 
     static func forgetDeparted(_ db: Database, chatID: String) throws {
