@@ -1,11 +1,11 @@
 import Foundation
 import SparkCrypto
-import SparkSDK
 import SparkStore
 import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkSDK
 
 /// Entries and memberships that once stopped a device's mailbox or a whole chat: each is now
 /// dropped with an event, or skipped, and messaging goes on.
@@ -68,6 +68,30 @@ struct MessagingRobustnessTests {
             #expect(await waitFor("the next message arrives") { messages.value.count == 3 })
             #expect(messages.value.map(\.content) == ["bob's first", "alice's second", "alice's third"])
             #expect(messages.value.first { $0.id == mine.id }?.number == 1, "bob's message keeps its number")
+            #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
+        }
+    }
+
+    /// A member's device that seals a second message under an id it used already (a buggy or
+    /// hostile client): the store refuses it, it is dropped with an event, and the mailbox goes on.
+    @Test func aMessageReusingAnIdIsDroppedAndTheMailboxGoesOn() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            let first = try await alice.sendMessage("one", to: chat.chatID)
+            let messages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { messages.value.count == 1 })
+            let events = EventRecorder(bob)
+            let again = try await alice.messenger.seal(
+                ChatPayload(kind: .text, id: first.id, content: "not one", tag: "Text"), in: chat.chatID)
+            _ = try await world.domain.post(
+                token: try await world.domain.testToken(userID: "alice").token, endpointID: try await aliceService.endpointID,
+                chatID: chat.chatID, kind: .message, payload: again, recipient: nil, clientID: nil)
+            try await alice.sendMessage("two", to: chat.chatID)
+            #expect(await waitFor("the next message arrives") { messages.value.count == 2 })
+            #expect(messages.value.map(\.content) == ["one", "two"])
             #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
         }
     }

@@ -1,5 +1,6 @@
 public import Foundation
 public import SparkCrypto
+import SparkLock
 public import SparkMLS
 
 /// A device's MLS credential: the user, the device (the endpoint id) and the device's own MLS
@@ -98,10 +99,21 @@ public struct DeviceCredential: Sendable, Hashable {
     /// The MLS credential that carries it.
     public var mlsCredential: MLSCredential { MLSCredential(identity: encoded) }
 
-    /// Whether `identityKey` signed this credential.
+    /// Whether `identityKey` signed this credential. A credential that verified once under a key
+    /// is remembered (by the SHA-256 of key, signed bytes and signature; a hit is exactly as good
+    /// as verifying again): a device checks the same leaves at every send and every commit.
     public func isSigned(by identityKey: Ed25519.PublicKey) -> Bool {
-        identityKey.isValidSignature(signature, for: signedBytes)
+        let digest = SHA256.hash(identityKey.rawRepresentation + signedBytes + signature)
+        if Self.verified.withLock({ $0.contains(digest) }) { return true }
+        guard identityKey.isValidSignature(signature, for: signedBytes) else { return false }
+        Self.verified.withLock { set in
+            if set.count >= 1 << 16 { set.removeAll(keepingCapacity: true) }
+            set.insert(digest)
+        }
+        return true
     }
+
+    private static let verified = Locked<Set<Data>>([])
 
     private func writeFields(to writer: inout TLSWriter) {
         writer.opaque(Data(userID.utf8))

@@ -256,7 +256,7 @@ extension Messenger {
         }
         let kind: MailboxKind = payload.kind == .receipt ? .receipt : .event
         for attempt in 0..<5 {
-            let sealed = try write { db in try self.sealNext(payload, chatID: chatID, localID: nil, in: db) }
+            let sealed = try seal(payload, in: chatID)
             do {
                 _ = try await domainCall {
                     try await domain.post(
@@ -269,6 +269,11 @@ extension Messenger {
                 _ = try await syncOnce()
             }
         }
+    }
+
+    /// Seals a payload that is not stored as a message (see `sealNext`).
+    func seal(_ payload: ChatPayload, in chatID: String) throws -> Data {
+        try write { db in try self.sealNext(payload, chatID: chatID, localID: nil, in: db) }
     }
 
     func markRead(_ chatID: String, upTo number: Int64?) async throws {
@@ -285,7 +290,12 @@ extension Messenger {
         }
         reloadMessages(chatID)
         reloadChats()
-        try await sendReceipt(chatID: chatID, receipt: .read, upTo: upTo)
+        do {
+            try await sendReceipt(chatID: chatID, receipt: .read, upTo: upTo)
+        } catch let error as MessagingError where error.code == .identityUnconfirmed {
+            // Read here all the same; the chat holds a device this one does not trust, so the
+            // receipt is not sealed to it (a later receipt covers these messages).
+        }
     }
 
     /// A receipt for every message of the chat up to `upTo`, naming the newest of them by its

@@ -68,7 +68,7 @@ public struct MessageEvent: Sendable, Equatable, CustomStringConvertible {
 actor Messenger {
     let domain: any DomainService
     let queue: DatabaseQueue
-    /// Seals the store's secret values (chat keys, message bodies, subjects): see `StoreSealer`.
+    /// Seals the store's secret values (group states, message bodies, subjects): see `StoreSealer`.
     let sealer: StoreSealer
     let keys: UnlockedKeys
     nonisolated let endpointID: String

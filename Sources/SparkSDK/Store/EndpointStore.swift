@@ -5,11 +5,11 @@ import SparkStore
 
 /// This device's local database: one SQLite file in the data directory (created 0600, the
 /// directory 0700): the cached credentials for silent sign-in, the registration, the unlocked
-/// keys, and the chats, messages, chat keys, contacts and mailbox cursor of messaging. Deleted
+/// keys, and the chats, messages, group states, contacts and mailbox cursor of messaging. Deleted
 /// content is overwritten (`secure_delete`), and a wipe leaves no byte of it in the file or its
 /// write-ahead log.
 ///
-/// The secrets (credentials, identity keys, chat keys, message bodies and data, subjects) are
+/// The secrets (credentials, identity keys, group states, message bodies and data, subjects) are
 /// encrypted per value under a store key that is not in the file (see ``StoreKeySource``).
 public final class EndpointStore: Sendable {
     /// The data directory.
@@ -443,7 +443,7 @@ extension EndpointStore {
         "mailbox_cursor", "device_signer", "key_package_bundles",
     ]
 
-    /// Wipes the user's data (keys, chats, messages, chat keys, contacts, the mailbox cursor),
+    /// Wipes the user's data (keys, chats, messages, group states, contacts, the mailbox cursor),
     /// and the registration and credentials unless `kept`, then rewrites the file and truncates
     /// its write-ahead log, so that neither holds a byte of what was deleted.
     func wipe(keeping kept: Kept = []) throws {
