@@ -375,3 +375,74 @@ struct HostileDomainTests {
         }
     }
 }
+
+/// Keys over time: post-compromise updates, and a removed device removed from every chat.
+@Suite("Chats on MLS: keys over time")
+struct GroupKeysOverTimeTests {
+    static func commits(_ chat: HostileDomainTests.Chat) async throws -> [MailboxEntry] {
+        try await HostileDomainTests.mailbox(chat.world, chat.bobService, "bob").filter {
+            $0.kind == .commit && $0.chatID == chat.chatID
+        }
+    }
+
+    /// A device commits an update of its own keys 7 days after its last commit, and after 1,000
+    /// messages it sent; the group moves to a new epoch and the chat goes on.
+    @Test func aDeviceUpdatesItsKeysAfterSevenDaysAndAfterAThousandMessages() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory)
+            let start = try await Self.commits(chat).count
+            let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
+            // Alice's last commit was 8 days ago.
+            try await chat.alice.messenger.queue.write { db in
+                try db.execute(
+                    "UPDATE chat_groups SET updated_at = ? WHERE chat_id = ?",
+                    [Date().timeIntervalSince1970 - 8 * 86400, chat.chatID])
+            }
+            try await chat.alice.refresh()
+            #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 1)
+            #expect(try await Self.commits(chat).count == start + 1, "one update commit")
+            try await chat.alice.refresh()
+            #expect(try await Self.commits(chat).count == start + 1, "and no second one: the clock starts again")
+            // Alice has sent 999 messages since: the next one makes the update due.
+            try await chat.alice.messenger.queue.write { db in
+                try db.execute("UPDATE chat_groups SET sent_since_update = 999 WHERE chat_id = ?", [chat.chatID])
+            }
+            try await chat.alice.sendMessage("the thousandth", to: chat.chatID)
+            try await chat.alice.refresh()
+            #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 2)
+            try await HostileDomainTests.expectOneGroup(chat, "after two updates")
+        }
+    }
+
+    /// Alice removes her phone from her laptop: the laptop removes the phone from every chat at
+    /// once (the domain's `devices` notice), and the phone's state opens nothing that follows.
+    @Test func aRemovedDeviceIsRemovedFromEveryChat() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (laptopService, laptop) = try await world.endpoint("alice", "alice-laptop")
+            let (phoneService, phone) = try await world.endpoint("alice", "alice-phone")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let one = try await laptop.startChat(with: ["bob"], subject: "one")
+            let two = try await bob.startChat(with: ["alice"], subject: "two")
+            #expect(await waitFor("the phone is in both") { phone.chats.value.count == 2 })
+            let phoneID = try await phoneService.endpointID
+            let kept = try #require(try await phone.messenger.storedGroup(two.chatID))
+            try await laptopService.deregisterEndpoint(phoneID)
+            for chatID in [one.chatID, two.chatID] {
+                #expect(
+                    await eventuallyAwaiting {
+                        (try? await bob.messenger.groupDevices(of: chatID).contains { $0.device == phoneID }) == false
+                    }, "the phone is out of \(chatID)")
+            }
+            try await bob.sendMessage("after the phone", to: two.chatID)
+            let laptopMessages = try await laptop.messages(in: two.chatID)
+            #expect(await waitFor("the laptop reads it") { laptopMessages.value.last?.content == "after the phone" })
+            let entries = try await world.real.readMailbox(
+                token: try await world.real.testToken(userID: "bob").token, endpointID: try await bobService.endpointID, after: 0,
+                limit: 1000
+            ).filter { $0.chatID == two.chatID && $0.kind == .message }
+            var stale = kept
+            for entry in entries.suffix(1) { #expect(!HostileDomainTests.isMessage(stale.receive(entry, now: Date()))) }
+        }
+    }
+}
