@@ -231,16 +231,21 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     public var identityResetDelay: Int
     /// Activation and reset code guesses per account per hour, across re-sent codes.
     public var codeAttemptsPerHour: Int
+    /// Seconds a mailbox entry is kept at most (30 days by default). Entries every device of the
+    /// user has read past go sooner. A device offline longer misses what was deleted: it cannot
+    /// follow its chats' groups past a deleted commit, and is removed and added again by another
+    /// device of its user (or, with none, set up again).
+    public var mailboxRetention: Int
 
     /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
     /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
-    /// throttling after 5 failed logins.
+    /// throttling after 5 failed logins, mailbox entries kept 30 days at most.
     public init(
         userAuthenticationEnabled: Bool = false, maximumEndpoints: Int = 5, multipleActiveEndpoints: Bool = true,
         passwordIterations: Int = PasswordHasher.owaspIterations, tokenLifetime: Int = 3600,
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
         codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10,
-        identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10
+        identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
         self.maximumEndpoints = maximumEndpoints
@@ -255,6 +260,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.unlockAttemptsPerHour = unlockAttemptsPerHour
         self.identityResetDelay = identityResetDelay
         self.codeAttemptsPerHour = codeAttemptsPerHour
+        self.mailboxRetention = mailboxRetention
     }
 
     /// Decodes a stored policy; settings added after it was stored take their defaults.
@@ -277,6 +283,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         unlockAttemptsPerHour = try value(.unlockAttemptsPerHour, defaults.unlockAttemptsPerHour)
         identityResetDelay = try value(.identityResetDelay, defaults.identityResetDelay)
         codeAttemptsPerHour = try value(.codeAttemptsPerHour, defaults.codeAttemptsPerHour)
+        mailboxRetention = try value(.mailboxRetention, defaults.mailboxRetention)
     }
 
     /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations
@@ -299,5 +306,6 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         try check((1...1000).contains(unlockAttemptsPerHour), "unlockAttemptsPerHour must be 1...1000")
         try check((0...(90 * 86400)).contains(identityResetDelay), "identityResetDelay must be 0...90 days")
         try check((1...100).contains(codeAttemptsPerHour), "codeAttemptsPerHour must be 1...100")
+        try check((3600...(365 * 86400)).contains(mailboxRetention), "mailboxRetention must be 1 hour...1 year")
     }
 }

@@ -40,7 +40,10 @@ struct MessagingRobustnessTests {
             try await alice.sendMessage("after the bad entry", to: chat.chatID)
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("the next message arrives") { messages.value.map(\.content) == ["after the bad entry"] })
-            #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
+            #expect(
+                await waitFor("dropped") {
+                    events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } }
+                })
             #expect(try await bob.participants(of: chat.chatID).map(\.userID).sorted() == ["alice", "bob"], "nothing of it kept")
         }
     }
@@ -68,7 +71,10 @@ struct MessagingRobustnessTests {
             #expect(await waitFor("the next message arrives") { messages.value.count == 3 })
             #expect(messages.value.map(\.content) == ["bob's first", "alice's second", "alice's third"])
             #expect(messages.value.first { $0.id == mine.id }?.number == 1, "bob's message keeps its number")
-            #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
+            #expect(
+                await waitFor("dropped") {
+                    events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } }
+                })
         }
     }
 
@@ -92,7 +98,10 @@ struct MessagingRobustnessTests {
             try await alice.sendMessage("two", to: chat.chatID)
             #expect(await waitFor("the next message arrives") { messages.value.count == 2 })
             #expect(messages.value.map(\.content) == ["one", "two"])
-            #expect(events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } })
+            #expect(
+                await waitFor("dropped") {
+                    events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } }
+                })
         }
     }
 

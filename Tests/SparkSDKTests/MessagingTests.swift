@@ -423,9 +423,10 @@ struct GroupMessagingTests {
             }()
             await bobService.checkIn()
             let events = EventRecorder(alice)
-            // Alice's next send looks the keys up again and notices.
-            try await alice.sendMessage("are you still you?", to: chat.chatID)
-            #expect(try await alice.chat(chat.chatID).keyChanged)
+            // The domain tells bob's contacts his identity was replaced: alice's device looks
+            // the key up again and flags it.
+            #expect(await eventuallyAwaiting { (try? await alice.chat(chat.chatID).keyChanged) == true })
+            #expect(try await alice.sendMessage("are you still you?", to: chat.chatID).state == .held)
             #expect(await waitFor("event") { events.value.contains(.identityChanged(userID: "bob")) })
             events.stop()
             try await alice.acceptIdentityChange(of: "bob")

@@ -209,6 +209,11 @@ enum DomainSchema {
             try db.execute("ALTER TABLE chats ADD COLUMN last_commit BLOB")
             try db.execute("ALTER TABLE mailbox ADD COLUMN epoch INTEGER")
         }
+        migrator.register("v10-mailbox-retention") { db in
+            // How far each endpoint has read its user's mailbox: entries every endpoint of the
+            // user read past are deleted, and any older than the retention period.
+            try db.execute("ALTER TABLE endpoints ADD COLUMN mailbox_cursor INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+import SparkLock
 import SparkStore
 
 /// Chats, mailboxes and moderation. The domain routes and numbers ciphertext; it never sees a
@@ -179,6 +180,8 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a mailbox wait is 0 to 30 seconds")
         }
         let user = try await validate(token: token).userID
+        // A read after `cursor` says the endpoint applied everything up to it.
+        if cursor > 0 { try pruneMailbox(user: user, endpointID: endpointID, cursor: cursor) }
         let clock = ContinuousClock()
         let deadline = clock.now + wait
         while true {
@@ -189,6 +192,43 @@ extension DomainEngine {
             if !entries.isEmpty || left <= .zero || Task.isCancelled || mailboxWaiters.isEnded { return entries }
             if wait > .zero { startWatchingOtherProcesses() }
             await mailboxWaiters.wait(ticket, timeout: left)
+        }
+    }
+
+    /// How long an entry every endpoint of its user has read past is still kept (a device that
+    /// restores its store from a backup of the last hour reads it again).
+    public static let readEntriesKeptFor: TimeInterval = 3600
+
+    /// Records how far `endpointID` has read (at most once a minute an endpoint, or when its
+    /// cursor moved a long way), then deletes the user's entries that every registered endpoint
+    /// of the user has read past (after ``readEntriesKeptFor``) and those older than
+    /// ``DomainPolicy/mailboxRetention``.
+    func pruneMailbox(user: String, endpointID: String, cursor: Int64) throws {
+        let now = clock.now().timeIntervalSince1970
+        let due = prunedAt.withLock { seen -> Bool in
+            guard let last = seen[endpointID], now - last.at < 60, cursor - last.cursor < 1000 else {
+                if seen.count > 100_000 { seen.removeAll() }
+                seen[endpointID] = (cursor, now)
+                return true
+            }
+            return false
+        }
+        guard due else { return }
+        let retention = Double(try currentPolicy().mailboxRetention)
+        try storage {
+            try store.write { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try db.execute(
+                    "UPDATE endpoints SET mailbox_cursor = ? WHERE endpoint_id = ? AND mailbox_cursor < ?",
+                    [cursor, endpointID, cursor])
+                let readByAll =
+                    try db.scalar(
+                        "SELECT min(mailbox_cursor) FROM endpoints WHERE user_id = ? AND removed_reason IS NULL", [user],
+                        as: Int64.self) ?? 0
+                try db.execute(
+                    "DELETE FROM mailbox WHERE user_id = ? AND ((sequence <= ? AND posted_at < ?) OR posted_at < ?)",
+                    [user, readByAll, now - Self.readEntriesKeptFor, now - retention])
+            }
         }
     }
 

@@ -37,6 +37,8 @@ public final class DomainEngine: DomainService {
     let knownPrincipals = Locked<[String: String]>([:])
     /// The long-polls waiting in this process, woken per user by the posts that reach them.
     public let mailboxWaiters = MailboxWaiters()
+    /// When each endpoint's mailbox cursor was last recorded, and where it was (see `pruneMailbox`).
+    let prunedAt = Locked<[String: (cursor: Int64, at: TimeInterval)]>([:])
     /// Whether other processes may write the file (the quick start's two devices): then the
     /// first long-poll starts watching it, and a change wakes this process's waiters to look.
     /// `spark-domaind` owns its file and turns this off.

@@ -204,6 +204,12 @@ enum PostgreSQLSchema {
             ALTER TABLE mailbox ADD COLUMN epoch BIGINT
             """
         ),
+        (
+            "v10-mailbox-retention",
+            """
+            ALTER TABLE endpoints ADD COLUMN mailbox_cursor BIGINT NOT NULL DEFAULT 0
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

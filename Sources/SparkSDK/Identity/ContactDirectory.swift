@@ -148,16 +148,6 @@ struct ContactDirectory {
         return true
     }
 
-    /// The participants of `chatID` (other than `me`) whose key is not trusted.
-    static func untrusted(_ db: Database, chatID: String, me: String) throws -> [String] {
-        try db.rows(
-            """
-            SELECT p.user_id FROM participants p JOIN contacts c USING (user_id)
-            WHERE p.chat_id = ? AND p.user_id != ? AND c.state NOT IN ('unverified', 'verified') ORDER BY p.user_id
-            """, [chatID, me]
-        ).map { try $0.get(0, as: String.self) }
-    }
-
     /// Each contact's identity keys a group's leaves may be signed by: the trusted key, and the
     /// changed one the domain publishes while the user has not decided (see
     /// ``DeviceCredentialValidator/init(identityKeySets:)``).

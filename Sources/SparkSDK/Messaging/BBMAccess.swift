@@ -90,8 +90,9 @@ public final class BBMAccess: Sendable {
     /// One chat.
     public func chat(_ chatID: String) async throws -> Chat { try await messenger.chat(chatID) }
 
-    /// Reads the mailbox now instead of at the next poll.
-    public func refresh() async throws { _ = try await messenger.syncOnce() }
+    /// Reads the mailbox now instead of at the next poll, then does what follows a read: sends
+    /// delivery receipts, brings every chat's group up to date and resends what is left sending.
+    public func refresh() async throws { try await messenger.refresh() }
 
     // MARK: Identities
 

@@ -317,6 +317,19 @@ extension Messenger {
     /// Looks at the chats that asked for it (or every chat, when `force` or when the last look
     /// was long ago) and commits what each needs (see `reconcile(_:devices:)`).
     func reconcile(force: Bool) async {
+        // One pass at a time: two would each decide the same change (an update due) and commit
+        // it twice.
+        let previous = reconciling
+        let pass = Task {
+            await previous?.value
+            await self.reconcilePass(force: force)
+        }
+        reconciling = pass
+        await pass.value
+        if reconciling == pass { reconciling = nil }
+    }
+
+    private func reconcilePass(force: Bool) async {
         guard !stopped else { return }
         let clock = ContinuousClock()
         let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true

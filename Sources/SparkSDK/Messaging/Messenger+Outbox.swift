@@ -68,11 +68,13 @@ extension Messenger {
     func heldBy(_ chatID: String) async throws -> [String] {
         let sealer = self.sealer
         let check = { (db: Database) throws -> [String] in
-            var users = Set(try ContactDirectory.untrusted(db, chatID: chatID, me: self.me))
-            if let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)) {
-                users.formUnion(stored.group.devices(refusedBy: try self.trustedValidator(db)).map(\.user))
-            }
-            return users.sorted()
+            guard
+                let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))
+            else { return [] }
+            // Every device must be signed by a key this device trusts: a changed or unconfirmed
+            // contact's key is not among them, nor a key a contact had before a reset.
+            let refused = stored.group.devices(refusedBy: try self.trustedValidator(db))
+            return Set(refused.map(\.user)).sorted()
         }
         let first = try read(check)
         guard !first.isEmpty else { return [] }

@@ -90,6 +90,8 @@ actor Messenger {
     /// Chats whose group may need a change (a member left, a device of this user came or
     /// went, a key update is due): looked at after the next mailbox read.
     var needsReconcile: Set<String> = []
+    /// The pass of `reconcile(force:)` in progress; each waits for the one before it.
+    var reconciling: Task<Void, Never>?
     /// When every chat was last looked at.
     var lastReconcile: ContinuousClock.Instant?
     /// Delivery receipts due, per chat (the newest number), sent after the read that found them.
