@@ -258,7 +258,7 @@ enum DomainServerBenchmarks {
         defer { served.stop() }
         let plist = try served.plist()
         let remote = try MessagingBenchmarks.measureTwoProcesses(
-            plist: plist, open: { try served.client() }, administration: { try served.administration() })
+            plist: plist, open: { try served.client() })
         let embedded = try MessagingBenchmarks.measureTwoProcesses()
         let result = RemoteMessages(
             throughput: Harness.result(

@@ -55,24 +55,20 @@ enum MessagingBenchmarks {
     /// messages for latency; the child reports what it measured. `domain` is the embedded file
     /// (nil: a fresh one) or a plist naming a served domain.
     static func measureTwoProcesses(
-        plist: String? = nil, open: (@Sendable () throws -> any DomainService)? = nil,
-        administration: (@Sendable () throws -> any DomainAdministration)? = nil
+        plist: String? = nil, open: (@Sendable () throws -> any DomainService)? = nil
     ) throws -> Measured {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let domainArgument: String
         let makeDomain: @Sendable () throws -> any DomainService
-        let admin: @Sendable () throws -> any DomainAdministration
-        if let plist, let open, let administration {
+        if let plist, let open {
             domainArgument = plist
             makeDomain = open
-            admin = administration
         } else {
             let domainPath = directory.appendingPathComponent("domain.sqlite").path
             _ = try EmbeddedDomain.create(at: domainPath, domainID: "bench")
             domainArgument = domainPath
             makeDomain = { try EmbeddedDomain.open(at: domainPath) }
-            admin = { try EmbeddedDomain.open(at: domainPath) }
         }
         let child = Process()
         child.executableURL = URL(fileURLWithPath: Harness.executablePath)
@@ -85,14 +81,17 @@ enum MessagingBenchmarks {
         try SetupBenchmarks.blocking {
             let domain = try makeDomain()
             let access = try await setUp("alice", directory: directory, domain: domain)
-            // Bob's child publishes his identity when it is set up: the chat starts after.
-            var ready = false
-            for _ in 0..<3000 where !ready {
-                ready = try await admin().publishedIdentity(of: "bob") != nil
-                if !ready { try await Task.sleep(for: .milliseconds(20)) }
+            // Bob's child publishes his identity, then his device's KeyPackages, when it is set
+            // up: the chat starts once his device can be added.
+            var chat: Chat?
+            for _ in 0..<3000 where chat == nil {
+                do {
+                    chat = try await access.startChat(with: ["bob"])
+                } catch let error as MessagingError where error.code == .unknownUser {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
             }
-            guard ready else { throw BenchError("bob's process never set up") }
-            let chat = try await access.startChat(with: ["bob"])
+            guard let chat else { throw BenchError("bob's process never set up") }
             for _ in 0..<burst { try await access.sendMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
             for _ in 0..<paced {
                 try await access.sendMessage(String(wallNanoseconds()), tag: "paced", to: chat.chatID)

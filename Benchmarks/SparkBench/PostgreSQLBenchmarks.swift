@@ -217,7 +217,7 @@ enum PostgreSQLBenchmarks {
         do {
             defer { served.stop() }
             ours = try MessagingBenchmarks.measureTwoProcesses(
-                plist: try served.plist(), open: { try served.client() }, administration: { try served.administration() })
+                plist: try served.plist(), open: { try served.client() })
         }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-synapse-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }

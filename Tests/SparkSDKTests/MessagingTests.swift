@@ -120,6 +120,32 @@ struct MessagingTests {
         }
     }
 
+    /// Alice edits her message: bob's device shows the new text. Only a message's sender edits
+    /// it: bob's edit of alice's message is refused on his device and, forged, dropped on hers.
+    @Test func aSenderEditsTheirMessageAndNoOneElseCan() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            let sent = try await alice.sendMessage("helo", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { bobMessages.value.map(\.content) == ["helo"] })
+            try await alice.editMessage(sent.id, content: "hello")
+            #expect(await waitFor("bob sees the edit") { bobMessages.value.map(\.content) == ["hello"] })
+            #expect(try await alice.messages(in: chat.chatID).value.map(\.content) == ["hello"])
+            await #expect(throws: MessagingError(.unknownChat, "")) { try await bob.editMessage(sent.id, content: "hacked") }
+            let events = EventRecorder(alice)
+            let forged = try await bob.messenger.seal(
+                ChatPayload(kind: .edit, id: "e-forged", content: "hacked", ref: sent.id), in: chat.chatID)
+            _ = try await world.domain.post(
+                token: try await world.domain.testToken(userID: "bob").token, endpointID: try await bobService.endpointID,
+                chatID: chat.chatID, kind: .event, payload: forged, recipient: nil, clientID: nil)
+            #expect(await waitFor("dropped") { events.value.contains { if case .dropped = $0 { true } else { false } } })
+            #expect(try await alice.messages(in: chat.chatID).value.map(\.content) == ["hello"])
+        }
+    }
+
     @Test func forgedReplayedAlteredAndCrossChatMessagesAreDropped() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)

@@ -90,6 +90,12 @@ public final class BBMAccess: Sendable {
     /// One chat.
     public func chat(_ chatID: String) async throws -> Chat { try await messenger.chat(chatID) }
 
+    /// Changes the text of a message this user sent; every member's device shows the new text
+    /// (an edit travels as an authenticated message naming the edited message's id).
+    public func editMessage(_ messageID: String, content: String) async throws {
+        try await messenger.edit(messageID, content: content)
+    }
+
     /// Reads the mailbox now instead of at the next poll, then does what follows a read: sends
     /// delivery receipts, brings every chat's group up to date and resends what is left sending.
     public func refresh() async throws { try await messenger.refresh() }

@@ -301,7 +301,11 @@ extension Messenger {
             }
             try DeviceKeys.consume(db, reference: reference)
             try self.adopt(joined, in: db, updated: true)
-            return Effects(moved: true, reconcile: true)
+            // Added by another user to a chat that had moved on (an invitation, or a new
+            // identity's device): no device of this user hands it what came before.
+            let history: [MessagingEvent] =
+                entry.sender != self.me && joined.group.epoch > 1 ? [.historyUnavailable(chatID: entry.chatID)] : []
+            return Effects(notices: history, moved: true, reconcile: true)
         }
     }
 

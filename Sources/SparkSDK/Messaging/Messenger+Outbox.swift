@@ -273,6 +273,30 @@ extension Messenger {
         }
     }
 
+    /// Edits one of this user's sent messages: the new text goes as an authenticated edit that
+    /// names the message's id, and every member's device shows it.
+    func edit(_ messageID: String, content: String) async throws {
+        guard content.utf8.count <= Self.maximumContentSize else {
+            throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
+        }
+        guard
+            let chatID = try read({ db in
+                try db.scalar(
+                    "SELECT chat_id FROM messages WHERE local_id = ? AND sender = ? AND number IS NOT NULL",
+                    [messageID, self.me],
+                    as: String.self)
+            })
+        else { throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit") }
+        try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
+        let sealer = self.sealer
+        try write { db in
+            try db.execute(
+                "UPDATE messages SET content = ? WHERE local_id = ?",
+                [try sealer.seal(content, EndpointStore.Seal.content(messageID)), messageID])
+        }
+        reloadMessages(chatID)
+    }
+
     /// Seals a payload that is not stored as a message (see `sealNext`).
     func seal(_ payload: ChatPayload, in chatID: String) throws -> Data {
         try write { db in try self.sealNext(payload, chatID: chatID, localID: nil, in: db) }

@@ -21,8 +21,9 @@ public enum MessagingEvent: Sendable, Equatable {
     case identityResetPending(userID: String, effectiveAt: Date)
     /// The pending reset of `userID`'s identity was cancelled.
     case identityResetCancelled(userID: String)
-    /// This device is in the chat but could not get its messages from before it joined (no
-    /// other device of the user could hand them over): it shows what follows.
+    /// This device is in the chat without its messages from before it joined: another user
+    /// added it (an invitation, or a device of a new identity), or the history a device of this
+    /// user sent could not be opened. It shows what follows.
     case historyUnavailable(chatID: String)
 }
 
