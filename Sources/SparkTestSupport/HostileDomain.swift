@@ -15,6 +15,9 @@ public final class HostileDomain: DomainService {
     /// KeyPackages handed out instead of the published ones, by user id (the attacker's own
     /// devices, passed off as the user's).
     public let substitutedKeyPackages = Locked<[String: [ClaimedKeyPackage]]>([:])
+    /// How many of the next commits the domain takes and then loses the answer of (the caller
+    /// sees the domain as unavailable, as when the connection drops after the commit).
+    public let loseCommitAnswers = Locked(0)
     /// Rewrites each mailbox read of a user (given the user id and the true entries).
     public let mailboxRewrite = Locked<(@Sendable (String, [MailboxEntry]) -> [MailboxEntry])?>(nil)
     /// Rewrites each post's payload (given the chat, the kind and the true payload).
@@ -130,9 +133,16 @@ public final class HostileDomain: DomainService {
             log.append((chatID, .commit, commit))
             if let welcome { log.append((chatID, .welcome, welcome)) }
         }
-        return try await inner.postCommit(
+        let accepted = try await inner.postCommit(
             token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
             remove: remove)
+        let lose = loseCommitAnswers.withLock { count -> Bool in
+            guard count > 0 else { return false }
+            count -= 1
+            return true
+        }
+        if lose { throw DomainError(.unavailable, "the connection dropped before the answer") }
+        return accepted
     }
     /// Forwarded, or rewritten as the test told it.
     public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws

@@ -193,6 +193,21 @@ struct HostileDomainTests {
         }
     }
 
+    /// The domain takes a commit and the answer is lost: the device's next change finds the
+    /// epoch moved, applies its own commit from its echo (kept pending), and commits again.
+    @Test func aCommitWhoseAnswerIsLostIsCompletedByItsEcho() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
+            chat.world.domain.loseCommitAnswers.withLock { $0 = 1 }
+            await #expect(throws: MessagingError.self) { try await chat.alice.updateChatSubject(chat.chatID, subject: "lost") }
+            try await chat.alice.updateChatSubject(chat.chatID, subject: "found")
+            #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 2)
+            #expect(await waitFor("bob has the second subject") { chat.bob.chats.value.first?.subject == "found" })
+            try await Self.expectOneGroup(chat, "after a lost answer")
+        }
+    }
+
     @Test func aRenumberedMessageIsDetected() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await Self.chat(directory)

@@ -51,7 +51,9 @@ extension Messenger {
                     token: try await token(), endpointID: endpointID, chatID: chatID, epoch: 0, commit: commit,
                     welcome: welcome, add: others, remove: [])
             }
-        } catch {
+        } catch let error where !Self.isRetryable(error) {
+            // Refused: there is no such chat. (Left unanswered, the domain may have taken it:
+            // the group and its pending commit stay, and the commit's echo completes the chat.)
             try? write { db in try GroupStore.delete(db, chatID: chatID) }
             throw error
         }
@@ -239,7 +241,7 @@ extension Messenger {
             } catch let error as MessagingError where error.domainCode == .conflict {
                 // Another commit won this epoch: apply it (and what came with it), then again.
                 try write { db in
-                    try GroupStore.clearPending(db, chatID: chatID)
+                    try GroupStore.clearPending(db, chatID: chatID, digest: SHA256.hash(commit))
                     try GroupStore.forgetSent(db, payload: commit)
                 }
                 _ = try await syncOnce()

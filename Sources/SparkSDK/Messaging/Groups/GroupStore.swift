@@ -8,11 +8,13 @@ import SparkStore
 /// the commit this device has posted and not yet seen answered, the entries that wait for a
 /// commit before them, and the digests of what this device posted (so that it knows its own
 /// echoes, which MLS does not let a sender open). This file alone writes `chat_groups`,
-/// `deferred_entries`, `departed_members` and `sent_posts`.
+/// `pending_commits`, `deferred_entries`, `departed_members` and `sent_posts`.
 enum GroupStore {
     enum Seal {
         static func state(_ chat: String) -> String { "chat_groups.state/\(chat)" }
-        static func pending(_ chat: String) -> String { "chat_groups.pending_state/\(chat)" }
+        static func pending(_ chat: String, _ digest: Data) -> String {
+            "pending_commits.state/\(chat)/\(digest.base64URLEncodedString())"
+        }
     }
 
     /// One chat's stored group.
@@ -54,8 +56,8 @@ enum GroupStore {
         try db.scalar("SELECT 1 FROM chat_groups WHERE chat_id = ?", [chatID], as: Int.self) != nil
     }
 
-    /// Stores `stored` as the chat's group (a commit posted and pending is forgotten when the
-    /// epoch moved).
+    /// Stores `stored` as the chat's group (the commits posted and pending for an earlier epoch
+    /// are forgotten: the epoch moved).
     static func save(_ db: Database, _ stored: Stored, sealer: StoreSealer) throws {
         let chatID = stored.group.chatID
         try db.execute(
@@ -63,15 +65,14 @@ enum GroupStore {
             INSERT INTO chat_groups(chat_id, state, epoch, sent_since_update, updated_at, last_number) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT(chat_id) DO UPDATE SET state = excluded.state, epoch = excluded.epoch,
                 sent_since_update = excluded.sent_since_update, updated_at = excluded.updated_at,
-                last_number = excluded.last_number,
-                pending_digest = CASE WHEN chat_groups.epoch = excluded.epoch THEN pending_digest END,
-                pending_state = CASE WHEN chat_groups.epoch = excluded.epoch THEN pending_state END
+                last_number = excluded.last_number
             """,
             [
                 chatID, try sealer.seal(stored.group.group.serialized().unsafeData(), Seal.state(chatID)),
                 Int64(clamping: stored.group.group.epoch), stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970,
                 stored.lastNumber,
             ])
+        try forgetPending(db, chatID: chatID, before: stored.group.group.epoch)
     }
 
     /// Notes a chat number seen in the mailbox (one of this device's own messages).
@@ -83,31 +84,43 @@ enum GroupStore {
         try db.execute("DELETE FROM chat_groups WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM deferred_entries WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
+        try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
     }
 
     /// Keeps the group after a commit this device is about to post: if the answer is lost (a
-    /// crash, the network), the commit's echo in the mailbox moves the group to it.
+    /// crash, the network), the commit's echo in the mailbox moves the group to it. Every commit
+    /// posted for the epoch is kept until the epoch moves, since any of them may be the one the
+    /// domain took.
     static func setPending(_ db: Database, chatID: String, digest: Data, next: ChatGroup, sealer: StoreSealer) throws {
         try db.execute(
-            "UPDATE chat_groups SET pending_digest = ?, pending_state = ? WHERE chat_id = ?",
-            [digest, try sealer.seal(next.group.serialized().unsafeData(), Seal.pending(chatID)), chatID])
+            "INSERT OR REPLACE INTO pending_commits(digest, chat_id, epoch, state) VALUES (?, ?, ?, ?)",
+            [
+                digest, chatID, Int64(clamping: next.group.epoch) - 1,
+                try sealer.seal(next.group.serialized().unsafeData(), Seal.pending(chatID, digest)),
+            ])
     }
 
-    /// The group after this device's pending commit, when `digest` is that commit.
+    /// The group after this device's pending commit `digest`.
     static func pending(
         _ db: Database, chatID: String, digest: Data, sealer: StoreSealer, validator: any MLSCredentialValidator
     ) throws -> ChatGroup? {
         guard
             let sealed = try db.scalar(
-                "SELECT pending_state FROM chat_groups WHERE chat_id = ? AND pending_digest = ?", [chatID, digest],
-                as: Data.self)
+                "SELECT state FROM pending_commits WHERE chat_id = ? AND digest = ?", [chatID, digest], as: Data.self)
         else { return nil }
-        let group = try MLSGroup(serialized: try sealer.open(sealed, Seal.pending(chatID)), validator: validator)
+        let group = try MLSGroup(serialized: try sealer.open(sealed, Seal.pending(chatID, digest)), validator: validator)
         return ChatGroup(chatID: chatID, group: group)
     }
 
-    static func clearPending(_ db: Database, chatID: String) throws {
-        try db.execute("UPDATE chat_groups SET pending_digest = NULL, pending_state = NULL WHERE chat_id = ?", [chatID])
+    /// Forgets one pending commit (the domain refused it: another won the epoch).
+    static func clearPending(_ db: Database, chatID: String, digest: Data) throws {
+        try db.execute("DELETE FROM pending_commits WHERE chat_id = ? AND digest = ?", [chatID, digest])
+    }
+
+    /// Forgets the pending commits of epochs the chat's group has left.
+    static func forgetPending(_ db: Database, chatID: String, before epoch: UInt64) throws {
+        try db.execute(
+            "DELETE FROM pending_commits WHERE chat_id = ? AND epoch < ?", [chatID, Int64(clamping: epoch)])
     }
 
     // MARK: Entries that wait
@@ -157,6 +170,7 @@ enum GroupStore {
 
     static func forgetDeparted(_ db: Database, chatID: String) throws {
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
+        try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
     }
 
     // MARK: What this device posted
@@ -193,9 +207,13 @@ enum GroupStore {
             epoch INTEGER NOT NULL,
             sent_since_update INTEGER NOT NULL DEFAULT 0,
             updated_at REAL NOT NULL,
-            last_number INTEGER NOT NULL DEFAULT 0,
-            pending_digest BLOB,
-            pending_state BLOB
+            last_number INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE pending_commits (
+            digest BLOB PRIMARY KEY,
+            chat_id TEXT NOT NULL,
+            epoch INTEGER NOT NULL,
+            state BLOB NOT NULL
         );
         CREATE TABLE deferred_entries (
             sequence INTEGER PRIMARY KEY,
