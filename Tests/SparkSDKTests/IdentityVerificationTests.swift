@@ -139,6 +139,11 @@ struct IdentityVerificationTests {
             #expect(try await alice.chat(chat.chatID).unconfirmedParticipants == ["bob"])
             #expect(try await alice.safetyNumber(with: "bob") != genuine, "comparing numbers exposes the substitution")
 
+            // Below the held state: nothing at all is sealed in a group holding a device this
+            // device does not trust (a commit applied mid-send is caught there).
+            await #expect(throws: MessagingError(.identityUnconfirmed, "")) {
+                try await alice.messenger.seal(ChatPayload(kind: .text, id: "probe", content: "x"), in: chat.chatID)
+            }
             // What alice sends now is held; a subject change is refused.
             let held = try await alice.sendMessage("during", to: chat.chatID)
             #expect(held.state == .held)

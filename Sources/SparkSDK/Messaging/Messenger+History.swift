@@ -65,7 +65,7 @@ extension Messenger {
                     toMember: leaf, context: ChatHistory.sealContext(device: device.device), history.encoded, random: &random)
                 let payload = ChatPayload(
                     kind: .history, id: Self.newID(), data: records.base64EncodedString(), ref: device.device)
-                return try self.sealNext(payload, chatID: chatID, localID: nil, in: db)
+                return try self.sealNext(payload, chatID: chatID, localID: nil, in: db, requireTrusted: false)
             }
             do {
                 _ = try await domainCall {

@@ -33,7 +33,15 @@ extension Messenger {
         if holding.isEmpty { await releaseHeld(in: chatID) }
         let sealer = self.sealer
         try write { db in
-            let sealed = holding.isEmpty ? try self.sealNext(payload, chatID: chatID, localID: id, in: db) : nil
+            var sealed: Data?
+            if holding.isEmpty {
+                do {
+                    sealed = try self.sealNext(payload, chatID: chatID, localID: id, in: db)
+                } catch let error as MessagingError where error.code == .identityUnconfirmed {
+                    // The group changed while this waited: held after all.
+                    sealed = nil
+                }
+            }
             try db.execute(
                 """
                 INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
@@ -41,12 +49,12 @@ extension Messenger {
                 """,
                 [
                     id, chatID, self.me, try sealer.seal(content, EndpointStore.Seal.content(id)), tag,
-                    try data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, ref, holding.isEmpty ? "sending" : "held",
+                    try data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, ref, sealed == nil ? "held" : "sending",
                     now.timeIntervalSince1970, sealed,
                 ])
         }
         reloadMessages(chatID)
-        if holding.isEmpty { _ = await deliverPending(in: chatID) }
+        _ = await deliverPending(in: chatID)
         return try message(id: id)
     }
 
@@ -84,10 +92,26 @@ extension Messenger {
 
     /// Seals `payload` as this device's next message in the chat; the group's ratchet moves in
     /// the same transaction, and the bytes are remembered as this device's (for their echo).
-    func sealNext(_ payload: ChatPayload, chatID: String, localID: String?, in db: Database) throws -> Data {
+    ///
+    /// It is also where "nothing is sealed to a device this device does not trust" holds: the
+    /// group is checked in the same transaction (a commit applied while the caller awaited may
+    /// have added such a device), and a group holding one is refused with `identityUnconfirmed`.
+    /// Only a history, whose records are sealed to one device of this user, goes regardless.
+    func sealNext(
+        _ payload: ChatPayload, chatID: String, localID: String?, in db: Database, requireTrusted: Bool = true
+    ) throws -> Data {
         guard var stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try groupValidator(db)),
             stored.group.group.isActive
         else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
+        if requireTrusted {
+            let refused = Set(stored.group.devices(refusedBy: try trustedValidator(db)).map(\.user)).sorted()
+            guard refused.isEmpty else {
+                throw MessagingError(
+                    .identityUnconfirmed,
+                    "the identity of \(refused.joined(separator: ", ")) is not confirmed: accept it or confirm the safety number first"
+                )
+            }
+        }
         var random = MLSSystemRandom()
         let sealed = try stored.group.seal(payload, random: &random)
         stored.sentSinceUpdate += 1
@@ -138,10 +162,15 @@ extension Messenger {
             } catch let error as DomainError where error.code == .conflict && attempt < 4 {
                 // A commit was ordered after this was sealed: apply it, seal again, post again.
                 _ = try? await syncOnce()
-                guard let resealed = try? write({ db in try self.reseal(localID, in: db) }) else {
+                let resealed: Data?
+                do {
+                    resealed = try write { db in try self.reseal(localID, in: db) }
+                } catch {
                     settled = false
                     break
                 }
+                // The chat now holds a device this one does not trust: the message waits, held.
+                guard let resealed else { break }
                 sealed = resealed
                 continue
             } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
@@ -162,14 +191,21 @@ extension Messenger {
         return settled
     }
 
-    /// Seals a message still sending again, in the group's current epoch.
-    private func reseal(_ localID: String, in db: Database) throws -> Data {
+    /// Seals a message still sending again, in the group's current epoch; nil when the group now
+    /// holds a device this one does not trust (the message is held instead).
+    private func reseal(_ localID: String, in db: Database) throws -> Data? {
         guard let (chatID, payload) = try storedPayload(db, localID: localID) else {
             throw MessagingError(.unknownChat, "no message \(localID)")
         }
-        let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: db)
-        try db.execute("UPDATE messages SET sealed = ? WHERE local_id = ? AND state = 'sending'", [sealed, localID])
-        return sealed
+        do {
+            let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: db)
+            try db.execute("UPDATE messages SET sealed = ? WHERE local_id = ? AND state = 'sending'", [sealed, localID])
+            return sealed
+        } catch let error as MessagingError where error.code == .identityUnconfirmed {
+            try db.execute(
+                "UPDATE messages SET state = 'held', sealed = NULL WHERE local_id = ? AND state = 'sending'", [localID])
+            return nil
+        }
     }
 
     /// Posts every message of the chat still sending, oldest first, and stops at the first one
