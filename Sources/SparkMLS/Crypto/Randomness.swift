@@ -9,11 +9,19 @@ public protocol MLSRandomSource: Sendable {
 
 /// The operating system's generator (OpenSSL's `RAND_bytes`).
 public struct MLSSystemRandom: MLSRandomSource {
+    /// How many bytes it has handed out. (It also keeps the type from being empty: an empty
+    /// value passed `inout` through generic functions has no real address, and
+    /// ThreadSanitizer's access instrumentation crashed on the one Swift made up.)
+    public private(set) var bytesDrawn = 0
+
     /// The system generator.
     public init() {}
 
     /// `count` bytes from the system generator.
-    public func secret(count: Int) -> SecureBytes { SecureBytes(randomCount: count) }
+    public mutating func secret(count: Int) -> SecureBytes {
+        bytesDrawn += count
+        return SecureBytes(randomCount: count)
+    }
 }
 
 /// A deterministic stream for tests: HKDF-SHA256 of a seed and a counter. Never for real keys.

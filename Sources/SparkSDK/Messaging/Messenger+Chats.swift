@@ -26,12 +26,10 @@ extension Messenger {
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
         }
         let signer = try deviceSigner()
-        var random = MLSSystemRandom()
         // The subject is in the group context: every member has it from the moment they join.
-        let created = try ChatGroup.create(
-            chatID: chatID, signer: signer, validator: try read(groupValidator), subject: subject, random: &random)
-        let (commit, welcome, next) = try created.commit(
-            adding: devices.map(\.keyPackage), removing: Set<ChatGroup.Device>(), now: Date(), random: &random)
+        let (created, commit, welcome, next) = try Self.newGroup(
+            chatID: chatID, signer: signer, validator: try read(groupValidator), subject: subject,
+            keyPackages: devices.map(\.keyPackage))
         let sealer = self.sealer
         try write { db in
             try GroupStore.save(
@@ -224,9 +222,7 @@ extension Messenger {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
             }
             let (add, remove) = try plan(stored.group)
-            var random = MLSSystemRandom()
-            let (commit, welcome, next) = try stored.group.commit(
-                adding: add, removing: remove, subject: subject, now: Date(), random: &random)
+            let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, subject: subject)
             try write { db in
                 try GroupStore.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next, sealer: sealer)
                 try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
@@ -258,6 +254,26 @@ extension Messenger {
         }
         throw MessagingError(
             .refused, "the chat's group kept changing under this device's commit; try again", domainCode: .conflict)
+    }
+
+    /// A new chat's group and the commit that adds its first devices.
+    nonisolated static func newGroup(
+        chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, subject: String, keyPackages: [Data]
+    ) throws -> (created: ChatGroup, commit: Data, welcome: Data?, next: ChatGroup) {
+        var random = MLSSystemRandom()
+        let created = try ChatGroup.create(
+            chatID: chatID, signer: signer, validator: validator, subject: subject, random: &random)
+        let (commit, welcome, next) = try created.commit(
+            adding: keyPackages, removing: Set<ChatGroup.Device>(), now: Date(), random: &random)
+        return (created, commit, welcome, next)
+    }
+
+    /// A commit of `group`, with fresh randomness.
+    nonisolated static func commit(
+        _ group: ChatGroup, adding keyPackages: [Data], removing devices: Set<ChatGroup.Device>, subject: String?
+    ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
+        var random = MLSSystemRandom()
+        return try group.commit(adding: keyPackages, removing: devices, subject: subject, now: Date(), random: &random)
     }
 
     /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
