@@ -46,12 +46,6 @@ enum ChatFixture {
     static let value = try! ChatProbe.fixture()
 }
 
-/// A chat payload: version 1, a text, id "m1", content "hi", tag "Text", no data, no ref,
-/// no receipt, no number.
-let chatPayloadSeed =
-    Data([1, 1, 2]) + Data("m1".utf8) + Data([2]) + Data("hi".utf8) + Data([4]) + Data("Text".utf8)
-    + Data([0, 0, 0, 0])
-
 /// A two-member MLS group made from fixed randomness, so the seeds `--make-seeds` writes are the
 /// messages these states expect in every run.
 enum MLSFixture {
@@ -289,6 +283,10 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
 /// Valid inputs for each harness, so the fuzzer starts past the outer checks.
 func seeds() throws -> [String: [Data]] {
     let chat = ChatFixture.value
+    // A chat payload: version 1, a text, id "m1", content "hi", tag "Text", no data, no ref, no
+    // receipt, no number.
+    let chatPayloadSeed =
+        Data([1, 1, 2]) + Data("m1".utf8) + Data([2]) + Data("hi".utf8) + Data([4]) + Data("Text".utf8) + Data([0, 0, 0, 0])
     let token = try Fixture.issuer.issue(subject: "carol", audience: "fuzz", lifetime: 3600, now: Date()).token
     let jwe = try JWE.encrypt(Data("secret".utf8), keyEncryptionKey: Fixture.chatKey, keyID: "k", contentType: "text")
     let encoder = JSONEncoder()
