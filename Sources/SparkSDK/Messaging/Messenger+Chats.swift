@@ -101,12 +101,7 @@ extension Messenger {
     /// holds a device this device does not trust, since that device would read it.
     func rename(_ chatID: String, subject: String) async throws {
         try requireActive(chatID)
-        let holding = try await heldBy(chatID)
-        guard holding.isEmpty else {
-            throw MessagingError(
-                .identityUnconfirmed,
-                "the identity of \(holding.joined(separator: ", ")) changed: accept it or confirm the safety number first")
-        }
+        try await requireNotHeld(chatID)
         try await change(chatID, subject: subject) { _ in ([], []) }
         reloadChats()
     }

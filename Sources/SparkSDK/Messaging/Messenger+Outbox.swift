@@ -90,6 +90,17 @@ extension Messenger {
         return try read(check)
     }
 
+    /// Refuses with `identityUnconfirmed` while the chat holds a device this device does not
+    /// trust (for what is not stored to wait, held: a rename, a receipt, an edit).
+    func requireNotHeld(_ chatID: String) async throws {
+        let holding = try await heldBy(chatID)
+        guard holding.isEmpty else {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the identity of \(holding.joined(separator: ", ")) changed: accept it or confirm the safety number first")
+        }
+    }
+
     /// Seals `payload` as this device's next message in the chat; the group's ratchet moves in
     /// the same transaction, and the bytes are remembered as this device's (for their echo).
     ///
@@ -286,12 +297,7 @@ extension Messenger {
     /// while something holds the chat, sealed again when a commit overtook it.
     func postEvent(_ payload: ChatPayload, in chatID: String) async throws {
         try requireActive(chatID)
-        let holding = try await heldBy(chatID)
-        guard holding.isEmpty else {
-            throw MessagingError(
-                .identityUnconfirmed,
-                "the identity of \(holding.joined(separator: ", ")) changed: accept it or confirm the safety number first")
-        }
+        try await requireNotHeld(chatID)
         let kind: MailboxKind = payload.kind == .receipt ? .receipt : .event
         for attempt in 0..<5 {
             let sealed = try seal(payload, in: chatID)
