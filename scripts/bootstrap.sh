@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
-packages=(libssl-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
+packages=(libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
     pkg-config iproute2 python3-venv
     gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke)

@@ -19,8 +19,7 @@
 // OPENSSL_free is a function-like macro (it passes __FILE__/__LINE__ to CRYPTO_free).
 static inline void spark_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
 
-// EVP_PKEY_ED25519/EVP_PKEY_X25519 alias NID macros; a function keeps them typed as int.
-static inline int spark_EVP_PKEY_ED25519(void) { return EVP_PKEY_ED25519; }
+// EVP_PKEY_X25519 aliases an NID macro; a function keeps it typed as int.
 static inline int spark_EVP_PKEY_X25519(void) { return EVP_PKEY_X25519; }
 
 #endif

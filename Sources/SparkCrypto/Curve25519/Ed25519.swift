@@ -1,49 +1,35 @@
-internal import COpenSSL
 public import Foundation
 
-/// Ed25519 signatures (RFC 8032), as JOSE's `EdDSA` (RFC 8037).
+/// Ed25519 signatures (RFC 8032), as JOSE's `EdDSA` (RFC 8037), on libsodium (`Ed25519_sodium.swift`).
 public enum Ed25519 {
     /// An Ed25519 signing key. Its bytes are reachable only through ``rawRepresentation``.
     public struct PrivateKey: Sendable, CustomStringConvertible {
-        let key: EVPKey
+        /// libsodium's secret key: the seed, then the public key (see `Sodium`).
+        let secretKey: SecureBytes
         /// The matching public key.
         public let publicKey: PublicKey
 
         /// A fresh random key.
         public init() throws {
-            key = try EVPKey.generate(type: spark_EVP_PKEY_ED25519())
-            publicKey = try PublicKey(key: key)
+            try self.init(rawRepresentation: SecureBytes(randomCount: 32))
         }
 
         /// A key from its 32-byte seed (RFC 8032 §5.1.5).
         public init(rawRepresentation seed: some ContiguousBytes) throws {
             let count = seed.withUnsafeBytes { $0.count }
             guard count == 32 else { throw CryptoError(.invalidKey, "an Ed25519 private key is 32 bytes, got \(count)") }
-            key = try EVPKey.rawPrivate(type: spark_EVP_PKEY_ED25519(), seed)
-            publicKey = try PublicKey(key: key)
+            let (secretKey, publicKey) = try Sodium.keyPair(seed: seed)
+            self.secretKey = secretKey
+            // A key derived from a seed is a canonical point of large order (a multiple of the base point).
+            self.publicKey = PublicKey(trusted: publicKey)
         }
 
         /// The 32-byte seed, in wiped memory.
-        public var rawRepresentation: SecureBytes {
-            // A key that was created successfully always exports.
-            try! key.rawPrivateBytes()
-        }
+        public var rawRepresentation: SecureBytes { secretKey.slice(0..<32) }
 
         /// Signs `message`; Ed25519 signatures are deterministic and 64 bytes long.
         public func signature(for message: some ContiguousBytes) throws -> Data {
-            guard let context = EVP_MD_CTX_new() else { throw OpenSSL.failure("EVP_MD_CTX_new") }
-            defer { EVP_MD_CTX_free(context) }
-            try OpenSSL.check(EVP_DigestSignInit(context, nil, nil, nil, key.pointer), "EVP_DigestSignInit")
-            var signature = Data(count: 64)
-            var length = 64
-            try signature.withUnsafeMutableBytes { output in
-                try message.withUnsafeBytes { message in
-                    try OpenSSL.check(
-                        EVP_DigestSign(context, output.mutableBytePointer, &length, message.bytePointer, message.count),
-                        "EVP_DigestSign")
-                }
-            }
-            return signature
+            Sodium.sign(message, secretKey: secretKey)
         }
 
         /// Never shows the key.
@@ -74,35 +60,31 @@ public enum Ed25519 {
 
     /// An Ed25519 verification key.
     public struct PublicKey: Sendable, Hashable {
-        let key: EVPKey
         /// The 32-byte encoded point.
         public let rawRepresentation: Data
 
-        init(key: EVPKey) throws {
-            self.key = key
-            rawRepresentation = try key.rawPublicBytes()
-        }
+        /// A key known to be valid (derived from a seed here).
+        init(trusted encoding: Data) { rawRepresentation = encoding }
 
         /// A key from its 32-byte encoding. A non-canonical encoding (y ≥ p) and the eight
-        /// points of small order are refused: OpenSSL 3.0 would accept them, and with the
-        /// identity as the key the signature (R = identity, S = 0) verifies for any message.
+        /// points of small order are refused: with the identity as the key, the signature
+        /// (R = identity, S = 0) would verify for any message. (libsodium refuses such keys at
+        /// each verification too; refusing them here says why, once, where the key comes in.)
         public init(rawRepresentation: some ContiguousBytes) throws {
             let data = rawRepresentation.withUnsafeBytes { Data($0) }
             guard data.count == 32 else { throw CryptoError(.invalidKey, "an Ed25519 public key is 32 bytes, got \(data.count)") }
             guard Ed25519.isCanonicalPointOfLargeOrder(data) else {
                 throw CryptoError(.invalidKey, "an Ed25519 public key must be a canonical point of large order")
             }
-            key = try EVPKey.rawPublic(type: spark_EVP_PKEY_ED25519(), data)
             self.rawRepresentation = data
         }
 
         /// Whether `signature` is a valid Ed25519 signature of `message` by this key. Wrong
         /// lengths, non-canonical `S`, malformed `R` and an `R` of small order (a signature
-        /// that holds for many messages at once) are all invalid.
+        /// that holds for many messages at once) are all invalid: libsodium refuses each of
+        /// them itself (see `Sodium`), so no check of ours is repeated here.
         public func isValidSignature(_ signature: some ContiguousBytes, for message: some ContiguousBytes) -> Bool {
-            let r = signature.withUnsafeBytes { $0.count == 64 ? Data($0.prefix(32)) : nil }
-            guard let r, Ed25519.isCanonicalPointOfLargeOrder(r) else { return false }
-            return key.verify(signature: signature, message: message, digest: nil)
+            Sodium.verify(signature: signature, message: message, publicKey: rawRepresentation)
         }
 
         /// Keys are equal when their encodings are.
