@@ -244,6 +244,52 @@ struct GroupTests {
         #expect(throws: MLSError.self) { try MLSGroup(serialized: Data([9]) + bytes.dropFirst()) }
     }
 
+    @Test func epochStateAndRatchetsAreStoredApart() throws {
+        var simulation = try Simulation(seed: "two parts")
+        try simulation.commit(by: 0, adding: 3)
+        let epoch = simulation.members[1]!.serializedEpoch()
+        // Messages move the ratchets only: the epoch state stays byte for byte the same.
+        try simulation.send(from: 1, "first")
+        try simulation.send(from: 2, "second")
+        #expect(simulation.members[1]!.serializedEpoch() == epoch)
+        let ratchets = simulation.members[1]!.serializedRatchets()
+        let message = try simulation.members[2]!.protect(Data("after restore".utf8), random: &simulation.random)
+        var restored = try MLSGroup(epoch: epoch, ratchets: ratchets)
+        #expect(restored.serialized() == simulation.members[1]!.serialized())
+        #expect(try restored.process(message) == .application(Data("after restore".utf8), sender: 2, authenticatedData: Data()))
+        // A key used before the ratchets were stored is gone after the restore too.
+        let spent = try simulation.members[2]!.protect(Data("spent".utf8), random: &simulation.random)
+        _ = try restored.process(spent)
+        #expect(throws: MLSError.self) { _ = try restored.process(spent) }
+        simulation.members[1] = restored
+        try simulation.commit(by: 3)
+        try simulation.send(from: 1, "restored and sending")
+        // Parts of different epochs, or swapped, or damaged, are refused.
+        let later = simulation.members[1]!
+        #expect(throws: MLSError.self) { try MLSGroup(epoch: epoch, ratchets: later.serializedRatchets()) }
+        #expect(throws: MLSError.self) { try MLSGroup(epoch: later.serializedEpoch(), ratchets: ratchets) }
+        #expect(throws: MLSError.self) { try MLSGroup(epoch: ratchets, ratchets: epoch) }
+        #expect(throws: MLSError.self) { try MLSGroup(serialized: epoch) }
+        var damaged = later.serializedRatchets().unsafeData()
+        damaged.removeLast()
+        #expect(throws: MLSError.self) { try MLSGroup(epoch: later.serializedEpoch(), ratchets: damaged) }
+        #expect(
+            try MLSGroup(epoch: later.serializedEpoch(), ratchets: later.serializedRatchets()).serialized() == later.serialized())
+    }
+
+    @Test func ratchetsStayTheSameSizeWhateverTheGroupSize() throws {
+        var small = try Simulation(seed: "small")
+        try small.commit(by: 0, adding: 1)
+        var large = try Simulation(seed: "large")
+        try large.commit(by: 0, adding: 63)
+        try small.send(from: 0, "hello")
+        try large.send(from: 0, "hello")
+        let (smallSize, largeSize) = (small.members[1]!.serializedRatchets().count, large.members[1]!.serializedRatchets().count)
+        // The secrets along one path (log of the size) and the sender's ratchets: not one per member.
+        #expect(largeSize < smallSize + 6 * 40, "\(smallSize) and \(largeSize) bytes")
+        #expect(large.members[1]!.serializedEpoch().count > 4 * small.members[1]!.serializedEpoch().count)
+    }
+
     @Test func externalJoin() throws {
         var simulation = try Simulation(seed: "external")
         try simulation.commit(by: 0, adding: 2)

@@ -407,10 +407,11 @@ struct GroupKeysOverTimeTests {
             let chat = try await HostileDomainTests.chat(directory)
             let start = try await Self.commits(chat).count
             let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
-            // Alice's last commit was 8 days ago.
+            // Alice's last commit was 8 days ago. (Whatever writes a group's row gives it a new
+            // version, so that a live session of it is read again.)
             try await chat.alice.messenger.queue.write { db in
                 try db.execute(
-                    "UPDATE chat_groups SET updated_at = ? WHERE chat_id = ?",
+                    "UPDATE chat_groups SET updated_at = ?, version = randomblob(16) WHERE chat_id = ?",
                     [Date().timeIntervalSince1970 - 8 * 86400, chat.chatID])
             }
             try await chat.alice.refresh()
@@ -420,7 +421,8 @@ struct GroupKeysOverTimeTests {
             #expect(try await Self.commits(chat).count == start + 1, "and no second one: the clock starts again")
             // Alice has sent 999 messages since: the next one makes the update due.
             try await chat.alice.messenger.queue.write { db in
-                try db.execute("UPDATE chat_groups SET sent_since_update = 999 WHERE chat_id = ?", [chat.chatID])
+                try db.execute(
+                    "UPDATE chat_groups SET sent_since_update = 999, version = randomblob(16) WHERE chat_id = ?", [chat.chatID])
             }
             try await chat.alice.sendMessage("the thousandth", to: chat.chatID)
             try await chat.alice.refresh()

@@ -81,6 +81,9 @@ public struct MLSGroup: Sendable {
         }
     }
 
+    /// The validator that judges the credentials of leaves entering the tree.
+    public var credentialValidator: any MLSCredentialValidator { validator }
+
     /// The number of members.
     public var memberCount: Int { tree.index.count }
 

@@ -2,14 +2,36 @@ public import Foundation
 public import SparkCrypto
 
 extension MLSGroup {
-    /// The storage format's version.
+    /// The storage format's version: the whole state in one value.
     static let storageVersion: UInt8 = 1
+    /// The version of the epoch state stored apart from the ratchets (``serializedEpoch()``).
+    static let epochStorageVersion: UInt8 = 2
+    /// The version of the ratchets stored apart (``serializedRatchets()``).
+    static let ratchetsStorageVersion: UInt8 = 1
 
     /// The whole group state as opaque bytes for this member's storage. They hold private keys
     /// and the epoch's secrets: keep them encrypted at rest.
-    public func serialized() -> SecureBytes {
+    public func serialized() -> SecureBytes { encoded(withRatchets: true) }
+
+    /// The group's epoch state without its ratchets: what changes only at a commit (the tree,
+    /// this member's private keys, the epoch's secrets). With ``serializedRatchets()`` it is the
+    /// whole state, stored in two parts so that a message, which moves only a ratchet, rewrites
+    /// only the ratchets (as openmls's storage provider keeps them apart). Keep both encrypted.
+    public func serializedEpoch() -> SecureBytes { encoded(withRatchets: false) }
+
+    /// The secret tree's ratchets: what a message sent or opened changes. Small whatever the
+    /// group's size (the secrets along one path, and the ratchets of the members who sent).
+    public func serializedRatchets() -> SecureBytes {
         var writer = TLSWriter()
-        writer.u8(Self.storageVersion)
+        writer.u8(Self.ratchetsStorageVersion)
+        writer.u64(context.epoch)
+        secretTree.encode(to: &writer)
+        return SecureBytes(writer.bytes)
+    }
+
+    private func encoded(withRatchets: Bool) -> SecureBytes {
+        var writer = TLSWriter()
+        writer.u8(withRatchets ? Self.storageVersion : Self.epochStorageVersion)
         writer.u16(suite.rawValue)
         writer.write(context)
         writer.write(tree.encoding)
@@ -29,7 +51,7 @@ extension MLSGroup {
         ] {
             writer.opaque(secret)
         }
-        secretTree.encode(to: &writer)
+        if withRatchets { secretTree.encode(to: &writer) }
         writer.opaque(interimTranscriptHash)
         writer.opaque(confirmationTag)
         writer.vector { inner in
@@ -70,6 +92,32 @@ extension MLSGroup {
         guard try reader.u8("storage version") == Self.storageVersion else {
             throw MLSError(.unsupported, "a group state of another storage version")
         }
+        try self.init(reading: &reader, ratchets: nil, validator: validator)
+    }
+
+    /// A group from ``serializedEpoch()`` and ``serializedRatchets()`` of the same epoch; parts
+    /// of different epochs, or that are not such parts, are refused as `malformed`.
+    public init(
+        epoch: some ContiguousBytes, ratchets: some ContiguousBytes,
+        validator: any MLSCredentialValidator = MLSAcceptAnyCredential()
+    ) throws {
+        var reader = TLSReader(epoch)
+        guard try reader.u8("storage version") == Self.epochStorageVersion else {
+            throw MLSError(.unsupported, "an epoch state of another storage version")
+        }
+        var ratchetReader = TLSReader(ratchets)
+        guard try ratchetReader.u8("ratchets storage version") == Self.ratchetsStorageVersion else {
+            throw MLSError(.unsupported, "ratchets of another storage version")
+        }
+        let ratchetsEpoch = try ratchetReader.u64("ratchets epoch")
+        try self.init(reading: &reader, ratchets: (ratchetsEpoch, ratchetReader), validator: validator)
+    }
+
+    /// Reads the state after its version byte; the secret tree inline when `ratchets` is nil,
+    /// else from `ratchets` (whose epoch must be the state's).
+    private init(
+        reading reader: inout TLSReader, ratchets: (epoch: UInt64, reader: TLSReader)?, validator: any MLSCredentialValidator
+    ) throws {
         let suite = try MLSCipherSuite(rawValue: try reader.u16("cipher suite"))
         let context = try reader.read(GroupContext.self)
         let tree = try RatchetTree(suite: suite, encoded: try reader.read(RatchetTreeEncoding.self))
@@ -96,7 +144,16 @@ extension MLSGroup {
         secrets.resumption = values[6]
         secrets.authenticator = values[7]
         secrets.initSecret = values[8]
-        let secretTree = try SecretTree(suite: suite, from: &reader)
+        let secretTree: SecretTree
+        if var ratchets {
+            guard ratchets.epoch == context.epoch else {
+                throw MLSError(.malformed, "ratchets of epoch \(ratchets.epoch) with the state of epoch \(context.epoch)")
+            }
+            secretTree = try SecretTree(suite: suite, from: &ratchets.reader)
+            try ratchets.reader.finish("ratchets")
+        } else {
+            secretTree = try SecretTree(suite: suite, from: &reader)
+        }
         guard secretTree.leafCount == tree.leafCount, tree.leaf(ownLeaf) != nil else {
             throw MLSError(.malformed, "a group state whose parts disagree")
         }

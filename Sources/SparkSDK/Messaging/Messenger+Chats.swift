@@ -30,11 +30,10 @@ extension Messenger {
         let (created, commit, welcome, next) = try Self.newGroup(
             chatID: chatID, signer: signer, validator: try read(groupValidator), subject: subject,
             keyPackages: devices.map(\.keyPackage))
-        let sealer = self.sealer
+        let groups = self.groups
         try write { db in
-            try GroupStore.save(
-                db, GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0), sealer: sealer)
-            try GroupStore.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next, sealer: sealer)
+            try groups.save(db, GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+            try groups.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next)
             try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
         }
         do {
@@ -52,7 +51,7 @@ extension Messenger {
         } catch let error where !Self.isRetryable(error) {
             // Refused: there is no such chat. (Left unanswered, the domain may have taken it:
             // the group and its pending commit stay, and the commit's echo completes the chat.)
-            try? write { db in try GroupStore.delete(db, chatID: chatID) }
+            try? write { db in try groups.delete(db, chatID: chatID) }
             throw error
         }
         try write { db in try self.adopt(next, in: db, updated: true) }
@@ -93,7 +92,7 @@ extension Messenger {
             try await domain.updateMembers(
                 token: try await token(), endpointID: endpointID, chatID: chatID, add: [], remove: [me], posts: [])
         }
-        try write { db in try Self.leftChat(db, chatID: chatID) }
+        try write { db in try self.leftChat(db, chatID: chatID) }
         reloadChats()
     }
 
@@ -128,9 +127,9 @@ extension Messenger {
 
     /// The chat's group as this device holds it (nil when it is in no group of that chat).
     func storedGroup(_ chatID: String) throws -> ChatGroup? {
-        let sealer = self.sealer
+        let groups = self.groups
         return try read { db in
-            try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))?.group
+            try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))?.group
         }
     }
 
@@ -208,10 +207,10 @@ extension Messenger {
         _ chatID: String, domainAdd: [String], domainRemove: [String], subject: String?,
         plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
-        let sealer = self.sealer
+        let groups = self.groups
         for _ in 0..<5 {
             let stored = try read { db in
-                try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))
+                try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))
             }
             guard let stored, stored.group.group.isActive else {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
@@ -219,7 +218,7 @@ extension Messenger {
             let (add, remove) = try plan(stored.group)
             let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, subject: subject)
             try write { db in
-                try GroupStore.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next, sealer: sealer)
+                try groups.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next)
                 try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
             }
             do {
@@ -241,7 +240,7 @@ extension Messenger {
             try write { db in
                 // The mailbox may have moved the group meanwhile (this commit's echo): only the
                 // epoch the commit was made for is replaced.
-                let now = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))
+                let now = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))
                 guard now?.group.group.epoch == stored.group.group.epoch else { return }
                 try self.adopt(next, in: db, updated: true)
             }
@@ -273,13 +272,12 @@ extension Messenger {
 
     /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
     func adopt(_ group: ChatGroup, in db: Database, updated: Bool) throws {
-        let previous = try GroupStore.load(db, chatID: group.chatID, sealer: sealer, validator: MLSAcceptAnyCredential())
-        try GroupStore.save(
+        let previous = try groups.load(db, chatID: group.chatID, validator: MLSAcceptAnyCredential())
+        try groups.save(
             db,
             GroupStore.Stored(
                 group: group, sentSinceUpdate: updated ? 0 : previous?.sentSinceUpdate ?? 0,
-                updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0),
-            sealer: sealer)
+                updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0))
         try Self.applyMembership(db, group: group, me: me, now: Date())
         try applySubject(of: group, in: db)
     }
@@ -381,11 +379,11 @@ extension Messenger {
     ///   of the trusted identity;
     /// - and an update of this device's own keys when one is due (post-compromise security).
     func reconcile(_ chatID: String, devices mine: Set<String>) async throws {
-        let sealer = self.sealer
+        let groups = self.groups
         guard
             let (stored, trusted, departed) = try read({ db -> (GroupStore.Stored, DeviceCredentialValidator, Set<String>)? in
                 guard
-                    let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db)),
                     stored.group.group.isActive
                 else { return nil }
                 return (stored, try self.trustedValidator(db), try GroupStore.departed(db, chatID: chatID))

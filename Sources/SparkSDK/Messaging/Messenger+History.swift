@@ -53,11 +53,11 @@ extension Messenger {
     }
 
     private func postHistory(_ history: ChatHistory, of chatID: String, to device: ChatGroup.Device) async throws {
-        let sealer = self.sealer
+        let groups = self.groups
         for attempt in 0..<5 {
             let sealed = try write { db -> Data in
                 guard
-                    let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db)),
                     let leaf = stored.group.group.members.first(where: { ChatGroup.device(of: $0) == device })?.leafIndex
                 else { throw MessagingError(.unknownChat, "\(device.device) is not in chat \(chatID)") }
                 var random = MLSSystemRandom()

@@ -176,7 +176,7 @@ extension Messenger {
     /// Opens and checks one entry as far as it can before the write (looking up the identities
     /// a Welcome or a commit brings); returns its changes without writing them.
     private func apply(_ entry: MailboxEntry) async throws -> Applied {
-        let sealer = self.sealer
+        let groups = self.groups
         switch entry.kind {
         case .membership:
             guard let members = entry.members else { return Applied() }
@@ -187,7 +187,7 @@ extension Messenger {
             let (mine, stored) = try read { db in
                 (
                     try GroupStore.sent(db, payload: entry.payload) != nil,
-                    try GroupStore.load(db, chatID: entry.chatID, sealer: sealer, validator: MLSAcceptAnyCredential())
+                    try groups.load(db, chatID: entry.chatID, validator: MLSAcceptAnyCredential())
                 )
             }
             if mine { return Applied { db in try self.ownCommit(entry, in: db) } }
@@ -205,7 +205,7 @@ extension Messenger {
                     // The echo of what this device sent: a message gets its number.
                     try GroupStore.forgetSent(db, payload: entry.payload)
                     guard entry.kind == .message, let localID = mine.localID else { return Effects() }
-                    try GroupStore.noteNumber(db, chatID: entry.chatID, number: entry.messageNumber ?? 0)
+                    try groups.noteNumber(db, chatID: entry.chatID, number: entry.messageNumber ?? 0)
                     return Effects(events: try Self.numbered(db, localID: localID, number: entry.messageNumber))
                 }
             }
@@ -240,7 +240,7 @@ extension Messenger {
             return Effects(notices: [.dropped(chatID: chatID, reason: "a member list that names a user twice")])
         }
         guard listed.contains(me) else {
-            try Self.leftChat(db, chatID: chatID)
+            try self.leftChat(db, chatID: chatID)
             return Effects()
         }
         let users = try db.rows("SELECT user_id FROM participants WHERE chat_id = ?", [chatID]).map {
@@ -314,9 +314,9 @@ extension Messenger {
     private func ownCommit(_ entry: MailboxEntry, in db: Database) throws -> Effects {
         try GroupStore.forgetSent(db, payload: entry.payload)
         guard
-            let next = try GroupStore.pending(
-                db, chatID: entry.chatID, digest: SHA256.hash(entry.payload), sealer: sealer, validator: try groupValidator(db)),
-            let stored = try GroupStore.load(db, chatID: entry.chatID, sealer: sealer, validator: MLSAcceptAnyCredential()),
+            let next = try groups.pending(
+                db, chatID: entry.chatID, digest: SHA256.hash(entry.payload), validator: try groupValidator(db)),
+            let stored = try groups.load(db, chatID: entry.chatID, validator: MLSAcceptAnyCredential()),
             stored.group.group.epoch + 1 == next.group.epoch
         else { return Effects() }
         try adopt(next, in: db, updated: true)
@@ -326,7 +326,7 @@ extension Messenger {
     /// A commit or an application message of a chat's group, decided by the group.
     private func applyGroupEntry(_ entry: MailboxEntry, in db: Database) throws -> Effects {
         let chatID = entry.chatID
-        guard var stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try groupValidator(db)) else {
+        guard var stored = try groups.load(db, chatID: chatID, validator: try groupValidator(db)) else {
             return Effects()
         }
         switch stored.group.receive(entry, now: Date()) {
@@ -339,7 +339,7 @@ extension Messenger {
         case .drop(let reason):
             return Effects(notices: [.dropped(chatID: chatID, reason: reason)])
         case .removed:
-            try Self.leftChat(db, chatID: chatID)
+            try self.leftChat(db, chatID: chatID)
             return Effects()
         case .commit(_, let removed, let by):
             // A device of this user removed by another device: this one updates its own keys
@@ -347,7 +347,7 @@ extension Messenger {
             if removed.contains(where: { $0.user == me }), by != stored.group.ownDevice {
                 stored.sentSinceUpdate = Self.updateAfterMessages
             }
-            try GroupStore.save(db, stored, sealer: sealer)
+            try groups.save(db, stored)
             try Self.applyMembership(db, group: stored.group, me: me, now: entry.postedAt)
             try applySubject(of: stored.group, in: db)
             return Effects(moved: true, reconcile: stored.sentSinceUpdate >= Self.updateAfterMessages)
@@ -364,7 +364,7 @@ extension Messenger {
         let chatID = entry.chatID
         let incoming = sender.user != me
         func drop(_ reason: String) throws -> Effects {
-            try GroupStore.save(db, stored, sealer: sealer)
+            try groups.save(db, stored)
             return Effects(notices: [.dropped(chatID: chatID, reason: reason)])
         }
         switch (entry.kind, payload.kind) {
@@ -376,7 +376,7 @@ extension Messenger {
                 as: Int.self) != nil
             {
                 stored.lastNumber = max(stored.lastNumber, entry.messageNumber ?? 0)
-                try GroupStore.save(db, stored, sealer: sealer)
+                try groups.save(db, stored)
                 return Effects()
             }
             // Numbers only grow in the domain's order: one that does not was renumbered.
@@ -386,7 +386,7 @@ extension Messenger {
                 )
             }
             stored.lastNumber = number
-            try GroupStore.save(db, stored, sealer: sealer)
+            try groups.save(db, stored)
             let ref = try payload.ref.flatMap {
                 try db.scalar("SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [$0, chatID], as: Int64.self)
             }
@@ -409,7 +409,7 @@ extension Messenger {
                 events: incoming ? [] : [MessageEvent(messageID: payload.id, chatID: chatID, number: number, state: .sent)],
                 delivered: incoming ? number : nil)
         case (.event, .edit):
-            try GroupStore.save(db, stored, sealer: sealer)
+            try groups.save(db, stored)
             // Only the sender edits, and only their own message.
             guard let ref = payload.ref,
                 try db.scalar(
@@ -421,7 +421,7 @@ extension Messenger {
                 [try sealer.seal(payload.content, EndpointStore.Seal.content(ref)), ref])
             return Effects()
         case (.event, .history):
-            try GroupStore.save(db, stored, sealer: sealer)
+            try groups.save(db, stored)
             // Only this user's own devices hand over history, each to one device.
             guard sender.user == me else { return try drop("a history transfer from another user") }
             guard payload.ref == endpointID else { return Effects() }
@@ -433,7 +433,7 @@ extension Messenger {
                 let number = try db.scalar(
                     "SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [ref, chatID], as: Int64.self)
             else { return try drop("a receipt for a message this device does not have") }
-            try GroupStore.save(db, stored, sealer: sealer)
+            try groups.save(db, stored)
             if !incoming {
                 // Read on another of this user's devices.
                 if payload.receipt == .read {

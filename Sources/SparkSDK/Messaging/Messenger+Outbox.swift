@@ -74,10 +74,10 @@ extension Messenger {
     /// while there are any, nothing is sealed in the chat. The domain may publish the trusted
     /// key again (a substitution withdrawn), so untrusted contacts are looked up once more.
     func heldBy(_ chatID: String) async throws -> [String] {
-        let sealer = self.sealer
+        let groups = self.groups
         let check = { (db: Database) throws -> [String] in
             guard
-                let stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try self.groupValidator(db))
+                let stored = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))
             else { return [] }
             // Every device must be signed by a key this device trusts: a changed or unconfirmed
             // contact's key is not among them, nor a key a contact had before a reset.
@@ -111,7 +111,7 @@ extension Messenger {
     func sealNext(
         _ payload: ChatPayload, chatID: String, localID: String?, in db: Database, requireTrusted: Bool = true
     ) throws -> Data {
-        guard var stored = try GroupStore.load(db, chatID: chatID, sealer: sealer, validator: try groupValidator(db)),
+        guard var stored = try groups.load(db, chatID: chatID, validator: try groupValidator(db)),
             stored.group.group.isActive
         else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
         if requireTrusted {
@@ -127,7 +127,7 @@ extension Messenger {
         let sealed = try stored.group.seal(payload, random: &random)
         stored.sentSinceUpdate += 1
         if stored.sentSinceUpdate >= Self.updateAfterMessages { needsReconcile.insert(chatID) }
-        try GroupStore.save(db, stored, sealer: sealer)
+        try groups.save(db, stored)
         try GroupStore.recordSent(db, chatID: chatID, payload: sealed, localID: localID)
         return sealed
     }

@@ -71,6 +71,8 @@ actor Messenger {
     let queue: DatabaseQueue
     /// Seals the store's secret values (group states, message bodies, subjects): see `StoreSealer`.
     let sealer: StoreSealer
+    /// The chats' groups, stored and kept live (`GroupStore`, `ChatSessions`).
+    nonisolated let groups: GroupStore
     let keys: UnlockedKeys
     nonisolated let endpointID: String
     let token: @Sendable () async throws -> String
@@ -129,6 +131,7 @@ actor Messenger {
         self.domain = domain
         self.queue = store.queue
         self.sealer = store.sealer
+        groups = GroupStore(sealer: store.sealer, sessions: ChatSessions())
         self.keys = keys
         self.endpointID = endpointID
         self.token = token
@@ -194,6 +197,7 @@ actor Messenger {
         syncTask = nil
         loop?.cancel()
         await loop?.value
+        groups.sessions.removeAll()
         eventSinks.finish()
         messageEventSinks.finish()
     }
@@ -345,8 +349,8 @@ actor Messenger {
     }
 
     /// This user is no longer in the chat: it stays listed, inactive, and its group is forgotten.
-    static func leftChat(_ db: Database, chatID: String) throws {
-        try GroupStore.delete(db, chatID: chatID)
+    nonisolated func leftChat(_ db: Database, chatID: String) throws {
+        try groups.delete(db, chatID: chatID)
         try db.execute("UPDATE chats SET active = 0 WHERE chat_id = ?", [chatID])
     }
 

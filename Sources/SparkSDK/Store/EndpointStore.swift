@@ -140,6 +140,10 @@ public final class EndpointStore: Sendable {
             // they were sealed under.
             try db.execute(GroupStore.schema)
         }
+        migrator.register("v9-chat-sessions") { db in
+            // A chat's group in two parts (epoch state, ratchets) and a version for live sessions.
+            try db.execute(GroupStore.sessionsSchema)
+        }
         return migrator
     }
 

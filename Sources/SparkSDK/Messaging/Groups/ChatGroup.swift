@@ -48,6 +48,11 @@ struct ChatGroup: Sendable {
         self.group = group
     }
 
+    /// This group judged by `validator` from now on (trust changes while a group lives).
+    func judged(by validator: any MLSCredentialValidator) -> ChatGroup {
+        ChatGroup(chatID: chatID, group: group.withValidator(validator))
+    }
+
     /// The MLS group id of a chat.
     static func groupID(_ chatID: String) -> Data { Data("spark-chat:\(chatID)".utf8) }
 

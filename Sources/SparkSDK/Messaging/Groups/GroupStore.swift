@@ -9,16 +9,27 @@ import SparkStore
 /// commit before them, and the digests of what this device posted (so that it knows its own
 /// echoes, which MLS does not let a sender open). This file alone writes `chat_groups`,
 /// `pending_commits`, `deferred_entries`, `departed_members` and `sent_posts`.
-enum GroupStore {
+///
+/// A group is stored in two sealed parts: its epoch state (`state`, changed by commits) and its
+/// ratchets (`ratchets`, changed by every message sent or opened), so a message rewrites only
+/// the ratchets, whose size does not grow with the chat. Loaded groups stay live in
+/// ``ChatSessions``, checked against the row's `version` on every load.
+struct GroupStore: Sendable {
+    let sealer: StoreSealer
+    let sessions: ChatSessions
+
     enum Seal {
         static func state(_ chat: String) -> String { "chat_groups.state/\(chat)" }
+        /// The ratchets are bound to their epoch too, so that ratchets of another epoch's row
+        /// cannot be put beside this epoch's state.
+        static func ratchets(_ chat: String, epoch: UInt64) -> String { "chat_groups.ratchets/\(chat)/\(epoch)" }
         static func pending(_ chat: String, _ digest: Data) -> String {
             "pending_commits.state/\(chat)/\(digest.base64URLEncodedString())"
         }
     }
 
     /// One chat's stored group.
-    struct Stored {
+    struct Stored: Sendable {
         var group: ChatGroup
         /// Messages this device sent since its last commit (its last key update).
         var sentSinceUpdate: Int
@@ -28,23 +39,42 @@ enum GroupStore {
         var lastNumber: Int64
     }
 
-    static func load(_ db: Database, chatID: String, sealer: StoreSealer, validator: any MLSCredentialValidator) throws
-        -> Stored?
-    {
+    /// The chat's group, judged by `validator`: the live session when the row has not changed
+    /// since it was loaded or saved here, else the row, opened and parsed (and kept live).
+    func load(_ db: Database, chatID: String, validator: any MLSCredentialValidator) throws -> Stored? {
+        guard
+            let version = try db.row("SELECT version FROM chat_groups WHERE chat_id = ?", [chatID]).map({
+                try $0.get(0, as: Data?.self)
+            })
+        else { return nil }
+        if let version, var live = sessions.session(chatID, version: version) {
+            live.group = live.group.judged(by: validator)
+            return live
+        }
         guard
             let row = try db.row(
-                "SELECT state, sent_since_update, updated_at, last_number FROM chat_groups WHERE chat_id = ?", [chatID])
+                "SELECT state, ratchets, epoch, sent_since_update, updated_at, last_number FROM chat_groups WHERE chat_id = ?",
+                [chatID])
         else { return nil }
         let state = try sealer.open(try row.get(0), Seal.state(chatID))
         let group: MLSGroup
         do {
-            group = try MLSGroup(serialized: state, validator: validator)
+            if let ratchets = try row.get(1, as: Data?.self) {
+                let epoch = UInt64(clamping: try row.get(2, as: Int64.self))
+                group = try MLSGroup(
+                    epoch: state, ratchets: try sealer.open(ratchets, Seal.ratchets(chatID, epoch: epoch)), validator: validator)
+            } else {
+                // A row from before the state was stored in two parts: the whole state in one.
+                group = try MLSGroup(serialized: state, validator: validator)
+            }
         } catch {
             throw MessagingError(.storageFailure, "the stored group of chat \(chatID) does not load: \(error)")
         }
-        return Stored(
-            group: ChatGroup(chatID: chatID, group: group), sentSinceUpdate: try row.get(1),
-            updatedAt: Date(timeIntervalSince1970: try row.get(2)), lastNumber: try row.get(3))
+        let stored = Stored(
+            group: ChatGroup(chatID: chatID, group: group), sentSinceUpdate: try row.get(3),
+            updatedAt: Date(timeIntervalSince1970: try row.get(4)), lastNumber: try row.get(5))
+        if let version { sessions.remember(stored, version: version) }
+        return stored
     }
 
     /// The chats this device has a group of.
@@ -57,30 +87,62 @@ enum GroupStore {
     }
 
     /// Stores `stored` as the chat's group (the commits posted and pending for an earlier epoch
-    /// are forgotten: the epoch moved).
-    static func save(_ db: Database, _ stored: Stored, sealer: StoreSealer) throws {
+    /// are forgotten: the epoch moved). When only its ratchets moved since the live session
+    /// (a message sent or opened), only the ratchets are written.
+    func save(_ db: Database, _ stored: Stored) throws {
         let chatID = stored.group.chatID
+        let group = stored.group.group
+        let version = ChatSessions.newVersion()
+        let ratchets = try sealer.seal(group.serializedRatchets().unsafeData(), Seal.ratchets(chatID, epoch: group.epoch))
+        if let current = try db.scalar("SELECT version FROM chat_groups WHERE chat_id = ?", [chatID], as: Data.self),
+            let live = sessions.session(chatID, version: current), live.group.group.epoch == group.epoch,
+            live.group.group.epochAuthenticator == group.epochAuthenticator, live.group.group.isActive == group.isActive
+        {
+            // The row holds this epoch's state already: the session at the row's version is of
+            // the same epoch, with the same key schedule (the authenticator derives from the
+            // epoch secret, itself from the whole group context).
+            let changed = try db.execute(
+                """
+                UPDATE chat_groups SET ratchets = ?, version = ?, sent_since_update = ?, updated_at = ?, last_number = ?
+                WHERE chat_id = ? AND version = ? AND epoch = ?
+                """,
+                [
+                    ratchets, version, stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970, stored.lastNumber,
+                    chatID, current, Int64(clamping: group.epoch),
+                ])
+            if changed == 1 {
+                sessions.remember(stored, version: version)
+                return
+            }
+        }
         try db.execute(
             """
-            INSERT INTO chat_groups(chat_id, state, epoch, sent_since_update, updated_at, last_number) VALUES (?, ?, ?, ?, ?, ?)
-            ON CONFLICT(chat_id) DO UPDATE SET state = excluded.state, epoch = excluded.epoch,
+            INSERT INTO chat_groups(chat_id, state, ratchets, epoch, sent_since_update, updated_at, last_number, version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(chat_id) DO UPDATE SET state = excluded.state, ratchets = excluded.ratchets, epoch = excluded.epoch,
                 sent_since_update = excluded.sent_since_update, updated_at = excluded.updated_at,
-                last_number = excluded.last_number
+                last_number = excluded.last_number, version = excluded.version
             """,
             [
-                chatID, try sealer.seal(stored.group.group.serialized().unsafeData(), Seal.state(chatID)),
-                Int64(clamping: stored.group.group.epoch), stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970,
-                stored.lastNumber,
+                chatID, try sealer.seal(group.serializedEpoch().unsafeData(), Seal.state(chatID)), ratchets,
+                Int64(clamping: group.epoch), stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970,
+                stored.lastNumber, version,
             ])
-        try forgetPending(db, chatID: chatID, before: stored.group.group.epoch)
+        sessions.remember(stored, version: version)
+        try Self.forgetPending(db, chatID: chatID, before: group.epoch)
     }
 
     /// Notes a chat number seen in the mailbox (one of this device's own messages).
-    static func noteNumber(_ db: Database, chatID: String, number: Int64) throws {
-        try db.execute("UPDATE chat_groups SET last_number = max(last_number, ?) WHERE chat_id = ?", [number, chatID])
+    func noteNumber(_ db: Database, chatID: String, number: Int64) throws {
+        let current = try db.scalar("SELECT version FROM chat_groups WHERE chat_id = ?", [chatID], as: Data.self)
+        let version = ChatSessions.newVersion()
+        try db.execute(
+            "UPDATE chat_groups SET last_number = max(last_number, ?), version = ? WHERE chat_id = ?", [number, version, chatID])
+        sessions.update(chatID, from: current, to: version) { $0.lastNumber = max($0.lastNumber, number) }
     }
 
-    static func delete(_ db: Database, chatID: String) throws {
+    func delete(_ db: Database, chatID: String) throws {
+        sessions.forget(chatID)
         try db.execute("DELETE FROM chat_groups WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM deferred_entries WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
@@ -91,7 +153,7 @@ enum GroupStore {
     /// crash, the network), the commit's echo in the mailbox moves the group to it. Every commit
     /// posted for the epoch is kept until the epoch moves, since any of them may be the one the
     /// domain took.
-    static func setPending(_ db: Database, chatID: String, digest: Data, next: ChatGroup, sealer: StoreSealer) throws {
+    func setPending(_ db: Database, chatID: String, digest: Data, next: ChatGroup) throws {
         try db.execute(
             "INSERT OR REPLACE INTO pending_commits(digest, chat_id, epoch, state) VALUES (?, ?, ?, ?)",
             [
@@ -101,9 +163,7 @@ enum GroupStore {
     }
 
     /// The group after this device's pending commit `digest`.
-    static func pending(
-        _ db: Database, chatID: String, digest: Data, sealer: StoreSealer, validator: any MLSCredentialValidator
-    ) throws -> ChatGroup? {
+    func pending(_ db: Database, chatID: String, digest: Data, validator: any MLSCredentialValidator) throws -> ChatGroup? {
         guard
             let sealed = try db.scalar(
                 "SELECT state FROM pending_commits WHERE chat_id = ? AND digest = ?", [chatID, digest], as: Data.self)
@@ -197,6 +257,15 @@ enum GroupStore {
     static func forgetSent(_ db: Database, payload: Data) throws {
         try db.execute("DELETE FROM sent_posts WHERE digest = ?", [SHA256.hash(payload)])
     }
+
+    /// The group's state in two parts and the row's version (see ``ChatSessions``), added by the
+    /// endpoint store's migration `v9-chat-sessions`. A row from before keeps its whole state in
+    /// `state` with no ratchets until it is next saved.
+    static let sessionsSchema = """
+        ALTER TABLE chat_groups ADD COLUMN ratchets BLOB;
+        ALTER TABLE chat_groups ADD COLUMN version BLOB;
+        UPDATE chat_groups SET version = randomblob(16);
+        """
 
     /// The tables, created by the endpoint store's migration `v8-mls-chats` (which also drops
     /// the sender-key tables this replaces).
