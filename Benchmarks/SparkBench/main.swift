@@ -45,7 +45,7 @@ while let argument = arguments.popFirst() {
 
 func usage(_ problem: String?) -> Never {
     if let problem { FileHandle.standardError.write(Data("spark-bench: \(problem)\n".utf8)) }
-    let text = "usage: spark-bench [--json PATH] [--filter TEXT]... [--list]\n"
+    let text = "usage: spark-bench [--json PATH] [--filter TEXT|^PREFIX]... [--list]\n"
     if problem == nil {
         print(text, terminator: "")
         exit(0)
@@ -58,7 +58,11 @@ func usage(_ problem: String?) -> Never {
     FileHandle.standardError.write(Data("spark-bench: this is a debug build; use `swift run -c release spark-bench`\n".utf8))
 #endif
 
-let selected = benchmarks.filter { benchmark in filters.isEmpty || filters.contains { benchmark.name.contains($0) } }
+// A filter matches names containing it; one starting with `^`, names starting with the rest.
+let selected = benchmarks.filter { benchmark in
+    filters.isEmpty
+        || filters.contains { $0.hasPrefix("^") ? benchmark.name.hasPrefix($0.dropFirst()) : benchmark.name.contains($0) }
+}
 if selected.isEmpty { usage("no benchmark matches \(filters)") }
 
 func format(_ value: Double) -> String {

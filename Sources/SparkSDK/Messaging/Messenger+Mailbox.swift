@@ -43,6 +43,8 @@ extension Messenger {
     struct Effects {
         var events: [MessageEvent] = []
         var notices: [MessagingEvent] = []
+        /// The chat's messages this changed, for its flow (all of them unless said otherwise).
+        var changed: MessageChanges = .all
         var delivered: Int64?
         var moved = false
         var waiting = false
@@ -57,7 +59,7 @@ extension Messenger {
 
     /// What a batch touched, for the flows and the app.
     private struct Batch {
-        var touched = Set<String>()
+        var touched: [String: MessageChanges] = [:]
         var events: [MessageEvent] = []
     }
 
@@ -78,8 +80,8 @@ extension Messenger {
         }
         // What committed before a failure is shown and acknowledged all the same; the flows
         // first, so that an app told of a step finds it there.
-        for chatID in batch.touched { reloadMessages(chatID) }
-        if !batch.touched.isEmpty { reloadChats() }
+        for (chatID, changed) in batch.touched { reloadMessages(chatID, changed: changed) }
+        reloadChats(Set(batch.touched.keys))
         report(batch.events)
         if let failure { throw failure }
         return entries.count
@@ -107,7 +109,7 @@ extension Messenger {
         var effects = Effects()
         do {
             effects = try write { db in
-                let effects = try applied.changes?(db) ?? Effects()
+                let effects = try applied.changes?(db) ?? Effects(changed: .none)
                 try done(db, effects)
                 return effects
             }
@@ -116,13 +118,14 @@ extension Messenger {
             // help, so it is dropped like a forgery, its changes rolled back, and only the cursor
             // moves past it.
             notices.append(.dropped(chatID: entry.chatID, reason: error.reason))
-            try write { db in try done(db, Effects()) }
+            try write { db in try done(db, Effects(changed: .none)) }
+            effects.changed = .none
         }
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         if let delivered = effects.delivered { receiptsDue[entry.chatID] = max(receiptsDue[entry.chatID] ?? 0, delivered) }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
         if effects.reconcileAll, let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
-        if !entry.chatID.isEmpty { batch.touched.insert(entry.chatID) }
+        if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         batch.events += effects.events
         return effects.moved
     }
@@ -204,9 +207,10 @@ extension Messenger {
                 return Applied { db in
                     // The echo of what this device sent: a message gets its number.
                     try GroupStore.forgetSent(db, payload: entry.payload)
-                    guard entry.kind == .message, let localID = mine.localID else { return Effects() }
+                    guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none) }
                     try groups.noteNumber(db, chatID: entry.chatID, number: entry.messageNumber ?? 0)
-                    return Effects(events: try Self.numbered(db, localID: localID, number: entry.messageNumber))
+                    return Effects(
+                        events: try Self.numbered(db, localID: localID, number: entry.messageNumber), changed: .some([localID]))
                 }
             }
             return Applied { db in try self.applyGroupEntry(entry, in: db) }
@@ -332,12 +336,13 @@ extension Messenger {
         switch stored.group.receive(entry, now: Date()) {
         case .retry(let reason):
             guard try GroupStore.deferredCount(db, chatID: chatID) < GroupStore.maximumDeferred else {
-                return Effects(notices: [.dropped(chatID: chatID, reason: "\(reason); too many entries wait already")])
+                return Effects(
+                    notices: [.dropped(chatID: chatID, reason: "\(reason); too many entries wait already")], changed: .none)
             }
             try GroupStore.deferEntry(db, entry)
-            return Effects(waiting: true)
+            return Effects(changed: .none, waiting: true)
         case .drop(let reason):
-            return Effects(notices: [.dropped(chatID: chatID, reason: reason)])
+            return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none)
         case .removed:
             try self.leftChat(db, chatID: chatID)
             return Effects()
@@ -365,7 +370,7 @@ extension Messenger {
         let incoming = sender.user != me
         func drop(_ reason: String) throws -> Effects {
             try groups.save(db, stored)
-            return Effects(notices: [.dropped(chatID: chatID, reason: reason)])
+            return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none)
         }
         switch (entry.kind, payload.kind) {
         case (.message, .text):
@@ -407,7 +412,7 @@ extension Messenger {
             // Sent from another of this user's devices: a step of this user's message.
             return Effects(
                 events: incoming ? [] : [MessageEvent(messageID: payload.id, chatID: chatID, number: number, state: .sent)],
-                delivered: incoming ? number : nil)
+                changed: .some([payload.id]), delivered: incoming ? number : nil)
         case (.event, .edit):
             try groups.save(db, stored)
             // Only the sender edits, and only their own message.
@@ -419,7 +424,7 @@ extension Messenger {
             try db.execute(
                 "UPDATE messages SET content = ? WHERE local_id = ?",
                 [try sealer.seal(payload.content, EndpointStore.Seal.content(ref)), ref])
-            return Effects()
+            return Effects(changed: .some([ref]))
         case (.event, .history):
             try groups.save(db, stored)
             // Only this user's own devices hand over history, each to one device.
@@ -445,8 +450,9 @@ extension Messenger {
             // A receipt covers every message up to its number. A message read before its
             // delivery receipt came was delivered too: both steps are reported, in order.
             let delivered = try Self.advance(db, chatID: chatID, upTo: number, from: "sent", to: .delivered)
-            guard payload.receipt == .read else { return Effects(events: delivered) }
-            return Effects(events: delivered + (try Self.advance(db, chatID: chatID, upTo: number, from: "delivered", to: .read)))
+            let read =
+                payload.receipt == .read ? try Self.advance(db, chatID: chatID, upTo: number, from: "delivered", to: .read) : []
+            return Effects(events: delivered + read, changed: .some(Set((delivered + read).map(\.messageID))))
         default:
             return try drop("a \(payload.kind) payload in a \(entry.kind.rawValue) entry")
         }

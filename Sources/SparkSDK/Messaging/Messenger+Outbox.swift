@@ -53,7 +53,7 @@ extension Messenger {
                     now.timeIntervalSince1970, sealed,
                 ])
         }
-        reloadMessages(chatID)
+        reloadMessages(chatID, changed: .some([id]))
         _ = await deliverPending(in: chatID)
         return try message(id: id)
     }
@@ -198,7 +198,7 @@ extension Messenger {
             }
             break
         }
-        reloadMessages(chatID)
+        reloadMessages(chatID, changed: .some([localID]))
         return settled
     }
 
@@ -336,7 +336,7 @@ extension Messenger {
                 "UPDATE messages SET content = ? WHERE local_id = ?",
                 [try sealer.seal(content, EndpointStore.Seal.content(messageID)), messageID])
         }
-        reloadMessages(chatID)
+        reloadMessages(chatID, changed: .some([messageID]))
     }
 
     /// Seals a payload that is not stored as a message (see `sealNext`).

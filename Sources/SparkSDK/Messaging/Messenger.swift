@@ -54,6 +54,22 @@ public struct MessageEvent: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "#\(number.map(String.init) ?? "-") \(state)" }
 }
 
+/// What changed in a chat's messages, for its flow: nothing, the messages of these ids, or
+/// anything (the window is read again).
+enum MessageChanges: Sendable, Equatable {
+    case none
+    case some(Set<String>)
+    case all
+
+    mutating func formUnion(_ other: MessageChanges) {
+        switch (self, other) {
+        case (.all, _), (_, .none): break
+        case (_, .all), (.none, _): self = other
+        case (.some(let mine), .some(let theirs)): self = .some(mine.union(theirs))
+        }
+    }
+}
+
 /// The endpoint's messaging engine. Each chat is an MLS group of devices (`ChatGroup`, the pure
 /// per-chat core); the messenger drives it in four parts, each in its own file:
 ///
@@ -256,14 +272,74 @@ actor Messenger {
         return owner.flow
     }
 
-    func reloadMessages(_ chatID: String) {
-        guard let owner = messageOwners[chatID], let latest = try? messages(in: chatID, before: nil, limit: Self.flowWindow)
-        else { return }
-        owner.value = latest
+    /// Brings the chat's flow up to date with what changed: the messages named are read again
+    /// (by id) and put in their place in the window, the rest of it untouched; `.all` reads the
+    /// window again.
+    func reloadMessages(_ chatID: String, changed: MessageChanges = .all) {
+        guard let owner = messageOwners[chatID] else { return }
+        switch changed {
+        case .none:
+            return
+        case .all:
+            if let latest = try? messages(in: chatID, before: nil, limit: Self.flowWindow) { owner.value = latest }
+        case .some(let ids):
+            guard !ids.isEmpty else { return }
+            let sealer = self.sealer
+            let list = Array(ids)
+            guard
+                let found = try? read({ db in
+                    try db.rows(
+                        "\(Self.messageColumns) WHERE chat_id = ? AND local_id IN (\(list.map { _ in "?" }.joined(separator: ", ")))",
+                        [chatID] + list
+                    ).map { try Self.message($0, sealer: sealer) }
+                })
+            else { return }
+            owner.value = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: owner.value, limit: Self.flowWindow)
+        }
     }
 
-    func reloadChats() {
-        if let chats = try? read({ db in try Self.loadChats(db, only: nil, sealer: self.sealer) }) { chatsOwner.value = chats }
+    /// `window` with `changed` in their places (replaced, or added where they sort) and
+    /// `removed` taken out, in the flow's order (numbered messages by number, then those without a
+    /// number yet by time), keeping the newest `limit`: what ``messages(in:before:limit:)`` reads.
+    static func merge(_ changed: [ChatMessage], removing removed: Set<String>, into window: [ChatMessage], limit: Int)
+        -> [ChatMessage]
+    {
+        let replacing = Dictionary(changed.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+        var merged = window.compactMap { message in
+            removed.contains(message.id) ? nil : (replacing[message.id] ?? message)
+        }
+        let present = Set(window.map(\.id))
+        merged += changed.filter { !present.contains($0.id) }
+        merged.sort { a, b in
+            switch (a.number, b.number) {
+            case (let x?, let y?): x < y
+            case (.some, .none): true
+            case (.none, .some): false
+            case (.none, .none): a.timestamp < b.timestamp
+            }
+        }
+        return Array(merged.suffix(limit))
+    }
+
+    /// Brings the chat list up to date: every chat, or only `chatIDs` (each read again and put
+    /// in its place, most recent activity first).
+    func reloadChats(_ chatIDs: Set<String>? = nil) {
+        let sealer = self.sealer
+        guard let chatIDs else {
+            if let chats = try? read({ db in try Self.loadChats(db, only: nil, sealer: sealer) }) { chatsOwner.value = chats }
+            return
+        }
+        guard !chatIDs.isEmpty,
+            let found = try? read({ db in try chatIDs.flatMap { try Self.loadChats(db, only: $0, sealer: sealer) } })
+        else { return }
+        let replacing = Dictionary(found.map { ($0.chatID, $0) }, uniquingKeysWith: { _, last in last })
+        var chats = chatsOwner.value.compactMap { chat in
+            chatIDs.contains(chat.chatID) ? replacing[chat.chatID] : chat
+        }
+        let present = Set(chatsOwner.value.map(\.chatID))
+        chats += found.filter { !present.contains($0.chatID) }
+        chats.sort { $0.lastActivity > $1.lastActivity }
+        chatsOwner.value = chats
     }
 
     static let messageColumns =
