@@ -166,4 +166,42 @@ struct ChatSessionTests {
             #expect(try #require(again).group.group.credentialValidator is MLSAcceptAnyCredential)
         }
     }
+
+    @Test func aChangeOfAContactIsAChangeOfTheContactsVersion() async throws {
+        // The validators and each chat's untrusted users are built again exactly when the
+        // version moves: a contact saved without moving it would leave a changed key trusted.
+        try await Fixtures.withTemporaryDirectory { directory in
+            let fixture = try Fixture(directory)
+            let before = try fixture.first.queue.read { db in try ContactDirectory.version(db) }
+            let identity = PublishedIdentity(
+                userID: "dave", signingKey: try Ed25519.PrivateKey().publicKey.rawRepresentation, encryptionKey: Data(count: 32),
+                keyVersion: 1, signature: Data())
+            try fixture.second.queue.write { db in
+                try ContactDirectory.save(db, ContactDirectory.Record(trusted: identity, state: .unverified, seen: nil))
+            }
+            let after = try fixture.first.queue.read { db in try ContactDirectory.version(db) }
+            #expect(before != nil && after != nil && before != after)
+            let validators = CredentialValidators(user: "alice", identityKey: Data(count: 32))
+            let first = try fixture.first.queue.read { db in try validators.current(db) }
+            try fixture.second.queue.write { db in
+                _ = try ContactDirectory.accept(db, "dave", verified: true)
+            }
+            let second = try fixture.first.queue.read { db in try validators.current(db) }
+            #expect(first.contacts != second.contacts, "built again after another process changed a contact")
+        }
+    }
+
+    @Test func untrustedUsersAreKnownForOneEpochAndOneVersionOfTheContacts() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let fixture = try Fixture(directory)
+            let sessions = fixture.first.groups.sessions
+            _ = try fixture.first.queue.read { db in try fixture.first.groups.load(db, chatID: "c1", validator: fixture.validator)
+            }
+            let (contacts, epoch) = (Data([1]), Data([2]))
+            sessions.rememberUntrusted("c1", ["mallory"], contacts: contacts, authenticator: epoch)
+            #expect(sessions.untrusted("c1", contacts: contacts, authenticator: epoch) == ["mallory"])
+            #expect(sessions.untrusted("c1", contacts: Data([3]), authenticator: epoch) == nil, "the contacts changed")
+            #expect(sessions.untrusted("c1", contacts: contacts, authenticator: Data([4])) == nil, "a commit changed the tree")
+        }
+    }
 }

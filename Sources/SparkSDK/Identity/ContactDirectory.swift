@@ -1,4 +1,5 @@
 import Foundation
+import SparkCrypto
 import SparkDomain
 import SparkStore
 
@@ -121,7 +122,22 @@ struct ContactDirectory {
         }
     }
 
+    /// The contacts' version: a fresh random value at every change of a contact, so that what
+    /// is built from the contacts (the validators, a chat's untrusted users) is built again when
+    /// they change, here or in another process. Nil on a store without the table's row.
+    static func version(_ db: Database) throws -> Data? {
+        try db.scalar("SELECT version FROM contacts_version WHERE singleton = 1", as: Data.self)
+    }
+
+    /// The table of ``version(_:)``, added by the endpoint store's migration `v9-chat-sessions`.
+    static let versionSchema = """
+        CREATE TABLE contacts_version (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), version BLOB NOT NULL);
+        INSERT INTO contacts_version(singleton, version) VALUES (1, randomblob(16));
+        """
+
     static func save(_ db: Database, _ record: Record) throws {
+        try db.execute(
+            "UPDATE contacts_version SET version = ? WHERE singleton = 1", [SystemRandom.bytes(count: 16)])
         try db.execute(
             """
             INSERT INTO contacts(user_id, signing_key, encryption_key, key_version, state, seen_signing_key,

@@ -169,16 +169,31 @@ extension Messenger {
     /// one while the user has not decided (the group must follow what the others commit; this
     /// device holds its own sends, see `heldBy`), and this user's own key.
     nonisolated func groupValidator(_ db: Database) throws -> DeviceCredentialValidator {
-        var keys = try ContactDirectory.groupKeys(db)
-        keys[me] = [self.keys.signing.publicKey.rawRepresentation]
-        return DeviceCredentialValidator(identityKeySets: keys)
+        try validators.current(db).group
     }
 
     /// The validator of devices this device sends to and adds: trusted keys only.
     nonisolated func trustedValidator(_ db: Database) throws -> DeviceCredentialValidator {
-        var keys = try ContactDirectory.trustedKeys(db)
-        keys[me] = self.keys.signing.publicKey.rawRepresentation
-        return DeviceCredentialValidator(identityKeys: keys)
+        try validators.current(db).trusted
+    }
+
+    /// The users with a device in the chat's group that this device does not trust (their
+    /// identity changed, the policy holds a first contact, or a device is of an identity no
+    /// longer trusted). Found once per epoch and version of the contacts while the chat is live,
+    /// not by checking every member's credential at every send.
+    nonisolated func untrustedUsers(in stored: GroupStore.Stored, _ db: Database) throws -> [String] {
+        let current = try validators.current(db)
+        let (chatID, authenticator) = (stored.group.chatID, stored.group.group.epochAuthenticator)
+        if let contacts = current.contacts,
+            let known = groups.sessions.untrusted(chatID, contacts: contacts, authenticator: authenticator)
+        {
+            return known
+        }
+        let users = Set(stored.group.devices(refusedBy: current.trusted).map(\.user)).sorted()
+        if let contacts = current.contacts {
+            groups.sessions.rememberUntrusted(chatID, users, contacts: contacts, authenticator: authenticator)
+        }
+        return users
     }
 
     // MARK: Commits

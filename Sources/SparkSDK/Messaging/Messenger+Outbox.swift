@@ -81,8 +81,7 @@ extension Messenger {
             else { return [] }
             // Every device must be signed by a key this device trusts: a changed or unconfirmed
             // contact's key is not among them, nor a key a contact had before a reset.
-            let refused = stored.group.devices(refusedBy: try self.trustedValidator(db))
-            return Set(refused.map(\.user)).sorted()
+            return try self.untrustedUsers(in: stored, db)
         }
         let first = try read(check)
         guard !first.isEmpty else { return [] }
@@ -115,7 +114,7 @@ extension Messenger {
             stored.group.group.isActive
         else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
         if requireTrusted {
-            let refused = Set(stored.group.devices(refusedBy: try trustedValidator(db)).map(\.user)).sorted()
+            let refused = try untrustedUsers(in: stored, db)
             guard refused.isEmpty else {
                 throw MessagingError(
                     .identityUnconfirmed,

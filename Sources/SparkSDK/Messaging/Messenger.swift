@@ -89,6 +89,8 @@ actor Messenger {
     let sealer: StoreSealer
     /// The chats' groups, stored and kept live (`GroupStore`, `ChatSessions`).
     nonisolated let groups: GroupStore
+    /// The credential validators, built once per version of the contacts.
+    nonisolated let validators: CredentialValidators
     let keys: UnlockedKeys
     nonisolated let endpointID: String
     let token: @Sendable () async throws -> String
@@ -148,6 +150,7 @@ actor Messenger {
         self.queue = store.queue
         self.sealer = store.sealer
         groups = GroupStore(sealer: store.sealer, sessions: ChatSessions())
+        validators = CredentialValidators(user: keys.userID, identityKey: keys.signing.publicKey.rawRepresentation)
         self.keys = keys
         self.endpointID = endpointID
         self.token = token

@@ -143,6 +143,7 @@ public final class EndpointStore: Sendable {
         migrator.register("v9-chat-sessions") { db in
             // A chat's group in two parts (epoch state, ratchets) and a version for live sessions.
             try db.execute(GroupStore.sessionsSchema)
+            try db.execute(ContactDirectory.versionSchema)
         }
         return migrator
     }

@@ -21,6 +21,16 @@ final class ChatSessions: Sendable {
         var version: Data
         var stored: GroupStore.Stored
         var lastUse: UInt64
+        var untrusted: Untrusted?
+    }
+
+    /// The users with a device in the group that the trusted keys do not vouch for, as found for
+    /// one version of the contacts and one epoch (its authenticator: the same exactly when the
+    /// tree is): a send checks it without checking every member's credential again.
+    private struct Untrusted {
+        var contacts: Data
+        var authenticator: Data
+        var users: [String]
     }
 
     private struct State {
@@ -54,7 +64,9 @@ final class ChatSessions: Sendable {
     func remember(_ stored: GroupStore.Stored, version: Data) {
         state.withLock { state in
             state.clock += 1
-            state.entries[stored.group.chatID] = Entry(version: version, stored: stored, lastUse: state.clock)
+            let chatID = stored.group.chatID
+            state.entries[chatID] = Entry(
+                version: version, stored: stored, lastUse: state.clock, untrusted: state.entries[chatID]?.untrusted)
             if state.entries.count > capacity, let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
                 state.entries.removeValue(forKey: oldest.key)
             }
@@ -72,6 +84,22 @@ final class ChatSessions: Sendable {
             change(&entry.stored)
             entry.version = newVersion
             state.entries[chatID] = entry
+        }
+    }
+
+    /// The chat's untrusted users as found for `contacts` and `authenticator`, if they were.
+    func untrusted(_ chatID: String, contacts: Data, authenticator: Data) -> [String]? {
+        state.withLock { state in
+            guard let known = state.entries[chatID]?.untrusted, known.contacts == contacts, known.authenticator == authenticator
+            else { return nil }
+            return known.users
+        }
+    }
+
+    /// Remembers the chat's untrusted users for `contacts` and `authenticator` (while it is live).
+    func rememberUntrusted(_ chatID: String, _ users: [String], contacts: Data, authenticator: Data) {
+        state.withLock { state in
+            state.entries[chatID]?.untrusted = Untrusted(contacts: contacts, authenticator: authenticator, users: users)
         }
     }
 
