@@ -51,6 +51,27 @@ enum MLSBenchmarks {
         return (creator, member, welcomeFor, last)
     }
 
+    /// A group of one device per signer, populated as ``group(size:)`` makes it, as its creator
+    /// (the first signer) and its newest member see it; each leaf checked by `validator`.
+    static func populatedGroup(signers: [MLSSigner], validator: any MLSCredentialValidator) throws -> (
+        creator: MLSGroup, member: MLSGroup
+    ) {
+        var random = MLSSystemRandom()
+        var creator = try MLSGroup.create(
+            groupID: Data("populated \(signers.count)".utf8), signer: signers[0], validator: validator, random: &random)
+        var member = creator
+        for signer in signers.dropFirst() {
+            let bundle = try MLSKeyPackageBundle(signer: signer, now: now, random: &random)
+            let added = try creator.commit(adding: [bundle.keyPackage], updatingPath: false, now: now, random: &random)
+            creator = added.group
+            member = try MLSGroup.join(welcome: added.welcome!, bundle: bundle, validator: validator)
+            let update = try member.commit(now: now, random: &random)
+            member = update.group
+            _ = try creator.process(update.commit)
+        }
+        return (creator, member)
+    }
+
     static func sealOpen() throws -> BenchmarkResult {
         var random = MLSSystemRandom()
         let (alice, bob) = try pair()

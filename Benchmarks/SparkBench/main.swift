@@ -18,9 +18,13 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--child-receiv
             domainPath: CommandLine.arguments[2], dataDirectory: CommandLine.arguments[3], count: count))
 }
 
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--child-many-chats", let count = Int(CommandLine.arguments[3]) {
+    exit(ChatScaleBenchmarks.childManyChats(directory: CommandLine.arguments[2], chats: count))
+}
+
 let benchmarks =
     CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all + MessagingBenchmarks.all
-    + DomainServerBenchmarks.all + PostgreSQLBenchmarks.all + MLSBenchmarks.all
+    + DomainServerBenchmarks.all + PostgreSQLBenchmarks.all + MLSBenchmarks.all + ChatScaleBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

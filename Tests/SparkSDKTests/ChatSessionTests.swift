@@ -65,7 +65,10 @@ struct ChatSessionTests {
         }
 
         func row(_ column: String) throws -> Data? {
-            try first.queue.read { db in try db.scalar("SELECT \(column) FROM chat_groups WHERE chat_id = 'c1'", as: Data.self) }
+            let table = column == "state" ? "chat_epoch_states" : "chat_groups"
+            return try first.queue.read { db in
+                try db.scalar("SELECT \(column) FROM \(table) WHERE chat_id = 'c1'", as: Data.self)
+            }
         }
     }
 
@@ -202,6 +205,27 @@ struct ChatSessionTests {
             #expect(sessions.untrusted("c1", contacts: contacts, authenticator: epoch) == ["mallory"])
             #expect(sessions.untrusted("c1", contacts: Data([3]), authenticator: epoch) == nil, "the contacts changed")
             #expect(sessions.untrusted("c1", contacts: contacts, authenticator: Data([4])) == nil, "a commit changed the tree")
+        }
+    }
+
+    @Test func aGroupStoredWholeBeforeTheSplitLoadsAndIsStoredInTwoPartsNext() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            var fixture = try Fixture(directory)
+            let groups = fixture.first.groups
+            let validator = fixture.validator
+            // The row as a store from before `v9-chat-sessions` held it: the whole state, no ratchets.
+            try fixture.first.queue.write { db in
+                let stored = try #require(try groups.load(db, chatID: "c1", validator: validator))
+                let whole = try groups.sealer.seal(stored.group.group.serialized().unsafeData(), GroupStore.Seal.state("c1"))
+                try db.execute(
+                    "UPDATE chat_groups SET state = ?, ratchets = NULL, version = randomblob(16) WHERE chat_id = 'c1'", [whole])
+                try db.execute("DELETE FROM chat_epoch_states")
+            }
+            #expect(
+                fixture.open(try fixture.seal("after the migration", through: fixture.second), number: 1) == "after the migration"
+            )
+            #expect(try fixture.row("ratchets") != nil && fixture.row("state") != nil, "stored in two parts once saved")
+            #expect(fixture.open(try fixture.seal("and again", through: fixture.first), number: 2) == "and again")
         }
     }
 }

@@ -39,7 +39,7 @@ struct EndpointWipeTests {
         let store = try DatabaseQueue(path: bobDirectory.appendingPathComponent("endpoint.sqlite").path)
         let stored = try store.read { db in
             (
-                try db.scalar("SELECT state FROM chat_groups LIMIT 1", as: Data.self),
+                try db.scalar("SELECT state FROM chat_epoch_states LIMIT 1", as: Data.self),
                 try db.scalar("SELECT content FROM messages LIMIT 1", as: Data.self),
                 try db.scalar("SELECT signing_key FROM local_keys LIMIT 1", as: Data.self)
             )

@@ -443,7 +443,8 @@ extension EndpointStore {
     /// The tables that hold a user's data, every one of them: a new table that holds user data
     /// belongs here (a test scans the file after a wipe for what it held).
     static let userDataTables = [
-        "local_keys", "chats", "participants", "messages", "chat_groups", "pending_commits", "deferred_entries",
+        "local_keys", "chats", "participants", "messages", "chat_groups", "chat_epoch_states", "pending_commits",
+        "deferred_entries",
         "departed_members", "sent_posts",
         "contacts",
         "mailbox_cursor", "device_signer", "key_package_bundles",

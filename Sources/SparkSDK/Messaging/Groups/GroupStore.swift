@@ -8,12 +8,14 @@ import SparkStore
 /// the commit this device has posted and not yet seen answered, the entries that wait for a
 /// commit before them, and the digests of what this device posted (so that it knows its own
 /// echoes, which MLS does not let a sender open). This file alone writes `chat_groups`,
-/// `pending_commits`, `deferred_entries`, `departed_members` and `sent_posts`.
+/// `chat_epoch_states`, `pending_commits`, `deferred_entries`, `departed_members` and `sent_posts`.
 ///
-/// A group is stored in two sealed parts: its epoch state (`state`, changed by commits) and its
-/// ratchets (`ratchets`, changed by every message sent or opened), so a message rewrites only
-/// the ratchets, whose size does not grow with the chat. Loaded groups stay live in
-/// ``ChatSessions``, checked against the row's `version` on every load.
+/// A group is stored in two sealed parts: its epoch state (`chat_epoch_states.state`, changed
+/// by commits, and large in a large chat) and its ratchets (`chat_groups.ratchets`, changed by
+/// every message sent or opened, small whatever the chat's size). They are in two tables because
+/// SQLite rewrites a whole row, overflow pages included, when one column changes: a message
+/// rewrites only the small row. Loaded groups stay live in ``ChatSessions``, checked against the
+/// row's `version` on every load.
 struct GroupStore: Sendable {
     let sealer: StoreSealer
     let sessions: ChatSessions
@@ -53,19 +55,25 @@ struct GroupStore: Sendable {
         }
         guard
             let row = try db.row(
-                "SELECT state, ratchets, epoch, sent_since_update, updated_at, last_number FROM chat_groups WHERE chat_id = ?",
+                """
+                SELECT g.state, g.ratchets, g.epoch, g.sent_since_update, g.updated_at, g.last_number, e.state
+                FROM chat_groups g LEFT JOIN chat_epoch_states e USING (chat_id) WHERE g.chat_id = ?
+                """,
                 [chatID])
         else { return nil }
-        let state = try sealer.open(try row.get(0), Seal.state(chatID))
         let group: MLSGroup
         do {
             if let ratchets = try row.get(1, as: Data?.self) {
                 let epoch = UInt64(clamping: try row.get(2, as: Int64.self))
+                guard let state = try row.get(6, as: Data?.self) else {
+                    throw MessagingError(.storageFailure, "the ratchets are stored without their epoch state")
+                }
                 group = try MLSGroup(
-                    epoch: state, ratchets: try sealer.open(ratchets, Seal.ratchets(chatID, epoch: epoch)), validator: validator)
+                    epoch: try sealer.open(state, Seal.state(chatID)),
+                    ratchets: try sealer.open(ratchets, Seal.ratchets(chatID, epoch: epoch)), validator: validator)
             } else {
                 // A row from before the state was stored in two parts: the whole state in one.
-                group = try MLSGroup(serialized: state, validator: validator)
+                group = try MLSGroup(serialized: try sealer.open(try row.get(0), Seal.state(chatID)), validator: validator)
             }
         } catch {
             throw MessagingError(.storageFailure, "the stored group of chat \(chatID) does not load: \(error)")
@@ -100,11 +108,12 @@ struct GroupStore: Sendable {
         {
             // The row holds this epoch's state already: the session at the row's version is of
             // the same epoch, with the same key schedule (the authenticator derives from the
-            // epoch secret, itself from the whole group context).
+            // epoch secret, itself from the whole group context), and the row is in two parts
+            // (not a whole state from before they were split).
             let changed = try db.execute(
                 """
                 UPDATE chat_groups SET ratchets = ?, version = ?, sent_since_update = ?, updated_at = ?, last_number = ?
-                WHERE chat_id = ? AND version = ? AND epoch = ?
+                WHERE chat_id = ? AND version = ? AND epoch = ? AND ratchets IS NOT NULL
                 """,
                 [
                     ratchets, version, stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970, stored.lastNumber,
@@ -116,16 +125,19 @@ struct GroupStore: Sendable {
             }
         }
         try db.execute(
+            "INSERT OR REPLACE INTO chat_epoch_states(chat_id, state) VALUES (?, ?)",
+            [chatID, try sealer.seal(group.serializedEpoch().unsafeData(), Seal.state(chatID))])
+        // `chat_groups.state` held the whole state before it was stored in two parts; empty now.
+        try db.execute(
             """
             INSERT INTO chat_groups(chat_id, state, ratchets, epoch, sent_since_update, updated_at, last_number, version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES (?, x'', ?, ?, ?, ?, ?, ?)
             ON CONFLICT(chat_id) DO UPDATE SET state = excluded.state, ratchets = excluded.ratchets, epoch = excluded.epoch,
                 sent_since_update = excluded.sent_since_update, updated_at = excluded.updated_at,
                 last_number = excluded.last_number, version = excluded.version
             """,
             [
-                chatID, try sealer.seal(group.serializedEpoch().unsafeData(), Seal.state(chatID)), ratchets,
-                Int64(clamping: group.epoch), stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970,
+                chatID, ratchets, Int64(clamping: group.epoch), stored.sentSinceUpdate, stored.updatedAt.timeIntervalSince1970,
                 stored.lastNumber, version,
             ])
         sessions.remember(stored, version: version)
@@ -144,6 +156,7 @@ struct GroupStore: Sendable {
     func delete(_ db: Database, chatID: String) throws {
         sessions.forget(chatID)
         try db.execute("DELETE FROM chat_groups WHERE chat_id = ?", [chatID])
+        try db.execute("DELETE FROM chat_epoch_states WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM deferred_entries WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
@@ -258,10 +271,15 @@ struct GroupStore: Sendable {
         try db.execute("DELETE FROM sent_posts WHERE digest = ?", [SHA256.hash(payload)])
     }
 
-    /// The group's state in two parts and the row's version (see ``ChatSessions``), added by the
-    /// endpoint store's migration `v9-chat-sessions`. A row from before keeps its whole state in
-    /// `state` with no ratchets until it is next saved.
+    /// The group's state in two parts (the epoch state in a table of its own) and the row's
+    /// version (see ``ChatSessions``), added by the endpoint store's migration `v9-chat-sessions`.
+    /// A row from before keeps its whole state in `chat_groups.state`, with no ratchets, until
+    /// it is next saved.
     static let sessionsSchema = """
+        CREATE TABLE chat_epoch_states (
+            chat_id TEXT PRIMARY KEY,
+            state BLOB NOT NULL
+        );
         ALTER TABLE chat_groups ADD COLUMN ratchets BLOB;
         ALTER TABLE chat_groups ADD COLUMN version BLOB;
         UPDATE chat_groups SET version = randomblob(16);
