@@ -31,9 +31,7 @@ extension Messenger {
         var chunks: [ChatHistory] = []
         var current = ChatHistory(records: [])
         var size = 0
-        let rows = try db.rows("\(Self.messageColumns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number", [chatID])
-        for row in rows {
-            let message = try Self.message(row, sealer: sealer)
+        for message in try messageStore.numbered(db, chatID: chatID) {
             guard let number = message.number else { continue }
             let record = ChatHistory.Record(
                 id: message.id, number: number, sender: message.sender, content: message.content, tag: message.tag,
@@ -98,17 +96,10 @@ extension Messenger {
             ])
         }
         for record in history.records {
-            try db.execute(
-                """
-                INSERT OR IGNORE INTO messages(local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, timestamp)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [
-                    record.id, chatID, record.number, record.sender, record.sender != me,
-                    try sealer.seal(record.content, EndpointStore.Seal.content(record.id)), record.tag,
-                    try record.data.map { try sealer.seal($0, EndpointStore.Seal.data(record.id)) }, record.ref,
-                    record.state.description, record.timestamp.timeIntervalSince1970,
-                ])
+            try messageStore.insertReceived(
+                db, id: record.id, chatID: chatID, number: record.number, sender: record.sender, incoming: record.sender != me,
+                content: record.content, tag: record.tag, data: record.data, ref: record.ref, state: record.state,
+                timestamp: record.timestamp, ignoringTaken: true)
             try db.execute(
                 "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
                 [record.timestamp.timeIntervalSince1970, chatID])

@@ -210,7 +210,8 @@ extension Messenger {
                     guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none) }
                     try groups.noteNumber(db, chatID: entry.chatID, number: entry.messageNumber ?? 0)
                     return Effects(
-                        events: try Self.numbered(db, localID: localID, number: entry.messageNumber), changed: .some([localID]))
+                        events: try MessageStore.accept(db, id: localID, number: entry.messageNumber, at: nil),
+                        changed: .some([localID]))
                 }
             }
             return Applied { db in try self.applyGroupEntry(entry, in: db) }
@@ -375,11 +376,7 @@ extension Messenger {
         switch (entry.kind, payload.kind) {
         case (.message, .text):
             // Handed over already in a history transfer (sent while this device joined).
-            if try db.scalar(
-                "SELECT 1 FROM messages WHERE local_id = ? AND chat_id = ? AND number IS ?",
-                [payload.id, chatID, entry.messageNumber],
-                as: Int.self) != nil
-            {
+            if try MessageStore.has(db, chatID: chatID, id: payload.id, number: entry.messageNumber) {
                 stored.lastNumber = max(stored.lastNumber, entry.messageNumber ?? 0)
                 try groups.save(db, stored)
                 return Effects()
@@ -392,20 +389,11 @@ extension Messenger {
             }
             stored.lastNumber = number
             try groups.save(db, stored)
-            let ref = try payload.ref.flatMap {
-                try db.scalar("SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [$0, chatID], as: Int64.self)
-            }
-            try db.execute(
-                """
-                INSERT INTO messages(local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, timestamp)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [
-                    payload.id, chatID, number, sender.user, incoming,
-                    try sealer.seal(payload.content, EndpointStore.Seal.content(payload.id)), payload.tag,
-                    try payload.data.map { try sealer.seal($0, EndpointStore.Seal.data(payload.id)) }, ref,
-                    incoming ? "delivered" : "sent", entry.postedAt.timeIntervalSince1970,
-                ])
+            let ref = try payload.ref.flatMap { try MessageStore.number(db, chatID: chatID, id: $0) }
+            try messageStore.insertReceived(
+                db, id: payload.id, chatID: chatID, number: number, sender: sender.user, incoming: incoming,
+                content: payload.content, tag: payload.tag, data: payload.data, ref: ref, state: incoming ? .delivered : .sent,
+                timestamp: entry.postedAt)
             try db.execute(
                 "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
                 [entry.postedAt.timeIntervalSince1970, chatID])
@@ -416,14 +404,10 @@ extension Messenger {
         case (.event, .edit):
             try groups.save(db, stored)
             // Only the sender edits, and only their own message.
-            guard let ref = payload.ref,
-                try db.scalar(
-                    "SELECT 1 FROM messages WHERE local_id = ? AND chat_id = ? AND sender = ?", [ref, chatID, sender.user],
-                    as: Int.self) != nil
-            else { return try drop("an edit of a message that is not its sender's") }
-            try db.execute(
-                "UPDATE messages SET content = ? WHERE local_id = ?",
-                [try sealer.seal(payload.content, EndpointStore.Seal.content(ref)), ref])
+            guard let ref = payload.ref, try MessageStore.isSent(db, chatID: chatID, id: ref, by: sender.user) else {
+                return try drop("an edit of a message that is not its sender's")
+            }
+            try messageStore.setContent(db, id: ref, content: payload.content)
             return Effects(changed: .some([ref]))
         case (.event, .history):
             try groups.save(db, stored)
@@ -434,58 +418,23 @@ extension Messenger {
         case (.receipt, .receipt):
             // A receipt names the newest message it covers by its authenticated id; the number
             // is this device's own for that message, not what the receipt or the domain says.
-            guard let ref = payload.ref,
-                let number = try db.scalar(
-                    "SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [ref, chatID], as: Int64.self)
-            else { return try drop("a receipt for a message this device does not have") }
+            guard let ref = payload.ref, let number = try MessageStore.number(db, chatID: chatID, id: ref) else {
+                return try drop("a receipt for a message this device does not have")
+            }
             try groups.save(db, stored)
             if !incoming {
                 // Read on another of this user's devices.
-                if payload.receipt == .read {
-                    try db.execute(
-                        "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ?", [chatID, number])
-                }
+                if payload.receipt == .read { try MessageStore.readReceived(db, chatID: chatID, upTo: number) }
                 return Effects()
             }
             // A receipt covers every message up to its number. A message read before its
             // delivery receipt came was delivered too: both steps are reported, in order.
-            let delivered = try Self.advance(db, chatID: chatID, upTo: number, from: "sent", to: .delivered)
-            let read =
-                payload.receipt == .read ? try Self.advance(db, chatID: chatID, upTo: number, from: "delivered", to: .read) : []
+            let delivered = try MessageStore.advanceSent(db, chatID: chatID, upTo: number, .deliver)
+            let read = payload.receipt == .read ? try MessageStore.advanceSent(db, chatID: chatID, upTo: number, .read) : []
             return Effects(events: delivered + read, changed: .some(Set((delivered + read).map(\.messageID))))
         default:
             return try drop("a \(payload.kind) payload in a \(entry.kind.rawValue) entry")
         }
-    }
-
-    /// Moves this user's messages in `chatID` numbered up to `number` from state `from` to
-    /// `state`, and returns those steps.
-    static func advance(
-        _ db: Database, chatID: String, upTo number: Int64, from: String, to state: MessageState
-    ) throws -> [MessageEvent] {
-        let moved = try db.rows(
-            "SELECT local_id, number FROM messages WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = ? ORDER BY number",
-            [chatID, number, from]
-        ).map { MessageEvent(messageID: try $0.get(0), chatID: chatID, number: try $0.get(1), state: state) }
-        guard !moved.isEmpty else { return [] }
-        try db.execute(
-            "UPDATE messages SET state = ? WHERE chat_id = ? AND incoming = 0 AND number <= ? AND state = ?",
-            [state.description, chatID, number, from])
-        return moved
-    }
-
-    /// Records the number the domain gave one of this device's messages; a message still
-    /// sending becomes sent, which is returned as its step.
-    static func numbered(_ db: Database, localID: String, number: Int64?) throws -> [MessageEvent] {
-        guard
-            let (chatID, state) = try db.row("SELECT chat_id, state FROM messages WHERE local_id = ?", [localID]).map({
-                (try $0.get(0, as: String.self), try $0.get(1, as: String.self))
-            })
-        else { return [] }
-        try db.execute(
-            "UPDATE messages SET number = ?, state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END WHERE local_id = ?",
-            [number, localID])
-        return state == "sending" ? [MessageEvent(messageID: localID, chatID: chatID, number: number, state: .sent)] : []
     }
 
     /// Tells every `messageEvents` stream of steps that committed.

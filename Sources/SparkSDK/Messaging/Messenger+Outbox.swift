@@ -20,7 +20,7 @@ extension Messenger {
         try requireActive(chatID)
         let id = Self.newID()
         let refID = try ref.map { number in
-            guard let id = try read({ db in try Self.messageID(db, chatID: chatID, number: number) }) else {
+            guard let id = try read({ db in try MessageStore.id(db, chatID: chatID, number: number) }) else {
                 throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
             }
             return id
@@ -31,7 +31,7 @@ extension Messenger {
         let holding = try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
         if holding.isEmpty { await releaseHeld(in: chatID) }
-        let sealer = self.sealer
+        let store = messageStore
         try write { db in
             var sealed: Data?
             if holding.isEmpty {
@@ -42,16 +42,9 @@ extension Messenger {
                     sealed = nil
                 }
             }
-            try db.execute(
-                """
-                INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
-                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [
-                    id, chatID, self.me, try sealer.seal(content, EndpointStore.Seal.content(id)), tag,
-                    try data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, ref, sealed == nil ? "held" : "sending",
-                    now.timeIntervalSince1970, sealed,
-                ])
+            try store.insertOutgoing(
+                db, id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
+                sealed: sealed)
         }
         reloadMessages(chatID, changed: .some([id]))
         _ = await deliverPending(in: chatID)
@@ -62,11 +55,6 @@ extension Messenger {
         guard try read({ db in try GroupStore.exists(db, chatID: chatID) }) else {
             throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
         }
-    }
-
-    /// The local id of the chat's message numbered `number`.
-    static func messageID(_ db: Database, chatID: String, number: Int64) throws -> String? {
-        try db.scalar("SELECT local_id FROM messages WHERE chat_id = ? AND number = ?", [chatID, number], as: String.self)
     }
 
     /// The users whose devices in the chat this device does not trust (their identity changed,
@@ -134,18 +122,11 @@ extension Messenger {
     /// The payload of a stored message of this device (to seal it again, or for the first time
     /// once released).
     func storedPayload(_ db: Database, localID: String) throws -> (chatID: String, payload: ChatPayload)? {
-        guard
-            let row = try db.row(
-                "SELECT chat_id, content, tag, data, ref FROM messages WHERE local_id = ? AND incoming = 0", [localID])
-        else { return nil }
-        let chatID = try row.get(0, as: String.self)
-        let ref = try row.get(4, as: Int64?.self).flatMap { try Self.messageID(db, chatID: chatID, number: $0) }
+        guard let message = try messageStore.outgoing(db, id: localID) else { return nil }
+        let ref = try message.ref.flatMap { try MessageStore.id(db, chatID: message.chatID, number: $0) }
         return (
-            chatID,
-            ChatPayload(
-                kind: .text, id: localID, content: try sealer.openText(try row.get(1), EndpointStore.Seal.content(localID)),
-                tag: try row.get(2),
-                data: try row.get(3, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(localID)) }, ref: ref)
+            message.chatID,
+            ChatPayload(kind: .text, id: localID, content: message.content, tag: message.tag, data: message.data, ref: ref)
         )
     }
 
@@ -160,9 +141,8 @@ extension Messenger {
                     token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed,
                     recipient: nil, clientID: localID)
                 let events = try write { db in
-                    let events = try Self.numbered(db, localID: localID, number: receipt.messageNumber)
-                    try db.execute(
-                        "UPDATE messages SET timestamp = ? WHERE local_id = ?", [receipt.postedAt.timeIntervalSince1970, localID])
+                    let events = try MessageStore.accept(
+                        db, id: localID, number: receipt.messageNumber, at: receipt.postedAt)
                     try db.execute(
                         "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
                         [receipt.postedAt.timeIntervalSince1970, chatID])
@@ -184,11 +164,8 @@ extension Messenger {
                 sealed = resealed
                 continue
             } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
-                let failed = try? write { db in
-                    try db.execute(
-                        "UPDATE messages SET state = 'failed', failure = ? WHERE local_id = ?", [error.reason, localID])
-                }
-                if failed != nil {
+                let failed = try? write { db in try MessageStore.refuse(db, id: localID, reason: error.reason) }
+                if failed == true {
                     report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
                 }
             } catch {
@@ -209,11 +186,10 @@ extension Messenger {
         }
         do {
             let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: db)
-            try db.execute("UPDATE messages SET sealed = ? WHERE local_id = ? AND state = 'sending'", [sealed, localID])
+            try MessageStore.sealed(db, id: localID, sealed)
             return sealed
         } catch let error as MessagingError where error.code == .identityUnconfirmed {
-            try db.execute(
-                "UPDATE messages SET state = 'held', sealed = NULL WHERE local_id = ? AND state = 'sending'", [localID])
+            try MessageStore.hold(db, id: localID)
             return nil
         }
     }
@@ -238,13 +214,7 @@ extension Messenger {
 
     private func postPending(in chatID: String) async -> Bool {
         guard !stopped else { return false }
-        let pending =
-            (try? read { db in
-                try db.rows(
-                    "SELECT local_id, sealed FROM messages WHERE chat_id = ? AND state = 'sending' AND sealed IS NOT NULL ORDER BY rowid",
-                    [chatID]
-                ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Data.self)) }
-            }) ?? []
+        let pending = (try? read { db in try MessageStore.sending(db, chatID: chatID) }) ?? []
         for (id, sealed) in pending {
             guard await deliver(localID: id, chatID: chatID, sealed: sealed) else { return false }
         }
@@ -253,21 +223,13 @@ extension Messenger {
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
     func resendPending() async {
-        let chats =
-            (try? read { db in
-                try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'sending' AND sealed IS NOT NULL").map {
-                    try $0.get(0, as: String.self)
-                }
-            }) ?? []
+        let chats = (try? read { db in try MessageStore.chatsSending(db) }) ?? []
         for chatID in chats { _ = await deliverPending(in: chatID) }
     }
 
     /// Seals and sends, oldest first, the held messages of every chat that nothing holds now.
     func releaseHeld() async {
-        let chats =
-            (try? read { db in
-                try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'held'").map { try $0.get(0, as: String.self) }
-            }) ?? []
+        let chats = (try? read { db in try MessageStore.chatsHolding(db) }) ?? []
         for chatID in chats { await releaseHeld(in: chatID) }
     }
 
@@ -275,13 +237,10 @@ extension Messenger {
     func releaseHeld(in chatID: String) async {
         guard let holding = try? await heldBy(chatID), holding.isEmpty else { return }
         let released = try? write { db -> Int in
-            let held = try db.rows(
-                "SELECT local_id FROM messages WHERE chat_id = ? AND state = 'held' ORDER BY rowid", [chatID]
-            ).map { try $0.get(0, as: String.self) }
+            let held = try MessageStore.held(db, chatID: chatID)
             for localID in held {
                 guard let (_, payload) = try self.storedPayload(db, localID: localID) else { continue }
-                let sealed = try self.sealNext(payload, chatID: chatID, localID: localID, in: db)
-                try db.execute("UPDATE messages SET state = 'sending', sealed = ? WHERE local_id = ?", [sealed, localID])
+                try MessageStore.sealed(db, id: localID, try self.sealNext(payload, chatID: chatID, localID: localID, in: db))
             }
             return held.count
         }
@@ -320,21 +279,12 @@ extension Messenger {
         guard content.utf8.count <= Self.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
-        guard
-            let chatID = try read({ db in
-                try db.scalar(
-                    "SELECT chat_id FROM messages WHERE local_id = ? AND sender = ? AND number IS NOT NULL",
-                    [messageID, self.me],
-                    as: String.self)
-            })
-        else { throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit") }
-        try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
-        let sealer = self.sealer
-        try write { db in
-            try db.execute(
-                "UPDATE messages SET content = ? WHERE local_id = ?",
-                [try sealer.seal(content, EndpointStore.Seal.content(messageID)), messageID])
+        guard let chatID = try read({ db in try MessageStore.chatOfNumbered(db, id: messageID, sender: self.me) }) else {
+            throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit")
         }
+        try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
+        let store = messageStore
+        try write { db in try store.setContent(db, id: messageID, content: content) }
         reloadMessages(chatID, changed: .some([messageID]))
     }
 
@@ -345,16 +295,9 @@ extension Messenger {
 
     func markRead(_ chatID: String, upTo number: Int64?) async throws {
         try requireRunning()
-        let upTo =
-            try number ?? read { db in
-                try db.scalar("SELECT max(number) FROM messages WHERE chat_id = ? AND incoming = 1", [chatID], as: Int64.self)
-            } ?? 0
+        let upTo = try number ?? read { db in try MessageStore.newestReceived(db, chatID: chatID) } ?? 0
         guard upTo > 0 else { return }
-        try write { db in
-            try db.execute(
-                "UPDATE messages SET state = 'read' WHERE chat_id = ? AND incoming = 1 AND number <= ? AND state != 'read'",
-                [chatID, upTo])
-        }
+        try write { db in try MessageStore.readReceived(db, chatID: chatID, upTo: upTo) }
         reloadMessages(chatID)
         reloadChats()
         do {
@@ -368,14 +311,7 @@ extension Messenger {
     /// A receipt for every message of the chat up to `upTo`, naming the newest of them by its
     /// authenticated id (the receiving device goes by the id, not by the domain's number).
     func sendReceipt(chatID: String, receipt: ChatPayload.Receipt, upTo: Int64) async throws {
-        guard
-            let (number, ref) = try read({ db -> (Int64, String)? in
-                try db.row(
-                    "SELECT number, local_id FROM messages WHERE chat_id = ? AND number <= ? ORDER BY number DESC LIMIT 1",
-                    [chatID, upTo]
-                ).map { (try $0.get(0, as: Int64.self), try $0.get(1, as: String.self)) }
-            })
-        else { return }
+        guard let (number, ref) = try read({ db in try MessageStore.newest(db, chatID: chatID, upTo: upTo) }) else { return }
         try await postEvent(
             ChatPayload(kind: .receipt, id: Self.newID(), ref: ref, receipt: receipt, upTo: number), in: chatID)
     }

@@ -89,6 +89,8 @@ actor Messenger {
     let sealer: StoreSealer
     /// The chats' groups, stored and kept live (`GroupStore`, `ChatSessions`).
     nonisolated let groups: GroupStore
+    /// Every statement on messages.
+    nonisolated let messageStore: MessageStore
     /// The credential validators, built once per version of the contacts.
     nonisolated let validators: CredentialValidators
     let keys: UnlockedKeys
@@ -150,6 +152,7 @@ actor Messenger {
         self.queue = store.queue
         self.sealer = store.sealer
         groups = GroupStore(sealer: store.sealer, sessions: ChatSessions())
+        messageStore = MessageStore(sealer: store.sealer)
         validators = CredentialValidators(user: keys.userID, identityKey: keys.signing.publicKey.rawRepresentation)
         self.keys = keys
         self.endpointID = endpointID
@@ -231,41 +234,16 @@ actor Messenger {
     }
 
     func message(id: String) throws -> ChatMessage {
-        guard
-            let message = try read({ db in
-                try db.row("\(Self.messageColumns) WHERE local_id = ?", [id]).map { try Self.message($0, sealer: sealer) }
-            })
-        else {
+        guard let message = try read({ db in try messageStore.message(db, id: id) }) else {
             throw MessagingError(.unknownChat, "no message \(id)")
         }
         return message
     }
 
-    /// The latest `limit` messages before `number` (or the newest), oldest first. Numbered
-    /// messages come through the (chat, number) index, so a chat of a million messages loads its
-    /// latest page as fast as a small one; messages without a number yet (sending, failed) follow
-    /// the newest page.
+    /// The latest `limit` messages before `number` (or the newest), oldest first (see
+    /// `MessageStore.page`).
     func messages(in chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
-        try read { db in
-            let numbered =
-                if let number {
-                    try db.rows(
-                        "\(Self.messageColumns) WHERE chat_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
-                        [chatID, number, limit])
-                } else {
-                    try db.rows(
-                        "\(Self.messageColumns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number DESC LIMIT ?",
-                        [chatID, limit])
-                }
-            var page = try numbered.reversed().map { try Self.message($0, sealer: sealer) }
-            if number == nil {
-                let pending = try db.rows(
-                    "\(Self.messageColumns) WHERE chat_id = ? AND number IS NULL ORDER BY timestamp", [chatID]
-                ).map { try Self.message($0, sealer: sealer) }
-                page = Array((page + pending).suffix(limit))
-            }
-            return page
-        }
+        try read { db in try messageStore.page(db, chatID: chatID, before: number, limit: limit) }
     }
 
     func messageFlow(_ chatID: String) throws -> StateFlow<[ChatMessage]> {
@@ -287,16 +265,8 @@ actor Messenger {
             if let latest = try? messages(in: chatID, before: nil, limit: Self.flowWindow) { owner.value = latest }
         case .some(let ids):
             guard !ids.isEmpty else { return }
-            let sealer = self.sealer
-            let list = Array(ids)
-            guard
-                let found = try? read({ db in
-                    try db.rows(
-                        "\(Self.messageColumns) WHERE chat_id = ? AND local_id IN (\(list.map { _ in "?" }.joined(separator: ", ")))",
-                        [chatID] + list
-                    ).map { try Self.message($0, sealer: sealer) }
-                })
-            else { return }
+            let store = messageStore
+            guard let found = try? read({ db in try store.messages(db, chatID: chatID, ids: Array(ids)) }) else { return }
             owner.value = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: owner.value, limit: Self.flowWindow)
         }
     }
@@ -345,30 +315,6 @@ actor Messenger {
         chatsOwner.value = chats
     }
 
-    static let messageColumns =
-        "SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp FROM messages"
-
-    static func message(_ row: Row, sealer: StoreSealer) throws -> ChatMessage {
-        let id = try row.get(0, as: String.self)
-        let state: MessageState =
-            switch try row.get(9, as: String.self) {
-            case "sending": .sending
-            case "held": .held
-            case "sent": .sent
-            case "delivered": .delivered
-            case "read": .read
-            default: .failed(reason: try row.get(10, as: String?.self) ?? "failed")
-            }
-        return ChatMessage(
-            id: try row.get(0), chatID: try row.get(1), number: try row.get(2), sender: try row.get(3),
-            isIncoming: try row.get(4),
-            content: try sealer.openText(try row.get(5), EndpointStore.Seal.content(id)), tag: try row.get(6),
-            data: try row.get(7, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
-            ref: try row.get(8),
-            state: state,
-            timestamp: Date(timeIntervalSince1970: try row.get(11)))
-    }
-
     /// A chat's subject: sealed once set; the empty default of a chat met before its subject.
     static func subject(_ value: DatabaseValue, chatID: String, sealer: StoreSealer) throws -> String {
         switch value {
@@ -397,10 +343,7 @@ actor Messenger {
                     userID: try $0.get(0), isAdmin: try $0.get(1),
                     verification: ContactVerification(rawValue: try $0.get(2)) ?? .changed)
             }
-            let unread =
-                try db.scalar(
-                    "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != 'read'", [id], as: Int.self)
-                ?? 0
+            let unread = try MessageStore.unreadCount(db, chatID: id)
             return Chat(
                 chatID: id, subject: try Self.subject(row.values[1], chatID: id, sealer: sealer), participants: participants,
                 unreadCount: unread,
