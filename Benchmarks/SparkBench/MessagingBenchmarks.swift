@@ -179,6 +179,16 @@ enum MessagingBenchmarks {
                 return 1
             }
             let throughput = Double(burst.count) / (Double(lastReceived - firstSent) / 1e9)
+            // Where the tail is: the slowest paced messages and their places (the first ones follow
+            // the burst, while this process may still be catching up with it).
+            let inOrder = arrivals.values.filter { $0.tag == "paced" }.sorted { $0.sent < $1.sent }.map {
+                Double($0.received - $0.sent) / 1e6
+            }
+            let slowest = inOrder.enumerated().sorted { $0.element > $1.element }.prefix(3).map {
+                String(format: "#%d %.1f ms", $0.offset + 1, $0.element)
+            }
+            FileHandle.standardError.write(
+                Data("message latency: the slowest of \(inOrder.count) paced: \(slowest.joined(separator: ", "))\n".utf8))
             let p50 = paced[paced.count / 2]
             let p99 = paced[min(paced.count - 1, Int(Double(paced.count) * 0.99))]
             print("throughput=\(throughput) p50=\(p50) p99=\(p99)")
