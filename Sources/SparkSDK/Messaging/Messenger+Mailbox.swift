@@ -363,78 +363,53 @@ extension Messenger {
         }
     }
 
+    /// Carries out what the messaging core decides for an opened payload, in the entry's
+    /// transaction: the group is kept first (its ratchet moved, whatever the payload turns out to be).
     private func applyPayload(
         _ payload: ChatPayload, from sender: ChatGroup.Device, entry: MailboxEntry, stored: inout GroupStore.Stored,
         in db: Database
     ) throws -> Effects {
         let chatID = entry.chatID
-        let incoming = sender.user != me
-        func drop(_ reason: String) throws -> Effects {
-            try groups.save(db, stored)
-            return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none)
+        let outcome = try core.apply(
+            payload, from: sender.user, entry: entry, lastNumber: stored.lastNumber, lookup: MessageStore.Lookup(db: db))
+        stored.lastNumber = outcome.lastNumber
+        try groups.save(db, stored)
+        var effects = Effects(changed: .none)
+        for action in outcome.actions {
+            switch action {
+            case .drop(let reason):
+                effects.notices.append(.dropped(chatID: chatID, reason: reason))
+            case .insert(let message):
+                try messageStore.insertReceived(
+                    db, id: message.id, chatID: chatID, number: message.number, sender: message.sender,
+                    incoming: message.isIncoming, content: message.content, tag: message.tag, data: message.data,
+                    ref: message.ref, state: message.state, timestamp: message.timestamp)
+                effects.changed.formUnion(.some([message.id]))
+            case .touchChat(let time):
+                try db.execute(
+                    "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
+                    [time.timeIntervalSince1970, chatID])
+            case .setContent(let messageID, let content):
+                try messageStore.setContent(db, id: messageID, content: content)
+                effects.changed.formUnion(.some([messageID]))
+            case .advanceSent(let number, let step):
+                let moved = try MessageStore.advanceSent(db, chatID: chatID, upTo: number, step)
+                effects.events += moved
+                effects.changed.formUnion(.some(Set(moved.map(\.messageID))))
+            case .readReceived(let number):
+                try MessageStore.readReceived(db, chatID: chatID, upTo: number)
+                effects.changed.formUnion(.all)
+            case .openHistory(let history):
+                let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: db)
+                effects.notices += opened.notices
+                effects.changed.formUnion(.all)
+            case .reportSent(let messageID, let number):
+                effects.events.append(MessageEvent(messageID: messageID, chatID: chatID, number: number, state: .sent))
+            case .acknowledge(let number):
+                effects.delivered = number
+            }
         }
-        switch (entry.kind, payload.kind) {
-        case (.message, .text):
-            // Handed over already in a history transfer (sent while this device joined).
-            if try MessageStore.has(db, chatID: chatID, id: payload.id, number: entry.messageNumber) {
-                stored.lastNumber = max(stored.lastNumber, entry.messageNumber ?? 0)
-                try groups.save(db, stored)
-                return Effects()
-            }
-            // Numbers only grow in the domain's order: one that does not was renumbered.
-            guard let number = entry.messageNumber, number > stored.lastNumber else {
-                return try drop(
-                    "message \(payload.id) is numbered \(entry.messageNumber.map(String.init) ?? "nothing") after \(stored.lastNumber): renumbered"
-                )
-            }
-            stored.lastNumber = number
-            try groups.save(db, stored)
-            let ref = try payload.ref.flatMap { try MessageStore.number(db, chatID: chatID, id: $0) }
-            try messageStore.insertReceived(
-                db, id: payload.id, chatID: chatID, number: number, sender: sender.user, incoming: incoming,
-                content: payload.content, tag: payload.tag, data: payload.data, ref: ref, state: incoming ? .delivered : .sent,
-                timestamp: entry.postedAt)
-            try db.execute(
-                "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
-                [entry.postedAt.timeIntervalSince1970, chatID])
-            // Sent from another of this user's devices: a step of this user's message.
-            return Effects(
-                events: incoming ? [] : [MessageEvent(messageID: payload.id, chatID: chatID, number: number, state: .sent)],
-                changed: .some([payload.id]), delivered: incoming ? number : nil)
-        case (.event, .edit):
-            try groups.save(db, stored)
-            // Only the sender edits, and only their own message.
-            guard let ref = payload.ref, try MessageStore.isSent(db, chatID: chatID, id: ref, by: sender.user) else {
-                return try drop("an edit of a message that is not its sender's")
-            }
-            try messageStore.setContent(db, id: ref, content: payload.content)
-            return Effects(changed: .some([ref]))
-        case (.event, .history):
-            try groups.save(db, stored)
-            // Only this user's own devices hand over history, each to one device.
-            guard sender.user == me else { return try drop("a history transfer from another user") }
-            guard payload.ref == endpointID else { return Effects() }
-            return try applyHistory(payload, group: stored.group, chatID: chatID, in: db)
-        case (.receipt, .receipt):
-            // A receipt names the newest message it covers by its authenticated id; the number
-            // is this device's own for that message, not what the receipt or the domain says.
-            guard let ref = payload.ref, let number = try MessageStore.number(db, chatID: chatID, id: ref) else {
-                return try drop("a receipt for a message this device does not have")
-            }
-            try groups.save(db, stored)
-            if !incoming {
-                // Read on another of this user's devices.
-                if payload.receipt == .read { try MessageStore.readReceived(db, chatID: chatID, upTo: number) }
-                return Effects()
-            }
-            // A receipt covers every message up to its number. A message read before its
-            // delivery receipt came was delivered too: both steps are reported, in order.
-            let delivered = try MessageStore.advanceSent(db, chatID: chatID, upTo: number, .deliver)
-            let read = payload.receipt == .read ? try MessageStore.advanceSent(db, chatID: chatID, upTo: number, .read) : []
-            return Effects(events: delivered + read, changed: .some(Set((delivered + read).map(\.messageID))))
-        default:
-            return try drop("a \(payload.kind) payload in a \(entry.kind.rawValue) entry")
-        }
+        return effects
     }
 
     /// Tells every `messageEvents` stream of steps that committed.

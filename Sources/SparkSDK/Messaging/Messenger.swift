@@ -89,6 +89,8 @@ actor Messenger {
     let sealer: StoreSealer
     /// The chats' groups, stored and kept live (`GroupStore`, `ChatSessions`).
     nonisolated let groups: GroupStore
+    /// The messaging rules for opened payloads (pure: see `MessagingCore`).
+    nonisolated let core: MessagingCore
     /// Every statement on messages.
     nonisolated let messageStore: MessageStore
     /// The credential validators, built once per version of the contacts.
@@ -153,6 +155,7 @@ actor Messenger {
         self.sealer = store.sealer
         groups = GroupStore(sealer: store.sealer, sessions: ChatSessions())
         messageStore = MessageStore(sealer: store.sealer)
+        core = MessagingCore(user: keys.userID, endpointID: endpointID)
         validators = CredentialValidators(user: keys.userID, identityKey: keys.signing.publicKey.rawRepresentation)
         self.keys = keys
         self.endpointID = endpointID

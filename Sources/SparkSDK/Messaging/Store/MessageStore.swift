@@ -69,6 +69,21 @@ struct MessageStore: Sendable {
         try db.scalar("SELECT local_id FROM messages WHERE chat_id = ? AND number = ?", [chatID, number], as: String.self)
     }
 
+    /// The chat's message `id` as the messaging core asks for it: its number and sender.
+    static func known(_ db: Database, chatID: String, id: String) throws -> MessagingCore.KnownMessage? {
+        try db.row("SELECT number, sender FROM messages WHERE local_id = ? AND chat_id = ?", [id, chatID]).map {
+            MessagingCore.KnownMessage(number: try $0.get(0), sender: try $0.get(1))
+        }
+    }
+
+    /// The messaging core's lookups, answered in a transaction.
+    struct Lookup: MessageLookup {
+        let db: Database
+        func message(_ id: String, in chatID: String) throws -> MessagingCore.KnownMessage? {
+            try MessageStore.known(db, chatID: chatID, id: id)
+        }
+    }
+
     /// The number of the chat's message `id`, if it has one.
     static func number(_ db: Database, chatID: String, id: String) throws -> Int64? {
         try db.scalar("SELECT number FROM messages WHERE local_id = ? AND chat_id = ?", [id, chatID], as: Int64.self)
