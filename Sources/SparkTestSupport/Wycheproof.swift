@@ -1,7 +1,7 @@
 public import Foundation
 
-/// Project Wycheproof's JSON test files, read from `../shared/vectors/wycheproof/` beside the
-/// checkout (or `$SPARK_WYCHEPROOF_DIR`). Each test's `result` is `valid`, `invalid` or
+/// Project Wycheproof's JSON test files, read from the repository's `Tests/Vectors/wycheproof/`
+/// (or `$SPARK_WYCHEPROOF_DIR`). Each test's `result` is `valid`, `invalid` or
 /// `acceptable`.
 public enum Wycheproof {
     /// Where the files are looked for.
@@ -9,12 +9,7 @@ public enum Wycheproof {
         if let override = ProcessInfo.processInfo.environment["SPARK_WYCHEPROOF_DIR"] {
             return URL(fileURLWithPath: override)
         }
-        return Fixtures.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/vectors/wycheproof")
-    }
-
-    /// Whether the vectors are present; tests that need them are disabled with this reason when not.
-    public static var isAvailable: Bool {
-        FileManager.default.fileExists(atPath: directory.appendingPathComponent("aes_gcm_test.json").path)
+        return Fixtures.repositoryRoot.appendingPathComponent("Tests/Vectors/wycheproof")
     }
 
     /// A test group: its own fields and its tests.

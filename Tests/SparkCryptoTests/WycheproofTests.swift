@@ -6,9 +6,8 @@ import Testing
 /// Project Wycheproof's vectors for every primitive SparkCrypto ships. Each test checks every
 /// case of its file and asserts that valid, invalid and (where present) acceptable cases were
 /// all exercised, so a file that fails to load cannot pass silently.
-@Suite(
-    "Wycheproof",
-    .enabled(if: Wycheproof.isAvailable, "Wycheproof vectors not found at \(Wycheproof.directory.path)"))
+/// The files are in the repository (`Tests/Vectors/wycheproof`): a missing one fails, never skips.
+@Suite("Wycheproof")
 struct WycheproofTests {
     @Test func aesGCM() throws {
         var tally = Wycheproof.Tally()

@@ -6,8 +6,7 @@ import Testing
 @testable import SparkMLS
 
 @Suite(
-    "MLS vectors: welcome, passive clients, TreeKEM, message protection",
-    .enabled(if: MLSVectors.isAvailable, Comment(rawValue: MLSVectors.missing)))
+    "MLS vectors: welcome, passive clients, TreeKEM, message protection")
 struct GroupVectorTests {
     static let suite = MLSCipherSuite.x25519AES128GCMSHA256Ed25519
 

@@ -5,7 +5,7 @@ import Testing
 
 @testable import SparkMLS
 
-@Suite("MLS vectors: trees and framing", .enabled(if: MLSVectors.isAvailable, Comment(rawValue: MLSVectors.missing)))
+@Suite("MLS vectors: trees and framing")
 struct TreeVectorTests {
     static func tree(_ data: Data, _ suite: MLSCipherSuite) throws -> RatchetTree {
         try RatchetTree(suite: suite, encoded: RatchetTreeEncoding(tlsEncoded: data))

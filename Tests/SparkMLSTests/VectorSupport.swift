@@ -5,19 +5,13 @@ import Testing
 @testable import SparkMLS
 
 /// The MLS working group's vectors, read from `SPARK_MLS_VECTORS_DIR` (default
-/// `../shared/vectors/mls` beside the checkout). Each file's entries of suites 1 and 3 are
+/// the repository's `Tests/Vectors/mls`). Each file's entries of suites 1 and 3 are
 /// checked; the others are counted as unsupported and printed, never as passed.
 enum MLSVectors {
     static var directory: URL {
         ProcessInfo.processInfo.environment["SPARK_MLS_VECTORS_DIR"].map { URL(fileURLWithPath: $0) }
-            ?? Fixtures.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/vectors/mls")
+            ?? Fixtures.repositoryRoot.appendingPathComponent("Tests/Vectors/mls")
     }
-
-    static var isAvailable: Bool {
-        FileManager.default.fileExists(atPath: directory.appendingPathComponent("crypto-basics.json").path)
-    }
-
-    static let missing = "MLS vectors not found at \(directory.path) (set SPARK_MLS_VECTORS_DIR)"
 
     struct Mismatch: Error, CustomStringConvertible {
         let description: String

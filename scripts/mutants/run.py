@@ -23,14 +23,8 @@ def mutants():
                    occurrence=int(fields[4]), tests=fields[5])
 
 
-# The scratch copy is not beside ../shared, so the tests are told where the vectors are: a suite
-# whose vectors are missing is skipped, and a mutant only its vectors catch would survive.
+# The vectors are in the repository (Tests/Vectors), so the scratch copy has them too.
 environment = dict(os.environ)
-shared = os.path.join(os.path.dirname(root), "shared", "vectors")
-for variable, folder in [("SPARK_WYCHEPROOF_DIR", "wycheproof"), ("SPARK_OPRF_VECTORS_DIR", "oprf"),
-                         ("SPARK_MLS_VECTORS_DIR", "mls")]:
-    if variable not in environment and os.path.isdir(os.path.join(shared, folder)):
-        environment[variable] = os.path.join(shared, folder)
 
 
 def run(command, cwd, log):
