@@ -141,7 +141,10 @@ struct AssistantAttackTests {
     }
 
     /// Median wall time of `body` over interleaved runs.
-    static func medians(_ rounds: Int, _ bodies: [() async throws -> Void]) async -> [Double] {
+    /// The fastest of `rounds` runs of each body, the bodies taking turns. Other work on the
+    /// machine (the rest of the suite runs in parallel) only adds time to a run, so the fastest
+    /// is the path's own cost; a median moves with the load.
+    static func fastest(_ rounds: Int, _ bodies: [() async throws -> Void]) async -> [Double] {
         var samples = Array(repeating: [Double](), count: bodies.count)
         for _ in 0..<rounds {
             for (index, body) in bodies.enumerated() {
@@ -151,7 +154,7 @@ struct AssistantAttackTests {
                 samples[index].append(Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds))
             }
         }
-        return samples.map { $0.sorted()[$0.count / 2] }
+        return samples.map { $0.min() ?? 0 }
     }
 
     @Test func knownAndUnknownEmailsTakeTheSameTime() async throws {
@@ -162,9 +165,9 @@ struct AssistantAttackTests {
                 directory,
                 policy: DomainPolicy(passwordIterations: 40_000, loginAttemptsBeforeThrottle: 100, codeAttemptsPerHour: 100))
             try await domain.signUp(Self.alice)
-            let hashTime = await Self.medians(5, [{ _ = try PasswordHasher(unsafeIterations: 40_000).hash("x") }])[0]
+            let hashTime = await Self.fastest(5, [{ _ = try PasswordHasher(unsafeIterations: 40_000).hash("x") }])[0]
             let rounds = 15
-            let resets = await Self.medians(
+            let resets = await Self.fastest(
                 rounds,
                 [
                     {
@@ -176,19 +179,19 @@ struct AssistantAttackTests {
                             email: "nobody@example.com", code: "000000", newPassword: "Battery-Staple-42")
                     },
                 ])
-            let requests = await Self.medians(
+            let requests = await Self.fastest(
                 rounds,
                 [
                     { try await domain.requestPasswordReset(email: "alice@example.com") },
                     { try await domain.requestPasswordReset(email: "nobody@example.com") },
                 ])
-            let activations = await Self.medians(
+            let activations = await Self.fastest(
                 rounds,
                 [
                     { try await domain.activate(userName: "alice", code: "000000") },
                     { try await domain.activate(userName: "nobody", code: "000000") },
                 ])
-            let logins = await Self.medians(
+            let logins = await Self.fastest(
                 rounds,
                 [
                     { _ = try await domain.logIn(userName: "alice", password: "Wrong-Horse-77") },

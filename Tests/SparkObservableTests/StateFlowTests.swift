@@ -27,15 +27,19 @@ struct StateFlowTests {
         let flow = owner!.flow
         let seen = Box<[Int]>([])
         let subscription = flow.subscribe { value in seen.update { $0.append(value) } }
+        let received = Box<[Int]>([])
         let collector = Task {
             var values: [Int] = []
-            for await value in flow.values { values.append(value) }
+            for await value in flow.values {
+                values.append(value)
+                received.update { $0.append(value) }
+            }
             return values
         }
         #expect(await eventually { seen.value == [1] })
         owner?.value = 2
-        // Wait until the collector has surely subscribed: its first value is the current one.
-        try? await Task.sleep(for: .milliseconds(20))
+        // The collector has subscribed once it has a value (its first is the current one).
+        #expect(await eventually { !received.value.isEmpty })
         owner?.value = 3
         owner = nil
         let collected = await collector.value

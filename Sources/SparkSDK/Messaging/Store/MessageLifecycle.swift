@@ -56,14 +56,8 @@ extension MessageState {
 
     /// The state's name in the store's `state` column (a failure's reason goes in `failure`).
     var storedName: String {
-        switch self {
-        case .sending: "sending"
-        case .held: "held"
-        case .sent: "sent"
-        case .delivered: "delivered"
-        case .read: "read"
-        case .failed: "failed"
-        }
+        if case .failed = self { return "failed" }
+        return description
     }
 
     /// A state from its stored name and failure reason (an unknown name is a failure: a store
