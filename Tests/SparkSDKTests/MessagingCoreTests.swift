@@ -36,7 +36,7 @@ struct MessagingCoreTests {
             outcome.actions == [
                 .insert(
                     .init(
-                        id: "m1", number: 4, sender: "bob", isIncoming: true, content: "hello", tag: "Text", data: nil, ref: 3,
+                        id: "m1", number: 4, sender: "bob", content: "hello", tag: "Text", data: nil, ref: 3,
                         state: .delivered, timestamp: time)),
                 .touchChat(at: time), .acknowledge(number: 4),
             ])

@@ -121,8 +121,11 @@ struct MessagingRobustnessTests {
             let store = bob.messenger.messageStore
             try await bob.messenger.queue.write { db in
                 try store.insertReceived(
-                    db, id: "handed-over", chatID: chat.chatID, number: 2, sender: "alice", incoming: true, content: "copy",
-                    tag: "Text", data: nil, ref: nil, state: .delivered, timestamp: Date())
+                    db,
+                    ChatHistory.Record(
+                        id: "handed-over", number: 2, sender: "alice", content: "copy", tag: "Text", data: nil, ref: nil,
+                        state: .delivered, timestamp: Date()),
+                    chatID: chat.chatID, incoming: true)
             }
             let events = EventRecorder(bob)
             try await alice.sendMessage("two", to: chat.chatID)

@@ -96,10 +96,7 @@ extension Messenger {
             ])
         }
         for record in history.records {
-            try messageStore.insertReceived(
-                db, id: record.id, chatID: chatID, number: record.number, sender: record.sender, incoming: record.sender != me,
-                content: record.content, tag: record.tag, data: record.data, ref: record.ref, state: record.state,
-                timestamp: record.timestamp, ignoringTaken: true)
+            try messageStore.insertReceived(db, record, chatID: chatID, incoming: record.sender != me, ignoringTaken: true)
             try db.execute(
                 "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
                 [record.timestamp.timeIntervalSince1970, chatID])

@@ -380,10 +380,7 @@ extension Messenger {
             case .drop(let reason):
                 effects.notices.append(.dropped(chatID: chatID, reason: reason))
             case .insert(let message):
-                try messageStore.insertReceived(
-                    db, id: message.id, chatID: chatID, number: message.number, sender: message.sender,
-                    incoming: message.isIncoming, content: message.content, tag: message.tag, data: message.data,
-                    ref: message.ref, state: message.state, timestamp: message.timestamp)
+                try messageStore.insertReceived(db, message, chatID: chatID, incoming: message.sender != me)
                 effects.changed.formUnion(.some([message.id]))
             case .touchChat(let time):
                 try db.execute(

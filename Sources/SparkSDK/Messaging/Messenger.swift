@@ -280,13 +280,7 @@ actor Messenger {
     static func merge(_ changed: [ChatMessage], removing removed: Set<String>, into window: [ChatMessage], limit: Int)
         -> [ChatMessage]
     {
-        let replacing = Dictionary(changed.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
-        var merged = window.compactMap { message in
-            removed.contains(message.id) ? nil : (replacing[message.id] ?? message)
-        }
-        let present = Set(window.map(\.id))
-        merged += changed.filter { !present.contains($0.id) }
-        merged.sort { a, b in
+        let merged = replacing(changed, removing: removed, in: window) { a, b in
             switch (a.number, b.number) {
             case (let x?, let y?): x < y
             case (.some, .none): true
@@ -295,6 +289,19 @@ actor Messenger {
             }
         }
         return Array(merged.suffix(limit))
+    }
+
+    /// `list` with `changed` in place of the items of the same id, the new ones added, those of
+    /// `removed` taken out, sorted by `order`: how a flow changes by a delta.
+    static func replacing<Item: Identifiable>(
+        _ changed: [Item], removing removed: Set<Item.ID>, in list: [Item], sortedBy order: (Item, Item) -> Bool
+    ) -> [Item] {
+        let replacement = Dictionary(changed.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+        var merged = list.compactMap { item in removed.contains(item.id) ? nil : (replacement[item.id] ?? item) }
+        let present = Set(list.map(\.id))
+        merged += changed.filter { !present.contains($0.id) }
+        merged.sort(by: order)
+        return merged
     }
 
     /// Brings the chat list up to date: every chat, or only `chatIDs` (each read again and put
@@ -308,14 +315,9 @@ actor Messenger {
         guard !chatIDs.isEmpty,
             let found = try? read({ db in try chatIDs.flatMap { try Self.loadChats(db, only: $0, sealer: sealer) } })
         else { return }
-        let replacing = Dictionary(found.map { ($0.chatID, $0) }, uniquingKeysWith: { _, last in last })
-        var chats = chatsOwner.value.compactMap { chat in
-            chatIDs.contains(chat.chatID) ? replacing[chat.chatID] : chat
-        }
-        let present = Set(chatsOwner.value.map(\.chatID))
-        chats += found.filter { !present.contains($0.chatID) }
-        chats.sort { $0.lastActivity > $1.lastActivity }
-        chatsOwner.value = chats
+        chatsOwner.value = Self.replacing(
+            found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chatsOwner.value,
+            sortedBy: { $0.lastActivity > $1.lastActivity })
     }
 
     /// A chat's subject: sealed once set; the empty default of a chat met before its subject.

@@ -33,25 +33,10 @@ struct MessagingCore: Sendable {
         var sender: String
     }
 
-    /// A received message to keep.
-    struct Received: Equatable, Sendable {
-        var id: String
-        var number: Int64
-        var sender: String
-        var isIncoming: Bool
-        var content: String
-        var tag: String
-        var data: String?
-        /// The number of the message it refers to, as this device has it.
-        var ref: Int64?
-        var state: MessageState
-        var timestamp: Date
-    }
-
     /// What to do, in order.
     enum Action: Equatable, Sendable {
-        /// Keep the message.
-        case insert(Received)
+        /// Keep the message (its `ref` is the number this device has for the message it refers to).
+        case insert(ChatHistory.Record)
         /// The chat's last activity is now at least `at`.
         case touchChat(at: Date)
         /// An edit: the message's new text.
@@ -101,10 +86,9 @@ struct MessagingCore: Sendable {
                 )
             }
             let ref = try payload.ref.flatMap { try lookup.message($0, in: chatID)?.number }
-            let received = Received(
-                id: payload.id, number: number, sender: sender, isIncoming: incoming, content: payload.content,
-                tag: payload.tag, data: payload.data, ref: ref, state: incoming ? .delivered : .sent,
-                timestamp: entry.postedAt)
+            let received = ChatHistory.Record(
+                id: payload.id, number: number, sender: sender, content: payload.content, tag: payload.tag,
+                data: payload.data, ref: ref, state: incoming ? .delivered : .sent, timestamp: entry.postedAt)
             return Outcome(
                 lastNumber: number,
                 actions: [

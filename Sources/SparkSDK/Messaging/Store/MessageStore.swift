@@ -213,10 +213,9 @@ struct MessageStore: Sendable {
                 (try $0.get(0, as: String.self), try $0.get(1, as: String.self))
             })
         else { return [] }
-        try db.execute("UPDATE messages SET number = ? WHERE local_id = ?", [number, id])
-        if let time {
-            try db.execute("UPDATE messages SET timestamp = ? WHERE local_id = ?", [time.timeIntervalSince1970, id])
-        }
+        try db.execute(
+            "UPDATE messages SET number = ?, timestamp = coalesce(?, timestamp) WHERE local_id = ?",
+            [number, time?.timeIntervalSince1970, id])
         guard MessageState(storedName: name, failure: nil).after(.accept) != nil else { return [] }
         try step(db, .accept, where: "local_id = ?", [id])
         return [MessageEvent(messageID: id, chatID: chatID, number: number, state: .sent)]
@@ -229,12 +228,12 @@ struct MessageStore: Sendable {
 
     // MARK: Receiving
 
-    /// A message received from the chat (or handed over in a history transfer: `ignoringTaken`
-    /// keeps the copy already here).
+    /// A numbered message received from the chat, `incoming` unless this user sent it (or handed
+    /// over in a history transfer: `ignoringTaken` keeps the copy already here).
     func insertReceived(
-        _ db: Database, id: String, chatID: String, number: Int64?, sender: String, incoming: Bool, content: String,
-        tag: String, data: String?, ref: Int64?, state: MessageState, timestamp: Date, ignoringTaken: Bool = false
+        _ db: Database, _ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool = false
     ) throws {
+        let (id, state) = (message.id, message.state)
         let failure: String? = if case .failed(let reason) = state { reason } else { nil }
         try db.execute(
             """
@@ -243,9 +242,10 @@ struct MessageStore: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                id, chatID, number, sender, incoming, try sealer.seal(content, EndpointStore.Seal.content(id)), tag,
-                try data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, ref, state.storedName, failure,
-                timestamp.timeIntervalSince1970,
+                id, chatID, message.number, message.sender, incoming,
+                try sealer.seal(message.content, EndpointStore.Seal.content(id)), message.tag,
+                try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref, state.storedName, failure,
+                message.timestamp.timeIntervalSince1970,
             ])
     }
 
