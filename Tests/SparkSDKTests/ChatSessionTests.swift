@@ -22,12 +22,15 @@ struct ChatSessionTests {
         let second: (queue: DatabaseQueue, groups: GroupStore)
         var bob: ChatGroup
         let validator: DeviceCredentialValidator
+        /// The stores' sealer (one key for both).
+        let sealer: StoreSealer
 
         init(_ directory: URL, capacity: Int = 8) throws {
             let key = SymmetricKey(size: .bits256)
             let stores = try (0..<2).map { _ in try EndpointStore(directory: directory, key: .provided(key)) }
-            first = (stores[0].queue, GroupStore(sealer: stores[0].sealer, sessions: ChatSessions(capacity: capacity)))
-            second = (stores[1].queue, GroupStore(sealer: stores[1].sealer, sessions: ChatSessions(capacity: capacity)))
+            sealer = stores[0].sealer
+            first = (stores[0].queue, GroupStore(sessions: ChatSessions(capacity: capacity)))
+            second = (stores[1].queue, GroupStore(sessions: ChatSessions(capacity: capacity)))
             let world = try ChatGroupTests.World()
             bob = try #require(world.groups["bob"])
             validator = DeviceCredentialValidator(identityKeys: [
@@ -35,22 +38,22 @@ struct ChatSessionTests {
                 "carol": world.carol.identity.publicKey.rawRepresentation,
             ])
             let alice = try #require(world.groups["alice"])
-            let groups = first.groups
+            let (groups, sealer) = (first.groups, sealer)
             try first.queue.write { db in
-                try groups.save(db, GroupStore.Stored(group: alice, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+                try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), GroupStore.Stored(group: alice, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
             }
         }
 
         /// Seals `text` as alice's next message through `side`, in one transaction as the outbox does.
         func seal(_ text: String, through side: (queue: DatabaseQueue, groups: GroupStore)) throws -> Data {
-            let validator = self.validator
+            let (validator, sealer) = (self.validator, self.sealer)
             return try side.queue.write { db in
-                var stored = try #require(try side.groups.load(db, chatID: "c1", validator: validator))
+                var stored = try #require(try side.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
                 var random = MLSSystemRandom()
                 let sealed = try stored.group.seal(
                     ChatPayload(kind: .text, id: UUID().uuidString, content: text), random: &random)
                 stored.sentSinceUpdate += 1
-                try side.groups.save(db, stored)
+                try side.groups.save(SQLiteMessagingStore(db: db, sealer: sealer), stored)
                 return sealed
             }
         }
@@ -98,8 +101,9 @@ struct ChatSessionTests {
                     fixture.open(try fixture.seal("message \(round)", through: side), number: Int64(round + 1)) ?? "refused")
             }
             #expect(texts == ["message 0", "message 1", "message 2", "message 3"])
+            let sealer = fixture.sealer
             let sent = try fixture.first.queue.read { db in
-                try fixture.first.groups.load(db, chatID: "c1", validator: fixture.validator)?.sentSinceUpdate
+                try fixture.first.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)?.sentSinceUpdate
             }
             #expect(sent == 4, "each process counted the other's messages")
         }
@@ -111,15 +115,15 @@ struct ChatSessionTests {
             struct Abort: Error {}
             // Sealed, saved, then the transaction fails: the message was never sent, and the
             // row (and so the next seal) is where it was.
-            let groups = fixture.first.groups
+            let (groups, sealer) = (fixture.first.groups, fixture.sealer)
             let validator = fixture.validator
             var lost = Data()
             #expect(throws: Abort.self) {
                 try fixture.first.queue.write { db -> Void in
-                    var stored = try #require(try groups.load(db, chatID: "c1", validator: validator))
+                    var stored = try #require(try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
                     var random = MLSSystemRandom()
                     lost = try stored.group.seal(ChatPayload(kind: .text, id: "lost", content: "lost"), random: &random)
-                    try groups.save(db, stored)
+                    try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), stored)
                     throw Abort()
                 }
             }
@@ -135,18 +139,18 @@ struct ChatSessionTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory, capacity: 2)
             let world = try ChatGroupTests.World()
-            let groups = fixture.first.groups
+            let (groups, sealer) = (fixture.first.groups, fixture.sealer)
             var random = MLSSeededRandom(seed: "more chats")
             let signer = world.alice.signer
             try fixture.first.queue.write { db in
                 for chat in ["c2", "c3", "c4"] {
                     let group = try ChatGroup.create(chatID: chat, signer: signer, validator: fixture.validator, random: &random)
-                    try groups.save(db, GroupStore.Stored(group: group, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+                    try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), GroupStore.Stored(group: group, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
                 }
             }
             #expect(groups.sessions.count == 2)
             // The chat no longer live is read from the store, as it was.
-            let loaded = try fixture.first.queue.read { db in try groups.load(db, chatID: "c1", validator: fixture.validator) }
+            let loaded = try fixture.first.queue.read { db in try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator) }
             #expect(try #require(loaded).group.group.epochAuthenticator == fixture.bob.group.epochAuthenticator)
             #expect(groups.sessions.count == 2)
         }
@@ -157,14 +161,14 @@ struct ChatSessionTests {
         // a load that checks for real.
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory)
-            let groups = fixture.first.groups
-            _ = try fixture.first.queue.read { db in try groups.load(db, chatID: "c1", validator: MLSAcceptAnyCredential()) }
+            let (groups, sealer) = (fixture.first.groups, fixture.sealer)
+            _ = try fixture.first.queue.read { db in try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: MLSAcceptAnyCredential()) }
             let strict = try fixture.first.queue.read { db in
-                try groups.load(db, chatID: "c1", validator: DeviceCredentialValidator(identityKeys: [:]))
+                try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: DeviceCredentialValidator(identityKeys: [:]))
             }
             #expect(try #require(strict).group.group.credentialValidator is DeviceCredentialValidator)
             let again = try fixture.first.queue.read { db in
-                try groups.load(db, chatID: "c1", validator: MLSAcceptAnyCredential())
+                try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: MLSAcceptAnyCredential())
             }
             #expect(try #require(again).group.group.credentialValidator is MLSAcceptAnyCredential)
         }
@@ -197,8 +201,8 @@ struct ChatSessionTests {
     @Test func untrustedUsersAreKnownForOneEpochAndOneVersionOfTheContacts() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory)
-            let sessions = fixture.first.groups.sessions
-            _ = try fixture.first.queue.read { db in try fixture.first.groups.load(db, chatID: "c1", validator: fixture.validator)
+            let (sessions, sealer) = (fixture.first.groups.sessions, fixture.sealer)
+            _ = try fixture.first.queue.read { db in try fixture.first.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)
             }
             let (contacts, epoch) = (Data([1]), Data([2]))
             sessions.rememberUntrusted("c1", ["mallory"], contacts: contacts, authenticator: epoch)
@@ -211,12 +215,12 @@ struct ChatSessionTests {
     @Test func aGroupStoredWholeBeforeTheSplitLoadsAndIsStoredInTwoPartsNext() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             var fixture = try Fixture(directory)
-            let groups = fixture.first.groups
+            let (groups, sealer) = (fixture.first.groups, fixture.sealer)
             let validator = fixture.validator
             // The row as a store from before `v9-chat-sessions` held it: the whole state, no ratchets.
             try fixture.first.queue.write { db in
-                let stored = try #require(try groups.load(db, chatID: "c1", validator: validator))
-                let whole = try groups.sealer.seal(stored.group.group.serialized().unsafeData(), GroupStore.Seal.state("c1"))
+                let stored = try #require(try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
+                let whole = try sealer.seal(stored.group.group.serialized().unsafeData(), SQLiteMessagingStore.Seal.state("c1"))
                 try db.execute(
                     "UPDATE chat_groups SET state = ?, ratchets = NULL, version = randomblob(16) WHERE chat_id = 'c1'", [whole])
                 try db.execute("DELETE FROM chat_epoch_states")

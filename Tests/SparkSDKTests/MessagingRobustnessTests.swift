@@ -118,14 +118,13 @@ struct MessagingRobustnessTests {
             try await alice.sendMessage("one", to: chat.chatID)
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { messages.value.count == 1 })
-            let store = bob.messenger.messageStore
-            try await bob.messenger.queue.write { db in
-                try store.insertReceived(
-                    db,
+            let messenger = bob.messenger
+            try await messenger.queue.write { db in
+                try messenger.store(db).insertReceived(
                     ChatHistory.Record(
                         id: "handed-over", number: 2, sender: "alice", content: "copy", tag: "Text", data: nil, ref: nil,
                         state: .delivered, timestamp: Date()),
-                    chatID: chat.chatID, incoming: true)
+                    chatID: chat.chatID, incoming: true, ignoringTaken: false)
             }
             let events = EventRecorder(bob)
             try await alice.sendMessage("two", to: chat.chatID)

@@ -186,6 +186,28 @@ struct ContactDirectory {
         return keys
     }
 
+    /// How far each of `users` is trusted, for those met (a user never met is shown
+    /// `unverified`; a state this code did not write, `changed`).
+    static func verifications(_ db: Database, of users: Set<String>) throws -> [String: ContactVerification] {
+        guard !users.isEmpty else { return [:] }
+        // A few users by the key; a whole chat list's in one pass over the table.
+        let rows =
+            if users.count <= 200 {
+                try db.rows(
+                    "SELECT user_id, state FROM contacts WHERE user_id IN (\(users.map { _ in "?" }.joined(separator: ", ")))",
+                    users.sorted())
+            } else {
+                try db.rows("SELECT user_id, state FROM contacts")
+            }
+        var states: [String: ContactVerification] = [:]
+        for row in rows {
+            let user = try row.get(0, as: String.self)
+            guard users.contains(user) else { continue }
+            states[user] = ContactVerification(rawValue: try row.get(1, as: String.self)) ?? .changed
+        }
+        return states
+    }
+
     /// The stored policy, or the default.
     static func policy(_ db: Database) throws -> IdentityTrustPolicy {
         try db.scalar("SELECT identity_policy FROM messaging_settings WHERE singleton = 1", as: String.self)

@@ -32,9 +32,9 @@ extension Messenger {
             keyPackages: devices.map(\.keyPackage))
         let groups = self.groups
         try write { db in
-            try groups.save(db, GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
-            try groups.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next)
-            try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
+            try groups.save(self.store(db), GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+            try groups.setPending(self.store(db), chatID: chatID, digest: SHA256.hash(commit), next: next)
+            try self.store(db).recordSent(chatID: chatID, payload: commit, localID: nil)
         }
         do {
             // The chat is made with this user alone; the commit adds everyone else, with their
@@ -51,7 +51,7 @@ extension Messenger {
         } catch let error where !Self.isRetryable(error) {
             // Refused: there is no such chat. (Left unanswered, the domain may have taken it:
             // the group and its pending commit stay, and the commit's echo completes the chat.)
-            try? write { db in try groups.delete(db, chatID: chatID) }
+            try? write { db in try groups.leave(self.store(db), chatID: chatID) }
             throw error
         }
         try write { db in try self.adopt(next, in: db, updated: true) }
@@ -129,7 +129,7 @@ extension Messenger {
     func storedGroup(_ chatID: String) throws -> ChatGroup? {
         let groups = self.groups
         return try read { db in
-            try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))?.group
+            try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))?.group
         }
     }
 
@@ -225,7 +225,7 @@ extension Messenger {
         let groups = self.groups
         for _ in 0..<5 {
             let stored = try read { db in
-                try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))
+                try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
             }
             guard let stored, stored.group.group.isActive else {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
@@ -233,8 +233,8 @@ extension Messenger {
             let (add, remove) = try plan(stored.group)
             let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, subject: subject)
             try write { db in
-                try groups.setPending(db, chatID: chatID, digest: SHA256.hash(commit), next: next)
-                try GroupStore.recordSent(db, chatID: chatID, payload: commit, localID: nil)
+                try groups.setPending(self.store(db), chatID: chatID, digest: SHA256.hash(commit), next: next)
+                try self.store(db).recordSent(chatID: chatID, payload: commit, localID: nil)
             }
             do {
                 _ = try await domainCall {
@@ -246,8 +246,8 @@ extension Messenger {
             } catch let error as MessagingError where error.domainCode == .conflict {
                 // Another commit won this epoch: apply it (and what came with it), then again.
                 try write { db in
-                    try GroupStore.clearPending(db, chatID: chatID, digest: SHA256.hash(commit))
-                    try GroupStore.forgetSent(db, payload: commit)
+                    try self.store(db).clearPendingCommit(chatID: chatID, digest: SHA256.hash(commit))
+                    try self.store(db).forgetSent(payload: commit)
                 }
                 _ = try await syncOnce()
                 continue
@@ -255,7 +255,7 @@ extension Messenger {
             try write { db in
                 // The mailbox may have moved the group meanwhile (this commit's echo): only the
                 // epoch the commit was made for is replaced.
-                let now = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))
+                let now = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
                 guard now?.group.group.epoch == stored.group.group.epoch else { return }
                 try self.adopt(next, in: db, updated: true)
             }
@@ -287,29 +287,22 @@ extension Messenger {
 
     /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
     func adopt(_ group: ChatGroup, in db: Database, updated: Bool) throws {
-        let previous = try groups.load(db, chatID: group.chatID, validator: MLSAcceptAnyCredential())
+        let previous = try groups.load(store(db), chatID: group.chatID, validator: MLSAcceptAnyCredential())
         try groups.save(
-            db,
+            store(db),
             GroupStore.Stored(
                 group: group, sentSinceUpdate: updated ? 0 : previous?.sentSinceUpdate ?? 0,
                 updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0))
-        try Self.applyMembership(db, group: group, me: me, now: Date())
+        try Self.applyMembership(store(db), group: group, now: Date())
         try applySubject(of: group, in: db)
     }
 
     /// Shows the group's subject when it changed.
     func applySubject(of group: ChatGroup, in db: Database) throws {
-        let chatID = group.chatID
-        let shown = try db.row("SELECT subject FROM chats WHERE chat_id = ?", [chatID]).map {
-            try Self.subject($0.values[0], chatID: chatID, sealer: sealer)
+        let store = store(db)
+        if try store.subject(chatID: group.chatID) != group.subject {
+            try store.setSubject(group.subject, chatID: group.chatID, at: Date())
         }
-        if shown != group.subject { try setSubject(group.subject, of: chatID, at: Date(), in: db) }
-    }
-
-    func setSubject(_ subject: String, of chatID: String, at date: Date, in db: Database) throws {
-        try db.execute(
-            "UPDATE chats SET subject = ?, last_activity = max(last_activity, ?) WHERE chat_id = ?",
-            [try sealer.seal(subject, EndpointStore.Seal.subject(chatID)), date.timeIntervalSince1970, chatID])
     }
 
     static func newID() -> String { UUID().uuidString.lowercased() }
@@ -320,7 +313,7 @@ extension Messenger {
     /// contact's devices of an identity no longer trusted and add those of the new one, and held
     /// messages go once nothing holds them.
     func trustChanged() async {
-        if let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
+        if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         await reconcile(force: false)
         await releaseHeld()
     }
@@ -361,7 +354,7 @@ extension Messenger {
         let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true
         if force || due {
             lastReconcile = clock.now
-            if let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
+            if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         }
         guard !needsReconcile.isEmpty else { return }
         let chats = needsReconcile.sorted()
@@ -398,10 +391,10 @@ extension Messenger {
         guard
             let (stored, trusted, departed) = try read({ db -> (GroupStore.Stored, DeviceCredentialValidator, Set<String>)? in
                 guard
-                    let stored = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db)),
                     stored.group.group.isActive
                 else { return nil }
-                return (stored, try self.trustedValidator(db), try GroupStore.departed(db, chatID: chatID))
+                return (stored, try self.trustedValidator(db), try self.store(db).departed(chatID: chatID))
             })
         else { return }
         let group = stored.group
@@ -442,7 +435,7 @@ extension Messenger {
             stored.sentSinceUpdate >= Self.updateAfterMessages
             || Date().timeIntervalSince(stored.updatedAt) >= Self.updateAfterInterval
         guard !remove.isEmpty || !wanted.isEmpty || updateDue else {
-            if !departed.isEmpty { try write { db in try GroupStore.forgetDeparted(db, chatID: chatID) } }
+            if !departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
             return
         }
         let (removing, adding) = (remove, wanted)
@@ -452,7 +445,7 @@ extension Messenger {
             let now = Set(current.devices)
             return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
         }
-        if !departed.isEmpty { try write { db in try GroupStore.forgetDeparted(db, chatID: chatID) } }
+        if !departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
         // This user's new devices get what they could not read.
         let joined = Set(try groupDevices(of: chatID)).subtracting(group.devices).filter { $0.user == me }
         await sendHistory(of: chatID, to: joined.sorted())

@@ -31,7 +31,7 @@ extension Messenger {
         var chunks: [ChatHistory] = []
         var current = ChatHistory(records: [])
         var size = 0
-        for message in try messageStore.numbered(db, chatID: chatID) {
+        for message in try store(db).numbered(chatID: chatID) {
             guard let number = message.number else { continue }
             let record = ChatHistory.Record(
                 id: message.id, number: number, sender: message.sender, content: message.content, tag: message.tag,
@@ -55,7 +55,7 @@ extension Messenger {
         for attempt in 0..<5 {
             let sealed = try write { db -> Data in
                 guard
-                    let stored = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db)),
                     let leaf = stored.group.group.members.first(where: { ChatGroup.device(of: $0) == device })?.leafIndex
                 else { throw MessagingError(.unknownChat, "\(device.device) is not in chat \(chatID)") }
                 var random = MLSSystemRandom()
@@ -73,7 +73,7 @@ extension Messenger {
                 }
                 return
             } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
-                try? write { db in try GroupStore.forgetSent(db, payload: sealed) }
+                try? write { db in try self.store(db).forgetSent(payload: sealed) }
                 _ = try await syncOnce()
             }
         }
@@ -95,11 +95,10 @@ extension Messenger {
                 .historyUnavailable(chatID: chatID),
             ])
         }
+        let store = store(db)
         for record in history.records {
-            try messageStore.insertReceived(db, record, chatID: chatID, incoming: record.sender != me, ignoringTaken: true)
-            try db.execute(
-                "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
-                [record.timestamp.timeIntervalSince1970, chatID])
+            try store.insertReceived(record, chatID: chatID, incoming: record.sender != me, ignoringTaken: true)
+            try store.touchChat(chatID, at: record.timestamp)
         }
         return Effects()
     }

@@ -65,7 +65,7 @@ extension Messenger {
 
     private func readMailbox(wait: Duration) async throws -> Int {
         try requireRunning()
-        let cursor = try read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } ?? 0
+        let cursor = try read { db in try self.store(db).mailboxCursor() }
         let entries = try await domain.readMailbox(
             token: try await token(), endpointID: endpointID, after: cursor, limit: 200, wait: wait)
         var batch = Batch()
@@ -101,9 +101,9 @@ extension Messenger {
         }
         let done = { (db: Database, effects: Effects) throws in
             if waiting {
-                if !effects.waiting { try GroupStore.forget(db, sequence: entry.sequence) }
+                if !effects.waiting { try self.store(db).forgetDeferred(sequence: entry.sequence) }
             } else {
-                try Self.moveCursor(db, to: entry.sequence)
+                try self.store(db).setMailboxCursor(entry.sequence)
             }
         }
         var effects = Effects()
@@ -124,7 +124,7 @@ extension Messenger {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         if let delivered = effects.delivered { receiptsDue[entry.chatID] = max(receiptsDue[entry.chatID] ?? 0, delivered) }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
-        if effects.reconcileAll, let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
+        if effects.reconcileAll, let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         batch.events += effects.events
         return effects.moved
@@ -136,7 +136,7 @@ extension Messenger {
         var rounds = 0
         while rounds < 1000 {
             rounds += 1
-            let waiting = try read { db in try GroupStore.deferred(db, chatID: chatID) }
+            let waiting = try read { db in try self.store(db).deferred(chatID: chatID) }
             var moved = false
             for entry in waiting where try await process(entry, waiting: true, into: &batch) {
                 moved = true
@@ -144,17 +144,6 @@ extension Messenger {
             }
             if !moved { return }
         }
-    }
-
-    /// SQLite's extended codes for data that contradicts the schema (a primary key or unique
-    /// value taken, a NULL or a failed CHECK), as opposed to the store failing: what arrived is at
-    /// fault, and retrying it cannot help. (A trigger's RAISE, a full disk or I/O are failures.)
-    static let dataConflicts: Set<Int32> = [1555, 2067, 1299, 275]  // PRIMARYKEY, UNIQUE, NOTNULL, CHECK
-
-    static func moveCursor(_ db: Database, to sequence: Int64) throws {
-        try db.execute(
-            "INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?) ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence",
-            [sequence])
     }
 
     /// Domain failures that say nothing about what was sent: retry later.
@@ -189,8 +178,8 @@ extension Messenger {
         case .commit:
             let (mine, stored) = try read { db in
                 (
-                    try GroupStore.sent(db, payload: entry.payload) != nil,
-                    try groups.load(db, chatID: entry.chatID, validator: MLSAcceptAnyCredential())
+                    try self.store(db).sent(payload: entry.payload) != nil,
+                    try groups.load(self.store(db), chatID: entry.chatID, validator: MLSAcceptAnyCredential())
                 )
             }
             if mine { return Applied { db in try self.ownCommit(entry, in: db) } }
@@ -203,14 +192,15 @@ extension Messenger {
             }
             return Applied { db in try self.applyGroupEntry(entry, in: db) }
         case .message, .event, .receipt:
-            if let mine = try read({ db in try GroupStore.sent(db, payload: entry.payload) }) {
+            if let mine = try read({ db in try self.store(db).sent(payload: entry.payload) }) {
                 return Applied { db in
                     // The echo of what this device sent: a message gets its number.
-                    try GroupStore.forgetSent(db, payload: entry.payload)
+                    let store = self.store(db)
+                    try store.forgetSent(payload: entry.payload)
                     guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none) }
-                    try groups.noteNumber(db, chatID: entry.chatID, number: entry.messageNumber ?? 0)
+                    try groups.noteNumber(store, chatID: entry.chatID, number: entry.messageNumber ?? 0)
                     return Effects(
-                        events: try MessageStore.accept(db, id: localID, number: entry.messageNumber, at: nil),
+                        events: try store.accept(localID, number: entry.messageNumber, at: nil),
                         changed: .some([localID]))
                 }
             }
@@ -239,7 +229,8 @@ extension Messenger {
     /// no longer lists left, and an admin's device removes their devices; when it no longer lists
     /// this user, this user left (from another device) and this device forgets the group.
     private func applyMembers(_ members: [ChatMember], of chatID: String, in db: Database) throws -> Effects {
-        guard try GroupStore.exists(db, chatID: chatID) else { return Effects() }
+        let store = store(db)
+        guard try store.groupVersion(chatID: chatID) != nil else { return Effects() }
         let listed = Set(members.map(\.userID))
         guard listed.count == members.count else {
             return Effects(notices: [.dropped(chatID: chatID, reason: "a member list that names a user twice")])
@@ -248,12 +239,9 @@ extension Messenger {
             try self.leftChat(db, chatID: chatID)
             return Effects()
         }
-        let users = try db.rows("SELECT user_id FROM participants WHERE chat_id = ?", [chatID]).map {
-            try $0.get(0, as: String.self)
-        }
-        let gone = users.filter { !listed.contains($0) }
+        let gone = try store.participants(chatID: chatID).filter { !listed.contains($0) }
         guard !gone.isEmpty else { return Effects() }
-        try GroupStore.noteDeparted(db, chatID: chatID, users: gone)
+        try store.noteDeparted(chatID: chatID, users: gone)
         return Effects(reconcile: true)
     }
 
@@ -270,7 +258,7 @@ extension Messenger {
         }
         // For another device (this user's or a member's): nothing to do here.
         guard let (reference, bundle) = found else { return Applied() }
-        if try read({ db in try GroupStore.exists(db, chatID: entry.chatID) }) {
+        if try read({ db in try self.store(db).groupVersion(chatID: entry.chatID) != nil }) {
             throw MessagingError(.forged, "a Welcome to chat \(entry.chatID), which this device is in already: replayed")
         }
         let probe: ChatGroup
@@ -283,7 +271,7 @@ extension Messenger {
         // Everyone in the group is looked up first (a first contact is met here).
         for user in probe.users where user != me { _ = try? await contactRecord(of: user, refresh: false) }
         return Applied { db in
-            guard try !GroupStore.exists(db, chatID: entry.chatID) else {
+            guard try self.store(db).groupVersion(chatID: entry.chatID) == nil else {
                 return Effects(notices: [.dropped(chatID: entry.chatID, reason: "a replayed Welcome")])
             }
             let joined: ChatGroup
@@ -317,11 +305,12 @@ extension Messenger {
     /// The echo of a commit this device posted: when its answer was lost, the pending group
     /// becomes the chat's group now.
     private func ownCommit(_ entry: MailboxEntry, in db: Database) throws -> Effects {
-        try GroupStore.forgetSent(db, payload: entry.payload)
+        let store = store(db)
+        try store.forgetSent(payload: entry.payload)
         guard
             let next = try groups.pending(
-                db, chatID: entry.chatID, digest: SHA256.hash(entry.payload), validator: try groupValidator(db)),
-            let stored = try groups.load(db, chatID: entry.chatID, validator: MLSAcceptAnyCredential()),
+                store, chatID: entry.chatID, digest: SHA256.hash(entry.payload), validator: try groupValidator(db)),
+            let stored = try groups.load(store, chatID: entry.chatID, validator: MLSAcceptAnyCredential()),
             stored.group.group.epoch + 1 == next.group.epoch
         else { return Effects() }
         try adopt(next, in: db, updated: true)
@@ -331,16 +320,17 @@ extension Messenger {
     /// A commit or an application message of a chat's group, decided by the group.
     private func applyGroupEntry(_ entry: MailboxEntry, in db: Database) throws -> Effects {
         let chatID = entry.chatID
-        guard var stored = try groups.load(db, chatID: chatID, validator: try groupValidator(db)) else {
+        let store = store(db)
+        guard var stored = try groups.load(store, chatID: chatID, validator: try groupValidator(db)) else {
             return Effects()
         }
         switch stored.group.receive(entry, now: Date()) {
         case .retry(let reason):
-            guard try GroupStore.deferredCount(db, chatID: chatID) < GroupStore.maximumDeferred else {
+            guard try store.deferredCount(chatID: chatID) < GroupStore.maximumDeferred else {
                 return Effects(
                     notices: [.dropped(chatID: chatID, reason: "\(reason); too many entries wait already")], changed: .none)
             }
-            try GroupStore.deferEntry(db, entry)
+            try store.deferEntry(entry)
             return Effects(changed: .none, waiting: true)
         case .drop(let reason):
             return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none)
@@ -353,8 +343,8 @@ extension Messenger {
             if removed.contains(where: { $0.user == me }), by != stored.group.ownDevice {
                 stored.sentSinceUpdate = Self.updateAfterMessages
             }
-            try groups.save(db, stored)
-            try Self.applyMembership(db, group: stored.group, me: me, now: entry.postedAt)
+            try groups.save(store, stored)
+            try Self.applyMembership(store, group: stored.group, now: entry.postedAt)
             try applySubject(of: stored.group, in: db)
             return Effects(moved: true, reconcile: stored.sentSinceUpdate >= Self.updateAfterMessages)
         case .message(let payload, let sender):
@@ -370,31 +360,30 @@ extension Messenger {
         in db: Database
     ) throws -> Effects {
         let chatID = entry.chatID
+        let store = store(db)
         let outcome = try core.apply(
-            payload, from: sender.user, entry: entry, lastNumber: stored.lastNumber, lookup: MessageStore.Lookup(db: db))
+            payload, from: sender.user, entry: entry, lastNumber: stored.lastNumber, lookup: store.lookup)
         stored.lastNumber = outcome.lastNumber
-        try groups.save(db, stored)
+        try groups.save(store, stored)
         var effects = Effects(changed: .none)
         for action in outcome.actions {
             switch action {
             case .drop(let reason):
                 effects.notices.append(.dropped(chatID: chatID, reason: reason))
             case .insert(let message):
-                try messageStore.insertReceived(db, message, chatID: chatID, incoming: message.sender != me)
+                try store.insertReceived(message, chatID: chatID, incoming: message.sender != me, ignoringTaken: false)
                 effects.changed.formUnion(.some([message.id]))
             case .touchChat(let time):
-                try db.execute(
-                    "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
-                    [time.timeIntervalSince1970, chatID])
+                try store.touchChat(chatID, at: time)
             case .setContent(let messageID, let content):
-                try messageStore.setContent(db, id: messageID, content: content)
+                try store.setContent(messageID, content: content)
                 effects.changed.formUnion(.some([messageID]))
             case .advanceSent(let number, let step):
-                let moved = try MessageStore.advanceSent(db, chatID: chatID, upTo: number, step)
+                let moved = try store.advanceSent(chatID: chatID, upTo: number, step)
                 effects.events += moved
                 effects.changed.formUnion(.some(Set(moved.map(\.messageID))))
             case .readReceived(let number):
-                try MessageStore.readReceived(db, chatID: chatID, upTo: number)
+                try store.readReceived(chatID: chatID, upTo: number)
                 effects.changed.formUnion(.all)
             case .openHistory(let history):
                 let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: db)

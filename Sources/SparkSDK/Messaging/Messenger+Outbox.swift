@@ -20,7 +20,7 @@ extension Messenger {
         try requireActive(chatID)
         let id = Self.newID()
         let refID = try ref.map { number in
-            guard let id = try read({ db in try MessageStore.id(db, chatID: chatID, number: number) }) else {
+            guard let id = try read({ db in try self.store(db).messageID(chatID: chatID, number: number) }) else {
                 throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
             }
             return id
@@ -31,7 +31,6 @@ extension Messenger {
         let holding = try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
         if holding.isEmpty { await releaseHeld(in: chatID) }
-        let store = messageStore
         try write { db in
             var sealed: Data?
             if holding.isEmpty {
@@ -42,8 +41,9 @@ extension Messenger {
                     sealed = nil
                 }
             }
-            try store.insertOutgoing(
-                db, id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
+            try self.store(db).insertOutgoing(
+                OutgoingMessage(
+                    id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now),
                 sealed: sealed)
         }
         reloadMessages(chatID, changed: .some([id]))
@@ -52,7 +52,7 @@ extension Messenger {
     }
 
     func requireActive(_ chatID: String) throws {
-        guard try read({ db in try GroupStore.exists(db, chatID: chatID) }) else {
+        guard try read({ db in try self.store(db).groupVersion(chatID: chatID) != nil }) else {
             throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
         }
     }
@@ -65,7 +65,7 @@ extension Messenger {
         let groups = self.groups
         let check = { (db: Database) throws -> [String] in
             guard
-                let stored = try groups.load(db, chatID: chatID, validator: try self.groupValidator(db))
+                let stored = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
             else { return [] }
             // Every device must be signed by a key this device trusts: a changed or unconfirmed
             // contact's key is not among them, nor a key a contact had before a reset.
@@ -98,7 +98,7 @@ extension Messenger {
     func sealNext(
         _ payload: ChatPayload, chatID: String, localID: String?, in db: Database, requireTrusted: Bool = true
     ) throws -> Data {
-        guard var stored = try groups.load(db, chatID: chatID, validator: try groupValidator(db)),
+        guard var stored = try groups.load(store(db), chatID: chatID, validator: try groupValidator(db)),
             stored.group.group.isActive
         else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
         if requireTrusted {
@@ -114,16 +114,17 @@ extension Messenger {
         let sealed = try stored.group.seal(payload, random: &random)
         stored.sentSinceUpdate += 1
         if stored.sentSinceUpdate >= Self.updateAfterMessages { needsReconcile.insert(chatID) }
-        try groups.save(db, stored)
-        try GroupStore.recordSent(db, chatID: chatID, payload: sealed, localID: localID)
+        try groups.save(store(db), stored)
+        try store(db).recordSent(chatID: chatID, payload: sealed, localID: localID)
         return sealed
     }
 
     /// The payload of a stored message of this device (to seal it again, or for the first time
     /// once released).
     func storedPayload(_ db: Database, localID: String) throws -> (chatID: String, payload: ChatPayload)? {
-        guard let message = try messageStore.outgoing(db, id: localID) else { return nil }
-        let ref = try message.ref.flatMap { try MessageStore.id(db, chatID: message.chatID, number: $0) }
+        let store = store(db)
+        guard let message = try store.outgoing(localID) else { return nil }
+        let ref = try message.ref.flatMap { try store.messageID(chatID: message.chatID, number: $0) }
         return (
             message.chatID,
             ChatPayload(kind: .text, id: localID, content: message.content, tag: message.tag, data: message.data, ref: ref)
@@ -141,11 +142,9 @@ extension Messenger {
                     token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed,
                     recipient: nil, clientID: localID)
                 let events = try write { db in
-                    let events = try MessageStore.accept(
-                        db, id: localID, number: receipt.messageNumber, at: receipt.postedAt)
-                    try db.execute(
-                        "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?",
-                        [receipt.postedAt.timeIntervalSince1970, chatID])
+                    let store = self.store(db)
+                    let events = try store.accept(localID, number: receipt.messageNumber, at: receipt.postedAt)
+                    try store.touchChat(chatID, at: receipt.postedAt)
                     return events
                 }
                 report(events)
@@ -164,7 +163,7 @@ extension Messenger {
                 sealed = resealed
                 continue
             } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
-                let failed = try? write { db in try MessageStore.refuse(db, id: localID, reason: error.reason) }
+                let failed = try? write { db in try self.store(db).refuse(localID, reason: error.reason) }
                 if failed == true {
                     report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
                 }
@@ -186,10 +185,10 @@ extension Messenger {
         }
         do {
             let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: db)
-            try MessageStore.sealed(db, id: localID, sealed)
+            try store(db).setSealed(localID, sealed)
             return sealed
         } catch let error as MessagingError where error.code == .identityUnconfirmed {
-            try MessageStore.hold(db, id: localID)
+            try store(db).hold(localID)
             return nil
         }
     }
@@ -214,7 +213,7 @@ extension Messenger {
 
     private func postPending(in chatID: String) async -> Bool {
         guard !stopped else { return false }
-        let pending = (try? read { db in try MessageStore.sending(db, chatID: chatID) }) ?? []
+        let pending = (try? read { db in try self.store(db).sending(chatID: chatID) }) ?? []
         for (id, sealed) in pending {
             guard await deliver(localID: id, chatID: chatID, sealed: sealed) else { return false }
         }
@@ -223,13 +222,13 @@ extension Messenger {
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
     func resendPending() async {
-        let chats = (try? read { db in try MessageStore.chatsSending(db) }) ?? []
+        let chats = (try? read { db in try self.store(db).chatsSending() }) ?? []
         for chatID in chats { _ = await deliverPending(in: chatID) }
     }
 
     /// Seals and sends, oldest first, the held messages of every chat that nothing holds now.
     func releaseHeld() async {
-        let chats = (try? read { db in try MessageStore.chatsHolding(db) }) ?? []
+        let chats = (try? read { db in try self.store(db).chatsHolding() }) ?? []
         for chatID in chats { await releaseHeld(in: chatID) }
     }
 
@@ -237,10 +236,11 @@ extension Messenger {
     func releaseHeld(in chatID: String) async {
         guard let holding = try? await heldBy(chatID), holding.isEmpty else { return }
         let released = try? write { db -> Int in
-            let held = try MessageStore.held(db, chatID: chatID)
+            let store = self.store(db)
+            let held = try store.held(chatID: chatID)
             for localID in held {
                 guard let (_, payload) = try self.storedPayload(db, localID: localID) else { continue }
-                try MessageStore.sealed(db, id: localID, try self.sealNext(payload, chatID: chatID, localID: localID, in: db))
+                try store.setSealed(localID, try self.sealNext(payload, chatID: chatID, localID: localID, in: db))
             }
             return held.count
         }
@@ -267,7 +267,7 @@ extension Messenger {
                 }
                 return
             } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
-                try? write { db in try GroupStore.forgetSent(db, payload: sealed) }
+                try? write { db in try self.store(db).forgetSent(payload: sealed) }
                 _ = try await syncOnce()
             }
         }
@@ -279,12 +279,11 @@ extension Messenger {
         guard content.utf8.count <= Self.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
-        guard let chatID = try read({ db in try MessageStore.chatOfNumbered(db, id: messageID, sender: self.me) }) else {
+        guard let chatID = try read({ db in try self.store(db).chatOfNumbered(id: messageID, sender: self.me) }) else {
             throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit")
         }
         try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
-        let store = messageStore
-        try write { db in try store.setContent(db, id: messageID, content: content) }
+        try write { db in try self.store(db).setContent(messageID, content: content) }
         reloadMessages(chatID, changed: .some([messageID]))
     }
 
@@ -295,9 +294,9 @@ extension Messenger {
 
     func markRead(_ chatID: String, upTo number: Int64?) async throws {
         try requireRunning()
-        let upTo = try number ?? read { db in try MessageStore.newestReceived(db, chatID: chatID) } ?? 0
+        let upTo = try number ?? read { db in try self.store(db).newestReceived(chatID: chatID) } ?? 0
         guard upTo > 0 else { return }
-        try write { db in try MessageStore.readReceived(db, chatID: chatID, upTo: upTo) }
+        try write { db in try self.store(db).readReceived(chatID: chatID, upTo: upTo) }
         reloadMessages(chatID)
         reloadChats()
         do {
@@ -311,7 +310,7 @@ extension Messenger {
     /// A receipt for every message of the chat up to `upTo`, naming the newest of them by its
     /// authenticated id (the receiving device goes by the id, not by the domain's number).
     func sendReceipt(chatID: String, receipt: ChatPayload.Receipt, upTo: Int64) async throws {
-        guard let (number, ref) = try read({ db in try MessageStore.newest(db, chatID: chatID, upTo: upTo) }) else { return }
+        guard let (number, ref) = try read({ db in try self.store(db).newest(chatID: chatID, upTo: upTo) }) else { return }
         try await postEvent(
             ChatPayload(kind: .receipt, id: Self.newID(), ref: ref, receipt: receipt, upTo: number), in: chatID)
     }

@@ -91,8 +91,6 @@ actor Messenger {
     nonisolated let groups: GroupStore
     /// The messaging rules for opened payloads (pure: see `MessagingCore`).
     nonisolated let core: MessagingCore
-    /// Every statement on messages.
-    nonisolated let messageStore: MessageStore
     /// The credential validators, built once per version of the contacts.
     nonisolated let validators: CredentialValidators
     let keys: UnlockedKeys
@@ -153,8 +151,7 @@ actor Messenger {
         self.domain = domain
         self.queue = store.queue
         self.sealer = store.sealer
-        groups = GroupStore(sealer: store.sealer, sessions: ChatSessions())
-        messageStore = MessageStore(sealer: store.sealer)
+        groups = GroupStore(sessions: ChatSessions())
         core = MessagingCore(user: keys.userID, endpointID: endpointID)
         validators = CredentialValidators(user: keys.userID, identityKey: keys.signing.publicKey.rawRepresentation)
         self.keys = keys
@@ -174,7 +171,7 @@ actor Messenger {
         try? await ensureKeyPackages()
         // Every chat is looked at after the first read (this user's devices may have changed
         // while this one was off).
-        if let chats = try? read({ db in try GroupStore.chats(db) }) { needsReconcile.formUnion(chats) }
+        if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         let interval = pollInterval
         syncTask = Task { [weak self] in
             let clock = ContinuousClock()
@@ -230,23 +227,23 @@ actor Messenger {
     // MARK: Queries and flows
 
     func chat(_ chatID: String) throws -> Chat {
-        guard let chat = try read({ db in try Self.loadChats(db, only: chatID, sealer: self.sealer).first }) else {
+        guard let chat = try read({ db in try self.loadChats(db, only: chatID).first }) else {
             throw MessagingError(.unknownChat, "no chat \(chatID)")
         }
         return chat
     }
 
     func message(id: String) throws -> ChatMessage {
-        guard let message = try read({ db in try messageStore.message(db, id: id) }) else {
+        guard let message = try read({ db in try self.store(db).message(id) }) else {
             throw MessagingError(.unknownChat, "no message \(id)")
         }
         return message
     }
 
     /// The latest `limit` messages before `number` (or the newest), oldest first (see
-    /// `MessageStore.page`).
+    /// `MessagingStore.page`).
     func messages(in chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
-        try read { db in try messageStore.page(db, chatID: chatID, before: number, limit: limit) }
+        try read { db in try self.store(db).page(chatID: chatID, before: number, limit: limit) }
     }
 
     func messageFlow(_ chatID: String) throws -> StateFlow<[ChatMessage]> {
@@ -268,8 +265,7 @@ actor Messenger {
             if let latest = try? messages(in: chatID, before: nil, limit: Self.flowWindow) { owner.value = latest }
         case .some(let ids):
             guard !ids.isEmpty else { return }
-            let store = messageStore
-            guard let found = try? read({ db in try store.messages(db, chatID: chatID, ids: Array(ids)) }) else { return }
+            guard let found = try? read({ db in try self.store(db).messages(chatID: chatID, ids: Array(ids)) }) else { return }
             owner.value = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: owner.value, limit: Self.flowWindow)
         }
     }
@@ -307,79 +303,49 @@ actor Messenger {
     /// Brings the chat list up to date: every chat, or only `chatIDs` (each read again and put
     /// in its place, most recent activity first).
     func reloadChats(_ chatIDs: Set<String>? = nil) {
-        let sealer = self.sealer
         guard let chatIDs else {
-            if let chats = try? read({ db in try Self.loadChats(db, only: nil, sealer: sealer) }) { chatsOwner.value = chats }
+            if let chats = try? read({ db in try self.loadChats(db, only: nil) }) { chatsOwner.value = chats }
             return
         }
         guard !chatIDs.isEmpty,
-            let found = try? read({ db in try chatIDs.flatMap { try Self.loadChats(db, only: $0, sealer: sealer) } })
+            let found = try? read({ db in try chatIDs.flatMap { try self.loadChats(db, only: $0) } })
         else { return }
         chatsOwner.value = Self.replacing(
             found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chatsOwner.value,
             sortedBy: { $0.lastActivity > $1.lastActivity })
     }
 
-    /// A chat's subject: sealed once set; the empty default of a chat met before its subject.
-    static func subject(_ value: DatabaseValue, chatID: String, sealer: StoreSealer) throws -> String {
-        switch value {
-        case .blob(let sealed): try sealer.openText(sealed, EndpointStore.Seal.subject(chatID))
-        case .text(""), .null: ""
-        default: throw MessagingError(.storageFailure, "a chat's subject in the endpoint store is not sealed")
-        }
-    }
-
-    static func loadChats(_ db: Database, only chatID: String?, sealer: StoreSealer) throws -> [Chat] {
-        let rows =
-            if let chatID {
-                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats WHERE chat_id = ?", [chatID])
-            } else {
-                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats ORDER BY last_activity DESC")
-            }
-        return try rows.map { row in
-            let id = try row.get(0, as: String.self)
-            let participants = try db.rows(
-                """
-                SELECT p.user_id, p.is_admin, coalesce(c.state, 'unverified') FROM participants p LEFT JOIN contacts c USING (user_id)
-                WHERE p.chat_id = ? ORDER BY p.rowid
-                """, [id]
-            ).map {
-                Participant(
-                    userID: try $0.get(0), isAdmin: try $0.get(1),
-                    verification: ContactVerification(rawValue: try $0.get(2)) ?? .changed)
-            }
-            let unread = try MessageStore.unreadCount(db, chatID: id)
-            return Chat(
-                chatID: id, subject: try Self.subject(row.values[1], chatID: id, sealer: sealer), participants: participants,
-                unreadCount: unread,
-                lastActivity: Date(timeIntervalSince1970: try row.get(3)), isActive: try row.get(2))
+    /// The chat `chatID`, or every chat, as the app sees it: the store's rows, each participant
+    /// with the trust the contacts give them.
+    nonisolated func loadChats(_ db: Database, only chatID: String?) throws -> [Chat] {
+        let chats = try store(db).chats(only: chatID)
+        let trust = try ContactDirectory.verifications(db, of: Set(chats.flatMap { $0.participants.map(\.userID) }))
+        return chats.map { chat in
+            Chat(
+                chatID: chat.chatID, subject: chat.subject,
+                participants: chat.participants.map {
+                    Participant(userID: $0.userID, isAdmin: $0.isAdmin, verification: trust[$0.userID] ?? .unverified)
+                }, unreadCount: chat.unreadCount, lastActivity: chat.lastActivity, isActive: chat.isActive)
         }
     }
 
     /// Records a chat's participants as its group has them (the users with a device in it, the
-    /// admins its extension names), and whether this user is in it.
-    static func applyMembership(_ db: Database, group: ChatGroup, me: String, now: Date) throws {
-        let chatID = group.chatID
-        if try db.scalar("SELECT 1 FROM chats WHERE chat_id = ?", [chatID], as: Int.self) == nil {
-            try db.execute("INSERT INTO chats(chat_id, last_activity) VALUES (?, ?)", [chatID, now.timeIntervalSince1970])
-        }
+    /// admins its extension names, admins first), and whether this user is in it.
+    static func applyMembership(_ store: some MessagingStore, group: ChatGroup, now: Date) throws {
         let admins = group.admins
-        try db.execute("DELETE FROM participants WHERE chat_id = ?", [chatID])
-        // The chat's admins first, then everyone else, each in user order.
-        for user in group.users.sorted(by: { (admins.contains($0) ? 0 : 1, $0) < (admins.contains($1) ? 0 : 1, $1) }) {
-            try db.execute(
-                "INSERT INTO participants(chat_id, user_id, is_admin) VALUES (?, ?, ?)", [chatID, user, admins.contains(user)])
-        }
-        try db.execute(
-            "UPDATE chats SET active = ?, last_activity = max(last_activity, ?) WHERE chat_id = ?",
-            [group.group.isActive, now.timeIntervalSince1970, chatID])
+        let users = group.users.sorted { (admins.contains($0) ? 0 : 1, $0) < (admins.contains($1) ? 0 : 1, $1) }
+        try store.setMembership(
+            chatID: group.chatID, participants: users.map { ChatMember(userID: $0, isAdmin: admins.contains($0)) },
+            active: group.group.isActive, at: now)
     }
 
     /// This user is no longer in the chat: it stays listed, inactive, and its group is forgotten.
     nonisolated func leftChat(_ db: Database, chatID: String) throws {
-        try groups.delete(db, chatID: chatID)
-        try db.execute("UPDATE chats SET active = 0 WHERE chat_id = ?", [chatID])
+        try groups.leave(store(db), chatID: chatID)
     }
+
+    /// The messaging store in the transaction `db`.
+    nonisolated func store(_ db: Database) -> SQLiteMessagingStore { SQLiteMessagingStore(db: db, sealer: sealer) }
 
     // MARK: Plumbing
 
@@ -402,7 +368,7 @@ actor Messenger {
     func write<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
         try requireRunning()
         do { return try queue.write(body) } catch let error as MessagingError { throw error } catch let error as StoreError
-            where Self.dataConflicts.contains(error.resultCode)
+            where SQLiteMessagingStore.dataConflicts.contains(error.resultCode)
         {
             throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(error.message))")
         } catch {

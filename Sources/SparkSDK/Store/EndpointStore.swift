@@ -136,13 +136,13 @@ public final class EndpointStore: Sendable {
             }
         }
         migrator.register("v8-mls-chats") { db in
-            // Chats are MLS groups (GroupStore); the sender keys they replace go, with what
+            // Chats are MLS groups (SQLiteMessagingStore); the sender keys they replace go, with what
             // they were sealed under.
-            try db.execute(GroupStore.schema)
+            try db.execute(SQLiteMessagingStore.groupsSchema)
         }
         migrator.register("v9-chat-sessions") { db in
             // A chat's group in two parts (epoch state, ratchets) and a version for live sessions.
-            try db.execute(GroupStore.sessionsSchema)
+            try db.execute(SQLiteMessagingStore.sessionsSchema)
             try db.execute(ContactDirectory.versionSchema)
         }
         return migrator

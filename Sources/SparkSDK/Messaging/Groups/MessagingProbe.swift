@@ -39,7 +39,7 @@ import SparkStore
     /// most `sessions` chats live.
     public init(directory: URL, trusting devices: [Device], sessions: Int = 256) throws {
         store = try EndpointStore(directory: directory, key: .provided(SymmetricKey(size: .bits256)))
-        groups = GroupStore(sealer: store.sealer, sessions: ChatSessions(capacity: sessions))
+        groups = GroupStore(sessions: ChatSessions(capacity: sessions))
         validator = DeviceCredentialValidator(identityKeys: Dictionary(devices.map { ($0.user, $0.identityKey) }) { a, _ in a })
     }
 
@@ -57,21 +57,22 @@ import SparkStore
         let stored = GroupStore.Stored(
             group: ChatGroup(chatID: chatID, group: group.withValidator(validator)), sentSinceUpdate: 0, updatedAt: Date(),
             lastNumber: 0)
-        let groups = self.groups
-        try store.queue.write { db in try groups.save(db, stored) }
+        let (groups, sealer) = (self.groups, store.sealer)
+        try store.queue.write { db in try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), stored) }
     }
 
     /// Seals `text` as this device's next message in the chat, as the outbox does.
     public func seal(_ text: String, in chatID: String) throws -> Data {
-        let (groups, validator) = (self.groups, self.validator)
+        let (groups, validator, sealer) = (self.groups, self.validator, store.sealer)
         return try store.queue.write { db in
-            guard var stored = try groups.load(db, chatID: chatID, validator: validator) else {
+            let store = SQLiteMessagingStore(db: db, sealer: sealer)
+            guard var stored = try groups.load(store, chatID: chatID, validator: validator) else {
                 throw MessagingError(.unknownChat, "no chat \(chatID)")
             }
             var random = MLSSystemRandom()
             let sealed = try stored.group.seal(ChatPayload(kind: .text, id: UUID().uuidString, content: text), random: &random)
             stored.sentSinceUpdate += 1
-            try groups.save(db, stored)
+            try groups.save(store, stored)
             return sealed
         }
     }
@@ -79,9 +80,10 @@ import SparkStore
     /// Opens a message `sender` sealed in the chat, as the mailbox sync does; its text, or nil
     /// when the group refused it.
     public func open(_ sealed: Data, in chatID: String, from sender: String, number: Int64) throws -> String? {
-        let (groups, validator) = (self.groups, self.validator)
+        let (groups, validator, sealer) = (self.groups, self.validator, store.sealer)
         return try store.queue.write { db in
-            guard var stored = try groups.load(db, chatID: chatID, validator: validator) else {
+            let store = SQLiteMessagingStore(db: db, sealer: sealer)
+            guard var stored = try groups.load(store, chatID: chatID, validator: validator) else {
                 throw MessagingError(.unknownChat, "no chat \(chatID)")
             }
             let entry = MailboxEntry(
@@ -89,7 +91,7 @@ import SparkStore
                 members: nil, postedAt: Date())
             guard case .message(let payload, _) = stored.group.receive(entry, now: Date()) else { return nil }
             stored.lastNumber = number
-            try groups.save(db, stored)
+            try groups.save(store, stored)
             return payload.content
         }
     }

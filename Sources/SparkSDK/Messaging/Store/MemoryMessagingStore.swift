@@ -1,0 +1,355 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkLock
+
+/// The messaging store in memory: the same statements as ``SQLiteMessagingStore``, on plain
+/// values, for the messaging core's tests and for an app that keeps nothing on disk. Nothing is
+/// sealed, since nothing leaves the process.
+///
+/// Transactions are serialized, like a `DatabaseQueue`'s: `write` runs its body on a copy of the
+/// state and keeps the copy only when the body returns, so a body that throws changes nothing.
+final class MemoryMessagingStore: Sendable {
+    struct State: Sendable {
+        struct Message: Sendable {
+            var message: ChatMessage
+            var sealed: Data?
+            /// The insertion order (SQLite's rowid).
+            var row: Int64
+        }
+        struct Chat: Sendable {
+            var subject = ""
+            var isActive = true
+            var lastActivity: Date
+            var participants: [ChatMember] = []
+        }
+        struct PendingCommit: Sendable {
+            var chatID: String
+            var epoch: UInt64
+            var group: Data
+        }
+        var messages: [String: Message] = [:]
+        var chats: [String: Chat] = [:]
+        var groups: [String: (record: GroupRecord, epochState: Data)] = [:]
+        var pendingCommits: [Data: PendingCommit] = [:]
+        var deferred: [Int64: MailboxEntry] = [:]
+        var departed: [String: Set<String>] = [:]
+        var sent: [Data: (chatID: String, localID: String?)] = [:]
+        var cursor: Int64 = 0
+        var nextRow: Int64 = 1
+    }
+
+    private let state = Locked(State())
+
+    init() {}
+
+    /// Runs `body` on the state as it is.
+    func read<T>(_ body: (Transaction) throws -> T) rethrows -> T {
+        try state.withLock { state in try body(Transaction(state)) }
+    }
+
+    /// Runs `body` on a copy of the state, kept when `body` returns.
+    func write<T>(_ body: (Transaction) throws -> T) rethrows -> T {
+        try state.withLock { state in
+            let transaction = Transaction(state)
+            let result = try body(transaction)
+            state = transaction.state
+            return result
+        }
+    }
+
+    /// One transaction's view of the state.
+    final class Transaction: MessagingStore {
+        fileprivate(set) var state: State
+
+        fileprivate init(_ state: State) { self.state = state }
+
+        // MARK: Messages
+
+        func message(_ id: String) throws -> ChatMessage? { state.messages[id]?.message }
+
+        func messages(chatID: String, ids: [String]) throws -> [ChatMessage] {
+            ids.compactMap { state.messages[$0]?.message }.filter { $0.chatID == chatID }
+        }
+
+        private func inChat(_ chatID: String) -> [State.Message] {
+            state.messages.values.filter { $0.message.chatID == chatID }
+        }
+
+        func page(chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
+            let all = inChat(chatID).map(\.message)
+            let numbered = all.filter { message in message.number.map { number == nil || $0 < number! } ?? false }
+                .sorted { $0.number! < $1.number! }.suffix(limit)
+            guard number == nil else { return Array(numbered) }
+            let pending = all.filter { $0.number == nil }.sorted { $0.timestamp < $1.timestamp }
+            return Array((Array(numbered) + pending).suffix(limit))
+        }
+
+        func numbered(chatID: String) throws -> [ChatMessage] {
+            inChat(chatID).map(\.message).filter { $0.number != nil }.sorted { $0.number! < $1.number! }
+        }
+
+        func messageID(chatID: String, number: Int64) throws -> String? {
+            inChat(chatID).first { $0.message.number == number }?.message.id
+        }
+
+        func known(chatID: String, id: String) throws -> MessagingCore.KnownMessage? {
+            guard let message = state.messages[id]?.message, message.chatID == chatID else { return nil }
+            return MessagingCore.KnownMessage(number: message.number, sender: message.sender)
+        }
+
+        func chatOfNumbered(id: String, sender: String) throws -> String? {
+            guard let message = state.messages[id]?.message, message.sender == sender, message.number != nil else { return nil }
+            return message.chatID
+        }
+
+        func newestReceived(chatID: String) throws -> Int64? {
+            inChat(chatID).filter(\.message.isIncoming).compactMap(\.message.number).max()
+        }
+
+        func newest(chatID: String, upTo: Int64) throws -> (number: Int64, id: String)? {
+            inChat(chatID).compactMap { entry in entry.message.number.map { ($0, entry.message.id) } }
+                .filter { $0.0 <= upTo }.max { $0.0 < $1.0 }
+        }
+
+        func unreadCount(chatID: String) throws -> Int {
+            inChat(chatID).filter { $0.message.isIncoming && $0.message.state != .read }.count
+        }
+
+        func insertOutgoing(_ message: OutgoingMessage, sealed: Data?) throws {
+            try insert(
+                ChatMessage(
+                    id: message.id, chatID: message.chatID, number: nil, sender: message.sender, isIncoming: false,
+                    content: message.content, tag: message.tag, data: message.data, ref: message.ref,
+                    state: sealed == nil ? .held : .sending, timestamp: message.timestamp), sealed: sealed, ignoringTaken: false)
+        }
+
+        private func insert(_ message: ChatMessage, sealed: Data?, ignoringTaken: Bool) throws {
+            let taken =
+                state.messages[message.id] != nil
+                || message.number.map { number in inChat(message.chatID).contains { $0.message.number == number } } == true
+            if taken {
+                if ignoringTaken { return }
+                throw MessagingError(.conflict, "it contradicts what this endpoint stored (message \(message.id) or its number)")
+            }
+            state.messages[message.id] = State.Message(message: message, sealed: sealed, row: state.nextRow)
+            state.nextRow += 1
+        }
+
+        func outgoing(_ id: String) throws -> OutgoingMessage? {
+            guard let message = state.messages[id]?.message, !message.isIncoming else { return nil }
+            return OutgoingMessage(
+                id: id, chatID: message.chatID, sender: message.sender, content: message.content, tag: message.tag,
+                data: message.data, ref: message.ref, timestamp: message.timestamp)
+        }
+
+        func sending(chatID: String) throws -> [(id: String, sealed: Data)] {
+            inChat(chatID).filter { $0.message.state == .sending && $0.sealed != nil }.sorted { $0.row < $1.row }
+                .map { ($0.message.id, $0.sealed!) }
+        }
+
+        func chatsSending() throws -> [String] {
+            Set(state.messages.values.filter { $0.message.state == .sending && $0.sealed != nil }.map(\.message.chatID)).sorted()
+        }
+
+        func held(chatID: String) throws -> [String] {
+            inChat(chatID).filter { $0.message.state == .held }.sorted { $0.row < $1.row }.map(\.message.id)
+        }
+
+        func chatsHolding() throws -> [String] {
+            Set(state.messages.values.filter { $0.message.state == .held }.map(\.message.chatID)).sorted()
+        }
+
+        func setSealed(_ id: String, _ sealed: Data) throws {
+            guard let entry = state.messages[id], [.held, .sending].contains(entry.message.state) else { return }
+            state.messages[id]?.message.state = .sending
+            state.messages[id]?.sealed = sealed
+        }
+
+        func hold(_ id: String) throws {
+            guard let next = state.messages[id]?.message.state.after(.hold) else { return }
+            state.messages[id]?.message.state = next
+            state.messages[id]?.sealed = nil
+        }
+
+        func accept(_ id: String, number: Int64?, at time: Date?) throws -> [MessageEvent] {
+            guard let message = state.messages[id]?.message else { return [] }
+            if let number, number != message.number,
+                inChat(message.chatID).contains(where: { $0.message.number == number })
+            {
+                throw MessagingError(.conflict, "it contradicts what this endpoint stored (number \(number) is taken)")
+            }
+            state.messages[id]?.message.number = number
+            if let time { state.messages[id]?.message.timestamp = time }
+            guard let next = message.state.after(.accept) else { return [] }
+            state.messages[id]?.message.state = next
+            return [MessageEvent(messageID: id, chatID: message.chatID, number: number, state: next)]
+        }
+
+        func refuse(_ id: String, reason: String) throws -> Bool {
+            guard let next = state.messages[id]?.message.state.after(.refuse(reason: reason)) else { return false }
+            state.messages[id]?.message.state = next
+            return true
+        }
+
+        func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws {
+            try insert(
+                ChatMessage(
+                    id: message.id, chatID: chatID, number: message.number, sender: message.sender, isIncoming: incoming,
+                    content: message.content, tag: message.tag, data: message.data, ref: message.ref, state: message.state,
+                    timestamp: message.timestamp), sealed: nil, ignoringTaken: ignoringTaken)
+        }
+
+        func setContent(_ id: String, content: String) throws {
+            state.messages[id]?.message.content = content
+        }
+
+        func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent] {
+            var moved: [MessageEvent] = []
+            for entry in inChat(chatID) where !entry.message.isIncoming {
+                guard let own = entry.message.number, own <= number, let next = entry.message.state.after(step) else { continue }
+                state.messages[entry.message.id]?.message.state = next
+                moved.append(MessageEvent(messageID: entry.message.id, chatID: chatID, number: own, state: next))
+            }
+            return moved.sorted { $0.number! < $1.number! }
+        }
+
+        func readReceived(chatID: String, upTo number: Int64) throws {
+            for entry in inChat(chatID) where entry.message.isIncoming {
+                guard let own = entry.message.number, own <= number, let next = entry.message.state.after(.read) else { continue }
+                state.messages[entry.message.id]?.message.state = next
+            }
+        }
+
+        // MARK: Chats
+
+        func chats(only chatID: String?) throws -> [StoredChat] {
+            let ids = chatID.map { state.chats[$0] == nil ? [] : [$0] } ?? Array(state.chats.keys)
+            return try ids.map { id in
+                let chat = state.chats[id]!
+                return StoredChat(
+                    chatID: id, subject: chat.subject, isActive: chat.isActive, lastActivity: chat.lastActivity,
+                    participants: chat.participants, unreadCount: try unreadCount(chatID: id))
+            }.sorted { $0.lastActivity != $1.lastActivity ? $0.lastActivity > $1.lastActivity : $0.chatID < $1.chatID }
+        }
+
+        func participants(chatID: String) throws -> [String] { state.chats[chatID]?.participants.map(\.userID) ?? [] }
+
+        func setMembership(chatID: String, participants: [ChatMember], active: Bool, at date: Date) throws {
+            var chat = state.chats[chatID] ?? State.Chat(lastActivity: date)
+            chat.participants = participants
+            chat.isActive = active
+            chat.lastActivity = max(chat.lastActivity, date)
+            state.chats[chatID] = chat
+        }
+
+        func subject(chatID: String) throws -> String? { state.chats[chatID]?.subject }
+
+        func setSubject(_ subject: String, chatID: String, at date: Date) throws {
+            guard state.chats[chatID] != nil else { return }
+            state.chats[chatID]?.subject = subject
+            try touchChat(chatID, at: date)
+        }
+
+        func touchChat(_ chatID: String, at date: Date) throws {
+            guard let chat = state.chats[chatID] else { return }
+            state.chats[chatID]?.lastActivity = max(chat.lastActivity, date)
+        }
+
+        func leaveChat(_ chatID: String) throws {
+            state.groups[chatID] = nil
+            state.deferred = state.deferred.filter { $0.value.chatID != chatID }
+            state.departed[chatID] = nil
+            state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
+            state.chats[chatID]?.isActive = false
+        }
+
+        // MARK: Groups
+
+        func groupChats() throws -> [String] { state.groups.keys.sorted() }
+
+        func groupVersion(chatID: String) throws -> Data? { state.groups[chatID]?.record.version }
+
+        func group(chatID: String) throws -> GroupRecord? {
+            guard let (record, epochState) = state.groups[chatID] else { return nil }
+            var read = record
+            read.epochState = epochState
+            return read
+        }
+
+        func saveGroup(_ record: GroupRecord, epochState: Data) throws {
+            guard record.ratchets != nil else {
+                throw MessagingError(.storageFailure, "a group is stored with its ratchets")
+            }
+            var kept = record
+            (kept.epochState, kept.whole) = (nil, nil)
+            state.groups[record.chatID] = (kept, epochState)
+            state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != record.chatID || $0.value.epoch >= record.epoch }
+        }
+
+        func saveRatchets(_ record: GroupRecord, expected: Data) throws -> Bool {
+            guard let (current, epochState) = state.groups[record.chatID], current.version == expected,
+                current.epoch == record.epoch, current.ratchets != nil, record.ratchets != nil
+            else { return false }
+            var kept = record
+            (kept.epochState, kept.whole) = (nil, nil)
+            state.groups[record.chatID] = (kept, epochState)
+            return true
+        }
+
+        func noteNumber(chatID: String, number: Int64, version: Data) throws {
+            guard let current = state.groups[chatID]?.record else { return }
+            state.groups[chatID]?.record.lastNumber = max(current.lastNumber, number)
+            state.groups[chatID]?.record.version = version
+        }
+
+        func setPendingCommit(chatID: String, digest: Data, epoch: UInt64, group: Data) throws {
+            state.pendingCommits[digest] = State.PendingCommit(chatID: chatID, epoch: epoch, group: group)
+        }
+
+        func pendingCommit(chatID: String, digest: Data) throws -> Data? {
+            guard let pending = state.pendingCommits[digest], pending.chatID == chatID else { return nil }
+            return pending.group
+        }
+
+        func clearPendingCommit(chatID: String, digest: Data) throws {
+            if state.pendingCommits[digest]?.chatID == chatID { state.pendingCommits[digest] = nil }
+        }
+
+        // MARK: Pending work
+
+        func deferEntry(_ entry: MailboxEntry) throws { state.deferred[entry.sequence] = entry }
+
+        func deferred(chatID: String) throws -> [MailboxEntry] {
+            state.deferred.values.filter { $0.chatID == chatID }.sorted { $0.sequence < $1.sequence }
+        }
+
+        func deferredCount(chatID: String) throws -> Int { state.deferred.values.filter { $0.chatID == chatID }.count }
+
+        func forgetDeferred(sequence: Int64) throws { state.deferred[sequence] = nil }
+
+        func noteDeparted(chatID: String, users: [String]) throws {
+            guard !users.isEmpty else { return }
+            state.departed[chatID, default: []].formUnion(users)
+        }
+
+        func departed(chatID: String) throws -> Set<String> { state.departed[chatID] ?? [] }
+
+        func forgetDeparted(chatID: String) throws {
+            state.departed[chatID] = nil
+            state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
+        }
+
+        func recordSent(chatID: String, payload: Data, localID: String?) throws {
+            state.sent[SHA256.hash(payload)] = (chatID, localID)
+        }
+
+        func sent(payload: Data) throws -> SentPost? { state.sent[SHA256.hash(payload)].map { SentPost(localID: $0.localID) } }
+
+        func forgetSent(payload: Data) throws { state.sent[SHA256.hash(payload)] = nil }
+
+        func mailboxCursor() throws -> Int64 { state.cursor }
+
+        func setMailboxCursor(_ sequence: Int64) throws { state.cursor = sequence }
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import SparkDomain
+
+/// Every statement the messenger makes on messages, chats, groups and pending work, as one
+/// transaction sees them. A value of it is bound to one transaction: what it writes commits or
+/// rolls back with the rest of that transaction (the SQLite store's `Database`, or the
+/// in-memory store's copy of its state).
+///
+/// Two stores keep it, and ``MessagingStoreTests`` runs one suite against both:
+/// - ``SQLiteMessagingStore``, the endpoint store's tables, every secret value sealed per value
+///   (`StoreSealer`, bound to its column and row);
+/// - ``MemoryMessagingStore``, for the messaging core's tests and for an app that keeps nothing
+///   on disk.
+///
+/// The rules of what goes in are not here but in the callers (`MessagingCore`, `GroupStore`);
+/// what is here is what a store must guarantee whatever it is:
+/// - a message id is taken once, and a chat's number once: a second insert throws
+///   `MessagingError(.conflict)` and changes nothing (or, `ignoringTaken`, is left out);
+/// - a message's state moves only by a ``MessageStep``, from the step's sources;
+/// - a group's row changes its `version` at every write (see ``ChatSessions``), and its
+///   ratchets are replaced alone only while the row is at the version and epoch the caller names.
+protocol MessagingStore {
+    // MARK: Messages
+
+    /// The message `id`, or nil.
+    func message(_ id: String) throws -> ChatMessage?
+    /// The chat's messages of these ids (those that exist), in no particular order.
+    func messages(chatID: String, ids: [String]) throws -> [ChatMessage]
+    /// The latest `limit` messages before `number` (or the newest), oldest first: numbered
+    /// messages by number, then, on the newest page, those without a number yet by time.
+    func page(chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage]
+    /// The chat's numbered messages, oldest first (what a history transfer hands over).
+    func numbered(chatID: String) throws -> [ChatMessage]
+    /// The id of the chat's message numbered `number`.
+    func messageID(chatID: String, number: Int64) throws -> String?
+    /// The chat's message `id` as the messaging core asks for it: its number and sender.
+    func known(chatID: String, id: String) throws -> MessagingCore.KnownMessage?
+    /// The chat of `sender`'s numbered message `id` (what may be edited).
+    func chatOfNumbered(id: String, sender: String) throws -> String?
+    /// The newest number of a received message of the chat.
+    func newestReceived(chatID: String) throws -> Int64?
+    /// The chat's newest message numbered `upTo` or less.
+    func newest(chatID: String, upTo: Int64) throws -> (number: Int64, id: String)?
+    /// How many received messages of the chat are not read.
+    func unreadCount(chatID: String) throws -> Int
+
+    /// What this user sends, stored before anything leaves: sealed (`sending`, with its bytes)
+    /// or held (no bytes).
+    func insertOutgoing(_ message: OutgoingMessage, sealed: Data?) throws
+    /// One of this user's messages, to seal it (again, or for the first time once released).
+    func outgoing(_ id: String) throws -> OutgoingMessage?
+    /// The chat's messages sealed and not yet accepted, oldest first, with their bytes.
+    func sending(chatID: String) throws -> [(id: String, sealed: Data)]
+    /// The chats with messages sealed and not yet accepted.
+    func chatsSending() throws -> [String]
+    /// The chat's held messages, oldest first.
+    func held(chatID: String) throws -> [String]
+    /// The chats with held messages.
+    func chatsHolding() throws -> [String]
+    /// `.release` with the bytes it was sealed to, or sealed again (a commit overtook it) while sending.
+    func setSealed(_ id: String, _ sealed: Data) throws
+    /// `.hold`: a message still sending waits, its bytes forgotten.
+    func hold(_ id: String) throws
+    /// `.accept`: the domain's number and time for one of this user's messages; returns the step
+    /// when it moved (a message accepted already, by its echo, keeps its state).
+    func accept(_ id: String, number: Int64?, at time: Date?) throws -> [MessageEvent]
+    /// `.refuse`: the domain refused a message still sending; returns whether it moved.
+    func refuse(_ id: String, reason: String) throws -> Bool
+
+    /// A numbered message received from the chat, `incoming` unless this user sent it; with
+    /// `ignoringTaken`, a message whose id or number is taken already is left out (a history
+    /// transfer hands over what may be here).
+    func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws
+    /// An edit: the message's new text.
+    func setContent(_ id: String, content: String) throws
+    /// Applies `step` to this user's messages of the chat numbered up to `number` that it
+    /// applies to, and returns those steps, oldest first.
+    func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent]
+    /// Marks the chat's received messages numbered up to `number` read.
+    func readReceived(chatID: String, upTo number: Int64) throws
+
+    // MARK: Chats
+
+    /// The chat `chatID`, or every chat, most recent activity first.
+    func chats(only chatID: String?) throws -> [StoredChat]
+    /// The chat's participants' user ids, in the order they are shown.
+    func participants(chatID: String) throws -> [String]
+    /// Records the chat (listed from now on) with its participants, admins first, and whether
+    /// this user is in it; its last activity is at least `at`.
+    func setMembership(chatID: String, participants: [ChatMember], active: Bool, at: Date) throws
+    /// The chat's subject, as last shown.
+    func subject(chatID: String) throws -> String?
+    /// Shows a new subject; the chat's last activity is at least `at`.
+    func setSubject(_ subject: String, chatID: String, at: Date) throws
+    /// The chat's last activity is at least `at`.
+    func touchChat(_ chatID: String, at: Date) throws
+    /// This user left the chat: it stays listed, inactive, and its group and pending work go.
+    func leaveChat(_ chatID: String) throws
+
+    // MARK: Groups
+
+    /// The chats this device has a group of.
+    func groupChats() throws -> [String]
+    /// The version of the chat's group row, or nil when this device has no group of the chat.
+    func groupVersion(chatID: String) throws -> Data?
+    /// The chat's group row.
+    func group(chatID: String) throws -> GroupRecord?
+    /// Writes the chat's group row whole (its epoch state and its ratchets), under a new
+    /// `version`; the commits pending for an earlier epoch are forgotten.
+    func saveGroup(_ record: GroupRecord, epochState: Data) throws
+    /// Replaces the ratchets and counters alone, under `record.version`, when the row is still at
+    /// `expected` and of `record.epoch` (and stored in two parts); returns whether it did.
+    func saveRatchets(_ record: GroupRecord, expected: Data) throws -> Bool
+    /// Notes a chat number seen in the mailbox under a new `version`.
+    func noteNumber(chatID: String, number: Int64, version: Data) throws
+
+    /// Keeps the whole group after a commit this device is about to post (for epoch `epoch`).
+    func setPendingCommit(chatID: String, digest: Data, epoch: UInt64, group: Data) throws
+    /// The whole group after this device's pending commit `digest`.
+    func pendingCommit(chatID: String, digest: Data) throws -> Data?
+    /// Forgets one pending commit (the domain refused it: another won the epoch).
+    func clearPendingCommit(chatID: String, digest: Data) throws
+
+    // MARK: Pending work
+
+    /// Keeps an entry that came before the commit it needs.
+    func deferEntry(_ entry: MailboxEntry) throws
+    /// The chat's waiting entries, oldest first.
+    func deferred(chatID: String) throws -> [MailboxEntry]
+    /// How many entries of the chat wait.
+    func deferredCount(chatID: String) throws -> Int
+    /// Forgets a waiting entry.
+    func forgetDeferred(sequence: Int64) throws
+    /// Notes that the domain no longer lists `users` as members of the chat.
+    func noteDeparted(chatID: String, users: [String]) throws
+    /// The users noted as departed from the chat.
+    func departed(chatID: String) throws -> Set<String>
+    /// Forgets the chat's departed users (their devices were removed) and its pending commits.
+    func forgetDeparted(chatID: String) throws
+    /// Remembers that this device posted `payload` (a message's under `localID`).
+    func recordSent(chatID: String, payload: Data, localID: String?) throws
+    /// Whether this device posted `payload`: a message (its local id) or another post (nil).
+    func sent(payload: Data) throws -> SentPost?
+    /// Forgets a post of this device (its echo came, or the domain refused it).
+    func forgetSent(payload: Data) throws
+    /// The mailbox cursor: the sequence of the last entry applied.
+    func mailboxCursor() throws -> Int64
+    /// Moves the mailbox cursor.
+    func setMailboxCursor(_ sequence: Int64) throws
+}
+
+/// One of this user's messages before the domain numbered it.
+struct OutgoingMessage: Sendable, Equatable {
+    var id: String
+    var chatID: String
+    var sender: String
+    var content: String
+    var tag: String
+    var data: String?
+    /// The number of the message it refers to.
+    var ref: Int64?
+    var timestamp: Date
+}
+
+/// A chat's row: everything but its participants' trust, which the contacts decide.
+struct StoredChat: Sendable, Equatable {
+    var chatID: String
+    var subject: String
+    var isActive: Bool
+    var lastActivity: Date
+    /// In the order they are shown: admins first.
+    var participants: [ChatMember]
+    var unreadCount: Int
+}
+
+/// A chat's group row, without its epoch state.
+struct GroupRecord: Sendable, Equatable {
+    var chatID: String
+    var epoch: UInt64
+    /// The ratchets (`MLSGroup.serializedRatchets`); nil in a row from before a group was stored
+    /// in two parts, whose `whole` state holds everything.
+    var ratchets: Data?
+    /// The epoch state (`MLSGroup.serializedEpoch`), when read.
+    var epochState: Data?
+    /// The whole state of a row from before the split.
+    var whole: Data?
+    var sentSinceUpdate: Int
+    var updatedAt: Date
+    var lastNumber: Int64
+    var version: Data
+}
+
+/// Something this device posted: a message (its local id) or another post (nil).
+struct SentPost: Sendable, Equatable {
+    var localID: String?
+}
+
+extension MessagingStore {
+    /// The messaging core's lookups.
+    var lookup: some MessageLookup { StoreLookup(store: self) }
+}
+
+private struct StoreLookup<Store: MessagingStore>: MessageLookup {
+    let store: Store
+    func message(_ id: String, in chatID: String) throws -> MessagingCore.KnownMessage? {
+        try store.known(chatID: chatID, id: id)
+    }
+}

@@ -1,0 +1,557 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkStore
+
+/// The messaging store on the endpoint store's SQLite tables, bound to one transaction: this
+/// file alone reads and writes `messages`, `chats`, `participants`, `chat_groups`,
+/// `chat_epoch_states`, `pending_commits`, `deferred_entries`, `departed_members`, `sent_posts`
+/// and `mailbox_cursor`.
+///
+/// Secret values are sealed per value (`StoreSealer`, bound to their column and row): a
+/// message's content and data, a chat's subject, a group's epoch state, its ratchets (bound to
+/// their epoch too, so that ratchets of another epoch's row cannot be put beside this epoch's
+/// state) and a pending commit's group.
+///
+/// A group is stored in two parts: its epoch state in `chat_epoch_states` (changed by commits,
+/// and large in a large chat) and its ratchets in `chat_groups` (changed by every message, small
+/// whatever the chat's size). They are in two tables because SQLite rewrites a whole row,
+/// overflow pages included, when one column changes: a message rewrites only the small row.
+struct SQLiteMessagingStore: MessagingStore {
+    let db: Database
+    let sealer: StoreSealer
+
+    /// The labels of the group's sealed values (a message's and a chat's are the endpoint
+    /// store's, `EndpointStore.Seal`, since its migrations seal them too).
+    enum Seal {
+        static func state(_ chat: String) -> String { "chat_groups.state/\(chat)" }
+        static func ratchets(_ chat: String, epoch: UInt64) -> String { "chat_groups.ratchets/\(chat)/\(epoch)" }
+        static func pending(_ chat: String, _ digest: Data) -> String {
+            "pending_commits.state/\(chat)/\(digest.base64URLEncodedString())"
+        }
+    }
+
+    // MARK: Messages
+
+    private static let columns =
+        "SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp FROM messages"
+
+    private func message(_ row: Row) throws -> ChatMessage {
+        let id = try row.get(0, as: String.self)
+        return ChatMessage(
+            id: id, chatID: try row.get(1), number: try row.get(2), sender: try row.get(3), isIncoming: try row.get(4),
+            content: try sealer.openText(try row.get(5), EndpointStore.Seal.content(id)), tag: try row.get(6),
+            data: try row.get(7, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
+            ref: try row.get(8),
+            state: MessageState(storedName: try row.get(9), failure: try row.get(10)),
+            timestamp: Date(timeIntervalSince1970: try row.get(11)))
+    }
+
+    func message(_ id: String) throws -> ChatMessage? {
+        try db.row("\(Self.columns) WHERE local_id = ?", [id]).map(message)
+    }
+
+    func messages(chatID: String, ids: [String]) throws -> [ChatMessage] {
+        guard !ids.isEmpty else { return [] }
+        return try db.rows(
+            "\(Self.columns) WHERE chat_id = ? AND local_id IN (\(Self.placeholders(ids.count)))", [chatID] + ids
+        ).map(message)
+    }
+
+    /// Numbered messages come through the (chat, number) index, so a chat of a million messages
+    /// loads its latest page as fast as a small one.
+    func page(chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
+        let numbered =
+            if let number {
+                try db.rows(
+                    "\(Self.columns) WHERE chat_id = ? AND number < ? ORDER BY number DESC LIMIT ?", [chatID, number, limit])
+            } else {
+                try db.rows(
+                    "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number DESC LIMIT ?", [chatID, limit])
+            }
+        var page = try numbered.reversed().map(message)
+        if number == nil {
+            let pending = try db.rows("\(Self.columns) WHERE chat_id = ? AND number IS NULL ORDER BY timestamp", [chatID])
+                .map(message)
+            page = Array((page + pending).suffix(limit))
+        }
+        return page
+    }
+
+    func numbered(chatID: String) throws -> [ChatMessage] {
+        try db.rows("\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number", [chatID]).map(message)
+    }
+
+    func messageID(chatID: String, number: Int64) throws -> String? {
+        try db.scalar("SELECT local_id FROM messages WHERE chat_id = ? AND number = ?", [chatID, number], as: String.self)
+    }
+
+    func known(chatID: String, id: String) throws -> MessagingCore.KnownMessage? {
+        try db.row("SELECT number, sender FROM messages WHERE local_id = ? AND chat_id = ?", [id, chatID]).map {
+            MessagingCore.KnownMessage(number: try $0.get(0), sender: try $0.get(1))
+        }
+    }
+
+    func chatOfNumbered(id: String, sender: String) throws -> String? {
+        try db.scalar(
+            "SELECT chat_id FROM messages WHERE local_id = ? AND sender = ? AND number IS NOT NULL", [id, sender],
+            as: String.self)
+    }
+
+    func newestReceived(chatID: String) throws -> Int64? {
+        try db.scalar("SELECT max(number) FROM messages WHERE chat_id = ? AND incoming = 1", [chatID], as: Int64.self)
+    }
+
+    func newest(chatID: String, upTo: Int64) throws -> (number: Int64, id: String)? {
+        try db.row(
+            "SELECT number, local_id FROM messages WHERE chat_id = ? AND number <= ? ORDER BY number DESC LIMIT 1",
+            [chatID, upTo]
+        ).map { (try $0.get(0, as: Int64.self), try $0.get(1, as: String.self)) }
+    }
+
+    func unreadCount(chatID: String) throws -> Int {
+        try db.scalar(
+            "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != ?",
+            [chatID, MessageState.read.storedName], as: Int.self) ?? 0
+    }
+
+    func insertOutgoing(_ message: OutgoingMessage, sealed: Data?) throws {
+        let id = message.id
+        try conflictsRefused {
+            try db.execute(
+                """
+                INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
+                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)), message.tag,
+                    try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
+                    (sealed == nil ? MessageState.held : .sending).storedName, message.timestamp.timeIntervalSince1970,
+                    sealed,
+                ])
+        }
+    }
+
+    func outgoing(_ id: String) throws -> OutgoingMessage? {
+        try db.row(
+            "SELECT chat_id, sender, content, tag, data, ref, timestamp FROM messages WHERE local_id = ? AND incoming = 0", [id]
+        ).map { row in
+            OutgoingMessage(
+                id: id, chatID: try row.get(0), sender: try row.get(1),
+                content: try sealer.openText(try row.get(2), EndpointStore.Seal.content(id)), tag: try row.get(3),
+                data: try row.get(4, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) }, ref: try row.get(5),
+                timestamp: Date(timeIntervalSince1970: try row.get(6)))
+        }
+    }
+
+    func sending(chatID: String) throws -> [(id: String, sealed: Data)] {
+        try db.rows(
+            "SELECT local_id, sealed FROM messages WHERE chat_id = ? AND state = ? AND sealed IS NOT NULL ORDER BY rowid",
+            [chatID, MessageState.sending.storedName]
+        ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Data.self)) }
+    }
+
+    func chatsSending() throws -> [String] {
+        try db.rows(
+            "SELECT DISTINCT chat_id FROM messages WHERE state = ? AND sealed IS NOT NULL ORDER BY chat_id",
+            [MessageState.sending.storedName]
+        ).map { try $0.get(0, as: String.self) }
+    }
+
+    func held(chatID: String) throws -> [String] {
+        try db.rows(
+            "SELECT local_id FROM messages WHERE chat_id = ? AND state = ? ORDER BY rowid", [chatID, MessageState.held.storedName]
+        ).map { try $0.get(0, as: String.self) }
+    }
+
+    func chatsHolding() throws -> [String] {
+        try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = ? ORDER BY chat_id", [MessageState.held.storedName])
+            .map { try $0.get(0, as: String.self) }
+    }
+
+    func setSealed(_ id: String, _ sealed: Data) throws {
+        try db.execute(
+            "UPDATE messages SET state = ?, sealed = ? WHERE local_id = ? AND state IN (?, ?)",
+            [MessageState.sending.storedName, sealed, id, MessageState.held.storedName, MessageState.sending.storedName])
+    }
+
+    func hold(_ id: String) throws {
+        try step(.hold, where: "local_id = ?", [id], extra: "sealed = NULL")
+    }
+
+    func accept(_ id: String, number: Int64?, at time: Date?) throws -> [MessageEvent] {
+        guard
+            let (chatID, name) = try db.row("SELECT chat_id, state FROM messages WHERE local_id = ?", [id]).map({
+                (try $0.get(0, as: String.self), try $0.get(1, as: String.self))
+            })
+        else { return [] }
+        let moves = MessageState(storedName: name, failure: nil).after(.accept) != nil
+        // The number and time, and the step where it applies, in one statement.
+        try conflictsRefused {
+            try db.execute(
+                """
+                UPDATE messages SET number = ?, timestamp = coalesce(?, timestamp), state = CASE WHEN ? THEN ? ELSE state END
+                WHERE local_id = ?
+                """,
+                [number, time?.timeIntervalSince1970, moves, MessageStep.accept.target.storedName, id])
+        }
+        return moves ? [MessageEvent(messageID: id, chatID: chatID, number: number, state: .sent)] : []
+    }
+
+    func refuse(_ id: String, reason: String) throws -> Bool {
+        try step(.refuse(reason: reason), where: "local_id = ?", [id], extra: "failure = ?", [reason]) > 0
+    }
+
+    func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws {
+        let (id, state) = (message.id, message.state)
+        let failure: String? = if case .failed(let reason) = state { reason } else { nil }
+        try conflictsRefused {
+            try db.execute(
+                """
+                INSERT \(ignoringTaken ? "OR IGNORE " : "")INTO messages(local_id, chat_id, number, sender, incoming, content, tag,
+                    data, ref, state, failure, timestamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    id, chatID, message.number, message.sender, incoming, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
+                    message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref, state.storedName,
+                    failure, message.timestamp.timeIntervalSince1970,
+                ])
+        }
+    }
+
+    func setContent(_ id: String, content: String) throws {
+        try db.execute("UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
+    }
+
+    func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent] {
+        let sources = step.sources.map(\.storedName)
+        let moved = try db.rows(
+            """
+            SELECT local_id, number FROM messages WHERE chat_id = ? AND incoming = 0 AND number <= ?
+                AND state IN (\(Self.placeholders(sources.count))) ORDER BY number
+            """,
+            [chatID, number] + sources
+        ).map { MessageEvent(messageID: try $0.get(0), chatID: chatID, number: try $0.get(1), state: step.target) }
+        guard !moved.isEmpty else { return [] }
+        try self.step(step, where: "chat_id = ? AND incoming = 0 AND number <= ?", [chatID, number])
+        return moved
+    }
+
+    func readReceived(chatID: String, upTo number: Int64) throws {
+        try step(.read, where: "chat_id = ? AND incoming = 1 AND number <= ?", [chatID, number])
+    }
+
+    /// Applies `step` to the messages matching `condition` that it applies to (and `extra`
+    /// assignments with their arguments); returns how many moved.
+    @discardableResult
+    private func step(
+        _ step: MessageStep, where condition: String, _ arguments: [any DatabaseValueConvertible],
+        extra: String? = nil, _ extraArguments: [any DatabaseValueConvertible] = []
+    ) throws -> Int {
+        let sources = step.sources.map(\.storedName)
+        return try db.execute(
+            """
+            UPDATE messages SET state = ?\(extra.map { ", \($0)" } ?? "")
+            WHERE \(condition) AND state IN (\(Self.placeholders(sources.count)))
+            """,
+            [step.target.storedName] + extraArguments + arguments + sources)
+    }
+
+    private static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
+
+    /// SQLite's extended codes for data that contradicts the schema (a primary key or unique
+    /// value taken, a NULL or a failed CHECK), as opposed to the store failing: what arrived is at
+    /// fault, and retrying it cannot help. (A trigger's RAISE, a full disk or I/O are failures.)
+    static let dataConflicts: Set<Int32> = [1555, 2067, 1299, 275]  // PRIMARYKEY, UNIQUE, NOTNULL, CHECK
+
+    /// Runs one statement, a constraint it breaks thrown as `MessagingError(.conflict)` (SQLite
+    /// undoes the statement alone; the caller's transaction decides the rest).
+    private func conflictsRefused(_ statement: () throws -> Void) throws {
+        do { try statement() } catch let error as StoreError where Self.dataConflicts.contains(error.resultCode) {
+            throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(error.message))")
+        }
+    }
+
+    // MARK: Chats
+
+    func chats(only chatID: String?) throws -> [StoredChat] {
+        let rows =
+            if let chatID {
+                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats WHERE chat_id = ?", [chatID])
+            } else {
+                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats ORDER BY last_activity DESC")
+            }
+        return try rows.map { row in
+            let id = try row.get(0, as: String.self)
+            let participants = try db.rows("SELECT user_id, is_admin FROM participants WHERE chat_id = ? ORDER BY rowid", [id])
+                .map { ChatMember(userID: try $0.get(0), isAdmin: try $0.get(1)) }
+            return StoredChat(
+                chatID: id, subject: try subject(row.values[1], chatID: id), isActive: try row.get(2),
+                lastActivity: Date(timeIntervalSince1970: try row.get(3)), participants: participants,
+                unreadCount: try unreadCount(chatID: id))
+        }
+    }
+
+    /// A chat's subject: sealed once set; the empty default of a chat met before its subject.
+    private func subject(_ value: DatabaseValue, chatID: String) throws -> String {
+        switch value {
+        case .blob(let sealed): try sealer.openText(sealed, EndpointStore.Seal.subject(chatID))
+        case .text(""), .null: ""
+        default: throw MessagingError(.storageFailure, "a chat's subject in the endpoint store is not sealed")
+        }
+    }
+
+    func participants(chatID: String) throws -> [String] {
+        try db.rows("SELECT user_id FROM participants WHERE chat_id = ? ORDER BY rowid", [chatID]).map {
+            try $0.get(0, as: String.self)
+        }
+    }
+
+    func setMembership(chatID: String, participants: [ChatMember], active: Bool, at date: Date) throws {
+        try db.execute(
+            "INSERT INTO chats(chat_id, last_activity) VALUES (?, ?) ON CONFLICT(chat_id) DO NOTHING",
+            [chatID, date.timeIntervalSince1970])
+        try db.execute("DELETE FROM participants WHERE chat_id = ?", [chatID])
+        for participant in participants {
+            try db.execute(
+                "INSERT INTO participants(chat_id, user_id, is_admin) VALUES (?, ?, ?)",
+                [chatID, participant.userID, participant.isAdmin])
+        }
+        try db.execute(
+            "UPDATE chats SET active = ?, last_activity = max(last_activity, ?) WHERE chat_id = ?",
+            [active, date.timeIntervalSince1970, chatID])
+    }
+
+    func subject(chatID: String) throws -> String? {
+        try db.row("SELECT subject FROM chats WHERE chat_id = ?", [chatID]).map { try subject($0.values[0], chatID: chatID) }
+    }
+
+    func setSubject(_ subject: String, chatID: String, at date: Date) throws {
+        try db.execute(
+            "UPDATE chats SET subject = ?, last_activity = max(last_activity, ?) WHERE chat_id = ?",
+            [try sealer.seal(subject, EndpointStore.Seal.subject(chatID)), date.timeIntervalSince1970, chatID])
+    }
+
+    func touchChat(_ chatID: String, at date: Date) throws {
+        try db.execute(
+            "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?", [date.timeIntervalSince1970, chatID])
+    }
+
+    func leaveChat(_ chatID: String) throws {
+        for table in ["chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits"] {
+            try db.execute("DELETE FROM \(table) WHERE chat_id = ?", [chatID])
+        }
+        try db.execute("UPDATE chats SET active = 0 WHERE chat_id = ?", [chatID])
+    }
+
+    // MARK: Groups
+
+    func groupChats() throws -> [String] {
+        try db.rows("SELECT chat_id FROM chat_groups ORDER BY chat_id").map { try $0.get(0, as: String.self) }
+    }
+
+    func groupVersion(chatID: String) throws -> Data? {
+        try db.scalar("SELECT version FROM chat_groups WHERE chat_id = ?", [chatID], as: Data.self)
+    }
+
+    func group(chatID: String) throws -> GroupRecord? {
+        guard
+            let row = try db.row(
+                """
+                SELECT g.state, g.ratchets, g.epoch, g.sent_since_update, g.updated_at, g.last_number, g.version, e.state
+                FROM chat_groups g LEFT JOIN chat_epoch_states e USING (chat_id) WHERE g.chat_id = ? AND g.version IS NOT NULL
+                """,
+                [chatID])
+        else { return nil }
+        let epoch = UInt64(clamping: try row.get(2, as: Int64.self))
+        let ratchets = try row.get(1, as: Data?.self)
+        return GroupRecord(
+            chatID: chatID, epoch: epoch, ratchets: try ratchets.map { try sealer.open($0, Seal.ratchets(chatID, epoch: epoch)) },
+            epochState: try row.get(7, as: Data?.self).map { try sealer.open($0, Seal.state(chatID)) },
+            whole: ratchets == nil ? try sealer.open(try row.get(0), Seal.state(chatID)) : nil,
+            sentSinceUpdate: try row.get(3), updatedAt: Date(timeIntervalSince1970: try row.get(4)),
+            lastNumber: try row.get(5), version: try row.get(6))
+    }
+
+    func saveGroup(_ record: GroupRecord, epochState: Data) throws {
+        let chatID = record.chatID
+        guard let ratchets = record.ratchets else {
+            throw MessagingError(.storageFailure, "a group is stored with its ratchets")
+        }
+        try db.execute(
+            "INSERT OR REPLACE INTO chat_epoch_states(chat_id, state) VALUES (?, ?)",
+            [chatID, try sealer.seal(epochState, Seal.state(chatID))])
+        // `chat_groups.state` held the whole state before it was stored in two parts; empty now.
+        try db.execute(
+            """
+            INSERT INTO chat_groups(chat_id, state, ratchets, epoch, sent_since_update, updated_at, last_number, version)
+            VALUES (?, x'', ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(chat_id) DO UPDATE SET state = excluded.state, ratchets = excluded.ratchets, epoch = excluded.epoch,
+                sent_since_update = excluded.sent_since_update, updated_at = excluded.updated_at,
+                last_number = excluded.last_number, version = excluded.version
+            """,
+            [
+                chatID, try sealer.seal(ratchets, Seal.ratchets(chatID, epoch: record.epoch)), Int64(clamping: record.epoch),
+                record.sentSinceUpdate, record.updatedAt.timeIntervalSince1970, record.lastNumber, record.version,
+            ])
+        try db.execute(
+            "DELETE FROM pending_commits WHERE chat_id = ? AND epoch < ?", [chatID, Int64(clamping: record.epoch)])
+    }
+
+    func saveRatchets(_ record: GroupRecord, expected: Data) throws -> Bool {
+        guard let ratchets = record.ratchets else { return false }
+        return try db.execute(
+            """
+            UPDATE chat_groups SET ratchets = ?, version = ?, sent_since_update = ?, updated_at = ?, last_number = ?
+            WHERE chat_id = ? AND version = ? AND epoch = ? AND ratchets IS NOT NULL
+            """,
+            [
+                try sealer.seal(ratchets, Seal.ratchets(record.chatID, epoch: record.epoch)), record.version,
+                record.sentSinceUpdate, record.updatedAt.timeIntervalSince1970, record.lastNumber, record.chatID, expected,
+                Int64(clamping: record.epoch),
+            ]) == 1
+    }
+
+    func noteNumber(chatID: String, number: Int64, version: Data) throws {
+        try db.execute(
+            "UPDATE chat_groups SET last_number = max(last_number, ?), version = ? WHERE chat_id = ?", [number, version, chatID])
+    }
+
+    func setPendingCommit(chatID: String, digest: Data, epoch: UInt64, group: Data) throws {
+        try db.execute(
+            "INSERT OR REPLACE INTO pending_commits(digest, chat_id, epoch, state) VALUES (?, ?, ?, ?)",
+            [digest, chatID, Int64(clamping: epoch), try sealer.seal(group, Seal.pending(chatID, digest))])
+    }
+
+    func pendingCommit(chatID: String, digest: Data) throws -> Data? {
+        try db.scalar("SELECT state FROM pending_commits WHERE chat_id = ? AND digest = ?", [chatID, digest], as: Data.self)
+            .map { try sealer.open($0, Seal.pending(chatID, digest)) }
+    }
+
+    func clearPendingCommit(chatID: String, digest: Data) throws {
+        try db.execute("DELETE FROM pending_commits WHERE chat_id = ? AND digest = ?", [chatID, digest])
+    }
+
+    // MARK: Pending work
+
+    func deferEntry(_ entry: MailboxEntry) throws {
+        try db.execute(
+            "INSERT OR REPLACE INTO deferred_entries(sequence, chat_id, entry) VALUES (?, ?, ?)",
+            [entry.sequence, entry.chatID, try JSONEncoder().encode(entry)])
+    }
+
+    func deferred(chatID: String) throws -> [MailboxEntry] {
+        try db.rows("SELECT entry FROM deferred_entries WHERE chat_id = ? ORDER BY sequence", [chatID]).compactMap {
+            try? JSONDecoder().decode(MailboxEntry.self, from: try $0.get(0, as: Data.self))
+        }
+    }
+
+    func deferredCount(chatID: String) throws -> Int {
+        try db.scalar("SELECT count(*) FROM deferred_entries WHERE chat_id = ?", [chatID], as: Int.self) ?? 0
+    }
+
+    func forgetDeferred(sequence: Int64) throws {
+        try db.execute("DELETE FROM deferred_entries WHERE sequence = ?", [sequence])
+    }
+
+    func noteDeparted(chatID: String, users: [String]) throws {
+        for user in users {
+            try db.execute("INSERT OR IGNORE INTO departed_members(chat_id, user_id) VALUES (?, ?)", [chatID, user])
+        }
+    }
+
+    func departed(chatID: String) throws -> Set<String> {
+        Set(
+            try db.rows("SELECT user_id FROM departed_members WHERE chat_id = ?", [chatID]).map { try $0.get(0, as: String.self) }
+        )
+    }
+
+    func forgetDeparted(chatID: String) throws {
+        try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
+        try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
+    }
+
+    func recordSent(chatID: String, payload: Data, localID: String?) throws {
+        try db.execute(
+            "INSERT OR REPLACE INTO sent_posts(digest, chat_id, local_id) VALUES (?, ?, ?)",
+            [SHA256.hash(payload), chatID, localID])
+    }
+
+    func sent(payload: Data) throws -> SentPost? {
+        try db.row("SELECT local_id FROM sent_posts WHERE digest = ?", [SHA256.hash(payload)]).map {
+            SentPost(localID: try $0.get(0, as: String?.self))
+        }
+    }
+
+    func forgetSent(payload: Data) throws {
+        try db.execute("DELETE FROM sent_posts WHERE digest = ?", [SHA256.hash(payload)])
+    }
+
+    func mailboxCursor() throws -> Int64 {
+        try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) ?? 0
+    }
+
+    func setMailboxCursor(_ sequence: Int64) throws {
+        try db.execute(
+            """
+            INSERT INTO mailbox_cursor(singleton, sequence) VALUES (1, ?)
+            ON CONFLICT(singleton) DO UPDATE SET sequence = excluded.sequence
+            """,
+            [sequence])
+    }
+
+    // MARK: Schema
+
+    /// The group's state in two parts (the epoch state in a table of its own) and the row's
+    /// version (see ``ChatSessions``), added by the endpoint store's migration `v9-chat-sessions`.
+    /// A row from before keeps its whole state in `chat_groups.state`, with no ratchets, until
+    /// it is next saved.
+    static let sessionsSchema = """
+        CREATE TABLE chat_epoch_states (
+            chat_id TEXT PRIMARY KEY,
+            state BLOB NOT NULL
+        );
+        ALTER TABLE chat_groups ADD COLUMN ratchets BLOB;
+        ALTER TABLE chat_groups ADD COLUMN version BLOB;
+        UPDATE chat_groups SET version = randomblob(16);
+        """
+
+    /// The tables, created by the endpoint store's migration `v8-mls-chats` (which also drops
+    /// the sender-key tables this replaces).
+    static let groupsSchema = """
+        CREATE TABLE chat_groups (
+            chat_id TEXT PRIMARY KEY,
+            state BLOB NOT NULL,
+            epoch INTEGER NOT NULL,
+            sent_since_update INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL,
+            last_number INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE pending_commits (
+            digest BLOB PRIMARY KEY,
+            chat_id TEXT NOT NULL,
+            epoch INTEGER NOT NULL,
+            state BLOB NOT NULL
+        );
+        CREATE TABLE deferred_entries (
+            sequence INTEGER PRIMARY KEY,
+            chat_id TEXT NOT NULL,
+            entry BLOB NOT NULL
+        );
+        CREATE INDEX deferred_by_chat ON deferred_entries(chat_id, sequence);
+        CREATE TABLE departed_members (
+            chat_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            PRIMARY KEY (chat_id, user_id)
+        );
+        CREATE TABLE sent_posts (
+            digest BLOB PRIMARY KEY,
+            chat_id TEXT NOT NULL,
+            local_id TEXT
+        );
+        DROP TABLE sender_keys;
+        DROP TABLE sender_sequences;
+        ALTER TABLE chats DROP COLUMN membership_version;
+        """
+}
