@@ -40,7 +40,9 @@ struct ChatSessionTests {
             let alice = try #require(world.groups["alice"])
             let (groups, sealer) = (first.groups, sealer)
             try first.queue.write { db in
-                try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), GroupStore.Stored(group: alice, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+                try groups.save(
+                    SQLiteMessagingStore(db: db, sealer: sealer),
+                    GroupStore.Stored(group: alice, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
             }
         }
 
@@ -48,7 +50,8 @@ struct ChatSessionTests {
         func seal(_ text: String, through side: (queue: DatabaseQueue, groups: GroupStore)) throws -> Data {
             let (validator, sealer) = (self.validator, self.sealer)
             return try side.queue.write { db in
-                var stored = try #require(try side.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
+                var stored = try #require(
+                    try side.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
                 var random = MLSSystemRandom()
                 let sealed = try stored.group.seal(
                     ChatPayload(kind: .text, id: UUID().uuidString, content: text), random: &random)
@@ -103,7 +106,8 @@ struct ChatSessionTests {
             #expect(texts == ["message 0", "message 1", "message 2", "message 3"])
             let sealer = fixture.sealer
             let sent = try fixture.first.queue.read { db in
-                try fixture.first.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)?.sentSinceUpdate
+                try fixture.first.groups.load(
+                    SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)?.sentSinceUpdate
             }
             #expect(sent == 4, "each process counted the other's messages")
         }
@@ -120,7 +124,8 @@ struct ChatSessionTests {
             var lost = Data()
             #expect(throws: Abort.self) {
                 try fixture.first.queue.write { db -> Void in
-                    var stored = try #require(try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
+                    var stored = try #require(
+                        try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
                     var random = MLSSystemRandom()
                     lost = try stored.group.seal(ChatPayload(kind: .text, id: "lost", content: "lost"), random: &random)
                     try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), stored)
@@ -145,12 +150,16 @@ struct ChatSessionTests {
             try fixture.first.queue.write { db in
                 for chat in ["c2", "c3", "c4"] {
                     let group = try ChatGroup.create(chatID: chat, signer: signer, validator: fixture.validator, random: &random)
-                    try groups.save(SQLiteMessagingStore(db: db, sealer: sealer), GroupStore.Stored(group: group, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+                    try groups.save(
+                        SQLiteMessagingStore(db: db, sealer: sealer),
+                        GroupStore.Stored(group: group, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
                 }
             }
             #expect(groups.sessions.count == 2)
             // The chat no longer live is read from the store, as it was.
-            let loaded = try fixture.first.queue.read { db in try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator) }
+            let loaded = try fixture.first.queue.read { db in
+                try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)
+            }
             #expect(try #require(loaded).group.group.epochAuthenticator == fixture.bob.group.epochAuthenticator)
             #expect(groups.sessions.count == 2)
         }
@@ -162,9 +171,13 @@ struct ChatSessionTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory)
             let (groups, sealer) = (fixture.first.groups, fixture.sealer)
-            _ = try fixture.first.queue.read { db in try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: MLSAcceptAnyCredential()) }
+            _ = try fixture.first.queue.read { db in
+                try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: MLSAcceptAnyCredential())
+            }
             let strict = try fixture.first.queue.read { db in
-                try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: DeviceCredentialValidator(identityKeys: [:]))
+                try groups.load(
+                    SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1",
+                    validator: DeviceCredentialValidator(identityKeys: [:]))
             }
             #expect(try #require(strict).group.group.credentialValidator is DeviceCredentialValidator)
             let again = try fixture.first.queue.read { db in
@@ -202,7 +215,9 @@ struct ChatSessionTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory)
             let (sessions, sealer) = (fixture.first.groups.sessions, fixture.sealer)
-            _ = try fixture.first.queue.read { db in try fixture.first.groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)
+            _ = try fixture.first.queue.read { db in
+                try fixture.first.groups.load(
+                    SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)
             }
             let (contacts, epoch) = (Data([1]), Data([2]))
             sessions.rememberUntrusted("c1", ["mallory"], contacts: contacts, authenticator: epoch)
@@ -219,7 +234,8 @@ struct ChatSessionTests {
             let validator = fixture.validator
             // The row as a store from before `v9-chat-sessions` held it: the whole state, no ratchets.
             try fixture.first.queue.write { db in
-                let stored = try #require(try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
+                let stored = try #require(
+                    try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))
                 let whole = try sealer.seal(stored.group.group.serialized().unsafeData(), SQLiteMessagingStore.Seal.state("c1"))
                 try db.execute(
                     "UPDATE chat_groups SET state = ?, ratchets = NULL, version = randomblob(16) WHERE chat_id = 'c1'", [whole])

@@ -32,7 +32,8 @@ extension Messenger {
             keyPackages: devices.map(\.keyPackage))
         let groups = self.groups
         try write { db in
-            try groups.save(self.store(db), GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+            try groups.save(
+                self.store(db), GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
             try groups.setPending(self.store(db), chatID: chatID, digest: SHA256.hash(commit), next: next)
             try self.store(db).recordSent(chatID: chatID, payload: commit, localID: nil)
         }

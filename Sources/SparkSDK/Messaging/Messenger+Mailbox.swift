@@ -124,7 +124,9 @@ extension Messenger {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         if let delivered = effects.delivered { receiptsDue[entry.chatID] = max(receiptsDue[entry.chatID] ?? 0, delivered) }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
-        if effects.reconcileAll, let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
+        if effects.reconcileAll, let chats = try? read({ db in try self.store(db).groupChats() }) {
+            needsReconcile.formUnion(chats)
+        }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         batch.events += effects.events
         return effects.moved

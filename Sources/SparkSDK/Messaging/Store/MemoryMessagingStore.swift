@@ -284,7 +284,9 @@ final class MemoryMessagingStore: Sendable {
             var kept = record
             (kept.epochState, kept.whole) = (nil, nil)
             state.groups[record.chatID] = (kept, epochState)
-            state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != record.chatID || $0.value.epoch >= record.epoch }
+            state.pendingCommits = state.pendingCommits.filter {
+                $0.value.chatID != record.chatID || $0.value.epoch >= record.epoch
+            }
         }
 
         func saveRatchets(_ record: GroupRecord, expected: Data) throws -> Bool {

@@ -124,7 +124,8 @@ struct SQLiteMessagingStore: MessagingStore {
                 VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
-                    id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)), message.tag,
+                    id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
+                    message.tag,
                     try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     (sealed == nil ? MessageState.held : .sending).storedName, message.timestamp.timeIntervalSince1970,
                     sealed,
@@ -139,7 +140,8 @@ struct SQLiteMessagingStore: MessagingStore {
             OutgoingMessage(
                 id: id, chatID: try row.get(0), sender: try row.get(1),
                 content: try sealer.openText(try row.get(2), EndpointStore.Seal.content(id)), tag: try row.get(3),
-                data: try row.get(4, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) }, ref: try row.get(5),
+                data: try row.get(4, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
+                ref: try row.get(5),
                 timestamp: Date(timeIntervalSince1970: try row.get(6)))
         }
     }
@@ -160,7 +162,8 @@ struct SQLiteMessagingStore: MessagingStore {
 
     func held(chatID: String) throws -> [String] {
         try db.rows(
-            "SELECT local_id FROM messages WHERE chat_id = ? AND state = ? ORDER BY rowid", [chatID, MessageState.held.storedName]
+            "SELECT local_id FROM messages WHERE chat_id = ? AND state = ? ORDER BY rowid",
+            [chatID, MessageState.held.storedName]
         ).map { try $0.get(0, as: String.self) }
     }
 
@@ -213,15 +216,18 @@ struct SQLiteMessagingStore: MessagingStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
-                    id, chatID, message.number, message.sender, incoming, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
-                    message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref, state.storedName,
+                    id, chatID, message.number, message.sender, incoming,
+                    try sealer.seal(message.content, EndpointStore.Seal.content(id)),
+                    message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
+                    state.storedName,
                     failure, message.timestamp.timeIntervalSince1970,
                 ])
         }
     }
 
     func setContent(_ id: String, content: String) throws {
-        try db.execute("UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
+        try db.execute(
+            "UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
     }
 
     func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent] {
