@@ -126,4 +126,91 @@ struct MessagingCoreTests {
             if case .drop = outcome.actions.first {} else { Issue.record("\(payload.kind) in a \(kind) entry was applied") }
         }
     }
+
+    // MARK: Keeping a chat's group right
+
+    typealias Device = ChatGroup.Device
+
+    /// A group of alice's laptop and phone, bob's phone and carol's phone, as alice's laptop
+    /// reviews it: every key trusted, nothing departed, no update due.
+    func review(admins: Set<String> = ["alice"]) -> MessagingCore.GroupReview {
+        MessagingCore.GroupReview(
+            devices: [
+                Device(user: "alice", device: "alice-laptop"), Device(user: "alice", device: "alice-phone"),
+                Device(user: "bob", device: "bob-phone"), Device(user: "carol", device: "carol-phone"),
+            ], admins: admins, refused: [], mine: ["alice-laptop", "alice-phone"], departed: [], listed: nil,
+            trusted: ["bob", "carol"], sentSinceUpdate: 0, updatedAt: time)
+    }
+
+    @Test func aGroupInLineNeedsNoCommit() {
+        #expect(core.plan(review(), now: time).isEmpty)
+    }
+
+    @Test func thisUsersDevicesFollowTheDomainsListAndTheIdentity() {
+        var gone = review()
+        gone.mine = ["alice-laptop", "alice-tablet"]
+        let plan = core.plan(gone, now: time)
+        #expect(plan.remove == [Device(user: "alice", device: "alice-phone")])
+        #expect(plan.addMine == [Device(user: "alice", device: "alice-tablet")])
+        // A device of a previous identity of this user goes, listed or not; this device never.
+        var previous = review()
+        previous.refused = [Device(user: "alice", device: "alice-phone"), Device(user: "alice", device: "alice-laptop")]
+        #expect(core.plan(previous, now: time).remove == [Device(user: "alice", device: "alice-phone")])
+        // Nor is this device added to itself.
+        previous.mine = ["alice-laptop"]
+        previous.devices.removeAll { $0.device == "alice-laptop" }
+        #expect(core.plan(previous, now: time).addMine.isEmpty)
+    }
+
+    @Test func onlyAnAdminRemovesOthersAndOnlyThoseTheDomainNoLongerLists() {
+        var left = review()
+        left.departed = ["carol", "bob"]
+        #expect(core.needsMemberList(left))
+        left.listed = ["alice", "bob"]  // bob came back: the noted departure was older than the list
+        #expect(core.plan(left, now: time).remove == [Device(user: "carol", device: "carol-phone")])
+        // A member who is no admin removes no one else, whatever the domain says.
+        var member = left
+        member.admins = ["bob"]
+        #expect(!core.needsMemberList(member))
+        #expect(core.plan(member, now: time).isEmpty)
+        // Without the domain's list nobody is taken for gone.
+        left.listed = nil
+        #expect(core.plan(left, now: time).remove.isEmpty)
+    }
+
+    @Test func aContactsDevicesOfAnIdentityNoLongerTrustedAreReplacedByAnAdmin() {
+        var reset = review()
+        reset.refused = [Device(user: "bob", device: "bob-phone"), Device(user: "carol", device: "carol-phone")]
+        reset.trusted = ["bob"]  // carol's new identity is not trusted yet: her devices stay (held) for now
+        let plan = core.plan(reset, now: time)
+        #expect(plan.remove == [Device(user: "bob", device: "bob-phone")] && plan.replace == ["bob"])
+        var member = reset
+        member.admins = ["carol"]
+        #expect(core.plan(member, now: time).isEmpty, "a member who is no admin replaces no one")
+    }
+
+    @Test func aKeyUpdateIsDueAfterAThousandMessagesOrAWeek() {
+        var busy = review()
+        busy.sentSinceUpdate = MessagingCore.updateAfterMessages - 1
+        #expect(!core.plan(busy, now: time).updateDue)
+        busy.sentSinceUpdate += 1
+        #expect(core.plan(busy, now: time).updateDue)
+        #expect(core.plan(review(), now: time.addingTimeInterval(MessagingCore.updateAfterInterval)).updateDue)
+        // A device of this user removed by another: this one updates at once; removed by itself, no.
+        let phone = Device(user: "alice", device: "alice-phone")
+        let laptop = Device(user: "alice", device: "alice-laptop")
+        #expect(core.sentAfterCommit(3, removed: [phone], by: phone) == MessagingCore.updateAfterMessages)
+        #expect(core.sentAfterCommit(3, removed: [phone], by: laptop) == 3)
+        #expect(core.sentAfterCommit(3, removed: [Device(user: "bob", device: "bob-phone")], by: phone) == 3)
+    }
+
+    @Test func historyGoesToThisUsersDevicesThatJoinedAndNoOneElse() {
+        let before = review().devices
+        let after =
+            before + [
+                Device(user: "alice", device: "alice-tablet"), Device(user: "bob", device: "bob-laptop"),
+            ]
+        #expect(core.historyRecipients(before: before, after: after) == [Device(user: "alice", device: "alice-tablet")])
+        #expect(core.historyRecipients(before: before, after: before).isEmpty)
+    }
 }

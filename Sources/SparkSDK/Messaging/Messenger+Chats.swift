@@ -380,75 +380,53 @@ extension Messenger {
         }
     }
 
-    /// Commits, in one commit, what the chat's group needs from this device:
-    /// - this user's devices that were removed, or are of a previous identity, go; this user's
-    ///   devices that are missing are added (a user adds and removes their own devices);
-    /// - as an admin: the devices of a user who left go, and so do a contact's devices of an
-    ///   identity this device no longer trusts (a reset it accepted), replaced by the devices
-    ///   of the trusted identity;
-    /// - and an update of this device's own keys when one is due (post-compromise security).
+    /// Commits, in one commit, what the chat's group needs from this device, as the core plans
+    /// it (`MessagingCore.plan`): this user's devices added and removed, as an admin those who
+    /// left removed and a contact's devices of an identity no longer trusted replaced, and this
+    /// device's key update when due; then this user's new devices get the chat's history.
     func reconcile(_ chatID: String, devices mine: Set<String>) async throws {
         let groups = self.groups
         guard
-            let (stored, trusted, departed) = try read({ db -> (GroupStore.Stored, DeviceCredentialValidator, Set<String>)? in
+            var review = try read({ db -> MessagingCore.GroupReview? in
+                let store = self.store(db)
                 guard
-                    let stored = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(db)),
                     stored.group.group.isActive
                 else { return nil }
-                return (stored, try self.trustedValidator(db), try self.store(db).departed(chatID: chatID))
+                let group = stored.group
+                return MessagingCore.GroupReview(
+                    devices: group.devices, admins: group.admins,
+                    refused: Set(group.devices(refusedBy: try self.trustedValidator(db))), mine: mine,
+                    departed: try store.departed(chatID: chatID), listed: nil,
+                    trusted: Set(try ContactDirectory.trustedKeys(db).keys), sentSinceUpdate: stored.sentSinceUpdate,
+                    updatedAt: stored.updatedAt)
             })
         else { return }
-        let group = stored.group
-        let isAdmin = group.admins.contains(me)
-        let refused = Set(group.devices(refusedBy: trusted))
-        var remove = Set(
-            group.devices.filter {
-                $0.user == me && $0.device != endpointID && (!mine.contains($0.device) || refused.contains($0))
-            })
-        var replace: [String] = []
-        if isAdmin, !departed.isEmpty {
-            // A member list read from the mailbox may be older than the group: only users the
-            // domain still does not list have left.
-            let listed = Set(
+        if core.needsMemberList(review) {
+            review.listed = Set(
                 try await domainCall {
                     try await domain.chat(token: try await token(), endpointID: endpointID, chatID: chatID)
                 }.members.map(\.userID))
-            remove.formUnion(group.devices.filter { departed.contains($0.user) && !listed.contains($0.user) })
         }
-        if isAdmin {
-            let trustedUsers = try read { db in try ContactDirectory.trustedKeys(db) }
-            for user in Set(refused.map(\.user)) where user != me && trustedUsers[user] != nil {
-                remove.formUnion(refused.filter { $0.user == user })
-                replace.append(user)
-            }
-        }
-        let present = Set(group.devices).subtracting(remove)
-        let missingMine = mine.subtracting(present.filter { $0.user == me }.map(\.device)).subtracting([endpointID])
+        let plan = core.plan(review, now: Date())
+        let present = Set(review.devices).subtracting(plan.remove)
         var wanted: [ClaimedDevice] = []
-        if !missingMine.isEmpty {
-            wanted += try await claimDevices(
-                of: [me], only: Set(missingMine.map { ChatGroup.Device(user: me, device: $0) }))
+        if !plan.addMine.isEmpty { wanted += try await claimDevices(of: [me], only: plan.addMine) }
+        if !plan.replace.isEmpty {
+            wanted += try await claimDevices(of: plan.replace).filter { !present.contains($0.device) }
         }
-        if !replace.isEmpty {
-            wanted += try await claimDevices(of: replace.sorted()).filter { !present.contains($0.device) }
-        }
-        let updateDue =
-            stored.sentSinceUpdate >= Self.updateAfterMessages
-            || Date().timeIntervalSince(stored.updatedAt) >= Self.updateAfterInterval
-        guard !remove.isEmpty || !wanted.isEmpty || updateDue else {
-            if !departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
+        guard !plan.remove.isEmpty || !wanted.isEmpty || plan.updateDue else {
+            if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
             return
         }
-        let (removing, adding) = (remove, wanted)
+        let (removing, adding) = (plan.remove, wanted)
         try await change(chatID) { current in
             // Against the group as it is when the commit is made (another commit may have
             // come first): only what is still there is removed, only who is missing is added.
             let now = Set(current.devices)
             return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
         }
-        if !departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
-        // This user's new devices get what they could not read.
-        let joined = Set(try groupDevices(of: chatID)).subtracting(group.devices).filter { $0.user == me }
-        await sendHistory(of: chatID, to: joined.sorted())
+        if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
+        await sendHistory(of: chatID, to: core.historyRecipients(before: review.devices, after: try groupDevices(of: chatID)))
     }
 }

@@ -342,13 +342,11 @@ extension Messenger {
         case .commit(_, let removed, let by):
             // A device of this user removed by another device: this one updates its own keys
             // at once (post-compromise security).
-            if removed.contains(where: { $0.user == me }), by != stored.group.ownDevice {
-                stored.sentSinceUpdate = Self.updateAfterMessages
-            }
+            stored.sentSinceUpdate = core.sentAfterCommit(stored.sentSinceUpdate, removed: removed, by: by)
             try groups.save(store, stored)
             try Self.applyMembership(store, group: stored.group, now: entry.postedAt)
             try applySubject(of: stored.group, in: db)
-            return Effects(moved: true, reconcile: stored.sentSinceUpdate >= Self.updateAfterMessages)
+            return Effects(moved: true, reconcile: stored.sentSinceUpdate >= MessagingCore.updateAfterMessages)
         case .message(let payload, let sender):
             // The ratchet moved: the group is kept whatever the payload turns out to be.
             return try applyPayload(payload, from: sender, entry: entry, stored: &stored, in: db)

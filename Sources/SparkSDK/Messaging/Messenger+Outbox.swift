@@ -113,7 +113,7 @@ extension Messenger {
         var random = MLSSystemRandom()
         let sealed = try stored.group.seal(payload, random: &random)
         stored.sentSinceUpdate += 1
-        if stored.sentSinceUpdate >= Self.updateAfterMessages { needsReconcile.insert(chatID) }
+        if stored.sentSinceUpdate >= MessagingCore.updateAfterMessages { needsReconcile.insert(chatID) }
         try groups.save(store(db), stored)
         try store(db).recordSent(chatID: chatID, payload: sealed, localID: localID)
         return sealed

@@ -131,11 +131,6 @@ actor Messenger {
     /// How long the loop pauses after a failed read.
     static let retryAfterFailure: Duration = .seconds(1)
     static let maximumContentSize = 70 * 1024
-    /// Post-compromise security: a device commits an update of its own keys in each chat after
-    /// this many messages it sent there since its last commit…
-    static let updateAfterMessages = 1000
-    /// …or this long after its last commit, whichever comes first.
-    static let updateAfterInterval: TimeInterval = 7 * 86400
     /// How often every chat is looked at when nothing asked for it (this user's devices may
     /// have changed; an update may be due).
     static let reconcileInterval: Duration = .seconds(60)

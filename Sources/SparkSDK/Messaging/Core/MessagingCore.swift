@@ -125,3 +125,106 @@ struct MessagingCore: Sendable {
         }
     }
 }
+
+// MARK: Keeping a chat's group right
+
+extension MessagingCore {
+    /// Post-compromise security: a device commits an update of its own keys in each chat after
+    /// this many messages it sent there since its last commit…
+    static let updateAfterMessages = 1000
+    /// …or this long after its last commit, whichever comes first.
+    static let updateAfterInterval: TimeInterval = 7 * 86400
+
+    /// Whether this device's key update is due in a chat where it sent `sent` messages since its
+    /// last commit, made at `updatedAt`.
+    static func updateDue(sent: Int, updatedAt: Date, now: Date) -> Bool {
+        sent >= updateAfterMessages || now.timeIntervalSince(updatedAt) >= updateAfterInterval
+    }
+
+    /// The messages sent since the last update after a commit that `removed` devices, committed
+    /// by `committer`: a device of this user removed by another device means this one updates
+    /// its own keys at once (whoever removed it may have held its secrets).
+    func sentAfterCommit(_ sent: Int, removed: [ChatGroup.Device], by committer: ChatGroup.Device) -> Int {
+        let own = ChatGroup.Device(user: user, device: endpointID)
+        return removed.contains(where: { $0.user == user }) && committer != own ? Self.updateAfterMessages : sent
+    }
+
+    /// What a chat's group holds, as the driver read it, for ``plan(_:)``.
+    struct GroupReview: Sendable {
+        /// Every device in the group.
+        var devices: [ChatGroup.Device]
+        /// The chat's admins.
+        var admins: Set<String>
+        /// The devices whose credential no key this device trusts signed.
+        var refused: Set<ChatGroup.Device>
+        /// This user's devices, as the domain lists them.
+        var mine: Set<String>
+        /// The users the domain said left (noted from its member lists).
+        var departed: Set<String>
+        /// The users the domain lists as members now; asked only when ``needsMemberList`` says so.
+        var listed: Set<String>?
+        /// The users whose identity key this device trusts now.
+        var trusted: Set<String>
+        var sentSinceUpdate: Int
+        var updatedAt: Date
+    }
+
+    /// What a chat's group needs from this device, in one commit.
+    struct GroupPlan: Equatable, Sendable {
+        /// Devices to remove.
+        var remove: Set<ChatGroup.Device> = []
+        /// This user's devices to add (a KeyPackage of each to claim).
+        var addMine: Set<ChatGroup.Device> = []
+        /// Users whose devices of the trusted identity replace those of an identity no longer trusted.
+        var replace: [String] = []
+        /// This device's own key update is due.
+        var updateDue = false
+
+        /// Whether the group needs no commit.
+        var isEmpty: Bool { remove.isEmpty && addMine.isEmpty && replace.isEmpty && !updateDue }
+    }
+
+    /// Whether ``plan(_:)`` needs the domain's member list first: only an admin's device removes
+    /// those who left, and only when some were noted.
+    func needsMemberList(_ review: GroupReview) -> Bool {
+        review.admins.contains(user) && !review.departed.isEmpty
+    }
+
+    /// What the group needs from this device:
+    /// - this user's devices that the domain no longer lists, or of a previous identity, go; those
+    ///   it lists and the group lacks are added (a user adds and removes their own devices);
+    /// - as an admin: the devices of a user who left go (the domain's list may be older than the
+    ///   group, so only users it still does not list), and so do a contact's devices of an identity
+    ///   this device no longer trusts, replaced by the devices of the trusted one;
+    /// - and this device's own key update, when due.
+    func plan(_ review: GroupReview, now: Date) -> GroupPlan {
+        var plan = GroupPlan()
+        let isAdmin = review.admins.contains(user)
+        plan.remove = Set(
+            review.devices.filter {
+                $0.user == user && $0.device != endpointID && (!review.mine.contains($0.device) || review.refused.contains($0))
+            })
+        if isAdmin, !review.departed.isEmpty, let listed = review.listed {
+            plan.remove.formUnion(review.devices.filter { review.departed.contains($0.user) && !listed.contains($0.user) })
+        }
+        if isAdmin {
+            for other in Set(review.refused.map(\.user)).sorted() where other != user && review.trusted.contains(other) {
+                plan.remove.formUnion(review.refused.filter { $0.user == other })
+                plan.replace.append(other)
+            }
+        }
+        let present = Set(review.devices).subtracting(plan.remove)
+        plan.addMine = Set(
+            review.mine.subtracting(present.filter { $0.user == user }.map(\.device)).subtracting([endpointID]).map {
+                ChatGroup.Device(user: user, device: $0)
+            })
+        plan.updateDue = Self.updateDue(sent: review.sentSinceUpdate, updatedAt: review.updatedAt, now: now)
+        return plan
+    }
+
+    /// The devices a history transfer goes to after a commit took the group from `before` to
+    /// `after`: this user's devices that joined in it (each gets what it could not read).
+    func historyRecipients(before: [ChatGroup.Device], after: [ChatGroup.Device]) -> [ChatGroup.Device] {
+        Set(after).subtracting(before).filter { $0.user == user && $0.device != endpointID }.sorted()
+    }
+}
