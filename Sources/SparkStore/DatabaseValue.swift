@@ -24,16 +24,16 @@ public protocol DatabaseValueConvertible: Sendable {
 
 extension DatabaseValue: DatabaseValueConvertible {
     /// Itself.
-    public var databaseValue: DatabaseValue { self }
+    @inlinable public var databaseValue: DatabaseValue { self }
     /// Itself.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> DatabaseValue? { value }
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> DatabaseValue? { value }
 }
 
 extension Int64: DatabaseValueConvertible {
     /// An integer.
-    public var databaseValue: DatabaseValue { .integer(self) }
+    @inlinable public var databaseValue: DatabaseValue { .integer(self) }
     /// From an integer.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> Int64? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> Int64? {
         if case .integer(let v) = value { return v }
         return nil
     }
@@ -41,9 +41,9 @@ extension Int64: DatabaseValueConvertible {
 
 extension Int: DatabaseValueConvertible {
     /// An integer.
-    public var databaseValue: DatabaseValue { .integer(Int64(self)) }
+    @inlinable public var databaseValue: DatabaseValue { .integer(Int64(self)) }
     /// From an integer.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> Int? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> Int? {
         if case .integer(let v) = value { return Int(exactly: v) }
         return nil
     }
@@ -51,9 +51,9 @@ extension Int: DatabaseValueConvertible {
 
 extension Bool: DatabaseValueConvertible {
     /// 0 or 1.
-    public var databaseValue: DatabaseValue { .integer(self ? 1 : 0) }
+    @inlinable public var databaseValue: DatabaseValue { .integer(self ? 1 : 0) }
     /// From an integer: zero is false.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> Bool? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> Bool? {
         if case .integer(let v) = value { return v != 0 }
         return nil
     }
@@ -61,9 +61,9 @@ extension Bool: DatabaseValueConvertible {
 
 extension Double: DatabaseValueConvertible {
     /// A real.
-    public var databaseValue: DatabaseValue { .real(self) }
+    @inlinable public var databaseValue: DatabaseValue { .real(self) }
     /// From a real or an integer.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> Double? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> Double? {
         switch value {
         case .real(let v): v
         case .integer(let v): Double(v)
@@ -74,9 +74,9 @@ extension Double: DatabaseValueConvertible {
 
 extension String: DatabaseValueConvertible {
     /// Text.
-    public var databaseValue: DatabaseValue { .text(self) }
+    @inlinable public var databaseValue: DatabaseValue { .text(self) }
     /// From text.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> String? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> String? {
         if case .text(let v) = value { return v }
         return nil
     }
@@ -84,9 +84,9 @@ extension String: DatabaseValueConvertible {
 
 extension Data: DatabaseValueConvertible {
     /// A blob.
-    public var databaseValue: DatabaseValue { .blob(self) }
+    @inlinable public var databaseValue: DatabaseValue { .blob(self) }
     /// From a blob (an empty blob may be stored as NULL by SQLite's zero-length handling).
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> Data? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> Data? {
         switch value {
         case .blob(let v): v
         default: nil
@@ -96,16 +96,17 @@ extension Data: DatabaseValueConvertible {
 
 extension Optional: DatabaseValueConvertible where Wrapped: DatabaseValueConvertible {
     /// NULL for nil.
-    public var databaseValue: DatabaseValue { self?.databaseValue ?? .null }
+    @inlinable public var databaseValue: DatabaseValue { self?.databaseValue ?? .null }
     /// nil for NULL.
-    public static func fromDatabaseValue(_ value: DatabaseValue) -> Wrapped?? {
+    @inlinable public static func fromDatabaseValue(_ value: DatabaseValue) -> Wrapped?? {
         if case .null = value { return .some(nil) }
         guard let wrapped = Wrapped.fromDatabaseValue(value) else { return nil }
         return .some(wrapped)
     }
 }
 
-/// One result row: values by column index or name.
+/// One result row: values by column index or name. Reading a value is inlinable, so that a
+/// caller's `get` is specialized for the type it asks for rather than resolved at run time.
 public struct Row: Sendable, Hashable {
     /// The column names, in order.
     public let columns: [String]
@@ -119,7 +120,7 @@ public struct Row: Sendable, Hashable {
     }
 
     /// The value at `index`, converted; throws when the index or the stored type is wrong.
-    public func get<T: DatabaseValueConvertible>(_ index: Int, as type: T.Type = T.self) throws -> T {
+    @inlinable public func get<T: DatabaseValueConvertible>(_ index: Int, as type: T.Type = T.self) throws -> T {
         guard values.indices.contains(index) else {
             throw StoreError(.misuse, message: "no column at index \(index) (the row has \(values.count))")
         }
@@ -139,7 +140,7 @@ public struct Row: Sendable, Hashable {
 }
 
 extension DatabaseValue {
-    var typeName: String {
+    @usableFromInline var typeName: String {
         switch self {
         case .null: "NULL"
         case .integer: "INTEGER"

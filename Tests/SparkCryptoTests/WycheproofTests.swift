@@ -27,6 +27,26 @@ struct WycheproofTests {
                 }
                 let box = try AESGCM.SealedBox(nonce: nonce, ciphertext: test.hex("ct"), tag: test.hex("tag"))
                 let opened = Result { try AESGCM.open(box, using: key, authenticating: aad) }
+                // The same box opened in place (12-byte nonces: the layout the endpoint store uses).
+                if iv.count == 12 {
+                    let combined = iv + test.hex("ct") + test.hex("tag")
+                    let inPlace = Result {
+                        var output = Data(count: max(1, test.hex("ct").count))
+                        let count = try combined.withUnsafeBytes { combined in
+                            try aad.withUnsafeBytes { aad in
+                                try output.withUnsafeMutableBytes {
+                                    try AESGCM.open(combined: combined, using: key, authenticating: aad, into: $0)
+                                }
+                            }
+                        }
+                        return output.prefix(count)
+                    }
+                    if test.result == "valid" {
+                        #expect(try inPlace.get() == test.hex("msg"), "in place: \(test)")
+                    } else {
+                        #expect(throws: CryptoError(.authenticationFailure, ""), "in place: \(test)") { try inPlace.get() }
+                    }
+                }
                 if test.result == "valid" {
                     #expect(try opened.get().unsafeData() == test.hex("msg"), "\(test)")
                     let sealed = try AESGCM.seal(test.hex("msg"), using: key, nonce: nonce, authenticating: aad)

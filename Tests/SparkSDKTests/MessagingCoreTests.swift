@@ -213,4 +213,21 @@ struct MessagingCoreTests {
         #expect(core.historyRecipients(before: before, after: after) == [Device(user: "alice", device: "alice-tablet")])
         #expect(core.historyRecipients(before: before, after: before).isEmpty)
     }
+
+    @Test func historyIsHandedOverInChunksOfNumberedMessagesOnly() throws {
+        func message(_ number: Int64?, size: Int) -> ChatMessage {
+            ChatMessage(
+                id: "m\(number ?? 0)", chatID: "c1", number: number, sender: "bob", isIncoming: true,
+                content: String(repeating: "x", count: size), tag: "Text", data: nil, ref: nil, state: .read, timestamp: time)
+        }
+        let messages = [
+            message(1, size: 20_000), message(2, size: 20_000), message(3, size: 20_000), message(nil, size: 10),
+            message(4, size: ChatHistory.maximumChunk), message(5, size: 10),
+        ]
+        let chunks = ChatHistory.chunks(of: messages)
+        #expect(chunks.map { $0.records.map(\.number) } == [[1, 2], [3, 5]], "unnumbered and oversized left out")
+        #expect(chunks.allSatisfy { $0.encoded.count <= ChatHistory.maximumChunk + 16 })
+        let decoded = try ChatHistory(encoded: chunks[1].encoded)
+        #expect(decoded == chunks[1])
+    }
 }

@@ -86,6 +86,11 @@ struct StoreEncryptionTests {
         var flipped = sealed
         flipped[flipped.count - 1] ^= 1
         #expect(throws: AuthError(.storeLocked, "")) { try sealer.openText(flipped, EndpointStore.Seal.content("m1")) }
+        // Empty, multi-byte and truncated values.
+        #expect(try sealer.openText(try sealer.seal("", "c"), "c") == "")
+        #expect(try sealer.openText(try sealer.seal("héllo 👋", "c"), "c") == "héllo 👋")
+        #expect(throws: AuthError(.storeLocked, "")) { try sealer.openText(sealed.prefix(28), EndpointStore.Seal.content("m1")) }
+        #expect(throws: AuthError(.storeLocked, "")) { try sealer.openText(sealed.dropLast(), EndpointStore.Seal.content("m1")) }
     }
 
     @Test func aResetDestroysTheKeyAndSealsWhatFollowsUnderANewOne() async throws {

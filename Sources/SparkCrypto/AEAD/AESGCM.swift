@@ -99,6 +99,22 @@ public enum AESGCM {
             box.ciphertext, key: key, nonce: box.nonce.bytes, aad: authenticatedData, tag: box.tag)
     }
 
+    /// Verifies and decrypts `nonce (12) ‖ ciphertext ‖ tag (16)` laid out in one buffer, writing
+    /// the plaintext into `output` (at least as long as the ciphertext) without any copy on the
+    /// way; returns the plaintext's length. For callers that read many small sealed values at once.
+    /// On failure `output` may hold unauthenticated bytes: discard them.
+    ///
+    /// - Throws: ``CryptoError/Code/authenticationFailure`` as ``open(_:using:authenticating:)``;
+    ///   ``CryptoError/Code/malformedInput`` when the buffer is shorter than a nonce and a tag, or
+    ///   `output` is shorter than the ciphertext.
+    public static func open(
+        combined: UnsafeRawBufferPointer, using key: SymmetricKey, authenticating authenticatedData: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws -> Int {
+        try checkKey(key)
+        return try OpenSSLAESGCM.open(combined: combined, key: key, aad: authenticatedData, into: output)
+    }
+
     private static func checkKey(_ key: SymmetricKey) throws {
         guard [16, 24, 32].contains(key.byteCount) else {
             throw CryptoError(.invalidKey, "an AES key must be 16, 24 or 32 bytes, got \(key.byteCount)")

@@ -147,6 +147,52 @@ enum OpenSSLAESGCM {
     }
 }
 
+extension OpenSSLAESGCM {
+    /// Opens `nonce (12) ‖ ciphertext ‖ tag (16)` into `output` with no copy on the way; returns
+    /// the plaintext's length. `output` holds at least the ciphertext's length; on failure it may
+    /// hold unauthenticated bytes, which the caller discards.
+    static func open(
+        combined: UnsafeRawBufferPointer, key: SymmetricKey, aad: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws -> Int {
+        let count = combined.count - 12 - AESGCM.tagByteCount
+        guard count >= 0, output.count >= count, count <= Int(Int32.max) - 16 else {
+            throw CryptoError(.malformedInput, "an AES-GCM box of \(combined.count) bytes does not fit \(output.count)")
+        }
+        let keyed = try context(encrypting: false, key: key, nonce: Data(combined.prefix(12)))
+        var succeeded = false
+        defer { finish(keyed, key: key, succeeded: succeeded) }
+        let context = keyed.pointer
+        var written: Int32 = 0
+        if aad.count > 0 {
+            try OpenSSL.check(EVP_CipherUpdate(context, nil, &written, aad.bytePointer, Int32(aad.count)), "GCM AAD")
+        }
+        var total = 0
+        if count > 0 {
+            try OpenSSL.check(
+                EVP_CipherUpdate(context, output.mutableBytePointer, &written, combined.bytePointer + 12, Int32(count)),
+                "EVP_DecryptUpdate")
+            total = Int(written)
+        }
+        var tag = (UInt64(0), UInt64(0))
+        try withUnsafeMutableBytes(of: &tag) { tag in
+            tag.copyMemory(from: UnsafeRawBufferPointer(rebasing: combined.suffix(AESGCM.tagByteCount)))
+            try OpenSSL.check(
+                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), tag.baseAddress), "GCM_SET_TAG")
+        }
+        var scratch = (UInt64(0), UInt64(0))
+        let verified = withUnsafeMutableBytes(of: &scratch) { scratch in
+            EVP_CipherFinal_ex(context, scratch.mutableBytePointer, &written) == 1
+        }
+        guard verified, written == 0 else {
+            OpenSSL.clearErrors()
+            throw CryptoError(.authenticationFailure, "AES-GCM authentication failed: wrong key or altered data")
+        }
+        succeeded = true
+        return total
+    }
+}
+
 /// The fetched AES-GCM implementations; `EVP_CIPHER_free` is never called because they live as
 /// long as the process.
 // @unchecked Sendable: fetched EVP_CIPHER objects are immutable and reference-counted by OpenSSL.

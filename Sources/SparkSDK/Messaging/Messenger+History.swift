@@ -12,7 +12,9 @@ import SparkStore
 extension Messenger {
     /// Hands the chat's history to each of `devices` (this user's, just added).
     func sendHistory(of chatID: String, to devices: [ChatGroup.Device]) async {
-        guard !devices.isEmpty, let chunks = try? read({ db in try self.historyChunks(db, chatID: chatID) }) else { return }
+        guard !devices.isEmpty,
+            let chunks = try? read({ db in ChatHistory.chunks(of: try self.store(db).numbered(chatID: chatID)) })
+        else { return }
         for device in devices {
             for chunk in chunks {
                 do {
@@ -24,30 +26,6 @@ extension Messenger {
                 }
             }
         }
-    }
-
-    /// The chat's numbered messages, oldest first, in chunks within ``ChatHistory/maximumChunk``.
-    private func historyChunks(_ db: Database, chatID: String) throws -> [ChatHistory] {
-        var chunks: [ChatHistory] = []
-        var current = ChatHistory(records: [])
-        var size = 0
-        for message in try store(db).numbered(chatID: chatID) {
-            guard let number = message.number else { continue }
-            let record = ChatHistory.Record(
-                id: message.id, number: number, sender: message.sender, content: message.content, tag: message.tag,
-                data: message.data, ref: message.ref, state: message.state, timestamp: message.timestamp)
-            let recordSize = ChatHistory(records: [record]).encoded.count
-            guard recordSize <= ChatHistory.maximumChunk else { continue }
-            if size + recordSize > ChatHistory.maximumChunk {
-                chunks.append(current)
-                current = ChatHistory(records: [])
-                size = 0
-            }
-            current.records.append(record)
-            size += recordSize
-        }
-        if !current.records.isEmpty { chunks.append(current) }
-        return chunks
     }
 
     private func postHistory(_ history: ChatHistory, of chatID: String, to device: ChatGroup.Device) async throws {

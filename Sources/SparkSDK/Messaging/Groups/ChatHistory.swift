@@ -42,6 +42,31 @@ struct ChatHistory: Equatable, Sendable {
     /// payload's limit. A message larger than this on its own is left out.
     static let maximumChunk = 45_000
 
+    /// The chat's numbered `messages`, oldest first, as transfers within ``maximumChunk`` each
+    /// (a message too large for a transfer on its own is left out).
+    static func chunks(of messages: [ChatMessage]) -> [ChatHistory] {
+        var chunks: [ChatHistory] = []
+        var current = ChatHistory(records: [])
+        var size = 0
+        for message in messages {
+            guard let number = message.number else { continue }
+            let record = Record(
+                id: message.id, number: number, sender: message.sender, content: message.content, tag: message.tag,
+                data: message.data, ref: message.ref, state: message.state, timestamp: message.timestamp)
+            let recordSize = ChatHistory(records: [record]).encoded.count
+            guard recordSize <= maximumChunk else { continue }
+            if size + recordSize > maximumChunk {
+                chunks.append(current)
+                current = ChatHistory(records: [])
+                size = 0
+            }
+            current.records.append(record)
+            size += recordSize
+        }
+        if !current.records.isEmpty { chunks.append(current) }
+        return chunks
+    }
+
     /// The context the records are sealed under: the device they are for.
     static func sealContext(device: String) -> Data { Data("spark history/\(device)".utf8) }
 
