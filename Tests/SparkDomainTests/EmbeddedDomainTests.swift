@@ -43,6 +43,29 @@ struct TestAuthTests {
         }
     }
 
+    /// The policy and the validator are kept between requests, keyed by the stored rows: a change
+    /// made through another handle (another process, another instance) counts at the next request.
+    @Test func aChangeMadeElsewhereCountsAtTheNextRequest() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let token = try await domain.testToken(userID: "alice").token
+            let idp = TokenIssuer(issuer: "https://idp.example", key: try Ed25519.PrivateKey(), keyID: "k1")
+            try domain.trustIssuer(idp.issuer, audience: "my-app", jwks: try idp.jwks.jsonData())
+            let external = try idp.issue(subject: "carol", audience: "my-app", lifetime: 300, now: Date()).token
+            #expect(try await domain.validate(token: token).userID == "alice")
+            #expect(try await domain.validate(token: external).userID == "carol")
+            // Elsewhere: the issuer is dropped, then test tokens are turned off.
+            let elsewhere = try EmbeddedDomain.open(at: domain.path)
+            try elsewhere.removeExternalIssuer(idp.issuer)
+            await #expect(throws: DomainError(.invalidToken, "")) { try await domain.validate(token: external) }
+            #expect(try await domain.validate(token: token).userID == "alice")
+            var policy = try await elsewhere.policy()
+            policy.userAuthenticationEnabled = true
+            try elsewhere.setPolicy(policy)
+            await #expect(throws: DomainError(.userAuthenticationRequired, "")) { try await domain.validate(token: token) }
+        }
+    }
+
     @Test func aVerifiedTokenStillExpiresAndStillNeedsItsIssuer() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let clock = TestClock()

@@ -115,20 +115,6 @@ extension DomainEngine: DomainAdministration {
         }
     }
 
-    /// The external issuers with their keys' source: the stored JWKS, or else the file.
-    func externalIssuerKeys() throws -> [(issuer: ExternalIssuer, jwks: Data?)] {
-        try storage {
-            try store.read { db in
-                try db.rows("SELECT issuer, audience, jwks_path, jwks FROM external_issuers ORDER BY issuer").map {
-                    (
-                        ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2)),
-                        try $0.get(3, as: Data?.self)
-                    )
-                }
-            }
-        }
-    }
-
     /// The public keys of the domain's own test or accounts issuer.
     public func issuerKeys(_ kind: String) throws -> JWKSet {
         switch kind {

@@ -35,6 +35,9 @@ public final class DomainEngine: DomainService {
     let validatedTokens = ValidatedTokenCache()
     /// Principals this process already found bound to their issuer (user id → issuer).
     let knownPrincipals = Locked<[String: String]>([:])
+    /// The policy and the token validator as last built here, with the stored rows they were
+    /// built from (see `validator()`).
+    let settings = Locked<Settings?>(nil)
     /// The long-polls waiting in this process, woken per user by the posts that reach them.
     public let mailboxWaiters = MailboxWaiters()
     /// When each endpoint's mailbox cursor was last recorded, and where it was (see `pruneMailbox`).
@@ -167,10 +170,35 @@ public final class DomainEngine: DomainService {
 
     func currentPolicy() throws -> DomainPolicy {
         let json = try Self.storage { try store.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
-        guard let json, let policy = try? JSONDecoder().decode(DomainPolicy.self, from: Data(json.utf8)) else {
+        return try policy(json)
+    }
+
+    /// The policy stored as `json`, decoded once per change of the text (every request reads
+    /// the policy, and decoding it was a twentieth of a message's cost).
+    private func policy(_ json: String?) throws -> DomainPolicy {
+        guard let json else { throw DomainError(.unavailable, "the domain's policy is unreadable") }
+        if let known = settings.withLock({ $0?.policyJSON == json ? $0?.policy : nil }) { return known }
+        guard let policy = try? JSONDecoder().decode(DomainPolicy.self, from: Data(json.utf8)) else {
             throw DomainError(.unavailable, "the domain's policy is unreadable")
         }
+        settings.withLock { $0 = Settings(policyJSON: json, policy: policy) }
         return policy
+    }
+
+    /// What the token validator is built from: the policy's text and the external issuers' rows.
+    /// The rows are read on every request (every instance and process sees a change at once) but
+    /// the validator is built again only when they changed. An issuer whose keys are a file
+    /// (`jwks_path`) is not cached here: the file may change under the same rows.
+    struct Settings: Sendable {
+        var policyJSON: String
+        var policy: DomainPolicy
+        var issuers: [IssuerRow]? = nil
+        var validator: TokenValidator? = nil
+    }
+
+    struct IssuerRow: Sendable, Equatable {
+        var issuer: ExternalIssuer
+        var jwks: Data?
     }
 
     /// Validates a token against the domain's issuers: its accounts issuer always, its test
@@ -214,16 +242,32 @@ public final class DomainEngine: DomainService {
     }
 
     func validator() throws -> TokenValidator {
+        let (json, rows) = try Self.storage {
+            try store.read { db in
+                (
+                    try db.scalar("SELECT policy FROM domain", as: String.self),
+                    try db.rows("SELECT issuer, audience, jwks_path, jwks FROM external_issuers ORDER BY issuer").map {
+                        IssuerRow(
+                            issuer: ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2)),
+                            jwks: try $0.get(3, as: Data?.self))
+                    }
+                )
+            }
+        }
+        let policy = try policy(json)
+        if let known = settings.withLock({ $0?.policyJSON == json && $0?.issuers == rows ? $0?.validator : nil }) {
+            return known
+        }
         var issuers = [accountsIssuer.trusted(audience: domainID, kind: .accounts)]
-        let policy = try currentPolicy()
         let test = testIssuer.trusted(audience: domainID, kind: .test)
         issuers.append(test)
         // An issuer whose keys cannot be loaded fails its own tokens only, with the reason.
         var unavailable: [String: String] = [:]
-        for (external, stored) in try externalIssuerKeys() {
+        for row in rows {
+            let external = row.issuer
             do {
                 let keys =
-                    try stored.map { try jwksCache.keys(in: $0, source: "the stored JWKS of \(external.issuer)") }
+                    try row.jwks.map { try jwksCache.keys(in: $0, source: "the stored JWKS of \(external.issuer)") }
                     ?? jwksCache.keys(at: external.jwksPath)
                 issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
             } catch let error as DomainError {
@@ -234,6 +278,11 @@ public final class DomainEngine: DomainService {
             issuers: issuers, leeway: 30, clock: clock,
             refuseTestTokens: policy.userAuthenticationEnabled ? test.issuer : nil)
         validator.unavailableIssuers = unavailable
+        if let json, rows.allSatisfy({ $0.jwks != nil }) {
+            settings.withLock {
+                $0 = Settings(policyJSON: json, policy: policy, issuers: rows, validator: validator)
+            }
+        }
         return validator
     }
 
