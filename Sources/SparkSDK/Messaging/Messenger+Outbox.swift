@@ -17,21 +17,31 @@ extension Messenger {
         guard content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
-        try requireActive(chatID)
         let id = Self.newID()
-        let refID = try ref.map { number in
-            guard let id = try read({ db in try self.store(db).messageID(chatID: chatID, number: number) }) else {
-                throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
+        // One read: the chat, the message referred to, what holds the chat, and whether messages
+        // wait held in it.
+        let groups = self.groups
+        let (refID, untrusted, waiting) = try read { db -> (String?, [String], Bool) in
+            let store = self.store(db)
+            guard let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(db)) else {
+                throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
             }
-            return id
+            let refID = try ref.map { number in
+                guard let id = try store.messageID(chatID: chatID, number: number) else {
+                    throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
+                }
+                return id
+            }
+            return (refID, try self.untrustedUsers(in: stored, db), try !store.held(chatID: chatID).isEmpty)
         }
         let payload = ChatPayload(kind: .text, id: id, content: content, tag: tag, data: data, ref: refID)
         try payload.validate()
         let now = Date()
-        let holding = try await heldBy(chatID)
+        // A contact that holds the chat is looked up again first (see `heldBy`).
+        let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
-        if holding.isEmpty { await releaseHeld(in: chatID) }
-        try write { db in
+        if holding.isEmpty, waiting { await releaseHeld(in: chatID) }
+        let message = try write { db -> ChatMessage in
             var sealed: Data?
             if holding.isEmpty {
                 do {
@@ -41,14 +51,16 @@ extension Messenger {
                     sealed = nil
                 }
             }
-            try self.store(db).insertOutgoing(
-                OutgoingMessage(
-                    id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now),
-                sealed: sealed)
+            let outgoing = OutgoingMessage(
+                id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now)
+            try self.store(db).insertOutgoing(outgoing, sealed: sealed)
+            return ChatMessage(
+                id: id, chatID: chatID, number: nil, sender: self.me, isIncoming: false, content: content, tag: tag, data: data,
+                ref: ref, state: sealed == nil ? .held : .sending, timestamp: now)
         }
-        reloadMessages(chatID, changed: .some([id]))
+        showMessages([message], in: chatID)
         _ = await deliverPending(in: chatID)
-        return try message(id: id)
+        return try self.message(id: id)
     }
 
     func requireActive(_ chatID: String) throws {
@@ -136,16 +148,21 @@ extension Messenger {
     private func deliver(localID: String, chatID: String, sealed first: Data) async -> Bool {
         var sealed = first
         var settled = true
+        var shown = false
         for attempt in 0..<5 {
             do {
                 let receipt = try await domain.post(
                     token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed,
                     recipient: nil, clientID: localID)
-                let events = try write { db in
+                let (events, accepted) = try write { db in
                     let store = self.store(db)
                     let events = try store.accept(localID, number: receipt.messageNumber, at: receipt.postedAt)
                     try store.touchChat(chatID, at: receipt.postedAt)
-                    return events
+                    return (events, try store.message(localID))
+                }
+                if let accepted {
+                    showMessages([accepted], in: chatID)
+                    shown = true
                 }
                 report(events)
             } catch let error as DomainError where error.code == .conflict && attempt < 4 {
@@ -173,7 +190,7 @@ extension Messenger {
             }
             break
         }
-        reloadMessages(chatID, changed: .some([localID]))
+        if !shown { reloadMessages(chatID, changed: .some([localID])) }
         return settled
     }
 

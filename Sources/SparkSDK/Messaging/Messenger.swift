@@ -265,6 +265,13 @@ actor Messenger {
         }
     }
 
+    /// Puts `messages`, as just written, in their places in the chat's flow, without reading them
+    /// back.
+    func showMessages(_ messages: [ChatMessage], in chatID: String) {
+        guard let owner = messageOwners[chatID], !messages.isEmpty else { return }
+        owner.value = Self.merge(messages, removing: [], into: owner.value, limit: Self.flowWindow)
+    }
+
     /// `window` with `changed` in their places (replaced, or added where they sort) and
     /// `removed` taken out, in the flow's order (numbered messages by number, then those without a
     /// number yet by time), keeping the newest `limit`: what ``messages(in:before:limit:)`` reads.
