@@ -1,5 +1,5 @@
 /// The life of a message, as explicit transitions: each step names where a message may be when
-/// it happens and where it goes, and nothing else moves a message (`MessageStore` applies steps
+/// it happens and where it goes, and nothing else moves a message (a `MessagingStore` applies steps
 /// only from their sources, in SQL and in memory alike).
 ///
 /// ```
