@@ -11,7 +11,9 @@ import SparkStore
 /// changed), or keep it until the commit before it arrives (a domain that withholds a commit
 /// delays what follows it; it cannot make a device skip it).
 extension Messenger {
-    /// Reads and applies the mailbox after the stored cursor; returns how many entries came.
+    /// Reads and applies the mailbox after the stored cursor; returns how many entries came from
+    /// elsewhere (this device's own echoes bring nothing new: after a read of only those, the
+    /// poll loop goes back to a long-poll at once instead of reading again in `pollInterval`).
     ///
     /// Reads run one at a time: the poll loop and `BBMAccess.refresh()` interleave at every
     /// `await`, and two reads from the same cursor would apply an entry twice (the second time
@@ -50,6 +52,8 @@ extension Messenger {
         var waiting = false
         var reconcile = false
         var reconcileAll = false
+        /// The echo of something this device posted.
+        var echo = false
     }
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
@@ -61,6 +65,7 @@ extension Messenger {
     private struct Batch {
         var touched: [String: MessageChanges] = [:]
         var events: [MessageEvent] = []
+        var echoes = 0
     }
 
     private func readMailbox(wait: Duration) async throws -> Int {
@@ -84,7 +89,7 @@ extension Messenger {
         reloadChats(Set(batch.touched.keys))
         report(batch.events)
         if let failure { throw failure }
-        return entries.count
+        return max(0, entries.count - batch.echoes)
     }
 
     /// Applies one entry (a fresh one with the cursor, a waiting one by forgetting it) and
@@ -129,6 +134,7 @@ extension Messenger {
         }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         batch.events += effects.events
+        if effects.echo { batch.echoes += 1 }
         return effects.moved
     }
 
@@ -199,11 +205,11 @@ extension Messenger {
                     // The echo of what this device sent: a message gets its number.
                     let store = self.store(db)
                     try store.forgetSent(payload: entry.payload)
-                    guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none) }
+                    guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none, echo: true) }
                     try groups.noteNumber(store, chatID: entry.chatID, number: entry.messageNumber ?? 0)
                     return Effects(
                         events: try store.accept(localID, number: entry.messageNumber, at: nil),
-                        changed: .some([localID]))
+                        changed: .some([localID]), echo: true)
                 }
             }
             return Applied { db in try self.applyGroupEntry(entry, in: db) }
