@@ -1,4 +1,5 @@
 import Foundation
+import SparkLock
 import SparkTestSupport
 import Testing
 
@@ -58,6 +59,37 @@ struct MailboxWaitTests {
                 Fixtures.executable("domain-peer"), [pair.domain.path, "post", pair.alice, "alice-1", pair.chatID, "from afar"])
             #expect(peer.status == 0, "\(peer.stderr)")
             #expect(try await read.map(\.payload) == [Data("from afar".utf8)])
+        }
+    }
+
+    /// SQLite writes a commit's frames to the WAL before the commit is visible, so a watcher woken
+    /// by the WAL may look too early; the writer pokes the signal file once the commit shows, and
+    /// a watcher wakes on that poke alone.
+    @Test func aCommitThatReachesAMailboxPokesTheSignalFileAndAWatcherWakesOnIt() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let pair = try await Self.pair(directory)
+            let signal = pair.domain.path + FileChangeSignal.Poke.suffix
+            func modified() -> timespec {
+                var status = stat()
+                guard stat(signal, &status) == 0 else { return timespec() }
+                return status.st_mtim
+            }
+            let created = modified()
+            #expect(created.tv_sec > 0, "making the chat poked the signal file")
+            let woken = Locked(0)
+            let watcher = FileChangeSignal(path: pair.domain.path) { woken.withLock { $0 += 1 } }
+            try await Task.sleep(for: .milliseconds(20))  // a later modification time than `created` (kernel time is coarse)
+            _ = try await pair.domain.post(
+                token: pair.alice, endpointID: "alice-1", chatID: pair.chatID, kind: .message, payload: Data("hi".utf8),
+                recipient: nil, clientID: nil)
+            let posted = modified()
+            #expect((posted.tv_sec, posted.tv_nsec) > (created.tv_sec, created.tv_nsec), "the post poked the signal file")
+            #expect(await eventually { woken.withLock { $0 } > 0 })
+            // The poke alone, with no write to the database or its WAL, wakes the watcher.
+            let before = woken.withLock { $0 }
+            FileChangeSignal.Poke(path: pair.domain.path)()
+            #expect(await eventually { woken.withLock { $0 } > before })
+            withExtendedLifetime(watcher) {}
         }
     }
 

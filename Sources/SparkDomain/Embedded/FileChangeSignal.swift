@@ -5,11 +5,17 @@ import Foundation
     import Glibc
 #endif
 
-/// Calls back when the embedded domain's file or its write-ahead log changes, in this process or
-/// any other: the quick start's two devices share one file, and a post by one wakes the other's
-/// long-poll. Linux inotify watches the file's directory (the WAL is created and removed beside
-/// it); every commit writes the WAL. Where inotify is unavailable nothing is called, and
-/// long-polls across processes end at their timeout instead.
+/// Calls back when the embedded domain's file, its write-ahead log or its signal file changes, in
+/// this process or any other: the quick start's two devices share one file, and a post by one
+/// wakes the other's long-poll. Linux inotify watches the file's directory (the WAL is created
+/// and removed beside it). Where inotify is unavailable nothing is called, and long-polls across
+/// processes end at their timeout instead.
+///
+/// The WAL alone is not enough: SQLite writes a transaction's frames to it before it makes the
+/// commit visible (in the WAL index, which is mapped, not written), so a reader woken by the
+/// write can look before the commit shows and then wait for nothing. A writer therefore pokes
+/// the signal file (`<file>-signal`, ``Poke``) after each commit that put entries in a mailbox,
+/// and that event comes only once the commit is visible.
 final class FileChangeSignal: Sendable {
     /// Set once in `init`; Dispatch sources are thread-safe (only `cancel()` is called later).
     nonisolated(unsafe) private let source: (any DispatchSourceRead)?
@@ -19,7 +25,10 @@ final class FileChangeSignal: Sendable {
         #if os(Linux)
             let url = URL(fileURLWithPath: path)
             let directory = url.deletingLastPathComponent().path
-            let names: Set<String> = [url.lastPathComponent, url.lastPathComponent + "-wal", url.lastPathComponent + "-journal"]
+            let names: Set<String> = [
+                url.lastPathComponent, url.lastPathComponent + "-wal", url.lastPathComponent + "-journal",
+                url.lastPathComponent + Poke.suffix,
+            ]
             let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
             guard descriptor >= 0 else {
                 source = nil
@@ -45,6 +54,28 @@ final class FileChangeSignal: Sendable {
     }
 
     deinit { source?.cancel() }
+
+    /// Writes one byte to the signal file beside the domain's file, after a commit, so that
+    /// other processes' watchers wake when the commit is visible. The file holds nothing; it is
+    /// opened once and kept open.
+    final class Poke: Sendable {
+        static let suffix = "-signal"
+        /// Set once in `init`.
+        private let descriptor: Int32
+
+        init(path: String) {
+            descriptor = open(path + Self.suffix, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        }
+
+        deinit { if descriptor >= 0 { close(descriptor) } }
+
+        /// Pokes the file (a failure only delays other processes until their long-poll ends).
+        func callAsFunction() {
+            guard descriptor >= 0 else { return }
+            var byte: UInt8 = 1
+            _ = pwrite(descriptor, &byte, 1, 0)
+        }
+    }
 
     #if os(Linux)
         /// Reads every pending event; whether one concerned a watched name.

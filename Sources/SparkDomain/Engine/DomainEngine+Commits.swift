@@ -108,7 +108,7 @@ extension DomainEngine {
                 return (epoch + 1, audience)
             }
         }
-        mailboxWaiters.notify(routed)
+        announceEntries(to: routed)
         return accepted
     }
 }

@@ -115,7 +115,7 @@ extension DomainEngine {
                 try Self.tellDevicesChanged(db, user: user, now: clock.now().timeIntervalSince1970)
             }
         }
-        mailboxWaiters.notify([user])
+        announceEntries(to: [user])
     }
 
     /// Marks the endpoint seen, or tells it that it was removed and why.
@@ -236,7 +236,7 @@ extension DomainEngine {
                 return try Self.tell(db, about: user, IdentityResetNotice(state: .replaced, pending: nil), now: now)
             }
         }
-        mailboxWaiters.notify(told)
+        announceEntries(to: told)
     }
 
     /// A user's published identity, if they have one.

@@ -60,7 +60,7 @@ extension DomainEngine {
                 return (try Self.oneTimeCount(db, endpointID), new)
             }
         }
-        if told { mailboxWaiters.notify([user]) }
+        if told { announceEntries(to: [user]) }
         return left
     }
 

@@ -54,7 +54,7 @@ extension DomainEngine {
                 return (info, members)
             }
         }
-        mailboxWaiters.notify(routed)
+        announceEntries(to: routed)
         return info
     }
 
@@ -92,7 +92,7 @@ extension DomainEngine {
                 return (final, Array(audience))
             }
         }
-        mailboxWaiters.notify(routed)
+        announceEntries(to: routed)
         return info
     }
 
@@ -166,7 +166,7 @@ extension DomainEngine {
                 return (PostReceipt(messageNumber: number, postedAt: now), audience)
             }
         }
-        mailboxWaiters.notify(routed)
+        announceEntries(to: routed)
         return receipt
     }
 

@@ -121,7 +121,7 @@ extension DomainEngine {
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
         var notified: [String] = []
-        defer { mailboxWaiters.notify(notified) }
+        defer { announceEntries(to: notified) }
         return try storage {
             try store.write { db -> IdentityResetOutcome in
                 notified = []
@@ -179,7 +179,7 @@ extension DomainEngine {
                 return try Self.tell(db, about: user, .init(state: .cancelled, pending: nil), now: now)
             }
         }
-        mailboxWaiters.notify(notified)
+        announceEntries(to: notified)
     }
 
     /// Puts a reset notice in the mailboxes of `user` (every endpoint of theirs) and of everyone

@@ -48,6 +48,8 @@ public final class DomainEngine: DomainService {
     let sharedWithOtherProcesses: Bool
     /// Made on the first long-poll: one-off callers (spark-admin) never watch the file.
     private let changes = Locked<FileChangeSignal?>(nil)
+    /// Tells other processes on the file that a commit put entries in mailboxes (made on first use).
+    private let poke = Locked<FileChangeSignal.Poke?>(nil)
 
     /// The engine over `store`, which must hold a domain (``create(in:domainID:policy:allowUnsafePasswordHashing:)``).
     ///
@@ -145,6 +147,18 @@ public final class DomainEngine: DomainService {
     /// `spark-domaind` instances on one PostgreSQL database) wake the users they name, and, when
     /// other processes may write the file, each change of it wakes every waiter here to read its
     /// mailbox again.
+    /// Entries reached these users' mailboxes, committed: wakes their long-polls in this process
+    /// and, when other processes share the file, theirs.
+    func announceEntries(to users: some Sequence<String>) {
+        mailboxWaiters.notify(users)
+        guard sharedWithOtherProcesses else { return }
+        let poke = poke.withLock { poke in
+            if poke == nil { poke = FileChangeSignal.Poke(path: path) }
+            return poke
+        }
+        poke?()
+    }
+
     func startWatchingOtherProcesses() {
         let waiters = mailboxWaiters
         store.listen { announcement in
