@@ -64,7 +64,7 @@ struct MailboxWaitTests {
 
     /// SQLite writes a commit's frames to the WAL before the commit is visible, so a watcher woken
     /// by the WAL may look too early; the writer pokes the signal file once the commit shows, and
-    /// a watcher wakes on that poke alone.
+    /// watchers wake on that poke.
     @Test func aCommitThatReachesAMailboxPokesTheSignalFileAndAWatcherWakesOnIt() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let pair = try await Self.pair(directory)

@@ -5,30 +5,26 @@ import Foundation
     import Glibc
 #endif
 
-/// Calls back when the embedded domain's file, its write-ahead log or its signal file changes, in
-/// this process or any other: the quick start's two devices share one file, and a post by one
-/// wakes the other's long-poll. Linux inotify watches the file's directory (the WAL is created
-/// and removed beside it). Where inotify is unavailable nothing is called, and long-polls across
-/// processes end at their timeout instead.
+/// Calls back when a commit in another process (or this one) put entries in mailboxes of the
+/// embedded domain's file: the quick start's two devices share one file, and a post by one wakes
+/// the other's long-poll. Linux inotify watches the file's directory for the signal file
+/// (`<file>-signal`), which every such commit pokes (``Poke``) once it is visible. Where inotify
+/// is unavailable nothing is called, and long-polls across processes end at their timeout instead.
 ///
-/// The WAL alone is not enough: SQLite writes a transaction's frames to it before it makes the
-/// commit visible (in the WAL index, which is mapped, not written), so a reader woken by the
-/// write can look before the commit shows and then wait for nothing. A writer therefore pokes
-/// the signal file (`<file>-signal`, ``Poke``) after each commit that put entries in a mailbox,
-/// and that event comes only once the commit is visible.
+/// The database's own files are not watched: SQLite writes a transaction's frames to the WAL
+/// before it makes the commit visible (in the WAL index, which is mapped, not written), so a
+/// reader woken by the WAL could look before the commit shows and then wait for nothing; and
+/// checkpoints and writes that reach no mailbox would wake every long-poll for nothing.
 final class FileChangeSignal: Sendable {
     /// Set once in `init`; Dispatch sources are thread-safe (only `cancel()` is called later).
     nonisolated(unsafe) private let source: (any DispatchSourceRead)?
 
-    /// Watches `path` (and `path-wal`, `path-journal`), calling `onChange` after changes.
+    /// Watches the signal file of the database at `path`, calling `onChange` after each poke.
     init(path: String, onChange: @escaping @Sendable () -> Void) {
         #if os(Linux)
             let url = URL(fileURLWithPath: path)
             let directory = url.deletingLastPathComponent().path
-            let names: Set<String> = [
-                url.lastPathComponent, url.lastPathComponent + "-wal", url.lastPathComponent + "-journal",
-                url.lastPathComponent + Poke.suffix,
-            ]
+            let names: Set<String> = [url.lastPathComponent + Poke.suffix]
             let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
             guard descriptor >= 0 else {
                 source = nil
