@@ -40,6 +40,20 @@ struct MessagingStoreTests {
             return try endpoint.queue.write { db in try body(SQLiteMessagingStore(db: db, sealer: sealer)) }
         }
 
+        /// The sealed bytes each message keeps, read under the store's interface.
+        func sealedBytes() throws -> [String: Data] {
+            guard let endpoint else {
+                return memory.read { $0.state.messages.compactMapValues(\.sealed) }
+            }
+            return try endpoint.queue.read { db in
+                var kept: [String: Data] = [:]
+                for row in try db.rows("SELECT local_id, sealed FROM messages WHERE sealed IS NOT NULL") {
+                    kept[try row.get(0)] = try row.get(1, as: Data.self)
+                }
+                return kept
+            }
+        }
+
         func read<T: Sendable>(_ body: (any MessagingStore) throws -> T) throws -> T {
             guard let endpoint else { return try memory.read { try body($0) } }
             let sealer = endpoint.sealer
@@ -171,6 +185,21 @@ struct MessagingStoreTests {
         #expect(try store.read { s in try s.message("r4")?.content } == "edited")
         #expect(try store.read { s in try s.chatOfNumbered(id: "b", sender: "alice") } == "c1")
         #expect(try store.read { s in try s.chatOfNumbered(id: "r4", sender: "alice") } == nil, "not alice's")
+    }
+
+    /// A device keeps no ciphertext of what it sent once the domain answered: an attacker with
+    /// the store later finds no MLS message of this device to replay or to match against traffic.
+    @Test(arguments: Kind.allCases)
+    func noSealedBytesAreKeptOnceTheDomainAnswered(_ kind: Kind) throws {
+        let store = try Harness(kind)
+        try store.write { s in
+            try s.insertOutgoing(Self.outgoing("accepted", at: 1), sealed: Data("ciphertext one".utf8))
+            try s.insertOutgoing(Self.outgoing("refused", at: 2), sealed: Data("ciphertext two".utf8))
+            try s.insertOutgoing(Self.outgoing("waiting", at: 3), sealed: Data("ciphertext three".utf8))
+        }
+        _ = try store.write { s in try s.accept("accepted", number: 1, at: nil) }
+        _ = try store.write { s in try s.refuse("refused", reason: "banned") }
+        #expect(try store.sealedBytes() == ["waiting": Data("ciphertext three".utf8)], "only what still waits for an answer")
     }
 
     @Test(arguments: Kind.allCases)

@@ -180,6 +180,7 @@ final class MemoryMessagingStore: Sendable {
                 throw MessagingError(.conflict, "it contradicts what this endpoint stored (number \(number) is taken)")
             }
             state.messages[id]?.message.number = number
+            state.messages[id]?.sealed = nil
             if let time { state.messages[id]?.message.timestamp = time }
             guard let next = message.state.after(.accept) else { return [] }
             state.messages[id]?.message.state = next
@@ -189,6 +190,7 @@ final class MemoryMessagingStore: Sendable {
         func refuse(_ id: String, reason: String) throws -> Bool {
             guard let next = state.messages[id]?.message.state.after(.refuse(reason: reason)) else { return false }
             state.messages[id]?.message.state = next
+            state.messages[id]?.sealed = nil
             return true
         }
 

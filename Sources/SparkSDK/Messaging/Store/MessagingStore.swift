@@ -61,10 +61,12 @@ protocol MessagingStore {
     func setSealed(_ id: String, _ sealed: Data) throws
     /// `.hold`: a message still sending waits, its bytes forgotten.
     func hold(_ id: String) throws
-    /// `.accept`: the domain's number and time for one of this user's messages; returns the step
-    /// when it moved (a message accepted already, by its echo, keeps its state).
+    /// `.accept`: the domain's number and time for one of this user's messages, whose sealed
+    /// bytes are forgotten; returns the step when it moved (a message accepted already, by its
+    /// echo, keeps its state).
     func accept(_ id: String, number: Int64?, at time: Date?) throws -> [MessageEvent]
-    /// `.refuse`: the domain refused a message still sending; returns whether it moved.
+    /// `.refuse`: the domain refused a message still sending (its sealed bytes are forgotten);
+    /// returns whether it moved.
     func refuse(_ id: String, reason: String) throws -> Bool
 
     /// A numbered message received from the chat, `incoming` unless this user sent it; with

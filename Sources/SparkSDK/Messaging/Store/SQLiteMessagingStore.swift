@@ -189,11 +189,13 @@ struct SQLiteMessagingStore: MessagingStore {
             })
         else { return [] }
         let moves = MessageState(storedName: name, failure: nil).after(.accept) != nil
-        // The number and time, and the step where it applies, in one statement.
+        // The number and time, and the step where it applies, in one statement; the bytes posted
+        // are not needed any more (a device keeps no ciphertext of what it sent).
         try conflictsRefused {
             try db.execute(
                 """
-                UPDATE messages SET number = ?, timestamp = coalesce(?, timestamp), state = CASE WHEN ? THEN ? ELSE state END
+                UPDATE messages SET number = ?, timestamp = coalesce(?, timestamp), state = CASE WHEN ? THEN ? ELSE state END,
+                    sealed = NULL
                 WHERE local_id = ?
                 """,
                 [number, time?.timeIntervalSince1970, moves, MessageStep.accept.target.storedName, id])
@@ -202,7 +204,7 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func refuse(_ id: String, reason: String) throws -> Bool {
-        try step(.refuse(reason: reason), where: "local_id = ?", [id], extra: "failure = ?", [reason]) > 0
+        try step(.refuse(reason: reason), where: "local_id = ?", [id], extra: "failure = ?, sealed = NULL", [reason]) > 0
     }
 
     func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws {
