@@ -54,14 +54,20 @@ public final class DomainRouter: Sendable {
             route = "healthz"
             response = await health()
         case ("GET", "/metrics"):
+            // Operators only: the counters tell who is busy and when.
             route = "metrics"
-            response = HTTPResponse(
-                status: 200, contentType: "text/plain; version=0.0.4",
-                body: Data(
-                    metrics.text(
-                        longPolls: domain.mailboxWaiters.waiting,
-                        connections: server.withLock { $0?.connections ?? 0 }
-                    ).utf8))
+            do {
+                try requireOperator(request)
+                response = HTTPResponse(
+                    status: 200, contentType: "text/plain; version=0.0.4",
+                    body: Data(
+                        metrics.text(
+                            longPolls: domain.mailboxWaiters.waiting,
+                            connections: server.withLock { $0?.connections ?? 0 }
+                        ).utf8))
+            } catch {
+                response = Self.refusal(error as? DomainError ?? DomainError(.forbidden, "operator calls only"))
+            }
         case ("GET", "/v1/openapi.json"):
             route = "openapi"
             response = HTTPResponse(status: 200, body: OpenAPIDocument.json())
@@ -79,11 +85,13 @@ public final class DomainRouter: Sendable {
                 } catch let error as DomainError {
                     isStoreError = error.code == .storageFailure
                     response = Self.refusal(error)
+                    if error.httpStatus == 503 { logFailure(route, error.reason) }
                 } catch is CancellationError {
                     response = Self.refusal(DomainError(.unavailable, "the domain is shutting down", retryAfter: 1))
                 } catch {
                     isStoreError = true
-                    response = Self.refusal(DomainError(.unavailable, "the domain failed: \(error)", retryAfter: 1))
+                    response = Self.refusal(DomainError(.unavailable, "the domain failed", retryAfter: 1))
+                    logFailure(route, "\(error)")
                 }
             } else if DomainOperation.hasPath(request.path) {
                 response = Self.refusal(
@@ -115,12 +123,22 @@ public final class DomainRouter: Sendable {
         }
     }
 
+    /// Logs why the domain could not answer (the client gets a fixed message: the database's
+    /// text says how the server is built and what it holds).
+    private func logFailure(_ route: String, _ reason: String) {
+        let quoted = (try? JSONEncoder().encode(reason)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+        log(#"{"route":"\#(route)","failure":\#(quoted)}"#)
+    }
+
+    /// What a client is told when the domain cannot answer (503), whatever the cause.
+    public static let unavailableMessage = "the domain cannot answer now; try again shortly"
+
     /// An error's wire form: `{"code","message","retryAfter"}` with its status and, for 429 and
-    /// 503, `Retry-After`.
+    /// 503, `Retry-After`. A 503 carries ``unavailableMessage``, never the cause (it is logged).
     static func refusal(_ error: DomainError, status: Int? = nil) -> HTTPResponse {
         let status = status ?? error.httpStatus
         var headers: [(String, String)] = []
-        var error = error
+        var error = status == 503 ? DomainError(error.code, Self.unavailableMessage, retryAfter: error.retryAfter) : error
         if status == 503 || status == 429 {
             let seconds = error.retryAfter ?? 1
             headers.append(("Retry-After", String(seconds)))
@@ -399,6 +417,17 @@ public final class DomainRouter: Sendable {
         return try WireCoder.encode(Wire.Entries(entries: entries))
     }
 
+    /// Refuses a request without the operator credential (401 without one, 403 with another).
+    fileprivate func requireOperator(_ request: HTTPRequest) throws {
+        guard let header = request.headers["authorization"] else {
+            throw DomainError(.invalidToken, "operator calls need the operator credential: Authorization: Bearer CREDENTIAL")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", isOperator(String(parts[1])) else {
+            throw DomainError(.forbidden, "operator calls need the operator credential; a user's token is not one")
+        }
+    }
+
     /// Checks the operator credential in constant time.
     fileprivate func isOperator(_ credential: String) -> Bool {
         SecureBytes(SHA256.hash(Data(credential.utf8))) == SecureBytes(operatorCredentialHash)
@@ -443,15 +472,7 @@ private struct Call {
         return (token, endpoint)
     }
 
-    func requireOperator() throws {
-        guard let header = request.headers["authorization"] else {
-            throw DomainError(.invalidToken, "operator calls need the operator credential: Authorization: Bearer CREDENTIAL")
-        }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer", router.isOperator(String(parts[1])) else {
-            throw DomainError(.forbidden, "operator calls need the operator credential; a user's token is not one")
-        }
-    }
+    func requireOperator() throws { try router.requireOperator(request) }
 
     /// Refuses a body or query where the operation takes none.
     func none() throws {

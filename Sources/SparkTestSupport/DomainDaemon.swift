@@ -115,8 +115,19 @@ public final class DomainDaemon: Sendable {
 
     /// An operator client of it.
     public func administration() throws -> RemoteAdministration {
-        let credential = try String(contentsOf: directory.appendingPathComponent("operator.credential"), encoding: .utf8)
-        return try RemoteAdministration(url: url, domainID: domainID, trust: trust, credential: credential)
+        try RemoteAdministration(url: url, domainID: domainID, trust: trust, credential: try operatorCredential())
+    }
+
+    /// The operator credential it was set up with.
+    public func operatorCredential() throws -> String {
+        try String(contentsOf: directory.appendingPathComponent("operator.credential"), encoding: .utf8)
+    }
+
+    /// `GET /metrics` as the operator (a plain daemon's).
+    public func metrics() async throws -> RawHTTP.Answer {
+        await RawHTTP.request(
+            port: url.port ?? 0, method: "GET", path: "/metrics",
+            headers: ["Authorization": "Bearer \(try operatorCredential())"])
     }
 
     /// The daemon's process id.

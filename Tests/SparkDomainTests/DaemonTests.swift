@@ -136,7 +136,14 @@ struct DaemonTests {
             let health = await RawHTTP.request(port: port, method: "GET", path: "/healthz")
             #expect(health.status == 200 && health.body.contains("ok"))
             _ = await RawHTTP.request(port: port, method: "GET", path: "/v1/policy")
-            let metrics = await RawHTTP.request(port: port, method: "GET", path: "/metrics")
+            // The counters are the operator's: no credential, or a user's token, gets nothing.
+            let anonymous = await RawHTTP.request(port: port, method: "GET", path: "/metrics")
+            #expect(anonymous.status == 401 && !anonymous.body.contains("spark_requests_total"), "\(anonymous.status)")
+            let user = try await daemon.client().testToken(userID: "mallory").token
+            let asUser = await RawHTTP.request(
+                port: port, method: "GET", path: "/metrics", headers: ["Authorization": "Bearer \(user)"])
+            #expect(asUser.status == 403 && !asUser.body.contains("spark_requests_total"), "\(asUser.status)")
+            let metrics = try await daemon.metrics()
             #expect(metrics.status == 200 && metrics.headers["content-type"]?.hasPrefix("text/plain") == true)
             #expect(metrics.body.contains(#"spark_requests_total{route="policy",status="200"} 1"#), "\(metrics.body)")
             #expect(metrics.body.contains("spark_request_duration_seconds_bucket") && metrics.body.contains("spark_long_polls 0"))
@@ -279,7 +286,8 @@ struct DaemonTests {
             // for other tests meanwhile, and never holds a thousand descriptors.
             let script = Self.repository.appendingPathComponent("Tests/SparkDomainTests/Python/hold_connections.py")
             let held = try await Fixtures.run(
-                URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path, String(port), "1000", "600", token, "c1"])
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", script.path, String(port), "1000", "600", token, "c1", try daemon.operatorCredential()])
             #expect(held.status == 0, "\(held.stderr)")
             let fields = held.stdout.split(separator: " ").map(String.init)
             try #require(fields.count == 8, "\(held.stdout)")

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainServer
 import SparkTestSupport
 import Testing
 
@@ -111,10 +112,9 @@ struct InstancesTests {
             try await bob.readMailbox(token: bobToken, endpointID: "b1", after: cursor, limit: 100, wait: .seconds(30))
         }
         // Alice posts through A once Bob is waiting on B.
-        let port = try #require(second.url.port)
         var parked = false
         while !parked {
-            parked = await RawHTTP.request(port: port, method: "GET", path: "/metrics").body.contains("spark_long_polls 1")
+            parked = try await second.metrics().body.contains("spark_long_polls 1")
             if !parked { try await Task.sleep(for: .milliseconds(20)) }
         }
         let posted = ContinuousClock.now
@@ -215,6 +215,11 @@ struct InstancesTests {
             #expect(health.status == 503 && health.headers["retry-after"] != nil, "\(health.status) \(health.body)")
             let refused = await RawHTTP.request(port: port, method: "GET", path: "/v1/policy")
             #expect(refused.status == 503 && refused.body.contains("unavailable"), "\(refused.body)")
+            // The client learns nothing of the database (its error text is in the log only).
+            #expect(refused.body.contains(DomainRouter.unavailableMessage), "\(refused.body)")
+            for leak in ["PostgreSQL", "postgres", "connection", "server closed", "libpq", "SQL"] {
+                #expect(!refused.body.contains(leak), "\(leak) in \(refused.body)")
+            }
             try await Task.sleep(for: .seconds(1))
             try await Fixtures.blocking { try cluster.restart() }
             let acks = try await burst.value

@@ -27,6 +27,7 @@ def request(port, text):
 
 def main():
     port, count, extra, token, endpoint = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    operator = sys.argv[6]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     held = []
@@ -41,7 +42,9 @@ def main():
         f"Authorization: Bearer {token}\r\nSpark-Endpoint: {endpoint}\r\nContent-Length: 2\r\n\r\n{{}}",
     )
     status = answer.split(" ")[1] if answer.startswith("HTTP/1.1") else "0"
-    metrics = request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    metrics = request(
+        port, f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {operator}\r\n\r\n"
+    )
     gauge = next((line.split(" ")[1] for line in metrics.splitlines() if line.startswith("spark_connections ")), "0")
     refused = 0
     more = []
