@@ -193,6 +193,37 @@ struct HostileDomainTests {
         }
     }
 
+    /// The domain withholds alice's next message from bob and delivers the one after: bob's
+    /// receipts name what he has, so alice sees the second delivered and read and the first
+    /// still only sent (a receipt that covered every number up to its own would have counted it).
+    @Test func aWithheldMessageIsNeverShownDeliveredOrRead() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let withheld = Locked<Int64?>(nil)
+            chat.world.domain.mailboxRewrite.withLock {
+                $0 = { user, entries in
+                    guard user == "bob", let number = withheld.withLock({ $0 }) else { return entries }
+                    return entries.filter { !($0.kind == .message && $0.messageNumber == number) }
+                }
+            }
+            let aliceMessages = try await chat.alice.messages(in: chat.chatID)
+            // The domain numbers alice's next message 2: that one bob never gets.
+            withheld.withLock { $0 = 2 }
+            let five = try await chat.alice.sendMessage("withheld", to: chat.chatID)
+            let six = try await chat.alice.sendMessage("delivered", to: chat.chatID)
+            #expect(five.number == 2 && six.number == 3)
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has the later one") { bobMessages.value.map(\.content) == ["hi bob", "delivered"] })
+            try await chat.bob.markMessagesRead(in: chat.chatID)
+            #expect(
+                await waitFor("alice sees the later one read") {
+                    aliceMessages.value.first { $0.id == six.id }?.state == .read
+                })
+            try await chat.alice.refresh()
+            #expect(aliceMessages.value.first { $0.id == five.id }?.state == .sent, "never shown delivered or read")
+        }
+    }
+
     /// The domain takes a commit and the answer is lost: the device's next change finds the
     /// epoch moved, applies its own commit from its echo (kept pending), and commits again.
     @Test func aCommitWhoseAnswerIsLostIsCompletedByItsEcho() async throws {

@@ -38,7 +38,7 @@ struct MessagingCoreTests {
                     .init(
                         id: "m1", number: 4, sender: "bob", content: "hello", tag: "Text", data: nil, ref: 3,
                         state: .delivered, timestamp: time)),
-                .touchChat(at: time), .acknowledge(number: 4),
+                .touchChat(at: time), .acknowledge(CoveredMessage(id: "m1", number: 4)),
             ])
         // From another of this user's devices: a step of this user's message, not a receipt due.
         let mine = try core.apply(text("m2"), from: "alice", entry: entry(.message, number: 5), lastNumber: 4, lookup: lookup)
@@ -94,28 +94,62 @@ struct MessagingCoreTests {
         #expect(try core.apply(forAnother, from: "alice", entry: entry(.event), lastNumber: 1, lookup: Lookup()).actions == [])
     }
 
-    @Test func aReceiptMovesWhatThisDeviceNumberedNotWhatItSays() throws {
-        let lookup = Lookup(messages: ["m1": .init(number: 5, sender: "alice")])
+    @Test func aReceiptMovesExactlyTheMessagesItNames() throws {
+        let lookup = Lookup(messages: [
+            "m1": .init(number: 5, sender: "alice"), "m2": .init(number: 6, sender: "alice"),
+            "b1": .init(number: 7, sender: "bob"), "m3": .init(number: nil, sender: "alice"),
+        ])
+        // Version 1: the receipt covers its `ref` alone, whatever number it says.
         let read = ChatPayload(kind: .receipt, id: "r1", ref: "m1", receipt: .read, upTo: 99)
         #expect(
-            try core.apply(read, from: "bob", entry: entry(.receipt), lastNumber: 5, lookup: lookup).actions == [
-                .advanceSent(upTo: 5, .deliver), .advanceSent(upTo: 5, .read),
+            try core.apply(read, from: "bob", entry: entry(.receipt), lastNumber: 7, lookup: lookup).actions == [
+                .advanceSent(ids: ["m1"], .deliver), .advanceSent(ids: ["m1"], .read),
             ])
-        let delivered = ChatPayload(kind: .receipt, id: "r2", ref: "m1", receipt: .delivered, upTo: 5)
+        // Version 2: what it names, of this user's and numbered; bob's own message and one this
+        // device has not numbered yet are not moved by it.
+        let named = ChatPayload(
+            kind: .receipt, id: "r2", ref: "m2", receipt: .delivered, upTo: 7, covers: ["m1", "m2", "b1", "m3", "gone"])
         #expect(
-            try core.apply(delivered, from: "bob", entry: entry(.receipt), lastNumber: 5, lookup: lookup).actions == [
-                .advanceSent(upTo: 5, .deliver)
+            try core.apply(named, from: "bob", entry: entry(.receipt), lastNumber: 7, lookup: lookup).actions == [
+                .advanceSent(ids: ["m1", "m2"], .deliver)
             ])
-        // Read on another of this user's devices: this user's received messages are read.
+        // Read on another of this user's devices: the received messages it names.
+        let mine = ChatPayload(kind: .receipt, id: "r3", ref: "b1", receipt: .read, upTo: 7, covers: ["b1", "m2"])
         #expect(
-            try core.apply(read, from: "alice", entry: entry(.receipt, from: "alice"), lastNumber: 5, lookup: lookup).actions == [
-                .readReceived(upTo: 5)
-            ])
-        let unknown = ChatPayload(kind: .receipt, id: "r3", ref: "m9", receipt: .read, upTo: 5)
+            try core.apply(mine, from: "alice", entry: entry(.receipt, from: "alice"), lastNumber: 7, lookup: lookup).actions
+                == [.readReceived(ids: ["b1"])])
+        let unknown = ChatPayload(kind: .receipt, id: "r4", ref: "m9", receipt: .read, upTo: 5)
         #expect(
             try core.apply(unknown, from: "bob", entry: entry(.receipt), lastNumber: 5, lookup: lookup).actions == [
-                .drop("a receipt for a message this device does not have")
+                .drop("a receipt for messages this device does not have")
             ])
+    }
+
+    /// The domain withholds alice's #5 from bob and delivers #6: bob's receipt names #6, and #5
+    /// stays sent on alice's side (under the old rule, a receipt covered every number up to its own).
+    @Test func aWithheldMessageIsNotCountedByTheReceiptForALaterOne() throws {
+        let lookup = Lookup(messages: ["m5": .init(number: 5, sender: "alice"), "m6": .init(number: 6, sender: "alice")])
+        let receipt = ChatPayload(kind: .receipt, id: "r1", ref: "m6", receipt: .read, upTo: 6, covers: ["m6"])
+        let actions = try core.apply(receipt, from: "bob", entry: entry(.receipt), lastNumber: 6, lookup: lookup).actions
+        #expect(actions == [.advanceSent(ids: ["m6"], .deliver), .advanceSent(ids: ["m6"], .read)])
+    }
+
+    @Test func aReceiptsListIsBoundedAndStrict() throws {
+        let many = ChatPayload(
+            kind: .receipt, id: "r1", ref: "m0", receipt: .read, upTo: 1,
+            covers: (0...ChatPayload.maximumCovered).map { "m\($0)" })
+        #expect(throws: MessagingError.self) { try many.validate() }
+        let twice = ChatPayload(kind: .receipt, id: "r1", ref: "m0", receipt: .read, upTo: 1, covers: ["m0", "m0"])
+        #expect(throws: MessagingError.self) { try twice.validate() }
+        let text = ChatPayload(kind: .text, id: "t1", content: "hi", covers: ["m0"])
+        #expect(throws: MessagingError.self) { try text.validate() }
+        // Round trip, and the version byte says which layout follows.
+        let named = ChatPayload(kind: .receipt, id: "r2", ref: "m1", receipt: .delivered, upTo: 3, covers: ["m0", "m1"])
+        #expect(try ChatPayload(encoded: named.encoded) == named)
+        #expect(named.encoded.first == 2)
+        var empty = named.encoded
+        empty[0] = 1
+        #expect(throws: MessagingError.self) { try ChatPayload(encoded: empty) }  // trailing bytes for version 1
     }
 
     @Test func aPayloadInTheWrongKindOfEntryIsDropped() throws {

@@ -102,7 +102,6 @@ struct MessagingStoreTests {
         #expect(try store.read { s in try s.known(chatID: "c2", id: "r1") } == nil, "a message is known in its own chat only")
         #expect(try store.read { s in try s.known(chatID: "c1", id: "r1") } == .init(number: 1, sender: "bob"))
         #expect(try store.read { s in try s.newestReceived(chatID: "c1") } == 3)
-        #expect(try store.read { s in try s.newest(chatID: "c1", upTo: 2) }.map { "\($0.number) \($0.id)" } == "2 r2")
         #expect(try store.read { s in try s.unreadCount(chatID: "c1") } == 3)
         #expect(try store.read { s in try s.messages(chatID: "c1", ids: ["r2", "other", "gone"]).map(\.id) } == ["r2"])
         let mine = try #require(try store.read { s in try s.outgoing("held") })
@@ -165,12 +164,13 @@ struct MessagingStoreTests {
         try store.write { s in try s.setSealed("b", Data([8])) }
         #expect(try store.read { s in try s.sending(chatID: "c1").map(\.sealed) } == [Data([8])])
         _ = try store.write { s in try s.accept("b", number: 2, at: nil) }
-        // Read before delivered: a receipt moves what it covers, each step from its sources.
-        #expect(try store.write { s in try s.advanceSent(chatID: "c1", upTo: 2, .read) } == [])
-        let delivered = try store.write { s in try s.advanceSent(chatID: "c1", upTo: 2, .deliver) }
+        // Read before delivered: a receipt moves what it names, each step from its sources.
+        #expect(try store.write { s in try s.advanceSent(chatID: "c1", ids: ["a", "b"], .read) } == [])
+        let delivered = try store.write { s in try s.advanceSent(chatID: "c1", ids: ["b", "a", "c"], .deliver) }
         #expect(delivered.map(\.messageID) == ["a", "b"] && delivered.allSatisfy { $0.state == .delivered })
-        #expect(try store.write { s in try s.advanceSent(chatID: "c1", upTo: 1, .read) }.map(\.messageID) == ["a"])
+        #expect(try store.write { s in try s.advanceSent(chatID: "c1", ids: ["a"], .read) }.map(\.messageID) == ["a"])
         #expect(try store.read { s in try s.message("b")?.state } == .delivered)
+        #expect(try store.write { s in try s.advanceSent(chatID: "c2", ids: ["b"], .read) } == [], "another chat's")
         // Received messages are read by this user, and only up to the number.
         try store.write { s in
             try s.insertReceived(Self.received("r3", 3), chatID: "c1", incoming: true, ignoringTaken: false)
@@ -178,9 +178,13 @@ struct MessagingStoreTests {
             try s.readReceived(chatID: "c1", upTo: 3)
         }
         #expect(try store.read { s in try s.unreadCount(chatID: "c1") } == 1)
+        #expect(try store.read { s in try s.unreadReceived(chatID: "c1", upTo: 9) } == [CoveredMessage(id: "r4", number: 4)])
         #expect(
-            try store.write { s in try s.advanceSent(chatID: "c1", upTo: 4, .read) }.map(\.messageID) == ["b"],
+            try store.write { s in try s.advanceSent(chatID: "c1", ids: ["r4", "b"], .read) }.map(\.messageID) == ["b"],
             "not a received one")
+        try store.write { s in try s.readReceived(chatID: "c1", ids: ["r4", "b"]) }
+        #expect(try store.read { s in try s.unreadCount(chatID: "c1") } == 0)
+        #expect(try store.read { s in try s.message("b")?.state } == .read, "this user's own stays where it was")
         try store.write { s in try s.setContent("r4", content: "edited") }
         #expect(try store.read { s in try s.message("r4")?.content } == "edited")
         #expect(try store.read { s in try s.chatOfNumbered(id: "b", sender: "alice") } == "c1")

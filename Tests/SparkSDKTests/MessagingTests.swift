@@ -233,16 +233,24 @@ struct MessagingTests {
             let bobMessages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { bobMessages.value.count == 1 })
             // The crash: the domain accepted the post but the endpoint died before recording the
-            // answer, so its store still says "sending".
+            // answer, so its store still says "sending", with the bytes it posted (the bytes are
+            // the domain's copy: the store forgets its own once the answer is recorded).
             await aliceService.stop()
             // A stopped messenger does nothing more: what the app still holds of it refuses, and
             // nothing it had under way can overwrite what the next one records.
             await #expect(throws: MessagingError(.notReady, "")) { try await alice.sendMessage("late", to: chat.chatID) }
             await #expect(throws: MessagingError(.notReady, "")) { try await alice.refresh() }
             await #expect(throws: MessagingError(.notReady, "")) { try await alice.markMessagesRead(in: chat.chatID) }
+            let posted = try DatabaseQueue(path: world.domain.path).read { db in
+                try db.scalar(
+                    "SELECT payload FROM mailbox WHERE user_id = 'bob' AND kind = 'message' AND message_number = 1", as: Data.self
+                )
+            }
             let file = directory.appendingPathComponent("alice-laptop/endpoint.sqlite").path
             try DatabaseQueue(path: file).write { db in
-                try db.execute("UPDATE messages SET state = 'sending', number = NULL WHERE local_id = ?", [sent.id])
+                try db.execute(
+                    "UPDATE messages SET state = 'sending', number = NULL, sealed = ? WHERE local_id = ?",
+                    [try #require(posted), sent.id])
             }
             let store = try EndpointStore(directory: directory.appendingPathComponent("alice-laptop"))
             let restarted = BBMEnterpriseService(

@@ -47,7 +47,8 @@ extension Messenger {
         var notices: [MessagingEvent] = []
         /// The chat's messages this changed, for its flow (all of them unless said otherwise).
         var changed: MessageChanges = .all
-        var delivered: Int64?
+        /// Received messages a delivery receipt is due for.
+        var delivered: [CoveredMessage] = []
         var moved = false
         var waiting = false
         var reconcile = false
@@ -127,7 +128,7 @@ extension Messenger {
             effects.changed = .none
         }
         for notice in notices + effects.notices { eventSinks.yield(notice) }
-        if let delivered = effects.delivered { receiptsDue[entry.chatID] = max(receiptsDue[entry.chatID] ?? 0, delivered) }
+        if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
         if effects.reconcileAll, let chats = try? read({ db in try self.store(db).groupChats() }) {
             needsReconcile.formUnion(chats)
@@ -384,21 +385,21 @@ extension Messenger {
             case .setContent(let messageID, let content):
                 try store.setContent(messageID, content: content)
                 effects.changed.formUnion(.some([messageID]))
-            case .advanceSent(let number, let step):
-                let moved = try store.advanceSent(chatID: chatID, upTo: number, step)
+            case .advanceSent(let ids, let step):
+                let moved = try store.advanceSent(chatID: chatID, ids: ids, step)
                 effects.events += moved
                 effects.changed.formUnion(.some(Set(moved.map(\.messageID))))
-            case .readReceived(let number):
-                try store.readReceived(chatID: chatID, upTo: number)
-                effects.changed.formUnion(.all)
+            case .readReceived(let ids):
+                try store.readReceived(chatID: chatID, ids: ids)
+                effects.changed.formUnion(.some(Set(ids)))
             case .openHistory(let history):
                 let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: db)
                 effects.notices += opened.notices
                 effects.changed.formUnion(.all)
             case .reportSent(let messageID, let number):
                 effects.events.append(MessageEvent(messageID: messageID, chatID: chatID, number: number, state: .sent))
-            case .acknowledge(let number):
-                effects.delivered = number
+            case .acknowledge(let message):
+                effects.delivered.append(message)
             }
         }
         return effects

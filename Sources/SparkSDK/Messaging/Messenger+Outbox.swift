@@ -313,32 +313,46 @@ extension Messenger {
         try requireRunning()
         let upTo = try number ?? read { db in try self.store(db).newestReceived(chatID: chatID) } ?? 0
         guard upTo > 0 else { return }
-        try write { db in try self.store(db).readReceived(chatID: chatID, upTo: upTo) }
+        let read = try write { db in
+            let store = self.store(db)
+            let unread = try store.unreadReceived(chatID: chatID, upTo: upTo)
+            try store.readReceived(chatID: chatID, upTo: upTo)
+            return unread
+        }
         reloadMessages(chatID)
         reloadChats()
         do {
-            try await sendReceipt(chatID: chatID, receipt: .read, upTo: upTo)
+            try await sendReceipts(chatID: chatID, receipt: .read, covering: read)
         } catch let error as MessagingError where error.code == .identityUnconfirmed {
             // Read here all the same; the chat holds a device this one does not trust, so the
-            // receipt is not sealed to it (a later receipt covers these messages).
+            // receipt is not sealed to it (the senders see these messages delivered, not read).
         }
     }
 
-    /// A receipt for every message of the chat up to `upTo`, naming the newest of them by its
-    /// authenticated id (the receiving device goes by the id, not by the domain's number).
-    func sendReceipt(chatID: String, receipt: ChatPayload.Receipt, upTo: Int64) async throws {
-        guard let (number, ref) = try read({ db in try self.store(db).newest(chatID: chatID, upTo: upTo) }) else { return }
-        try await postEvent(
-            ChatPayload(kind: .receipt, id: Self.newID(), ref: ref, receipt: receipt, upTo: number), in: chatID)
+    /// Receipts for exactly `messages` (received ones of the chat), at most
+    /// ``ChatPayload/maximumCovered`` to a receipt, each naming the messages by their
+    /// authenticated ids: the receiving device moves those and no other (never a range, which a
+    /// domain withholding one message could have counted as delivered).
+    func sendReceipts(chatID: String, receipt: ChatPayload.Receipt, covering messages: [CoveredMessage]) async throws {
+        let ordered = messages.sorted { $0.number < $1.number }
+        for start in stride(from: 0, to: ordered.count, by: ChatPayload.maximumCovered) {
+            let chunk = ordered[start..<min(start + ChatPayload.maximumCovered, ordered.count)]
+            guard let newest = chunk.last else { continue }
+            try await postEvent(
+                ChatPayload(
+                    kind: .receipt, id: Self.newID(), ref: newest.id, receipt: receipt, upTo: newest.number,
+                    covers: chunk.map(\.id)),
+                in: chatID)
+        }
     }
 
-    /// Sends the delivery receipts the last reads found due (one per chat, for its newest
-    /// message); one that fails now is not retried (a later message's receipt covers it).
+    /// Sends the delivery receipts the last reads found due (per chat, for the messages they
+    /// brought); one that fails now is not retried (the sender sees those messages sent).
     func flushReceipts() async {
         let due = receiptsDue
         receiptsDue = [:]
-        for (chatID, number) in due.sorted(by: { $0.key < $1.key }) {
-            try? await sendReceipt(chatID: chatID, receipt: .delivered, upTo: number)
+        for (chatID, messages) in due.sorted(by: { $0.key < $1.key }) {
+            try? await sendReceipts(chatID: chatID, receipt: .delivered, covering: messages)
         }
     }
 }

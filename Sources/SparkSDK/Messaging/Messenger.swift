@@ -118,7 +118,7 @@ actor Messenger {
     /// When every chat was last looked at.
     var lastReconcile: ContinuousClock.Instant?
     /// Delivery receipts due, per chat (the newest number), sent after the read that found them.
-    var receiptsDue: [String: Int64] = [:]
+    var receiptsDue: [String: [CoveredMessage]] = [:]
     /// Set by `stop()`: from then on this messenger writes nothing (see `write`).
     var stopped = false
     /// Every `events` stream handed out; each event goes to all of them.

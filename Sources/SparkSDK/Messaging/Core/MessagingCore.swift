@@ -19,8 +19,10 @@ protocol MessageLookup {
 ///   another number); the same id and number is the copy a history transfer handed over already.
 /// - Only a message's sender edits it.
 /// - Only this user's own devices hand over history, each transfer to one device.
-/// - A receipt names the newest message it covers by its authenticated id: what it moves is
-///   decided by this device's number for that message, not by what the receipt or the domain says.
+/// - A receipt covers exactly the messages it names, by their authenticated ids: a message the
+///   domain withheld from the recipient is never counted as delivered or read by a receipt for a
+///   later one. What it moves is this user's messages among those (a receipt moves no one
+///   else's), each from where it is.
 struct MessagingCore: Sendable {
     /// This user.
     let user: String
@@ -41,16 +43,16 @@ struct MessagingCore: Sendable {
         case touchChat(at: Date)
         /// An edit: the message's new text.
         case setContent(messageID: String, content: String)
-        /// Move this user's messages numbered up to `upTo` by `step` (where it applies).
-        case advanceSent(upTo: Int64, MessageStep)
-        /// This user read the received messages up to `upTo` (on another of its devices).
-        case readReceived(upTo: Int64)
+        /// Move these messages of this user by `step` (where it applies).
+        case advanceSent(ids: [String], MessageStep)
+        /// This user read these received messages (on another of its devices).
+        case readReceived(ids: [String])
         /// A history transfer for this device: open it and keep its messages.
         case openHistory(ChatPayload)
         /// A step of this user's message, sent from another of its devices.
         case reportSent(messageID: String, number: Int64)
-        /// A delivery receipt is due for the chat up to `number`.
-        case acknowledge(number: Int64)
+        /// A delivery receipt is due for this message.
+        case acknowledge(CoveredMessage)
         /// Refused, with the reason: nothing else happens (the group's ratchet moved all the same).
         case drop(String)
     }
@@ -93,7 +95,9 @@ struct MessagingCore: Sendable {
                 lastNumber: number,
                 actions: [
                     .insert(received), .touchChat(at: entry.postedAt),
-                    incoming ? .acknowledge(number: number) : .reportSent(messageID: payload.id, number: number),
+                    incoming
+                        ? .acknowledge(CoveredMessage(id: payload.id, number: number))
+                        : .reportSent(messageID: payload.id, number: number),
                 ])
         case (.event, .edit):
             // Only the sender edits, and only their own message.
@@ -107,19 +111,26 @@ struct MessagingCore: Sendable {
             guard payload.ref == endpointID else { return Outcome(lastNumber: lastNumber, actions: []) }
             return Outcome(lastNumber: lastNumber, actions: [.openHistory(payload)])
         case (.receipt, .receipt):
-            guard let ref = payload.ref, let number = try lookup.message(ref, in: chatID)?.number else {
-                return drop("a receipt for a message this device does not have")
+            // The named messages this device has, numbered (a receipt for one it lacks moves nothing).
+            var known: [(id: String, message: KnownMessage)] = []
+            for id in payload.covered {
+                if let message = try lookup.message(id, in: chatID), message.number != nil { known.append((id, message)) }
             }
+            guard !known.isEmpty else { return drop("a receipt for messages this device does not have") }
             guard incoming else {
-                // Read on another of this user's devices.
-                return Outcome(lastNumber: lastNumber, actions: payload.receipt == .read ? [.readReceived(upTo: number)] : [])
+                // Read on another of this user's devices: the received messages it names.
+                let received = known.filter { $0.message.sender != user }.map(\.id)
+                return Outcome(
+                    lastNumber: lastNumber,
+                    actions: payload.receipt == .read && !received.isEmpty ? [.readReceived(ids: received)] : [])
             }
-            // A receipt covers every message up to its number. A message read before its
-            // delivery receipt came was delivered too: both steps, in order.
+            // This user's messages it names. One read before its delivery receipt came was
+            // delivered too: both steps, in order.
+            let mine = known.filter { $0.message.sender == user }.map(\.id)
+            guard !mine.isEmpty else { return Outcome(lastNumber: lastNumber, actions: []) }
             return Outcome(
                 lastNumber: lastNumber,
-                actions: [.advanceSent(upTo: number, .deliver)]
-                    + (payload.receipt == .read ? [.advanceSent(upTo: number, .read)] : []))
+                actions: [.advanceSent(ids: mine, .deliver)] + (payload.receipt == .read ? [.advanceSent(ids: mine, .read)] : []))
         default:
             return drop("a \(payload.kind) payload in a \(entry.kind.rawValue) entry")
         }

@@ -8,7 +8,7 @@ import SparkMLS
 ///
 /// ```text
 /// struct {
-///     uint8 version = 1;
+///     uint8 version;                 // 1, or 2 for a receipt that names what it covers
 ///     uint8 kind;                    // 1 text, 3 receipt, 4 edit, 5 history (2 is not used)
 ///     opaque id<V>;                  // 1..64 bytes: this message's id
 ///     opaque content<V>;             // UTF-8: the text, the edited text; empty for a receipt
@@ -16,9 +16,15 @@ import SparkMLS
 ///     optional<opaque data<V>>;      // UTF-8, the app's data; a history transfer's sealed records (base64)
 ///     optional<opaque ref<V>>;       // a reply's or an edit's message, a receipt's newest message, a history's device
 ///     uint8 receipt;                 // 0 none, 1 delivered, 2 read
-///     optional<uint64 up_to>;        // a receipt: the chat number it covers up to
+///     optional<uint64 up_to>;        // a receipt: the newest chat number it covers
+///     opaque covers<V>;              // version 2 only: the ids (opaque<V> each) of the messages
+///                                    // a receipt covers, 1 to 256 of them
 /// } ChatPayload;
 /// ```
+///
+/// A receipt covers exactly the messages it names: those of `covers`, or, in version 1, its
+/// `ref` alone. Never a range: a domain that withholds a message cannot have it counted as
+/// delivered or read by a receipt for a later one.
 struct ChatPayload: Equatable, Sendable {
     enum Kind: UInt8, Sendable { case text = 1, receipt = 3, edit = 4, history = 5 }
     enum Receipt: UInt8, Sendable { case delivered = 1, read = 2 }
@@ -31,6 +37,14 @@ struct ChatPayload: Equatable, Sendable {
     var ref: String?
     var receipt: Receipt?
     var upTo: Int64?
+    /// A receipt's messages, by id (empty: its `ref` alone).
+    var covers: [String] = []
+
+    /// The most messages one receipt names (a read of more sends several).
+    static let maximumCovered = 256
+
+    /// The messages a receipt covers.
+    var covered: [String] { covers.isEmpty ? ref.map { [$0] } ?? [] : covers }
 
     /// The most content and data a message may carry together (as today's messages).
     static let maximumContentSize = 70 * 1024
@@ -40,6 +54,12 @@ struct ChatPayload: Equatable, Sendable {
         guard (1...64).contains(id.utf8.count), tag.utf8.count <= 64, ref.map({ (1...64).contains($0.utf8.count) }) ?? true,
             content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize
         else { throw MessagingError(.forged, "a chat payload's id, tag, reference or size is out of bounds") }
+        guard covers.isEmpty || kind == .receipt else {
+            throw MessagingError(.forged, "only a receipt names the messages it covers")
+        }
+        guard covers.count <= Self.maximumCovered, covers.allSatisfy({ (1...64).contains($0.utf8.count) }),
+            Set(covers).count == covers.count
+        else { throw MessagingError(.forged, "a receipt names at most 256 distinct messages, each by a 1..64-byte id") }
         switch kind {
         case .text:
             guard receipt == nil, upTo == nil else { throw MessagingError(.forged, "only a receipt carries a receipt") }
@@ -60,7 +80,7 @@ struct ChatPayload: Equatable, Sendable {
 
     var encoded: Data {
         var writer = TLSWriter()
-        writer.u8(1)
+        writer.u8(covers.isEmpty ? 1 : 2)
         writer.u8(kind.rawValue)
         writer.opaque(Data(id.utf8))
         writer.opaque(Data(content.utf8))
@@ -80,6 +100,11 @@ struct ChatPayload: Equatable, Sendable {
         } else {
             writer.u8(0)
         }
+        if !covers.isEmpty {
+            writer.vector { list in
+                for id in covers { list.opaque(Data(id.utf8)) }
+            }
+        }
         return writer.data
     }
 
@@ -91,7 +116,8 @@ extension ChatPayload {
     init(encoded: Data) throws {
         do {
             var reader = TLSReader(encoded)
-            guard try reader.u8("version") == 1, let kind = Kind(rawValue: try reader.u8("kind")) else {
+            let version = try reader.u8("version")
+            guard version == 1 || version == 2, let kind = Kind(rawValue: try reader.u8("kind")) else {
                 throw MessagingError(.forged, "a chat payload of an unknown version or kind")
             }
             func text(_ bytes: Data) throws -> String {
@@ -125,6 +151,14 @@ extension ChatPayload {
                 guard value <= UInt64(Int64.max) else { throw MessagingError(.forged, "a receipt's number is out of range") }
                 upTo = Int64(value)
             default: throw MessagingError(.forged, "a chat payload's presence byte is not 0 or 1")
+            }
+            if version == 2 {
+                covers = try reader.vector("covers") { list in
+                    var ids: [String] = []
+                    while !list.isAtEnd { ids.append(try text(try list.opaque("covered id"))) }
+                    return ids
+                }
+                guard !covers.isEmpty else { throw MessagingError(.forged, "a version 2 receipt names no message") }
             }
             try reader.finish("chat payload")
         } catch let error as MLSError {

@@ -107,11 +107,6 @@ final class MemoryMessagingStore: Sendable {
             inChat(chatID).filter(\.message.isIncoming).compactMap(\.message.number).max()
         }
 
-        func newest(chatID: String, upTo: Int64) throws -> (number: Int64, id: String)? {
-            inChat(chatID).compactMap { entry in entry.message.number.map { ($0, entry.message.id) } }
-                .filter { $0.0 <= upTo }.max { $0.0 < $1.0 }
-        }
-
         func unreadCount(chatID: String) throws -> Int {
             inChat(chatID).filter { $0.message.isIncoming && $0.message.state != .read }.count
         }
@@ -206,14 +201,33 @@ final class MemoryMessagingStore: Sendable {
             state.messages[id]?.message.content = content
         }
 
-        func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent] {
+        func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent] {
             var moved: [MessageEvent] = []
-            for entry in inChat(chatID) where !entry.message.isIncoming {
-                guard let own = entry.message.number, own <= number, let next = entry.message.state.after(step) else { continue }
-                state.messages[entry.message.id]?.message.state = next
-                moved.append(MessageEvent(messageID: entry.message.id, chatID: chatID, number: own, state: next))
+            for id in Set(ids) {
+                guard let message = state.messages[id]?.message, message.chatID == chatID, !message.isIncoming,
+                    let number = message.number, let next = message.state.after(step)
+                else { continue }
+                state.messages[id]?.message.state = next
+                moved.append(MessageEvent(messageID: id, chatID: chatID, number: number, state: next))
             }
             return moved.sorted { $0.number! < $1.number! }
+        }
+
+        func readReceived(chatID: String, ids: [String]) throws {
+            for id in Set(ids) {
+                guard let message = state.messages[id]?.message, message.chatID == chatID, message.isIncoming,
+                    let next = message.state.after(.read)
+                else { continue }
+                state.messages[id]?.message.state = next
+            }
+        }
+
+        func unreadReceived(chatID: String, upTo number: Int64) throws -> [CoveredMessage] {
+            inChat(chatID).compactMap { entry -> CoveredMessage? in
+                guard entry.message.isIncoming, entry.message.state != .read, let own = entry.message.number, own <= number
+                else { return nil }
+                return CoveredMessage(id: entry.message.id, number: own)
+            }.sorted { $0.number < $1.number }
         }
 
         func readReceived(chatID: String, upTo number: Int64) throws {

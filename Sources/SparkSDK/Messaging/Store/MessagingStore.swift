@@ -39,8 +39,6 @@ protocol MessagingStore {
     func chatOfNumbered(id: String, sender: String) throws -> String?
     /// The newest number of a received message of the chat.
     func newestReceived(chatID: String) throws -> Int64?
-    /// The chat's newest message numbered `upTo` or less.
-    func newest(chatID: String, upTo: Int64) throws -> (number: Int64, id: String)?
     /// How many received messages of the chat are not read.
     func unreadCount(chatID: String) throws -> Int
 
@@ -75,11 +73,15 @@ protocol MessagingStore {
     func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws
     /// An edit: the message's new text.
     func setContent(_ id: String, content: String) throws
-    /// Applies `step` to this user's messages of the chat numbered up to `number` that it
-    /// applies to, and returns those steps, oldest first.
-    func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent]
+    /// Applies `step` to those of these messages of the chat that are this user's and numbered,
+    /// where it applies; returns those steps, oldest first.
+    func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent]
     /// Marks the chat's received messages numbered up to `number` read.
     func readReceived(chatID: String, upTo number: Int64) throws
+    /// Marks these received messages of the chat read.
+    func readReceived(chatID: String, ids: [String]) throws
+    /// The chat's received messages numbered up to `number` not yet read, oldest first.
+    func unreadReceived(chatID: String, upTo number: Int64) throws -> [CoveredMessage]
 
     // MARK: Chats
 
@@ -190,6 +192,12 @@ struct GroupRecord: Sendable, Equatable {
     var updatedAt: Date
     var lastNumber: Int64
     var version: Data
+}
+
+/// A message a receipt covers: its id and number.
+struct CoveredMessage: Sendable, Equatable {
+    var id: String
+    var number: Int64
 }
 
 /// Something this device posted: a message (its local id) or another post (nil).

@@ -102,13 +102,6 @@ struct SQLiteMessagingStore: MessagingStore {
         try db.scalar("SELECT max(number) FROM messages WHERE chat_id = ? AND incoming = 1", [chatID], as: Int64.self)
     }
 
-    func newest(chatID: String, upTo: Int64) throws -> (number: Int64, id: String)? {
-        try db.row(
-            "SELECT number, local_id FROM messages WHERE chat_id = ? AND number <= ? ORDER BY number DESC LIMIT 1",
-            [chatID, upTo]
-        ).map { (try $0.get(0, as: Int64.self), try $0.get(1, as: String.self)) }
-    }
-
     func unreadCount(chatID: String) throws -> Int {
         try db.scalar(
             "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != ?",
@@ -232,22 +225,33 @@ struct SQLiteMessagingStore: MessagingStore {
             "UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
     }
 
-    func advanceSent(chatID: String, upTo number: Int64, _ step: MessageStep) throws -> [MessageEvent] {
+    func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent] {
+        guard !ids.isEmpty else { return [] }
         let sources = step.sources.map(\.storedName)
+        let condition = "chat_id = ? AND incoming = 0 AND number IS NOT NULL AND local_id IN (\(Self.placeholders(ids.count)))"
         let moved = try db.rows(
-            """
-            SELECT local_id, number FROM messages WHERE chat_id = ? AND incoming = 0 AND number <= ?
-                AND state IN (\(Self.placeholders(sources.count))) ORDER BY number
-            """,
-            [chatID, number] + sources
+            "SELECT local_id, number FROM messages WHERE \(condition) AND state IN (\(Self.placeholders(sources.count))) ORDER BY number",
+            [chatID] + ids + sources
         ).map { MessageEvent(messageID: try $0.get(0), chatID: chatID, number: try $0.get(1), state: step.target) }
         guard !moved.isEmpty else { return [] }
-        try self.step(step, where: "chat_id = ? AND incoming = 0 AND number <= ?", [chatID, number])
+        try self.step(step, where: condition, [chatID] + ids)
         return moved
     }
 
     func readReceived(chatID: String, upTo number: Int64) throws {
         try step(.read, where: "chat_id = ? AND incoming = 1 AND number <= ?", [chatID, number])
+    }
+
+    func readReceived(chatID: String, ids: [String]) throws {
+        guard !ids.isEmpty else { return }
+        try step(.read, where: "chat_id = ? AND incoming = 1 AND local_id IN (\(Self.placeholders(ids.count)))", [chatID] + ids)
+    }
+
+    func unreadReceived(chatID: String, upTo number: Int64) throws -> [CoveredMessage] {
+        try db.rows(
+            "SELECT local_id, number FROM messages WHERE chat_id = ? AND incoming = 1 AND number <= ? AND state != ? ORDER BY number",
+            [chatID, number, MessageState.read.storedName]
+        ).map { CoveredMessage(id: try $0.get(0), number: try $0.get(1)) }
     }
 
     /// Applies `step` to the messages matching `condition` that it applies to (and `extra`
