@@ -589,6 +589,18 @@ public enum DomainConformance {
         try await expectRefused(.conflict, "another chat under a taken id") {
             try await service.createChat(token: carol.token, endpointID: carol.endpoint, chatID: "c1", participants: [])
         }
+        // Members are users of the domain: made-up ids fill no mailboxes, and nothing is written.
+        let madeUp = (0..<999).map { "nobody-\($0)" }
+        try await expectRefused(.notFound, "a chat of made-up users") {
+            try await service.createChat(token: carol.token, endpointID: carol.endpoint, chatID: "c-fake", participants: madeUp)
+        }
+        try await expectRefused(.notFound, "a chat with one made-up user") {
+            try await service.createChat(
+                token: carol.token, endpointID: carol.endpoint, chatID: "c-fake", participants: ["bob", "nobody"])
+        }
+        try await expectRefused(.notFound, "the chat of the refused creation") {
+            try await service.chat(token: carol.token, endpointID: carol.endpoint, chatID: "c-fake")
+        }
         let bobs = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
         try expect(bobs.map(\.kind) == [.membership, .event], "bob heard of the chat once: \(bobs.map(\.kind))")
 

@@ -28,6 +28,12 @@ struct InstancesTests {
     static func chat(_ chatID: String, posters: [String], through domain: RemoteDomain) async throws -> (String, String) {
         let reader = try await domain.testToken(userID: "reader").token
         _ = try await domain.registerEndpoint(token: reader, registration: .init(endpointID: "reader-1", description: "r"))
+        // Members are users with an endpoint: each poster's (its burst registers another).
+        for poster in posters {
+            let token = try await domain.testToken(userID: poster).token
+            _ = try await domain.registerEndpoint(
+                token: token, registration: .init(endpointID: "\(poster)-0", description: poster))
+        }
         _ = try await domain.createChat(token: reader, endpointID: "reader-1", chatID: chatID, participants: posters)
         return (reader, "reader-1")
     }

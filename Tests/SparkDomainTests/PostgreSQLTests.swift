@@ -113,6 +113,8 @@ struct PostgreSQLTests {
         let engines = [first, second]
         let alice = try await first.testToken(userID: "alice").token
         _ = try await first.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+        let bobsToken = try await first.testToken(userID: "bob").token
+        _ = try await first.registerEndpoint(token: bobsToken, registration: .init(endpointID: "b1", description: "b"))
         _ = try await first.createChat(token: alice, endpointID: "a1", chatID: "c", participants: ["bob"])
 
         // 40 posts, each sent twice at once (a retry racing the original), once through each engine.

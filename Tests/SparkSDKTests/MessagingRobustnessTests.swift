@@ -174,6 +174,14 @@ struct MessagingRobustnessTests {
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])
             await #expect(throws: MessagingError(.unknownUser, "")) { try await alice.invite(["dana"], to: chat.chatID) }
+            // Nor can the domain list her while she has no endpoint.
+            let adminToken = try await world.domain.testToken(userID: "alice").token
+            await #expect(throws: DomainError(.notFound, "")) {
+                try await world.domain.updateMembers(
+                    token: adminToken, endpointID: try await aliceService.endpointID, chatID: chat.chatID, add: ["dana"],
+                    remove: [])
+            }
+            let (_, dana) = try await world.endpoint("dana", "dana-phone")
             _ = try await world.domain.updateMembers(
                 token: try await world.domain.testToken(userID: "alice").token, endpointID: try await aliceService.endpointID,
                 chatID: chat.chatID, add: ["dana"], remove: [])
@@ -183,7 +191,6 @@ struct MessagingRobustnessTests {
             #expect(sent.state.isAccepted, "\(sent.state)")
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob reads it") { messages.value.map(\.content) == ["before dana"] })
-            let (_, dana) = try await world.endpoint("dana", "dana-phone")
             try await dana.refresh()
             #expect(dana.chats.value.isEmpty, "the domain's list alone lets dana into nothing")
             // The domain lists dana already, so she is invited back through it.

@@ -35,6 +35,7 @@ extension DomainEngine {
                     throw DomainError(.conflict, "a chat with that id exists")
                 }
                 if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
+                try Self.requireRegistered(db, members.filter { $0 != user })
                 try db.execute(
                     "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
                     [chatID, user, now.timeIntervalSince1970])
@@ -356,8 +357,23 @@ extension DomainEngine {
 
     // MARK: Helpers
 
+    /// Refuses members who never registered an endpoint here: a chat's members are users of the
+    /// domain, not names made up to fill other mailboxes (a chat of 999 made-up ids once wrote
+    /// into 999 mailboxes no one reads).
+    static func requireRegistered(_ db: any DomainStatements, _ users: [String]) throws {
+        var unknown: [String] = []
+        for user in users where try db.scalar("SELECT 1 FROM endpoints WHERE user_id = ? LIMIT 1", [user], as: Int.self) == nil {
+            unknown.append(user)
+            if unknown.count == 3 { break }
+        }
+        guard unknown.isEmpty else {
+            throw DomainError(.notFound, "no user \(unknown.joined(separator: ", ")) has an endpoint in this domain")
+        }
+    }
+
     /// Adds and removes members as `user` asks (admins only; anyone may remove only themselves),
-    /// giving a chat whose last admin left its longest-standing member as admin. Returns the
+    /// giving a chat whose last admin left its longest-standing member as admin. Only users who
+    /// registered an endpoint are added (see `requireRegistered`). Returns the
     /// chat before and after, or nil when the change changes nothing.
     static func changeMembers(_ db: any DomainStatements, chatID: String, by user: String, add: [String], remove: [String])
         throws -> (before: ChatInfo, after: ChatInfo)?
@@ -379,6 +395,7 @@ extension DomainEngine {
         else {
             throw DomainError(.invalidRequest, "a chat has at most \(maximumChatMembers) members with valid user ids")
         }
+        try requireRegistered(db, add.filter { !$0.isEmpty && !current.contains($0) })
         for member in add where !member.isEmpty {
             try db.execute(
                 """

@@ -102,6 +102,8 @@ enum Served {
         let domain = try! EmbeddedDomain.open(at: path, sharedWithOtherProcesses: false)
         let token = blocking { try! await domain.testToken(userID: "alice").token }
         _ = blocking { try! await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "a")) }
+        let bob = blocking { try! await domain.testToken(userID: "bob").token }
+        _ = blocking { try! await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b")) }
         _ = blocking { try! await domain.createChat(token: token, endpointID: "a1", chatID: "c1", participants: ["bob"]) }
         return (DomainRouter(domain: domain, operatorCredential: "operator"), token)
     }()
