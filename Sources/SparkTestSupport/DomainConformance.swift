@@ -44,6 +44,7 @@ public enum DomainConformance {
         Check(description: "tokens", run: tokens),
         Check(description: "registration", run: registration),
         Check(description: "removed endpoints make no call", run: removedEndpoints),
+        Check(description: "a take-over waits for the unlock", run: pendingTakeOver),
         Check(description: "key blobs", run: keyBlobs),
         Check(description: "identities", run: identities),
         Check(description: "key packages", run: keyPackages),
@@ -153,6 +154,52 @@ public enum DomainConformance {
         try await expectRefused(.endpointRemoved, "the superseded device") {
             try await domain.service.checkIn(token: bob.token, endpointID: "b1")
         }
+    }
+
+    /// A thief with the user's token registers an endpoint that takes the profile over: until it
+    /// proves it unlocked the keys, it may only unlock; it cannot evict the user's device, post,
+    /// read the mailbox, list the devices or write key blobs.
+    static func pendingTakeOver(_ domain: DomainUnderTest) async throws {
+        var policy = try await domain.service.policy()
+        policy.multipleActiveEndpoints = false
+        try await domain.admin.setPolicy(policy)
+        let carol = try await user(domain, "carol", endpoint: "laptop")
+        let dave = try await user(domain, "dave")
+        let (identity, _) = try identity("carol")
+        try await domain.service.publishIdentity(token: carol.token, endpointID: carol.endpoint, identity: identity)
+        let chat = try await domain.service.createChat(
+            token: carol.token, endpointID: carol.endpoint, chatID: "c-thief", participants: [dave.id])
+        let stolen = try await domain.service.testToken(userID: "carol").token
+        let thief = try await domain.service.registerEndpoint(
+            token: stolen, registration: .init(endpointID: "thief", description: "a phone", takeOver: true))
+        guard case .registered(let pending) = thief, !pending.isActive else {
+            throw ConformanceFailure("a take-over of a profile with keys waits: \(thief)")
+        }
+        let service = domain.service
+        try await expectRefused(.forbidden, "evicting the user's laptop") {
+            try await service.deregisterEndpoint(token: stolen, endpointID: "thief", target: carol.endpoint)
+        }
+        try await expectRefused(.forbidden, "posting") {
+            try await service.post(
+                token: stolen, endpointID: "thief", chatID: chat.chatID, kind: .message, payload: Data("x".utf8), recipient: nil,
+                clientID: nil)
+        }
+        try await expectRefused(.forbidden, "reading the mailbox") {
+            try await service.readMailbox(token: stolen, endpointID: "thief", after: 0, limit: 10)
+        }
+        try await expectRefused(.forbidden, "listing the devices") {
+            try await service.endpoints(token: stolen, endpointID: "thief")
+        }
+        try await expectRefused(.forbidden, "writing a key blob") {
+            try await service.putKeyBlob(
+                token: stolen, endpointID: "thief", name: "keys", data: Data("x".utf8), expectedVersion: nil)
+        }
+        // What unlocking needs still answers, and the laptop is untouched.
+        let published = try await service.identity(token: stolen, endpointID: "thief", userID: "carol")
+        try expect(published == identity, "reading the identity to unlock: \(String(describing: published))")
+        _ = try await service.checkIn(token: carol.token, endpointID: carol.endpoint)
+        let devices = try await service.endpoints(token: carol.token, endpointID: carol.endpoint).map(\.endpointID)
+        try expect(devices.contains(carol.endpoint), "the laptop is still registered: \(devices)")
     }
 
     static func removedEndpoints(_ domain: DomainUnderTest) async throws {

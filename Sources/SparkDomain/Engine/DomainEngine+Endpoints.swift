@@ -124,7 +124,7 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         return try storage {
             try store.write { db in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 try db.execute("UPDATE endpoints SET last_seen = ? WHERE endpoint_id = ?", [now, endpointID])
                 return try Self.endpoint(db, endpointID)
             }
@@ -241,13 +241,13 @@ extension DomainEngine {
 
     /// A user's published identity, if they have one.
     public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
-        _ = try await caller(token: token, endpointID: endpointID)
+        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
         return try storage { try store.read { db in try Self.identity(db, user: userID) } }
     }
 
     /// The highest identity key version the user ever published (0 if none).
     public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
-        let user = try await caller(token: token, endpointID: endpointID)
+        let user = try await caller(token: token, endpointID: endpointID, unlocking: true)
         return try storage {
             try store.read { db in
                 try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
@@ -259,9 +259,11 @@ extension DomainEngine {
 
     /// Validates `token` into its user and checks that `endpointID` is one of that user's
     /// registered endpoints (every call after registration carries both).
-    func caller(token: String, endpointID: String) async throws -> String {
+    func caller(token: String, endpointID: String, unlocking: Bool = false) async throws -> String {
         let user = try await validate(token: token).userID
-        try storage { try store.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID) } }
+        try storage {
+            try store.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: unlocking) }
+        }
         return user
     }
 
@@ -278,11 +280,23 @@ extension DomainEngine {
         return !document.isEmpty
     }
 
-    static func requireEndpoint(_ db: any DomainStatements, user: String, endpointID: String) throws {
-        guard let row = try db.row("SELECT user_id, removed_reason FROM endpoints WHERE endpoint_id = ?", [endpointID]),
+    /// Refuses a call from an endpoint that is not the user's, was removed, or has not finished
+    /// taking the profile over: an endpoint registered with a token alone (a thief's, say) waits
+    /// for proof that it unlocked the user's keys, and until then it may only make the calls that
+    /// unlock them (`unlocking`: the passcode's evaluation, the key blobs, the proof, an identity
+    /// reset, reading identities, checking in). It posts nothing, reads no mailbox and changes no
+    /// other endpoint.
+    static func requireEndpoint(_ db: any DomainStatements, user: String, endpointID: String, unlocking: Bool = false) throws {
+        guard
+            let row = try db.row(
+                "SELECT user_id, removed_reason, takeover_pending FROM endpoints WHERE endpoint_id = ?", [endpointID]),
             try row.get(0, as: String.self) == user
         else { throw DomainError(.endpointRemoved, "this endpoint is not registered for the user") }
         if let reason = try row.get(1, as: String?.self) { throw DomainError(.endpointRemoved, reason) }
+        if !unlocking, try row.get(2, as: Int.self) != 0 {
+            throw DomainError(
+                .forbidden, "this endpoint is taking the profile over: it must prove it unlocked the user's keys first")
+        }
     }
 
     static func endpoints(_ db: any DomainStatements, user: String) throws -> [EndpointInfo] {

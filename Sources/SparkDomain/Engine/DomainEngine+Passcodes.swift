@@ -38,7 +38,7 @@ extension DomainEngine {
         return try storage {
             // Serializable: two parallel attempts cannot both read the count below the limit.
             try store.write { db -> PasscodeEvaluation in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 let recent = try db.row(
                     "SELECT count(*), min(issued_at) FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ?",
                     [user, now - 3600])
@@ -69,7 +69,7 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         try storage {
             try store.write { db in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 guard
                     let issuedAt = try db.scalar(
                         "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ? AND proven = 0",
@@ -99,7 +99,7 @@ extension DomainEngine {
         let user = try await validate(token: token).userID
         return try storage {
             try store.read { db -> BlobFetch in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 guard let row = try db.row("SELECT data, version FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
                 else { return BlobFetch(blob: nil) }
                 return BlobFetch(blob: KeyBlob(name: name, data: try row.get(0), version: try row.get(1)))
@@ -125,7 +125,7 @@ extension DomainEngine {
         return try storage {
             try store.write { db -> IdentityResetOutcome in
                 notified = []
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 let identity = try Self.identity(db, user: user)
                 if let signature {
                     let version = try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
@@ -172,7 +172,7 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         let notified = try storage {
             try store.write { db -> [String] in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 guard try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user]) > 0 else {
                     throw DomainError(.notFound, "no identity reset is pending for this user")
                 }
@@ -202,7 +202,7 @@ extension DomainEngine {
     /// The pending identity reset of `userID`, if any: the user's devices and their contacts
     /// look before trusting a new identity.
     public func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
-        _ = try await caller(token: token, endpointID: endpointID)
+        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
         return try storage {
             try store.read { db in
                 try db.row("SELECT endpoint_id, requested_at, effective_at FROM identity_resets WHERE user_id = ?", [userID])
