@@ -116,6 +116,16 @@ struct KeyManagerTests {
             #expect(throws: CryptoError(.authenticationFailure, "")) {
                 try JWE.decrypt(profileAfter.data, keyEncryptionKey: oldKey)
             }
+            // What an old copy still opens (README, "What the passcode protects"): a copy of both
+            // old blobs, with the old passcode, opens the identity keys as they were, and until a
+            // reset replaces them those are the current ones. Changing the passcode does not
+            // revoke them; a reset does.
+            let managementAfter = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
+            let newKey = try PasscodeHardeningTests.managementKey(
+                of: managementAfter.data, passcode: "second-passcode", userID: "alice", domain: keys.harness.domain)
+            let openedOld = try JWE.decrypt(profileBefore.data, keyEncryptionKey: oldKey)
+            let openedNew = try JWE.decrypt(profileAfter.data, keyEncryptionKey: newKey)
+            #expect(openedOld.unsafeData() == openedNew.unsafeData(), "the old copy opens the current identity keys")
 
             let (second, secondCaller) = try await keys.device("phone")
             await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
