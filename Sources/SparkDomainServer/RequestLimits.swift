@@ -64,6 +64,9 @@ public final class RequestLimits: Sendable {
         case .activate, .resetPassword: "code"
         case .resendActivationCode, .requestPasswordReset: "mail"
         case .fetchKeyBlob: "keyFetch"
+        // A passcode guess: the domain counts attempts per user too, but each one costs an OPRF
+        // evaluation, so the HTTP layer limits them per address and endpoint before that.
+        case .evaluatePasscode: "passcode"
         case .testToken: "testToken"
         default: nil
         }

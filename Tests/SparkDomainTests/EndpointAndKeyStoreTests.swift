@@ -183,6 +183,11 @@ struct EndpointAndKeyStoreTests {
             } catch let error as DomainError {
                 #expect(error.code == .tooManyAttempts && (1...3600).contains(error.retryAfter ?? 0))
             }
+            // Past the limit the domain does no OPRF work at all: even an element that is not a
+            // point is refused for the count, before anything looks at it.
+            await #expect(throws: DomainError(.tooManyAttempts, "")) {
+                try await domain.evaluatePasscode(token: alice, endpointID: "a1", blindedElement: Data([1, 2, 3]), keyID: nil)
+            }
             // Reading the blob is not an attempt, and is not refused at the limit.
             #expect(try await domain.fetchKeyBlob(token: alice, endpointID: "a1", name: KeyBlob.managementName).blob == nil)
             // A wrong signature, another user's signature, or a replay prove nothing.

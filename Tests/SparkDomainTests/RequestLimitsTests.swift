@@ -34,7 +34,7 @@ struct RequestLimitsTests {
         #expect(
             Set(limited) == [
                 .logIn, .signUp, .activate, .resetPassword, .resendActivationCode, .requestPasswordReset, .fetchKeyBlob,
-                .testToken,
+                .testToken, .evaluatePasscode,
             ])
     }
 }

@@ -31,13 +31,13 @@ extension DomainEngine {
                 throw DomainError(.invalidRequest, "the blinded passcode is not a P-256 point: \(error.reason)")
             }
         }
-        let requested = try evaluation(requestedID)
-        let current = requestedID == passcodeKeys.currentKeyID ? nil : try evaluation(passcodeKeys.currentKeyID)
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
-        return try storage {
+        // The attempt is counted (or refused past the limit) before any OPRF work: a caller past
+        // the limit costs the domain one transaction, not a scalar multiplication and a proof.
+        let (challenge, attemptsLeft) = try storage {
             // Serializable: two parallel attempts cannot both read the count below the limit.
-            try store.write { db -> PasscodeEvaluation in
+            try store.write { db -> (Data, Int) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 let recent = try db.row(
                     "SELECT count(*), min(issued_at) FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ?",
@@ -54,11 +54,12 @@ extension DomainEngine {
                 try db.execute(
                     "INSERT INTO unlock_challenges(challenge, user_id, endpoint_id, issued_at) VALUES (?, ?, ?, ?)",
                     [challenge, user, endpointID, now])
-                return PasscodeEvaluation(
-                    requested: requested, current: current, challenge: challenge,
-                    attemptsLeft: policy.unlockAttemptsPerHour - count - 1)
+                return (challenge, policy.unlockAttemptsPerHour - count - 1)
             }
         }
+        let requested = try evaluation(requestedID)
+        let current = requestedID == passcodeKeys.currentKeyID ? nil : try evaluation(passcodeKeys.currentKeyID)
+        return PasscodeEvaluation(requested: requested, current: current, challenge: challenge, attemptsLeft: attemptsLeft)
     }
 
     /// Accepts a proof of unlock: a signature by the published identity over the challenge of
