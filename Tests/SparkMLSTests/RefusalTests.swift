@@ -318,4 +318,46 @@ extension RefusalTests {
         Self.expectRefused(MLSMessageBody.publicMessage(republished).tlsEncoded, by: &simulation.members[1]!, .authentication)
         #expect(throws: Never.self) { _ = try simulation.members[1]!.process(commit) }
     }
+
+    /// Accepts the signature keys it knows.
+    struct KnownKeys: MLSCredentialValidator {
+        let keys: Set<Data>
+        func isValid(_ credential: MLSCredential, signatureKey: Data) -> Bool { keys.contains(signatureKey) }
+    }
+
+    /// §12.4.3.2: anyone holding a GroupInfo can make an external commit, signed by a key of
+    /// their own, so nothing in it may move a member before it is checked: a Remove must be of a
+    /// leaf of the joiner's own identity (a resync), and the joiner's leaf must be one the
+    /// member accepts. Until then the member, even the one removed, stays as it was.
+    @Test func externalCommitsRemoveOnlyTheJoinersOwnLeaf() throws {
+        var simulation = try Self.group()
+        let info = try simulation.members[0]!.groupInfo()
+        // Mallory, with the GroupInfo and a key of her own, removes member 1.
+        let mallory = try Simulation.signer("mallory", &simulation.random)
+        let (eviction, _) = try MLSGroup.joinExternally(
+            groupInfo: info, signer: mallory, replacing: 1, random: &simulation.random)
+        Self.expectRefused(eviction, by: &simulation.members[1]!, .invalid)
+        Self.expectRefused(eviction, by: &simulation.members[2]!, .invalid)
+        #expect(simulation.members[1]!.isActive)
+        // Mallory calling herself member 1 (her own key): a member that knows member 1's key
+        // refuses her leaf before anything else, the victim first of all.
+        let impostor = MLSSigner(credential: MLSCredential(identity: Data("member-1".utf8)), key: try Ed25519.PrivateKey())
+        let (impersonation, _) = try MLSGroup.joinExternally(
+            groupInfo: info, signer: impostor, replacing: 1, random: &simulation.random)
+        let known = Set(simulation.members.values.compactMap { $0.members.first { $0.leafIndex == 1 }?.signatureKey })
+            .union(simulation.members.values.flatMap { group in group.members.map(\.signatureKey) })
+        var victim = simulation.members[1]!.withValidator(KnownKeys(keys: known))
+        Self.expectRefused(impersonation, by: &victim, .credentialRefused)
+        #expect(victim.isActive)
+        // The real member 1, resyncing with a new key, replaces its own old leaf: accepted.
+        let resync = MLSSigner(credential: MLSCredential(identity: Data("member-1".utf8)), key: try Ed25519.PrivateKey())
+        let (rejoin, rejoined) = try MLSGroup.joinExternally(
+            groupInfo: info, signer: resync, replacing: 1, random: &simulation.random)
+        guard case .commit = try simulation.members[2]!.process(rejoin) else {
+            Issue.record("a resync was not applied")
+            return
+        }
+        #expect(try simulation.members[1]!.process(rejoin) == .removed, "the old leaf learns it was replaced")
+        #expect(simulation.members[2]!.epochAuthenticator == rejoined.epochAuthenticator)
+    }
 }

@@ -181,8 +181,11 @@ extension MLSGroup {
 
     /// Joins from a GroupInfo by an external commit. Returns the commit for the members and the
     /// group in the new epoch, which holds once the delivery service accepts the commit.
+    ///
+    /// - Parameter replacing: the leaf this client held before (a resync after losing its state);
+    ///   the commit removes it. Members accept that only for a leaf of the joiner's own identity.
     public static func joinExternally(
-        groupInfo: Data, signer: MLSSigner, ratchetTree: Data? = nil,
+        groupInfo: Data, signer: MLSSigner, ratchetTree: Data? = nil, replacing oldLeaf: UInt32? = nil,
         validator: any MLSCredentialValidator = MLSAcceptAnyCredential(), random: inout some MLSRandomSource
     ) throws -> (commit: Data, group: MLSGroup) {
         guard case .groupInfo(let info) = try MLSMessageBody(tlsEncoded: groupInfo) else {
@@ -210,9 +213,11 @@ extension MLSGroup {
         guard validator.isValid(signer.credential, signatureKey: signer.signatureKey) else {
             throw MLSError(.credentialRefused, "the credential validator refused this client's own credential")
         }
-        let list = [
-            ResolvedProposal(proposal: .externalInit(kemOutput: sender.encapsulatedKey), sender: .newMemberCommit, reference: nil)
-        ]
+        let list =
+            [
+                ResolvedProposal(
+                    proposal: .externalInit(kemOutput: sender.encapsulatedKey), sender: .newMemberCommit, reference: nil)
+            ] + (oldLeaf.map { [ResolvedProposal(proposal: .remove($0), sender: .newMemberCommit, reference: nil)] } ?? [])
         try group.validateProposalList(list, committer: nil, hasPath: true, now: nil)
         let result = try group.makeCommit(
             list, withPath: true, sender: .newMemberCommit, initSecret: initSecret, newMemberLeaf: leaf, random: &random)

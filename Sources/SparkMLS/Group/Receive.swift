@@ -171,14 +171,22 @@ extension MLSGroup {
         }
         try validateProposalList(list, committer: committer, hasPath: commit.path != nil, now: now)
         var provisional = try applyProposals(list)
-        if provisional.removed.contains(ownLeaf) {
-            isActive = false
-            return .removed
-        }
         var initSecret = secrets.initSecret
         var sender = committer ?? 0
-        if committer == nil, let path = commit.path {
+        if committer == nil {
+            // An external commit is signed by the joiner's own key, so its signature says nothing
+            // about who may be removed (§12.4.3.2): before it moves anyone, its leaf must be one
+            // this member accepts, every Remove must be of a leaf of the joiner's own identity
+            // (a resync), and its ExternalInit must decapsulate.
+            guard let path = commit.path else { throw MLSError(.invalid, "an external commit without a path") }
             sender = provisional.tree.add(path.leafNode)
+            try validateLeaf(path.leafNode, at: sender, source: .commit, in: provisional.tree, now: nil, againstOthers: false)
+            let joiner = try MLSCredential(path.leafNode.credential).identity
+            for leaf in provisional.removed {
+                guard let removed = tree.leaf(leaf), try MLSCredential(removed.credential).identity == joiner else {
+                    throw MLSError(.invalid, "an external commit removes leaf \(leaf), which is not the joiner's own")
+                }
+            }
             let externalKey = suite.deriveKeyPair(secrets.external)
             let recipient: HPKE.Recipient
             do {
@@ -186,6 +194,13 @@ extension MLSGroup {
                     suite: suite.hpke, privateKey: externalKey, encapsulatedKey: provisional.externalInit ?? Data(), info: Data())
             } catch { throw MLSError(.invalid, "the ExternalInit's KEM output does not decapsulate") }
             initSecret = try recipient.export(context: Array("MLS 1.0 external init secret".utf8), length: suite.hashLength)
+        }
+        // A member removed by a commit cannot check its confirmation tag (the path is sealed to
+        // the others), so it goes by the commit's signature: a member's, or, for an external
+        // commit, one that passed every check above.
+        if provisional.removed.contains(ownLeaf) {
+            isActive = false
+            return .removed
         }
         let joiners = Set(provisional.joiners.map(\.leaf))
         var ownKeys = nodeKeys.filter { key, value in provisional.tree.node(key)?.encryptionKey == value.publicKey }
