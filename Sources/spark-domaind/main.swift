@@ -19,9 +19,12 @@ let usage = """
                   connection string or postgresql:// URI (several hosts with
                   target_session_attrs=read-write allowed), kept in DIR/database.conninfo.
       serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
-                [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S] [--quiet]
+                [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S]
+                [--prune-interval S] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
+                  Every --prune-interval seconds (600) it deletes mailbox entries older than
+                  the policy's retention, read or not.
                   --plain serves plain HTTP, allowed only on a loopback address. Any number of
                   instances may serve one PostgreSQL domain (copies of DIR).
       passcode-keys DIR [list | rotate | retire KEY]
@@ -114,6 +117,7 @@ func serve(_ arguments: inout Arguments) async throws {
     let maximumBody = try arguments.integer("--max-body", in: 1024...(64 << 20)) ?? (1 << 20)
     let idleTimeout = try arguments.integer("--idle-timeout", in: 1...3600) ?? 30
     let quiet = arguments.flag("--quiet")
+    let pruneInterval = try arguments.integer("--prune-interval", in: 1...86400) ?? 600
     try arguments.finish()
     if (certificateOption == nil) != (keyOption == nil) {
         throw Arguments.UsageError(message: "--certificate and --key go together")
@@ -150,6 +154,20 @@ func serve(_ arguments: inout Arguments) async throws {
             await router.handle(request)
         })
     router.attach(server)
+    // Entries older than the retention go on a timer, read or not (a read prunes only its own
+    // user's mailbox). On a dispatch thread: the store's calls block, the cooperative pool must not.
+    let pruning = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "spark-domaind.prune", qos: .utility))
+    pruning.schedule(deadline: .now() + .seconds(pruneInterval), repeating: .seconds(pruneInterval))
+    pruning.setEventHandler {
+        do {
+            let pruned = try domain.pruneExpiredEntries()
+            if pruned > 0 { log(#"{"event":"pruned","entries":\#(pruned)}"#) }
+        } catch {
+            log(#"{"event":"prune-failed"}"#)
+        }
+    }
+    pruning.resume()
+    defer { pruning.cancel() }
     let shown = host.contains(":") ? "[\(host)]" : host
     FileHandle.standardOutput.write(Data("listening on \(plain ? "http" : "https")://\(shown):\(server.port)\n".utf8))
 

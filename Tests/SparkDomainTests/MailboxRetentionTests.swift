@@ -81,6 +81,22 @@ struct MailboxRetentionTests {
         }
     }
 
+    /// Entries for a user who never reads (the reads that prune are the owner's) go all the same:
+    /// the domain prunes on a timer.
+    @Test func entriesOfAMailboxNoOneReadsGoAtTheRetention() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try await Self.world(directory, retention: 86400)
+            #expect(try world.domain.pruneExpiredEntries() == 0, "nothing is older than a day yet")
+            world.clock.advance(by: 86400 + 60)
+            _ = try await world.domain.post(
+                token: try await world.alice, endpointID: "e-alice", chatID: "c1", kind: .message, payload: Data("later".utf8),
+                recipient: nil, clientID: nil)
+            // Bob never read; no read of his prunes. The timer does.
+            #expect(try world.domain.pruneExpiredEntries() == 8, "bob's four and alice's own four")
+            #expect(try await Self.entries(world, "e-bob-tablet").map(\.payload) == [Data("later".utf8)])
+        }
+    }
+
     @Test func theRetentionIsAPolicyWithinBounds() throws {
         #expect(throws: DomainError.self) { try DomainPolicy(mailboxRetention: 60).validate() }
         #expect(throws: DomainError.self) { try DomainPolicy(mailboxRetention: 400 * 86400).validate() }

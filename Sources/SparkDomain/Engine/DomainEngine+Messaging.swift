@@ -233,6 +233,17 @@ extension DomainEngine {
         }
     }
 
+    /// Deletes every mailbox entry older than ``DomainPolicy/mailboxRetention``, whoever's it is,
+    /// read or not: a mailbox whose owner never reads (or that names no one's device) must not keep
+    /// its entries past the retention because no read triggers ``pruneMailbox``. `spark-domaind`
+    /// runs it on a timer; returns how many entries went.
+    @discardableResult
+    public func pruneExpiredEntries() throws -> Int {
+        let retention = Double(try currentPolicy().mailboxRetention)
+        let cutoff = clock.now().timeIntervalSince1970 - retention
+        return try storage { try store.write { db in try db.execute("DELETE FROM mailbox WHERE posted_at < ?", [cutoff]) } }
+    }
+
     private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) throws -> [MailboxEntry] {
         try storage {
             try store.read { db in
