@@ -224,7 +224,10 @@ extension Messenger {
         plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let groups = self.groups
-        for _ in 0..<5 {
+        // A conflict the mailbox resolves (the group moved to the commit that won) is progress,
+        // however many there are under load; five in a row that move nothing are not.
+        var stalled = 0
+        for _ in 0..<50 where stalled < 5 {
             let stored = try read { db in
                 try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
             }
@@ -251,6 +254,10 @@ extension Messenger {
                     try self.store(db).forgetSent(payload: commit)
                 }
                 _ = try await syncOnce()
+                let epoch = try read { db in
+                    try groups.load(self.store(db), chatID: chatID, validator: MLSAcceptAnyCredential())?.group.group.epoch
+                }
+                if epoch == stored.group.group.epoch { stalled += 1 } else { stalled = 0 }
                 continue
             }
             try write { db in
