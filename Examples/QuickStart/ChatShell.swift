@@ -5,7 +5,7 @@ import SparkSDK
 
 /// The chat shell: commands on standard input, messages printed live as they arrive.
 final class ChatShell: @unchecked Sendable {
-    // @unchecked Sendable: `printed`, `seen`, `following`, `subscriptions` and `pending` are only
+    // @unchecked Sendable: `printed`, `seen`, `following`, `subscriptions`, `pending` and `announced` are only
     // touched under `lock`; the rest is immutable or used from the shell's loop.
     private let console: Console
     private let controller: BBMAuthController
@@ -19,6 +19,8 @@ final class ChatShell: @unchecked Sendable {
     /// Messages `send` left sending (the domain did not answer): their `sent` step prints later.
     private var pending: Set<String> = []
     private var current: String?
+    /// The devices already announced as awaiting approval.
+    private var announced: Set<String> = []
 
     init(console: Console, controller: BBMAuthController) {
         self.console = console
@@ -43,7 +45,8 @@ final class ChatShell: @unchecked Sendable {
           status                      your status (a timeout shows the time left) and infractions
           watch                       follow a timeout's countdown until it ends
           dismiss                     dismiss your oldest infraction
-          endpoints                   list your devices
+          endpoints                   list your devices, and which of them are approved
+          approve N                   approve your device N (from `endpoints`) once both screens show its code
           remove N                    remove device N (from `endpoints`)
           passcode                    change your passcode
           signout                     sign out and quit
@@ -66,6 +69,15 @@ final class ChatShell: @unchecked Sendable {
         // the service first (which ends the stream) and lets the printer finish what arrived.
         var finishedCleanly = false
         defer { if !finishedCleanly { stepPrinter.cancel() } }
+        // A new device of this user: shown with its code, for `approve N`.
+        let events = access.events
+        let eventPrinter = Task { [weak self] in
+            for await event in events {
+                guard case .deviceAwaitingApproval(let endpointID, let code) = event else { continue }
+                self?.announceDevice(endpointID, code: code)
+            }
+        }
+        defer { eventPrinter.cancel() }
         // Catch up with what arrived while this device was off, and show what is unread, before
         // following the chats live (which then announces only what comes later).
         // A domain busy for a moment (another process of this machine writing the embedded
@@ -79,6 +91,7 @@ final class ChatShell: @unchecked Sendable {
             }
         }
         try await announceUnread(access)
+        try await announceApproval(access)
         let chatsSubscription = access.chats.subscribe { [weak self] chats in self?.follow(chats, access: access) }
         defer { chatsSubscription.cancel() }
         console.say("You are \(access.currentUser). Type `help` for commands.")
@@ -86,6 +99,46 @@ final class ChatShell: @unchecked Sendable {
         await service.stop()
         await stepPrinter.value
         finishedCleanly = true
+    }
+
+    /// A device's approval, in words.
+    static func describe(_ approval: EndpointApproval) -> String {
+        switch approval {
+        case .thisDevice: "this device"
+        case .approved: "approved"
+        case .awaitingApproval(let code): "awaiting approval, code \(code)"
+        case .unverified: "not set up"
+        case .unknown: "unknown"
+        }
+    }
+
+    /// Tells of a new device of this user awaiting approval (once).
+    private func announceDevice(_ endpointID: String, code: String) {
+        guard lock.withLock({ announced.insert(endpointID).inserted }) else { return }
+        Task { [controller, console] in
+            let endpoints = (try? await controller.service.endpoints()) ?? []
+            let index = endpoints.firstIndex { $0.endpointID == endpointID }
+            let name = index.map { endpoints[$0].description } ?? endpointID
+            console.say(
+                "A new device of yours awaits approval: \(name), code \(code). If you set it up and it shows the same code, "
+                    + "type `approve \(index.map { String($0 + 1) } ?? "N")`; if not, `remove` it.")
+        }
+    }
+
+    /// On a device no other device approved yet: the code each device it can be approved on shows.
+    private func announceApproval(_ access: BBMAccess) async throws {
+        let devices = try await access.devices()
+        guard let me = devices.first(where: { $0.approval == .thisDevice }) else { return }
+        for device in devices where device.registrationID > me.registrationID {
+            if case .awaitingApproval(let code) = device.approval { announceDevice(device.endpointID, code: code) }
+        }
+        guard me.approvals.isEmpty else { return }
+        let older = devices.filter { $0.registrationID < me.registrationID && $0.approval != .unverified }
+        guard !older.isEmpty else { return }
+        console.say("This device joins your chats once a device you have approves it. Approve it on one of these:")
+        for device in older {
+            console.say("  \(device.description): it shows the code \(try await access.approvalCode(with: device.endpointID))")
+        }
     }
 
     /// Reads and runs commands until `quit` or the end of input.
@@ -222,11 +275,27 @@ final class ChatShell: @unchecked Sendable {
                     console.say("Dismissed.")
                 case "endpoints":
                     let endpoints = try await controller.service.endpoints()
-                    let mine = try await controller.service.endpointID
                     for (index, endpoint) in endpoints.enumerated() {
-                        console.say(
-                            "\(index + 1). \(Setup.describe(endpoint))\(endpoint.endpointID == mine ? " (this device)" : "")")
+                        console.say("\(index + 1). \(Setup.describe(endpoint)) · \(Self.describe(endpoint.approval))")
                     }
+                case "approve":
+                    let endpoints = try await controller.service.endpoints()
+                    guard let index = Int(rest), endpoints.indices.contains(index - 1) else {
+                        console.say("usage: approve N (see `endpoints`)")
+                        continue
+                    }
+                    let device = endpoints[index - 1]
+                    guard case .awaitingApproval(let code) = device.approval else {
+                        console.say("\(device.description) is \(Self.describe(device.approval)): nothing to approve.")
+                        continue
+                    }
+                    let answer = console.ask("Does \(device.description) show the code \(code)? (yes/no) ")
+                    guard answer?.lowercased().hasPrefix("y") == true else {
+                        console.say("Not approved. If you did not set that device up, `remove \(index)` it.")
+                        continue
+                    }
+                    try await access.approveDevice(device.endpointID, code: code)
+                    console.say("Approved \(device.description): it joins your chats and gets their history.")
                 case "remove":
                     let endpoints = try await controller.service.endpoints()
                     guard let index = Int(rest), endpoints.indices.contains(index - 1) else {

@@ -53,6 +53,12 @@ public protocol DomainService: Sendable {
     /// Removes one of the user's endpoints (`target`, this one included); it learns on its next
     /// call.
     func deregisterEndpoint(token: String, endpointID: String, target: String) async throws
+    /// Publishes this endpoint's credential (its MLS key, signed by the user's identity key),
+    /// listed in ``EndpointInfo/credential`` for the user's other devices to approve it by.
+    func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws
+    /// Keeps an approval of the user's endpoint `target`, signed by this endpoint, listed in
+    /// ``EndpointInfo/approvals`` (an approval by an endpoint since removed is not listed).
+    func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws
     /// Confirms that `endpointID` is still registered and marks it seen; throws
     /// ``DomainError/Code/endpointRemoved`` with the reason when it is not.
     func checkIn(token: String, endpointID: String) async throws -> EndpointInfo

@@ -17,6 +17,15 @@ public struct EndpointInfo: Sendable, Codable, Equatable, Identifiable {
     public var createdAt: Date
     /// When it last called the domain.
     public var lastSeen: Date
+    /// The device's credential as it published it once set up: its MLS signature key, signed by
+    /// the user's identity key (opaque to the domain; nil until published).
+    public var credential: Data?
+    /// The approvals of this device that the user's other devices signed (opaque to the domain).
+    public var approvals: [Data]
+    /// Whether the user's devices approved it, as this device sees it. The domain does not say
+    /// (it lists ``EndpointApproval/unknown``); the SDK's `endpoints()` fills it in from the
+    /// signed credentials and approvals, once the device is set up.
+    public var approval: EndpointApproval = .unknown
 
     /// The endpoint id.
     public var id: String { endpointID }
@@ -24,7 +33,7 @@ public struct EndpointInfo: Sendable, Codable, Equatable, Identifiable {
     /// An endpoint record.
     public init(
         endpointID: String, registrationID: Int64, description: String, nickname: String, isActive: Bool, createdAt: Date,
-        lastSeen: Date
+        lastSeen: Date, credential: Data? = nil, approvals: [Data] = []
     ) {
         self.endpointID = endpointID
         self.registrationID = registrationID
@@ -33,7 +42,43 @@ public struct EndpointInfo: Sendable, Codable, Equatable, Identifiable {
         self.isActive = isActive
         self.createdAt = createdAt
         self.lastSeen = lastSeen
+        self.credential = credential
+        self.approvals = approvals
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case endpointID, registrationID, description, nickname, isActive, createdAt, lastSeen, credential, approvals
+    }
+
+    /// Decodes a record; `credential` and `approvals` may be absent (none yet).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        endpointID = try container.decode(String.self, forKey: .endpointID)
+        registrationID = try container.decode(Int64.self, forKey: .registrationID)
+        description = try container.decode(String.self, forKey: .description)
+        nickname = try container.decode(String.self, forKey: .nickname)
+        isActive = try container.decode(Bool.self, forKey: .isActive)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        lastSeen = try container.decode(Date.self, forKey: .lastSeen)
+        credential = try container.decodeIfPresent(Data.self, forKey: .credential)
+        approvals = try container.decodeIfPresent([Data].self, forKey: .approvals) ?? []
+    }
+}
+
+/// Whether one of the user's devices is approved, as the device that asks sees it.
+public enum EndpointApproval: Sendable, Equatable, Hashable {
+    /// Not known: the domain's own listing, or a device that is not set up yet.
+    case unknown
+    /// The device asking.
+    case thisDevice
+    /// Approved: it is added to the user's chats and gets their history.
+    case approved
+    /// Not approved by any device this one trusts: it joins nothing until the user approves it
+    /// on a device they have, after both screens show `code`.
+    case awaitingApproval(code: String)
+    /// It has not published a credential signed by the user's identity key (it is not set up,
+    /// or what it published does not verify): nothing can approve it.
+    case unverified
 }
 
 /// What a device sends to register.

@@ -216,6 +216,16 @@ public final class DomainRouter: Sendable {
             let (token, endpoint) = try call.credential()
             try await domain.deregisterEndpoint(token: token, endpointID: endpoint, target: body.target)
             return try call.empty()
+        case .publishEndpointCredential:
+            let body = try call.body(Wire.Credential.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.publishEndpointCredential(token: token, endpointID: endpoint, credential: body.credential)
+            return try call.empty()
+        case .approveEndpoint:
+            let body = try call.body(Wire.Approval.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.approveEndpoint(token: token, endpointID: endpoint, target: body.target, approval: body.approval)
+            return try call.empty()
         case .checkIn:
             _ = try call.body(Wire.Empty.self)
             let (token, endpoint) = try call.credential()

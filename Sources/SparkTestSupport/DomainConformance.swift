@@ -45,6 +45,7 @@ public enum DomainConformance {
         Check(description: "registration", run: registration),
         Check(description: "removed endpoints make no call", run: removedEndpoints),
         Check(description: "a take-over waits for the unlock", run: pendingTakeOver),
+        Check(description: "device credentials and approvals", run: deviceApprovals),
         Check(description: "key blobs", run: keyBlobs),
         Check(description: "identities", run: identities),
         Check(description: "key packages", run: keyPackages),
@@ -200,6 +201,53 @@ public enum DomainConformance {
         _ = try await service.checkIn(token: carol.token, endpointID: carol.endpoint)
         let devices = try await service.endpoints(token: carol.token, endpointID: carol.endpoint).map(\.endpointID)
         try expect(devices.contains(carol.endpoint), "the laptop is still registered: \(devices)")
+    }
+
+    /// Each endpoint publishes its own credential and approvals of the user's other endpoints,
+    /// opaque to the domain, which lists them with the endpoints: only an endpoint's own, only of
+    /// the user's endpoints, bounded, one per approver (the latest), and none by an endpoint since
+    /// removed. Each write tells the user's devices.
+    static func deviceApprovals(_ domain: DomainUnderTest) async throws {
+        let service = domain.service
+        let alice = try await user(domain, "alice", endpoint: "laptop")
+        let phone = try await user(domain, "alice", endpoint: "phone")
+        let bob = try await user(domain, "bob")
+        try await service.publishEndpointCredential(token: alice.token, endpointID: "laptop", credential: Data("laptop-1".utf8))
+        try await service.publishEndpointCredential(token: phone.token, endpointID: "phone", credential: Data("phone-1".utf8))
+        try await service.publishEndpointCredential(token: phone.token, endpointID: "phone", credential: Data("phone-2".utf8))
+        try await service.approveEndpoint(token: alice.token, endpointID: "laptop", target: "phone", approval: Data("a".utf8))
+        try await service.approveEndpoint(token: alice.token, endpointID: "laptop", target: "phone", approval: Data("b".utf8))
+        let listed = try await service.endpoints(token: phone.token, endpointID: "phone")
+        try expect(
+            listed.map(\.credential) == [Data("laptop-1".utf8), Data("phone-2".utf8)]
+                && listed.map(\.approvals) == [[], [Data("b".utf8)]], "the listing: \(listed)")
+        let entries = try await service.readMailbox(token: alice.token, endpointID: "laptop", after: 0, limit: 50)
+        try expect(entries.filter { $0.kind == .devices }.count >= 3, "each write tells the user's devices: \(entries)")
+        try await expectRefused(.notFound, "approving another user's endpoint") {
+            try await service.approveEndpoint(
+                token: alice.token, endpointID: "laptop", target: bob.endpoint, approval: Data("x".utf8))
+        }
+        try await expectRefused(.invalidRequest, "approving itself") {
+            try await service.approveEndpoint(
+                token: alice.token, endpointID: "laptop", target: "laptop", approval: Data("x".utf8))
+        }
+        for size in [0, 1025] {
+            try await expectRefused(.invalidRequest, "a credential of \(size) bytes") {
+                try await service.publishEndpointCredential(
+                    token: alice.token, endpointID: "laptop", credential: Data(count: size))
+            }
+            try await expectRefused(.invalidRequest, "an approval of \(size) bytes") {
+                try await service.approveEndpoint(
+                    token: alice.token, endpointID: "laptop", target: "phone", approval: Data(count: size))
+            }
+        }
+        // The laptop is removed: its approvals are no longer listed, and it approves nothing more.
+        try await service.deregisterEndpoint(token: phone.token, endpointID: "phone", target: "laptop")
+        let after = try await service.endpoints(token: phone.token, endpointID: "phone")
+        try expect(after.map(\.endpointID) == ["phone"] && after[0].approvals.isEmpty, "after the removal: \(after)")
+        try await expectRefused(.endpointRemoved, "an approval by the removed laptop") {
+            try await service.approveEndpoint(token: alice.token, endpointID: "laptop", target: "phone", approval: Data("c".utf8))
+        }
     }
 
     static func removedEndpoints(_ domain: DomainUnderTest) async throws {

@@ -77,6 +77,14 @@ public final class HostileDomain: DomainService {
         try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target)
     }
     /// Forwarded, or rewritten as the test told it.
+    public func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
+        try await inner.publishEndpointCredential(token: token, endpointID: endpointID, credential: credential)
+    }
+    /// Forwarded, or rewritten as the test told it.
+    public func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
+        try await inner.approveEndpoint(token: token, endpointID: endpointID, target: target, approval: approval)
+    }
+    /// Forwarded, or rewritten as the test told it.
     public func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         try await inner.checkIn(token: token, endpointID: endpointID)
     }

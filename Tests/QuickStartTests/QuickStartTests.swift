@@ -97,15 +97,25 @@ struct QuickStartTests {
             let second = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("b").path],
                 input: "alice\nwrong-passcode\nfirst-passcode-1\nendpoints\nquit\n")
+            let code = try #require(second.stdout.firstMatch(of: /it shows the code (\d{4} \d{4} \d{4})/)?.output.1)
             #expect(second.status == 0, "\(second.stdout)\(second.stderr)")
             #expect(second.stdout.contains("That passcode is incorrect. 9 attempts left this hour."))
             #expect(second.stdout.contains("Setup complete: this device is endpoint 2"))
             #expect(second.stdout.contains("Your keys are protected by the passcode you chose on your first device."))
-            #expect(second.stdout.contains(/2\. SparkSDK on .* · regId 2 · last seen .* \(this device\)/))
-            // A restart of the first device signs in silently: no questions at all.
+            #expect(second.stdout.contains(/2\. SparkSDK on .* · regId 2 · last seen .* · this device/))
+            #expect(second.stdout.contains("This device joins your chats once a device you have approves it"))
+            // A restart of the first device signs in silently: no questions at all. It shows the
+            // new device with the same code, and asks before approving it.
             let again = try await Self.run(
-                ["--config", config, "--data-dir", directory.appendingPathComponent("a").path], input: "quit\n")
+                ["--config", config, "--data-dir", directory.appendingPathComponent("a").path],
+                input: "endpoints\napprove 2\nno\napprove 2\nyes\nendpoints\nquit\n")
             #expect(again.stdout.contains("Setup complete: this device is endpoint 1") && !again.stdout.contains("user id:"))
+            #expect(again.stdout.contains("A new device of yours awaits approval: SparkSDK on"))
+            #expect(again.stdout.contains("awaiting approval, code \(code)"))
+            #expect(again.stdout.contains("Does SparkSDK on") && again.stdout.contains("show the code \(code)? (yes/no)"))
+            #expect(again.stdout.contains("Not approved. If you did not set that device up, `remove 2` it."))
+            #expect(again.stdout.contains(/Approved SparkSDK on .*: it joins your chats and gets their history\./))
+            #expect(again.stdout.contains(/2\. SparkSDK on .* · regId 2 · last seen .* · approved/))
         }
     }
 

@@ -45,6 +45,7 @@ struct ConfigTests {
         #expect(settings.embeddedDomainPath.path == "/data/ada/spark-sdk/domains/spark-sandbox.sqlite")
         #expect(settings.tokenLeeway == 60 && settings.passcodeIterations == 600_000)
         #expect(settings.endpointDescription.hasPrefix("SparkSDK on "))
+        #expect(settings.ownDeviceApproval == .required)
     }
 
     @Test func explicitValuesAndPaths() throws {
@@ -52,11 +53,12 @@ struct ConfigTests {
             "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)"
                 + "<key>dataDirectory</key><string>devices/a</string><key>embeddedDomainPath</key><string>~/d.sqlite</string>"
                 + "<key>tokenLeewaySeconds</key><integer>0</integer><key>passcodeIterations</key><integer>1000000</integer>"
-                + "<key>endpointDescription</key><string>Ada's laptop</string><key>useBlackBerryKMS</key><false/>")
+                + "<key>endpointDescription</key><string>Ada's laptop</string><key>useBlackBerryKMS</key><false/>"
+                + "<key>ownDeviceApproval</key><string>automatic</string>")
         #expect(settings.dataDirectory.path == "/etc/app/devices/a")
         #expect(settings.embeddedDomainPath.path == "/home/ada/d.sqlite")
         #expect(settings.tokenLeeway == 0 && settings.passcodeIterations == 1_000_000 && !settings.useBlackBerryKMS)
-        #expect(settings.endpointDescription == "Ada's laptop")
+        #expect(settings.endpointDescription == "Ada's laptop" && settings.ownDeviceApproval == .automatic)
         // Without XDG_DATA_HOME the default is ~/.local/share.
         let plain = try ConfigSettings.decode(
             Self.plist("<key>authProvider</key><string>testAuth</string>\(Self.testAuth)"), file: "x.plist",
@@ -149,6 +151,12 @@ struct ConfigTests {
                 "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)<key>tokenLeewaySeconds</key><integer>9999</integer>"
             ))
         #expect(leeway.code == .outOfRange && leeway.keyPath == "tokenLeewaySeconds")
+
+        let approval = try #require(
+            Self.error(
+                "<key>authProvider</key><string>testAuth</string>\(Self.testAuth)<key>ownDeviceApproval</key><string>never</string>"
+            ))
+        #expect(approval.code == .outOfRange && approval.keyPath == "ownDeviceApproval")
 
         let floor = try #require(
             Self.error(

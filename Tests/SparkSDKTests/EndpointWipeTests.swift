@@ -111,7 +111,8 @@ struct EndpointWipeTests {
             try await bob.completeSetup(using: ScriptedHandler(passcodes: ["carol-passcode"]))
             let access = try await bob.messaging()
             #expect(access.currentUser == "carol")
-            // The laptop adds carol's new device to her chat and hands it the history.
+            // Approved on her laptop, carol's new device is added to her chat and gets the history.
+            try await approve(access, on: carolLaptop)
             #expect(
                 await waitFor("bob's chat is gone, carol's comes from her laptop") {
                     access.chats.value.map(\.subject) == ["For carol"]

@@ -399,7 +399,9 @@ struct HostileDomainTests {
             let aliceMessages = try await chat.alice.messages(in: chat.chatID)
             #expect(await waitFor("alice reads it") { aliceMessages.value.count == 2 })
             let (_, phone) = try await chat.world.endpoint("alice", "alice-phone")
+            try await approve(phone, on: chat.alice)
             let (_, tablet) = try await chat.world.endpoint("alice", "alice-tablet")
+            try await approve(tablet, on: phone)
             for (name, device) in [("phone", phone), ("tablet", tablet)] {
                 #expect(await waitFor("the \(name) is in the chat") { device.chats.value.first?.subject == "Plans" })
                 let messages = try await device.messages(in: chat.chatID)
@@ -469,6 +471,7 @@ struct GroupKeysOverTimeTests {
             let world = try HostileWorld(directory)
             let (laptopService, laptop) = try await world.endpoint("alice", "alice-laptop")
             let (phoneService, phone) = try await world.endpoint("alice", "alice-phone")
+            try await approve(phone, on: laptop)
             let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
             let one = try await laptop.startChat(with: ["bob"], subject: "one")
             let two = try await bob.startChat(with: ["alice"], subject: "two")

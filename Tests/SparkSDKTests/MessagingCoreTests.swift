@@ -172,7 +172,8 @@ struct MessagingCoreTests {
             devices: [
                 Device(user: "alice", device: "alice-laptop"), Device(user: "alice", device: "alice-phone"),
                 Device(user: "bob", device: "bob-phone"), Device(user: "carol", device: "carol-phone"),
-            ], admins: admins, refused: [], mine: ["alice-laptop", "alice-phone"], departed: [], listed: nil,
+            ], admins: admins, refused: [], mine: ["alice-laptop", "alice-phone"],
+            approved: ["alice-laptop", "alice-phone", "alice-tablet"], departed: [], listed: nil,
             trusted: ["bob", "carol"], sentSinceUpdate: 0, updatedAt: time)
     }
 
@@ -190,6 +191,13 @@ struct MessagingCoreTests {
         var previous = review()
         previous.refused = [Device(user: "alice", device: "alice-phone"), Device(user: "alice", device: "alice-laptop")]
         #expect(core.plan(previous, now: time).remove == [Device(user: "alice", device: "alice-phone")])
+        // A listed device this device does not trust is added by none of the user's devices
+        // (security review 1), nor removed (a chat admin may have added it).
+        var unapproved = gone
+        unapproved.approved = ["alice-laptop", "alice-phone"]
+        #expect(core.plan(unapproved, now: time).addMine.isEmpty)
+        unapproved.mine.insert("alice-phone")
+        #expect(core.plan(unapproved, now: time).isEmpty)
         // Nor is this device added to itself.
         previous.mine = ["alice-laptop"]
         previous.devices.removeAll { $0.device == "alice-laptop" }

@@ -33,6 +33,14 @@ struct ChatWorld {
 
 func waitFor(_ what: String, _ condition: @Sendable () -> Bool) async -> Bool { await eventually(condition) }
 
+/// Approves the user's new `device` on `existing`, as the user does once both screens show the
+/// same code: only then does it join the user's chats.
+func approve(_ device: BBMAccess, on existing: BBMAccess) async throws {
+    let existingID = try #require(try await existing.devices().first { $0.approval == .thisDevice }).endpointID
+    let newID = try #require(try await device.devices().first { $0.approval == .thisDevice }).endpointID
+    try await existing.approveDevice(newID, code: try await device.approvalCode(with: existingID))
+}
+
 /// Every messaging event of one endpoint, from the moment it is made until `stop()` or deinit.
 final class EventRecorder: Sendable {
     private let box: Box<[MessagingEvent]>
@@ -100,6 +108,7 @@ struct MessagingTests {
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let (_, alicePhone) = try await world.endpoint("alice", "alice-phone")
+            try await approve(alicePhone, on: alice)
             let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
             try await alice.sendMessage("from the laptop", to: chat.chatID)
             #expect(await waitFor("bob") { bob.chats.value.first?.unreadCount == 1 })

@@ -57,6 +57,12 @@ final class CountingDomain: DomainService {
     func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
         try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target)
     }
+    func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
+        try await inner.publishEndpointCredential(token: token, endpointID: endpointID, credential: credential)
+    }
+    func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
+        try await inner.approveEndpoint(token: token, endpointID: endpointID, target: target, approval: approval)
+    }
     func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         try await inner.checkIn(token: token, endpointID: endpointID)
     }

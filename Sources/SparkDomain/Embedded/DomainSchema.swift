@@ -214,6 +214,19 @@ enum DomainSchema {
             // user read past are deleted, and any older than the retention period.
             try db.execute("ALTER TABLE endpoints ADD COLUMN mailbox_cursor INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.register("v11-device-approvals") { db in
+            // Each device's credential (its MLS key, signed by the user's identity key) and the
+            // approvals its other devices signed for it: opaque to the domain, which keeps and
+            // lists them so that the user's devices agree on which of them are approved.
+            try db.execute("ALTER TABLE endpoints ADD COLUMN credential BLOB")
+            try db.execute(
+                """
+                CREATE TABLE endpoint_approvals (
+                    approved_id TEXT NOT NULL, approver_id TEXT NOT NULL, approval BLOB NOT NULL,
+                    PRIMARY KEY (approved_id, approver_id)
+                )
+                """)
+        }
         return migrator
     }
 }

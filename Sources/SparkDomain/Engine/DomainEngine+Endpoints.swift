@@ -7,6 +7,8 @@ import SparkStore
 extension DomainEngine {
     static let maximumBlobSize = 64 * 1024
     static let challengeLifetime: TimeInterval = 600
+    /// The largest credential or approval a device may publish.
+    static let maximumDeviceStatement = 1024
 
     // MARK: Endpoints
 
@@ -113,6 +115,56 @@ extension DomainEngine {
                 if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
                 // The user's other devices remove it from every chat.
                 try Self.tellDevicesChanged(db, user: user, now: clock.now().timeIntervalSince1970)
+            }
+        }
+        announceEntries(to: [user])
+    }
+
+    /// Keeps the calling endpoint's credential (its MLS signature key signed by the user's
+    /// identity key; opaque here), replacing the one it published before, and tells the user's
+    /// devices: they show it as awaiting approval.
+    public func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
+        let user = try await caller(token: token, endpointID: endpointID)
+        guard (1...Self.maximumDeviceStatement).contains(credential.count) else {
+            throw DomainError(.invalidRequest, "a credential is 1 to \(Self.maximumDeviceStatement) bytes")
+        }
+        let now = clock.now().timeIntervalSince1970
+        let changed = try storage {
+            try store.write { db -> Bool in
+                let current = try db.scalar(
+                    "SELECT credential FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Data?.self)
+                guard current != credential else { return false }
+                try db.execute("UPDATE endpoints SET credential = ? WHERE endpoint_id = ?", [credential, endpointID])
+                try Self.tellDevicesChanged(db, user: user, now: now)
+                return true
+            }
+        }
+        if changed { announceEntries(to: [user]) }
+    }
+
+    /// Keeps `approval` of the user's endpoint `target`, signed by the calling endpoint (opaque
+    /// here: each device checks the signature), replacing one this endpoint gave before, and tells
+    /// the user's devices, which add the approved device to their chats.
+    public func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
+        let user = try await caller(token: token, endpointID: endpointID)
+        guard (1...Self.maximumDeviceStatement).contains(approval.count) else {
+            throw DomainError(.invalidRequest, "an approval is 1 to \(Self.maximumDeviceStatement) bytes")
+        }
+        guard target != endpointID else { throw DomainError(.invalidRequest, "an endpoint does not approve itself") }
+        let now = clock.now().timeIntervalSince1970
+        try storage {
+            try store.write { db in
+                guard
+                    try db.scalar(
+                        "SELECT count(*) FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
+                        [target, user], as: Int.self) == 1
+                else { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
+                try db.execute(
+                    """
+                    INSERT INTO endpoint_approvals(approved_id, approver_id, approval) VALUES (?, ?, ?)
+                    ON CONFLICT(approved_id, approver_id) DO UPDATE SET approval = excluded.approval
+                    """, [target, endpointID, approval])
+                try Self.tellDevicesChanged(db, user: user, now: now)
             }
         }
         announceEntries(to: [user])
@@ -300,28 +352,51 @@ extension DomainEngine {
     }
 
     static func endpoints(_ db: any DomainStatements, user: String) throws -> [EndpointInfo] {
-        try db.rows(
+        let listed = try db.rows(
             """
-            SELECT endpoint_id, registration_id, description, nickname, active, created_at, last_seen FROM endpoints
+            SELECT endpoint_id, registration_id, description, nickname, active, created_at, last_seen, credential FROM endpoints
             WHERE user_id = ? AND removed_reason IS NULL ORDER BY registration_id
             """, [user]
         ).map(endpointInfo)
+        return try withApprovals(db, listed, user: user)
     }
 
     static func endpoint(_ db: any DomainStatements, _ endpointID: String) throws -> EndpointInfo {
         guard
             let row = try db.row(
-                "SELECT endpoint_id, registration_id, description, nickname, active, created_at, last_seen FROM endpoints WHERE endpoint_id = ?",
-                [endpointID])
+                """
+                SELECT endpoint_id, registration_id, description, nickname, active, created_at, last_seen, credential, user_id
+                FROM endpoints WHERE endpoint_id = ?
+                """, [endpointID])
         else { throw DomainError(.notFound, "no endpoint \(endpointID)") }
-        return try endpointInfo(row)
+        return try withApprovals(db, [try endpointInfo(row)], user: try row.get(8))[0]
+    }
+
+    /// The endpoints with the approvals given them by endpoints of the user still registered (an
+    /// approval by a removed endpoint is not listed).
+    private static func withApprovals(_ db: any DomainStatements, _ endpoints: [EndpointInfo], user: String) throws
+        -> [EndpointInfo]
+    {
+        let rows = try db.rows(
+            """
+            SELECT a.approved_id, a.approval FROM endpoint_approvals a
+            JOIN endpoints approver ON approver.endpoint_id = a.approver_id
+            WHERE approver.user_id = ? AND approver.removed_reason IS NULL ORDER BY approver.registration_id
+            """, [user])
+        var approvals: [String: [Data]] = [:]
+        for row in rows { approvals[try row.get(0), default: []].append(try row.get(1)) }
+        return endpoints.map { endpoint in
+            var endpoint = endpoint
+            endpoint.approvals = approvals[endpoint.endpointID] ?? []
+            return endpoint
+        }
     }
 
     static func endpointInfo(_ row: Row) throws -> EndpointInfo {
         EndpointInfo(
             endpointID: try row.get(0), registrationID: try row.get(1), description: try row.get(2), nickname: try row.get(3),
             isActive: try row.get(4), createdAt: Date(timeIntervalSince1970: try row.get(5)),
-            lastSeen: Date(timeIntervalSince1970: try row.get(6)))
+            lastSeen: Date(timeIntervalSince1970: try row.get(6)), credential: try row.get(7))
     }
 
     static func identity(_ db: any DomainStatements, user: String) throws -> PublishedIdentity? {

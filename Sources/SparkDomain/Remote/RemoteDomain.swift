@@ -129,6 +129,18 @@ public final class RemoteDomain: DomainService {
             .deregisterEndpoint, Wire.Target(target: target), token: token, endpoint: endpointID)
     }
 
+    /// `POST /v1/endpoints/credential`: publishes this endpoint's credential.
+    public func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
+        let _: Wire.Empty = try await client.call(
+            .publishEndpointCredential, Wire.Credential(credential: credential), token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/endpoints/approve`: keeps an approval of one of the user's endpoints.
+    public func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
+        let _: Wire.Empty = try await client.call(
+            .approveEndpoint, Wire.Approval(target: target, approval: approval), token: token, endpoint: endpointID)
+    }
+
     /// `POST /v1/endpoints/check-in`: confirms the endpoint is registered and marks it seen.
     public func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         try await client.call(.checkIn, Wire.Empty(), token: token, endpoint: endpointID)

@@ -12,7 +12,8 @@ import Foundation
 public enum DomainOperation: String, CaseIterable, Sendable {
     case policy, validate, testToken
     case signUp, activate, resendActivationCode, logIn, refresh, revoke, requestPasswordReset, resetPassword
-    case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn
+    case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn, publishEndpointCredential,
+        approveEndpoint
     case fetchKeyBlob, putKeyBlob, putKeyBlobs, evaluatePasscode, proveUnlock, publishIdentity, identity, resetIdentity,
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
@@ -125,6 +126,8 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .registerEndpoint: return Route(path: "endpoints/register", access: .user, summary: "Registers this device as an endpoint", request: .body(.ref("EndpointRegistration")), response: .ref("RegistrationOutcome"))
         case .endpoints: return Route(path: "endpoints", access: .endpoint, summary: "The user's endpoints", request: .none, response: .object([("endpoints", .array(.ref("EndpointInfo")), true)]))
         case .setEndpointNickname: return Route(path: "endpoints/nickname", access: .endpoint, summary: "Renames one of the user's endpoints", request: .body(.object([("target", .string, true), ("nickname", .string, true)])), response: empty)
+        case .publishEndpointCredential: return Route(path: "endpoints/credential", access: .endpoint, summary: "Publishes the endpoint's credential, signed by the user's identity key", request: .body(.object([("credential", .bytes, true)])), response: empty)
+        case .approveEndpoint: return Route(path: "endpoints/approve", access: .endpoint, summary: "Keeps an approval of one of the user's endpoints, signed by this one", request: .body(.object([("target", .string, true), ("approval", .bytes, true)])), response: empty)
         case .deregisterEndpoint: return Route(path: "endpoints/deregister", access: .endpoint, summary: "Removes one of the user's endpoints", request: .body(.object([("target", .string, true)])), response: empty)
         case .checkIn: return Route(path: "endpoints/check-in", access: .endpoint, summary: "Confirms the endpoint is registered and marks it seen", request: .body(empty), response: .ref("EndpointInfo"))
         case .fetchKeyBlob: return Route(path: "key-blobs/fetch", access: .endpoint, summary: "Reads a key blob", request: .body(.object([("name", .string, true)])), response: .ref("BlobFetch"))

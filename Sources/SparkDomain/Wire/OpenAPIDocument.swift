@@ -132,6 +132,7 @@ public enum OpenAPIDocument {
         "EndpointInfo": .object([
             ("endpointID", .string, true), ("registrationID", .integer, true), ("description", .string, true),
             ("nickname", .string, true), ("isActive", .boolean, true), ("createdAt", .time, true), ("lastSeen", .time, true),
+            ("credential", .bytes, false), ("approvals", .array(.bytes), false),
         ]),
         "KeyBlob": .object([("name", .string, true), ("data", .bytes, true), ("version", .integer, true)]),
         "BlobFetch": .object([("blob", .ref("KeyBlob"), false)]),

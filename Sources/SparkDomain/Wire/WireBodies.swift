@@ -104,6 +104,27 @@ public enum Wire {
         }
     }
 
+    /// An endpoint's credential.
+    public struct Credential: Codable, Sendable, Equatable {
+        /// The credential's bytes.
+        public var credential: Data
+        /// A body carrying `credential`.
+        public init(credential: Data) { self.credential = credential }
+    }
+
+    /// An approval of one of the user's endpoints.
+    public struct Approval: Codable, Sendable, Equatable {
+        /// The approved endpoint.
+        public var target: String
+        /// The signed approval.
+        public var approval: Data
+        /// `target`'s approval.
+        public init(target: String, approval: Data) {
+            self.target = target
+            self.approval = approval
+        }
+    }
+
     /// The endpoint list.
     public struct Endpoints: Codable, Sendable, Equatable {
         /// The endpoints, oldest first.

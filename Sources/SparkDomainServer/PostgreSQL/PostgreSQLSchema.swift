@@ -210,6 +210,16 @@ enum PostgreSQLSchema {
             ALTER TABLE endpoints ADD COLUMN mailbox_cursor BIGINT NOT NULL DEFAULT 0
             """
         ),
+        (
+            "v11-device-approvals",
+            """
+            ALTER TABLE endpoints ADD COLUMN credential BYTEA;
+            CREATE TABLE endpoint_approvals (
+                approved_id TEXT NOT NULL, approver_id TEXT NOT NULL, approval BYTEA NOT NULL,
+                PRIMARY KEY (approved_id, approver_id)
+            );
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

@@ -76,6 +76,12 @@ public struct MLSSigner: Sendable {
 
     /// The raw signature public key.
     public var signatureKey: Data { key.publicKey.rawRepresentation }
+
+    /// Signs a statement of this client's own outside MLS (an approval of another device, say).
+    /// The statement must start with an ASCII label of its own: what MLS signs is a
+    /// `SignContent`, whose first bytes are the length of a short "MLS 1.0 " label, so the two
+    /// cannot be taken for each other.
+    public func signature(forStatement statement: Data) throws -> Data { try key.signature(for: statement) }
 }
 
 /// A KeyPackage (RFC 9420 §10) with the private keys its owner needs to join with it. The

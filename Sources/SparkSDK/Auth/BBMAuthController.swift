@@ -135,7 +135,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         let service = BBMEnterpriseService(
             store: store, endpointDescription: settings.endpointDescription,
             keyStorage: settings.useBlackBerryKMS ? nil : keyStorage,
-            passcodeIterations: settings.passcodeIterations)
+            passcodeIterations: settings.passcodeIterations, ownDeviceApproval: settings.ownDeviceApproval)
         return BBMAuthController(
             tokenManager: manager, domain: domain, environment: settings.provider.environment, service: service,
             settings: settings)

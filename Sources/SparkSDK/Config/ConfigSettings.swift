@@ -75,6 +75,9 @@ public struct ConfigSettings: Sendable, Equatable {
     public var passcodeIterations: Int
     /// `endpointDescription`: how this device is listed among the user's endpoints.
     public var endpointDescription: String
+    /// `ownDeviceApproval`: `required` (the default: a new device of the user joins chats once a
+    /// device the user has approves it) or `automatic` (Spark's model; weaker, see the README).
+    public var ownDeviceApproval: OwnDeviceApproval = .required
 
     /// The selected provider's dictionary.
     public var provider: Provider {
@@ -156,6 +159,7 @@ public struct ConfigSettings: Sendable, Equatable {
         "tokenLeewaySeconds": "an integer, 0 to 600",
         "passcodeIterations": "an integer, \(passcodeIterationsFloor) to \(passcodeIterationsCeiling)",
         "endpointDescription": "a string",
+        "ownDeviceApproval": "a string: required or automatic",
     ]
     static let knownProviderKeys: [String: String] = [
         "clientId": "a string", "domain": "a string: the domain id", "environment": "a string: sandbox or production",
@@ -202,6 +206,7 @@ private struct RawSettings: Decodable {
     var tokenLeewaySeconds: Int?
     var passcodeIterations: Int?
     var endpointDescription: String?
+    var ownDeviceApproval: String?
 
     func settings(file: String, baseDirectory: URL, environment: [String: String]) throws -> ConfigSettings {
         guard let provider = ConfigSettings.AuthProvider(rawValue: authProvider) else {
@@ -272,7 +277,12 @@ private struct RawSettings: Decodable {
             throw ConfigError(.outOfRange, file: file, keyPath: "endpointDescription", "must be 1 to 128 characters")
         }
         let (urls, trust) = try remote(file: file, path: path)
-        return ConfigSettings(
+        guard let approval = OwnDeviceApproval(rawValue: ownDeviceApproval ?? OwnDeviceApproval.required.rawValue) else {
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "ownDeviceApproval",
+                "is '\(ownDeviceApproval ?? "")'; expected required or automatic")
+        }
+        var settings = ConfigSettings(
             authProvider: provider, useBlackBerryKMS: useBlackBerryKMS ?? true, testAuth: testAuth, accounts: accounts,
             custom: custom,
             dataDirectory: try path(
@@ -283,6 +293,8 @@ private struct RawSettings: Decodable {
                 default: sdkHome.appendingPathComponent("domains").appendingPathComponent("\(selected.domain).sqlite")),
             domainURLs: urls, domainTrust: trust, tokenLeeway: leeway, passcodeIterations: iterations,
             endpointDescription: description)
+        settings.ownDeviceApproval = approval
+        return settings
     }
 
     /// `domainURL` (or `domainURLs`) and how to trust it, checked: https with a CA file that

@@ -100,6 +100,29 @@ public final class BBMAccess: Sendable {
     /// delivery receipts, brings every chat's group up to date and resends what is left sending.
     public func refresh() async throws { try await messenger.refresh() }
 
+    // MARK: This user's devices
+
+    /// The user's devices, each with its approval as this device sees it: a device awaiting
+    /// approval (``EndpointApproval/awaitingApproval(code:)``) joins no chat and gets no history.
+    public func devices() async throws -> [EndpointInfo] { try await messenger.devices() }
+
+    /// The code this device and the user's device `endpointID` both show when one approves the
+    /// other: a new device shows it beside each device it can be approved on.
+    public func approvalCode(with endpointID: String) async throws -> String {
+        try await messenger.approvalCode(with: endpointID)
+    }
+
+    /// Approves the user's device `endpointID` once this screen and the device's show the same
+    /// `code` (``EndpointApproval/awaitingApproval(code:)``, or the code in
+    /// ``MessagingEvent/deviceAwaitingApproval(endpointID:code:)``). The approval is signed by
+    /// this device, so the user's other devices follow it without asking; the device is added to
+    /// every chat and gets its history. Approving one's older device in turn lets this device
+    /// follow the approvals that one makes. A code that does not match throws
+    /// ``MessagingError/Code/deviceCodeMismatch`` and approves nothing.
+    public func approveDevice(_ endpointID: String, code: String) async throws {
+        try await messenger.approveDevice(endpointID, code: code)
+    }
+
     // MARK: Identities
 
     /// A contact: how far their identity key is trusted, and the safety number to compare.

@@ -31,6 +31,9 @@ public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible
         /// The safety number the user confirmed is not the one of the contact's current key (it
         /// changed meanwhile, or was misread): nothing was marked.
         public static let safetyNumberMismatch = Code(name: "safetyNumberMismatch")
+        /// The code the user compared is not the one of this device and the device to approve
+        /// (misread, or another device is posing as it): nothing was approved.
+        public static let deviceCodeMismatch = Code(name: "deviceCodeMismatch")
         /// The code's name.
         public var description: String { name }
     }

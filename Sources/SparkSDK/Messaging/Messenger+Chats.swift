@@ -19,8 +19,11 @@ extension Messenger {
         guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
         try await requireTrusted(others)
         let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
-        // Every device of every member, this user's other devices included.
-        let devices = try await claimDevices(of: others + [me])
+        // Every device of every member, and this user's other devices that this device trusts.
+        let approved = try await ownDeviceView().approvedIDs
+        let devices = try await claimDevices(of: others + [me]).filter {
+            $0.device.user != me || approved.contains($0.device.device)
+        }
         let missing = others.filter { user in !devices.contains { $0.device.user == user } }
         guard missing.isEmpty else {
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
@@ -364,21 +367,20 @@ extension Messenger {
             lastReconcile = clock.now
             if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         }
-        guard !needsReconcile.isEmpty else { return }
+        guard !needsReconcile.isEmpty || devicesChanged else { return }
         let chats = needsReconcile.sorted()
         needsReconcile = []
-        guard
-            let endpoints = try? await domainCall({
-                try await domain.endpoints(token: try await token(), endpointID: endpointID)
-            })
-        else {
+        let changed = devicesChanged
+        devicesChanged = false
+        guard let view = try? await ownDeviceView() else {
             needsReconcile.formUnion(chats)
+            devicesChanged = devicesChanged || changed
             return
         }
-        let devices = Set(endpoints.map(\.endpointID))
+        let devices = Set(view.listed.map(\.endpoint.endpointID))
         for chatID in chats {
             do {
-                try await reconcile(chatID, devices: devices)
+                try await reconcile(chatID, devices: devices, approved: view.approvedIDs)
             } catch let error where Self.isRetryable(error) {
                 needsReconcile.insert(chatID)
             } catch {
@@ -390,8 +392,9 @@ extension Messenger {
     /// Commits, in one commit, what the chat's group needs from this device, as the core plans
     /// it (`MessagingCore.plan`): this user's devices added and removed, as an admin those who
     /// left removed and a contact's devices of an identity no longer trusted replaced, and this
-    /// device's key update when due; then this user's new devices get the chat's history.
-    func reconcile(_ chatID: String, devices mine: Set<String>) async throws {
+    /// device's key update when due; then this user's new devices get the chat's history. Of
+    /// this user's devices (`mine`, as the domain lists them), only the `approved` are added.
+    func reconcile(_ chatID: String, devices mine: Set<String>, approved: Set<String>) async throws {
         let groups = self.groups
         guard
             var review = try read({ db -> MessagingCore.GroupReview? in
@@ -403,7 +406,7 @@ extension Messenger {
                 let group = stored.group
                 return MessagingCore.GroupReview(
                     devices: group.devices, admins: group.admins,
-                    refused: Set(group.devices(refusedBy: try self.trustedValidator(db))), mine: mine,
+                    refused: Set(group.devices(refusedBy: try self.trustedValidator(db))), mine: mine, approved: approved,
                     departed: try store.departed(chatID: chatID), listed: nil,
                     trusted: Set(try ContactDirectory.trustedKeys(db).keys), sentSinceUpdate: stored.sentSinceUpdate,
                     updatedAt: stored.updatedAt)

@@ -130,8 +130,9 @@ extension Messenger {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
-        if effects.reconcileAll, let chats = try? read({ db in try self.store(db).groupChats() }) {
-            needsReconcile.formUnion(chats)
+        if effects.reconcileAll {
+            devicesChanged = true
+            if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         batch.events += effects.events

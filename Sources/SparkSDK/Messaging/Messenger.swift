@@ -25,6 +25,12 @@ public enum MessagingEvent: Sendable, Equatable {
     /// added it (an invitation, or a device of a new identity), or the history a device of this
     /// user sent could not be opened. It shows what follows.
     case historyUnavailable(chatID: String)
+    /// A device of this user that this device does not trust registered after it, and set up
+    /// (its credential is signed by the user's identity key): it joins no chat and gets no
+    /// history until the user approves it here (``BBMAccess/approveDevice(_:code:)``) or on
+    /// another device, after both screens show `code`. A device the user did not set up is an
+    /// attacker holding the identity key: remove it (``BBMEnterpriseService/deregisterEndpoint(_:)``).
+    case deviceAwaitingApproval(endpointID: String, code: String)
 }
 
 /// A step in the life of a message this user sent, as it happens: accepted and numbered by the
@@ -79,7 +85,8 @@ enum MessageChanges: Sendable, Equatable {
 ///   exactly once, sealing again when a commit overtook it; held sends; receipts;
 /// - the mailbox sync (`Messenger+Mailbox.swift`): reading the mailbox in order and applying
 ///   each entry with its cursor in one transaction (apply, drop with a reason, or wait);
-/// - the contact directory (`Messenger+Identities.swift`): identities, and this device's own.
+/// - the contact directory (`Messenger+Identities.swift`): identities, and this device's own;
+/// - the user's own devices (`Messenger+Devices.swift`): which of them are approved.
 ///
 /// All state is in the endpoint store, so a restart continues where it stopped.
 actor Messenger {
@@ -93,6 +100,13 @@ actor Messenger {
     nonisolated let core: MessagingCore
     /// The credential validators, built once per version of the contacts.
     nonisolated let validators: CredentialValidators
+    /// Which of the user's devices this one trusts (see `OwnDevices`).
+    nonisolated let ownDevices: OwnDevices
+    /// The devices of the user already announced as awaiting approval, this run.
+    var announcedDevices: Set<String> = []
+    /// The user's devices may have changed (at start, and on the domain's notice): the next
+    /// reconcile pass looks at them even when no chat needs it, to announce a new one.
+    var devicesChanged = true
     let keys: UnlockedKeys
     nonisolated let endpointID: String
     let token: @Sendable () async throws -> String
@@ -140,7 +154,7 @@ actor Messenger {
     init(
         domain: any DomainService, store: EndpointStore, keys: UnlockedKeys, endpointID: String,
         token: @escaping @Sendable () async throws -> String, pollInterval: Duration,
-        onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
+        ownDeviceApproval: OwnDeviceApproval = .required, onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
     ) {
         self.onMailbox = onMailbox
         self.domain = domain
@@ -149,6 +163,8 @@ actor Messenger {
         groups = GroupStore(sessions: ChatSessions())
         core = MessagingCore(user: keys.userID, endpointID: endpointID)
         validators = CredentialValidators(user: keys.userID, identityKey: keys.signing.publicKey.rawRepresentation)
+        ownDevices = OwnDevices(
+            user: keys.userID, endpointID: endpointID, identityKey: keys.signing.publicKey, policy: ownDeviceApproval)
         self.keys = keys
         self.endpointID = endpointID
         self.token = token
@@ -164,6 +180,8 @@ actor Messenger {
         // its KeyPackages are in the domain before (topped up again at each start; a failure now
         // is retried at the next).
         try? await ensureKeyPackages()
+        // The user's other devices approve this one by the credential it publishes.
+        try? await publishCredential()
         // Every chat is looked at after the first read (this user's devices may have changed
         // while this one was off).
         if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }

@@ -78,17 +78,19 @@ public final class BBMEnterpriseService: Sendable {
     ///     idle for a domain that cannot signal changes. The embedded domain signals every
     ///     commit (Linux inotify on its file), so an idle endpoint sleeps until something
     ///     happens and then reads at once.
+    ///   - ownDeviceApproval: whether a new device of the user joins chats only once a device
+    ///     the user has approves it (``OwnDeviceApproval/required``, the default).
     public convenience init(
         store: EndpointStore, endpointDescription: String, keyStorage: (any BBMKeyStorageProvider)? = nil,
         passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5),
-        pollInterval: Duration = .milliseconds(10)
+        pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, storage: keyStorage, passcodeIterations: passcodeIterations)
             },
-            checkInInterval: checkInInterval, pollInterval: pollInterval)
+            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval)
     }
 
     /// A service whose passcode blobs use a low PBKDF2 count, for tests.
@@ -96,26 +98,26 @@ public final class BBMEnterpriseService: Sendable {
     /// - Warning: blobs written this way are cheap to brute-force.
     public convenience init(
         store: EndpointStore, endpointDescription: String, unsafePasscodeIterations: Int, checkInInterval: Duration = .seconds(5),
-        pollInterval: Duration = .milliseconds(10)
+        pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, unsafePasscodeIterations: unsafePasscodeIterations)
             },
-            checkInInterval: checkInInterval, pollInterval: pollInterval)
+            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval)
     }
 
     private init(
         store: EndpointStore, endpointDescription: String, keyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration, pollInterval: Duration
+        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval
     ) {
         let auth = authOwner
         let connected = connectedOwner
         let started = startedOwner
         engine = ServiceEngine(
             store: store, endpointDescription: endpointDescription, makeKeyManager: keyManager, checkInInterval: checkInInterval,
-            pollInterval: pollInterval,
+            pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval,
             publish: { state in auth.value = state },
             setConnected: { value in connected.value = value },
             setStarted: { value in started.value = value })
@@ -203,7 +205,9 @@ public final class BBMEnterpriseService: Sendable {
 
     // MARK: Endpoints and keys
 
-    /// The user's registered endpoints (each with its description, nickname and last check-in).
+    /// The user's registered endpoints (each with its description, nickname and last check-in),
+    /// and once set up, whether each is approved as this device sees it
+    /// (``EndpointInfo/approval``: a device awaiting approval carries the code to compare).
     public func endpoints() async throws -> [EndpointInfo] { try await engine.endpoints() }
 
     /// Gives one of the user's endpoints a nickname.

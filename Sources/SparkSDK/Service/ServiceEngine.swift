@@ -36,20 +36,23 @@ actor ServiceEngine {
     private(set) var keys: UnlockedKeys?
     private var messenger: Messenger?
     private let pollInterval: Duration
+    private let ownDeviceApproval: OwnDeviceApproval
 
     private struct WeakListener { weak var listener: (any BBMConnectivityListener)? }
 
     init(
         store: EndpointStore, endpointDescription: String,
         makeKeyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration, pollInterval: Duration, publish: @escaping @Sendable (ServiceAuthState) -> Void,
-        setConnected: @escaping @Sendable (Bool) -> Void, setStarted: @escaping @Sendable (Bool) -> Void
+        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval,
+        publish: @escaping @Sendable (ServiceAuthState) -> Void, setConnected: @escaping @Sendable (Bool) -> Void,
+        setStarted: @escaping @Sendable (Bool) -> Void
     ) {
         self.store = store
         self.endpointDescription = endpointDescription
         self.makeKeyManager = makeKeyManager
         self.checkInInterval = checkInInterval
         self.pollInterval = pollInterval
+        self.ownDeviceApproval = ownDeviceApproval
         self.publishState = publish
         self.setConnected = setConnected
         self.setStarted = setStarted
@@ -311,7 +314,7 @@ actor ServiceEngine {
                     token: { [weak self] in
                         guard let self else { throw SetupError(.notStarted, "the service is gone") }
                         return try await self.currentToken()
-                    }, pollInterval: pollInterval,
+                    }, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval,
                     onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
                 self.messenger = messenger
                 await messenger.start()
@@ -417,10 +420,11 @@ actor ServiceEngine {
 
     /// The user's endpoints. Before this endpoint is registered (a device switch or a full
     /// list pending), the ones the domain offered with its answer: an unregistered endpoint
-    /// makes no other call.
+    /// makes no other call. Once set up, each with its approval as this device sees it.
     func endpoints() async throws -> [EndpointInfo] {
         let (domain, token) = try await requireSession()
         if machine.setupState == .deviceSwitchRequired || machine.setupState == .full { return offeredEndpoints }
+        if let messenger { return try await messenger.devices() }
         return try await call { try await domain.endpoints(token: token, endpointID: try endpointID()) }
     }
 

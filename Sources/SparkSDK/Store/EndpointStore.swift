@@ -301,6 +301,10 @@ public final class EndpointStore: Sendable {
                 );
                 """)
         }
+        migrator.register("v8-own-devices") { db in
+            // The user's devices this device trusts (OwnDevices): approved, or itself.
+            try db.execute("CREATE TABLE own_devices (endpoint_id TEXT PRIMARY KEY, signature_key BLOB NOT NULL)")
+        }
         return migrator
     }
 
@@ -447,7 +451,7 @@ extension EndpointStore {
         "deferred_entries",
         "departed_members", "sent_posts",
         "contacts",
-        "mailbox_cursor", "device_signer", "key_package_bundles",
+        "mailbox_cursor", "device_signer", "key_package_bundles", "own_devices",
     ]
 
     /// Wipes the user's data (keys, chats, messages, group states, contacts, the mailbox cursor),

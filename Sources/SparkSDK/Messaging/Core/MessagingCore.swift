@@ -170,6 +170,8 @@ extension MessagingCore {
         var refused: Set<ChatGroup.Device>
         /// This user's devices, as the domain lists them.
         var mine: Set<String>
+        /// Those of them this device trusts (approved on a device the user has: `OwnDevices`).
+        var approved: Set<String>
         /// The users the domain said left (noted from its member lists).
         var departed: Set<String>
         /// The users the domain lists as members now; asked only when ``needsMemberList`` says so.
@@ -203,7 +205,8 @@ extension MessagingCore {
 
     /// What the group needs from this device:
     /// - this user's devices that the domain no longer lists, or of a previous identity, go; those
-    ///   it lists and the group lacks are added (a user adds and removes their own devices);
+    ///   it lists, this device trusts and the group lacks are added (a user adds and removes their
+    ///   own devices; one not approved is left where it is, and added by no device of the user);
     /// - as an admin: the devices of a user who left go (the domain's list may be older than the
     ///   group, so only users it still does not list), and so do a contact's devices of an identity
     ///   this device no longer trusts, replaced by the devices of the trusted one;
@@ -226,9 +229,10 @@ extension MessagingCore {
         }
         let present = Set(review.devices).subtracting(plan.remove)
         plan.addMine = Set(
-            review.mine.subtracting(present.filter { $0.user == user }.map(\.device)).subtracting([endpointID]).map {
-                ChatGroup.Device(user: user, device: $0)
-            })
+            review.mine.intersection(review.approved).subtracting(present.filter { $0.user == user }.map(\.device))
+                .subtracting([endpointID]).map {
+                    ChatGroup.Device(user: user, device: $0)
+                })
         plan.updateDue = Self.updateDue(sent: review.sentSinceUpdate, updatedAt: review.updatedAt, now: now)
         return plan
     }
