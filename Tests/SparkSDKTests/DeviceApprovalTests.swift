@@ -109,7 +109,9 @@ struct DeviceApprovalTests {
         // not have): each refused.
         let other = try Device("phone", 2, identity: identity)
         let forged = try DeviceApproval.sign(approving: phone.credential, by: thief.signer, approverID: "laptop").encoded
-        for approvals in [[try laptop.approve(other)], [forged]] {
+        var unsigned = try laptop.approve(phone)
+        unsigned[unsigned.count - 1] ^= 0x01
+        for approvals in [[try laptop.approve(other)], [forged], [unsigned]] {
             let view = devices(as: laptop).evaluate(
                 [laptop.listed(), phone.listed(approvals: approvals)], myKey: laptop.key, remembered: [laptop.trusted])
             #expect(view.approvedIDs == ["laptop"])
@@ -167,6 +169,9 @@ struct DeviceApprovalTests {
             try await newDevice.refresh()
             #expect(newDevice.chats.value.isEmpty, "no chat adds it")
             #expect(try await laptop.messenger.groupDevices(of: chat.chatID).allSatisfy { $0.device != newID })
+            // Nor a chat the laptop starts now.
+            let later = try await laptop.startChat(with: ["bob"], subject: "Later")
+            #expect(try await laptop.messenger.groupDevices(of: later.chatID).allSatisfy { $0.device != newID })
             let listed = try #require(try await laptop.devices().first { $0.endpointID == newID })
             guard case .awaitingApproval(let code) = listed.approval else {
                 Issue.record("the new device is \(listed.approval)")
@@ -183,7 +188,10 @@ struct DeviceApprovalTests {
 
             // Approved: it joins the chat with its history, and bob's messages reach it.
             try await laptop.approveDevice(newID, code: code)
-            #expect(await waitFor("the new device joins") { newDevice.chats.value.map(\.chatID) == [chat.chatID] })
+            #expect(
+                await waitFor("the new device joins both chats") {
+                    Set(newDevice.chats.value.map(\.chatID)) == [chat.chatID, later.chatID]
+                })
             let messages = try await newDevice.messages(in: chat.chatID)
             #expect(await waitFor("with the history") { messages.value.map(\.content) == ["before the new device"] })
             try await bob.sendMessage("after", to: chat.chatID)

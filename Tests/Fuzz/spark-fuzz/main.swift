@@ -259,11 +259,15 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? decoder.decode(ChatInfo.self, from: data)
     },
     "device-credential": { data in
-        // A leaf's credential as a member checks it, a claimed KeyPackage read before use, and a
-        // safety number the user typed.
+        // A leaf's credential as a member checks it, a device approval as the user's devices
+        // check it, a claimed KeyPackage read before use, and a safety number the user typed.
         let validator = DeviceCredentialValidator(identityKeys: ["alice": Fixture.alice.signing.publicKey.rawRepresentation])
         if let credential = try? DeviceCredential(encoded: data) {
             _ = validator.isValid(credential.mlsCredential, signatureKey: credential.signatureKey)
+        }
+        if let approval = try? DeviceApproval(encoded: data) {
+            _ = approval.isSigned
+            _ = DeviceApproval.code(user: approval.userID, approval.approverKey, approval.approvedKey)
         }
         _ = try? MLSKeyPackageSummary(data)
         _ = SafetyNumber(digits: String(decoding: data, as: UTF8.self))
@@ -317,6 +321,12 @@ func seeds() throws -> [String: [Data]] {
             try DeviceCredential.issue(
                 userID: "alice", deviceID: "laptop", signatureKey: Fixture.bob.signing.publicKey.rawRepresentation,
                 identityKeyVersion: 1, identityKey: Fixture.alice.signing
+            ).encoded,
+            try DeviceApproval.sign(
+                approving: try DeviceCredential.issue(
+                    userID: "alice", deviceID: "phone", signatureKey: MLSFixture.signer("phone", 7).signatureKey,
+                    identityKeyVersion: 1, identityKey: Fixture.alice.signing),
+                by: MLSFixture.signer("laptop", 8), approverID: "laptop"
             ).encoded,
             MLSFixture.carolBundle.keyPackage,
             Data("30035 44776 92869 39689 28698 76765 45825 75691 62576 84344 09180 79131".utf8),
