@@ -67,7 +67,7 @@ let package = Package(
         .target(name: "CSparkHTTP", linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("crypto")]),
         .target(
             name: "SparkDomain",
-            dependencies: ["SparkCrypto", "SparkStore", "SparkLock", "CSparkCurl"],
+            dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkLock", "CSparkCurl"],
             swiftSettings: swiftSettings
         ),
         // The domain as a network service: routes, limits, metrics, the domain directory.
@@ -94,7 +94,7 @@ let package = Package(
         ),
         .target(
             name: "SparkTestSupport",
-            dependencies: ["SparkCrypto", "SparkStore", "SparkDomain", "SparkLock"],
+            dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkDomain", "SparkLock"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -51,8 +51,11 @@ public protocol DomainService: Sendable {
     /// Gives one of the user's endpoints (`target`) a nickname (at most 64 characters).
     func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws
     /// Removes one of the user's endpoints (`target`, this one included); it learns on its next
-    /// call.
-    func deregisterEndpoint(token: String, endpointID: String, target: String) async throws
+    /// call. Removing another endpoint takes `signature`, by this endpoint's MLS key over
+    /// ``EndpointRemoval/signedBytes(user:remover:target:)``, and this endpoint must be approved
+    /// from the user's oldest (``DeviceApprovalGraph/approvedFromOldest``): a stolen token evicts
+    /// no device (the operator can remove any).
+    func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws
     /// Publishes this endpoint's credential (its MLS key, signed by the user's identity key),
     /// listed in ``EndpointInfo/credential`` for the user's other devices to approve it by.
     func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws
@@ -156,6 +159,12 @@ public protocol DomainService: Sendable {
 }
 
 extension DomainService {
+    /// Removes this endpoint (`target` is `endpointID`), or asks without a signature (refused for
+    /// another endpoint).
+    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+        try await deregisterEndpoint(token: token, endpointID: endpointID, target: target, signature: nil)
+    }
+
     /// Changes the members with no posts of their own.
     public func updateMembers(token: String, endpointID: String, chatID: String, add: [String], remove: [String]) async throws
         -> ChatInfo

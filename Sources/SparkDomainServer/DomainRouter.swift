@@ -212,9 +212,10 @@ public final class DomainRouter: Sendable {
             try await domain.setEndpointNickname(token: token, endpointID: endpoint, target: body.target, nickname: body.nickname)
             return try call.empty()
         case .deregisterEndpoint:
-            let body = try call.body(Wire.Target.self)
+            let body = try call.body(Wire.Removal.self)
             let (token, endpoint) = try call.credential()
-            try await domain.deregisterEndpoint(token: token, endpointID: endpoint, target: body.target)
+            try await domain.deregisterEndpoint(
+                token: token, endpointID: endpoint, target: body.target, signature: body.signature)
             return try call.empty()
         case .publishEndpointCredential:
             let body = try call.body(Wire.Credential.self)

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 public import SparkDomain
+import SparkMLS
 
 /// A domain as the conformance suite sees it: the user's contract and the operator's.
 public struct DomainUnderTest: Sendable {
@@ -46,6 +47,8 @@ public enum DomainConformance {
         Check(description: "removed endpoints make no call", run: removedEndpoints),
         Check(description: "a take-over waits for the unlock", run: pendingTakeOver),
         Check(description: "device credentials and approvals", run: deviceApprovals),
+        Check(description: "removing a device takes an approved device's signature", run: approvedRemoval),
+        Check(description: "removing a device takes an approved device's signature", run: approvedRemoval),
         Check(description: "key blobs", run: keyBlobs),
         Check(description: "identities", run: identities),
         Check(description: "key packages", run: keyPackages),
@@ -242,12 +245,73 @@ public enum DomainConformance {
             }
         }
         // The laptop is removed: its approvals are no longer listed, and it approves nothing more.
-        try await service.deregisterEndpoint(token: phone.token, endpointID: "phone", target: "laptop")
+        try await service.deregisterEndpoint(token: alice.token, endpointID: "laptop", target: "laptop")
         let after = try await service.endpoints(token: phone.token, endpointID: "phone")
         try expect(after.map(\.endpointID) == ["phone"] && after[0].approvals.isEmpty, "after the removal: \(after)")
         try await expectRefused(.endpointRemoved, "an approval by the removed laptop") {
             try await service.approveEndpoint(token: alice.token, endpointID: "laptop", target: "phone", approval: Data("c".utf8))
         }
+    }
+
+    /// A stolen token evicts no device: removing another endpoint takes a signature by the MLS
+    /// key of an endpoint approved from the user's oldest (by the credentials and approvals the
+    /// devices published). A device the thief set up with the identity key is approved by none of
+    /// the user's, and a device not yet registered may replace only an unapproved one.
+    static func approvedRemoval(_ domain: DomainUnderTest) async throws {
+        var policy = try await domain.service.policy()
+        policy.maximumEndpoints = 3
+        try await domain.admin.setPolicy(policy)
+        let service = domain.service
+        let token = try await user(domain, "alice", endpoint: "laptop").token
+        let (identity, identityKey) = try identity("alice")
+        try await service.publishIdentity(token: token, endpointID: "laptop", identity: identity)
+        var signers: [String: MLSSigner] = [:]
+        for endpoint in ["laptop", "phone", "thief"] {
+            if endpoint != "laptop" { _ = try await user(domain, "alice", endpoint: endpoint) }
+            let key = try Ed25519.PrivateKey()
+            let credential = try DeviceCredential.issue(
+                userID: "alice", deviceID: endpoint, signatureKey: key.publicKey.rawRepresentation, identityKeyVersion: 1,
+                identityKey: identityKey)
+            signers[endpoint] = MLSSigner(credential: credential.mlsCredential, key: key)
+            try await service.publishEndpointCredential(token: token, endpointID: endpoint, credential: credential.encoded)
+        }
+        func signer(_ endpoint: String) throws -> MLSSigner {
+            guard let signer = signers[endpoint] else { throw ConformanceFailure("no signer for \(endpoint)") }
+            return signer
+        }
+        func approve(_ target: String, by approver: String, signedBy key: String? = nil) async throws {
+            let credential = try DeviceCredential(encoded: try signer(target).credential.identity)
+            let approval = try DeviceApproval.sign(approving: credential, by: try signer(key ?? approver), approverID: approver)
+            try await service.approveEndpoint(token: token, endpointID: approver, target: target, approval: approval.encoded)
+        }
+        func signature(_ remover: String, _ target: String, signedBy key: String? = nil) throws -> Data {
+            try signer(key ?? remover).signature(
+                forStatement: EndpointRemoval.signedBytes(user: "alice", remover: remover, target: target))
+        }
+        try await approve("phone", by: "laptop")
+        // The thief's device posts an approval of itself in the laptop's name, signed by its own key.
+        try await approve("thief", by: "phone", signedBy: "thief")
+        for (remover, target, signature, what) in [
+            ("thief", "laptop", try signature("thief", "laptop"), "the thief's device, signing with its own key"),
+            ("laptop", "phone", try signature("laptop", "phone", signedBy: "thief"), "the laptop's id with the thief's key"),
+            ("phone", "laptop", nil, "the phone without a signature"),
+            ("phone", "laptop", try signature("phone", "thief"), "the phone with a signature for another target"),
+        ] as [(String, String, Data?, String)] {
+            try await expectRefused(.forbidden, "a removal by \(what)") {
+                try await service.deregisterEndpoint(token: token, endpointID: remover, target: target, signature: signature)
+            }
+        }
+        try await expectRefused(.forbidden, "a new device replacing the approved laptop") {
+            try await service.registerEndpoint(
+                token: token, registration: .init(endpointID: "new", description: "new", replacing: "laptop"))
+        }
+        let listed = try await service.endpoints(token: token, endpointID: "laptop").map(\.endpointID)
+        try expect(listed == ["laptop", "phone", "thief"], "every device is still registered: \(listed)")
+        // The approved phone removes the thief's device, with its signature.
+        try await service.deregisterEndpoint(
+            token: token, endpointID: "phone", target: "thief", signature: try signature("phone", "thief"))
+        let after = try await service.endpoints(token: token, endpointID: "laptop").map(\.endpointID)
+        try expect(after == ["laptop", "phone"], "the thief's device is gone: \(after)")
     }
 
     static func removedEndpoints(_ domain: DomainUnderTest) async throws {
@@ -256,7 +320,7 @@ public enum DomainConformance {
         let bob = try await user(domain, "bob")
         let chat = try await domain.service.createChat(
             token: alice.token, endpointID: alice.endpoint, chatID: "c-removed", participants: ["bob"])
-        try await domain.service.deregisterEndpoint(token: other.token, endpointID: other.endpoint, target: alice.endpoint)
+        try await domain.service.deregisterEndpoint(token: alice.token, endpointID: alice.endpoint, target: alice.endpoint)
         let service = domain.service
         let (token, endpoint) = (alice.token, alice.endpoint)
         // Every call after registration checks the endpoint: a removed device reads nothing.
@@ -331,7 +395,7 @@ public enum DomainConformance {
         try expect(left == 0, "the laptop has no one-time KeyPackage left: \(left)")
 
         // A removed device's KeyPackages are handed out no more.
-        try await service.deregisterEndpoint(token: laptop.token, endpointID: laptop.endpoint, target: phone.endpoint)
+        try await service.deregisterEndpoint(token: phone.token, endpointID: phone.endpoint, target: phone.endpoint)
         _ = try await service.publishKeyPackages(
             token: laptop.token, endpointID: laptop.endpoint, keyPackages: [Data("kp-3".utf8)], lastResort: nil)
         claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")

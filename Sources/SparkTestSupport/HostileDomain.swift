@@ -73,8 +73,8 @@ public final class HostileDomain: DomainService {
         try await inner.setEndpointNickname(token: token, endpointID: endpointID, target: target, nickname: nickname)
     }
     /// Forwarded, or rewritten as the test told it.
-    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
-        try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target)
+    public func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
+        try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target, signature: signature)
     }
     /// Forwarded, or rewritten as the test told it.
     public func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {

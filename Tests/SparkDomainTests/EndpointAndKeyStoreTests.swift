@@ -52,7 +52,11 @@ struct EndpointAndKeyStoreTests {
                 try await domain.deregisterEndpoint(token: alice, endpointID: "a3", target: "a1")
             }
 
-            try await domain.deregisterEndpoint(token: alice, endpointID: "a2", target: "a1")
+            // Another device's removal takes an approved device's signature (DeviceApprovalTests).
+            await #expect(throws: DomainError(.forbidden, "")) {
+                try await domain.deregisterEndpoint(token: alice, endpointID: "a2", target: "a1")
+            }
+            try await domain.deregisterEndpoint(token: alice, endpointID: "a1", target: "a1")
             await #expect(throws: DomainError(.endpointRemoved, "")) { try await domain.checkIn(token: alice, endpointID: "a1") }
             // It cannot come back under the removed id: it must wipe and register anew.
             await #expect(throws: DomainError(.endpointRemoved, "")) {

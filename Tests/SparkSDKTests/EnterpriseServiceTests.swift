@@ -134,14 +134,16 @@ struct EnterpriseServiceTests {
             #expect(state.setupState == .full)
             let endpoints = try await c.endpoints()
             #expect(endpoints.map(\.description) == ["a", "b"])
-            try await c.deregisterEndpoint(try #require(endpoints.first).endpointID)
+            // A device not registered yet may make room only in place of a device no approved
+            // device approved: b (a, the user's oldest, is approved; a stolen token evicts it not).
+            try await c.deregisterEndpoint(try #require(endpoints.last).endpointID)
             await c.setupRetry()
             state = await c.waitForSettledState()
             #expect(state.setupState == .syncRequired && state.regId == 3)
 
-            // Device a learns from its heartbeat (no explicit call needed).
-            #expect(await eventually { a.authState.value.setupState == .notRequested })
-            #expect(a.authState.value.removalReason == "replaced by a new device of the user")
+            // Device b learns from its heartbeat (no explicit call needed).
+            #expect(await eventually { b.authState.value.setupState == .notRequested })
+            #expect(b.authState.value.removalReason == "replaced by a new device of the user")
         }
     }
 

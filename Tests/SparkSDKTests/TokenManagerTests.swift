@@ -54,8 +54,8 @@ final class CountingDomain: DomainService {
     func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
         try await inner.setEndpointNickname(token: token, endpointID: endpointID, target: target, nickname: nickname)
     }
-    func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
-        try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target)
+    func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
+        try await inner.deregisterEndpoint(token: token, endpointID: endpointID, target: target, signature: signature)
     }
     func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
         try await inner.publishEndpointCredential(token: token, endpointID: endpointID, credential: credential)

@@ -54,6 +54,18 @@ extension DomainEngine {
                     }
                 }
                 if let replaced = registration.replacing, registered.count >= policy.maximumEndpoints {
+                    // A device that is not registered yet proves nothing: it may make room only
+                    // by replacing a device none of the user's approved devices approved.
+                    if let identity = try Self.identity(db, user: user),
+                        let identityKey = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey)
+                    {
+                        let graph = DeviceApprovalGraph(registered, user: user, identityKey: identityKey)
+                        if graph.approvedFromOldest.contains(where: { $0.endpointID == replaced }) {
+                            throw DomainError(
+                                .forbidden,
+                                "\(replaced) is an approved device: remove it from another approved device, or ask the operator")
+                        }
+                    }
                     let changed = try db.execute(
                         "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                         ["replaced by a new device of the user", replaced, user])
@@ -104,11 +116,20 @@ extension DomainEngine {
         }
     }
 
-    /// Removes one of the caller's endpoints.
-    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+    /// Removes one of the caller's endpoints: itself, or another for a device approved from the
+    /// user's oldest that signed the removal (a stolen token alone evicts no device).
+    public func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         try storage {
             try store.write { db in
+                guard
+                    try db.scalar(
+                        "SELECT count(*) FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
+                        [target, user], as: Int.self) == 1
+                else { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
+                if target != endpointID {
+                    try Self.requireApprovedRemover(db, user: user, remover: endpointID, target: target, signature: signature)
+                }
                 let changed = try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                     ["deregistered by the user", target, user])
@@ -308,6 +329,26 @@ extension DomainEngine {
     }
 
     // MARK: Helpers
+
+    /// Refuses the removal of `target` unless `remover` is one of the user's devices approved from
+    /// their oldest (by the credentials and approvals the devices published) and `signature` is
+    /// its MLS key's over the removal.
+    static func requireApprovedRemover(
+        _ db: any DomainStatements, user: String, remover: String, target: String, signature: Data?
+    ) throws {
+        let refusal = DomainError(
+            .forbidden,
+            "removing another device takes a signature by one of the user's approved devices (or the operator)")
+        guard let signature, let identity = try identity(db, user: user),
+            let identityKey = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey)
+        else { throw refusal }
+        let graph = DeviceApprovalGraph(try endpoints(db, user: user), user: user, identityKey: identityKey)
+        guard let key = graph.keys[remover],
+            graph.approvedFromOldest.contains(DeviceApprovalGraph.Device(endpointID: remover, key: key)),
+            let publicKey = try? Ed25519.PublicKey(rawRepresentation: key),
+            publicKey.isValidSignature(signature, for: EndpointRemoval.signedBytes(user: user, remover: remover, target: target))
+        else { throw refusal }
+    }
 
     /// Validates `token` into its user and checks that `endpointID` is one of that user's
     /// registered endpoints (every call after registration carries both).

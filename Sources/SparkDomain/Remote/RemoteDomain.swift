@@ -124,9 +124,9 @@ public final class RemoteDomain: DomainService {
     }
 
     /// `POST /v1/endpoints/deregister`: removes one of the user's endpoints.
-    public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {
+    public func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
         let _: Wire.Empty = try await client.call(
-            .deregisterEndpoint, Wire.Target(target: target), token: token, endpoint: endpointID)
+            .deregisterEndpoint, Wire.Removal(target: target, signature: signature), token: token, endpoint: endpointID)
     }
 
     /// `POST /v1/endpoints/credential`: publishes this endpoint's credential.

@@ -104,6 +104,19 @@ public enum Wire {
         }
     }
 
+    /// A removal of one of the user's endpoints.
+    public struct Removal: Codable, Sendable, Equatable {
+        /// The endpoint to remove.
+        public var target: String
+        /// The removing endpoint's signature, for another endpoint.
+        public var signature: Data?
+        /// `target`'s removal.
+        public init(target: String, signature: Data?) {
+            self.target = target
+            self.signature = signature
+        }
+    }
+
     /// An endpoint's credential.
     public struct Credential: Codable, Sendable, Equatable {
         /// The credential's bytes.

@@ -46,6 +46,13 @@ extension Messenger {
         return try await ownDeviceView().annotated(user: me, me: endpointID)
     }
 
+    /// This device's signature of the removal of the user's device `target`, which the domain
+    /// asks of a device removing another (see `EndpointRemoval`).
+    func removalSignature(of target: String) throws -> Data {
+        try deviceSigner().signature(
+            forStatement: EndpointRemoval.signedBytes(user: me, remover: endpointID, target: target))
+    }
+
     /// The code this device and the user's device `target` both show (see `DeviceApproval.code`).
     func approvalCode(with target: String) async throws -> String {
         try requireRunning()

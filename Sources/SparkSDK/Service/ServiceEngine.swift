@@ -447,7 +447,12 @@ actor ServiceEngine {
             replacing = target
             return
         }
-        try await call { try await domain.deregisterEndpoint(token: token, endpointID: try endpointID(), target: target) }
+        let me = try endpointID()
+        // Another device's removal is signed by this device's key: a token alone evicts no device.
+        let signature = target == me ? nil : try await messenger?.removalSignature(of: target)
+        try await call {
+            try await domain.deregisterEndpoint(token: token, endpointID: me, target: target, signature: signature)
+        }
         if target == (try? store.registration().endpointID) {
             await perform(machine.endpointRemoved(reason: "deregistered by the user"))
         }
