@@ -84,9 +84,15 @@ struct DeviceKeysTests {
             let bobEndpoint = try await bobService.endpointID
             let aliceEndpoint = try await aliceService.endpointID
             #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
+            // Below the low-water mark: claimed by alice, and by bob's own user (each claimer gets
+            // a limited number of one-time KeyPackages an hour, then the last-resort one).
             let aliceToken = try await world.real.testToken(userID: "alice").token
-            for _ in 0..<(DeviceKeys.oneTimeTarget - DeviceKeys.lowWater + 1) {
-                _ = try await world.real.claimKeyPackages(token: aliceToken, endpointID: aliceEndpoint, userID: "bob")
+            let bobToken = try await world.real.testToken(userID: "bob").token
+            for index in 0..<(DeviceKeys.oneTimeTarget - DeviceKeys.lowWater + 1) {
+                let (token, endpoint) =
+                    index < DomainEngine.oneTimeClaimsPerUserPerHour
+                    ? (aliceToken, aliceEndpoint) : (bobToken, bobEndpoint)
+                _ = try await world.real.claimKeyPackages(token: token, endpointID: endpoint, userID: "bob")
             }
             #expect(try await Self.waitForKeyPackages(DeviceKeys.lowWater - 1, world.real, user: "bob", endpoint: bobEndpoint))
             // Below the low-water mark, the device tops up to the target at its next check.
@@ -107,6 +113,95 @@ struct DeviceKeysTests {
                 )
             }
             #expect(left.0 == 0 && left.1 == 0)
+        }
+    }
+
+    // MARK: Security review 8
+
+    /// A device up but idle for a month (its first KeyPackages past their 30 days) is still
+    /// invited: the domain hands out no one-time KeyPackage older than two weeks, nor counts it,
+    /// so the device's timer tops up, and rotates its last-resort one.
+    @Test func aDeviceIdleForAMonthIsStillInvitable() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date().addingTimeInterval(-31 * 86400))
+            let world = try ChatWorld(directory, clock: clock.wallClock)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
+            let firstLastResort = try store.queue.read { db in try DeviceKeys.lastResortMadeAt(db) }
+            clock.advance(by: 31 * 86400)
+            for (service, user) in [(aliceService, "alice"), (bobService, "bob")] {
+                await service.sendAuthToken(try await world.domain.testToken(userID: user).token, userIdentifier: user)
+            }
+            // Bob's device looks at its KeyPackages on its timer.
+            try await bob.messenger.ensureKeyPackages()
+            let rotated = try store.queue.read { db in try DeviceKeys.lastResortMadeAt(db) }
+            #expect(rotated != nil && rotated != firstLastResort, "the last-resort KeyPackage was replaced")
+            let bobToken = try await world.domain.testToken(userID: "bob").token
+            let fresh = try await world.domain.keyPackageCount(token: bobToken, endpointID: try await bobService.endpointID)
+            #expect(fresh == DeviceKeys.oneTimeTarget, "the one-time ones were topped up with fresh ones")
+            let chat = try await alice.startChat(with: ["bob"], subject: "A month later")
+            #expect(await waitFor("bob is in it") { bob.chats.value.map(\.chatID) == [chat.chatID] })
+        }
+    }
+
+    /// One user claiming another's KeyPackages again and again gets one-time ones only up to a
+    /// limit, then the last-resort one: the victim's one-time KeyPackages are not drained, and
+    /// another claimer still gets them.
+    @Test func noOneDrainsAnothersOneTimeKeyPackages() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (aliceService, _) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, _) = try await world.endpoint("bob", "bob-phone")
+            let (carolService, _) = try await world.endpoint("carol", "carol-phone")
+            let bobEndpoint = try await bobService.endpointID
+            #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
+            let carol = try await world.real.testToken(userID: "carol").token
+            let carolEndpoint = try await carolService.endpointID
+            var oneTime = 0
+            for _ in 0..<(DomainEngine.oneTimeClaimsPerUserPerHour + 5) {
+                let claimed = try await world.real.claimKeyPackages(token: carol, endpointID: carolEndpoint, userID: "bob")
+                oneTime += claimed.filter { !$0.lastResort }.count
+            }
+            #expect(oneTime == DomainEngine.oneTimeClaimsPerUserPerHour, "then the last-resort one")
+            #expect(DomainEngine.oneTimeClaimsPerUserPerHour < DeviceKeys.oneTimeTarget)
+            // Another claimer still gets a one-time KeyPackage.
+            let aliceToken = try await world.real.testToken(userID: "alice").token
+            let claimed = try await world.real.claimKeyPackages(
+                token: aliceToken, endpointID: try await aliceService.endpointID, userID: "bob")
+            #expect(claimed.map(\.lastResort) == [false])
+        }
+    }
+
+    /// After a device leaves a chat, a replay of the Welcome that added it (through its
+    /// last-resort KeyPackage, which it keeps) does not bring it back at the old epoch.
+    @Test func aReplayedWelcomeDoesNotRejoinALeftChat() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            // Bob's one-time KeyPackages are gone: the chat adds him with his last-resort one.
+            let aliceToken = try await world.real.testToken(userID: "alice").token
+            let aliceEndpoint = try await aliceService.endpointID
+            while try await world.real.claimKeyPackages(token: aliceToken, endpointID: aliceEndpoint, userID: "bob")
+                .contains(where: { !$0.lastResort })
+            {}
+            let events = EventRecorder(bob)
+            let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
+            #expect(await waitFor("bob joins") { bob.chats.value.first?.isActive == true })
+            try await bob.leaveChat(chat.chatID)
+            let welcome = try #require(
+                try await HostileDomainTests.mailbox(world, bobService, "bob").first {
+                    $0.kind == .welcome && $0.chatID == chat.chatID
+                })
+            try HostileDomainTests.inject(world, welcome, to: "bob")
+            try await bob.refresh()
+            #expect(
+                await waitFor("the replay is dropped") {
+                    events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } }
+                })
+            #expect(bob.chats.value.first?.isActive == false)
+            #expect(try await bob.messenger.storedGroup(chat.chatID) == nil)
         }
     }
 }

@@ -11,18 +11,22 @@ import Testing
 struct Devices {
     let directory: URL
     let domain: EmbeddedDomain
+    /// The wall clock of the domain and of every device's KeyPackages.
+    let clock: WallClock
 
-    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000), clock: WallClock = .system) throws {
         self.directory = directory
+        self.clock = clock
         domain = try EmbeddedDomain.create(
-            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "svc", policy: policy,
+            at: directory.appendingPathComponent("domain.sqlite").path, domainID: "svc", policy: policy, clock: clock,
             allowUnsafePasswordHashing: true)
     }
 
     func service(_ name: String) async throws -> BBMEnterpriseService {
         let store = try EndpointStore(directory: directory.appendingPathComponent(name))
         let service = BBMEnterpriseService(
-            store: store, endpointDescription: name, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50))
+            store: store, endpointDescription: name, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50),
+            clock: clock)
         try await service.start(domain: domain, environment: .sandbox)
         return service
     }

@@ -262,7 +262,11 @@ struct MessagingStoreTests {
             try s.saveGroup(Self.group("c2", epoch: 1), epochState: Data([1]))
             try s.deferEntry(Self.entry(6, chat: "c2"))
         }
-        try store.write { s in try s.leaveChat("c1") }
+        #expect(try store.read { s in try s.leftEpoch(chatID: "c1") } == nil)
+        try store.write { s in try s.leaveChat("c1", epoch: 1) }
+        #expect(try store.read { s in try s.leftEpoch(chatID: "c1") } == 1, "a Welcome at or before it is a replay")
+        try store.write { s in try s.leaveChat("c1", epoch: nil) }
+        #expect(try store.read { s in try s.leftEpoch(chatID: "c1") } == 1, "leaving again without a group keeps it")
         #expect(try store.read { s in try s.groupChats() } == ["c2"])
         #expect(try store.read { s in try s.pendingCommit(chatID: "c1", digest: Data([9])) } == nil)
         #expect(try store.read { s in try s.deferred(chatID: "c1") }.isEmpty)

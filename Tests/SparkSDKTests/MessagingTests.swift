@@ -14,8 +14,8 @@ import Testing
 struct ChatWorld {
     let devices: Devices
 
-    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
-        devices = try Devices(directory, policy: policy)
+    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000), clock: WallClock = .system) throws {
+        devices = try Devices(directory, policy: policy, clock: clock)
     }
 
     var domain: EmbeddedDomain { devices.domain }

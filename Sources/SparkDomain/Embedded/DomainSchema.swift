@@ -227,6 +227,13 @@ enum DomainSchema {
                 )
                 """)
         }
+        migrator.register("v12-key-package-claims") { db in
+            // The one-time KeyPackages each user claimed in the last hour, of which user: past a
+            // limit, a claimer gets the last-resort ones, so no one drains another's.
+            try db.execute(
+                "CREATE TABLE key_package_claims (claimer TEXT NOT NULL, target TEXT NOT NULL, claimed_at REAL NOT NULL)")
+            try db.execute("CREATE INDEX key_package_claims_by_claimer ON key_package_claims(claimer, claimed_at)")
+        }
         return migrator
     }
 }

@@ -220,6 +220,13 @@ enum PostgreSQLSchema {
             );
             """
         ),
+        (
+            "v12-key-package-claims",
+            """
+            CREATE TABLE key_package_claims (claimer TEXT NOT NULL, target TEXT NOT NULL, claimed_at DOUBLE PRECISION NOT NULL);
+            CREATE INDEX key_package_claims_by_claimer ON key_package_claims(claimer, claimed_at);
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

@@ -18,6 +18,9 @@ struct DeviceKeys {
     static let lowWater = 10
     /// How long a KeyPackage is valid (the domain hands out the oldest first).
     static let lifetime: TimeInterval = 30 * 86400
+    /// The last-resort KeyPackage is replaced this often (and the one-time ones are topped up
+    /// as the domain stops handing out old ones), so a device idle for weeks stays invitable.
+    static let lastResortRotation: TimeInterval = 7 * 86400
 
     enum Seal {
         static func signatureKey(_ user: String) -> String { "device_signer.signature_key/\(user)" }
@@ -75,15 +78,24 @@ struct DeviceKeys {
         let oneTime = try (0..<count).map { _ in try make(false) }
         var last: Data?
         if lastResort {
-            try db.execute("DELETE FROM key_package_bundles WHERE last_resort = 1")
+            // The previous last-resort one may be in a Welcome on its way: it is kept, as a
+            // one-time bundle, until used or expired.
+            try db.execute("UPDATE key_package_bundles SET last_resort = 0 WHERE last_resort = 1")
             last = try make(true)
         }
         return (oneTime, last)
     }
 
-    /// Whether a last-resort KeyPackage is kept.
-    static func hasLastResort(_ db: Database) throws -> Bool {
-        try db.scalar("SELECT count(*) FROM key_package_bundles WHERE last_resort = 1", as: Int.self) ?? 0 > 0
+    /// When the last-resort KeyPackage kept now was made (nil: none).
+    static func lastResortMadeAt(_ db: Database) throws -> Date? {
+        try db.scalar("SELECT max(created_at) FROM key_package_bundles WHERE last_resort = 1", as: Double?.self)
+            .flatMap { $0 }.map(Date.init(timeIntervalSince1970:))
+    }
+
+    /// Forgets the private halves of KeyPackages past their lifetime: nothing can use them.
+    static func forgetExpired(_ db: Database, now: Date) throws {
+        try db.execute(
+            "DELETE FROM key_package_bundles WHERE created_at < ?", [now.timeIntervalSince1970 - lifetime])
     }
 
     /// The private bundle of a KeyPackage this device published, if it still has it.

@@ -362,6 +362,10 @@ extension Messenger {
     private func reconcilePass(force: Bool) async {
         guard !stopped else { return }
         let clock = ContinuousClock()
+        // KeyPackages on a timer: a device that stays up tops up and rotates as they age.
+        if lastKeyPackageCheck.map({ clock.now - $0 >= Self.keyPackageCheckInterval }) ?? true {
+            try? await ensureKeyPackages()
+        }
         let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true
         if force || due {
             lastReconcile = clock.now

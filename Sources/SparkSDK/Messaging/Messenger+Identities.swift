@@ -120,19 +120,28 @@ extension Messenger {
     }
 
     /// Tops this device's one-time KeyPackages in the domain up to ``DeviceKeys/oneTimeTarget``
-    /// when fewer than ``DeviceKeys/lowWater`` are left, and publishes a last-resort one the
-    /// first time. The private halves are stored before the public ones leave.
+    /// when fewer than ``DeviceKeys/lowWater`` are left (the domain counts only those young
+    /// enough to hand out), and publishes a new last-resort one the first time and every
+    /// ``DeviceKeys/lastResortRotation``. The private halves are stored before the public ones
+    /// leave; those past their lifetime are forgotten. Runs at start and every
+    /// ``keyPackageCheckInterval`` after.
     func ensureKeyPackages() async throws {
         try requireRunning()
+        let now = clock.now()
+        lastKeyPackageCheck = ContinuousClock.now
         let token = try await token()
         let left = try await domainCall { try await domain.keyPackageCount(token: token, endpointID: endpointID) }
-        let needsLastResort = try read { db in try !DeviceKeys.hasLastResort(db) }
+        let needsLastResort = try write { db -> Bool in
+            try DeviceKeys.forgetExpired(db, now: now)
+            guard let made = try DeviceKeys.lastResortMadeAt(db) else { return true }
+            return now.timeIntervalSince(made) >= DeviceKeys.lastResortRotation
+        }
         guard left < DeviceKeys.lowWater || needsLastResort else { return }
         let signer = try deviceSigner()
         let count = left < DeviceKeys.lowWater ? DeviceKeys.oneTimeTarget - left : 0
         let sealer = self.sealer
         let made = try write { db in
-            try DeviceKeys.makeBundles(db, sealer: sealer, signer: signer, count: count, lastResort: needsLastResort, now: Date())
+            try DeviceKeys.makeBundles(db, sealer: sealer, signer: signer, count: count, lastResort: needsLastResort, now: now)
         }
         _ = try await domainCall {
             try await domain.publishKeyPackages(

@@ -268,7 +268,10 @@ extension Messenger {
         }
         // For another device (this user's or a member's): nothing to do here.
         guard let (reference, bundle) = found else { return Applied() }
-        if try read({ db in try self.store(db).groupVersion(chatID: entry.chatID) != nil }) {
+        let (inGroup, leftAt) = try read { db in
+            (try self.store(db).groupVersion(chatID: entry.chatID) != nil, try self.store(db).leftEpoch(chatID: entry.chatID))
+        }
+        if inGroup {
             throw MessagingError(.forged, "a Welcome to chat \(entry.chatID), which this device is in already: replayed")
         }
         let probe: ChatGroup
@@ -277,6 +280,13 @@ extension Messenger {
                 chatID: entry.chatID, welcome: entry.payload, bundle: bundle, validator: MLSAcceptAnyCredential())
         } catch {
             throw MessagingError(.forged, "a Welcome this device cannot open: \((error as? MLSError)?.reason ?? "\(error)")")
+        }
+        // A Welcome to the group as it was when this device left, or before: a replay (a new
+        // invitation comes with a later epoch).
+        if let leftAt, probe.group.epoch <= leftAt {
+            throw MessagingError(
+                .forged,
+                "a Welcome to chat \(entry.chatID) at epoch \(probe.group.epoch), which this device left at \(leftAt): replayed")
         }
         // Everyone in the group is looked up first (a first contact is met here).
         for user in probe.users where user != me { _ = try? await contactRecord(of: user, refresh: false) }

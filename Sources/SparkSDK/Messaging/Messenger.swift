@@ -104,6 +104,12 @@ actor Messenger {
     nonisolated let ownDevices: OwnDevices
     /// The devices of the user already announced as awaiting approval, this run.
     var announcedDevices: Set<String> = []
+    /// The wall clock KeyPackages are made and rotated by.
+    nonisolated let clock: WallClock
+    /// When the KeyPackages were last looked at (``ensureKeyPackages()``).
+    var lastKeyPackageCheck: ContinuousClock.Instant?
+    /// How often a running device looks at its KeyPackages.
+    static let keyPackageCheckInterval: Duration = .seconds(3600)
     /// The user's devices may have changed (at start, and on the domain's notice): the next
     /// reconcile pass looks at them even when no chat needs it, to announce a new one.
     var devicesChanged = true
@@ -154,8 +160,10 @@ actor Messenger {
     init(
         domain: any DomainService, store: EndpointStore, keys: UnlockedKeys, endpointID: String,
         token: @escaping @Sendable () async throws -> String, pollInterval: Duration,
-        ownDeviceApproval: OwnDeviceApproval = .required, onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
+        ownDeviceApproval: OwnDeviceApproval = .required, clock: WallClock = .system,
+        onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
     ) {
+        self.clock = clock
         self.onMailbox = onMailbox
         self.domain = domain
         self.queue = store.queue

@@ -80,17 +80,19 @@ public final class BBMEnterpriseService: Sendable {
     ///     happens and then reads at once.
     ///   - ownDeviceApproval: whether a new device of the user joins chats only once a device
     ///     the user has approves it (``OwnDeviceApproval/required``, the default).
+    ///   - clock: the wall clock this device's KeyPackages are made and rotated by.
     public convenience init(
         store: EndpointStore, endpointDescription: String, keyStorage: (any BBMKeyStorageProvider)? = nil,
         passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5),
-        pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required
+        pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required,
+        clock: WallClock = .system
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, storage: keyStorage, passcodeIterations: passcodeIterations)
             },
-            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval)
+            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock)
     }
 
     /// A service whose passcode blobs use a low PBKDF2 count, for tests.
@@ -98,26 +100,27 @@ public final class BBMEnterpriseService: Sendable {
     /// - Warning: blobs written this way are cheap to brute-force.
     public convenience init(
         store: EndpointStore, endpointDescription: String, unsafePasscodeIterations: Int, checkInInterval: Duration = .seconds(5),
-        pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required
+        pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required,
+        clock: WallClock = .system
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, unsafePasscodeIterations: unsafePasscodeIterations)
             },
-            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval)
+            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock)
     }
 
     private init(
         store: EndpointStore, endpointDescription: String, keyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval
+        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock
     ) {
         let auth = authOwner
         let connected = connectedOwner
         let started = startedOwner
         engine = ServiceEngine(
             store: store, endpointDescription: endpointDescription, makeKeyManager: keyManager, checkInInterval: checkInInterval,
-            pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval,
+            pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
             publish: { state in auth.value = state },
             setConnected: { value in connected.value = value },
             setStarted: { value in started.value = value })

@@ -37,13 +37,14 @@ actor ServiceEngine {
     private var messenger: Messenger?
     private let pollInterval: Duration
     private let ownDeviceApproval: OwnDeviceApproval
+    private let clock: WallClock
 
     private struct WeakListener { weak var listener: (any BBMConnectivityListener)? }
 
     init(
         store: EndpointStore, endpointDescription: String,
         makeKeyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval,
+        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
         publish: @escaping @Sendable (ServiceAuthState) -> Void, setConnected: @escaping @Sendable (Bool) -> Void,
         setStarted: @escaping @Sendable (Bool) -> Void
     ) {
@@ -53,6 +54,7 @@ actor ServiceEngine {
         self.checkInInterval = checkInInterval
         self.pollInterval = pollInterval
         self.ownDeviceApproval = ownDeviceApproval
+        self.clock = clock
         self.publishState = publish
         self.setConnected = setConnected
         self.setStarted = setStarted
@@ -315,7 +317,7 @@ actor ServiceEngine {
                         guard let self else { throw SetupError(.notStarted, "the service is gone") }
                         return try await self.currentToken()
                     }, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval,
-                    onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
+                    clock: clock, onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
                 self.messenger = messenger
                 await messenger.start()
             }

@@ -305,6 +305,10 @@ public final class EndpointStore: Sendable {
             // The user's devices this device trusts (OwnDevices): approved, or itself.
             try db.execute("CREATE TABLE own_devices (endpoint_id TEXT PRIMARY KEY, signature_key BLOB NOT NULL)")
         }
+        migrator.register("v9-left-epoch") { db in
+            // The epoch of the group this device left a chat at: a Welcome to it or before is a replay.
+            try db.execute("ALTER TABLE chats ADD COLUMN left_epoch INTEGER")
+        }
         return migrator
     }
 

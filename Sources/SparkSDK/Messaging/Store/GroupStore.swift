@@ -90,7 +90,7 @@ struct GroupStore: Sendable {
     /// This user left the chat: its group goes, with its pending work.
     func leave(_ store: some MessagingStore, chatID: String) throws {
         sessions.forget(chatID)
-        try store.leaveChat(chatID)
+        try store.leaveChat(chatID, epoch: try store.group(chatID: chatID)?.epoch)
     }
 
     /// Keeps the group after a commit this device is about to post: if the answer is lost (a

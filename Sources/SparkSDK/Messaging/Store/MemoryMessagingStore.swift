@@ -31,6 +31,7 @@ final class MemoryMessagingStore: Sendable {
         var messages: [String: Message] = [:]
         var chats: [String: Chat] = [:]
         var groups: [String: (record: GroupRecord, epochState: Data)] = [:]
+        var leftEpochs: [String: UInt64] = [:]
         var pendingCommits: [Data: PendingCommit] = [:]
         var deferred: [Int64: MailboxEntry] = [:]
         var departed: [String: Set<String>] = [:]
@@ -272,13 +273,16 @@ final class MemoryMessagingStore: Sendable {
             state.chats[chatID]?.lastActivity = max(chat.lastActivity, date)
         }
 
-        func leaveChat(_ chatID: String) throws {
+        func leaveChat(_ chatID: String, epoch: UInt64?) throws {
+            if let epoch, state.chats[chatID] != nil { state.leftEpochs[chatID] = epoch }
             state.groups[chatID] = nil
             state.deferred = state.deferred.filter { $0.value.chatID != chatID }
             state.departed[chatID] = nil
             state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
             state.chats[chatID]?.isActive = false
         }
+
+        func leftEpoch(chatID: String) throws -> UInt64? { state.leftEpochs[chatID] }
 
         // MARK: Groups
 

@@ -98,8 +98,11 @@ protocol MessagingStore {
     func setSubject(_ subject: String, chatID: String, at: Date) throws
     /// The chat's last activity is at least `at`.
     func touchChat(_ chatID: String, at: Date) throws
-    /// This user left the chat: it stays listed, inactive, and its group and pending work go.
-    func leaveChat(_ chatID: String) throws
+    /// This user left the chat (its group at `epoch`, when it had one): it stays listed,
+    /// inactive, and its group and pending work go.
+    func leaveChat(_ chatID: String, epoch: UInt64?) throws
+    /// The epoch of the group this device last left the chat at (nil: never left one).
+    func leftEpoch(chatID: String) throws -> UInt64?
 
     // MARK: Groups
 

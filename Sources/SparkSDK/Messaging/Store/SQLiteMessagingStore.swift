@@ -350,11 +350,19 @@ struct SQLiteMessagingStore: MessagingStore {
             "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?", [date.timeIntervalSince1970, chatID])
     }
 
-    func leaveChat(_ chatID: String) throws {
+    func leaveChat(_ chatID: String, epoch: UInt64?) throws {
         for table in ["chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits"] {
             try db.execute("DELETE FROM \(table) WHERE chat_id = ?", [chatID])
         }
-        try db.execute("UPDATE chats SET active = 0 WHERE chat_id = ?", [chatID])
+        try db.execute(
+            "UPDATE chats SET active = 0, left_epoch = coalesce(?, left_epoch) WHERE chat_id = ?",
+            [epoch.map { Int64(clamping: $0) }, chatID])
+    }
+
+    func leftEpoch(chatID: String) throws -> UInt64? {
+        try db.scalar("SELECT left_epoch FROM chats WHERE chat_id = ?", [chatID], as: Int64?.self).flatMap { $0 }.map {
+            UInt64(clamping: $0)
+        }
     }
 
     // MARK: Groups
