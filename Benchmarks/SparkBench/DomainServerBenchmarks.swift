@@ -30,7 +30,7 @@ enum DomainServerBenchmarks {
         defer { served.stop() }
         let users = 64
         let credentials = try SetupBenchmarks.blocking { () -> [(String, String)] in
-            try await served.administration().setPolicy(DomainPolicy(unlockAttemptsPerHour: 1000))
+            try await served.administration().setPolicy(DomainPolicy.bench)
             let domain = try served.client()
             var credentials: [(String, String)] = []
             for index in 0..<users {

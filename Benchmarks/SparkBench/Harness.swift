@@ -1,4 +1,5 @@
 import Foundation
+import SparkDomain
 
 /// One printed row: our number beside a reference's, measured in the same run.
 struct BenchmarkResult: Codable {
@@ -133,5 +134,15 @@ extension Harness {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         return String(decoding: output, as: UTF8.self)
+    }
+}
+
+extension DomainPolicy {
+    /// The benchmarks' domains: the default policy, but no per-user write limits (one user sends
+    /// thousands of messages a second here) and room for every passcode attempt a row makes.
+    static var bench: DomainPolicy {
+        DomainPolicy(
+            unlockAttemptsPerHour: 1000, postsPerMinute: 1_000_000, postedBytesPerMinute: 1 << 40,
+            commitsPerMinute: 1_000_000, chatsPerHour: 1_000_000)
     }
 }

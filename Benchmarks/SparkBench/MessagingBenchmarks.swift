@@ -67,7 +67,7 @@ enum MessagingBenchmarks {
             makeDomain = open
         } else {
             let domainPath = directory.appendingPathComponent("domain.sqlite").path
-            _ = try EmbeddedDomain.create(at: domainPath, domainID: "bench")
+            _ = try EmbeddedDomain.create(at: domainPath, domainID: "bench", policy: .bench)
             domainArgument = domainPath
             makeDomain = { try EmbeddedDomain.open(at: domainPath) }
         }
@@ -239,7 +239,8 @@ enum MessagingBenchmarks {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let result = try SetupBenchmarks.blocking { () -> StoreLatest in
-            let domain = try EmbeddedDomain.create(at: directory.appendingPathComponent("domain.sqlite").path, domainID: "bench")
+            let domain = try EmbeddedDomain.create(
+                at: directory.appendingPathComponent("domain.sqlite").path, domainID: "bench", policy: .bench)
             _ = try await setUp("bob", directory: directory, domain: domain)
             // The bench knows alice's store key, so that it can seal the bulk rows itself in the
             // store's format (docs/FORMATS.md, "Secrets at rest").

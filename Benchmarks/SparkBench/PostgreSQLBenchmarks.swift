@@ -107,7 +107,7 @@ enum PostgreSQLBenchmarks {
         defer { cluster.stop() }
         let conninfo = try cluster.database("bench")
         let store = try PostgreSQLDomainStore(conninfo: conninfo, connections: 8)
-        try DomainEngine.create(in: store, domainID: "bench", policy: DomainPolicy())
+        try DomainEngine.create(in: store, domainID: "bench", policy: .bench)
         let engine = try DomainEngine(store: store, location: "bench", passcodeKeys: .generate())
         let token = try SetupBenchmarks.blocking { () -> String in
             let alice = try await engine.testToken(userID: "alice").token

@@ -18,7 +18,7 @@ enum SetupBenchmarks {
         defer { try? FileManager.default.removeItem(at: directory) }
         let domain = try EmbeddedDomain.create(
             at: directory.appendingPathComponent("domain.sqlite").path, domainID: "bench",
-            policy: DomainPolicy(unlockAttemptsPerHour: 1000))
+            policy: DomainPolicy.bench)
         return try await body(directory, domain)
     }
 
@@ -60,7 +60,7 @@ enum SetupBenchmarks {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (ours, reference) = try blocking { () -> (Double, Double) in
-            try await served.administration().setPolicy(DomainPolicy(unlockAttemptsPerHour: 1000))
+            try await served.administration().setPolicy(DomainPolicy.bench)
             let domain = try served.client()
             let token = try await domain.testToken(userID: "alice").token
             // Five devices in turn: the daemon allows each endpoint ten blob reads a minute.
@@ -137,7 +137,7 @@ enum SetupBenchmarks {
     static func withPersistentDomain() async throws -> (URL, String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-\(UUID().uuidString)")
         let path = directory.appendingPathComponent("domain.sqlite").path
-        let domain = try EmbeddedDomain.create(at: path, domainID: "bench")
+        let domain = try EmbeddedDomain.create(at: path, domainID: "bench", policy: .bench)
         let store = try EndpointStore(directory: directory.appendingPathComponent("device"))
         let manager = BBMTestTokenManager(domain: domain, store: store)
         let account = try await manager.signIn(userID: "alice")

@@ -47,7 +47,8 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
         public static let codeInvalid = Code(rawValue: "codeInvalid")
         /// The activation or reset code has expired or used up its tries: request a new one.
         public static let codeExpired = Code(rawValue: "codeExpired")
-        /// Too many failed attempts: wait ``DomainError/retryAfter`` seconds.
+        /// Too many failed attempts, or more writes than the policy allows a user: wait
+        /// ``DomainError/retryAfter`` seconds.
         public static let tooManyAttempts = Code(rawValue: "tooManyAttempts")
 
         // Endpoints and keys

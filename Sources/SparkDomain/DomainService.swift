@@ -251,6 +251,15 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     /// follow its chats' groups past a deleted commit, and is removed and added again by another
     /// device of its user (or, with none, set up again).
     public var mailboxRetention: Int
+    /// Posts (messages, events, receipts) one user may make a minute, per instance (600).
+    public var postsPerMinute: Int
+    /// Bytes one user's posts may write into mailboxes a minute (each post's payload times its
+    /// recipients), per instance (256 MiB).
+    public var postedBytesPerMinute: Int
+    /// Commits one user may post a minute, per instance (120).
+    public var commitsPerMinute: Int
+    /// Chats one user may create an hour, per instance (100).
+    public var chatsPerHour: Int
 
     /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
     /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
@@ -260,7 +269,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         passwordIterations: Int = PasswordHasher.owaspIterations, tokenLifetime: Int = 3600,
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
         codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10,
-        identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400
+        identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400,
+        postsPerMinute: Int = 600, postedBytesPerMinute: Int = 256 << 20, commitsPerMinute: Int = 120, chatsPerHour: Int = 100
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
         self.maximumEndpoints = maximumEndpoints
@@ -276,6 +286,10 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.identityResetDelay = identityResetDelay
         self.codeAttemptsPerHour = codeAttemptsPerHour
         self.mailboxRetention = mailboxRetention
+        self.postsPerMinute = postsPerMinute
+        self.postedBytesPerMinute = postedBytesPerMinute
+        self.commitsPerMinute = commitsPerMinute
+        self.chatsPerHour = chatsPerHour
     }
 
     /// Decodes a stored policy; settings added after it was stored take their defaults.
@@ -299,6 +313,10 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         identityResetDelay = try value(.identityResetDelay, defaults.identityResetDelay)
         codeAttemptsPerHour = try value(.codeAttemptsPerHour, defaults.codeAttemptsPerHour)
         mailboxRetention = try value(.mailboxRetention, defaults.mailboxRetention)
+        postsPerMinute = try value(.postsPerMinute, defaults.postsPerMinute)
+        postedBytesPerMinute = try value(.postedBytesPerMinute, defaults.postedBytesPerMinute)
+        commitsPerMinute = try value(.commitsPerMinute, defaults.commitsPerMinute)
+        chatsPerHour = try value(.chatsPerHour, defaults.chatsPerHour)
     }
 
     /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations
@@ -322,5 +340,10 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         try check((0...(90 * 86400)).contains(identityResetDelay), "identityResetDelay must be 0...90 days")
         try check((1...100).contains(codeAttemptsPerHour), "codeAttemptsPerHour must be 1...100")
         try check((3600...(365 * 86400)).contains(mailboxRetention), "mailboxRetention must be 1 hour...1 year")
+        try check((1...1_000_000).contains(postsPerMinute), "postsPerMinute must be 1...1,000,000")
+        try check(
+            ((1 << 20)...(1 << 40)).contains(postedBytesPerMinute), "postedBytesPerMinute must be 1 MiB...1 TiB")
+        try check((1...1_000_000).contains(commitsPerMinute), "commitsPerMinute must be 1...1,000,000")
+        try check((1...1_000_000).contains(chatsPerHour), "chatsPerHour must be 1...1,000,000")
     }
 }

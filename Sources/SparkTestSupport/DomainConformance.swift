@@ -54,6 +54,7 @@ public enum DomainConformance {
         Check(description: "key packages", run: keyPackages),
         Check(description: "commit ordering", run: commitOrdering),
         Check(description: "chats and retries", run: chats),
+        Check(description: "per-user write limits", run: writeLimits),
         Check(description: "mailboxes and long-polls", run: mailboxes),
         Check(description: "moderation", run: moderation),
         Check(description: "accounts", run: accounts),
@@ -301,7 +302,7 @@ public enum DomainConformance {
                 try await service.deregisterEndpoint(token: token, endpointID: remover, target: target, signature: signature)
             }
         }
-        try await expectRefused(.forbidden, "a new device replacing the approved laptop") {
+        try await expectRefused(.conflict, "a new device replacing the approved laptop") {
             try await service.registerEndpoint(
                 token: token, registration: .init(endpointID: "new", description: "new", replacing: "laptop"))
         }
@@ -731,6 +732,89 @@ public enum DomainConformance {
         }
         let (newer, _) = try identity("alice", version: 2)
         try await service.publishIdentity(token: alice.token, endpointID: alice.endpoint, identity: newer)
+    }
+
+    /// One token fills no one's mailbox: past the policy's posts, bytes, commits or chats for a
+    /// user, a call is refused (429, with the seconds to wait) and writes nothing; other users are
+    /// not held back, and a retry of an accepted post is answered as before.
+    static func writeLimits(_ domain: DomainUnderTest) async throws {
+        var policy = try await domain.service.policy()
+        policy.postsPerMinute = 3
+        policy.commitsPerMinute = 2
+        policy.chatsPerHour = 2
+        try await domain.admin.setPolicy(policy)
+        let service = domain.service
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        func refusedWithWait(_ what: String, _ body: () async throws -> Void) async throws {
+            do {
+                try await body()
+                throw ConformanceFailure("\(what) was not refused")
+            } catch let error as DomainError {
+                try expect(
+                    error.code == .tooManyAttempts && (error.retryAfter ?? 0) >= 1,
+                    "\(what) was refused with \(error.code), retry after \(String(describing: error.retryAfter))")
+            }
+        }
+        let chat = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "q1", participants: ["bob"])
+        _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "q2", participants: ["bob"])
+        try await refusedWithWait("a third chat in the hour") {
+            _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "q3", participants: ["bob"])
+        }
+        try await expectRefused(.notFound, "the refused chat") {
+            try await service.chat(token: alice.token, endpointID: alice.endpoint, chatID: "q3")
+        }
+        for index in 0..<3 {
+            _ = try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: chat.chatID, kind: .message,
+                payload: Data([UInt8(index)]),
+                recipient: nil, clientID: "m\(index)")
+        }
+        try await refusedWithWait("a fourth post in the minute") {
+            _ = try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: chat.chatID, kind: .message, payload: Data([9]),
+                recipient: nil, clientID: "m9")
+        }
+        let retried = try await service.post(
+            token: alice.token, endpointID: alice.endpoint, chatID: chat.chatID, kind: .message, payload: Data([0]),
+            recipient: nil, clientID: "m0")
+        try expect(retried.messageNumber == 1, "a retry of an accepted post is answered: \(retried)")
+        let bobPost = try await service.post(
+            token: bob.token, endpointID: bob.endpoint, chatID: chat.chatID, kind: .message, payload: Data([7]), recipient: nil,
+            clientID: nil)
+        try expect(bobPost.messageNumber == 4, "bob is not held back, and the refused post took no number: \(bobPost)")
+        for epoch in 0..<2 {
+            _ = try await service.postCommit(
+                token: bob.token, endpointID: bob.endpoint, chatID: chat.chatID, epoch: Int64(epoch),
+                commit: Data([1, UInt8(epoch)]),
+                welcome: nil, add: [], remove: [])
+        }
+        try await refusedWithWait("a third commit in the minute") {
+            _ = try await service.postCommit(
+                token: bob.token, endpointID: bob.endpoint, chatID: chat.chatID, epoch: 2, commit: Data([1, 2]), welcome: nil,
+                add: [], remove: [])
+        }
+        let info = try await service.chat(token: bob.token, endpointID: bob.endpoint, chatID: chat.chatID)
+        try expect(info.epoch == 2, "the refused commit moved nothing: \(info.epoch)")
+        // Bytes: each post's payload times its recipients.
+        policy.postsPerMinute = 1000
+        policy.postedBytesPerMinute = 1 << 20
+        try await domain.admin.setPolicy(policy)
+        let carol = try await user(domain, "carol")
+        let big = try await service.createChat(
+            token: carol.token, endpointID: carol.endpoint, chatID: "q4", participants: ["bob"])
+        let payload = Data(repeating: 7, count: 60_000)
+        var accepted = 0
+        for _ in 0..<12 {
+            do {
+                _ = try await service.post(
+                    token: carol.token, endpointID: carol.endpoint, chatID: big.chatID, kind: .message, payload: payload,
+                    recipient: nil, clientID: nil)
+                accepted += 1
+            } catch let error as DomainError where error.code == .tooManyAttempts { break }
+        }
+        try expect(accepted == (1 << 20) / (2 * 60_000), "posts of 60 KB to two members up to 1 MiB: \(accepted)")
     }
 
     static func chats(_ domain: DomainUnderTest) async throws {

@@ -418,7 +418,8 @@ struct GroupMessagingTests {
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             // 248 more users with published identities and a device each (registered, keys and a
-            // KeyPackage made directly).
+            // last-resort KeyPackage made directly: past 200 one-time claims an hour, a claimer
+            // gets the last-resort ones).
             let others = (1...248).map { "user\($0)" }
             var random = MLSSystemRandom()
             for user in others {
@@ -434,7 +435,7 @@ struct GroupMessagingTests {
                 let bundle = try MLSKeyPackageBundle(
                     signer: MLSSigner(credential: credential.mlsCredential, key: device), now: Date(), random: &random)
                 _ = try await world.domain.publishKeyPackages(
-                    token: token, endpointID: "e-\(user)", keyPackages: [bundle.keyPackage], lastResort: nil)
+                    token: token, endpointID: "e-\(user)", keyPackages: [], lastResort: bundle.keyPackage)
             }
             let group = try await alice.startChat(with: ["bob"] + others, subject: "Everyone")
             #expect(group.participants.count == 250)

@@ -74,6 +74,7 @@ extension DomainEngine {
                         .conflict,
                         "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
                 }
+                try usage.charge(user, .commit, now: clockNow, policy: try policy(in: db))
                 // A commit that adds or removes no one (an update) needs no admin and changes no members.
                 var change: (before: ChatInfo, after: ChatInfo)?
                 if !add.isEmpty || !remove.isEmpty {

@@ -62,7 +62,7 @@ extension DomainEngine {
                         let graph = DeviceApprovalGraph(registered, user: user, identityKey: identityKey)
                         if graph.approvedFromOldest.contains(where: { $0.endpointID == replaced }) {
                             throw DomainError(
-                                .forbidden,
+                                .conflict,
                                 "\(replaced) is an approved device: remove it from another approved device, or ask the operator")
                         }
                     }

@@ -36,6 +36,7 @@ extension DomainEngine {
                 }
                 if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
                 try Self.requireRegistered(db, members.filter { $0 != user })
+                try usage.charge(user, .chat, now: now, policy: try policy(in: db))
                 try db.execute(
                     "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
                     [chatID, user, now.timeIntervalSince1970])
@@ -154,6 +155,7 @@ extension DomainEngine {
                 } else {
                     audience = info.members.map(\.userID)
                 }
+                try usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: try policy(in: db))
                 try Self.append(
                     db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: payload,
                     members: nil,

@@ -38,6 +38,8 @@ public final class DomainEngine: DomainService {
     /// The policy and the token validator as last built here, with the stored rows they were
     /// built from (see `validator()`).
     let settings = Locked<Settings?>(nil)
+    /// What each user wrote lately, against the policy's limits.
+    let usage = UsageLimits()
     /// The long-polls waiting in this process, woken per user by the posts that reach them.
     public let mailboxWaiters = MailboxWaiters()
     /// When each endpoint's mailbox cursor was last recorded, and where it was (see `pruneMailbox`).
@@ -185,6 +187,11 @@ public final class DomainEngine: DomainService {
     func currentPolicy() throws -> DomainPolicy {
         let json = try Self.storage { try store.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
         return try policy(json)
+    }
+
+    /// The domain's policy as the transaction `db` reads it.
+    func policy(in db: any DomainStatements) throws -> DomainPolicy {
+        try policy(try db.scalar("SELECT policy FROM domain", as: String.self))
     }
 
     /// The policy stored as `json`, decoded once per change of the text (every request reads

@@ -118,7 +118,8 @@ public enum OpenAPIDocument {
                     "maximumEndpoints", "passwordIterations", "tokenLifetime", "refreshTokenLifetime", "activationCodeLifetime",
                     "resetCodeLifetime", "codeAttempts", "loginAttemptsBeforeThrottle", "unlockAttemptsPerHour",
                     "identityResetDelay",
-                    "codeAttemptsPerHour", "mailboxRetention",
+                    "codeAttemptsPerHour", "mailboxRetention", "postsPerMinute", "postedBytesPerMinute", "commitsPerMinute",
+                    "chatsPerHour",
                 ].map { ($0, WireSchema.integer, false) }),
         "IssuedToken": .object([("token", .string, true), ("expiresAt", .time, true), ("refreshToken", .string, false)]),
         "SignUpRequest": .object([

@@ -157,7 +157,9 @@ extension Messenger {
     }
 
     /// Domain failures that say nothing about what was sent: retry later.
-    static let transientDomainCodes: [DomainError.Code] = [.storageFailure, .unavailable, .tokenExpired]
+    /// The domain's refusals that pass: a post over the user's limits (`tooManyAttempts`) stays in
+    /// the outbox and goes once the window ends.
+    static let transientDomainCodes: [DomainError.Code] = [.storageFailure, .unavailable, .tokenExpired, .tooManyAttempts]
 
     /// Whether applying an entry failed for a reason outside the entry (the store, the domain or
     /// the token, the messenger stopping, or the read was cancelled), so that it must be read
