@@ -22,10 +22,13 @@ final class ScriptedHandler: SetupHandler {
     let reset: Bool
     let confirm: Bool
     let requests = Locked<[PasscodeRequest]>([])
-    init(passcodes: [String], reset: Bool = false, confirm: Bool = true) {
+    /// Which endpoint to remove when the list is full (the first listed by default).
+    let remove: String?
+    init(passcodes: [String], reset: Bool = false, confirm: Bool = true, remove: String? = nil) {
         self.passcodes = Locked(passcodes)
         self.reset = reset
         self.confirm = confirm
+        self.remove = remove
     }
     func passcode(for request: PasscodeRequest) async -> PasscodeAnswer? {
         requests.withLock { $0.append(request) }
@@ -33,7 +36,7 @@ final class ScriptedHandler: SetupHandler {
         return reset && request.kind == .existing ? .reset(newPasscode: next) : .passcode(next)
     }
     func confirmDeviceSwitch(active endpoints: [EndpointInfo]) async -> Bool { confirm }
-    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? { endpoints.first?.endpointID }
+    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? { remove ?? endpoints.first?.endpointID }
 }
 
 @Suite("BBMAuthController and LoginManager")

@@ -97,14 +97,28 @@ struct SetupDriverTests {
 
     @Test func aFullUserRemovesTheEndpointTheHandlerPicks() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let devices = try Devices(directory, policy: DomainPolicy(maximumEndpoints: 1, passwordIterations: 1000))
+            let devices = try Devices(directory, policy: DomainPolicy(maximumEndpoints: 2, passwordIterations: 1000))
             let a = try await devices.service("a")
             _ = try await devices.begin(a)
             try await a.completeSetup(using: ScriptedHandler(passcodes: ["first-passcode"]))
+            // A device that registered and never finished setup (nothing approved it).
+            let token = try await devices.domain.testToken(userID: "alice").token
+            _ = try await devices.domain.registerEndpoint(
+                token: token, registration: .init(endpointID: "stray", description: "x"))
             let b = try await devices.service("b")
             #expect(try await devices.begin(b).setupState == .full)
-            #expect(try await b.completeSetup(using: ScriptedHandler(passcodes: ["first-passcode"])).setupState == .success)
-            #expect(try await b.endpoints().map(\.description) == ["b"])
+            #expect(
+                try await b.completeSetup(using: ScriptedHandler(passcodes: ["first-passcode"], remove: "stray")).setupState
+                    == .success)
+            #expect(try await b.endpoints().map(\.description) == ["a", "b"])
+            // The user's approved device is not a new device's to remove (a stolen token could).
+            let c = try await devices.service("c")
+            #expect(try await devices.begin(c).setupState == .full)
+            await #expect(throws: SetupError(.refused, "", domainCode: .conflict)) {
+                try await c.completeSetup(using: ScriptedHandler(passcodes: ["first-passcode"]))
+            }
+            #expect(c.authState.value.setupError?.reason.contains("is an approved device") == true)
+            #expect(try await b.endpoints().map(\.description) == ["a", "b"])
         }
     }
 
