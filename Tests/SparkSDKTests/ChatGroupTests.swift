@@ -143,6 +143,26 @@ struct ChatGroupTests {
         #expect(world.groups["bob"]!.group.epochAuthenticator == world.groups["alice"]!.group.epochAuthenticator)
     }
 
+    /// Security review 4: a ReInit ends the group for every member, so only an admin's is
+    /// applied; a member's is dropped and the group goes on.
+    @Test func onlyAnAdminReInitializesTheGroup() throws {
+        var world = try World()
+        func reInit(by name: String) throws -> Data {
+            try world.groups[name]!.group.commit(reInitializingAs: Data("new".utf8), now: world.now, random: &world.random).commit
+        }
+        let epoch = world.groups["bob"]!.group.epoch
+        let byCarol = try reInit(by: "carol")
+        #expect(
+            world.receive(World.entry(.commit, byCarol, from: "carol", epoch: epoch), at: "bob")
+                == .drop("carol is not an admin: only an admin re-initializes the chat's group"))
+        #expect(world.groups["bob"]!.group.isActive && world.groups["bob"]!.group.epoch == epoch)
+        let byAlice = try reInit(by: "alice")
+        #expect(
+            world.receive(World.entry(.commit, byAlice, from: "alice", epoch: epoch), at: "bob")
+                == .commit(added: [], removed: [], by: .init(user: "alice", device: "laptop")))
+        #expect(!world.groups["bob"]!.group.isActive)
+    }
+
     @Test func aRemovedDeviceReadsNothingAfterItsRemovalEvenWithItsOldState() throws {
         var world = try World()
         let carolBefore = world.groups["carol"]!

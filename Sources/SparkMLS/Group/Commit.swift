@@ -146,6 +146,21 @@ extension MLSGroup {
             list, withPath: needsPath, sender: .member(ownLeaf), initSecret: secrets.initSecret, random: &random)
     }
 
+    /// A commit that re-initializes the group as `groupID` with the same version and suite (a
+    /// ReInit by value, §12.1.5): the group it moves to is inactive for every member.
+    public func commit(reInitializingAs groupID: Data, now: Date, random: inout some MLSRandomSource) throws
+        -> MLSCommitResult
+    {
+        try requireActive()
+        let list = [
+            ResolvedProposal(
+                proposal: .reInit(groupID: groupID, version: 1, cipherSuite: suite.rawValue, extensions: []),
+                sender: .member(ownLeaf), reference: nil)
+        ]
+        try validateProposalList(list, committer: ownLeaf, hasPath: true, now: now)
+        return try makeCommit(list, withPath: true, sender: .member(ownLeaf), initSecret: secrets.initSecret, random: &random)
+    }
+
     /// Builds and signs a commit of `list` from this member (or from a new member, for an
     /// external commit) and moves a copy of the group to the new epoch.
     func makeCommit(

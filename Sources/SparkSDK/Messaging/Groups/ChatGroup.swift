@@ -17,7 +17,8 @@ import SparkMLS
 /// - The chat's admins are a group context extension every member holds the same
 ///   (``adminsExtensionType``): a commit that adds or removes another user's devices, or changes
 ///   the admins, is applied only when an admin made it (a user may add and remove their own
-///   devices). The domain enforces the same rule on the commits it orders.
+///   devices). The domain enforces the same rule on the commits it orders. So is a commit that
+///   re-initializes the group (a ReInit), which would end the chat's group for every member.
 struct ChatGroup: Sendable {
     /// A device in the group: its user and endpoint, from its cross-signed credential.
     struct Device: Hashable, Sendable, Comparable {
@@ -236,6 +237,9 @@ struct ChatGroup: Sendable {
             let othersChanged = (added + removed).contains { $0.user != sender.user }
             guard !(othersChanged || candidate.admins != adminsBefore) || adminsBefore.contains(sender.user) else {
                 return .drop("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
+            }
+            guard next.isActive || adminsBefore.contains(sender.user) else {
+                return .drop("\(sender.user) is not an admin: only an admin re-initializes the chat's group")
             }
             group = next
             return .commit(added: added, removed: removed, by: sender)
