@@ -39,6 +39,7 @@ extension DomainEngine {
         remove: [String]
     ) async throws -> Int64 {
         let user = try await validate(token: token).userID
+        let policy = try requestPolicy()
         guard (1...Self.maximumWelcomeSize).contains(commit.count) else {
             throw DomainError(.tooLarge, "a commit is 1 to \(Self.maximumWelcomeSize) bytes")
         }
@@ -74,7 +75,7 @@ extension DomainEngine {
                         .conflict,
                         "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
                 }
-                try usage.charge(user, .commit, now: clockNow, policy: try policy(in: db))
+                try usage.charge(user, .commit, now: clockNow, policy: policy)
                 // A commit that adds or removes no one (an update) needs no admin and changes no members.
                 var change: (before: ChatInfo, after: ChatInfo)?
                 if !add.isEmpty || !remove.isEmpty {

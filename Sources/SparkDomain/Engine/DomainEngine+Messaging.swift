@@ -15,6 +15,7 @@ extension DomainEngine {
         token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
     ) async throws -> ChatInfo {
         let user = try await validate(token: token).userID
+        let policy = try requestPolicy()
         guard Self.isValidIdentifier(chatID, maximum: 64) else {
             throw DomainError(.invalidRequest, "a chat id is 1 to 64 of a-z, A-Z, 0-9, '-', '_'")
         }
@@ -36,7 +37,7 @@ extension DomainEngine {
                 }
                 if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
                 try Self.requireRegistered(db, members.filter { $0 != user })
-                try usage.charge(user, .chat, now: now, policy: try policy(in: db))
+                try usage.charge(user, .chat, now: now, policy: policy)
                 try db.execute(
                     "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
                     [chatID, user, now.timeIntervalSince1970])
@@ -103,6 +104,7 @@ extension DomainEngine {
         token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
     ) async throws -> PostReceipt {
         let user = try await validate(token: token).userID
+        let policy = try requestPolicy()
         guard payload.count <= Self.maximumPayloadSize else {
             throw DomainError(.tooLarge, "the payload is \(payload.count) bytes; at most \(Self.maximumPayloadSize)")
         }
@@ -155,7 +157,7 @@ extension DomainEngine {
                 } else {
                     audience = info.members.map(\.userID)
                 }
-                try usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: try policy(in: db))
+                try usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: policy)
                 try Self.append(
                     db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: payload,
                     members: nil,

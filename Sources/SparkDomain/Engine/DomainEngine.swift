@@ -189,9 +189,11 @@ public final class DomainEngine: DomainService {
         return try policy(json)
     }
 
-    /// The domain's policy as the transaction `db` reads it.
-    func policy(in db: any DomainStatements) throws -> DomainPolicy {
-        try policy(try db.scalar("SELECT policy FROM domain", as: String.self))
+    /// The policy as this request's token check read it (``validator()`` reads the row on every
+    /// request), without reading it again.
+    func requestPolicy() throws -> DomainPolicy {
+        if let policy = settings.withLock({ $0?.policy }) { return policy }
+        return try currentPolicy()
     }
 
     /// The policy stored as `json`, decoded once per change of the text (every request reads
