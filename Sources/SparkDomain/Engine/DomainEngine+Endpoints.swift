@@ -122,11 +122,7 @@ extension DomainEngine {
         let user = try await caller(token: token, endpointID: endpointID)
         try storage {
             try store.write { db in
-                guard
-                    try db.scalar(
-                        "SELECT count(*) FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
-                        [target, user], as: Int.self) == 1
-                else { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
+                try Self.requireRegistered(db, endpoint: target, of: user)
                 if target != endpointID {
                     try Self.requireApprovedRemover(db, user: user, remover: endpointID, target: target, signature: signature)
                 }
@@ -175,11 +171,7 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         try storage {
             try store.write { db in
-                guard
-                    try db.scalar(
-                        "SELECT count(*) FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
-                        [target, user], as: Int.self) == 1
-                else { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
+                try Self.requireRegistered(db, endpoint: target, of: user)
                 try db.execute(
                     """
                     INSERT INTO endpoint_approvals(approved_id, approver_id, approval) VALUES (?, ?, ?)
@@ -329,6 +321,15 @@ extension DomainEngine {
     }
 
     // MARK: Helpers
+
+    /// Refuses `target` unless it is one of `user`'s registered endpoints.
+    static func requireRegistered(_ db: any DomainStatements, endpoint target: String, of user: String) throws {
+        guard
+            try db.scalar(
+                "SELECT count(*) FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
+                [target, user], as: Int.self) == 1
+        else { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
+    }
 
     /// Refuses the removal of `target` unless `remover` is one of the user's devices approved from
     /// their oldest (by the credentials and approvals the devices published) and `signature` is

@@ -24,8 +24,9 @@ extension Messenger {
         let signer = try deviceSigner()
         let (ownDevices, myKey) = (self.ownDevices, signer.signatureKey)
         let view = try write { db -> OwnDevices.View in
-            let view = ownDevices.evaluate(endpoints, myKey: myKey, remembered: try OwnDevices.remembered(db))
-            try OwnDevices.remember(db, view.trusted)
+            let remembered = try OwnDevices.remembered(db)
+            let view = ownDevices.evaluate(endpoints, myKey: myKey, remembered: remembered)
+            if view.trusted != remembered { try OwnDevices.remember(db, view.trusted) }
             return view
         }
         let mine = endpoints.first { $0.endpointID == endpointID }
