@@ -103,7 +103,7 @@ public final class BBMAccess: Sendable {
     // MARK: This user's devices
 
     /// The user's devices, each with its approval as this device sees it: a device awaiting
-    /// approval (``EndpointApproval/awaitingApproval(code:)``) joins no chat and gets no history.
+    /// approval (`EndpointApproval.awaitingApproval(code:)`) joins no chat and gets no history.
     public func devices() async throws -> [EndpointInfo] { try await messenger.devices() }
 
     /// The code this device and the user's device `endpointID` both show when one approves the
@@ -113,7 +113,7 @@ public final class BBMAccess: Sendable {
     }
 
     /// Approves the user's device `endpointID` once this screen and the device's show the same
-    /// `code` (``EndpointApproval/awaitingApproval(code:)``, or the code in
+    /// `code` (`EndpointApproval.awaitingApproval(code:)`, or the code in
     /// ``MessagingEvent/deviceAwaitingApproval(endpointID:code:)``). The approval is signed by
     /// this device, so the user's other devices follow it without asking; the device is added to
     /// every chat and gets its history. Approving one's older device in turn lets this device

@@ -210,7 +210,7 @@ public final class BBMEnterpriseService: Sendable {
 
     /// The user's registered endpoints (each with its description, nickname and last check-in),
     /// and once set up, whether each is approved as this device sees it
-    /// (``EndpointInfo/approval``: a device awaiting approval carries the code to compare).
+    /// (`EndpointInfo.approval`: a device awaiting approval carries the code to compare).
     public func endpoints() async throws -> [EndpointInfo] { try await engine.endpoints() }
 
     /// Gives one of the user's endpoints a nickname.
