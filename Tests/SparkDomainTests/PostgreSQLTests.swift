@@ -117,9 +117,11 @@ struct PostgreSQLTests {
         _ = try await first.registerEndpoint(token: bobsToken, registration: .init(endpointID: "b1", description: "b"))
         _ = try await first.createChat(token: alice, endpointID: "a1", chatID: "c", participants: ["bob"])
 
-        // 40 posts, each sent twice at once (a retry racing the original), once through each engine.
+        // 150 posts, each sent twice at once (a retry racing the original), once through each
+        // engine: enough pairs that, without the chat's lock, some pair interleaves every run.
+        let posts = 150
         let receipts = try await withThrowingTaskGroup(of: (String, Int64?).self) { group in
-            for index in 0..<80 {
+            for index in 0..<(2 * posts) {
                 let engine = engines[index % 2]
                 let clientID = "m\(index / 2)"
                 group.addTask {
@@ -135,11 +137,11 @@ struct PostgreSQLTests {
         }
         var byClient: [String: Set<Int64>] = [:]
         for (client, number) in receipts { byClient[client, default: []].insert(number ?? -1) }
-        #expect(byClient.count == 40 && byClient.values.allSatisfy { $0.count == 1 }, "a repeated post gets its first number")
-        #expect(Set(byClient.values.flatMap { $0 }) == Set(1...40), "numbers 1…40, each once")
+        #expect(byClient.count == posts && byClient.values.allSatisfy { $0.count == 1 }, "a repeated post gets its first number")
+        #expect(Set(byClient.values.flatMap { $0 }) == Set(1...Int64(posts)), "numbers 1…150, each once")
         let entries = try await second.readMailbox(token: alice, endpointID: "a1", after: 0, limit: 1000)
         let messages = entries.filter { $0.kind == .message }
-        #expect(messages.count == 40 && Set(messages.compactMap(\.messageNumber)) == Set(1...40))
+        #expect(messages.count == posts && Set(messages.compactMap(\.messageNumber)) == Set(1...Int64(posts)))
         #expect(Set(entries.map(\.sequence)).count == entries.count, "mailbox sequences unique")
 
         // Compare-and-swap on a key blob: of eight writers of a new blob, one wins.
