@@ -138,9 +138,13 @@ public protocol DomainService: Sendable {
     /// The commit goes to every member before and after, `welcome` to the users in `add`, and
     /// `add`/`remove` change the members as ``updateMembers(token:endpointID:chatID:add:remove:posts:)``
     /// does (admins only, but anyone may remove themselves). Returns the chat's new epoch.
+    ///
+    /// With `replacingRefused`, the commit takes the place of every commit ordered since `epoch`
+    /// (one that every member refused leaves the chat stuck at `epoch`): only an admin may, and
+    /// only over commits no admin made. The chat's epoch becomes `epoch + 1`.
     func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
-        remove: [String]
+        remove: [String], replacingRefused: Bool
     ) async throws -> Int64
     /// Reads the caller's mailbox after `cursor`, oldest first. With a `wait` (at most
     /// ``maximumMailboxWait``), an empty mailbox is a long-poll: the call returns as soon as an
@@ -159,6 +163,17 @@ public protocol DomainService: Sendable {
 }
 
 extension DomainService {
+    /// Orders a commit for the chat's current epoch (see
+    /// ``postCommit(token:endpointID:chatID:epoch:commit:welcome:add:remove:replacingRefused:)``).
+    public func postCommit(
+        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
+        remove: [String]
+    ) async throws -> Int64 {
+        try await postCommit(
+            token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
+            remove: remove, replacingRefused: false)
+    }
+
     /// Removes this endpoint (`target` is `endpointID`), or asks without a signature (refused for
     /// another endpoint).
     public func deregisterEndpoint(token: String, endpointID: String, target: String) async throws {

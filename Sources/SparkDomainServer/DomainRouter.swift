@@ -297,7 +297,8 @@ public final class DomainRouter: Sendable {
                 Wire.Epoch(
                     epoch: try await domain.postCommit(
                         token: token, endpointID: endpoint, chatID: body.chatID, epoch: body.epoch, commit: body.commit,
-                        welcome: body.welcome, add: body.add, remove: body.remove)))
+                        welcome: body.welcome, add: body.add, remove: body.remove,
+                        replacingRefused: body.replacingRefused ?? false)))
         case .publishKeyPackages:
             let body = try call.body(Wire.PublishKeyPackages.self)
             let (token, endpoint) = try call.credential()

@@ -53,6 +53,7 @@ public enum DomainConformance {
         Check(description: "identities", run: identities),
         Check(description: "key packages", run: keyPackages),
         Check(description: "commit ordering", run: commitOrdering),
+        Check(description: "an admin replaces commits the members refused", run: refusedCommitReplacement),
         Check(description: "chats and retries", run: chats),
         Check(description: "per-user write limits", run: writeLimits),
         Check(description: "mailboxes and long-polls", run: mailboxes),
@@ -547,6 +548,71 @@ public enum DomainConformance {
                 token: carol.token, endpointID: carol.endpoint, chatID: "c-mls", epoch: 4, commit: Data("back".utf8),
                 welcome: nil, add: [], remove: [])
         }
+    }
+
+    /// Security review 4: a member posts a commit every other member refuses (garbage, to the
+    /// domain as good as any). An admin replaces it and every commit after it, naming the epoch
+    /// the members are at; a member may not, nor may anyone replace an admin's commit, and the
+    /// replacement, being an admin's, is final. Its entry carries the epoch it was made in.
+    static func refusedCommitReplacement(_ domain: DomainUnderTest) async throws {
+        let service = domain.service
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let mallory = try await user(domain, "mallory")
+        _ = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-wedge", participants: ["bob", "mallory"])
+        var epoch = try await service.postCommit(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-wedge", epoch: 0, commit: Data("add".utf8),
+            welcome: nil, add: [], remove: [])
+        // Mallory's garbage at epoch 1, then more on top of it.
+        let garbage = Data((0..<300).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        epoch = try await service.postCommit(
+            token: mallory.token, endpointID: mallory.endpoint, chatID: "c-wedge", epoch: 1, commit: garbage, welcome: nil,
+            add: [], remove: [])
+        epoch = try await service.postCommit(
+            token: mallory.token, endpointID: mallory.endpoint, chatID: "c-wedge", epoch: 2, commit: garbage + garbage,
+            welcome: nil, add: [], remove: [])
+        try expect(epoch == 3, "the domain orders what it cannot read: \(epoch)")
+        let bobStart = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100).count
+        try await expectRefused(.notAMember, "a member's replacement") {
+            try await service.postCommit(
+                token: bob.token, endpointID: bob.endpoint, chatID: "c-wedge", epoch: 1, commit: Data("bob".utf8),
+                welcome: nil, add: [], remove: [], replacingRefused: true)
+        }
+        try await expectRefused(.conflict, "replacing the admin's own commit at epoch 0") {
+            try await service.postCommit(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-wedge", epoch: 0, commit: Data("again".utf8),
+                welcome: nil, add: [], remove: [], replacingRefused: true)
+        }
+        try await expectRefused(.conflict, "replacing at the chat's current epoch (nothing to replace)") {
+            try await service.postCommit(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-wedge", epoch: 3, commit: Data("now".utf8),
+                welcome: nil, add: [], remove: [], replacingRefused: true)
+        }
+        epoch = try await service.postCommit(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-wedge", epoch: 1, commit: Data("remove mallory".utf8),
+            welcome: nil, add: [], remove: ["mallory"], replacingRefused: true)
+        try expect(epoch == 2, "the chat goes back to where the members are, plus the admin's commit: \(epoch)")
+        let info = try await service.chat(token: bob.token, endpointID: bob.endpoint, chatID: "c-wedge")
+        try expect(
+            info.epoch == 2 && !info.members.contains { $0.userID == "mallory" },
+            "the chat is at epoch 2 without mallory: \(info.epoch), \(info.members.map(\.userID))")
+        let entries = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
+            .dropFirst(bobStart)
+        try expect(
+            entries.map(\.kind) == [.membership, .commit]
+                && entries.last?.epoch == 1 && entries.last?.payload == Data("remove mallory".utf8),
+            "bob gets the new membership and the admin's commit for epoch 1: \(entries.map(\.kind))")
+        // The chat goes on from there, and the admin's replacement is final.
+        try await expectRefused(.conflict, "replacing the admin's replacement") {
+            try await service.postCommit(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-wedge", epoch: 1, commit: Data("twice".utf8),
+                welcome: nil, add: [], remove: [], replacingRefused: true)
+        }
+        epoch = try await service.postCommit(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-wedge", epoch: 2, commit: Data("bob update".utf8),
+            welcome: nil, add: [], remove: [])
+        try expect(epoch == 3, "the next commit is ordered as usual: \(epoch)")
     }
 
     static func keyBlobs(_ domain: DomainUnderTest) async throws {

@@ -135,7 +135,7 @@ public final class HostileDomain: DomainService {
     /// Forwarded, or rewritten as the test told it.
     public func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
-        remove: [String]
+        remove: [String], replacingRefused: Bool
     ) async throws -> Int64 {
         posted.withLock { log in
             log.append((chatID, .commit, commit))
@@ -143,7 +143,7 @@ public final class HostileDomain: DomainService {
         }
         let accepted = try await inner.postCommit(
             token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
-            remove: remove)
+            remove: remove, replacingRefused: replacingRefused)
         let lose = loseCommitAnswers.withLock { count -> Bool in
             guard count > 0 else { return false }
             count -= 1

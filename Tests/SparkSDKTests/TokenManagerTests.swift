@@ -100,11 +100,11 @@ final class CountingDomain: DomainService {
     }
     func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
-        remove: [String]
+        remove: [String], replacingRefused: Bool
     ) async throws -> Int64 {
         let epoch = try await inner.postCommit(
             token: token, endpointID: endpointID, chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add,
-            remove: remove)
+            remove: remove, replacingRefused: replacingRefused)
         await afterMembershipChange.withLock { $0 }?(chatID)
         return epoch
     }

@@ -234,6 +234,11 @@ enum DomainSchema {
                 "CREATE TABLE key_package_claims (claimer TEXT NOT NULL, target TEXT NOT NULL, claimed_at REAL NOT NULL)")
             try db.execute("CREATE INDEX key_package_claims_by_claimer ON key_package_claims(claimer, claimed_at)")
         }
+        migrator.register("v13-settled-epoch") { db in
+            // The epoch after the latest commit an admin made: the commits since, which only
+            // non-admins made, are those an admin may replace when the members refused them.
+            try db.execute("ALTER TABLE chats ADD COLUMN settled_epoch INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

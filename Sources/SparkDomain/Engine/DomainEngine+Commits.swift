@@ -33,10 +33,19 @@ extension DomainEngine {
         return (groupID, Int64(epoch))
     }
 
-    /// Orders a commit; see ``DomainService/postCommit(token:endpointID:chatID:epoch:commit:welcome:add:remove:)``.
+    /// Orders a commit; see ``DomainService/postCommit(token:endpointID:chatID:epoch:commit:welcome:add:remove:replacingRefused:)``.
+    ///
+    /// A member gone bad can post a commit every other member refuses (bytes that are no commit,
+    /// one that removes others' devices without being an admin, a ReInit): the domain cannot
+    /// tell, since a commit is opaque here, so it orders it and the chat's epoch moves past the
+    /// members, whose every later post and commit would be refused. An admin's device that
+    /// refused it replaces it (`replacingRefused`): the chat goes back to the epoch the members
+    /// are at, with the admin's commit as its next. `settled_epoch` is the epoch after the
+    /// latest commit an admin made, so no commit of an admin is ever replaced, and an admin's
+    /// replacement is final.
     public func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
-        remove: [String]
+        remove: [String], replacingRefused: Bool
     ) async throws -> Int64 {
         let user = try await validate(token: token).userID
         let policy = try requestPolicy()
@@ -59,7 +68,9 @@ extension DomainEngine {
         let (accepted, routed) = try storage {
             try store.write(Self.chatScope(chatID)) { db -> (Int64, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                guard let row = try db.row("SELECT epoch, last_commit FROM chats WHERE chat_id = ?", [chatID]) else {
+                guard
+                    let row = try db.row("SELECT epoch, last_commit, settled_epoch FROM chats WHERE chat_id = ?", [chatID])
+                else {
                     throw DomainError(.notFound, "no chat \(chatID)")
                 }
                 let current = try row.get(0, as: Int64.self)
@@ -67,13 +78,26 @@ extension DomainEngine {
                 if current == epoch + 1, try row.get(1, as: Data?.self) == digest { return (current, []) }
                 // Only members learn the epoch.
                 let before = try Self.chatInfo(db, chatID)
-                guard before.members.contains(where: { $0.userID == user }) else {
+                guard let caller = before.members.first(where: { $0.userID == user }) else {
                     throw DomainError(.notAMember, "the caller is not a member of this chat")
                 }
-                guard current == epoch else {
-                    throw DomainError(
-                        .conflict,
-                        "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
+                if replacingRefused {
+                    guard caller.isAdmin else {
+                        throw DomainError(.notAMember, "only an admin replaces the commits the members refused")
+                    }
+                    let settled = try row.get(2, as: Int64.self)
+                    guard settled <= epoch, epoch < current else {
+                        throw DomainError(
+                            .conflict,
+                            "the chat is at epoch \(current) and an admin's commit made epoch \(settled): no commit since epoch \(epoch) can be replaced"
+                        )
+                    }
+                } else {
+                    guard current == epoch else {
+                        throw DomainError(
+                            .conflict,
+                            "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
+                    }
                 }
                 try usage.charge(user, .commit, now: clockNow, policy: policy)
                 // A commit that adds or removes no one (an update) needs no admin and changes no members.
@@ -87,7 +111,8 @@ extension DomainEngine {
                 }
                 let after = change?.after ?? before
                 try db.execute(
-                    "UPDATE chats SET epoch = epoch + 1, last_commit = ? WHERE chat_id = ?", [digest, chatID])
+                    "UPDATE chats SET epoch = ?, last_commit = ?, settled_epoch = ? WHERE chat_id = ?",
+                    [epoch + 1, digest, caller.isAdmin ? epoch + 1 : try row.get(2, as: Int64.self), chatID])
                 let audience = Array(Set(before.members.map(\.userID)).union(after.members.map(\.userID)))
                 if change != nil {
                     try Self.append(

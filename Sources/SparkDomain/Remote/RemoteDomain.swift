@@ -216,11 +216,13 @@ public final class RemoteDomain: DomainService {
     /// `POST /v1/chats/commit`: orders an MLS commit.
     public func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
-        remove: [String]
+        remove: [String], replacingRefused: Bool
     ) async throws -> Int64 {
         let answer: Wire.Epoch = try await client.call(
             .postCommit,
-            Wire.PostCommit(chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add, remove: remove),
+            Wire.PostCommit(
+                chatID: chatID, epoch: epoch, commit: commit, welcome: welcome, add: add, remove: remove,
+                replacingRefused: replacingRefused ? true : nil),
             token: token, endpoint: endpointID)
         return answer.epoch
     }

@@ -250,14 +250,21 @@ public enum Wire {
         public var add: [String]
         /// Users the commit removes.
         public var remove: [String]
+        /// True when the commit replaces the commits ordered since `epoch`, which the members
+        /// refused (an admin's only); absent otherwise.
+        public var replacingRefused: Bool?
         /// A body.
-        public init(chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String], remove: [String]) {
+        public init(
+            chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String], remove: [String],
+            replacingRefused: Bool? = nil
+        ) {
             self.chatID = chatID
             self.epoch = epoch
             self.commit = commit
             self.welcome = welcome
             self.add = add
             self.remove = remove
+            self.replacingRefused = replacingRefused
         }
     }
 

@@ -227,6 +227,12 @@ enum PostgreSQLSchema {
             CREATE INDEX key_package_claims_by_claimer ON key_package_claims(claimer, claimed_at);
             """
         ),
+        (
+            "v13-settled-epoch",
+            """
+            ALTER TABLE chats ADD COLUMN settled_epoch BIGINT NOT NULL DEFAULT 0
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.
