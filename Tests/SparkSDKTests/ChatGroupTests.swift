@@ -154,13 +154,45 @@ struct ChatGroupTests {
         let byCarol = try reInit(by: "carol")
         #expect(
             world.receive(World.entry(.commit, byCarol, from: "carol", epoch: epoch), at: "bob")
-                == .drop("carol is not an admin: only an admin re-initializes the chat's group"))
+                == .refuseCommit("carol is not an admin: only an admin re-initializes the chat's group"))
         #expect(world.groups["bob"]!.group.isActive && world.groups["bob"]!.group.epoch == epoch)
         let byAlice = try reInit(by: "alice")
         #expect(
             world.receive(World.entry(.commit, byAlice, from: "alice", epoch: epoch), at: "bob")
                 == .commit(added: [], removed: [], by: .init(user: "alice", device: "laptop")))
         #expect(!world.groups["bob"]!.group.isActive)
+    }
+
+    /// Security review 4: a commit the domain ordered for the group's epoch that every member
+    /// refuses is told apart (an admin's device replaces it) from one refused for another epoch
+    /// (a replay: dropped), and from one this device refuses only because it does not trust a
+    /// credential in it (other members may have applied it: dropped, never replaced).
+    @Test func aCommitEveryMemberRefusesIsToldApart() throws {
+        var world = try World()
+        let epoch = world.groups["bob"]!.group.epoch
+        let garbage = Data((0..<300).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        #expect(
+            world.receive(World.entry(.commit, garbage, from: "carol", epoch: epoch), at: "bob")
+                == .refuseCommit("not a message of this chat's group"))
+        #expect(
+            world.receive(World.entry(.commit, garbage, from: "carol", epoch: epoch + 1), at: "bob")
+                == .drop("not a message of this chat's group"))
+        // Carol, no admin, removes bob's phone from the group.
+        let removal = try world.groups["carol"]!.commit(
+            adding: [], removingUsers: ["bob"], now: world.now, random: &world.random)
+        #expect(
+            world.receive(World.entry(.commit, removal.commit, from: "carol", epoch: epoch), at: "alice")
+                == .refuseCommit("carol is not an admin: only admins change who is in the chat or who the admins are"))
+        // Alice adds dave, whom bob's device does not trust: bob drops it, and notes nothing.
+        let dave = try Member("dave", "pc")
+        let bundle = try MLSKeyPackageBundle(signer: dave.signer, now: world.now, random: &world.random)
+        let adding = try world.groups["alice"]!.judged(by: MLSAcceptAnyCredential()).commit(
+            adding: [bundle.keyPackage], removingUsers: [], now: world.now, random: &world.random)
+        guard case .drop = world.receive(World.entry(.commit, adding.commit, from: "alice", epoch: epoch), at: "bob") else {
+            Issue.record("a commit refused for trust alone was taken for one every member refuses")
+            return
+        }
+        #expect(world.groups["bob"]!.group.epoch == epoch, "nothing refused changed the group")
     }
 
     @Test func aRemovedDeviceReadsNothingAfterItsRemovalEvenWithItsOldState() throws {
@@ -212,7 +244,7 @@ struct ChatGroupTests {
                 let before = world.state(name)
                 #expect(
                     world.receive(World.entry(.commit, attempt.commit, from: "bob", epoch: epoch), at: name)
-                        == .drop("bob is not an admin: only admins change who is in the chat or who the admins are"))
+                        == .refuseCommit("bob is not an admin: only admins change who is in the chat or who the admins are"))
                 #expect(world.state(name) == before)
             }
         }

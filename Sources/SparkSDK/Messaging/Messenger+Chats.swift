@@ -207,15 +207,21 @@ extension Messenger {
     /// made; `domainAdd` and `domainRemove` are the users whose membership the domain changes.
     /// Changes of one chat run one at a time; a conflict (another commit came first) is
     /// resolved by applying that commit from the mailbox and committing again.
+    ///
+    /// With `replacingRefused`, the commit replaces the commits ordered since the group's epoch,
+    /// which the members refused; it is tried once (on a conflict, another admin's replacement
+    /// came first, or the group moved on).
     func change(
         _ chatID: String, domainAdd: [String] = [], domainRemove: [String] = [], subject: String? = nil,
+        replacingRefused: Bool = false,
         plan: @escaping @Sendable (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let previous = changes[chatID]
         let run = Task {
             _ = try? await previous?.value
             try await self.commitChange(
-                chatID, domainAdd: domainAdd, domainRemove: domainRemove, subject: subject, plan: plan)
+                chatID, domainAdd: domainAdd, domainRemove: domainRemove, subject: subject,
+                replacingRefused: replacingRefused, plan: plan)
         }
         changes[chatID] = run
         defer { if changes[chatID] == run { changes[chatID] = nil } }
@@ -223,7 +229,7 @@ extension Messenger {
     }
 
     private func commitChange(
-        _ chatID: String, domainAdd: [String], domainRemove: [String], subject: String?,
+        _ chatID: String, domainAdd: [String], domainRemove: [String], subject: String?, replacingRefused: Bool,
         plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let groups = self.groups
@@ -248,7 +254,7 @@ extension Messenger {
                     try await domain.postCommit(
                         token: try await token(), endpointID: endpointID, chatID: chatID,
                         epoch: Int64(clamping: stored.group.group.epoch), commit: commit, welcome: welcome, add: domainAdd,
-                        remove: domainRemove)
+                        remove: domainRemove, replacingRefused: replacingRefused)
                 }
             } catch let error as MessagingError where error.domainCode == .conflict {
                 // Another commit won this epoch: apply it (and what came with it), then again.
@@ -257,15 +263,19 @@ extension Messenger {
                     try self.store(db).forgetSent(payload: commit)
                 }
                 _ = try await syncOnce()
+                if replacingRefused { return }
                 let epoch = try read { db in
                     try groups.load(self.store(db), chatID: chatID, validator: MLSAcceptAnyCredential())?.group.group.epoch
                 }
                 if epoch == stored.group.group.epoch { stalled += 1 } else { stalled = 0 }
                 continue
             }
+            // What the domain ordered before the commit was sealed in the epoch it leaves: read
+            // up to the commit's echo, which adopts it (`ownCommit`), so none of it is dropped.
+            _ = try? await syncOnce()
             try write { db in
-                // The mailbox may have moved the group meanwhile (this commit's echo): only the
-                // epoch the commit was made for is replaced.
+                // The mailbox has moved the group (this commit's echo), or could not be read: only
+                // the epoch the commit was made for is replaced.
                 let now = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
                 guard now?.group.group.epoch == stored.group.group.epoch else { return }
                 try self.adopt(next, in: db, updated: true)
@@ -413,7 +423,10 @@ extension Messenger {
                     refused: Set(group.devices(refusedBy: try self.trustedValidator(db))), mine: mine, approved: approved,
                     departed: try store.departed(chatID: chatID), listed: nil,
                     trusted: Set(try ContactDirectory.trustedKeys(db).keys), sentSinceUpdate: stored.sentSinceUpdate,
-                    updatedAt: stored.updatedAt)
+                    updatedAt: stored.updatedAt,
+                    refusedCommitBy: try store.refusedCommit(chatID: chatID).flatMap {
+                        $0.epoch == group.group.epoch ? $0.sender : nil
+                    })
             })
         else { return }
         if core.needsMemberList(review) {
@@ -429,17 +442,29 @@ extension Messenger {
         if !plan.replace.isEmpty {
             wanted += try await claimDevices(of: plan.replace).filter { !present.contains($0.device) }
         }
-        guard !plan.remove.isEmpty || !wanted.isEmpty || plan.updateDue else {
+        // A refused commit is noted until a pass looks at it: then it is stale (the group moved
+        // on), left to an admin, or replaced below.
+        let replacing = plan.replacingRefusedBy != nil
+        if !replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+        guard !plan.remove.isEmpty || !wanted.isEmpty || plan.updateDue || plan.replacingRefusedBy != nil else {
             if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
             return
         }
         let (removing, adding) = (plan.remove, wanted)
-        try await change(chatID) { current in
-            // Against the group as it is when the commit is made (another commit may have
-            // come first): only what is still there is removed, only who is missing is added.
-            let now = Set(current.devices)
-            return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
+        // The member who posted the refused commit leaves the domain's list too, if still on it.
+        let culprit = plan.replacingRefusedBy.flatMap { review.listed?.contains($0) == true ? $0 : nil }
+        do {
+            try await change(chatID, domainRemove: culprit.map { [$0] } ?? [], replacingRefused: replacing) { current in
+                // Against the group as it is when the commit is made (another commit may have
+                // come first): only what is still there is removed, only who is missing is added.
+                let now = Set(current.devices)
+                return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
+            }
+        } catch let error where !Self.isRetryable(error) {
+            if replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+            throw error
         }
+        if replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
         if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
         await sendHistory(of: chatID, to: core.historyRecipients(before: review.devices, after: try groupDevices(of: chatID)))
     }

@@ -356,6 +356,10 @@ extension Messenger {
             return Effects(changed: .none, waiting: true)
         case .drop(let reason):
             return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none)
+        case .refuseCommit(let reason):
+            // The domain's epoch moved past every member: an admin's device replaces it.
+            try store.noteRefusedCommit(chatID: chatID, epoch: stored.group.group.epoch, sender: entry.sender)
+            return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none, reconcile: true)
         case .removed:
             try self.leftChat(db, chatID: chatID)
             return Effects()

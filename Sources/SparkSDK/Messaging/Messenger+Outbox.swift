@@ -165,8 +165,14 @@ extension Messenger {
                     shown = true
                 }
                 report(events)
-            } catch let error as DomainError where error.code == .conflict && attempt < 4 {
+            } catch let error as DomainError where error.code == .conflict {
                 // A commit was ordered after this was sealed: apply it, seal again, post again.
+                // Still behind after five (a commit the members refused holds the chat until an
+                // admin's device replaces it): the message stays sending, never failed.
+                guard attempt < 4 else {
+                    settled = false
+                    break
+                }
                 _ = try? await syncOnce()
                 let resealed: Data?
                 do {

@@ -309,6 +309,11 @@ public final class EndpointStore: Sendable {
             // The epoch of the group this device left a chat at: a Welcome to it or before is a replay.
             try db.execute("ALTER TABLE chats ADD COLUMN left_epoch INTEGER")
         }
+        migrator.register("v10-refused-commits") { db in
+            // A commit every member refused, which an admin's device replaces (security review 4).
+            try db.execute(
+                "CREATE TABLE refused_commits (chat_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, sender TEXT NOT NULL)")
+        }
         return migrator
     }
 

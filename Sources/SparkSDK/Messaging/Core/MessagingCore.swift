@@ -180,6 +180,8 @@ extension MessagingCore {
         var trusted: Set<String>
         var sentSinceUpdate: Int
         var updatedAt: Date
+        /// The sender of a commit ordered for the group's epoch that every member refused.
+        var refusedCommitBy: String? = nil
     }
 
     /// What a chat's group needs from this device, in one commit.
@@ -192,15 +194,19 @@ extension MessagingCore {
         var replace: [String] = []
         /// This device's own key update is due.
         var updateDue = false
+        /// The member whose refused commit this commit replaces (and whose devices it removes).
+        var replacingRefusedBy: String?
 
         /// Whether the group needs no commit.
-        var isEmpty: Bool { remove.isEmpty && addMine.isEmpty && replace.isEmpty && !updateDue }
+        var isEmpty: Bool {
+            remove.isEmpty && addMine.isEmpty && replace.isEmpty && !updateDue && replacingRefusedBy == nil
+        }
     }
 
     /// Whether ``plan(_:)`` needs the domain's member list first: only an admin's device removes
     /// those who left, and only when some were noted.
     func needsMemberList(_ review: GroupReview) -> Bool {
-        review.admins.contains(user) && !review.departed.isEmpty
+        review.admins.contains(user) && (!review.departed.isEmpty || review.refusedCommitBy != nil)
     }
 
     /// What the group needs from this device:
@@ -210,6 +216,8 @@ extension MessagingCore {
     /// - as an admin: the devices of a user who left go (the domain's list may be older than the
     ///   group, so only users it still does not list), and so do a contact's devices of an identity
     ///   this device no longer trusts, replaced by the devices of the trusted one;
+    /// - as an admin, when the members refused a commit a non-admin posted for this epoch: a
+    ///   commit that replaces it and removes that member's devices (security review 4);
     /// - and this device's own key update, when due.
     func plan(_ review: GroupReview, now: Date) -> GroupPlan {
         var plan = GroupPlan()
@@ -218,6 +226,10 @@ extension MessagingCore {
             review.devices.filter {
                 $0.user == user && $0.device != endpointID && (!review.mine.contains($0.device) || review.refused.contains($0))
             })
+        if isAdmin, let culprit = review.refusedCommitBy, !review.admins.contains(culprit) {
+            plan.replacingRefusedBy = culprit
+            plan.remove.formUnion(review.devices.filter { $0.user == culprit })
+        }
         if isAdmin, !review.departed.isEmpty, let listed = review.listed {
             plan.remove.formUnion(review.devices.filter { review.departed.contains($0.user) && !listed.contains($0.user) })
         }

@@ -19,6 +19,11 @@ import SparkMLS
 ///   the admins, is applied only when an admin made it (a user may add and remove their own
 ///   devices). The domain enforces the same rule on the commits it orders. So is a commit that
 ///   re-initializes the group (a ReInit), which would end the chat's group for every member.
+/// - A commit the domain ordered for this epoch that every member refuses (no commit of the
+///   group, or against the admins' rule) is ``Decision/refuseCommit(_:)``: the domain's epoch has
+///   moved past the members, so an admin's device replaces it (security review 4). One refused
+///   only because this device does not trust a credential in it is a plain drop: other members
+///   may have applied it.
 struct ChatGroup: Sendable {
     /// A device in the group: its user and endpoint, from its cross-signed credential.
     struct Device: Hashable, Sendable, Comparable {
@@ -37,6 +42,9 @@ struct ChatGroup: Sendable {
         case removed(by: Device)
         /// Refused: nothing changed.
         case drop(String)
+        /// A commit ordered for this epoch that every member refuses: nothing changed, and the
+        /// chat is stuck here until an admin's device replaces it.
+        case refuseCommit(String)
         /// Not yet: keep the entry and offer it again after what comes before it.
         case retry(String)
     }
@@ -193,16 +201,19 @@ struct ChatGroup: Sendable {
     mutating func receive(_ entry: MailboxEntry, now: Date) -> Decision {
         guard entry.chatID == chatID else { return .drop("an entry for another chat") }
         guard group.isActive else { return .drop("this device was removed from the chat's group") }
+        // What every member refuses of a commit the domain ordered for the group's epoch.
+        let ordered = entry.kind == .commit && entry.epoch == Int64(clamping: group.epoch)
+        func refuse(_ reason: String) -> Decision { ordered ? .refuseCommit(reason) : .drop(reason) }
         guard let header = try? MLSMessageHeader(entry.payload), header.groupID == group.groupID else {
-            return .drop("not a message of this chat's group")
+            return refuse("not a message of this chat's group")
         }
         switch (entry.kind, header.contentType) {
         case (.commit, .commit): break
         case (.message, .application), (.event, .application), (.receipt, .application): break
-        default: return .drop("a \(entry.kind.rawValue) entry that carries an MLS \(header.contentType)")
+        default: return refuse("a \(entry.kind.rawValue) entry that carries an MLS \(header.contentType)")
         }
         if entry.kind == .commit, entry.epoch != Int64(clamping: header.epoch) {
-            return .drop("the domain ordered the commit for another epoch than the commit's own")
+            return refuse("the domain ordered the commit for another epoch than the commit's own")
         }
         guard header.epoch >= group.epoch else {
             return .drop("from epoch \(header.epoch), which this device has left (its keys are gone)")
@@ -215,10 +226,11 @@ struct ChatGroup: Sendable {
         let signer: MLSGroup.Member?
         do {
             (received, signer) = try next.processWithSender(entry.payload, now: now)
-        } catch let error as MLSError {
-            return .drop(error.reason)
         } catch {
-            return .drop("\(error)")
+            let reason = (error as? MLSError)?.reason ?? "\(error)"
+            // Refused only for a credential this device does not trust: others may apply it.
+            var lenient = group.withValidator(MLSAcceptAnyCredential())
+            return (try? lenient.processWithSender(entry.payload, now: now)) == nil ? refuse(reason) : .drop(reason)
         }
         guard let signer, let sender = Self.device(of: signer), sender.user == entry.sender else {
             return .drop("signed by a device of another user than the domain names (\(entry.sender))")
@@ -236,10 +248,10 @@ struct ChatGroup: Sendable {
             let removed = before.subtracting(after).sorted()
             let othersChanged = (added + removed).contains { $0.user != sender.user }
             guard !(othersChanged || candidate.admins != adminsBefore) || adminsBefore.contains(sender.user) else {
-                return .drop("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
+                return refuse("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
             }
             guard next.isActive || adminsBefore.contains(sender.user) else {
-                return .drop("\(sender.user) is not an admin: only an admin re-initializes the chat's group")
+                return refuse("\(sender.user) is not an admin: only an admin re-initializes the chat's group")
             }
             group = next
             return .commit(added: added, removed: removed, by: sender)
@@ -247,12 +259,12 @@ struct ChatGroup: Sendable {
             // Only an admin removes another user's device (a user may remove their own).
             let me = group.member(at: group.ownLeaf).flatMap(Self.device(of:))
             guard admins.contains(sender.user) || sender.user == me?.user else {
-                return .drop("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
+                return refuse("\(sender.user) is not an admin: only admins change who is in the chat or who the admins are")
             }
             group = next
             return .removed(by: sender)
         case .proposal:
-            return .drop("a proposal where a commit or message was expected")
+            return refuse("a proposal where a commit or message was expected")
         }
     }
 }

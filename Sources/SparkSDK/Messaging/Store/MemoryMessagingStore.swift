@@ -32,6 +32,7 @@ final class MemoryMessagingStore: Sendable {
         var chats: [String: Chat] = [:]
         var groups: [String: (record: GroupRecord, epochState: Data)] = [:]
         var leftEpochs: [String: UInt64] = [:]
+        var refusedCommits: [String: RefusedCommit] = [:]
         var pendingCommits: [Data: PendingCommit] = [:]
         var deferred: [Int64: MailboxEntry] = [:]
         var departed: [String: Set<String>] = [:]
@@ -278,6 +279,7 @@ final class MemoryMessagingStore: Sendable {
             state.groups[chatID] = nil
             state.deferred = state.deferred.filter { $0.value.chatID != chatID }
             state.departed[chatID] = nil
+            state.refusedCommits[chatID] = nil
             state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
             state.chats[chatID]?.isActive = false
         }
@@ -361,6 +363,14 @@ final class MemoryMessagingStore: Sendable {
             state.departed[chatID] = nil
             state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
         }
+
+        func noteRefusedCommit(chatID: String, epoch: UInt64, sender: String) throws {
+            state.refusedCommits[chatID] = RefusedCommit(epoch: epoch, sender: sender)
+        }
+
+        func refusedCommit(chatID: String) throws -> RefusedCommit? { state.refusedCommits[chatID] }
+
+        func forgetRefusedCommit(chatID: String) throws { state.refusedCommits[chatID] = nil }
 
         func recordSent(chatID: String, payload: Data, localID: String?) throws {
             state.sent[SHA256.hash(payload)] = (chatID, localID)

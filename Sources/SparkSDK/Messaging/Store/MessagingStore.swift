@@ -144,6 +144,13 @@ protocol MessagingStore {
     func departed(chatID: String) throws -> Set<String>
     /// Forgets the chat's departed users (their devices were removed) and its pending commits.
     func forgetDeparted(chatID: String) throws
+    /// Notes a commit ordered for the group's `epoch` that every member refuses, posted by
+    /// `sender`: an admin's device replaces it (one note per chat, the latest).
+    func noteRefusedCommit(chatID: String, epoch: UInt64, sender: String) throws
+    /// The chat's refused commit, if one is noted.
+    func refusedCommit(chatID: String) throws -> RefusedCommit?
+    /// Forgets the chat's refused commit (replaced, or the group moved on).
+    func forgetRefusedCommit(chatID: String) throws
     /// Remembers that this device posted `payload` (a message's under `localID`).
     func recordSent(chatID: String, payload: Data, localID: String?) throws
     /// Whether this device posted `payload`: a message (its local id) or another post (nil).
@@ -201,6 +208,14 @@ struct GroupRecord: Sendable, Equatable {
 struct CoveredMessage: Sendable, Equatable {
     var id: String
     var number: Int64
+}
+
+/// A commit every member refuses, which an admin's device replaces.
+struct RefusedCommit: Sendable, Equatable {
+    /// The group's epoch it was ordered for.
+    var epoch: UInt64
+    /// The user the domain names as its sender.
+    var sender: String
 }
 
 /// Something this device posted: a message (its local id) or another post (nil).

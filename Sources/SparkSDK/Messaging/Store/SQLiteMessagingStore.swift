@@ -351,7 +351,9 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func leaveChat(_ chatID: String, epoch: UInt64?) throws {
-        for table in ["chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits"] {
+        for table in [
+            "chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits", "refused_commits",
+        ] {
             try db.execute("DELETE FROM \(table) WHERE chat_id = ?", [chatID])
         }
         try db.execute(
@@ -490,6 +492,22 @@ struct SQLiteMessagingStore: MessagingStore {
     func forgetDeparted(chatID: String) throws {
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
+    }
+
+    func noteRefusedCommit(chatID: String, epoch: UInt64, sender: String) throws {
+        try db.execute(
+            "INSERT OR REPLACE INTO refused_commits(chat_id, epoch, sender) VALUES (?, ?, ?)",
+            [chatID, Int64(clamping: epoch), sender])
+    }
+
+    func refusedCommit(chatID: String) throws -> RefusedCommit? {
+        try db.row("SELECT epoch, sender FROM refused_commits WHERE chat_id = ?", [chatID]).map {
+            RefusedCommit(epoch: UInt64(clamping: try $0.get(0, as: Int64.self)), sender: try $0.get(1))
+        }
+    }
+
+    func forgetRefusedCommit(chatID: String) throws {
+        try db.execute("DELETE FROM refused_commits WHERE chat_id = ?", [chatID])
     }
 
     func recordSent(chatID: String, payload: Data, localID: String?) throws {
