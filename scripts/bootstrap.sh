@@ -3,14 +3,15 @@
 # the C libraries it links (OpenSSL 3, SQLite 3, libmicrohttpd for spark-domaind, libcurl for
 # the domain client, libpq for spark-domaind on PostgreSQL), PostgreSQL itself (the tests start
 # throwaway clusters of it), the openssl CLI the benchmark and tests use, curl and python3-venv for
-# the schemathesis run, iproute2 for the two-host test's network namespaces, a Secret Service for the tests (GNOME Keyring, D-Bus, libsecret: SparkSDK loads
+# the schemathesis run, iproute2 for the two-host test's network namespaces, haproxy for the
+# PROXY protocol test, a Secret Service for the tests (GNOME Keyring, D-Bus, libsecret: SparkSDK loads
 # libsecret at run time and works without it), and the Python peers the interop tests talk
 # to. Safe to run again; run as root.
 set -euo pipefail
 
 # gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
 packages=(libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
-    pkg-config iproute2 python3-venv
+    pkg-config iproute2 python3-venv haproxy
     gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke)
 python_packages=(cryptography jwcrypto pyjwt vodozemac voprf pyhpke)

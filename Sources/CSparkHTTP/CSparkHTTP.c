@@ -4,8 +4,10 @@
 // the access handler once more to queue it. A request is shared by two owners (the server until
 // the connection is done with it, Swift until it answers) and freed when both let go.
 #include "CSparkHTTP.h"
+#include "CSparkProxy.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -27,6 +29,9 @@ struct spark_http_server {
     void *context;
     size_t maximum_body;
     uint16_t port;
+    /// Set when proxies are configured: the server's own listening socket and its acceptor.
+    struct spark_proxy_acceptor *acceptor;
+    pthread_mutex_t acceptor_lock;
 };
 
 enum request_state { GATHERING, TOO_LARGE, HANDED_OUT, ANSWERED, QUEUED };
@@ -263,9 +268,51 @@ spark_http_server *spark_http_start(
     int tls = options->certificate_pem && options->key_pem;
     if (tls) flags |= MHD_USE_TLS;
 
+    // Behind proxies the server accepts itself (CSparkProxy.c) and libmicrohttpd gets each
+    // connection with its client's address.
+    size_t proxy_count = options->proxy_address_count;
+    struct in6_addr *proxies = NULL;
+    int listen_fd = -1;
+    if (proxy_count) {
+        proxies = calloc(proxy_count, sizeof *proxies);
+        if (!proxies) {
+            snprintf(error, error_size, "out of memory");
+            free(server);
+            return NULL;
+        }
+        for (size_t i = 0; i < proxy_count; i++) {
+            if (!spark_proxy_address(options->proxy_addresses[i], &proxies[i])) {
+                snprintf(error, error_size, "'%s' is not a proxy's IP address", options->proxy_addresses[i]);
+                free(proxies);
+                free(server);
+                return NULL;
+            }
+        }
+        int family = storage.ss_family;
+        listen_fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int yes = 1;
+        socklen_t length = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        if (listen_fd < 0 || setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes) != 0
+            || bind(listen_fd, (struct sockaddr *)&storage, length) != 0 || listen(listen_fd, 4096) != 0) {
+            snprintf(
+                error, error_size, "cannot listen on %s port %u (in use or not permitted)", options->host,
+                (unsigned)options->port);
+            if (listen_fd >= 0) close(listen_fd);
+            free(proxies);
+            free(server);
+            return NULL;
+        }
+        struct sockaddr_storage bound;
+        socklen_t bound_length = sizeof bound;
+        getsockname(listen_fd, (struct sockaddr *)&bound, &bound_length);
+        server->port = ntohs(
+            bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port : ((struct sockaddr_in6 *)&bound)->sin6_port);
+        flags |= MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    }
+
     struct MHD_OptionItem items[16];
     size_t count = 0;
-    items[count++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &storage};
+    if (!proxy_count) items[count++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &storage};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, options->threads ? options->threads : 1, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, options->connection_limit, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, options->per_address_limit, NULL};
@@ -274,7 +321,7 @@ spark_http_server *spark_http_start(
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
     items[count++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)log_nothing, NULL};
-    items[count++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
+    if (!proxy_count) items[count++] = (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL};
     if (tls) {
         items[count++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)options->certificate_pem};
         items[count++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)options->key_pem};
@@ -287,8 +334,23 @@ spark_http_server *spark_http_start(
         snprintf(
             error, error_size, "cannot listen on %s port %u (in use, not permitted, or a bad certificate or key)",
             options->host, (unsigned)options->port);
+        if (listen_fd >= 0) close(listen_fd);
+        free(proxies);
         free(server);
         return NULL;
+    }
+    pthread_mutex_init(&server->acceptor_lock, NULL);
+    if (proxy_count) {
+        server->acceptor = spark_proxy_start(server->daemon, listen_fd, proxies, proxy_count, error, error_size);
+        free(proxies);
+        if (!server->acceptor) {
+            close(listen_fd);
+            MHD_stop_daemon(server->daemon);
+            pthread_mutex_destroy(&server->acceptor_lock);
+            free(server);
+            return NULL;
+        }
+        return server;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
     server->port = info ? info->port : options->port;
@@ -297,13 +359,26 @@ spark_http_server *spark_http_start(
 
 uint16_t spark_http_port(const spark_http_server *server) { return server->port; }
 
+/// Stops the server's own acceptor, if it has one and it runs.
+static void stop_acceptor(spark_http_server *server) {
+    pthread_mutex_lock(&server->acceptor_lock);
+    struct spark_proxy_acceptor *acceptor = server->acceptor;
+    server->acceptor = NULL;
+    pthread_mutex_unlock(&server->acceptor_lock);
+    spark_proxy_stop(acceptor);
+}
+
 void spark_http_quiesce(spark_http_server *server) {
+    // Behind proxies the socket is the acceptor's (libmicrohttpd has none to give back).
+    stop_acceptor(server);
     MHD_socket socket = MHD_quiesce_daemon(server->daemon);
     if (socket != MHD_INVALID_SOCKET) close(socket);
 }
 
 void spark_http_stop(spark_http_server *server) {
+    stop_acceptor(server);
     MHD_stop_daemon(server->daemon);
+    pthread_mutex_destroy(&server->acceptor_lock);
     free(server);
 }
 

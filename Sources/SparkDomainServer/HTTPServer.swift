@@ -81,12 +81,17 @@ public final class HTTPServer: Sendable {
         public var idleTimeout: Int
         /// The largest body accepted.
         public var maximumBody: Int
+        /// The IP addresses of proxies that send the PROXY protocol v2 header (haproxy's
+        /// `send-proxy-v2`): a connection from one must begin with it, and the client address it
+        /// names is the connection's; from any other address no header is read. Empty: none.
+        public var proxyAddresses: [String]
 
         /// Options with production defaults: two threads, 20,000 connections (2,000 per
-        /// address), 30 s idle, 1 MiB bodies.
+        /// address), 30 s idle, 1 MiB bodies, no proxies.
         public init(
             host: String, port: UInt16, certificatePEM: String? = nil, keyPEM: String? = nil, threads: Int = 2,
-            connectionLimit: Int = 20_000, perAddressLimit: Int = 2_000, idleTimeout: Int = 30, maximumBody: Int = 1 << 20
+            connectionLimit: Int = 20_000, perAddressLimit: Int = 2_000, idleTimeout: Int = 30, maximumBody: Int = 1 << 20,
+            proxyAddresses: [String] = []
         ) {
             self.host = host
             self.port = port
@@ -97,6 +102,7 @@ public final class HTTPServer: Sendable {
             self.perAddressLimit = perAddressLimit
             self.idleTimeout = idleTimeout
             self.maximumBody = maximumBody
+            self.proxyAddresses = proxyAddresses
         }
     }
 
@@ -121,15 +127,21 @@ public final class HTTPServer: Sendable {
         self.core = core
         var error = [CChar](repeating: 0, count: 512)
         let context = Unmanaged.passRetained(core).toOpaque()
+        let proxies = options.proxyAddresses.map { strdup($0) }
+        defer { for proxy in proxies { free(proxy) } }
+        let proxyPointers = proxies.map { UnsafePointer($0) }
         let server: OpaquePointer? = options.host.withCString { host in
             withOptionalCString(options.certificatePEM) { certificate in
                 withOptionalCString(options.keyPEM) { key in
-                    var raw = spark_http_options(
-                        host: host, port: options.port, certificate_pem: certificate, key_pem: key,
-                        threads: UInt32(options.threads), connection_limit: UInt32(options.connectionLimit),
-                        per_address_limit: UInt32(options.perAddressLimit), idle_timeout: UInt32(options.idleTimeout),
-                        maximum_body: options.maximumBody)
-                    return spark_http_start(&raw, serverHandler, context, &error, error.count)
+                    proxyPointers.withUnsafeBufferPointer { proxyList in
+                        var raw = spark_http_options(
+                            host: host, port: options.port, certificate_pem: certificate, key_pem: key,
+                            threads: UInt32(options.threads), connection_limit: UInt32(options.connectionLimit),
+                            per_address_limit: UInt32(options.perAddressLimit), idle_timeout: UInt32(options.idleTimeout),
+                            maximum_body: options.maximumBody, proxy_addresses: proxyList.baseAddress,
+                            proxy_address_count: proxyList.count)
+                        return spark_http_start(&raw, serverHandler, context, &error, error.count)
+                    }
                 }
             }
         }

@@ -17,10 +17,25 @@ public enum RawHTTP {
         public var body: String
     }
 
-    /// Opens a TCP connection to 127.0.0.1:`port`; -1 when it cannot.
-    public static func connect(port: Int) -> Int32 {
+    /// Opens a TCP connection to 127.0.0.1:`port`, from `source` (another loopback address,
+    /// such as 127.0.0.2, to stand for another client) when given; -1 when it cannot.
+    public static func connect(port: Int, from source: String? = nil) -> Int32 {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { return -1 }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                close(socket)
+                return -1
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -20,11 +20,14 @@ let usage = """
                   target_session_attrs=read-write allowed), kept in DIR/database.conninfo.
       serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
                 [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S]
-                [--prune-interval S] [--quiet]
+                [--prune-interval S] [--proxy-from ADDR[,ADDR...]] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
                   Every --prune-interval seconds (600) it deletes mailbox entries older than
                   the policy's retention, read or not.
+                  --proxy-from names the proxies (haproxy with send-proxy-v2) that open each
+                  connection with a PROXY protocol v2 header: the client address it names is
+                  the one the per-address limits count. From other addresses no header is read.
                   --plain serves plain HTTP, allowed only on a loopback address. Any number of
                   instances may serve one PostgreSQL domain (copies of DIR).
       passcode-keys DIR [list | rotate | retire KEY]
@@ -97,6 +100,12 @@ func passcodeKeys(_ arguments: inout Arguments) throws {
 }
 
 /// `HOST:PORT`, `[V6]:PORT` or `:PORT`.
+/// Whether `text` is an IPv4 or IPv6 address.
+func isIPAddress(_ text: String) -> Bool {
+    var buffer = [UInt8](repeating: 0, count: 16)
+    return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
+}
+
 func parseListen(_ text: String) throws -> (String, UInt16) {
     guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
         throw Arguments.UsageError(message: "--listen takes HOST:PORT, not '\(text)'")
@@ -118,7 +127,11 @@ func serve(_ arguments: inout Arguments) async throws {
     let idleTimeout = try arguments.integer("--idle-timeout", in: 1...3600) ?? 30
     let quiet = arguments.flag("--quiet")
     let pruneInterval = try arguments.integer("--prune-interval", in: 1...86400) ?? 600
+    let proxies = (try arguments.option("--proxy-from"))?.split(separator: ",").map(String.init) ?? []
     try arguments.finish()
+    for proxy in proxies where !isIPAddress(proxy) {
+        throw Arguments.UsageError(message: "--proxy-from takes IP addresses separated by commas, not '\(proxy)'")
+    }
     if (certificateOption == nil) != (keyOption == nil) {
         throw Arguments.UsageError(message: "--certificate and --key go together")
     }
@@ -142,7 +155,8 @@ func serve(_ arguments: inout Arguments) async throws {
     let router = DomainRouter(domain: domain, operatorCredential: credential, log: log)
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: connections,
-        perAddressLimit: max(16, connections / 2), idleTimeout: idleTimeout, maximumBody: maximumBody)
+        perAddressLimit: max(16, connections / 2), idleTimeout: idleTimeout, maximumBody: maximumBody,
+        proxyAddresses: proxies)
     if !plain {
         options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
         options.keyPEM = try DomainDirectory.readPEM(keyOption ?? directory.keyPath)

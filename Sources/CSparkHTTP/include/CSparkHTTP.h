@@ -32,6 +32,14 @@ typedef struct {
     unsigned idle_timeout;
     /// The largest request body accepted; a larger one is answered 413 without being read.
     size_t maximum_body;
+    /// The addresses ("192.0.2.1", "::1") of proxies that open each connection with a PROXY
+    /// protocol v2 header (haproxy's `send-proxy-v2`): a connection from one of them must begin
+    /// with a valid header within 5 seconds or is closed, and the client address the header
+    /// names is the connection's (for the per-address limits and the request's address). From
+    /// any other address a header is not read (the bytes are taken as HTTP). With none, the
+    /// listening socket is libmicrohttpd's own.
+    const char *const *proxy_addresses;
+    size_t proxy_address_count;
 } spark_http_options;
 
 /// Starts serving; NULL with a message in `error` when it cannot.
@@ -68,6 +76,14 @@ const char *spark_http_client_address(const spark_http_request *request);
 void spark_http_respond(
     spark_http_request *request, unsigned status, const char *content_type, const uint8_t *body, size_t length,
     const char *const *header_names, const char *const *header_values, size_t header_count);
+
+/// Parses a PROXY protocol v2 header (haproxy's PROXY protocol, section 2.2) at the start of
+/// `bytes`. Returns 1 when it is whole: `*consumed` is its length and `address` (at least 64
+/// bytes) the client's address as text, or empty for a LOCAL command (a proxy's own health
+/// check) or an unspecified family, which keep the connection's address. Returns 0 when more
+/// bytes are needed, and -1 when the bytes are not a valid header (then the connection is
+/// closed). Headers longer than 1,040 bytes are refused.
+int spark_proxy_header_parse(const uint8_t *bytes, size_t length, size_t *consumed, char *address, size_t address_size);
 
 /// A private CA and a server certificate signed by it (ECDSA P-256, SHA-256), PEM-encoded into
 /// malloc'd strings the caller frees. `names` holds `name_count` DNS names or IP addresses for

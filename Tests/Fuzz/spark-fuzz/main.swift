@@ -10,6 +10,7 @@
 // input that once crashed, replayed by `swift test`. A harness must never crash: a decoder
 // answers hostile input with an error, which the harness ignores.
 import CSparkFuzz
+import CSparkHTTP
 import Foundation
 import SparkCrypto
 import SparkDomain
@@ -284,6 +285,16 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? WireCoder.decode(Wire.PostCommit.self, from: data)
         _ = try? WireCoder.decode(Wire.PublishKeyPackages.self, from: data)
     },
+    "proxy-header": { data in
+        // The PROXY protocol v2 header spark-domaind reads from its proxies.
+        let bytes = [UInt8](data)
+        var consumed = 0
+        var address = [CChar](repeating: 0, count: 64)
+        if spark_proxy_header_parse(bytes, bytes.count, &consumed, &address, address.count) == 1 {
+            precondition(consumed >= 16 && consumed <= bytes.count, "a header longer than its input")
+            precondition(address.contains(0), "an address without its terminator")
+        }
+    },
 ]
 
 /// Valid inputs for each harness, so the fuzzer starts past the outer checks.
@@ -369,6 +380,10 @@ func seeds() throws -> [String: [Data]] {
             try WireCoder.encode(RegistrationOutcome.full(endpoints: [], maximum: 2)),
             Data(#"{"state":{"state":"timeout","until":"2026-12-01T10:00:00.000Z","reason":"r"},"infractions":[]}"#.utf8),
             try WireCoder.encode(DomainError(.tooManyAttempts, "slow down", retryAfter: 3)),
+        ],
+        "proxy-header": [
+            Data([0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A, 0x21, 0x11, 0, 12])
+                + Data([203, 0, 113, 7, 127, 0, 0, 1, 0x30, 0x39, 0x20, 0xFB]) + Data("GET / HTTP/1.1\r\n\r\n".utf8)
         ],
         "domain-request": [
             try encoder.encode(SignUpRequest(userName: "u", password: "p", email: "e@x.y", country: "CA", age: 30)),
