@@ -283,8 +283,10 @@ struct ChatGroupTests {
             ChatPayload(kind: .text, id: "m1", content: "hello", tag: "Text", data: "{}", ref: "m0"),
             ChatPayload(kind: .receipt, id: "r1", ref: "m1", receipt: .read, upTo: 42),
             ChatPayload(kind: .edit, id: "e1", content: "hello!", ref: "m1"),
+            ChatPayload(kind: .text, id: "m2", content: "hi", tag: "Text", sequence: 7, withdrawn: [2, 5]),
         ]
         for payload in payloads { #expect(try ChatPayload(encoded: payload.encoded) == payload) }
+        #expect(payloads[3].encoded.first == 3, "a text with a sequence is version 3")
         let encoded = payloads[0].encoded
         #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: encoded + Data([0])) }
         #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: encoded.dropLast()) }
@@ -300,6 +302,10 @@ struct ChatGroupTests {
             ChatPayload(kind: .text, id: "t", receipt: .delivered, upTo: 1), ChatPayload(kind: .text, id: ""),
             ChatPayload(kind: .text, id: String(repeating: "x", count: 65)),
             ChatPayload(kind: .text, id: "big", content: String(repeating: "x", count: ChatPayload.maximumContentSize + 1)),
+            // A sequence only on a text; withdrawn ones before it, distinct, at most 64.
+            ChatPayload(kind: .text, id: "s", sequence: 3, withdrawn: [3]),
+            ChatPayload(kind: .text, id: "s", sequence: 3, withdrawn: [1, 1]),
+            ChatPayload(kind: .text, id: "s", sequence: 100, withdrawn: Array(0..<65)),
         ] {
             #expect(throws: MessagingError(.forged, "")) { try bad.validate() }
             #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: bad.encoded) }

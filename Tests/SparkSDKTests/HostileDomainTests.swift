@@ -224,6 +224,47 @@ struct HostileDomainTests {
         }
     }
 
+    /// Security review 6: the domain withholds alice's next message from bob and delivers the
+    /// one after. Bob's device sees by alice's authenticated sequence that one is missing (an
+    /// event, and the chat's count) until the domain lets it through; then it shows in its place.
+    @Test func aWithheldMessageIsSeenMissingUntilItArrives() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory)
+            let events = EventRecorder(chat.bob)
+            let withheld = Locked<[MailboxEntry]>([])
+            let withholding = Locked(true)
+            chat.world.domain.mailboxRewrite.withLock {
+                $0 = { user, entries in
+                    guard user == "bob", withholding.withLock({ $0 }) else { return entries }
+                    return entries.filter { entry in
+                        guard entry.kind == .message, entry.messageNumber == 2 else { return true }
+                        withheld.withLock { kept in
+                            if !kept.contains(where: { $0.sequence == entry.sequence }) { kept.append(entry) }
+                        }
+                        return false
+                    }
+                }
+            }
+            try await chat.alice.sendMessage("withheld", to: chat.chatID)
+            try await chat.alice.sendMessage("delivered", to: chat.chatID)
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has the later one") { bobMessages.value.map(\.content) == ["hi bob", "delivered"] })
+            #expect(await waitFor("one is missing") { chat.bob.chats.value.first?.missingMessageCount == 1 })
+            #expect(events.value.contains(.messagesMissing(chatID: chat.chatID, userID: "alice", count: 1)))
+            // The domain lets it through, late.
+            withholding.withLock { $0 = false }
+            for entry in withheld.withLock({ $0 }) { try Self.inject(chat.world, entry, to: "bob") }
+            try await chat.bob.refresh()
+            #expect(
+                await waitFor("it shows in its place") {
+                    bobMessages.value.map(\.content) == ["hi bob", "withheld", "delivered"]
+                })
+            #expect(chat.bob.chats.value.first?.missingMessageCount == 0)
+            #expect(events.value.contains(.messagesMissing(chatID: chat.chatID, userID: "alice", count: 0)))
+            #expect(Self.drops(events, chat.chatID).isEmpty, "\(Self.drops(events, chat.chatID))")
+        }
+    }
+
     /// The domain takes a commit and the answer is lost: the device's next change finds the
     /// epoch moved, applies its own commit from its echo (kept pending), and commits again.
     @Test func aCommitWhoseAnswerIsLostIsCompletedByItsEcho() async throws {

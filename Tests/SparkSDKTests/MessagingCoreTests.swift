@@ -12,6 +12,7 @@ struct MessagingCoreTests {
     struct Lookup: MessageLookup {
         var messages: [String: MessagingCore.KnownMessage] = [:]
         func message(_ id: String, in chatID: String) throws -> MessagingCore.KnownMessage? { messages[id] }
+        func isTaken(_ number: Int64, in chatID: String) throws -> Bool { messages.values.contains { $0.number == number } }
     }
 
     let core = MessagingCore(user: "alice", endpointID: "alice-laptop")
@@ -43,6 +44,49 @@ struct MessagingCoreTests {
         // From another of this user's devices: a step of this user's message, not a receipt due.
         let mine = try core.apply(text("m2"), from: "alice", entry: entry(.message, number: 5), lastNumber: 4, lookup: lookup)
         #expect(mine.actions.last == .reportSent(messageID: "m2", number: 5))
+    }
+
+    /// Security review 6: a text its sender's sequence says was missing arrives late, below the
+    /// newest number, and is taken (unless its number is taken); one that was not missing is
+    /// still a renumbering.
+    @Test func aMissingTextIsTakenLateAndNothingElseIs() throws {
+        let lookup = Lookup(messages: ["m3": .init(number: 3, sender: "bob")])
+        let late = try core.apply(
+            text("m2"), from: "bob", entry: entry(.message, number: 2), lastNumber: 3, late: true, lookup: lookup)
+        #expect(late.lastNumber == 3)
+        guard case .insert(let record) = late.actions.first else {
+            Issue.record("a late text was not kept: \(late.actions)")
+            return
+        }
+        #expect(record.number == 2)
+        for (number, isLate) in [(2 as Int64, false), (3, true), (0, true)] {
+            let outcome = try core.apply(
+                text("m9"), from: "bob", entry: entry(.message, number: number), lastNumber: 3, late: isLate, lookup: lookup)
+            guard case .drop(let reason) = outcome.actions.first else {
+                Issue.record("kept number \(number), late \(isLate)")
+                continue
+            }
+            #expect(reason.contains("renumbered"))
+        }
+    }
+
+    /// The gaps in a device's sequences: missing until they arrive or are withdrawn; the first
+    /// text sets where counting starts; a far jump keeps the newest 256.
+    @Test func textSequencesTrackWhatIsMissing() {
+        func note(_ state: TextSequences?, _ sequence: UInt64, withdrawn: [UInt64] = []) -> TextSequences {
+            TextSequences.noting(state, chatID: "c1", user: "bob", device: "phone", sequence: sequence, withdrawn: withdrawn)
+        }
+        var state = note(nil, 4)
+        #expect(state.highest == 4 && state.missing.isEmpty)
+        state = note(state, 5)
+        state = note(state, 8)
+        #expect(state.missing == [6, 7] && state.awaits(7) && !state.awaits(5))
+        state = note(state, 7)
+        #expect(state.missing == [6] && state.highest == 8)
+        state = note(state, 10, withdrawn: [6, 9])
+        #expect(state.missing.isEmpty && state.highest == 10)
+        state = note(state, 10_000)
+        #expect(state.missing.count == TextSequences.maximumMissing && state.missing.first == 10_000 - 256)
     }
 
     @Test func aRenumberedMessageIsDropped() throws {

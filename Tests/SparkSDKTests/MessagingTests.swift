@@ -206,8 +206,9 @@ struct MessagingTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
-            _ = try await world.endpoint("bob", "bob-phone")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])
+            try await alice.sendMessage("before", to: chat.chatID)
             await #expect(throws: MessagingError(.tooLarge, "")) {
                 try await alice.sendMessage(String(repeating: "x", count: 70 * 1024 + 1), to: chat.chatID)
             }
@@ -228,7 +229,11 @@ struct MessagingTests {
             try world.domain.unban("alice")
             #expect(try await alice.sendMessage("sorry", to: chat.chatID).state.isAccepted)
             // Numbers stay gapless: refused messages never got one.
-            #expect(try await alice.messages(in: chat.chatID).value.compactMap(\.number) == [1])
+            #expect(try await alice.messages(in: chat.chatID).value.compactMap(\.number) == [1, 2])
+            // And bob's device knows the two refused ones were withdrawn, not withheld.
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has both") { bobMessages.value.map(\.content) == ["before", "sorry"] })
+            #expect(bob.chats.value.first?.missingMessageCount == 0)
         }
     }
 

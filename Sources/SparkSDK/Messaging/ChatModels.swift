@@ -103,6 +103,10 @@ public struct Chat: Sendable, Equatable, Identifiable {
     public var participants: [Participant]
     /// Incoming messages not yet read.
     public var unreadCount: Int
+    /// Messages known to be missing: a participant's device sent them (its later messages say
+    /// so, in their authenticated sequence) and they have not arrived, withheld by the domain
+    /// or late. Goes back down as they arrive (``MessagingEvent/messagesMissing(chatID:userID:count:)``).
+    public var missingMessageCount: Int = 0
     /// When something last happened in it.
     public var lastActivity: Date
     /// Whether this user is still a member.

@@ -385,11 +385,31 @@ extension Messenger {
     ) throws -> Effects {
         let chatID = entry.chatID
         let store = store(db)
+        // Another device's text names its place among that device's texts: one that was missing
+        // arrives late (and is taken whatever its number), one past a gap makes the gap missing.
+        var sequences: TextSequences?
+        var late = false
+        if entry.kind == .message, payload.kind == .text, let sequence = payload.sequence, sender.device != endpointID {
+            let known = try store.textSequences(chatID: chatID, device: sender.device)
+            late = known?.awaits(sequence) ?? false
+            sequences = TextSequences.noting(
+                known, chatID: chatID, user: sender.user, device: sender.device, sequence: sequence,
+                withdrawn: payload.withdrawn)
+        }
         let outcome = try core.apply(
-            payload, from: sender.user, entry: entry, lastNumber: stored.lastNumber, lookup: store.lookup)
+            payload, from: sender.user, entry: entry, lastNumber: stored.lastNumber, late: late, lookup: store.lookup)
         stored.lastNumber = outcome.lastNumber
         try groups.save(store, stored)
         var effects = Effects(changed: .none)
+        if let sequences, outcome.actions.contains(where: { if case .insert = $0 { true } else { false } }) {
+            let before = try store.missingTexts(chatID: chatID)[sender.user] ?? 0
+            try store.saveTextSequences(sequences)
+            let after = try store.missingTexts(chatID: chatID)[sender.user] ?? 0
+            if after != before {
+                effects.notices.append(.messagesMissing(chatID: chatID, userID: sender.user, count: after))
+                effects.changed.formUnion(.all)
+            }
+        }
         for action in outcome.actions {
             switch action {
             case .drop(let reason):

@@ -122,6 +122,14 @@ extension Messenger {
                 )
             }
         }
+        // A text carries its place among this device's texts in the chat, and the places of
+        // those the domain refused, so that recipients see one the domain withholds.
+        var payload = payload
+        if payload.kind == .text, let localID {
+            let sequence = try store(db).sendingSequence(chatID: chatID, localID: localID)
+            payload.sequence = sequence
+            payload.withdrawn = try store(db).withdrawnSequences(chatID: chatID).filter { $0 < sequence }
+        }
         var random = MLSSystemRandom()
         let sealed = try stored.group.seal(payload, random: &random)
         stored.sentSinceUpdate += 1

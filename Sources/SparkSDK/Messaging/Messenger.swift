@@ -31,6 +31,11 @@ public enum MessagingEvent: Sendable, Equatable {
     /// another device, after both screens show `code`. A device the user did not set up is an
     /// attacker holding the identity key: remove it (``BBMEnterpriseService/deregisterEndpoint(_:)``).
     case deviceAwaitingApproval(endpointID: String, code: String)
+    /// `count` messages that `userID`'s devices sent in the chat have not arrived: a later
+    /// message's authenticated sequence says they were sent, so the domain withholds them or
+    /// they are late. Raised whenever the count changes, with 0 once they all arrived (each
+    /// then shows in its place); ``Chat/missingMessageCount`` holds the chat's total.
+    case messagesMissing(chatID: String, userID: String, count: Int)
 }
 
 /// A step in the life of a message this user sent, as it happens: accepted and numbered by the
@@ -348,12 +353,14 @@ actor Messenger {
     nonisolated func loadChats(_ db: Database, only chatID: String?) throws -> [Chat] {
         let chats = try store(db).chats(only: chatID)
         let trust = try ContactDirectory.verifications(db, of: Set(chats.flatMap { $0.participants.map(\.userID) }))
-        return chats.map { chat in
+        return try chats.map { chat in
             Chat(
                 chatID: chat.chatID, subject: chat.subject,
                 participants: chat.participants.map {
                     Participant(userID: $0.userID, isAdmin: $0.isAdmin, verification: trust[$0.userID] ?? .unverified)
-                }, unreadCount: chat.unreadCount, lastActivity: chat.lastActivity, isActive: chat.isActive)
+                }, unreadCount: chat.unreadCount,
+                missingMessageCount: try store(db).missingTexts(chatID: chat.chatID).values.reduce(0, +),
+                lastActivity: chat.lastActivity, isActive: chat.isActive)
         }
     }
 

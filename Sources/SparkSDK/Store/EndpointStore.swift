@@ -314,6 +314,22 @@ public final class EndpointStore: Sendable {
             try db.execute(
                 "CREATE TABLE refused_commits (chat_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, sender TEXT NOT NULL)")
         }
+        migrator.register("v11-text-sequences") { db in
+            // Each text this device sent has a sequence in its chat (withdrawn when the domain
+            // refused it); of each device it receives from, the highest sequence and those missing.
+            try db.execute(
+                """
+                CREATE TABLE sent_sequences (
+                    local_id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+                    withdrawn INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE INDEX sent_sequences_by_chat ON sent_sequences(chat_id, sequence);
+                CREATE TABLE text_sequences (
+                    chat_id TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, highest INTEGER NOT NULL,
+                    missing BLOB NOT NULL, PRIMARY KEY (chat_id, device_id)
+                );
+                """)
+        }
         return migrator
     }
 
@@ -460,7 +476,8 @@ extension EndpointStore {
         "deferred_entries",
         "departed_members", "sent_posts",
         "contacts",
-        "mailbox_cursor", "device_signer", "key_package_bundles", "own_devices",
+        "mailbox_cursor", "device_signer", "key_package_bundles", "own_devices", "refused_commits", "sent_sequences",
+        "text_sequences",
     ]
 
     /// Wipes the user's data (keys, chats, messages, group states, contacts, the mailbox cursor),

@@ -6,6 +6,8 @@ import SparkDomain
 protocol MessageLookup {
     /// The chat's message `id` as this device has it, or nil.
     func message(_ id: String, in chatID: String) throws -> MessagingCore.KnownMessage?
+    /// Whether a message of the chat has `number` here.
+    func isTaken(_ number: Int64, in chatID: String) throws -> Bool
 }
 
 /// The rules of what a chat's messages do once the chat's group opened them, as a pure function
@@ -64,9 +66,11 @@ struct MessagingCore: Sendable {
     }
 
     /// Decides what `payload`, opened from `entry` and signed by a device of `sender`, does in a
-    /// chat whose newest number so far is `lastNumber`.
+    /// chat whose newest number so far is `lastNumber`. A `late` text is one its sender's
+    /// sequence says was missing: it is taken below the newest number.
     func apply(
-        _ payload: ChatPayload, from sender: String, entry: MailboxEntry, lastNumber: Int64, lookup: some MessageLookup
+        _ payload: ChatPayload, from sender: String, entry: MailboxEntry, lastNumber: Int64, late: Bool = false,
+        lookup: some MessageLookup
     ) throws -> Outcome {
         let chatID = entry.chatID
         let incoming = sender != user
@@ -81,8 +85,10 @@ struct MessagingCore: Sendable {
                 // Handed over already in a history transfer (sent while this device joined).
                 return Outcome(lastNumber: max(lastNumber, entry.messageNumber ?? 0), actions: [])
             }
-            // Numbers only grow in the domain's order: one that does not was renumbered.
-            guard let number = entry.messageNumber, number > lastNumber else {
+            // Numbers only grow in the domain's order: one that does not was renumbered (unless
+            // it is a text its sender's sequence says was missing, which comes late).
+            let lateAndFree = try late && entry.messageNumber.map { try $0 > 0 && !lookup.isTaken($0, in: chatID) } ?? false
+            guard let number = entry.messageNumber, number > lastNumber || lateAndFree else {
                 return drop(
                     "message \(payload.id) is numbered \(entry.messageNumber.map(String.init) ?? "nothing") after \(lastNumber): renumbered"
                 )
@@ -92,7 +98,7 @@ struct MessagingCore: Sendable {
                 id: payload.id, number: number, sender: sender, content: payload.content, tag: payload.tag,
                 data: payload.data, ref: ref, state: incoming ? .delivered : .sent, timestamp: entry.postedAt)
             return Outcome(
-                lastNumber: number,
+                lastNumber: max(lastNumber, number),
                 actions: [
                     .insert(received), .touchChat(at: entry.postedAt),
                     incoming

@@ -8,7 +8,8 @@ import SparkMLS
 ///
 /// ```text
 /// struct {
-///     uint8 version;                 // 1, or 2 for a receipt that names what it covers
+///     uint8 version;                 // 1; 2 for a receipt that names what it covers; 3 for a
+///                                    // text that carries its sender's sequence
 ///     uint8 kind;                    // 1 text, 3 receipt, 4 edit, 5 history (2 is not used)
 ///     opaque id<V>;                  // 1..64 bytes: this message's id
 ///     opaque content<V>;             // UTF-8: the text, the edited text; empty for a receipt
@@ -19,8 +20,16 @@ import SparkMLS
 ///     optional<uint64 up_to>;        // a receipt: the newest chat number it covers
 ///     opaque covers<V>;              // version 2 only: the ids (opaque<V> each) of the messages
 ///                                    // a receipt covers, 1 to 256 of them
+///     uint64 sequence;               // version 3 only: the sending device's count of the texts
+///                                    // it sent in this chat before this one
+///     uint64 withdrawn<V>;           // version 3 only: sequences below it that the domain
+///                                    // refused (never delivered), at most 64, distinct
 /// } ChatPayload;
 /// ```
+///
+/// A text's `sequence` lets every recipient see that a text of a device has not arrived (the
+/// domain withholds it, or it is late): the numbers between the last it has and this one,
+/// less the `withdrawn`, are missing until they arrive.
 ///
 /// A receipt covers exactly the messages it names: those of `covers`, or, in version 1, its
 /// `ref` alone. Never a range: a domain that withholds a message cannot have it counted as
@@ -39,6 +48,14 @@ struct ChatPayload: Equatable, Sendable {
     var upTo: Int64?
     /// A receipt's messages, by id (empty: its `ref` alone).
     var covers: [String] = []
+    /// A text's place among the texts its device sent in the chat (0 first); nil in a version 1
+    /// text.
+    var sequence: UInt64?
+    /// Sequences of the device's texts before this one that the domain refused.
+    var withdrawn: [UInt64] = []
+
+    /// The most withdrawn sequences one text names.
+    static let maximumWithdrawn = 64
 
     /// The most messages one receipt names (a read of more sends several).
     static let maximumCovered = 256
@@ -56,6 +73,14 @@ struct ChatPayload: Equatable, Sendable {
         else { throw MessagingError(.forged, "a chat payload's id, tag, reference or size is out of bounds") }
         guard covers.isEmpty || kind == .receipt else {
             throw MessagingError(.forged, "only a receipt names the messages it covers")
+        }
+        guard sequence == nil || kind == .text, withdrawn.isEmpty || sequence != nil else {
+            throw MessagingError(.forged, "only a text carries a sequence, and withdrawn ones only with its own")
+        }
+        if let sequence {
+            guard withdrawn.count <= Self.maximumWithdrawn, Set(withdrawn).count == withdrawn.count,
+                withdrawn.allSatisfy({ $0 < sequence })
+            else { throw MessagingError(.forged, "a text withdraws at most 64 distinct sequences, each before its own") }
         }
         guard covers.count <= Self.maximumCovered, covers.allSatisfy({ (1...64).contains($0.utf8.count) }),
             Set(covers).count == covers.count
@@ -80,7 +105,7 @@ struct ChatPayload: Equatable, Sendable {
 
     var encoded: Data {
         var writer = TLSWriter()
-        writer.u8(covers.isEmpty ? 1 : 2)
+        writer.u8(!covers.isEmpty ? 2 : sequence == nil ? 1 : 3)
         writer.u8(kind.rawValue)
         writer.opaque(Data(id.utf8))
         writer.opaque(Data(content.utf8))
@@ -104,6 +129,11 @@ struct ChatPayload: Equatable, Sendable {
             writer.vector { list in
                 for id in covers { list.opaque(Data(id.utf8)) }
             }
+        } else if let sequence {
+            writer.u64(sequence)
+            writer.vector { list in
+                for value in withdrawn { list.u64(value) }
+            }
         }
         return writer.data
     }
@@ -117,7 +147,7 @@ extension ChatPayload {
         do {
             var reader = TLSReader(encoded)
             let version = try reader.u8("version")
-            guard version == 1 || version == 2, let kind = Kind(rawValue: try reader.u8("kind")) else {
+            guard (1...3).contains(version), let kind = Kind(rawValue: try reader.u8("kind")) else {
                 throw MessagingError(.forged, "a chat payload of an unknown version or kind")
             }
             func text(_ bytes: Data) throws -> String {
@@ -159,6 +189,15 @@ extension ChatPayload {
                     return ids
                 }
                 guard !covers.isEmpty else { throw MessagingError(.forged, "a version 2 receipt names no message") }
+            }
+            if version == 3 {
+                sequence = try reader.u64("sequence")
+                withdrawn = try reader.vector("withdrawn") { list in
+                    var values: [UInt64] = []
+                    while !list.isAtEnd { values.append(try list.u64("withdrawn sequence")) }
+                    return values
+                }
+                guard kind == .text else { throw MessagingError(.forged, "a version 3 payload that is not a text") }
             }
             try reader.finish("chat payload")
         } catch let error as MLSError {

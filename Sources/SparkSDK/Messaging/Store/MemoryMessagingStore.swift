@@ -33,6 +33,8 @@ final class MemoryMessagingStore: Sendable {
         var groups: [String: (record: GroupRecord, epochState: Data)] = [:]
         var leftEpochs: [String: UInt64] = [:]
         var refusedCommits: [String: RefusedCommit] = [:]
+        var sentSequences: [String: (chatID: String, sequence: UInt64, withdrawn: Bool)] = [:]
+        var textSequences: [String: TextSequences] = [:]
         var pendingCommits: [Data: PendingCommit] = [:]
         var deferred: [Int64: MailboxEntry] = [:]
         var departed: [String: Set<String>] = [:]
@@ -188,6 +190,7 @@ final class MemoryMessagingStore: Sendable {
             guard let next = state.messages[id]?.message.state.after(.refuse(reason: reason)) else { return false }
             state.messages[id]?.message.state = next
             state.messages[id]?.sealed = nil
+            state.sentSequences[id]?.withdrawn = true
             return true
         }
 
@@ -362,6 +365,35 @@ final class MemoryMessagingStore: Sendable {
         func forgetDeparted(chatID: String) throws {
             state.departed[chatID] = nil
             state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
+        }
+
+        func sendingSequence(chatID: String, localID: String) throws -> UInt64 {
+            if let given = state.sentSequences[localID] { return given.sequence }
+            let next = state.sentSequences.values.filter { $0.chatID == chatID }.map { $0.sequence + 1 }.max() ?? 0
+            state.sentSequences[localID] = (chatID, next, false)
+            return next
+        }
+
+        func withdrawnSequences(chatID: String) throws -> [UInt64] {
+            Array(
+                state.sentSequences.values.filter { $0.chatID == chatID && $0.withdrawn }.map(\.sequence).sorted(by: >)
+                    .prefix(ChatPayload.maximumWithdrawn))
+        }
+
+        func textSequences(chatID: String, device: String) throws -> TextSequences? {
+            state.textSequences["\(chatID)\u{0}\(device)"]
+        }
+
+        func saveTextSequences(_ sequences: TextSequences) throws {
+            state.textSequences["\(sequences.chatID)\u{0}\(sequences.device)"] = sequences
+        }
+
+        func missingTexts(chatID: String) throws -> [String: Int] {
+            var missing: [String: Int] = [:]
+            for sequences in state.textSequences.values where sequences.chatID == chatID && !sequences.missing.isEmpty {
+                missing[sequences.user, default: 0] += sequences.missing.count
+            }
+            return missing
         }
 
         func noteRefusedCommit(chatID: String, epoch: UInt64, sender: String) throws {

@@ -144,6 +144,18 @@ protocol MessagingStore {
     func departed(chatID: String) throws -> Set<String>
     /// Forgets the chat's departed users (their devices were removed) and its pending commits.
     func forgetDeparted(chatID: String) throws
+    /// The sequence of this device's text `localID` in its chat (``ChatPayload/sequence``): the
+    /// one it was given, or the next.
+    func sendingSequence(chatID: String, localID: String) throws -> UInt64
+    /// The sequences of this device's texts in the chat that the domain refused (``refuse(_:reason:)``
+    /// withdraws a text's), the newest first, at most `ChatPayload.maximumWithdrawn`.
+    func withdrawnSequences(chatID: String) throws -> [UInt64]
+    /// What this device received of `device`'s texts in the chat.
+    func textSequences(chatID: String, device: String) throws -> TextSequences?
+    /// Keeps what this device received of a device's texts.
+    func saveTextSequences(_ sequences: TextSequences) throws
+    /// The texts known to be missing in the chat, per sending user (users with none left out).
+    func missingTexts(chatID: String) throws -> [String: Int]
     /// Notes a commit ordered for the group's `epoch` that every member refuses, posted by
     /// `sender`: an admin's device replaces it (one note per chat, the latest).
     func noteRefusedCommit(chatID: String, epoch: UInt64, sender: String) throws
@@ -232,5 +244,8 @@ private struct StoreLookup<Store: MessagingStore>: MessageLookup {
     let store: Store
     func message(_ id: String, in chatID: String) throws -> MessagingCore.KnownMessage? {
         try store.known(chatID: chatID, id: id)
+    }
+    func isTaken(_ number: Int64, in chatID: String) throws -> Bool {
+        try store.messageID(chatID: chatID, number: number) != nil
     }
 }

@@ -197,7 +197,10 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func refuse(_ id: String, reason: String) throws -> Bool {
-        try step(.refuse(reason: reason), where: "local_id = ?", [id], extra: "failure = ?, sealed = NULL", [reason]) > 0
+        guard try step(.refuse(reason: reason), where: "local_id = ?", [id], extra: "failure = ?, sealed = NULL", [reason]) > 0
+        else { return false }
+        try db.execute("UPDATE sent_sequences SET withdrawn = 1 WHERE local_id = ?", [id])
+        return true
     }
 
     func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws {
@@ -492,6 +495,57 @@ struct SQLiteMessagingStore: MessagingStore {
     func forgetDeparted(chatID: String) throws {
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
         try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
+    }
+
+    func sendingSequence(chatID: String, localID: String) throws -> UInt64 {
+        if let given = try db.scalar("SELECT sequence FROM sent_sequences WHERE local_id = ?", [localID], as: Int64.self) {
+            return UInt64(clamping: given)
+        }
+        let next =
+            try db.scalar(
+                "SELECT coalesce(max(sequence) + 1, 0) FROM sent_sequences WHERE chat_id = ?", [chatID], as: Int64.self) ?? 0
+        try db.execute(
+            "INSERT INTO sent_sequences(local_id, chat_id, sequence) VALUES (?, ?, ?)", [localID, chatID, next])
+        return UInt64(clamping: next)
+    }
+
+    func withdrawnSequences(chatID: String) throws -> [UInt64] {
+        try db.rows(
+            "SELECT sequence FROM sent_sequences WHERE chat_id = ? AND withdrawn = 1 ORDER BY sequence DESC LIMIT ?",
+            [chatID, ChatPayload.maximumWithdrawn]
+        ).map { UInt64(clamping: try $0.get(0, as: Int64.self)) }
+    }
+
+    func textSequences(chatID: String, device: String) throws -> TextSequences? {
+        try db.row(
+            "SELECT user_id, highest, missing FROM text_sequences WHERE chat_id = ? AND device_id = ?", [chatID, device]
+        ).map { row in
+            let packed = [UInt8](try row.get(2, as: Data.self))
+            let missing = stride(from: 0, to: packed.count - packed.count % 8, by: 8).map { offset in
+                packed[offset..<offset + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            }
+            return TextSequences(
+                chatID: chatID, user: try row.get(0), device: device, highest: UInt64(clamping: try row.get(1, as: Int64.self)),
+                missing: missing)
+        }
+    }
+
+    func saveTextSequences(_ sequences: TextSequences) throws {
+        var packed = Data(capacity: sequences.missing.count * 8)
+        for value in sequences.missing { withUnsafeBytes(of: value.bigEndian) { packed.append(contentsOf: $0) } }
+        try db.execute(
+            "INSERT OR REPLACE INTO text_sequences(chat_id, device_id, user_id, highest, missing) VALUES (?, ?, ?, ?, ?)",
+            [sequences.chatID, sequences.device, sequences.user, Int64(clamping: sequences.highest), packed])
+    }
+
+    func missingTexts(chatID: String) throws -> [String: Int] {
+        var missing: [String: Int] = [:]
+        for row in try db.rows(
+            "SELECT user_id, length(missing) / 8 FROM text_sequences WHERE chat_id = ? AND length(missing) > 0", [chatID])
+        {
+            missing[try row.get(0, as: String.self), default: 0] += try row.get(1, as: Int.self)
+        }
+        return missing
     }
 
     func noteRefusedCommit(chatID: String, epoch: UInt64, sender: String) throws {
