@@ -67,9 +67,11 @@ struct ChatRecoveryTests {
             #expect(try await bob.messenger.groupDevices(of: chat.chatID).map(\.user) == ["alice", "bob"])
             // Bob saw mallory's commit refused.
             #expect(
-                bobEvents.value.contains {
-                    if case .dropped(let id, _) = $0 { return id == chat.chatID }
-                    return false
+                await waitFor("bob's device reported it") {
+                    bobEvents.value.contains {
+                        if case .dropped(let id, _) = $0 { return id == chat.chatID }
+                        return false
+                    }
                 })
         }
     }

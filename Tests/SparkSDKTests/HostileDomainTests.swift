@@ -250,7 +250,10 @@ struct HostileDomainTests {
             let bobMessages = try await chat.bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has the later one") { bobMessages.value.map(\.content) == ["hi bob", "delivered"] })
             #expect(await waitFor("one is missing") { chat.bob.chats.value.first?.missingMessageCount == 1 })
-            #expect(events.value.contains(.messagesMissing(chatID: chat.chatID, userID: "alice", count: 1)))
+            #expect(
+                await waitFor("the event") {
+                    events.value.contains(.messagesMissing(chatID: chat.chatID, userID: "alice", count: 1))
+                })
             // The domain lets it through, late.
             withholding.withLock { $0 = false }
             for entry in withheld.withLock({ $0 }) { try Self.inject(chat.world, entry, to: "bob") }
@@ -260,7 +263,10 @@ struct HostileDomainTests {
                     bobMessages.value.map(\.content) == ["hi bob", "withheld", "delivered"]
                 })
             #expect(chat.bob.chats.value.first?.missingMessageCount == 0)
-            #expect(events.value.contains(.messagesMissing(chatID: chat.chatID, userID: "alice", count: 0)))
+            #expect(
+                await waitFor("the event") {
+                    events.value.contains(.messagesMissing(chatID: chat.chatID, userID: "alice", count: 0))
+                })
             #expect(Self.drops(events, chat.chatID).isEmpty, "\(Self.drops(events, chat.chatID))")
         }
     }

@@ -387,10 +387,10 @@ extension Messenger {
         let store = store(db)
         // Another device's text names its place among that device's texts: one that was missing
         // arrives late (and is taken whatever its number), one past a gap makes the gap missing.
-        var sequences: TextSequences?
+        var (sequences, known): (TextSequences?, TextSequences?) = (nil, nil)
         var late = false
         if entry.kind == .message, payload.kind == .text, let sequence = payload.sequence, sender.device != endpointID {
-            let known = try store.textSequences(chatID: chatID, device: sender.device)
+            known = try store.textSequences(chatID: chatID, device: sender.device)
             late = known?.awaits(sequence) ?? false
             sequences = TextSequences.noting(
                 known, chatID: chatID, user: sender.user, device: sender.device, sequence: sequence,
@@ -402,11 +402,11 @@ extension Messenger {
         try groups.save(store, stored)
         var effects = Effects(changed: .none)
         if let sequences, outcome.actions.contains(where: { if case .insert = $0 { true } else { false } }) {
-            let before = try store.missingTexts(chatID: chatID)[sender.user] ?? 0
             try store.saveTextSequences(sequences)
-            let after = try store.missingTexts(chatID: chatID)[sender.user] ?? 0
-            if after != before {
-                effects.notices.append(.messagesMissing(chatID: chatID, userID: sender.user, count: after))
+            // The user's count changes only when this device's does (the usual text changes neither).
+            if sequences.missing != known?.missing ?? [] {
+                let count = try store.missingTexts(chatID: chatID)[sender.user] ?? 0
+                effects.notices.append(.messagesMissing(chatID: chatID, userID: sender.user, count: count))
                 effects.changed.formUnion(.all)
             }
         }

@@ -324,6 +324,7 @@ public final class EndpointStore: Sendable {
                     withdrawn INTEGER NOT NULL DEFAULT 0
                 );
                 CREATE INDEX sent_sequences_by_chat ON sent_sequences(chat_id, sequence);
+                CREATE INDEX sent_sequences_withdrawn ON sent_sequences(chat_id, sequence) WHERE withdrawn = 1;
                 CREATE TABLE text_sequences (
                     chat_id TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, highest INTEGER NOT NULL,
                     missing BLOB NOT NULL, PRIMARY KEY (chat_id, device_id)

@@ -501,12 +501,12 @@ struct SQLiteMessagingStore: MessagingStore {
         if let given = try db.scalar("SELECT sequence FROM sent_sequences WHERE local_id = ?", [localID], as: Int64.self) {
             return UInt64(clamping: given)
         }
-        let next =
-            try db.scalar(
-                "SELECT coalesce(max(sequence) + 1, 0) FROM sent_sequences WHERE chat_id = ?", [chatID], as: Int64.self) ?? 0
-        try db.execute(
-            "INSERT INTO sent_sequences(local_id, chat_id, sequence) VALUES (?, ?, ?)", [localID, chatID, next])
-        return UInt64(clamping: next)
+        let next = try db.scalar(
+            """
+            INSERT INTO sent_sequences(local_id, chat_id, sequence)
+            SELECT ?, ?, coalesce(max(sequence) + 1, 0) FROM sent_sequences WHERE chat_id = ? RETURNING sequence
+            """, [localID, chatID, chatID], as: Int64.self)
+        return UInt64(clamping: next ?? 0)
     }
 
     func withdrawnSequences(chatID: String) throws -> [UInt64] {
