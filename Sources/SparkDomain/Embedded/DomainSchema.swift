@@ -238,6 +238,8 @@ enum DomainSchema {
             // The epoch after the latest commit an admin made: the commits since, which only
             // non-admins made, are those an admin may replace when the members refused them.
             try db.execute("ALTER TABLE chats ADD COLUMN settled_epoch INTEGER NOT NULL DEFAULT 0")
+            // What was ordered before this version is settled: no commit of it is replaced.
+            try db.execute("UPDATE chats SET settled_epoch = epoch")
         }
         return migrator
     }

@@ -230,7 +230,8 @@ enum PostgreSQLSchema {
         (
             "v13-settled-epoch",
             """
-            ALTER TABLE chats ADD COLUMN settled_epoch BIGINT NOT NULL DEFAULT 0
+            ALTER TABLE chats ADD COLUMN settled_epoch BIGINT NOT NULL DEFAULT 0;
+            UPDATE chats SET settled_epoch = epoch
             """
         ),
     ]
