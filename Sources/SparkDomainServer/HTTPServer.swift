@@ -85,13 +85,16 @@ public final class HTTPServer: Sendable {
         /// `send-proxy-v2`): a connection from one must begin with it, and the client address it
         /// names is the connection's; from any other address no header is read. Empty: none.
         public var proxyAddresses: [String]
+        /// The threads requests run on (``RequestExecutor``): as many as the requests that may
+        /// block in the store at once, so the store's pool of connections.
+        public var requestThreads: Int
 
         /// Options with production defaults: two threads, 20,000 connections (2,000 per
         /// address), 30 s idle, 1 MiB bodies, no proxies.
         public init(
             host: String, port: UInt16, certificatePEM: String? = nil, keyPEM: String? = nil, threads: Int = 2,
             connectionLimit: Int = 20_000, perAddressLimit: Int = 2_000, idleTimeout: Int = 30, maximumBody: Int = 1 << 20,
-            proxyAddresses: [String] = []
+            proxyAddresses: [String] = [], requestThreads: Int = 16
         ) {
             self.host = host
             self.port = port
@@ -103,6 +106,7 @@ public final class HTTPServer: Sendable {
             self.idleTimeout = idleTimeout
             self.maximumBody = maximumBody
             self.proxyAddresses = proxyAddresses
+            self.requestThreads = requestThreads
         }
     }
 
@@ -113,7 +117,12 @@ public final class HTTPServer: Sendable {
     final class Core: Sendable {
         let handler: Handler
         let inFlight = Locked(0)
-        init(handler: @escaping Handler) { self.handler = handler }
+        /// Where each request's task runs (off Swift's cooperative pool).
+        let executor: RequestExecutor
+        init(handler: @escaping Handler, executor: RequestExecutor) {
+            self.handler = handler
+            self.executor = executor
+        }
     }
 
     private let core: Core
@@ -123,7 +132,7 @@ public final class HTTPServer: Sendable {
 
     /// Starts listening; throws with the reason when it cannot (address in use, bad key).
     public init(options: Options, handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) throws {
-        let core = Core(handler: handler)
+        let core = Core(handler: handler, executor: RequestExecutor(threads: max(1, options.requestThreads)))
         self.core = core
         var error = [CChar](repeating: 0, count: 512)
         let context = Unmanaged.passRetained(core).toOpaque()
@@ -146,6 +155,7 @@ public final class HTTPServer: Sendable {
             }
         }
         guard let server else {
+            core.executor.shutdown()
             Unmanaged<Core>.fromOpaque(context).release()
             throw DomainError(
                 .unavailable, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
@@ -182,6 +192,7 @@ public final class HTTPServer: Sendable {
         guard requestsInFlight == 0, spark_http_suspended(server) == 0 else { return }
         started.withLock { $0 = nil }
         spark_http_stop(server)
+        core.executor.shutdown()
         Unmanaged.passUnretained(core).release()
     }
 }
@@ -214,7 +225,9 @@ private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: Opaqu
     server.inFlight.withLock { $0 += 1 }
     nonisolated(unsafe) let pending = request
     let handler = server.handler
-    Task {
+    // On the server's own threads: a request that blocks in the store holds one of them, never
+    // a thread of Swift's cooperative pool.
+    Task(executorPreference: server.executor) {
         let response = await handler(incoming)
         respond(pending, response)
         server.inFlight.withLock { $0 -= 1 }

@@ -13,12 +13,13 @@ public final class DomainDaemon: Sendable {
     public let url: URL
     /// Whether it serves plain HTTP.
     public let plain: Bool
-    private let process = Locked<Process?>(nil)
+    private let process = Locked<ChildProcess?>(nil)
     private let serveArguments: [String]
     private let launcher: [String]
 
     private init(
-        directory: URL, domainID: String, url: URL, plain: Bool, process: Process, serveArguments: [String], launcher: [String]
+        directory: URL, domainID: String, url: URL, plain: Bool, process: ChildProcess, serveArguments: [String],
+        launcher: [String]
     ) {
         self.directory = directory
         self.domainID = domainID
@@ -53,9 +54,9 @@ public final class DomainDaemon: Sendable {
     }
 
     private static func serve(_ home: URL, listen: String, arguments: [String], launcher: [String]) async throws -> (
-        Process, URL
+        ChildProcess, URL
     ) {
-        let process = Process()
+        let process = ChildProcess()
         let command = [Fixtures.executable("spark-domaind").path, "serve", home.path, "--listen", listen] + arguments
         let full = launcher + command
         process.executableURL = URL(fileURLWithPath: full[0])
@@ -153,7 +154,7 @@ public final class DomainDaemon: Sendable {
         _ = await Self.wait(process)
     }
 
-    private static func wait(_ process: Process) async -> Int32 {
+    private static func wait(_ process: ChildProcess) async -> Int32 {
         await Fixtures.onThread {
             process.waitUntilExit()
             return process.terminationStatus

@@ -147,7 +147,10 @@ func serve(_ arguments: inout Arguments) async throws {
     }
     // A pool a little larger than the server's threads: requests wait on the database, not
     // on each other.
-    let domain = try directory.openDomain(connections: max(4, threads * 4))
+    // Requests run on threads of the server's own, as many as the store's connections (a request
+    // blocked in the store holds one; see RequestExecutor).
+    let storeConnections = max(4, threads * 4)
+    let domain = try directory.openDomain(connections: storeConnections)
     if let conninfo = try directory.databaseConnection() {
         log(#"{"event":"store","kind":"postgresql","connection":"\#(PostgreSQLDomainStore.redact(conninfo))"}"#)
     }
@@ -156,7 +159,7 @@ func serve(_ arguments: inout Arguments) async throws {
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: connections,
         perAddressLimit: max(16, connections / 2), idleTimeout: idleTimeout, maximumBody: maximumBody,
-        proxyAddresses: proxies)
+        proxyAddresses: proxies, requestThreads: storeConnections)
     if !plain {
         options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
         options.keyPEM = try DomainDirectory.readPEM(keyOption ?? directory.keyPath)

@@ -318,7 +318,7 @@ struct QuickStartTests {
                 at: path, domainID: "qs", policy: DomainPolicy(userAuthenticationEnabled: true, passwordIterations: 1000),
                 allowUnsafePasswordHashing: true)
             // A live conversation: the activation code is read from what the quick start prints.
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = Self.binary
             process.arguments = ["--config", config, "--data-dir", directory.appendingPathComponent("dev").path]
             let input = Pipe()
@@ -355,7 +355,7 @@ struct QuickStartTests {
 
     /// The quick start as a live conversation: what it printed so far, and lines to send.
     final class Conversation: Sendable {
-        let process = Process()
+        let process = ChildProcess()
         let input = Pipe()
         let output = Pipe()
         let transcript = Locked("")

@@ -268,7 +268,7 @@ struct OPRFInteropTests {
     static func runClient(input: Data, publicKey: Data, evaluator: OPRF.PrivateKey) throws -> String {
         do {
             let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/SparkCryptoTests/Python/oprf_peer.py").path
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["python3", script, "client", input.hexString, publicKey.hexString]
             let (stdin, stdout, stderr) = (Pipe(), Pipe(), Pipe())

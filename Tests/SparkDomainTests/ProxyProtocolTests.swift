@@ -159,7 +159,7 @@ enum HAProxy {
             """
         let file = directory.appendingPathComponent("haproxy.cfg")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/haproxy")
         process.arguments = ["-db", "-f", file.path]
         let log = directory.appendingPathComponent("haproxy.log")
