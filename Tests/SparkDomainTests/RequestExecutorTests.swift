@@ -25,12 +25,12 @@ struct RequestExecutorTests {
             handler: { request in
                 switch request.path {
                 case "/block":
-                    // A slow query: the thread is held until the test lets go (or 20 s pass, so that
+                    // A slow query: the thread is held until the test lets go (or 90 s pass, so that
                     // a pool these block whole, the test's own task included, fails the test
-                    // rather than hanging it).
+                    // rather than hanging it; under a loaded machine the test itself takes seconds).
                     blocking.withLock { $0 += 1 }
                     defer { blocking.withLock { $0 -= 1 } }
-                    let deadline = Date().addingTimeInterval(20)
+                    let deadline = Date().addingTimeInterval(90)
                     while !released.withLock({ $0 }), Date() < deadline { usleep(1000) }
                     return HTTPResponse(status: 200, contentType: "text/plain", body: Data("done".utf8))
                 case "/wait":
