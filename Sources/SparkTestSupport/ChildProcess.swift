@@ -52,7 +52,7 @@ public final class ChildProcess: @unchecked Sendable {
                 posix_spawn_file_actions_addopen(&actions, target, "/dev/null", reads ? O_RDONLY : O_WRONLY, 0)
             }
         }
-        guard childSpawnCloseFrom(&actions, 3) == 0 else { throw DaemonError("posix_spawn cannot close descriptors") }
+        guard spawnCloseFrom(&actions, 3) == 0 else { throw DaemonError("posix_spawn cannot close descriptors") }
         let path = executableURL.path
         var argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
@@ -118,8 +118,3 @@ public final class ChildProcess: @unchecked Sendable {
         state.withLock { $0.status = code }
     }
 }
-
-/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does
-/// not declare (its header does only under `_GNU_SOURCE`).
-@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-private func childSpawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32

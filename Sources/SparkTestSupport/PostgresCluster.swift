@@ -252,4 +252,4 @@ public final class PostgresCluster: Sendable {
 /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which its header declares only
 /// under `_GNU_SOURCE`, as Swift's Glibc module does not define it.
 @_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-private func spawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+func spawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32

@@ -410,6 +410,7 @@ extension Messenger {
     /// this user's devices (`mine`, as the domain lists them), only the `approved` are added.
     func reconcile(_ chatID: String, devices mine: Set<String>, approved: Set<String>) async throws {
         let groups = self.groups
+        var noted = false
         guard
             var review = try read({ db -> MessagingCore.GroupReview? in
                 let store = self.store(db)
@@ -418,15 +419,15 @@ extension Messenger {
                     stored.group.group.isActive
                 else { return nil }
                 let group = stored.group
+                let refusedCommit = try store.refusedCommit(chatID: chatID)
+                noted = refusedCommit != nil
                 return MessagingCore.GroupReview(
                     devices: group.devices, admins: group.admins,
                     refused: Set(group.devices(refusedBy: try self.trustedValidator(db))), mine: mine, approved: approved,
                     departed: try store.departed(chatID: chatID), listed: nil,
                     trusted: Set(try ContactDirectory.trustedKeys(db).keys), sentSinceUpdate: stored.sentSinceUpdate,
                     updatedAt: stored.updatedAt,
-                    refusedCommitBy: try store.refusedCommit(chatID: chatID).flatMap {
-                        $0.epoch == group.group.epoch ? $0.sender : nil
-                    })
+                    refusedCommitBy: refusedCommit.flatMap { $0.epoch == group.group.epoch ? $0.sender : nil })
             })
         else { return }
         if core.needsMemberList(review) {
@@ -445,7 +446,7 @@ extension Messenger {
         // A refused commit is noted until a pass looks at it: then it is stale (the group moved
         // on), left to an admin, or replaced below.
         let replacing = plan.replacingRefusedBy != nil
-        if !replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+        if noted, !replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
         guard !plan.remove.isEmpty || !wanted.isEmpty || plan.updateDue || plan.replacingRefusedBy != nil else {
             if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
             return
@@ -461,10 +462,10 @@ extension Messenger {
                 return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
             }
         } catch let error where !Self.isRetryable(error) {
-            if replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+            if noted { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
             throw error
         }
-        if replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+        if noted { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
         if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
         await sendHistory(of: chatID, to: core.historyRecipients(before: review.devices, after: try groupDevices(of: chatID)))
     }
