@@ -21,6 +21,8 @@ final class ChatShell: @unchecked Sendable {
     private var current: String?
     /// The devices already announced as awaiting approval.
     private var announced: Set<String> = []
+    /// What was last shown of each message's reactions and recall, to announce changes.
+    private var shownExtras: [String: (reactions: [Reaction], recalled: Bool)] = [:]
 
     init(console: Console, controller: BBMAuthController) {
         self.console = console
@@ -34,6 +36,8 @@ final class ChatShell: @unchecked Sendable {
           start USER [USER…] [: SUBJECT]
                                       start a chat (one user: one-to-one; several: a group)
           send TEXT                   send to the current chat
+          react N EMOJI               react to message #N of the current chat (`unreact N EMOJI` removes it)
+          recall N                    delete your message #N for everyone
           messages                    show the current chat's messages with their states
           read                        mark the current chat read
           invite USER…                invite users to the current chat (admins)
@@ -194,6 +198,27 @@ final class ChatShell: @unchecked Sendable {
                             console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
                         }
                     }
+                case "react", "unreact":
+                    let parts = rest.split(separator: " ", maxSplits: 1).map(String.init)
+                    guard parts.count == 2, let number = Int64(parts[0]) else {
+                        console.say("usage: \(command) N EMOJI")
+                        continue
+                    }
+                    let message = try await numbered(number, access: access)
+                    if command == "react" {
+                        try await access.react(to: message.id, emoji: parts[1])
+                    } else {
+                        try await access.removeReaction(from: message.id, emoji: parts[1])
+                    }
+                    console.say(
+                        command == "react" ? "Reacted \(parts[1]) to #\(number)." : "Removed \(parts[1]) from #\(number).")
+                case "recall":
+                    guard let number = Int64(rest) else {
+                        console.say("usage: recall N")
+                        continue
+                    }
+                    try await access.recallMessage(try await numbered(number, access: access).id)
+                    console.say("Recalled #\(number).")
                 case "messages": try await show(access)
                 case "read":
                     try await access.markMessagesRead(in: try requireChat())
@@ -356,8 +381,18 @@ final class ChatShell: @unchecked Sendable {
 
     private func show(_ access: BBMAccess) async throws {
         for message in try await access.messages(in: try requireChat(), before: nil, limit: 20) {
-            console.say("  #\(message.number.map(String.init) ?? "-") \(message.sender): \(message.content)  [\(message.state)]")
+            let text = message.isRecalled ? "(recalled)" : message.content
+            let reactions = message.reactions.map { " \($0.emoji)\($0.count)" }.joined()
+            console.say("  #\(message.number.map(String.init) ?? "-") \(message.sender): \(text)  [\(message.state)]\(reactions)")
         }
+    }
+
+    /// The current chat's message numbered `number`.
+    private func numbered(_ number: Int64, access: BBMAccess) async throws -> ChatMessage {
+        let chat = try requireChat()
+        guard let message = try await access.messages(in: chat, before: number + 1, limit: 1).first, message.number == number
+        else { throw MessagingError(.unknownChat, "no message #\(number) in this chat") }
+        return message
     }
 
     private func describe(_ state: UserState) -> String {
@@ -401,7 +436,8 @@ final class ChatShell: @unchecked Sendable {
     private func announceUnread(_ access: BBMAccess) async throws {
         var header = false
         for chat in access.chats.value.reversed() {
-            for message in try await access.messages(in: chat.chatID, before: nil, limit: 200) where message.isIncoming {
+            for message in try await access.messages(in: chat.chatID, before: nil, limit: 200)
+            where message.isIncoming && !message.isRecalled {
                 lock.withLock { _ = seen.insert(message.id) }
                 guard message.state != .read else { continue }
                 if !header { console.say("While you were away:") }
@@ -411,11 +447,21 @@ final class ChatShell: @unchecked Sendable {
         }
     }
 
-    /// Announces incoming messages not met before.
+    /// Announces incoming messages not met before, and reactions and recalls as they change.
     private func print(_ messages: [ChatMessage], in chat: Chat) {
-        for message in messages where message.isIncoming {
-            guard lock.withLock({ seen.insert(message.id).inserted }) else { continue }
-            console.say("[\(label(chat))] \(message.sender): \(message.content)")
+        for message in messages {
+            let number = "#\(message.number.map(String.init) ?? "-")"
+            let before = lock.withLock { shownExtras.updateValue((message.reactions, message.isRecalled), forKey: message.id) }
+            if let before {
+                if message.isRecalled, !before.recalled { console.say("[\(label(chat))] \(number) was recalled") }
+                if message.reactions != before.reactions, !message.isRecalled {
+                    let list = message.reactions.map { "\($0.emoji) \($0.userIDs.joined(separator: ", "))" }
+                    console.say(
+                        "[\(label(chat))] reactions to \(number): \(list.isEmpty ? "none" : list.joined(separator: "; "))")
+                }
+            }
+            guard message.isIncoming, lock.withLock({ seen.insert(message.id).inserted }) else { continue }
+            console.say("[\(label(chat))] \(message.sender): \(message.isRecalled ? "(recalled)" : message.content)")
         }
     }
 

@@ -151,6 +151,17 @@ struct Demo {
         step("bob reads it; alice sees it read", await until { aliceMessages.value.first?.state == .read })
         try await bob.sendMessage("Yes! See you there", to: chat.chatID)
         step("bob answers and alice receives it", await until { aliceMessages.value.last?.content == "Yes! See you there" })
+        try await bob.react(to: first.id, emoji: "👍")
+        let bobName = names.bob
+        step(
+            "bob reacts 👍 to alice's message; alice counts it",
+            await until { aliceMessages.value.first?.reactions == [Reaction(emoji: "👍", userIDs: [bobName])] })
+        let typo = try await alice.sendMessage("Bring the secret sauce recipe", to: chat.chatID)
+        step("alice sends a message she regrets", await until { bobMessages.value.last?.content == typo.content })
+        try await alice.recallMessage(typo.id)
+        step(
+            "alice recalls it: bob's device removes its content",
+            await until { bobMessages.value.last.map { $0.isRecalled && $0.content.isEmpty } == true })
 
         try await admin.timeOut(names.bob, for: 2, reason: "demo moderation")
         let users = UserProvider(service: tablet)
@@ -165,7 +176,7 @@ struct Demo {
         step("the timeout ends by itself", await until(seconds: 10) { users.userState.value == .valid })
         let after = try await bob.sendMessage("back again", to: chat.chatID)
         step("after the timeout bob can send again", after.state.isAccepted, "#\(after.number ?? 0)")
-        let gapless = await until { aliceMessages.value.compactMap(\.number) == [1, 2, 3] }
+        let gapless = await until { aliceMessages.value.compactMap(\.number) == [1, 2, 3, 4] }
         step(
             "message numbers run without gaps", gapless,
             "\(aliceMessages.value.map { "#\($0.number.map(String.init) ?? "-") \($0.content)" })")

@@ -124,6 +124,65 @@ struct MessagingCoreTests {
         }
     }
 
+    /// Only the sender recalls, once; a recalled message takes no edit and no reaction; a
+    /// reaction is its sender's and names a message this device has.
+    @Test func recallsAndReactionsFollowTheirRules() throws {
+        let lookup = Lookup(messages: [
+            "m1": .init(number: 1, sender: "alice"), "m2": .init(number: 2, sender: "bob", recalled: true),
+            "m3": .init(number: nil, sender: "bob"),
+        ])
+        func run(_ kind: ChatPayload.Kind, _ ref: String, content: String = "", from sender: String = "bob") throws
+            -> [MessagingCore.Action]
+        {
+            try core.apply(
+                ChatPayload(kind: kind, id: "x", content: content, ref: ref), from: sender, entry: entry(.event, from: sender),
+                lastNumber: 2, lookup: lookup
+            ).actions
+        }
+        #expect(try run(.recall, "m1", from: "alice") == [.recall(messageID: "m1")])
+        #expect(try run(.recall, "m1").first.map { if case .drop = $0 { true } else { false } } == true, "bob recalls alice's")
+        #expect(try run(.recall, "m2").first.map { if case .drop = $0 { true } else { false } } == true, "recalled twice")
+        #expect(try run(.edit, "m2").first.map { if case .drop = $0 { true } else { false } } == true, "an edit after a recall")
+        #expect(try run(.reaction, "m1", content: "👍") == [.react(messageID: "m1", user: "bob", emoji: "👍", added: true)])
+        #expect(try run(.unreaction, "m1", content: "👍") == [.react(messageID: "m1", user: "bob", emoji: "👍", added: false)])
+        for ref in ["m2", "m3", "unknown"] {
+            #expect(
+                try run(.reaction, ref, content: "👍").first.map { if case .drop = $0 { true } else { false } } == true,
+                "a reaction to \(ref)")
+        }
+    }
+
+    /// One of each emoji per user, removal only of the user's own, and the limits.
+    @Test func reactionsAreOnePerUserPerEmojiAndBounded() {
+        var list: [Reaction] = []
+        list = Reaction.applying(list, user: "alice", emoji: "👍", added: true) ?? []
+        #expect(Reaction.applying(list, user: "alice", emoji: "👍", added: true) == nil, "added twice")
+        list = Reaction.applying(list, user: "bob", emoji: "👍", added: true) ?? []
+        #expect(list == [Reaction(emoji: "👍", userIDs: ["alice", "bob"])])
+        #expect(Reaction.applying(list, user: "carol", emoji: "👍", added: false) == nil, "carol removes what she has not")
+        list = Reaction.applying(list, user: "alice", emoji: "👍", added: false) ?? []
+        #expect(list == [Reaction(emoji: "👍", userIDs: ["bob"])])
+        var many: [Reaction] = []
+        for scalar in 0x1F600..<(0x1F600 + Reaction.maximumPerUser) {
+            many = Reaction.applying(many, user: "bob", emoji: String(Unicode.Scalar(scalar)!), added: true) ?? many
+        }
+        #expect(many.count == Reaction.maximumPerUser)
+        #expect(Reaction.applying(many, user: "bob", emoji: "🦀", added: true) == nil, "past the limit")
+        #expect(ChatPayload.isReaction("👍🏽") && ChatPayload.isReaction("❤️") && ChatPayload.isReaction("🏳️‍🌈"))
+        #expect(!ChatPayload.isReaction("a") && !ChatPayload.isReaction("1") && !ChatPayload.isReaction("👍👍"))
+        #expect(!ChatPayload.isReaction("") && !ChatPayload.isReaction("#"))
+        // A reaction or recall payload round-trips, and one carrying anything else is refused.
+        let reaction = ChatPayload(kind: .reaction, id: "r", content: "👍", ref: "m1")
+        #expect((try? ChatPayload(encoded: reaction.encoded)) == reaction)
+        var bad = reaction
+        bad.content = "thumbs up"
+        #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: bad.encoded) }
+        var recall = ChatPayload(kind: .recall, id: "r", ref: "m1")
+        #expect((try? ChatPayload(encoded: recall.encoded)) == recall)
+        recall.data = "smuggled"
+        #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: recall.encoded) }
+    }
+
     @Test func historyComesOnlyFromThisUsersDevicesForThisDevice() throws {
         let history = ChatPayload(kind: .history, id: "h1", data: "records", ref: "alice-laptop")
         #expect(

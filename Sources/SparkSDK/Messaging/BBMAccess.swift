@@ -96,6 +96,26 @@ public final class BBMAccess: Sendable {
         try await messenger.edit(messageID, content: content)
     }
 
+    /// Adds this user's reaction `emoji` (one emoji) to a message of a chat; every member's
+    /// device counts it in ``ChatMessage/reactions``. A user has one of each emoji on a message
+    /// (adding it again changes nothing), and at most 20 different ones.
+    public func react(to messageID: String, emoji: String) async throws {
+        try await messenger.react(messageID, emoji: emoji, added: true)
+    }
+
+    /// Removes this user's reaction `emoji` from a message (nothing happens when it has none).
+    public func removeReaction(from messageID: String, emoji: String) async throws {
+        try await messenger.react(messageID, emoji: emoji, added: false)
+    }
+
+    /// Recalls a message this user sent (deletes it for everyone): every device of every member
+    /// removes its content, data and reactions and shows it as recalled (``ChatMessage/isRecalled``).
+    /// Only its sender may; a recall from anyone else is dropped by every device. A device that
+    /// already shows the message keeps no copy of it, though a person may have read or copied it.
+    public func recallMessage(_ messageID: String) async throws {
+        try await messenger.recall(messageID)
+    }
+
     /// Reads the mailbox now instead of at the next poll, then does what follows a read: sends
     /// delivery receipts, brings every chat's group up to date and resends what is left sending.
     public func refresh() async throws { try await messenger.refresh() }

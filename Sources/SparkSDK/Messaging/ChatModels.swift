@@ -76,6 +76,57 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     public var state: MessageState
     /// When it was sent (the domain's time once sent).
     public var timestamp: Date
+    /// The reactions to it, each emoji with the users who chose it: the most chosen first (then
+    /// by emoji), so that every device shows the same order.
+    public var reactions: [Reaction] = []
+    /// Whether its sender recalled it (deleted it for everyone): its content, data and
+    /// reactions are gone from every device of every member.
+    public var isRecalled = false
+}
+
+/// One emoji's reactions to a message: the users who added it, one each.
+public struct Reaction: Sendable, Equatable, Codable {
+    /// The emoji (one grapheme cluster).
+    public var emoji: String
+    /// The users who reacted with it, sorted.
+    public var userIDs: [String]
+    /// How many users reacted with it.
+    public var count: Int { userIDs.count }
+
+    /// A reaction.
+    public init(emoji: String, userIDs: [String]) {
+        self.emoji = emoji
+        self.userIDs = userIDs
+    }
+
+    /// The most emoji one user adds to one message, and the most users one message's reactions
+    /// name in all: past them, a reaction is not kept.
+    static let maximumPerUser = 20
+    static let maximumPerMessage = 4096
+
+    /// `reactions` with `user`'s `emoji` added (or removed), or nil when that changes nothing:
+    /// the user has it already (or not), or an addition passes a limit.
+    static func applying(_ reactions: [Reaction], user: String, emoji: String, added: Bool) -> [Reaction]? {
+        var reactions = reactions
+        let index = reactions.firstIndex { $0.emoji == emoji }
+        let has = index.map { reactions[$0].userIDs.contains(user) } ?? false
+        guard added != has else { return nil }
+        if added {
+            guard reactions.filter({ $0.userIDs.contains(user) }).count < maximumPerUser,
+                reactions.reduce(0, { $0 + $1.count }) < maximumPerMessage
+            else { return nil }
+            if let index {
+                reactions[index].userIDs.append(user)
+                reactions[index].userIDs.sort()
+            } else {
+                reactions.append(Reaction(emoji: emoji, userIDs: [user]))
+            }
+        } else if let index {
+            reactions[index].userIDs.removeAll { $0 == user }
+            if reactions[index].userIDs.isEmpty { reactions.remove(at: index) }
+        }
+        return reactions.sorted { ($1.count, $0.emoji) < ($0.count, $1.emoji) }
+    }
 }
 
 /// A participant of a chat.
@@ -101,7 +152,7 @@ public struct Chat: Sendable, Equatable, Identifiable {
     public var subject: String
     /// The participants (this user included while a member).
     public var participants: [Participant]
-    /// Incoming messages not yet read.
+    /// Incoming messages not yet read (a recalled one does not count).
     public var unreadCount: Int
     /// Messages known to be missing: a participant's device sent them (its later messages say
     /// so, in their authenticated sequence) and they have not arrived, withheld by the domain

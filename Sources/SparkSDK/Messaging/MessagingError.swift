@@ -34,6 +34,9 @@ public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible
         /// The code the user compared is not the one of this device and the device to approve
         /// (misread, or another device is posing as it): nothing was approved.
         public static let deviceCodeMismatch = Code(name: "deviceCodeMismatch")
+        /// What the app asked is not valid: a reaction that is not one emoji, or past the
+        /// limit of reactions one user adds to a message.
+        public static let invalidArgument = Code(name: "invalidArgument")
         /// The code's name.
         public var description: String { name }
     }

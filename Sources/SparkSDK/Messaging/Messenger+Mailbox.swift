@@ -422,6 +422,14 @@ extension Messenger {
             case .setContent(let messageID, let content):
                 try store.setContent(messageID, content: content)
                 effects.changed.formUnion(.some([messageID]))
+            case .react(let messageID, let user, let emoji, let added):
+                if let reactions = Reaction.applying(try store.reactions(of: messageID), user: user, emoji: emoji, added: added) {
+                    try store.setReactions(messageID, reactions)
+                    effects.changed.formUnion(.some([messageID]))
+                }
+            case .recall(let messageID):
+                try store.recall(messageID)
+                effects.changed.formUnion(.some([messageID]))
             case .advanceSent(let ids, let step):
                 let moved = try store.advanceSent(chatID: chatID, ids: ids, step)
                 effects.events += moved

@@ -313,8 +313,44 @@ extension Messenger {
         guard let chatID = try read({ db in try self.store(db).chatOfNumbered(id: messageID, sender: self.me) }) else {
             throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit")
         }
+        guard try read({ db in try self.store(db).known(chatID: chatID, id: messageID)?.recalled }) != true else {
+            throw MessagingError(.invalidArgument, "message \(messageID) was recalled")
+        }
         try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
         try write { db in try self.store(db).setContent(messageID, content: content) }
+        reloadMessages(chatID, changed: .some([messageID]))
+    }
+
+    /// Adds (or removes) this user's reaction `emoji` to a numbered message of a chat: it goes as
+    /// an authenticated reaction naming the message's id, and every member's device counts it.
+    func react(_ messageID: String, emoji: String, added: Bool) async throws {
+        guard ChatPayload.isReaction(emoji) else { throw MessagingError(.invalidArgument, "a reaction is one emoji") }
+        guard let message = try read({ db in try self.store(db).message(messageID) }), message.number != nil,
+            !message.isRecalled
+        else { throw MessagingError(.unknownChat, "no message \(messageID) here to react to") }
+        let current = try read { db in try self.store(db).reactions(of: messageID) }
+        guard let reactions = Reaction.applying(current, user: me, emoji: emoji, added: added) else {
+            let has = current.contains { $0.emoji == emoji && $0.userIDs.contains(me) }
+            if has == added { return }
+            throw MessagingError(.invalidArgument, "a message takes at most \(Reaction.maximumPerUser) reactions of one user")
+        }
+        try await postEvent(
+            ChatPayload(kind: added ? .reaction : .unreaction, id: Self.newID(), content: emoji, ref: messageID),
+            in: message.chatID)
+        try write { db in try self.store(db).setReactions(messageID, reactions) }
+        reloadMessages(message.chatID, changed: .some([messageID]))
+    }
+
+    /// Recalls one of this user's sent messages (deletes it for everyone): an authenticated
+    /// recall naming its id goes to every member's device, each of which removes its content;
+    /// this device removes it once the domain took the recall.
+    func recall(_ messageID: String) async throws {
+        guard let chatID = try read({ db in try self.store(db).chatOfNumbered(id: messageID, sender: self.me) }) else {
+            throw MessagingError(.unknownChat, "no message \(messageID) this user sent to recall")
+        }
+        guard try read({ db in try self.store(db).known(chatID: chatID, id: messageID)?.recalled }) != true else { return }
+        try await postEvent(ChatPayload(kind: .recall, id: Self.newID(), ref: messageID), in: chatID)
+        try write { db in try self.store(db).recall(messageID) }
         reloadMessages(chatID, changed: .some([messageID]))
     }
 

@@ -161,6 +161,7 @@ public final class EndpointStore: Sendable {
         static func content(_ id: String) -> String { "messages.content/\(id)" }
         static func data(_ id: String) -> String { "messages.data/\(id)" }
         static func subject(_ chat: String) -> String { "chats.subject/\(chat)" }
+        static func reactions(_ id: String) -> String { "messages.reactions/\(id)" }
     }
 
     static var schemaMigrator: DatabaseMigrator {
@@ -329,6 +330,14 @@ public final class EndpointStore: Sendable {
                     chat_id TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, highest INTEGER NOT NULL,
                     missing BLOB NOT NULL, PRIMARY KEY (chat_id, device_id)
                 );
+                """)
+        }
+        migrator.register("v12-reactions-recall") { db in
+            // A message's reactions (sealed, `Seal.reactions`) and whether its sender recalled it.
+            try db.execute(
+                """
+                ALTER TABLE messages ADD COLUMN reactions BLOB;
+                ALTER TABLE messages ADD COLUMN recalled INTEGER NOT NULL DEFAULT 0;
                 """)
         }
         return migrator

@@ -19,7 +19,10 @@ protocol MessageLookup {
 /// - A text is numbered by the domain, and numbers only grow: a number that does not was
 ///   renumbered, and the message is dropped. An id already taken is dropped too (a replay under
 ///   another number); the same id and number is the copy a history transfer handed over already.
-/// - Only a message's sender edits it.
+/// - Only a message's sender edits it or recalls it, and a recalled message takes no edit and
+///   no reaction.
+/// - A reaction is its sender's (the device's authenticated user): adding one again or removing
+///   one that is not there changes nothing, and no one adds or removes another user's.
 /// - Only this user's own devices hand over history, each transfer to one device.
 /// - A receipt covers exactly the messages it names, by their authenticated ids: a message the
 ///   domain withheld from the recipient is never counted as delivered or read by a receipt for a
@@ -35,6 +38,8 @@ struct MessagingCore: Sendable {
     struct KnownMessage: Equatable, Sendable {
         var number: Int64?
         var sender: String
+        /// Whether its sender recalled it.
+        var recalled = false
     }
 
     /// What to do, in order.
@@ -45,6 +50,10 @@ struct MessagingCore: Sendable {
         case touchChat(at: Date)
         /// An edit: the message's new text.
         case setContent(messageID: String, content: String)
+        /// `user`'s reaction `emoji` to the message is added (or removed).
+        case react(messageID: String, user: String, emoji: String, added: Bool)
+        /// The message's sender recalled it: its content, data and reactions go.
+        case recall(messageID: String)
         /// Move these messages of this user by `step` (where it applies).
         case advanceSent(ids: [String], MessageStep)
         /// This user read these received messages (on another of its devices).
@@ -105,12 +114,23 @@ struct MessagingCore: Sendable {
                         ? .acknowledge(CoveredMessage(id: payload.id, number: number))
                         : .reportSent(messageID: payload.id, number: number),
                 ])
-        case (.event, .edit):
-            // Only the sender edits, and only their own message.
-            guard let ref = payload.ref, try lookup.message(ref, in: chatID)?.sender == sender else {
-                return drop("an edit of a message that is not its sender's")
+        case (.event, .edit), (.event, .recall):
+            // Only the sender edits or recalls, only their own message, and not once recalled.
+            guard let ref = payload.ref, let target = try lookup.message(ref, in: chatID), target.sender == sender else {
+                return drop("a\(payload.kind == .edit ? "n edit" : " recall") of a message that is not its sender's")
             }
-            return Outcome(lastNumber: lastNumber, actions: [.setContent(messageID: ref, content: payload.content)])
+            guard !target.recalled else { return drop("a \(payload.kind) of message \(ref), which was recalled") }
+            let action: Action =
+                payload.kind == .edit ? .setContent(messageID: ref, content: payload.content) : .recall(messageID: ref)
+            return Outcome(lastNumber: lastNumber, actions: [action])
+        case (.event, .reaction), (.event, .unreaction):
+            // A reaction is its sender's, to a message this device has and that was not recalled.
+            guard let ref = payload.ref, let target = try lookup.message(ref, in: chatID), target.number != nil,
+                !target.recalled
+            else { return drop("a reaction to a message this device does not have, or that was recalled") }
+            return Outcome(
+                lastNumber: lastNumber,
+                actions: [.react(messageID: ref, user: sender, emoji: payload.content, added: payload.kind == .reaction)])
         case (.event, .history):
             // Only this user's own devices hand over history, each to one device.
             guard sender == user else { return drop("a history transfer from another user") }

@@ -10,12 +10,15 @@ import SparkMLS
 /// struct {
 ///     uint8 version;                 // 1; 2 for a receipt that names what it covers; 3 for a
 ///                                    // text that carries its sender's sequence
-///     uint8 kind;                    // 1 text, 3 receipt, 4 edit, 5 history (2 is not used)
+///     uint8 kind;                    // 1 text, 3 receipt, 4 edit, 5 history, 6 reaction added,
+///                                    // 7 reaction removed, 8 recall (2 is not used)
 ///     opaque id<V>;                  // 1..64 bytes: this message's id
-///     opaque content<V>;             // UTF-8: the text, the edited text; empty for a receipt
+///     opaque content<V>;             // UTF-8: the text, the edited text, a reaction's emoji;
+///                                    // empty for a receipt and a recall
 ///     opaque tag<V>;                 // 0..64 bytes of UTF-8 (the app's tag, "Text" by default)
 ///     optional<opaque data<V>>;      // UTF-8, the app's data; a history transfer's sealed records (base64)
-///     optional<opaque ref<V>>;       // a reply's or an edit's message, a receipt's newest message, a history's device
+///     optional<opaque ref<V>>;       // a reply's, an edit's, a reaction's or a recall's message,
+///                                    // a receipt's newest message, a history's device
 ///     uint8 receipt;                 // 0 none, 1 delivered, 2 read
 ///     optional<uint64 up_to>;        // a receipt: the newest chat number it covers
 ///     opaque covers<V>;              // version 2 only: the ids (opaque<V> each) of the messages
@@ -35,7 +38,13 @@ import SparkMLS
 /// `ref` alone. Never a range: a domain that withholds a message cannot have it counted as
 /// delivered or read by a receipt for a later one.
 struct ChatPayload: Equatable, Sendable {
-    enum Kind: UInt8, Sendable { case text = 1, receipt = 3, edit = 4, history = 5 }
+    enum Kind: UInt8, Sendable {
+        case text = 1, receipt = 3, edit = 4, history = 5
+        /// A reaction added to, or removed from, the message `ref` names: `content` is its emoji.
+        case reaction = 6, unreaction = 7
+        /// The sender deletes the message `ref` names for everyone.
+        case recall = 8
+    }
     enum Receipt: UInt8, Sendable { case delivered = 1, read = 2 }
 
     var kind: Kind
@@ -100,7 +109,22 @@ struct ChatPayload: Equatable, Sendable {
             guard ref != nil, data != nil, content.isEmpty, receipt == nil, upTo == nil else {
                 throw MessagingError(.forged, "a history transfer names its device and carries its records, and nothing else")
             }
+        case .reaction, .unreaction:
+            guard ref != nil, Self.isReaction(content), tag.isEmpty, data == nil, receipt == nil, upTo == nil else {
+                throw MessagingError(.forged, "a reaction names its message and one emoji, and nothing else")
+            }
+        case .recall:
+            guard ref != nil, content.isEmpty, tag.isEmpty, data == nil, receipt == nil, upTo == nil else {
+                throw MessagingError(.forged, "a recall names its message, and nothing else")
+            }
         }
+    }
+
+    /// Whether `text` is a reaction: one emoji (one grapheme cluster holding an emoji scalar
+    /// beyond ASCII, so a letter, a digit or `#` is not one), at most 64 bytes.
+    static func isReaction(_ text: String) -> Bool {
+        text.count == 1 && text.utf8.count <= 64
+            && text.unicodeScalars.contains { $0.value > 0x7F && ($0.properties.isEmoji || $0.properties.isEmojiPresentation) }
     }
 
     var encoded: Data {

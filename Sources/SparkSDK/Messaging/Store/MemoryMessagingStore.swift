@@ -99,7 +99,7 @@ final class MemoryMessagingStore: Sendable {
 
         func known(chatID: String, id: String) throws -> MessagingCore.KnownMessage? {
             guard let message = state.messages[id]?.message, message.chatID == chatID else { return nil }
-            return MessagingCore.KnownMessage(number: message.number, sender: message.sender)
+            return MessagingCore.KnownMessage(number: message.number, sender: message.sender, recalled: message.isRecalled)
         }
 
         func chatOfNumbered(id: String, sender: String) throws -> String? {
@@ -112,7 +112,7 @@ final class MemoryMessagingStore: Sendable {
         }
 
         func unreadCount(chatID: String) throws -> Int {
-            inChat(chatID).filter { $0.message.isIncoming && $0.message.state != .read }.count
+            inChat(chatID).filter { $0.message.isIncoming && $0.message.state != .read && !$0.message.isRecalled }.count
         }
 
         func insertOutgoing(_ message: OutgoingMessage, sealed: Data?) throws {
@@ -204,6 +204,18 @@ final class MemoryMessagingStore: Sendable {
 
         func setContent(_ id: String, content: String) throws {
             state.messages[id]?.message.content = content
+        }
+
+        func reactions(of id: String) throws -> [Reaction] { state.messages[id]?.message.reactions ?? [] }
+
+        func setReactions(_ id: String, _ reactions: [Reaction]) throws {
+            state.messages[id]?.message.reactions = reactions
+        }
+
+        func recall(_ id: String) throws {
+            guard var message = state.messages[id]?.message else { return }
+            (message.content, message.data, message.reactions, message.isRecalled) = ("", nil, [], true)
+            state.messages[id]?.message = message
         }
 
         func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent] {

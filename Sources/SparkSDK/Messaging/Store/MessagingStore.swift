@@ -73,6 +73,13 @@ protocol MessagingStore {
     func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws
     /// An edit: the message's new text.
     func setContent(_ id: String, content: String) throws
+    /// The message's reactions (none when it has none or does not exist).
+    func reactions(of id: String) throws -> [Reaction]
+    /// Replaces the message's reactions.
+    func setReactions(_ id: String, _ reactions: [Reaction]) throws
+    /// The sender recalled the message: its content, data and reactions go, and it shows as
+    /// recalled.
+    func recall(_ id: String) throws
     /// Applies `step` to those of these messages of the chat that are this user's and numbered,
     /// where it applies; returns those steps, oldest first.
     func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent]

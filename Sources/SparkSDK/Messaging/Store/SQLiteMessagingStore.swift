@@ -34,7 +34,10 @@ struct SQLiteMessagingStore: MessagingStore {
     // MARK: Messages
 
     private static let columns =
-        "SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp FROM messages"
+        """
+        SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp, reactions,
+            recalled FROM messages
+        """
 
     private func message(_ row: Row) throws -> ChatMessage {
         let id = try row.get(0, as: String.self)
@@ -44,7 +47,13 @@ struct SQLiteMessagingStore: MessagingStore {
             data: try row.get(7, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
             ref: try row.get(8),
             state: MessageState(storedName: try row.get(9), failure: try row.get(10)),
-            timestamp: Date(timeIntervalSince1970: try row.get(11)))
+            timestamp: Date(timeIntervalSince1970: try row.get(11)),
+            reactions: try row.get(12, as: Data?.self).map { try reactions(sealed: $0, id: id) } ?? [],
+            isRecalled: try row.get(13))
+    }
+
+    private func reactions(sealed: Data, id: String) throws -> [Reaction] {
+        try JSONDecoder().decode([Reaction].self, from: try sealer.open(sealed, EndpointStore.Seal.reactions(id)))
     }
 
     func message(_ id: String) throws -> ChatMessage? {
@@ -87,8 +96,8 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func known(chatID: String, id: String) throws -> MessagingCore.KnownMessage? {
-        try db.row("SELECT number, sender FROM messages WHERE local_id = ? AND chat_id = ?", [id, chatID]).map {
-            MessagingCore.KnownMessage(number: try $0.get(0), sender: try $0.get(1))
+        try db.row("SELECT number, sender, recalled FROM messages WHERE local_id = ? AND chat_id = ?", [id, chatID]).map {
+            MessagingCore.KnownMessage(number: try $0.get(0), sender: try $0.get(1), recalled: try $0.get(2))
         }
     }
 
@@ -104,7 +113,7 @@ struct SQLiteMessagingStore: MessagingStore {
 
     func unreadCount(chatID: String) throws -> Int {
         try db.scalar(
-            "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != ?",
+            "SELECT count(*) FROM messages WHERE chat_id = ? AND incoming = 1 AND state != ? AND recalled = 0",
             [chatID, MessageState.read.storedName], as: Int.self) ?? 0
     }
 
@@ -226,6 +235,24 @@ struct SQLiteMessagingStore: MessagingStore {
     func setContent(_ id: String, content: String) throws {
         try db.execute(
             "UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
+    }
+
+    func reactions(of id: String) throws -> [Reaction] {
+        try db.scalar("SELECT reactions FROM messages WHERE local_id = ?", [id], as: Data.self).map {
+            try reactions(sealed: $0, id: id)
+        } ?? []
+    }
+
+    func setReactions(_ id: String, _ reactions: [Reaction]) throws {
+        let sealed = try reactions.isEmpty ? nil : sealer.seal(JSONEncoder().encode(reactions), EndpointStore.Seal.reactions(id))
+        try db.execute("UPDATE messages SET reactions = ? WHERE local_id = ?", [sealed, id])
+    }
+
+    /// The content's and data's sealed bytes are overwritten in place (`secure_delete`).
+    func recall(_ id: String) throws {
+        try db.execute(
+            "UPDATE messages SET content = ?, data = NULL, reactions = NULL, recalled = 1 WHERE local_id = ?",
+            [try sealer.seal("", EndpointStore.Seal.content(id)), id])
     }
 
     func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent] {
