@@ -38,6 +38,7 @@ final class ChatShell: @unchecked Sendable {
           send TEXT                   send to the current chat
           react N EMOJI               react to message #N of the current chat (`unreact N EMOJI` removes it)
           recall N                    delete your message #N for everyone
+          typing                      tell the current chat you are typing (others' typing shows by itself)
           messages                    show the current chat's messages with their states
           read                        mark the current chat read
           invite USER…                invite users to the current chat (admins)
@@ -77,8 +78,13 @@ final class ChatShell: @unchecked Sendable {
         let events = access.events
         let eventPrinter = Task { [weak self] in
             for await event in events {
-                guard case .deviceAwaitingApproval(let endpointID, let code) = event else { continue }
-                self?.announceDevice(endpointID, code: code)
+                switch event {
+                case .deviceAwaitingApproval(let endpointID, let code): self?.announceDevice(endpointID, code: code)
+                case .typing(let chatID, let userID, let isTyping): self?.announceTyping(chatID, userID, isTyping, access: access)
+                case .chatEvent(let chatID, let userID, let tag, let data):
+                    self?.announceInChat(chatID, "\(userID) sent the event \(tag)\(data.map { " \($0)" } ?? "")", access: access)
+                default: continue
+                }
             }
         }
         defer { eventPrinter.cancel() }
@@ -182,6 +188,7 @@ final class ChatShell: @unchecked Sendable {
                 case "send":
                     let chat = try requireChat()
                     let message = try await access.sendMessage(rest, to: chat)
+                    try? await access.sendTyping(in: chat, isTyping: false)
                     switch message.state {
                     case .failed(let reason):
                         if claim(message.id, message.state) { console.say("  ✘ not sent: \(reason)") }
@@ -212,6 +219,9 @@ final class ChatShell: @unchecked Sendable {
                     }
                     console.say(
                         command == "react" ? "Reacted \(parts[1]) to #\(number)." : "Removed \(parts[1]) from #\(number).")
+                case "typing":
+                    try await access.sendTyping(in: try requireChat())
+                    console.say("They see you typing.")
                 case "recall":
                     guard let number = Int64(rest) else {
                         console.say("usage: recall N")
@@ -445,6 +455,16 @@ final class ChatShell: @unchecked Sendable {
                 console.say("[\(label(chat))] \(message.sender): \(message.content)")
             }
         }
+    }
+
+    /// Tells that someone is typing in a chat, or stopped.
+    private func announceTyping(_ chatID: String, _ userID: String, _ isTyping: Bool, access: BBMAccess) {
+        announceInChat(chatID, isTyping ? "\(userID) is typing…" : "\(userID) stopped typing", access: access)
+    }
+
+    private func announceInChat(_ chatID: String, _ text: String, access: BBMAccess) {
+        let chat = access.chats.value.first { $0.chatID == chatID }
+        console.say("\(chat.map { "[\(label($0))] " } ?? "")\(text)")
     }
 
     /// Announces incoming messages not met before, and reactions and recalls as they change.

@@ -57,6 +57,7 @@ public enum DomainConformance {
         Check(description: "chats and retries", run: chats),
         Check(description: "per-user write limits", run: writeLimits),
         Check(description: "mailboxes and long-polls", run: mailboxes),
+        Check(description: "ephemeral entries", run: ephemeralEntries),
         Check(description: "moderation", run: moderation),
         Check(description: "accounts", run: accounts),
         Check(description: "administration", run: administration),
@@ -997,6 +998,62 @@ public enum DomainConformance {
         try await expectRefused(.invalidRequest, "a wait over 30 seconds") {
             try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 10, wait: .seconds(31))
         }
+    }
+
+    /// An ephemeral post reaches every member unnumbered, wakes a long-poll, and is bounded: to
+    /// every member (no recipient), 16 KB, members only, and 120 a minute from one user, counted
+    /// apart from the user's posts. (That it expires is checked with a clock: `EphemeralEntryTests`.)
+    static func ephemeralEntries(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let mallory = try await user(domain, "mallory")
+        let service = domain.service
+        _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "c-live", participants: ["bob"])
+        let start = try await service.readMailbox(token: bob.token, endpointID: bob.endpoint, after: 0, limit: 100)
+        let cursor = start.last?.sequence ?? 0
+        let waiting = Task {
+            try await service.readMailbox(
+                token: bob.token, endpointID: bob.endpoint, after: cursor, limit: 10, wait: .seconds(30))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let receipt = try await service.post(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data("typing".utf8),
+            recipient: nil, clientID: nil)
+        try expect(receipt.messageNumber == nil, "an ephemeral post is not numbered: \(receipt)")
+        let woken = try await waiting.value
+        try expect(
+            woken.map(\.kind) == [.ephemeral] && woken.first?.payload == Data("typing".utf8) && woken.first?.sender == "alice",
+            "the long-poll gets the ephemeral entry: \(woken)")
+        try await expectRefused(.invalidRequest, "an ephemeral post to one member") {
+            try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([1]),
+                recipient: "bob", clientID: nil)
+        }
+        try await expectRefused(.invalidRequest, "an ephemeral post over 16 KB") {
+            try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral,
+                payload: Data(count: 16 * 1024 + 1), recipient: nil, clientID: nil)
+        }
+        try await expectRefused(.notAMember, "an ephemeral post by a non-member") {
+            try await service.post(
+                token: mallory.token, endpointID: mallory.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([1]),
+                recipient: nil, clientID: nil)
+        }
+        // 120 a minute (one is posted already), then refused with the wait; a message still goes.
+        for _ in 1..<120 {
+            _ = try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([2]),
+                recipient: nil, clientID: nil)
+        }
+        try await expectRefused(.tooManyAttempts, "the 121st ephemeral post in a minute") {
+            try await service.post(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([3]),
+                recipient: nil, clientID: nil)
+        }
+        let message = try await service.post(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .message, payload: Data("still".utf8),
+            recipient: nil, clientID: nil)
+        try expect(message.messageNumber == 1, "typing takes nothing from what a user may send: \(message)")
     }
 
     static func moderation(_ domain: DomainUnderTest) async throws {

@@ -185,6 +185,13 @@ func serve(_ arguments: inout Arguments) async throws {
     }
     pruning.resume()
     defer { pruning.cancel() }
+    // Ephemeral entries (typing, live chat events) are deleted seconds after they were posted.
+    let ephemeralPruning = DispatchSource.makeTimerSource(
+        queue: DispatchQueue(label: "spark-domaind.prune-ephemeral", qos: .utility))
+    ephemeralPruning.schedule(deadline: .now() + .seconds(5), repeating: .seconds(5))
+    ephemeralPruning.setEventHandler { _ = try? domain.pruneEphemeralEntries() }
+    ephemeralPruning.resume()
+    defer { ephemeralPruning.cancel() }
     let shown = host.contains(":") ? "[\(host)]" : host
     FileHandle.standardOutput.write(Data("listening on \(plain ? "http" : "https")://\(shown):\(server.port)\n".utf8))
 

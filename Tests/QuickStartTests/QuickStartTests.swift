@@ -202,11 +202,12 @@ struct QuickStartTests {
             let alice = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("alice").path],
                 input:
-                    "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend hello bob\nsend oops\nreact 1 👍\nreact 1 ok\nrecall 2\nmessages\nrename Dinner\nstatus\nquit\n"
+                    "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend hello bob\ntyping\nsend oops\nreact 1 👍\nreact 1 ok\nrecall 2\nmessages\nrename Dinner\nstatus\nquit\n"
             )
             #expect(alice.status == 0, "\(alice.stdout)\(alice.stderr)")
             #expect(alice.stdout.contains("Started “Lunch” with alice, bob."))
             #expect(alice.stdout.contains("→ #1 sent"))
+            #expect(alice.stdout.contains("They see you typing."))
             #expect(alice.stdout.contains("Reacted 👍 to #1."))
             #expect(alice.stdout.contains("a reaction is one emoji"), "\(alice.stdout)")
             #expect(alice.stdout.contains("Recalled #2."))

@@ -104,3 +104,52 @@ struct MailboxRetentionTests {
         #expect(DomainPolicy().mailboxRetention == 30 * 86400)
     }
 }
+
+/// Ephemeral entries (typing, live chat events) reach the endpoints that read within their
+/// lifetime, and are then gone: from later reads, and from the database.
+@Suite("Ephemeral entries")
+struct EphemeralEntryTests {
+    @Test func anEphemeralEntryLivesSecondsAndLeavesNothing() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try await MailboxRetentionTests.world(directory)
+            let before = try await MailboxRetentionTests.entries(world, "e-bob-phone")
+            let marker = Data("ephemeral-marker-0123456789".utf8)
+            _ = try await world.domain.post(
+                token: try await world.alice, endpointID: "e-alice", chatID: "c1", kind: .ephemeral, payload: marker,
+                recipient: nil, clientID: nil)
+            let live = try await MailboxRetentionTests.entries(world, "e-bob-phone", after: before.last?.sequence ?? 0)
+            #expect(live.map(\.kind) == [.ephemeral] && live.first?.messageNumber == nil, "delivered live, unnumbered")
+            world.clock.advance(by: DomainEngine.ephemeralLifetime + 1)
+            // The tablet reads late: it never gets it.
+            #expect(try await MailboxRetentionTests.entries(world, "e-bob-tablet").allSatisfy { $0.kind != .ephemeral })
+            #expect(try world.domain.pruneEphemeralEntries() == 2, "bob's copy and alice's own")
+            #expect(try world.domain.pruneEphemeralEntries() == 0)
+            // A later ephemeral post deletes the chat's expired ones itself (the embedded domain has no timer).
+            _ = try await world.domain.post(
+                token: try await world.alice, endpointID: "e-alice", chatID: "c1", kind: .ephemeral, payload: marker,
+                recipient: nil, clientID: nil)
+            world.clock.advance(by: DomainEngine.ephemeralLifetime + 1)
+            _ = try await world.domain.post(
+                token: try await world.alice, endpointID: "e-alice", chatID: "c1", kind: .ephemeral, payload: marker,
+                recipient: nil, clientID: nil)
+            #expect(try world.domain.pruneEphemeralEntries() == 0, "the new one is live; the old ones went with it")
+        }
+    }
+
+    @Test func anEphemeralPostIsBoundedAndGoesToEveryMember() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try await MailboxRetentionTests.world(directory)
+            let alice = try await world.alice
+            await #expect(throws: DomainError(.invalidRequest, "")) {
+                try await world.domain.post(
+                    token: alice, endpointID: "e-alice", chatID: "c1", kind: .ephemeral, payload: Data([1]), recipient: "bob",
+                    clientID: nil)
+            }
+            await #expect(throws: DomainError(.invalidRequest, "")) {
+                try await world.domain.post(
+                    token: alice, endpointID: "e-alice", chatID: "c1", kind: .ephemeral,
+                    payload: Data(count: DomainEngine.maximumEphemeralSize + 1), recipient: nil, clientID: nil)
+            }
+        }
+    }
+}

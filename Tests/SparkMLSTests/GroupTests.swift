@@ -357,3 +357,47 @@ struct GroupTests {
         #expect(author?.leafIndex == 1 && author?.credential == before.credential)
     }
 }
+
+/// Ephemeral messages (`MLSGroup.sealEphemeral`): every member of the epoch opens one, knows
+/// which leaf signed it (opening is not `mutating`: the ratchets do not move); a member who holds the epoch's key but
+/// signs as another leaf, another group, another epoch and altered bytes are refused.
+@Suite("MLS ephemeral messages")
+struct EphemeralMessageTests {
+    @Test func membersOpenItAndNoOneSignsAsAnother() throws {
+        var simulation = try Simulation(seed: "ephemeral")
+        try simulation.commit(by: 0, adding: 2)
+        let alice = simulation.members[0]!
+        let bob = simulation.members[1]!
+        let sealed = try alice.sealEphemeral(Data("typing".utf8), random: &simulation.random)
+        let opened = try bob.openEphemeral(sealed)
+        #expect(opened.content == Data("typing".utf8) && opened.sender.leafIndex == 0)
+
+        // Leaf 2 holds the epoch's key, seals a notice that names leaf 0 and signs it itself.
+        let mallory = simulation.members[2]!
+        var header = TLSWriter()
+        header.opaque(mallory.groupID)
+        header.u64(mallory.epoch)
+        header.u32(0)
+        let nonce = simulation.random.secret(count: 12).unsafeData()
+        header.raw(nonce)
+        var signed = TLSWriter()
+        signed.raw(header.bytes)
+        signed.opaque(Data("forged".utf8))
+        var plaintext = TLSWriter()
+        plaintext.opaque(Data("forged".utf8))
+        plaintext.opaque(try mallory.cipherSuite.signWithLabel(mallory.signer.key, "EphemeralContentTBS", signed.bytes))
+        let key = try mallory.export(label: "spark ephemeral", context: Data(), length: 16)
+        var forged = TLSWriter()
+        forged.raw(header.bytes)
+        forged.opaque(try mallory.cipherSuite.seal(key: key, nonce: nonce, aad: header.bytes, plaintext.bytes))
+        #expect(throws: MLSError(.authentication, "")) { try bob.openEphemeral(forged.data) }
+
+        var altered = sealed
+        altered[altered.count - 3] ^= 1
+        #expect(throws: MLSError.self) { try bob.openEphemeral(altered) }
+        try simulation.commit(by: 1)
+        #expect(throws: MLSError(.keyUnavailable, "")) { try simulation.members[2]!.openEphemeral(sealed) }
+        let other = try Simulation(seed: "another group")
+        #expect(throws: MLSError(.wrongGroup, "")) { try other.members[0]!.openEphemeral(sealed) }
+    }
+}

@@ -1,9 +1,10 @@
 import Foundation
-import SparkDomain
+import SparkMLS
 import SparkTestSupport
 import Testing
 
-@testable import SparkSDK
+@testable import SparkDomain
+@_spi(Fuzzing) @testable import SparkSDK
 
 /// Reactions and recall, end to end on an embedded domain, and each tried by a member who
 /// forges them: a payload sealed by a real member of the chat, so MLS authenticates it, whose
@@ -104,5 +105,124 @@ struct RichMessagingTests {
             #expect(await waitFor("bob has the later message") { bobMessages.value.count == 3 })
             #expect(bobMessages.value.first?.content.isEmpty == true, "the edit of a recalled message is dropped")
         }
+    }
+
+    /// Typing and an app's chat events reach the other member's device live, and nothing of
+    /// them is stored: no message on either side. A notice the domain replays (at once, or a
+    /// minute later under a new entry) shows nothing; one forged as another user's is dropped.
+    @Test func typingAndChatEventsAreLiveAndNeverKept() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date())
+            let world = try ChatWorld(directory, clock: clock.wallClock)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            #expect(await waitFor("bob is in the chat") { bob.chats.value.count == 1 })
+            let events = EventRecorder(bob)
+            @Sendable func typing() -> [Bool] {
+                events.value.compactMap { if case .typing(chat.chatID, "alice", let on) = $0 { on } else { nil } }
+            }
+            try await alice.sendTyping(in: chat.chatID)
+            #expect(await waitFor("bob sees alice typing") { typing() == [true] })
+            try await alice.sendChatEvent("whiteboard", data: #"{"x":1,"y":2}"#, to: chat.chatID)
+            #expect(
+                await waitFor("bob gets the chat event") {
+                    events.value.contains(
+                        .chatEvent(chatID: chat.chatID, userID: "alice", tag: "whiteboard", data: #"{"x":1,"y":2}"#))
+                })
+            try await alice.sendTyping(in: chat.chatID, isTyping: false)
+            #expect(await waitFor("bob sees alice stop") { typing() == [true, false] })
+            let (bobMessages, aliceMessages) = (
+                try await bob.messages(in: chat.chatID), try await alice.messages(in: chat.chatID)
+            )
+            #expect(bobMessages.value.isEmpty && aliceMessages.value.isEmpty, "nothing of it is a message")
+            await #expect(throws: MessagingError(.invalidArgument, "")) {
+                try await alice.sendChatEvent("", data: nil, to: chat.chatID)
+            }
+
+            // The domain replays alice's typing notice: at once, then a minute later.
+            let bobToken = try await world.domain.testToken(userID: "bob").token
+            let mailbox = try await world.domain.readMailbox(
+                token: bobToken, endpointID: try await bobService.endpointID, after: 0, limit: 100)
+            let notice = try #require(mailbox.first { $0.kind == .ephemeral })
+            let aliceToken = try await world.domain.testToken(userID: "alice").token
+            func replay() async throws {
+                _ = try await world.domain.post(
+                    token: aliceToken, endpointID: alice.messenger.endpointID, chatID: chat.chatID, kind: .ephemeral,
+                    payload: notice.payload, recipient: nil, clientID: nil)
+                try await bob.refresh()
+            }
+            try await replay()
+            clock.advance(by: 60)
+            try await replay()
+            // Events come in order: once this one is here, anything the replays raised is too.
+            try await alice.sendChatEvent("after-replay", to: chat.chatID)
+            #expect(
+                await waitFor("the later event arrives") {
+                    events.value.contains { if case .chatEvent(_, _, "after-replay", _) = $0 { true } else { false } }
+                })
+            #expect(typing() == [true, false], "a replay shows nothing: \(typing())")
+
+            // Bob's modified client sends a notice that the domain passes off as alice's.
+            var random = MLSSystemRandom()
+            let forged = try await bob.messenger.read { db in
+                let stored = try #require(
+                    try bob.messenger.groups.load(
+                        bob.messenger.store(db), chatID: chat.chatID, validator: try bob.messenger.groupValidator(db)))
+                return try stored.group.sealEphemeral(
+                    ChatPayload(kind: .typing, id: "t-forged", upTo: Int64(clock.now.timeIntervalSince1970 * 1000)),
+                    random: &random)
+            }
+            let aliceEvents = EventRecorder(alice)
+            try world.domain.store.write { db in
+                try EmbeddedDomain.append(
+                    db, to: ["alice"], chatID: chat.chatID, sender: "carol", kind: .ephemeral, messageNumber: nil,
+                    payload: forged, members: nil, now: clock.now.timeIntervalSince1970, epoch: nil)
+            }
+            try await alice.refresh()
+            #expect(
+                await waitFor("alice's device drops it") {
+                    aliceEvents.value.contains { if case .dropped = $0 { true } else { false } }
+                })
+            #expect(!aliceEvents.value.contains { if case .typing = $0 { true } else { false } })
+        }
+    }
+
+    /// The group's side of an ephemeral entry, without a domain: it opens only as the user who
+    /// signed it, only near its own time, and only in its epoch.
+    @Test func anEphemeralEntryOpensOnlyAsItsSignerNearItsTime() throws {
+        let fixture = try ChatProbe.fixture()
+        let sent = Date(timeIntervalSince1970: 1_790_000_000)
+        func entry(_ sender: String, _ payload: Data) -> MailboxEntry {
+            MailboxEntry(
+                sequence: 1, chatID: "c1", sender: sender, kind: .ephemeral, messageNumber: nil, payload: payload, members: nil,
+                postedAt: sent)
+        }
+        guard case .event(let payload, let sender, _) = fixture.bob.receiveEphemeral(entry("alice", fixture.ephemeral), now: sent)
+        else {
+            Issue.record("alice's typing notice did not open")
+            return
+        }
+        #expect(payload.kind == .typing && sender.user == "alice")
+        let relabelled = fixture.bob.receiveEphemeral(entry("bob", fixture.ephemeral), now: sent)
+        #expect(relabelled == .drop("signed by a device of another user than the domain names (bob)"))
+        #expect(fixture.bob.receiveEphemeral(entry("alice", fixture.ephemeral), now: sent + 60) == .ignore, "a minute old")
+        #expect(fixture.bob.receiveEphemeral(entry("alice", fixture.ephemeral), now: sent - 60) == .ignore, "from the future")
+        var altered = fixture.ephemeral
+        altered[altered.count - 1] ^= 1
+        guard case .drop = fixture.bob.receiveEphemeral(entry("alice", altered), now: sent) else {
+            Issue.record("an altered notice opened")
+            return
+        }
+        // After a commit, the epoch's key is another: the notice is not news, and nothing breaks.
+        var bob = fixture.bob
+        let commit = MailboxEntry(
+            sequence: 2, chatID: "c1", sender: "alice", kind: .commit, messageNumber: nil, payload: fixture.commit, members: nil,
+            postedAt: sent, epoch: fixture.epoch)
+        guard case .commit = bob.receive(commit, now: sent) else {
+            Issue.record("the commit did not apply")
+            return
+        }
+        #expect(bob.receiveEphemeral(entry("alice", fixture.ephemeral), now: sent) == .ignore)
     }
 }

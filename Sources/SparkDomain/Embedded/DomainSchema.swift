@@ -241,6 +241,12 @@ enum DomainSchema {
             // What was ordered before this version is settled: no commit of it is replaced.
             try db.execute("UPDATE chats SET settled_epoch = epoch")
         }
+        migrator.register("v14-ephemeral-entries") { db in
+            // Ephemeral entries (typing, live chat events) live seconds: found by chat and time
+            // to be deleted, through an index of them alone.
+            try db.execute(
+                "CREATE INDEX mailbox_ephemeral ON mailbox(chat_id, posted_at) WHERE kind = 'ephemeral'")
+        }
         return migrator
     }
 }

@@ -119,8 +119,9 @@ extension DomainEngine {
                 guard info.members.contains(where: { $0.userID == user }) else {
                     throw DomainError(.notAMember, "the caller is not a member of this chat")
                 }
-                if kind == .message || kind == .event { try Self.requireGoodStanding(db, user: user, now: now) }
-                if let clientID {
+                let moderated = kind == .message || kind == .event || kind == .ephemeral
+                if moderated { try Self.requireGoodStanding(db, user: user, now: now) }
+                if let clientID, kind != .ephemeral {
                     if let row = try db.row(
                         "SELECT message_number, posted_at FROM posted WHERE chat_id = ? AND sender = ? AND client_id = ?",
                         [chatID, user, clientID])
@@ -157,12 +158,24 @@ extension DomainEngine {
                 } else {
                     audience = info.members.map(\.userID)
                 }
-                try usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: policy)
+                if kind == .ephemeral {
+                    guard recipient == nil, payload.count <= Self.maximumEphemeralSize else {
+                        throw DomainError(
+                            .invalidRequest,
+                            "an ephemeral post goes to every member and is at most \(Self.maximumEphemeralSize) bytes")
+                    }
+                    try usage.charge(user, .ephemeral, bytes: payload.count * audience.count, now: now, policy: policy)
+                    // The chat's entries past their lifetime go with each new one (under the chat's
+                    // lock); every chat's go on the daemon's timer and with mailbox pruning.
+                    try Self.deleteExpiredEphemeral(db, chatID: chatID, now: now.timeIntervalSince1970)
+                } else {
+                    try usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: policy)
+                }
                 try Self.append(
                     db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: payload,
                     members: nil,
                     now: now.timeIntervalSince1970)
-                if let clientID {
+                if let clientID, kind != .ephemeral {
                     try db.execute(
                         "INSERT INTO posted(chat_id, sender, client_id, message_number, posted_at) VALUES (?, ?, ?, ?, ?)",
                         [chatID, user, clientID, number, now.timeIntervalSince1970])
@@ -233,8 +246,35 @@ extension DomainEngine {
                 try db.execute(
                     "DELETE FROM mailbox WHERE user_id = ? AND ((sequence <= ? AND posted_at < ?) OR posted_at < ?)",
                     [user, readByAll, now - Self.readEntriesKeptFor, now - retention])
+                try Self.deleteExpiredEphemeral(db, now: now)
             }
         }
+    }
+
+    /// How long an ephemeral entry is delivered and kept: a device that reads its mailbox later
+    /// does not get it, and it is deleted with the next ephemeral post or prune.
+    public static let ephemeralLifetime: TimeInterval = 10
+
+    /// The largest ephemeral payload.
+    public static let maximumEphemeralSize = 16 * 1024
+
+    /// Deletes the ephemeral entries past their lifetime: the chat's, or every chat's.
+    @discardableResult
+    static func deleteExpiredEphemeral(_ db: any DomainStatements, chatID: String? = nil, now: TimeInterval) throws -> Int {
+        if let chatID {
+            return try db.execute(
+                "DELETE FROM mailbox WHERE kind = 'ephemeral' AND chat_id = ? AND posted_at < ?",
+                [chatID, now - ephemeralLifetime])
+        }
+        return try db.execute("DELETE FROM mailbox WHERE kind = 'ephemeral' AND posted_at < ?", [now - ephemeralLifetime])
+    }
+
+    /// Deletes the ephemeral entries past ``ephemeralLifetime`` (`spark-domaind` runs it every
+    /// few seconds); returns how many went.
+    @discardableResult
+    public func pruneEphemeralEntries() throws -> Int {
+        let now = clock.now().timeIntervalSince1970
+        return try storage { try store.write { db in try Self.deleteExpiredEphemeral(db, now: now) } }
     }
 
     /// Deletes every mailbox entry older than ``DomainPolicy/mailboxRetention``, whoever's it is,
@@ -255,8 +295,8 @@ extension DomainEngine {
                 return try db.rows(
                     """
                     SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch FROM mailbox
-                    WHERE user_id = ? AND sequence > ? ORDER BY sequence LIMIT ?
-                    """, [user, cursor, max(1, min(limit, 1000))]
+                    WHERE user_id = ? AND sequence > ? AND (kind != 'ephemeral' OR posted_at >= ?) ORDER BY sequence LIMIT ?
+                    """, [user, cursor, clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, max(1, min(limit, 1000))]
                 ).map { row in
                     MailboxEntry(
                         sequence: try row.get(0), chatID: try row.get(1), sender: try row.get(2),

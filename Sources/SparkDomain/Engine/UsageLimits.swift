@@ -15,6 +15,9 @@ final class UsageLimits: Sendable {
         case commit
         /// A new chat.
         case chat
+        /// An ephemeral post (typing, a live chat event): counted apart from posts, so that typing
+        /// takes nothing from what a user may send, at ``ephemeralPerMinute``.
+        case ephemeral
 
         var window: TimeInterval { self == .chat ? 3600 : 60 }
     }
@@ -32,6 +35,10 @@ final class UsageLimits: Sendable {
 
     private let windows = Locked<[Key: Window]>([:])
 
+    /// The ephemeral posts one user makes in a minute: a typing notice every second or two, and
+    /// an app's live events, with room to spare.
+    static let ephemeralPerMinute = 120
+
     /// Counts one `kind` by `user` that writes `bytes` into mailboxes at `now`, or refuses it.
     func charge(_ user: String, _ kind: Kind, bytes: Int = 0, now: Date, policy: DomainPolicy) throws {
         let (count, byteLimit) =
@@ -39,6 +46,7 @@ final class UsageLimits: Sendable {
             case .post: (policy.postsPerMinute, policy.postedBytesPerMinute)
             case .commit: (policy.commitsPerMinute, Int.max)
             case .chat: (policy.chatsPerHour, Int.max)
+            case .ephemeral: (Self.ephemeralPerMinute, policy.postedBytesPerMinute)
             }
         let time = now.timeIntervalSince1970
         try windows.withLock { windows in

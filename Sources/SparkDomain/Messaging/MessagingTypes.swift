@@ -49,6 +49,10 @@ public enum MailboxKind: String, Sendable, Codable {
     /// An MLS Welcome for devices of the users a commit added (each device looks for its own
     /// KeyPackage in it).
     case welcome
+    /// An encrypted ephemeral event (a typing notice, an app's live chat event): delivered to
+    /// the members' endpoints that read their mailbox within ``DomainEngine/ephemeralLifetime``
+    /// of its posting, then deleted; never numbered, never kept.
+    case ephemeral
 }
 
 /// A KeyPackage the domain handed out for one device of a user (MLS's Delivery Service keeps

@@ -189,7 +189,9 @@ public enum OpenAPIDocument {
         return [
             "MailboxKind": [
                 "type": "string",
-                "enum": ["membership", "devices", "message", "receipt", "event", "identityReset", "commit", "welcome"],
+                "enum": [
+                    "membership", "devices", "message", "receipt", "event", "identityReset", "commit", "welcome", "ephemeral",
+                ],
             ],
             "VerifiedIdentity": [
                 "type": "object", "additionalProperties": false,

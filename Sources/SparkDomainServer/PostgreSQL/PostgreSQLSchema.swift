@@ -234,6 +234,12 @@ enum PostgreSQLSchema {
             UPDATE chats SET settled_epoch = epoch
             """
         ),
+        (
+            "v14-ephemeral-entries",
+            """
+            CREATE INDEX mailbox_ephemeral ON mailbox(chat_id, posted_at) WHERE kind = 'ephemeral'
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

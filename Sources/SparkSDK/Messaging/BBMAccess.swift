@@ -116,6 +116,28 @@ public final class BBMAccess: Sendable {
         try await messenger.recall(messageID)
     }
 
+    /// How long an app shows a user as typing after their last notice
+    /// (``MessagingEvent/typing(chatID:userID:isTyping:)``) when no stop comes.
+    public static let typingTimeout: Duration = .seconds(6)
+
+    /// Tells the chat's members that this user is typing (call it as they type: a notice goes at
+    /// most every 3 seconds), or stopped (after they sent, or cleared the text). Their devices
+    /// that are online get ``MessagingEvent/typing(chatID:userID:isTyping:)``; nothing is stored,
+    /// by the domain only for seconds.
+    public func sendTyping(in chatID: String, isTyping: Bool = true) async throws {
+        try await messenger.sendTyping(in: chatID, isTyping: isTyping)
+    }
+
+    /// Sends an app-defined live event to the chat (Spark's `chatEventSend`): `tag` names it (1 to
+    /// 64 bytes) and `data` (at most 8 KB, JSON for example) carries it. The members' devices that
+    /// are online, this user's others included, get ``MessagingEvent/chatEvent(chatID:userID:tag:data:)``;
+    /// it is sealed to the chat's group like a message but never stored, and a device that reads
+    /// its mailbox more than a few seconds later never gets it. The domain refuses more than 120
+    /// typing notices and events a minute from one user.
+    public func sendChatEvent(_ tag: String, data: String? = nil, to chatID: String) async throws {
+        try await messenger.sendChatEvent(tag: tag, data: data, in: chatID)
+    }
+
     /// Reads the mailbox now instead of at the next poll, then does what follows a read: sends
     /// delivery receipts, brings every chat's group up to date and resends what is left sending.
     public func refresh() async throws { try await messenger.refresh() }

@@ -217,6 +217,9 @@ extension Messenger {
                 }
             }
             return Applied { db in try self.applyGroupEntry(entry, in: db) }
+        case .ephemeral:
+            try receiveEphemeral(entry)
+            return Applied()
         case .devices:
             // This user's devices changed: every chat is looked at after this read.
             return Applied { _ in Effects(reconcileAll: true) }

@@ -36,6 +36,15 @@ public enum MessagingEvent: Sendable, Equatable {
     /// they are late. Raised whenever the count changes, with 0 once they all arrived (each
     /// then shows in its place); ``Chat/missingMessageCount`` holds the chat's total.
     case messagesMissing(chatID: String, userID: String, count: Int)
+    /// `userID` is typing in the chat (or stopped). A typing user's device repeats the notice
+    /// every few seconds while they type: show them as typing until a stop comes or
+    /// ``BBMAccess/typingTimeout`` passes without a notice. Only devices online get it.
+    case typing(chatID: String, userID: String, isTyping: Bool)
+    /// An app-defined live event in the chat (Spark's `chatEventSend`, as its whiteboard and
+    /// location-sharing samples used), from ``BBMAccess/sendChatEvent(_:data:to:)``: delivered to
+    /// the members' devices that are online, never stored. A device of `userID` other than this
+    /// one sent it.
+    case chatEvent(chatID: String, userID: String, tag: String, data: String?)
 }
 
 /// A step in the life of a message this user sent, as it happens: accepted and numbered by the
@@ -146,6 +155,11 @@ actor Messenger {
     var receiptsDue: [String: [CoveredMessage]] = [:]
     /// Set by `stop()`: from then on this messenger writes nothing (see `write`).
     var stopped = false
+    /// When this device last told each chat that its user is typing (see `sendTyping`).
+    var typingSentAt: [String: ContinuousClock.Instant] = [:]
+    /// The ephemeral messages seen lately, by nonce, and in the order they came.
+    var seenEphemeral: Set<Data> = []
+    var seenEphemeralOrder: [Data] = []
     /// Every `events` stream handed out; each event goes to all of them.
     nonisolated let eventSinks = EventSinks<MessagingEvent>()
     /// Every `messageEvents` stream handed out.

@@ -161,7 +161,7 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
     "chat-entry": { data in
         // The first byte picks the entry's kind and sender; the rest is the payload.
         guard let first = data.first else { return }
-        let kinds: [MailboxKind] = [.message, .event, .receipt, .commit]
+        let kinds: [MailboxKind] = [.message, .event, .receipt, .commit, .ephemeral]
         let kind = kinds[Int(first) % kinds.count]
         let sender = first & 0x80 == 0 ? "alice" : "bob"
         _ = ChatProbe.receive(
@@ -171,7 +171,7 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
     "mailbox-entry": { data in
         guard let entry = try? JSONDecoder().decode(MailboxEntry.self, from: data) else { return }
         switch entry.kind {
-        case .message, .event, .receipt, .commit:
+        case .message, .event, .receipt, .commit, .ephemeral:
             _ = ChatProbe.receive(
                 entry.payload, kind: entry.kind, sender: entry.sender, epoch: entry.epoch, in: ChatFixture.value)
         case .devices:
@@ -357,7 +357,7 @@ func seeds() throws -> [String: [Data]] {
         "jwkset": [try Fixture.issuer.jwks.jsonData()],
         "plist": [Data(plist.utf8)],
         "chat-payload": [chatPayloadSeed],
-        "chat-entry": [Data([0]) + chat.message, Data([3]) + chat.commit],
+        "chat-entry": [Data([0]) + chat.message, Data([3]) + chat.commit, Data([4]) + chat.ephemeral],
         "mailbox-entry": [
             try entry(.message, chat.message),
             try entry(

@@ -197,6 +197,49 @@ struct ChatGroup: Sendable {
         return try group.protect(payload.encoded, random: &random)
     }
 
+    /// What an ephemeral entry (typing, a live chat event) does.
+    enum EphemeralDecision: Equatable, Sendable {
+        /// A payload from `sender`, with the nonce that makes it unique (to drop a replay).
+        case event(ChatPayload, sender: Device, nonce: Data)
+        /// Of another epoch, or older (or newer) than ``ephemeralWindow`` by its own time: a
+        /// member may have sent it, but it is not news.
+        case ignore
+        /// Refused: forged, altered, or not what it claims.
+        case drop(String)
+    }
+
+    /// How far an ephemeral payload's own time may be from this device's clock to be shown.
+    static let ephemeralWindow: TimeInterval = 30
+
+    /// Seals an ephemeral payload (not on the ratchet: see `MLSGroup.sealEphemeral`).
+    func sealEphemeral(_ payload: ChatPayload, random: inout some MLSRandomSource) throws -> Data {
+        try payload.validate()
+        precondition(payload.kind.isEphemeral, "only an ephemeral payload is sealed as one")
+        return try group.sealEphemeral(payload.encoded, random: &random)
+    }
+
+    /// Opens an ephemeral entry: signed by a member of this epoch, of the user the domain names,
+    /// an ephemeral payload, and recent by its own time. The group does not change.
+    func receiveEphemeral(_ entry: MailboxEntry, now: Date) -> EphemeralDecision {
+        guard entry.chatID == chatID, group.isActive else { return .drop("an ephemeral entry for another chat") }
+        let opened: MLSGroup.Ephemeral
+        do {
+            opened = try group.openEphemeral(entry.payload)
+        } catch let error as MLSError where error.code == .keyUnavailable {
+            return .ignore
+        } catch {
+            return .drop("an ephemeral entry that does not open: \((error as? MLSError)?.reason ?? "\(error)")")
+        }
+        guard let sender = Self.device(of: opened.sender), sender.user == entry.sender else {
+            return .drop("signed by a device of another user than the domain names (\(entry.sender))")
+        }
+        guard let payload = try? ChatPayload(encoded: opened.content), payload.kind.isEphemeral, let sentAt = payload.upTo
+        else { return .drop("an ephemeral entry that carries no ephemeral payload") }
+        let age = now.timeIntervalSince1970 - Double(sentAt) / 1000
+        guard abs(age) <= Self.ephemeralWindow else { return .ignore }
+        return .event(payload, sender: sender, nonce: opened.nonce)
+    }
+
     /// Decides what `entry` does, and applies it to the group when it is applied.
     mutating func receive(_ entry: MailboxEntry, now: Date) -> Decision {
         guard entry.chatID == chatID else { return .drop("an entry for another chat") }

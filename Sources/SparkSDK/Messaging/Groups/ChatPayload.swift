@@ -11,7 +11,8 @@ import SparkMLS
 ///     uint8 version;                 // 1; 2 for a receipt that names what it covers; 3 for a
 ///                                    // text that carries its sender's sequence
 ///     uint8 kind;                    // 1 text, 3 receipt, 4 edit, 5 history, 6 reaction added,
-///                                    // 7 reaction removed, 8 recall (2 is not used)
+///                                    // 7 reaction removed, 8 recall, 9 typing, 10 typing
+///                                    // stopped, 11 chat event (2 is not used)
 ///     opaque id<V>;                  // 1..64 bytes: this message's id
 ///     opaque content<V>;             // UTF-8: the text, the edited text, a reaction's emoji;
 ///                                    // empty for a receipt and a recall
@@ -20,7 +21,8 @@ import SparkMLS
 ///     optional<opaque ref<V>>;       // a reply's, an edit's, a reaction's or a recall's message,
 ///                                    // a receipt's newest message, a history's device
 ///     uint8 receipt;                 // 0 none, 1 delivered, 2 read
-///     optional<uint64 up_to>;        // a receipt: the newest chat number it covers
+///     optional<uint64 up_to>;        // a receipt: the newest chat number it covers; an
+///                                    // ephemeral payload: when it was sent (ms since 1970)
 ///     opaque covers<V>;              // version 2 only: the ids (opaque<V> each) of the messages
 ///                                    // a receipt covers, 1 to 256 of them
 ///     uint64 sequence;               // version 3 only: the sending device's count of the texts
@@ -44,6 +46,12 @@ struct ChatPayload: Equatable, Sendable {
         case reaction = 6, unreaction = 7
         /// The sender deletes the message `ref` names for everyone.
         case recall = 8
+        /// Ephemeral (sealed by `MLSGroup.sealEphemeral`, never stored): the sender is typing, or
+        /// stopped; an app's live chat event (`tag`, `data`).
+        case typing = 9, typingStopped = 10, chatEvent = 11
+
+        /// Whether it travels as an ephemeral entry.
+        var isEphemeral: Bool { self == .typing || self == .typingStopped || self == .chatEvent }
     }
     enum Receipt: UInt8, Sendable { case delivered = 1, read = 2 }
 
@@ -71,6 +79,9 @@ struct ChatPayload: Equatable, Sendable {
 
     /// The messages a receipt covers.
     var covered: [String] { covers.isEmpty ? ref.map { [$0] } ?? [] : covers }
+
+    /// The most data a chat event carries.
+    static let maximumEventData = 8 * 1024
 
     /// The most content and data a message may carry together (as today's messages).
     static let maximumContentSize = 70 * 1024
@@ -117,6 +128,14 @@ struct ChatPayload: Equatable, Sendable {
             guard ref != nil, content.isEmpty, tag.isEmpty, data == nil, receipt == nil, upTo == nil else {
                 throw MessagingError(.forged, "a recall names its message, and nothing else")
             }
+        case .typing, .typingStopped:
+            guard upTo != nil, ref == nil, content.isEmpty, tag.isEmpty, data == nil, receipt == nil else {
+                throw MessagingError(.forged, "a typing notice carries its time, and nothing else")
+            }
+        case .chatEvent:
+            guard upTo != nil, !tag.isEmpty, ref == nil, content.isEmpty, receipt == nil,
+                (data?.utf8.count ?? 0) <= Self.maximumEventData
+            else { throw MessagingError(.forged, "a chat event carries its time, its tag and at most 8 KB of data") }
         }
     }
 

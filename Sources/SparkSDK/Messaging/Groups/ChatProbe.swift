@@ -22,6 +22,8 @@ import SparkMLS
         public let commit: Data
         /// The epoch the commit is for.
         public let epoch: Int64
+        /// A typing notice alice's device sealed as an ephemeral message (of the epoch before the commit).
+        public let ephemeral: Data
     }
 
     /// The fixture (fixed, so that seeds written once stay valid).
@@ -46,8 +48,11 @@ import SparkMLS
             adding: [bobBundle.keyPackage], removing: Set<ChatGroup.Device>(), now: now, random: &random)
         let bob = try ChatGroup.join(chatID: "c1", welcome: welcome!, bundle: bobBundle, validator: validator)
         let message = try alice.seal(ChatPayload(kind: .text, id: "m1", content: "hello", tag: "Text"), random: &random)
+        let ephemeral = try alice.sealEphemeral(
+            ChatPayload(kind: .typing, id: "t1", upTo: Int64(now.timeIntervalSince1970 * 1000)), random: &random)
         let update = try alice.commit(adding: [], removing: Set<ChatGroup.Device>(), now: now, random: &random)
-        return Fixture(bob: bob, message: message, commit: update.commit, epoch: Int64(alice.group.epoch))
+        return Fixture(
+            bob: bob, message: message, commit: update.commit, epoch: Int64(alice.group.epoch), ephemeral: ephemeral)
     }
 
     /// Offers `payload` to bob's group as a `kind` entry from `sender`, ordered for `epoch`;
@@ -59,6 +64,8 @@ import SparkMLS
         let entry = MailboxEntry(
             sequence: 1, chatID: "c1", sender: sender, kind: kind, messageNumber: 1, payload: payload, members: nil,
             postedAt: Date(timeIntervalSince1970: 1_790_000_000), epoch: epoch)
-        return "\(group.receive(entry, now: Date(timeIntervalSince1970: 1_790_000_000)))"
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        if kind == .ephemeral { return "\(group.receiveEphemeral(entry, now: now))" }
+        return "\(group.receive(entry, now: now))"
     }
 }
