@@ -39,6 +39,7 @@ final class ChatShell: @unchecked Sendable {
           react N EMOJI               react to message #N of the current chat (`unreact N EMOJI` removes it)
           recall N                    delete your message #N for everyone
           typing                      tell the current chat you are typing (others' typing shows by itself)
+          timer SECONDS               make new messages of the current chat disappear after SECONDS (0: off)
           messages                    show the current chat's messages with their states
           read                        mark the current chat read
           invite USER…                invite users to the current chat (admins)
@@ -219,6 +220,13 @@ final class ChatShell: @unchecked Sendable {
                     }
                     console.say(
                         command == "react" ? "Reacted \(parts[1]) to #\(number)." : "Removed \(parts[1]) from #\(number).")
+                case "timer":
+                    guard let seconds = Int(rest), seconds >= 0 else {
+                        console.say("usage: timer SECONDS (0 turns it off)")
+                        continue
+                    }
+                    try await access.setDisappearingTimer(seconds == 0 ? nil : .seconds(seconds), in: try requireChat())
+                    console.say(seconds == 0 ? "Messages no longer disappear." : "New messages disappear after \(seconds) s.")
                 case "typing":
                     try await access.sendTyping(in: try requireChat())
                     console.say("They see you typing.")
@@ -377,6 +385,7 @@ final class ChatShell: @unchecked Sendable {
         let people = chat.participants.map(\.userID).joined(separator: ", ")
         return (chat.subject.isEmpty ? "chat" : "“\(chat.subject)”") + " with \(people)"
             + (chat.keyChanged ? " ⚠ a key changed" : "")
+            + (chat.disappearingTimer.map { " ⏱ messages disappear after \($0.components.seconds) s" } ?? "")
     }
 
     private func listChats(_ access: BBMAccess) {

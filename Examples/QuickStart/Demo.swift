@@ -180,6 +180,19 @@ struct Demo {
         step(
             "message numbers run without gaps", gapless,
             "\(aliceMessages.value.map { "#\($0.number.map(String.init) ?? "-") \($0.content)" })")
+        try await alice.setDisappearingTimer(.seconds(5), in: chat.chatID)
+        step(
+            "alice sets a 5 s disappearing timer; bob's device applies it",
+            await until { bob.chats.value.first { $0.chatID == chat.chatID }?.disappearingTimer == .seconds(5) })
+        let fleeting = try await alice.sendMessage("This disappears 5 s after you read it", to: chat.chatID)
+        step("bob receives the disappearing message", await until { bobMessages.value.contains { $0.id == fleeting.id } })
+        try await bob.markMessagesRead(in: chat.chatID)
+        step(
+            "5 s after bob read it, it is gone from both devices",
+            await until(seconds: 15) {
+                !bobMessages.value.contains { $0.id == fleeting.id } && !aliceMessages.value.contains { $0.id == fleeting.id }
+            })
+        try await alice.setDisappearingTimer(nil, in: chat.chatID)
 
         // Verification: both see the same safety number; alice confirms the one bob reads out.
         let number = try await alice.safetyNumber(with: names.bob)

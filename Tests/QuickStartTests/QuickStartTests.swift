@@ -202,7 +202,7 @@ struct QuickStartTests {
             let alice = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("alice").path],
                 input:
-                    "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend hello bob\ntyping\nsend oops\nreact 1 👍\nreact 1 ok\nrecall 2\nmessages\nrename Dinner\nstatus\nquit\n"
+                    "alice\nalice-passcode-1\nalice-passcode-1\nstart bob : Lunch\nsend hello bob\ntyping\nsend oops\nreact 1 👍\nreact 1 ok\nrecall 2\ntimer 3\ntimer 3600\nmessages\nrename Dinner\nstatus\nquit\n"
             )
             #expect(alice.status == 0, "\(alice.stdout)\(alice.stderr)")
             #expect(alice.stdout.contains("Started “Lunch” with alice, bob."))
@@ -211,13 +211,17 @@ struct QuickStartTests {
             #expect(alice.stdout.contains("Reacted 👍 to #1."))
             #expect(alice.stdout.contains("a reaction is one emoji"), "\(alice.stdout)")
             #expect(alice.stdout.contains("Recalled #2."))
+            #expect(alice.stdout.contains("a disappearing-messages timer is 5 seconds to 365 days"), "\(alice.stdout)")
+            #expect(alice.stdout.contains("New messages disappear after 3600 s."))
             #expect(alice.stdout.contains("#2 alice: (recalled)"))
             #expect(alice.stdout.contains("Renamed to Dinner."))
             #expect(alice.stdout.contains("status: valid"))
             let bobAgain = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("bob").path],
                 input: "chats\nopen 1\nread\nquit\n")
-            #expect(bobAgain.stdout.contains("1. “Dinner” with alice, bob · 1 unread"), "\(bobAgain.stdout)")
+            #expect(
+                bobAgain.stdout.contains("1. “Dinner” with alice, bob ⏱ messages disappear after 3600 s · 1 unread"),
+                "\(bobAgain.stdout)")
             #expect(bobAgain.stdout.contains("#1 alice: hello bob"))
             #expect(bobAgain.stdout.contains("#2 alice: (recalled)"), "\(bobAgain.stdout)")
             #expect(!bobAgain.stdout.contains("oops"), "bob's device never shows the recalled text")

@@ -1,5 +1,6 @@
 import Foundation
 import SparkMLS
+import SparkStore
 import SparkTestSupport
 import Testing
 
@@ -224,5 +225,56 @@ struct RichMessagingTests {
             return
         }
         #expect(bob.receiveEphemeral(entry("alice", fixture.ephemeral), now: sent) == .ignore)
+    }
+
+    /// A chat's timer is in its group: set by one member, applied by every device. A message
+    /// sent after it disappears from the sender's devices its time after it was sent, and from a
+    /// recipient's its time after it was read; nothing of it is left in the store's files.
+    @Test func disappearingMessagesLeaveNothingBehind() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date())
+            let world = try ChatWorld(directory, clock: clock.wallClock)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            let before = try await alice.sendMessage("before the timer", to: chat.chatID)
+            await #expect(throws: MessagingError(.invalidArgument, "")) {
+                try await alice.setDisappearingTimer(.seconds(2), in: chat.chatID)
+            }
+            try await alice.setDisappearingTimer(.seconds(60), in: chat.chatID)
+            #expect(try await alice.chat(chat.chatID).disappearingTimer == .seconds(60))
+            #expect(await waitFor("bob's device applies it") { bob.chats.value.first?.disappearingTimer == .seconds(60) })
+
+            let secret = try await alice.sendMessage("this message will self-destruct", to: chat.chatID)
+            let sentAt = try #require(secret.expiresAt).timeIntervalSince1970 - 60
+            #expect(abs(sentAt - secret.timestamp.timeIntervalSince1970) < 1, "counted from when it was sent")
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            let aliceMessages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { bobMessages.value.count == 2 })
+            #expect(bobMessages.value.last?.expiresAt == nil, "unread: its clock has not started")
+            clock.advance(by: 30)
+            try await bob.markMessagesRead(in: chat.chatID)
+            #expect(await waitFor("read: bob's clock starts") { bobMessages.value.last?.expiresAt != nil })
+            let sealed = try #require(
+                try await bob.messenger.read { db in
+                    try db.scalar("SELECT content FROM messages WHERE local_id = ?", [secret.id], as: Data.self)
+                })
+
+            clock.advance(by: 31)  // 61 s after sending: gone from alice's devices, not from bob's yet
+            #expect(await waitFor("alice's device removes it") { aliceMessages.value.map(\.id) == [before.id] })
+            #expect(bobMessages.value.count == 2, "bob read it 31 s ago")
+            clock.advance(by: 30)
+            #expect(await waitFor("bob's device removes it") { bobMessages.value.map(\.id) == [before.id] })
+            // Not in the store, its write-ahead log or anywhere in the files.
+            let bobDirectory = directory.appendingPathComponent("bob-phone")
+            for file in ["endpoint.sqlite", "endpoint.sqlite-wal"] {
+                let bytes = (try? Data(contentsOf: bobDirectory.appendingPathComponent(file))) ?? Data()
+                #expect(bytes.range(of: sealed) == nil, "the sealed content is gone from \(file)")
+            }
+            // Off again: what is sent next stays.
+            try await alice.setDisappearingTimer(nil, in: chat.chatID)
+            let kept = try await alice.sendMessage("this one stays", to: chat.chatID)
+            #expect(kept.expiresAt == nil)
+        }
     }
 }

@@ -116,6 +116,20 @@ public final class BBMAccess: Sendable {
         try await messenger.recall(messageID)
     }
 
+    /// Sets the chat's disappearing-messages timer, or turns it off (nil): each message sent from
+    /// then on disappears from every device of every member (content, data and reactions, from
+    /// the store and its files) this long after it was sent, on the sender's devices, or after it
+    /// was read, on each recipient's. The timer is part of the chat's group, changed by a commit
+    /// every member applies alike (``Chat/disappearingTimer``); any member may change it. From 5
+    /// seconds to 365 days, whole seconds. A recipient can still copy what they read.
+    public func setDisappearingTimer(_ timer: Duration?, in chatID: String) async throws {
+        let seconds = timer.map { Int($0.components.seconds) } ?? 0
+        if let timer, timer.components.attoseconds != 0 || seconds == 0 {
+            throw MessagingError(.invalidArgument, "a disappearing-messages timer is whole seconds, 5 seconds to 365 days")
+        }
+        try await messenger.setTimer(chatID, seconds: seconds)
+    }
+
     /// How long an app shows a user as typing after their last notice
     /// (``MessagingEvent/typing(chatID:userID:isTyping:)``) when no stop comes.
     public static let typingTimeout: Duration = .seconds(6)

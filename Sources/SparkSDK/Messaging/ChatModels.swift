@@ -82,6 +82,10 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     /// Whether its sender recalled it (deleted it for everyone): its content, data and
     /// reactions are gone from every device of every member.
     public var isRecalled = false
+    /// When it disappears from this device, in a chat with a disappearing-messages timer
+    /// (``Chat/disappearingTimer``): its timer counted from when it was sent (this user's) or
+    /// read here (received); nil while a received message is unread, or without a timer.
+    public var expiresAt: Date?
 }
 
 /// One emoji's reactions to a message: the users who added it, one each.
@@ -162,6 +166,10 @@ public struct Chat: Sendable, Equatable, Identifiable {
     public var lastActivity: Date
     /// Whether this user is still a member.
     public var isActive: Bool
+    /// The disappearing-messages timer (``BBMAccess/setDisappearingTimer(_:in:)``): each message
+    /// sent from now on disappears from every device this long after it was sent (on the
+    /// sender's devices) or read (on each recipient's); nil when off.
+    public var disappearingTimer: Duration?
     /// The chat id.
     public var id: String { chatID }
     /// Whether any participant's identity key changed.

@@ -105,7 +105,19 @@ extension Messenger {
     func rename(_ chatID: String, subject: String) async throws {
         try requireActive(chatID)
         try await requireNotHeld(chatID)
-        try await change(chatID, subject: subject) { _ in ([], []) }
+        try await change(chatID, context: ChatGroup.ContextChange(subject: subject)) { _ in ([], []) }
+        reloadChats()
+    }
+
+    /// Sets the chat's disappearing-messages timer (0: off), by a commit (it is in the group
+    /// context, so every member's device applies the same); any member may.
+    func setTimer(_ chatID: String, seconds: Int) async throws {
+        guard seconds == 0 || ChatGroup.timerRange.contains(seconds) else {
+            throw MessagingError(.invalidArgument, "a disappearing-messages timer is 5 seconds to 365 days, or off")
+        }
+        try requireActive(chatID)
+        try await requireNotHeld(chatID)
+        try await change(chatID, context: ChatGroup.ContextChange(timer: seconds)) { _ in ([], []) }
         reloadChats()
     }
 
@@ -212,15 +224,15 @@ extension Messenger {
     /// which the members refused; it is tried once (on a conflict, another admin's replacement
     /// came first, or the group moved on).
     func change(
-        _ chatID: String, domainAdd: [String] = [], domainRemove: [String] = [], subject: String? = nil,
-        replacingRefused: Bool = false,
+        _ chatID: String, domainAdd: [String] = [], domainRemove: [String] = [],
+        context: ChatGroup.ContextChange = ChatGroup.ContextChange(), replacingRefused: Bool = false,
         plan: @escaping @Sendable (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let previous = changes[chatID]
         let run = Task {
             _ = try? await previous?.value
             try await self.commitChange(
-                chatID, domainAdd: domainAdd, domainRemove: domainRemove, subject: subject,
+                chatID, domainAdd: domainAdd, domainRemove: domainRemove, context: context,
                 replacingRefused: replacingRefused, plan: plan)
         }
         changes[chatID] = run
@@ -229,8 +241,8 @@ extension Messenger {
     }
 
     private func commitChange(
-        _ chatID: String, domainAdd: [String], domainRemove: [String], subject: String?, replacingRefused: Bool,
-        plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
+        _ chatID: String, domainAdd: [String], domainRemove: [String], context: ChatGroup.ContextChange,
+        replacingRefused: Bool, plan: (ChatGroup) throws -> (add: [Data], remove: Set<ChatGroup.Device>)
     ) async throws {
         let groups = self.groups
         // A conflict the mailbox resolves (the group moved to the commit that won) is progress,
@@ -244,7 +256,7 @@ extension Messenger {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
             }
             let (add, remove) = try plan(stored.group)
-            let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, subject: subject)
+            let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, context: context)
             try write { db in
                 try groups.setPending(self.store(db), chatID: chatID, digest: SHA256.hash(commit), next: next)
                 try self.store(db).recordSent(chatID: chatID, payload: commit, localID: nil)
@@ -300,10 +312,13 @@ extension Messenger {
 
     /// A commit of `group`, with fresh randomness.
     nonisolated static func commit(
-        _ group: ChatGroup, adding keyPackages: [Data], removing devices: Set<ChatGroup.Device>, subject: String?
+        _ group: ChatGroup, adding keyPackages: [Data], removing devices: Set<ChatGroup.Device>,
+        context: ChatGroup.ContextChange
     ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
         var random = MLSSystemRandom()
-        return try group.commit(adding: keyPackages, removing: devices, subject: subject, now: Date(), random: &random)
+        return try group.commit(
+            adding: keyPackages, removing: devices, subject: context.subject, timer: context.timer, now: Date(),
+            random: &random)
     }
 
     /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
@@ -318,11 +333,14 @@ extension Messenger {
         try applySubject(of: group, in: db)
     }
 
-    /// Shows the group's subject when it changed.
+    /// Shows the group's subject when it changed, and applies its timer.
     func applySubject(of group: ChatGroup, in db: Database) throws {
         let store = store(db)
         if try store.subject(chatID: group.chatID) != group.subject {
             try store.setSubject(group.subject, chatID: group.chatID, at: Date())
+        }
+        if try store.timer(chatID: group.chatID) != group.disappearingTimer {
+            try store.setTimer(group.disappearingTimer, chatID: group.chatID)
         }
     }
 

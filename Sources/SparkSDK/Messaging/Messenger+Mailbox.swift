@@ -419,6 +419,7 @@ extension Messenger {
                 effects.notices.append(.dropped(chatID: chatID, reason: reason))
             case .insert(let message):
                 try store.insertReceived(message, chatID: chatID, incoming: message.sender != me, ignoringTaken: false)
+                if message.sender == me { noteExpiring() }
                 effects.changed.formUnion(.some([message.id]))
             case .touchChat(let time):
                 try store.touchChat(chatID, at: time)
@@ -439,6 +440,8 @@ extension Messenger {
                 effects.changed.formUnion(.some(Set(moved.map(\.messageID))))
             case .readReceived(let ids):
                 try store.readReceived(chatID: chatID, ids: ids)
+                try store.startExpiry(chatID: chatID, at: clock.now())
+                noteExpiring()
                 effects.changed.formUnion(.some(Set(ids)))
             case .openHistory(let history):
                 let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: db)

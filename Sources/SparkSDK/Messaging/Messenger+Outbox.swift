@@ -36,7 +36,7 @@ extension Messenger {
         }
         let payload = ChatPayload(kind: .text, id: id, content: content, tag: tag, data: data, ref: refID)
         try payload.validate()
-        let now = Date()
+        let now = clock.now()
         // A contact that holds the chat is looked up again first (see `heldBy`).
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
@@ -54,6 +54,7 @@ extension Messenger {
             let outgoing = OutgoingMessage(
                 id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now)
             try self.store(db).insertOutgoing(outgoing, sealed: sealed)
+            self.noteExpiring()
             return ChatMessage(
                 id: id, chatID: chatID, number: nil, sender: self.me, isIncoming: false, content: content, tag: tag, data: data,
                 ref: ref, state: sealed == nil ? .held : .sending, timestamp: now)
@@ -329,7 +330,7 @@ extension Messenger {
             !message.isRecalled
         else { throw MessagingError(.unknownChat, "no message \(messageID) here to react to") }
         let current = try read { db in try self.store(db).reactions(of: messageID) }
-        guard let reactions = Reaction.applying(current, user: me, emoji: emoji, added: added) else {
+        guard Reaction.applying(current, user: me, emoji: emoji, added: added) != nil else {
             let has = current.contains { $0.emoji == emoji && $0.userIDs.contains(me) }
             if has == added { return }
             throw MessagingError(.invalidArgument, "a message takes at most \(Reaction.maximumPerUser) reactions of one user")
@@ -337,7 +338,13 @@ extension Messenger {
         try await postEvent(
             ChatPayload(kind: added ? .reaction : .unreaction, id: Self.newID(), content: emoji, ref: messageID),
             in: message.chatID)
-        try write { db in try self.store(db).setReactions(messageID, reactions) }
+        // Applied to the reactions as they are now: others' may have arrived while it was posted.
+        try write { db in
+            let store = self.store(db)
+            if let reactions = Reaction.applying(try store.reactions(of: messageID), user: self.me, emoji: emoji, added: added) {
+                try store.setReactions(messageID, reactions)
+            }
+        }
         reloadMessages(message.chatID, changed: .some([messageID]))
     }
 
@@ -367,6 +374,8 @@ extension Messenger {
             let store = self.store(db)
             let unread = try store.unreadReceived(chatID: chatID, upTo: upTo)
             try store.readReceived(chatID: chatID, upTo: upTo)
+            try store.startExpiry(chatID: chatID, at: self.clock.now())
+            self.noteExpiring()
             return unread
         }
         reloadMessages(chatID)

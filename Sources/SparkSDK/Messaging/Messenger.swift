@@ -136,6 +136,11 @@ actor Messenger {
     nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
     private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
     private var syncTask: Task<Void, Never>?
+    /// Expires disappearing messages as their time comes (`expireDue`).
+    var expiryTask: Task<Void, Never>?
+    /// How often the expiry task looks for messages whose time is up.
+    static let expiryInterval: Duration = .seconds(1)
+
     /// The latest mailbox read; each read waits for the one before it (see `syncOnce`).
     var lastSync: Task<Int, any Error>?
     /// The long-poll in flight, if the latest read is one.
@@ -213,6 +218,8 @@ actor Messenger {
         // while this one was off).
         if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         let interval = pollInterval
+        // Messages may have been counting down while this device was off.
+        noteExpiring()
         syncTask = Task { [weak self] in
             let clock = ContinuousClock()
             var idle = false
@@ -259,9 +266,47 @@ actor Messenger {
         syncTask = nil
         loop?.cancel()
         await loop?.value
+        expiryTask?.cancel()
+        await expiryTask?.value
+        expiryTask = nil
         groups.sessions.removeAll()
         eventSinks.finish()
         messageEventSinks.finish()
+    }
+
+    /// A message may have started counting down (stored or read in a chat with a timer): the
+    /// expiry task runs until none is, looking every ``expiryInterval``. A device with no
+    /// disappearing message has no such task.
+    func noteExpiring() {
+        guard expiryTask == nil, !stopped else { return }
+        expiryTask = Task { [weak self] in
+            while let self, await self.expireDue() {
+                try? await Task.sleep(for: Self.expiryInterval)
+                if Task.isCancelled { return }
+            }
+        }
+    }
+
+    /// Removes the messages whose disappearing timer ran out (content, data and reactions, from
+    /// the store and its write-ahead log) and updates their chats' flows; returns whether any
+    /// message is still counting down (if not, the task ends, in the same turn).
+    func expireDue() async -> Bool {
+        guard !stopped else { return false }
+        let now = clock.now()
+        let next: Date?
+        do { next = try read { db in try self.store(db).nextExpiry() } } catch { return true }
+        guard let next else {
+            expiryTask = nil
+            return false
+        }
+        guard next <= now, let due = try? write({ db in try self.store(db).expireDue(at: now) }), !due.isEmpty else {
+            return true
+        }
+        // The log held the pages as they were: emptied, nothing of the content is left on disk.
+        try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        for chatID in Set(due.map(\.chatID)) { reloadMessages(chatID) }
+        reloadChats(Set(due.map(\.chatID)))
+        return true
     }
 
     // MARK: Queries and flows
@@ -374,7 +419,8 @@ actor Messenger {
                     Participant(userID: $0.userID, isAdmin: $0.isAdmin, verification: trust[$0.userID] ?? .unverified)
                 }, unreadCount: chat.unreadCount,
                 missingMessageCount: try store(db).missingTexts(chatID: chat.chatID).values.reduce(0, +),
-                lastActivity: chat.lastActivity, isActive: chat.isActive)
+                lastActivity: chat.lastActivity, isActive: chat.isActive,
+                disappearingTimer: chat.timer > 0 ? .seconds(chat.timer) : nil)
         }
     }
 

@@ -340,6 +340,19 @@ public final class EndpointStore: Sendable {
                 ALTER TABLE messages ADD COLUMN recalled INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        migrator.register("v13-disappearing-messages") { db in
+            // A chat's timer (the group's, as last applied); each message's, when it was stored,
+            // and when it expires (counted from when it was sent, or read); an expired message's
+            // row stays, hidden and emptied, so that its id and number are not taken again.
+            try db.execute(
+                """
+                ALTER TABLE chats ADD COLUMN timer INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE messages ADD COLUMN expire_after INTEGER;
+                ALTER TABLE messages ADD COLUMN expires_at REAL;
+                ALTER TABLE messages ADD COLUMN expired INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX messages_expiring ON messages(expires_at) WHERE expired = 0 AND expires_at IS NOT NULL;
+                """)
+        }
         return migrator
     }
 

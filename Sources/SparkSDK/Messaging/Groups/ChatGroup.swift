@@ -83,6 +83,30 @@ struct ChatGroup: Sendable {
         MLSGroupExtension(type: subjectExtensionType, data: Data(subject.utf8))
     }
 
+    /// The disappearing-messages timer's extension (private use): `uint32 seconds`, present only
+    /// while the timer is on. In the group context like the subject: every member holds the
+    /// same, and a change is a commit.
+    static let timerExtensionType: UInt16 = 0xF5A2
+
+    /// The shortest and longest timer a chat may have.
+    static let timerRange: ClosedRange<Int> = 5...(365 * 86400)
+
+    static func timerExtension(_ seconds: Int) -> MLSGroupExtension {
+        var writer = TLSWriter()
+        writer.u32(UInt32(seconds))
+        return MLSGroupExtension(type: timerExtensionType, data: writer.data)
+    }
+
+    /// The chat's disappearing-messages timer in this epoch, in seconds: 0 when off (no
+    /// extension, or a malformed one or one out of ``timerRange``).
+    var disappearingTimer: Int {
+        guard let data = group.applicationExtensions.first(where: { $0.type == Self.timerExtensionType })?.data,
+            data.count == 4
+        else { return 0 }
+        let seconds = Int(data.reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        return Self.timerRange.contains(seconds) ? seconds : 0
+    }
+
     /// The chat's subject in this epoch (empty when none was set, or it is not UTF-8).
     var subject: String {
         group.applicationExtensions.first { $0.type == Self.subjectExtensionType }.flatMap {
@@ -160,18 +184,29 @@ struct ChatGroup: Sendable {
         return (result.commit, result.next)
     }
 
+    /// What a commit changes of the chat's group context besides its members: each nil is kept.
+    struct ContextChange: Sendable, Equatable {
+        var subject: String?
+        /// The disappearing-messages timer in seconds (0: off).
+        var timer: Int?
+        var isEmpty: Bool { subject == nil && timer == nil }
+    }
+
     /// A commit adding `keyPackages` and removing `removed` (it always refreshes this device's own
     /// keys: post-compromise security); the group is unchanged until the domain accepted it.
     func commit(
         adding keyPackages: [Data], removing removed: Set<Device>, admins: Set<String>? = nil, subject: String? = nil,
-        now: Date, random: inout some MLSRandomSource
+        timer: Int? = nil, now: Date, random: inout some MLSRandomSource
     ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
         let leaves = group.members.filter { member in Self.device(of: member).map { removed.contains($0) } ?? false }
             .map(\.leafIndex)
         // The application's extensions are replaced as a whole: what is not changed is kept.
+        let seconds = timer ?? disappearingTimer
         let extensions =
-            admins == nil && subject == nil
-            ? nil : [Self.adminsExtension(admins ?? self.admins), Self.subjectExtension(subject ?? self.subject)]
+            admins == nil && subject == nil && timer == nil
+            ? nil
+            : [Self.adminsExtension(admins ?? self.admins), Self.subjectExtension(subject ?? self.subject)]
+                + (seconds > 0 ? [Self.timerExtension(seconds)] : [])
         let result = try group.commit(
             adding: keyPackages, removing: leaves, extensions: extensions, now: now, random: &random)
         return (result.commit, result.welcome, ChatGroup(chatID: chatID, group: result.group))

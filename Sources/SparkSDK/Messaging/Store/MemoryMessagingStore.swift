@@ -16,8 +16,12 @@ final class MemoryMessagingStore: Sendable {
             var sealed: Data?
             /// The insertion order (SQLite's rowid).
             var row: Int64
+            /// The chat's timer when it was stored, and whether it expired.
+            var expireAfter: Int? = nil
+            var expired = false
         }
         struct Chat: Sendable {
+            var timer = 0
             var subject = ""
             var isActive = true
             var lastActivity: Date
@@ -81,7 +85,7 @@ final class MemoryMessagingStore: Sendable {
         }
 
         func page(chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
-            let all = inChat(chatID).map(\.message)
+            let all = inChat(chatID).filter { !$0.expired }.map(\.message)
             let numbered = all.filter { message in message.number.map { number == nil || $0 < number! } ?? false }
                 .sorted { $0.number! < $1.number! }.suffix(limit)
             guard number == nil else { return Array(numbered) }
@@ -90,7 +94,8 @@ final class MemoryMessagingStore: Sendable {
         }
 
         func numbered(chatID: String) throws -> [ChatMessage] {
-            inChat(chatID).map(\.message).filter { $0.number != nil }.sorted { $0.number! < $1.number! }
+            inChat(chatID).filter { !$0.expired }.map(\.message).filter { $0.number != nil && !$0.isRecalled }
+                .sorted { $0.number! < $1.number! }
         }
 
         func messageID(chatID: String, number: Int64) throws -> String? {
@@ -120,10 +125,41 @@ final class MemoryMessagingStore: Sendable {
                 ChatMessage(
                     id: message.id, chatID: message.chatID, number: nil, sender: message.sender, isIncoming: false,
                     content: message.content, tag: message.tag, data: message.data, ref: message.ref,
-                    state: sealed == nil ? .held : .sending, timestamp: message.timestamp), sealed: sealed, ignoringTaken: false)
+                    state: sealed == nil ? .held : .sending, timestamp: message.timestamp), sealed: sealed, ignoringTaken: false,
+                sentAt: message.timestamp)
         }
 
-        private func insert(_ message: ChatMessage, sealed: Data?, ignoringTaken: Bool) throws {
+        func startExpiry(chatID: String, at now: Date) throws {
+            for entry in inChat(chatID) where entry.message.isIncoming && entry.message.state == .read {
+                guard let after = entry.expireAfter, entry.message.expiresAt == nil else { continue }
+                state.messages[entry.message.id]?.message.expiresAt = now + Double(after)
+            }
+        }
+
+        func expireDue(at now: Date) throws -> [(chatID: String, id: String)] {
+            let due = state.messages.values.filter { !$0.expired && $0.message.expiresAt.map { $0 <= now } == true }
+            for entry in due {
+                var message = entry.message
+                (message.content, message.data, message.reactions) = ("", nil, [])
+                state.messages[message.id]?.message = message
+                state.messages[message.id]?.expired = true
+                state.messages[message.id]?.sealed = nil
+            }
+            return due.map { ($0.message.chatID, $0.message.id) }
+        }
+
+        func nextExpiry() throws -> Date? {
+            state.messages.values.filter { !$0.expired }.compactMap(\.message.expiresAt).min()
+        }
+
+        func timer(chatID: String) throws -> Int { state.chats[chatID]?.timer ?? 0 }
+
+        func setTimer(_ seconds: Int, chatID: String) throws { state.chats[chatID]?.timer = seconds }
+
+        private func insert(_ message: ChatMessage, sealed: Data?, ignoringTaken: Bool, sentAt: Date?) throws {
+            var message = message
+            let timer = try self.timer(chatID: message.chatID)
+            message.expiresAt = timer > 0 ? sentAt.map { $0 + Double(timer) } : nil
             let taken =
                 state.messages[message.id] != nil
                 || message.number.map { number in inChat(message.chatID).contains { $0.message.number == number } } == true
@@ -131,7 +167,8 @@ final class MemoryMessagingStore: Sendable {
                 if ignoringTaken { return }
                 throw MessagingError(.conflict, "it contradicts what this endpoint stored (message \(message.id) or its number)")
             }
-            state.messages[message.id] = State.Message(message: message, sealed: sealed, row: state.nextRow)
+            state.messages[message.id] = State.Message(
+                message: message, sealed: sealed, row: state.nextRow, expireAfter: timer > 0 ? timer : nil)
             state.nextRow += 1
         }
 
@@ -199,7 +236,8 @@ final class MemoryMessagingStore: Sendable {
                 ChatMessage(
                     id: message.id, chatID: chatID, number: message.number, sender: message.sender, isIncoming: incoming,
                     content: message.content, tag: message.tag, data: message.data, ref: message.ref, state: message.state,
-                    timestamp: message.timestamp), sealed: nil, ignoringTaken: ignoringTaken)
+                    timestamp: message.timestamp), sealed: nil, ignoringTaken: ignoringTaken,
+                sentAt: incoming ? nil : message.timestamp)
         }
 
         func setContent(_ id: String, content: String) throws {
@@ -262,7 +300,7 @@ final class MemoryMessagingStore: Sendable {
                 let chat = state.chats[id]!
                 return StoredChat(
                     chatID: id, subject: chat.subject, isActive: chat.isActive, lastActivity: chat.lastActivity,
-                    participants: chat.participants, unreadCount: try unreadCount(chatID: id))
+                    participants: chat.participants, unreadCount: try unreadCount(chatID: id), timer: chat.timer)
             }.sorted { $0.lastActivity != $1.lastActivity ? $0.lastActivity > $1.lastActivity : $0.chatID < $1.chatID }
         }
 

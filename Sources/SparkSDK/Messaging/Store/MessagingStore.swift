@@ -77,6 +77,19 @@ protocol MessagingStore {
     func reactions(of id: String) throws -> [Reaction]
     /// Replaces the message's reactions.
     func setReactions(_ id: String, _ reactions: [Reaction]) throws
+    /// Starts the clock of the chat's received messages that are read and have a timer: each
+    /// expires its `expire_after` seconds from `now`.
+    func startExpiry(chatID: String, at now: Date) throws
+    /// Expires the messages whose time is up: their content, data and reactions go, and they are
+    /// no longer shown (nor handed over in a history); returns them.
+    func expireDue(at now: Date) throws -> [(chatID: String, id: String)]
+    /// When the next message expires (nil: none is counting down).
+    func nextExpiry() throws -> Date?
+    /// The chat's disappearing-messages timer in seconds, as last applied (0: off); new messages
+    /// take it.
+    func timer(chatID: String) throws -> Int
+    /// Applies the group's timer.
+    func setTimer(_ seconds: Int, chatID: String) throws
     /// The sender recalled the message: its content, data and reactions go, and it shows as
     /// recalled.
     func recall(_ id: String) throws
@@ -204,6 +217,8 @@ struct StoredChat: Sendable, Equatable {
     /// In the order they are shown: admins first.
     var participants: [ChatMember]
     var unreadCount: Int
+    /// The disappearing-messages timer in seconds (0: off).
+    var timer: Int = 0
 }
 
 /// A chat's group row, without its epoch state.

@@ -36,7 +36,7 @@ struct SQLiteMessagingStore: MessagingStore {
     private static let columns =
         """
         SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp, reactions,
-            recalled FROM messages
+            recalled, expires_at FROM messages
         """
 
     private func message(_ row: Row) throws -> ChatMessage {
@@ -49,7 +49,8 @@ struct SQLiteMessagingStore: MessagingStore {
             state: MessageState(storedName: try row.get(9), failure: try row.get(10)),
             timestamp: Date(timeIntervalSince1970: try row.get(11)),
             reactions: try row.get(12, as: Data?.self).map { try reactions(sealed: $0, id: id) } ?? [],
-            isRecalled: try row.get(13))
+            isRecalled: try row.get(13),
+            expiresAt: try row.get(14, as: Double?.self).map(Date.init(timeIntervalSince1970:)))
     }
 
     private func reactions(sealed: Data, id: String) throws -> [Reaction] {
@@ -73,22 +74,27 @@ struct SQLiteMessagingStore: MessagingStore {
         let numbered =
             if let number {
                 try db.rows(
-                    "\(Self.columns) WHERE chat_id = ? AND number < ? ORDER BY number DESC LIMIT ?", [chatID, number, limit])
+                    "\(Self.columns) WHERE chat_id = ? AND number < ? AND expired = 0 ORDER BY number DESC LIMIT ?",
+                    [chatID, number, limit])
             } else {
                 try db.rows(
-                    "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number DESC LIMIT ?", [chatID, limit])
+                    "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL AND expired = 0 ORDER BY number DESC LIMIT ?",
+                    [chatID, limit])
             }
         var page = try numbered.reversed().map(message)
         if number == nil {
-            let pending = try db.rows("\(Self.columns) WHERE chat_id = ? AND number IS NULL ORDER BY timestamp", [chatID])
-                .map(message)
+            let pending = try db.rows(
+                "\(Self.columns) WHERE chat_id = ? AND number IS NULL AND expired = 0 ORDER BY timestamp", [chatID]
+            ).map(message)
             page = Array((page + pending).suffix(limit))
         }
         return page
     }
 
     func numbered(chatID: String) throws -> [ChatMessage] {
-        try db.rows("\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL ORDER BY number", [chatID]).map(message)
+        try db.rows(
+            "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL AND expired = 0 AND recalled = 0 ORDER BY number", [chatID]
+        ).map(message)
     }
 
     func messageID(chatID: String, number: Int64) throws -> String? {
@@ -122,8 +128,9 @@ struct SQLiteMessagingStore: MessagingStore {
         try conflictsRefused {
             try db.execute(
                 """
-                INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed)
-                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed,
+                    expire_after, expires_at)
+                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
@@ -131,7 +138,7 @@ struct SQLiteMessagingStore: MessagingStore {
                     try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     (sealed == nil ? MessageState.held : .sending).storedName, message.timestamp.timeIntervalSince1970,
                     sealed,
-                ])
+                ] + (try expiry(chatID: message.chatID, sentAt: message.timestamp)))
         }
     }
 
@@ -219,8 +226,8 @@ struct SQLiteMessagingStore: MessagingStore {
             try db.execute(
                 """
                 INSERT \(ignoringTaken ? "OR IGNORE " : "")INTO messages(local_id, chat_id, number, sender, incoming, content, tag,
-                    data, ref, state, failure, timestamp)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    data, ref, state, failure, timestamp, expire_after, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, chatID, message.number, message.sender, incoming,
@@ -228,7 +235,7 @@ struct SQLiteMessagingStore: MessagingStore {
                     message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     state.storedName,
                     failure, message.timestamp.timeIntervalSince1970,
-                ])
+                ] + (try expiry(chatID: chatID, sentAt: incoming ? nil : message.timestamp)))
         }
     }
 
@@ -266,6 +273,49 @@ struct SQLiteMessagingStore: MessagingStore {
         guard !moved.isEmpty else { return [] }
         try self.step(step, where: condition, [chatID] + ids)
         return moved
+    }
+
+    /// A new message's `expire_after` and `expires_at` under the chat's timer: one this user
+    /// sent counts from when it was sent; a received one from when it is read (`startExpiry`).
+    private func expiry(chatID: String, sentAt: Date?) throws -> [any DatabaseValueConvertible] {
+        let timer = try self.timer(chatID: chatID)
+        guard timer > 0 else { return [Int?.none, Double?.none] }
+        return [timer, sentAt.map { $0.timeIntervalSince1970 + Double(timer) }]
+    }
+
+    func startExpiry(chatID: String, at now: Date) throws {
+        try db.execute(
+            """
+            UPDATE messages SET expires_at = ? + expire_after
+            WHERE chat_id = ? AND incoming = 1 AND state = ? AND expire_after IS NOT NULL AND expires_at IS NULL
+            """, [now.timeIntervalSince1970, chatID, MessageState.read.storedName])
+    }
+
+    /// The content's and data's sealed bytes are overwritten in place (`secure_delete`); the row
+    /// stays, hidden, so that its id and number are not taken again.
+    func expireDue(at now: Date) throws -> [(chatID: String, id: String)] {
+        let due = try db.rows(
+            "SELECT chat_id, local_id FROM messages WHERE expired = 0 AND expires_at <= ?", [now.timeIntervalSince1970]
+        ).map { (chatID: try $0.get(0, as: String.self), id: try $0.get(1, as: String.self)) }
+        for (_, id) in due {
+            try db.execute(
+                "UPDATE messages SET content = ?, data = NULL, reactions = NULL, sealed = NULL, expired = 1 WHERE local_id = ?",
+                [try sealer.seal("", EndpointStore.Seal.content(id)), id])
+        }
+        return due
+    }
+
+    func nextExpiry() throws -> Date? {
+        try db.scalar("SELECT min(expires_at) FROM messages WHERE expired = 0 AND expires_at IS NOT NULL", as: Double.self)
+            .map(Date.init(timeIntervalSince1970:))
+    }
+
+    func timer(chatID: String) throws -> Int {
+        try db.scalar("SELECT timer FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 0
+    }
+
+    func setTimer(_ seconds: Int, chatID: String) throws {
+        try db.execute("UPDATE chats SET timer = ? WHERE chat_id = ?", [seconds, chatID])
     }
 
     func readReceived(chatID: String, upTo number: Int64) throws {
@@ -320,9 +370,9 @@ struct SQLiteMessagingStore: MessagingStore {
     func chats(only chatID: String?) throws -> [StoredChat] {
         let rows =
             if let chatID {
-                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats WHERE chat_id = ?", [chatID])
+                try db.rows("SELECT chat_id, subject, active, last_activity, timer FROM chats WHERE chat_id = ?", [chatID])
             } else {
-                try db.rows("SELECT chat_id, subject, active, last_activity FROM chats ORDER BY last_activity DESC")
+                try db.rows("SELECT chat_id, subject, active, last_activity, timer FROM chats ORDER BY last_activity DESC")
             }
         return try rows.map { row in
             let id = try row.get(0, as: String.self)
@@ -331,7 +381,7 @@ struct SQLiteMessagingStore: MessagingStore {
             return StoredChat(
                 chatID: id, subject: try subject(row.values[1], chatID: id), isActive: try row.get(2),
                 lastActivity: Date(timeIntervalSince1970: try row.get(3)), participants: participants,
-                unreadCount: try unreadCount(chatID: id))
+                unreadCount: try unreadCount(chatID: id), timer: try row.get(4))
         }
     }
 
