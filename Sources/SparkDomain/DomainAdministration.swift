@@ -34,6 +34,8 @@ public protocol DomainAdministration: Sendable {
     func unban(_ user: String) async throws
     /// The mail the domain sent, oldest first; only to `recipient` when given.
     func outbox(recipient: String?, limit: Int) async throws -> [Mail]
+    /// The reports users made, newest first.
+    func reports(limit: Int) async throws -> [Report]
     /// The trusted external issuers.
     func externalIssuers() async throws -> [ExternalIssuer]
     /// Trusts an external issuer's tokens, verified with the keys of `jwks` (a JWKS document).

@@ -160,6 +160,10 @@ public protocol DomainService: Sendable {
     func userStatus(token: String, endpointID: String) async throws -> UserStatus
     /// Dismisses one of the caller's infractions.
     func dismissInfraction(token: String, endpointID: String, id: Int64) async throws
+    /// Reports `user`, a member of the chat the caller is in, to the operator with the messages
+    /// the caller reveals (their plaintext; at most 50, each of `user`'s); returns the report's id.
+    func report(token: String, endpointID: String, chatID: String, user: String, reason: String, messages: [ReportedMessage])
+        async throws -> Int64
 }
 
 extension DomainService {

@@ -351,6 +351,13 @@ public final class DomainRouter: Sendable {
             let (token, endpoint) = try call.credential()
             try await domain.dismissInfraction(token: token, endpointID: endpoint, id: body.id)
             return try call.empty()
+        case .report:
+            let body = try call.body(Wire.ReportRequest.self)
+            let (token, endpoint) = try call.credential()
+            let id = try await domain.report(
+                token: token, endpointID: endpoint, chatID: body.chatID, user: body.userID, reason: body.reason,
+                messages: body.messages)
+            return try WireCoder.encode(Wire.ReportID(id: id))
         default:
             return try await administer(operation, call)
         }
@@ -400,6 +407,10 @@ public final class DomainRouter: Sendable {
             let query = try call.query(Wire.OutboxQuery.self)
             guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
             return try WireCoder.encode(Wire.Mails(mails: try domain.outbox(recipient: query.recipient, limit: query.limit)))
+        case .adminReports:
+            let query = try call.query(Wire.ReportsQuery.self)
+            guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
+            return try WireCoder.encode(Wire.Reports(reports: try domain.reports(limit: query.limit)))
         case .adminIssuers:
             try call.none()
             return try WireCoder.encode(Wire.Issuers(issuers: try domain.externalIssuers()))

@@ -58,6 +58,7 @@ public enum DomainConformance {
         Check(description: "per-user write limits", run: writeLimits),
         Check(description: "mailboxes and long-polls", run: mailboxes),
         Check(description: "ephemeral entries", run: ephemeralEntries),
+        Check(description: "reports", run: reports),
         Check(description: "moderation", run: moderation),
         Check(description: "accounts", run: accounts),
         Check(description: "administration", run: administration),
@@ -1054,6 +1055,50 @@ public enum DomainConformance {
             token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .message, payload: Data("still".utf8),
             recipient: nil, clientID: nil)
         try expect(message.messageNumber == 1, "typing takes nothing from what a user may send: \(message)")
+    }
+
+    /// A member reports another with their messages; the operator lists it. A non-member, a
+    /// report of a non-member or of oneself, and messages of someone else are refused.
+    static func reports(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        _ = try await user(domain, "bob")
+        let mallory = try await user(domain, "mallory")
+        let service = domain.service
+        _ = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-report", participants: ["bob"])
+        let message = ReportedMessage(
+            id: "m1", sender: "bob", number: 1, content: "something abusive", sentAt: Date(timeIntervalSince1970: 1_790_000_000))
+        let id = try await service.report(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "bob", reason: "abuse", messages: [message])
+        let listed = try await domain.admin.reports(limit: 10)
+        try expect(
+            listed.map(\.id) == [id] && listed.first?.messages == [message] && listed.first?.reporter == "alice"
+                && listed.first?.reported == "bob" && listed.first?.reason == "abuse",
+            "the operator lists the report: \(listed)")
+        try await expectRefused(.notAMember, "a report by a non-member") {
+            try await service.report(
+                token: mallory.token, endpointID: mallory.endpoint, chatID: "c-report", user: "bob", reason: "x",
+                messages: [message])
+        }
+        try await expectRefused(.notAMember, "a report of a non-member") {
+            var theirs = message
+            theirs.sender = "mallory"
+            return try await service.report(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "mallory", reason: "x",
+                messages: [theirs])
+        }
+        try await expectRefused(.invalidRequest, "a message of someone else than the reported user") {
+            var aliceOwn = message
+            aliceOwn.sender = "alice"
+            return try await service.report(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "bob", reason: "x",
+                messages: [aliceOwn])
+        }
+        try await expectRefused(.invalidRequest, "a report of oneself, or with no message") {
+            try await service.report(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "bob", reason: "x", messages: [])
+        }
+        try expect(try await domain.admin.reports(limit: 10).count == 1, "nothing refused was kept")
     }
 
     static func moderation(_ domain: DomainUnderTest) async throws {

@@ -216,6 +216,14 @@ public final class HostileDomain: DomainService {
         try await inner.userStatus(token: token, endpointID: endpointID)
     }
     /// Forwarded, or rewritten as the test told it.
+    public func report(
+        token: String, endpointID: String, chatID: String, user: String, reason: String, messages: [ReportedMessage]
+    ) async throws -> Int64 {
+        try await inner.report(
+            token: token, endpointID: endpointID, chatID: chatID, user: user, reason: reason, messages: messages)
+    }
+
+    /// Forwarded, or rewritten as the test told it.
     public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         try await inner.dismissInfraction(token: token, endpointID: endpointID, id: id)
     }

@@ -30,6 +30,7 @@ let usage = """
       ban USER_ID REASON          ban a user: their messages are refused
       unban USER_ID               lift a ban and any timeout
       outbox [--to EMAIL] [--limit N]
+      reports [--limit N]             what users reported, with the messages they revealed
                                   show the mail the domain sent (activation and reset codes)
       issuer add ISSUER AUDIENCE JWKS_PATH
                                   trust an external identity provider's tokens
@@ -216,6 +217,20 @@ func run(_ words: [String]) async throws {
         try arguments.finish()
         try await open().unban(user)
         print("\(user) may post again")
+    case "reports":
+        let limit = try arguments.integer("--limit", in: 1...1000) ?? 20
+        try arguments.finish()
+        let reports = try await open().reports(limit: limit)
+        if reports.isEmpty { print("no reports") }
+        let formatter = ISO8601DateFormatter()
+        for report in reports {
+            print(
+                "report \(report.id) at \(formatter.string(from: report.createdAt)): \(report.reporter) reports \(report.reported) "
+                    + "in chat \(report.chatID): \(report.reason)")
+            for message in report.messages {
+                print("  #\(message.number.map(String.init) ?? "-") \(message.sender): \(message.content)")
+            }
+        }
     case "outbox":
         let recipient = try arguments.option("--to")
         let limit = try arguments.integer("--limit", in: 1...1000) ?? 20

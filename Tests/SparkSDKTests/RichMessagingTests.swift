@@ -277,4 +277,39 @@ struct RichMessagingTests {
             #expect(kept.expiresAt == nil)
         }
     }
+
+    /// Alice reports bob with his message: the operator reads what she revealed, as her device
+    /// holds it; she cannot reveal her own message as his, nor report someone outside the chat.
+    @Test func aReportRevealsTheChosenMessagesToTheOperator() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            let own = try await alice.sendMessage("hi", to: chat.chatID)
+            #expect(await waitFor("bob is in the chat") { bob.chats.value.count == 1 })
+            try await bob.sendMessage("something abusive", to: chat.chatID)
+            let aliceMessages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("alice has it") { aliceMessages.value.count == 2 })
+            let abusive = try #require(aliceMessages.value.last)
+            var altered = abusive
+            altered.content = "something worse"
+            try await alice.report("bob", in: chat.chatID, messages: [altered], reason: "abuse")
+            let reports = try world.domain.reports(limit: 10)
+            #expect(reports.count == 1 && reports.first?.reported == "bob" && reports.first?.reporter == "alice")
+            #expect(reports.first?.messages.map(\.content) == ["something abusive"], "what arrived, not what the app passed")
+            await #expect(throws: MessagingError(.invalidArgument, "")) {
+                try await alice.report("bob", in: chat.chatID, messages: [own], reason: "framing bob")
+            }
+            await #expect(throws: MessagingError(.invalidArgument, "")) {
+                try await alice.report("bob", in: chat.chatID, messages: [], reason: "nothing")
+            }
+            #expect(try world.domain.reports(limit: 10).count == 1)
+            let listed = try await SparkAdminTests.admin(
+                ["--domain", directory.appendingPathComponent("domain.sqlite").path, "reports"])
+            #expect(
+                listed.stdout.contains("alice reports bob") && listed.stdout.contains("bob: something abusive"),
+                "\(listed.stdout)")
+        }
+    }
 }

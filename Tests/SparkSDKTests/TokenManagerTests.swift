@@ -157,6 +157,12 @@ final class CountingDomain: DomainService {
     func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         try await inner.dismissInfraction(token: token, endpointID: endpointID, id: id)
     }
+    func report(
+        token: String, endpointID: String, chatID: String, user: String, reason: String, messages: [ReportedMessage]
+    ) async throws -> Int64 {
+        try await inner.report(
+            token: token, endpointID: endpointID, chatID: chatID, user: user, reason: reason, messages: messages)
+    }
 }
 
 /// Records what the delegate was told.

@@ -247,6 +247,16 @@ enum DomainSchema {
             try db.execute(
                 "CREATE INDEX mailbox_ephemeral ON mailbox(chat_id, posted_at) WHERE kind = 'ephemeral'")
         }
+        migrator.register("v15-reports") { db in
+            // What users report to the operator, with the messages they reveal (JSON).
+            try db.execute(
+                """
+                CREATE TABLE reports (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, reporter TEXT NOT NULL, reported TEXT NOT NULL,
+                    chat_id TEXT NOT NULL, reason TEXT NOT NULL, messages TEXT NOT NULL, created_at REAL NOT NULL
+                )
+                """)
+        }
         return migrator
     }
 }

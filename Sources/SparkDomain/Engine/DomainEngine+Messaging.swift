@@ -360,6 +360,68 @@ extension DomainEngine {
         }
     }
 
+    /// The most messages one report reveals.
+    public static let maximumReportedMessages = 50
+    /// The longest reason a report gives, in bytes.
+    public static let maximumReportReason = 1000
+
+    /// Reports a member of a chat; see ``DomainService/report(token:endpointID:chatID:user:reason:messages:)``.
+    public func report(
+        token: String, endpointID: String, chatID: String, user reported: String, reason: String, messages: [ReportedMessage]
+    ) async throws -> Int64 {
+        let user = try await validate(token: token).userID
+        let policy = try requestPolicy()
+        guard reported != user, reason.utf8.count <= Self.maximumReportReason,
+            (1...Self.maximumReportedMessages).contains(messages.count),
+            messages.allSatisfy({
+                $0.sender == reported && $0.content.utf8.count <= Self.maximumPayloadSize && (1...64).contains($0.id.utf8.count)
+            })
+        else {
+            throw DomainError(
+                .invalidRequest,
+                "a report names another user, a reason of at most 1,000 bytes and 1 to 50 of their messages (64 KB each)")
+        }
+        let body = String(decoding: try JSONEncoder().encode(messages), as: UTF8.self)
+        let now = clock.now()
+        return try storage {
+            try store.write { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let members = try Self.chatInfo(db, chatID).members.map(\.userID)
+                guard members.contains(user), members.contains(reported) else {
+                    throw DomainError(.notAMember, "the reporter and the reported user must both be members of the chat")
+                }
+                try usage.charge(user, .post, bytes: body.utf8.count, now: now, policy: policy)
+                guard
+                    let id = try db.scalar(
+                        """
+                        INSERT INTO reports(reporter, reported, chat_id, reason, messages, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                        RETURNING id
+                        """, [user, reported, chatID, reason, body, now.timeIntervalSince1970], as: Int64.self)
+                else { throw DomainError(.storageFailure, "the report got no id") }
+                return id
+            }
+        }
+    }
+
+    /// The reports users made, newest first (at most `limit`).
+    public func reports(limit: Int = 50) throws -> [Report] {
+        try storage {
+            try store.read { db in
+                try db.rows(
+                    "SELECT id, reporter, reported, chat_id, reason, messages, created_at FROM reports ORDER BY id DESC LIMIT ?",
+                    [max(1, min(limit, 1000))]
+                ).map { row in
+                    Report(
+                        id: try row.get(0), reporter: try row.get(1), reported: try row.get(2), chatID: try row.get(3),
+                        reason: try row.get(4),
+                        messages: try JSONDecoder().decode(
+                            [ReportedMessage].self, from: Data(try row.get(5, as: String.self).utf8)),
+                        createdAt: Date(timeIntervalSince1970: try row.get(6)))
+                }
+            }
+        }
+    }
+
     /// Issues an infraction (a warning the user sees).
     @discardableResult
     public func issueInfraction(to user: String, reason: String) throws -> Infraction {

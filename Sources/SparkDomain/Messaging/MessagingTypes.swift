@@ -198,3 +198,60 @@ public struct Infraction: Sendable, Codable, Equatable, Identifiable {
         self.issuedAt = issuedAt
     }
 }
+
+/// A message a user reveals to the domain's operator in a report: its plaintext, as the reporter's
+/// device has it. The domain cannot check it (it never had the key): a report is the reporter's
+/// word.
+public struct ReportedMessage: Sendable, Codable, Equatable {
+    /// The message's id.
+    public var id: String
+    /// Who sent it.
+    public var sender: String
+    /// Its number in the chat, when it had one.
+    public var number: Int64?
+    /// Its text.
+    public var content: String
+    /// When it was sent.
+    public var sentAt: Date
+
+    /// A revealed message.
+    public init(id: String, sender: String, number: Int64?, content: String, sentAt: Date) {
+        self.id = id
+        self.sender = sender
+        self.number = number
+        self.content = content
+        self.sentAt = sentAt
+    }
+}
+
+/// A report a user made to the domain's operator about another member of a chat.
+public struct Report: Sendable, Codable, Equatable, Identifiable {
+    /// Its id.
+    public var id: Int64
+    /// Who reported.
+    public var reporter: String
+    /// Who is reported.
+    public var reported: String
+    /// The chat.
+    public var chatID: String
+    /// Why, in the reporter's words.
+    public var reason: String
+    /// The messages the reporter chose to reveal.
+    public var messages: [ReportedMessage]
+    /// When.
+    public var createdAt: Date
+
+    /// A report.
+    public init(
+        id: Int64, reporter: String, reported: String, chatID: String, reason: String, messages: [ReportedMessage],
+        createdAt: Date
+    ) {
+        self.id = id
+        self.reporter = reporter
+        self.reported = reported
+        self.chatID = chatID
+        self.reason = reason
+        self.messages = messages
+        self.createdAt = createdAt
+    }
+}

@@ -92,6 +92,12 @@ public final class RemoteAdministration: DomainAdministration {
         return list.mails
     }
 
+    /// `GET /v1/admin/reports`.
+    public func reports(limit: Int) async throws -> [Report] {
+        let list: Wire.Reports = try await client.call(.adminReports, Wire.ReportsQuery(limit: limit))
+        return list.reports
+    }
+
     /// `GET /v1/admin/issuers`.
     public func externalIssuers() async throws -> [ExternalIssuer] {
         let list: Wire.Issuers = try await client.call(.adminIssuers, Wire.Empty())

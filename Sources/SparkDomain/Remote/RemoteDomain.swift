@@ -313,6 +313,16 @@ public final class RemoteDomain: DomainService {
         try await client.call(.userStatus, Wire.Empty(), token: token, endpoint: endpointID)
     }
 
+    /// `POST /v1/reports`: reports a member of a chat.
+    public func report(
+        token: String, endpointID: String, chatID: String, user: String, reason: String, messages: [ReportedMessage]
+    ) async throws -> Int64 {
+        let answer: Wire.ReportID = try await client.call(
+            .report, Wire.ReportRequest(chatID: chatID, userID: user, reason: reason, messages: messages), token: token,
+            endpoint: endpointID)
+        return answer.id
+    }
+
     /// `POST /v1/infractions/dismiss`: dismisses one of the user's infractions.
     public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         let _: Wire.Empty = try await client.call(

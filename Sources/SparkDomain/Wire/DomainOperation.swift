@@ -18,9 +18,9 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
     case publishKeyPackages, claimKeyPackages, keyPackageCount
-    case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction
+    case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction, report
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
-    case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox
+    case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox, adminReports
     case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
 
     /// Who may call an operation.
@@ -151,6 +151,8 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .readMailbox: return Route(path: "mailbox", access: .endpoint, summary: "Reads the mailbox; waits up to `wait` seconds for an entry", request: .query(.object([("after", .integer, true), ("limit", .integer, true), ("wait", .integer, true)])), response: .object([("entries", .array(.ref("MailboxEntry")), true)]))
         case .chat: return Route(path: "chats", access: .endpoint, summary: "A chat's members, for a member", request: .query(.object([("chatID", .string, true)])), response: .ref("ChatInfo"))
         case .userStatus: return Route(path: "status", access: .endpoint, summary: "The user's moderation status", request: .none, response: .ref("UserStatus"))
+        case .report: return Route(path: "reports", access: .endpoint, summary: "Reports a member of a chat to the operator with messages the caller reveals", request: .body(.object([("chatID", .string, true), ("userID", .string, true), ("reason", .string, true), ("messages", .array(.ref("ReportedMessage")), true)])), response: .object([("id", .integer, true)]))
+        case .adminReports: return Route(path: "admin/reports", access: .operator, summary: "The reports users made, newest first", request: .query(.object([("limit", .integer, true)])), response: .object([("reports", .array(.ref("Report")), true)]))
         case .dismissInfraction: return Route(path: "infractions/dismiss", access: .endpoint, summary: "Dismisses one of the user's infractions", request: .body(.object([("id", .integer, true)])), response: empty)
         case .adminPolicy: return Route(path: "admin/policy", access: .operator, summary: "The policy", request: .none, response: .ref("DomainPolicy"))
         case .adminSetPolicy: return Route(path: "admin/policy/set", access: .operator, summary: "Replaces the policy", request: .body(.ref("DomainPolicy")), response: empty)

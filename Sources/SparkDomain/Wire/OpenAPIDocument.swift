@@ -172,6 +172,14 @@ public enum OpenAPIDocument {
             ("activated", .boolean, true),
         ]),
         "EndpointUser": .object([("userID", .string, true), ("endpoints", .integer, true)]),
+        "ReportedMessage": .object([
+            ("id", .string, true), ("sender", .string, true), ("number", .integer, false), ("content", .string, true),
+            ("sentAt", .time, true),
+        ]),
+        "Report": .object([
+            ("id", .integer, true), ("reporter", .string, true), ("reported", .string, true), ("chatID", .string, true),
+            ("reason", .string, true), ("messages", .array(.ref("ReportedMessage")), true), ("createdAt", .time, true),
+        ]),
         "Mail": .object([("to", .string, true), ("subject", .string, true), ("body", .string, true), ("sentAt", .time, true)]),
         "ExternalIssuer": .object([("issuer", .string, true), ("audience", .string, true), ("jwksPath", .string, true)]),
     ]

@@ -402,6 +402,49 @@ public enum Wire {
         public init(chatID: String) { self.chatID = chatID }
     }
 
+    /// `POST /v1/reports`.
+    public struct ReportRequest: Codable, Sendable, Equatable {
+        /// The chat.
+        public var chatID: String
+        /// The reported user.
+        public var userID: String
+        /// Why.
+        public var reason: String
+        /// The revealed messages.
+        public var messages: [ReportedMessage]
+        /// A report.
+        public init(chatID: String, userID: String, reason: String, messages: [ReportedMessage]) {
+            self.chatID = chatID
+            self.userID = userID
+            self.reason = reason
+            self.messages = messages
+        }
+    }
+
+    /// A report's id.
+    public struct ReportID: Codable, Sendable, Equatable {
+        /// The id.
+        public var id: Int64
+        /// A body naming report `id`.
+        public init(id: Int64) { self.id = id }
+    }
+
+    /// `GET /v1/admin/reports`.
+    public struct ReportsQuery: Codable, Sendable, Equatable {
+        /// The most reports, newest first.
+        public var limit: Int
+        /// A query.
+        public init(limit: Int) { self.limit = limit }
+    }
+
+    /// The reports.
+    public struct Reports: Codable, Sendable, Equatable {
+        /// Newest first.
+        public var reports: [Report]
+        /// A list.
+        public init(reports: [Report]) { self.reports = reports }
+    }
+
     /// An infraction id.
     public struct InfractionID: Codable, Sendable, Equatable {
         /// The infraction.

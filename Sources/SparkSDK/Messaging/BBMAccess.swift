@@ -130,6 +130,15 @@ public final class BBMAccess: Sendable {
         try await messenger.setTimer(chatID, seconds: seconds)
     }
 
+    /// Reports `userID`, a participant of the chat, to the domain's operator, revealing
+    /// `messages` (theirs, from this chat; 1 to 50): the operator reads their text, which the
+    /// domain could not before. The domain cannot check what a report says (it never held the
+    /// keys): the report is the user's word. `spark-admin reports` lists reports.
+    @discardableResult
+    public func report(_ userID: String, in chatID: String, messages: [ChatMessage], reason: String) async throws -> Int64 {
+        try await messenger.report(userID, in: chatID, messages: messages, reason: reason)
+    }
+
     /// How long an app shows a user as typing after their last notice
     /// (``MessagingEvent/typing(chatID:userID:isTyping:)``) when no stop comes.
     public static let typingTimeout: Duration = .seconds(6)

@@ -361,6 +361,23 @@ extension Messenger {
         reloadMessages(chatID, changed: .some([messageID]))
     }
 
+    /// Reports a participant with messages of theirs this device holds (read again from the store,
+    /// so what is revealed is what arrived, not what the app passed).
+    func report(_ userID: String, in chatID: String, messages: [ChatMessage], reason: String) async throws -> Int64 {
+        let stored = try read { db in try self.store(db).messages(chatID: chatID, ids: messages.map(\.id)) }
+        guard !messages.isEmpty, stored.count == messages.count,
+            stored.allSatisfy({ $0.sender == userID && $0.isIncoming && !$0.isRecalled })
+        else { throw MessagingError(.invalidArgument, "a report reveals received messages of the reported user in this chat") }
+        let revealed = stored.sorted { ($0.number ?? 0) < ($1.number ?? 0) }.map {
+            ReportedMessage(id: $0.id, sender: $0.sender, number: $0.number, content: $0.content, sentAt: $0.timestamp)
+        }
+        return try await domainCall {
+            try await domain.report(
+                token: try await token(), endpointID: endpointID, chatID: chatID, user: userID, reason: reason,
+                messages: revealed)
+        }
+    }
+
     /// Seals a payload that is not stored as a message (see `sealNext`).
     func seal(_ payload: ChatPayload, in chatID: String) throws -> Data {
         try write { db in try self.sealNext(payload, chatID: chatID, localID: nil, in: db) }
