@@ -18,6 +18,11 @@ struct RequestExecutorTests {
     @Test func blockedRequestsDelayNoOtherRequestNorAWakeUp() async throws {
         let blockers = ProcessInfo.processInfo.activeProcessorCount + 2
         let released = Locked(false)
+        // The blocking requests give up 60 s after the test's own task last moved: a pool they
+        // block whole (the test's task included) fails the test rather than hanging it, however
+        // long a loaded machine takes over each step.
+        let lastMoved = Locked(Date())
+        @Sendable func moved() { lastMoved.withLock { $0 = Date() } }
         let blocking = Locked(0)
         let waiter = Locked<CheckedContinuation<Void, Never>?>(nil)
         let server = try HTTPServer(
@@ -25,13 +30,10 @@ struct RequestExecutorTests {
             handler: { request in
                 switch request.path {
                 case "/block":
-                    // A slow query: the thread is held until the test lets go (or 90 s pass, so that
-                    // a pool these block whole, the test's own task included, fails the test
-                    // rather than hanging it; under a loaded machine the test itself takes seconds).
+                    // A slow query: the thread is held until the test lets go (or its task stalled).
                     blocking.withLock { $0 += 1 }
                     defer { blocking.withLock { $0 -= 1 } }
-                    let deadline = Date().addingTimeInterval(90)
-                    while !released.withLock({ $0 }), Date() < deadline { usleep(1000) }
+                    while !released.withLock({ $0 }), Date().timeIntervalSince(lastMoved.withLock { $0 }) < 60 { usleep(1000) }
                     return HTTPResponse(status: 200, contentType: "text/plain", body: Data("done".utf8))
                 case "/wait":
                     // A long-poll: waits without a thread until another request wakes it.
@@ -57,18 +59,22 @@ struct RequestExecutorTests {
         let held = (0..<blockers).map { _ in send("/block") }
         defer { for socket in held { close(socket) } }
         #expect(await eventually(seconds: 10) { blocking.withLock { $0 } == blockers }, "every blocking request runs at once")
+        moved()
         // While they block: a quick request is answered, and a long-poll is woken by another.
         let quick = send("/fast")
         defer { close(quick) }
         let fast = await RawHTTP.read(quick)
+        moved()
         #expect(fast.status == 200 && fast.body == "fast", "a quick request waits for no blocked one")
         #expect(blocking.withLock { $0 } == blockers, "answered while every blocking request still blocks")
         let poll = send("/wait")
         defer { close(poll) }
         #expect(await eventually(seconds: 10) { waiter.withLock { $0 != nil } }, "the long-poll waits")
+        moved()
         let wake = send("/wake")
         defer { close(wake) }
         #expect(await RawHTTP.read(wake).body == "ok")
+        moved()
         #expect(await RawHTTP.read(poll).body == "woken", "the long-poll's wake-up waits for no blocked request")
         #expect(blocking.withLock { $0 } == blockers && !released.withLock { $0 }, "all still blocked meanwhile")
         released.withLock { $0 = true }
