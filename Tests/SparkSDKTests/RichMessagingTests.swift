@@ -14,13 +14,12 @@ import Testing
 struct RichMessagingTests {
     /// Posts `payload` into the chat as `user`'s device, sealed by its own group: what a
     /// modified client of a member would do.
-    static func forge(
-        _ payload: ChatPayload, as access: BBMAccess, _ service: BBMEnterpriseService, user: String, in chatID: String,
-        world: ChatWorld
-    ) async throws {
+    static func forge(_ payload: ChatPayload, as access: BBMAccess, user: String, in chatID: String, world: ChatWorld)
+        async throws
+    {
         let sealed = try await access.messenger.seal(payload, in: chatID)
         _ = try await world.domain.post(
-            token: try await world.domain.testToken(userID: user).token, endpointID: try await service.endpointID,
+            token: try await world.domain.testToken(userID: user).token, endpointID: access.messenger.endpointID,
             chatID: chatID, kind: .event, payload: sealed, recipient: nil, clientID: nil)
     }
 
@@ -28,7 +27,7 @@ struct RichMessagingTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
-            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])
             let sent = try await alice.sendMessage("lunch?", to: chat.chatID)
             let bobMessages = try await bob.messages(in: chat.chatID)
@@ -54,7 +53,7 @@ struct RichMessagingTests {
             // Bob's modified client removes alice's 👍: a reaction is its authenticated sender's,
             // so all it can remove is bob's own.
             try await Self.forge(
-                ChatPayload(kind: .unreaction, id: "forged-1", content: "👍", ref: sent.id), as: bob, bobService, user: "bob",
+                ChatPayload(kind: .unreaction, id: "forged-1", content: "👍", ref: sent.id), as: bob, user: "bob",
                 in: chat.chatID, world: world)
             #expect(await waitFor("bob's own 👍 goes") { aliceMessages.value.first?.reactions.first?.userIDs == ["alice"] })
         }
@@ -64,7 +63,7 @@ struct RichMessagingTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
-            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])
             let secret = try await alice.sendMessage("the door code is 4711", to: chat.chatID)
             let kept = try await alice.sendMessage("see you", to: chat.chatID)
@@ -76,7 +75,7 @@ struct RichMessagingTests {
             // Bob may not recall alice's message: refused on his device, and forged, dropped on hers.
             await #expect(throws: MessagingError(.unknownChat, "")) { try await bob.recallMessage(kept.id) }
             try await Self.forge(
-                ChatPayload(kind: .recall, id: "forged-2", ref: kept.id), as: bob, bobService, user: "bob", in: chat.chatID,
+                ChatPayload(kind: .recall, id: "forged-2", ref: kept.id), as: bob, user: "bob", in: chat.chatID,
                 world: world)
             #expect(
                 await waitFor("the forged recall is dropped") {
@@ -97,11 +96,9 @@ struct RichMessagingTests {
                 try await alice.editMessage(secret.id, content: "the door code is 1234")
             }
             // Alice's modified client edits it all the same: bob's device drops the edit.
-            let edit = ChatPayload(kind: .edit, id: "forged-3", content: "the door code is 1234", ref: secret.id)
-            let sealed = try await alice.messenger.seal(edit, in: chat.chatID)
-            _ = try await world.domain.post(
-                token: try await world.domain.testToken(userID: "alice").token, endpointID: alice.messenger.endpointID,
-                chatID: chat.chatID, kind: .event, payload: sealed, recipient: nil, clientID: nil)
+            try await Self.forge(
+                ChatPayload(kind: .edit, id: "forged-3", content: "the door code is 1234", ref: secret.id), as: alice,
+                user: "alice", in: chat.chatID, world: world)
             try await alice.sendMessage("after", to: chat.chatID)
             #expect(await waitFor("bob has the later message") { bobMessages.value.count == 3 })
             #expect(bobMessages.value.first?.content.isEmpty == true, "the edit of a recalled message is dropped")

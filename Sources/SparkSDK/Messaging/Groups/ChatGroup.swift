@@ -100,10 +100,11 @@ struct ChatGroup: Sendable {
     /// The chat's disappearing-messages timer in this epoch, in seconds: 0 when off (no
     /// extension, or a malformed one or one out of ``timerRange``).
     var disappearingTimer: Int {
-        guard let data = group.applicationExtensions.first(where: { $0.type == Self.timerExtensionType })?.data,
-            data.count == 4
-        else { return 0 }
-        let seconds = Int(data.reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard let data = group.applicationExtensions.first(where: { $0.type == Self.timerExtensionType })?.data else {
+            return 0
+        }
+        var reader = TLSReader(data)
+        guard let seconds = try? Int(reader.u32("timer")), (try? reader.finish("timer")) != nil else { return 0 }
         return Self.timerRange.contains(seconds) ? seconds : 0
     }
 
