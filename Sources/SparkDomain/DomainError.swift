@@ -65,6 +65,8 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
         public static let notAMember = Code(rawValue: "notAMember")
         /// The message is larger than the domain accepts.
         public static let tooLarge = Code(rawValue: "tooLarge")
+        /// A read of a blob starts past its end.
+        public static let rangeNotSatisfiable = Code(rawValue: "rangeNotSatisfiable")
 
         // General
         /// A request field is malformed or out of range.
@@ -116,6 +118,7 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
         case .conflict, .nameTaken, .emailTaken, .alreadyActivated: 409
         case .endpointRemoved: 410
         case .tooLarge: 413
+        case .rangeNotSatisfiable: 416
         case .tooManyAttempts: 429
         case .unavailable, .storageFailure: 503
         default: 400

@@ -164,6 +164,23 @@ public protocol DomainService: Sendable {
     /// the caller reveals (their plaintext; at most 50, each of `user`'s); returns the report's id.
     func report(token: String, endpointID: String, chatID: String, user: String, reason: String, messages: [ReportedMessage])
         async throws -> Int64
+
+    /// Starts an attachment's blob of `size` bytes (chosen id, 32 lowercase hexadecimal digits)
+    /// in a chat the caller is a member of, within the policy's size cap and the user's quota;
+    /// a repeat answers where the upload stands.
+    func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
+        -> BlobStatus
+    /// Uploads the part of the caller's blob at `offset` (where the upload stands); a part
+    /// already stored is answered as it stands.
+    func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
+        -> BlobStatus
+    /// Where a blob's upload stands (for its uploader and the chat's members).
+    func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus
+    /// Up to `length` bytes (at most a part) of a whole blob from `offset`, for a member of its
+    /// chat.
+    func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws -> Data
+    /// Deletes one of the caller's blobs (a recall); one already gone is not an error.
+    func deleteBlob(token: String, endpointID: String, blobID: String) async throws
 }
 
 extension DomainService {
@@ -279,6 +296,11 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     public var commitsPerMinute: Int
     /// Chats one user may create an hour, per instance (100).
     public var chatsPerHour: Int
+    /// The largest file one attachment may carry, in bytes (100 MiB); its blob is larger by the
+    /// encryption's overhead.
+    public var maximumAttachmentSize: Int
+    /// The bytes of attachments' blobs one user may keep in the domain at once (1 GiB).
+    public var attachmentQuota: Int64
 
     /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
     /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
@@ -289,7 +311,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
         codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10,
         identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400,
-        postsPerMinute: Int = 600, postedBytesPerMinute: Int = 256 << 20, commitsPerMinute: Int = 120, chatsPerHour: Int = 100
+        postsPerMinute: Int = 600, postedBytesPerMinute: Int = 256 << 20, commitsPerMinute: Int = 120, chatsPerHour: Int = 100,
+        maximumAttachmentSize: Int = 100 << 20, attachmentQuota: Int64 = 1 << 30
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
         self.maximumEndpoints = maximumEndpoints
@@ -309,6 +332,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.postedBytesPerMinute = postedBytesPerMinute
         self.commitsPerMinute = commitsPerMinute
         self.chatsPerHour = chatsPerHour
+        self.maximumAttachmentSize = maximumAttachmentSize
+        self.attachmentQuota = attachmentQuota
     }
 
     /// Decodes a stored policy; settings added after it was stored take their defaults.
@@ -336,6 +361,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         postedBytesPerMinute = try value(.postedBytesPerMinute, defaults.postedBytesPerMinute)
         commitsPerMinute = try value(.commitsPerMinute, defaults.commitsPerMinute)
         chatsPerHour = try value(.chatsPerHour, defaults.chatsPerHour)
+        maximumAttachmentSize = try value(.maximumAttachmentSize, defaults.maximumAttachmentSize)
+        attachmentQuota = try value(.attachmentQuota, defaults.attachmentQuota)
     }
 
     /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations
@@ -364,5 +391,9 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
             ((1 << 20)...(1 << 40)).contains(postedBytesPerMinute), "postedBytesPerMinute must be 1 MiB...1 TiB")
         try check((1...1_000_000).contains(commitsPerMinute), "commitsPerMinute must be 1...1,000,000")
         try check((1...1_000_000).contains(chatsPerHour), "chatsPerHour must be 1...1,000,000")
+        try check((1024...(4 << 30)).contains(maximumAttachmentSize), "maximumAttachmentSize must be 1 KiB...4 GiB")
+        try check(
+            (Int64(maximumAttachmentSize)...(1 << 40)).contains(attachmentQuota),
+            "attachmentQuota must be maximumAttachmentSize...1 TiB")
     }
 }

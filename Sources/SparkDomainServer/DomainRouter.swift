@@ -76,12 +76,16 @@ public final class DomainRouter: Sendable {
                 route = operation.rawValue
                 isLongPoll = operation == .readMailbox && (Int(request.query["wait"] ?? "") ?? 0) > 0
                 do {
-                    // A long-poll waits with the least state: not inside the big dispatch's frame.
-                    let body =
-                        operation == .readMailbox
-                        ? try await readMailbox(try Call(operation: operation, request: request, router: self))
-                        : try await dispatch(operation, request)
-                    response = HTTPResponse(status: 200, body: body)
+                    if operation.answersBytes {
+                        response = try await downloadBlob(try Call(operation: operation, request: request, router: self))
+                    } else {
+                        // A long-poll waits with the least state: not inside the big dispatch's frame.
+                        let body =
+                            operation == .readMailbox
+                            ? try await readMailbox(try Call(operation: operation, request: request, router: self))
+                            : try await dispatch(operation, request)
+                        response = HTTPResponse(status: 200, body: body)
+                    }
                 } catch let error as DomainError {
                     isStoreError = error.code == .storageFailure
                     response = Self.refusal(error)
@@ -358,9 +362,64 @@ public final class DomainRouter: Sendable {
                 token: token, endpointID: endpoint, chatID: body.chatID, user: body.userID, reason: body.reason,
                 messages: body.messages)
             return try WireCoder.encode(Wire.ReportID(id: id))
+        case .createBlob:
+            let body = try call.body(Wire.CreateBlob.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                try await domain.createBlob(
+                    token: token, endpointID: endpoint, chatID: body.chatID, blobID: body.blobID, size: body.size))
+        case .uploadBlob:
+            let query = try call.parameters(Wire.BlobPart.self)
+            let (token, endpoint) = try call.credential()
+            guard !call.request.body.isEmpty else { throw DomainError(.invalidRequest, "an upload's body is the part's bytes") }
+            return try WireCoder.encode(
+                try await domain.uploadBlob(
+                    token: token, endpointID: endpoint, blobID: query.blobID, offset: query.offset, bytes: call.request.body))
+        case .blobStatus:
+            let query = try call.query(Wire.BlobID.self)
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(try await domain.blobStatus(token: token, endpointID: endpoint, blobID: query.blobID))
+        case .deleteBlob:
+            let body = try call.body(Wire.BlobID.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.deleteBlob(token: token, endpointID: endpoint, blobID: body.blobID)
+            return try call.empty()
         default:
             return try await administer(operation, call)
         }
+    }
+
+    /// `GET /v1/blobs/download`: the `Range` asked (`bytes=START-END` or `bytes=START-`; at most
+    /// a part of it, the first part without one) as a 206 with `Content-Range`.
+    private func downloadBlob(_ call: Call) async throws -> HTTPResponse {
+        let query = try call.query(Wire.BlobID.self)
+        let (token, endpoint) = try call.credential()
+        var offset: Int64 = 0
+        var length = DomainEngine.blobPartSize
+        if let range = call.request.headers["range"] {
+            guard let (start, end) = Self.byteRange(range) else {
+                throw DomainError(.rangeNotSatisfiable, "a Range is one 'bytes=START-END' or 'bytes=START-'")
+            }
+            offset = start
+            if let end { length = Int(min(end - start + 1, Int64(DomainEngine.blobPartSize))) }
+        }
+        let (bytes, size) = try await domain.readBlob(
+            token: token, endpointID: endpoint, blobID: query.blobID, offset: offset, length: length)
+        return HTTPResponse(
+            status: 206, contentType: "application/octet-stream", body: bytes,
+            headers: [("Content-Range", "bytes \(offset)-\(offset + Int64(bytes.count) - 1)/\(size)")])
+    }
+
+    /// The start and end (if given) of a single `bytes=START-END` range; nil for anything else.
+    static func byteRange(_ header: String) -> (Int64, Int64?)? {
+        guard header.hasPrefix("bytes=") else { return nil }
+        let parts = header.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].utf8.count <= 18, parts[1].utf8.count <= 18,
+            parts[0].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII), let start = Int64(parts[0]), start >= 0
+        else { return nil }
+        if parts[1].isEmpty { return (start, nil) }
+        guard let end = Int64(parts[1]), end >= start else { return nil }
+        return (start, end)
     }
 
     private func administer(_ operation: DomainOperation, _ call: Call) async throws -> Data {
@@ -472,6 +531,10 @@ private struct Call {
         {
             throw DomainError(.invalidRequest, "the body must be application/json, not \(type)")
         }
+        if operation.method == "PUT", request.headers["content-type"]?.lowercased().hasPrefix("application/octet-stream") != true
+        {
+            throw DomainError(.invalidRequest, "the body must be application/octet-stream")
+        }
     }
 
     /// The bearer token.
@@ -517,6 +580,11 @@ private struct Call {
     /// The query's parameters as `T`, checked against the operation's schema.
     func query<T: Codable>(_ type: T.Type) throws -> T {
         guard request.body.isEmpty else { throw DomainError(.invalidRequest, "a GET takes no body") }
+        return try parameters(type)
+    }
+
+    /// The query's parameters as `T` beside a body of bytes (an upload).
+    func parameters<T: Codable>(_ type: T.Type) throws -> T {
         let fields = operation.request.schema?.fields ?? []
         var object: [String: Any] = [:]
         var seen = Set<String>()

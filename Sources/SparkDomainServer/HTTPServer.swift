@@ -10,7 +10,7 @@ public struct HTTPRequest: Sendable {
     /// The path without the query.
     public var path: String
     /// The headers the routes read (names lowercased): authorization, spark-endpoint,
-    /// content-type.
+    /// content-type, range.
     public var headers: [String: String]
     /// The query's arguments, decoded, and their names in order (a name may repeat).
     public var query: [String: String]
@@ -202,7 +202,7 @@ private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: Opaqu
     guard let request, let context else { return }
     let server = Unmanaged<HTTPServer.Core>.fromOpaque(context).takeUnretainedValue()
     var headers: [String: String] = [:]
-    for name in ["authorization", "spark-endpoint", "content-type"] {
+    for name in ["authorization", "spark-endpoint", "content-type", "range"] {
         if let value = spark_http_header(request, name) { headers[name] = String(cString: value) }
     }
     var query: [String: String] = [:]

@@ -27,8 +27,29 @@ public final class HostileDomain: DomainService {
     /// creation or a membership change).
     public let posted = Locked<[(chatID: String, kind: MailboxKind, payload: Data)]>([])
 
+    /// Rewrites the bytes of each blob read (given the blob's id, the offset and the true bytes):
+    /// a swapped or truncated attachment.
+    public let blobRewrite = Locked<(@Sendable (String, Int64, Data) -> Data)?>(nil)
+    /// When above zero, every this-many-th blob upload or read loses its connection: an upload is
+    /// stored and its answer lost, a read is not answered.
+    public let dropEveryBlobCall = Locked(0)
+    /// The blob calls so far, and the bytes uploaded (retries included).
+    public let blobCalls = Locked(0)
+    /// The bytes of every blob upload that reached the domain, retries included.
+    public let uploadedBlobBytes = Locked(0)
+
     /// A domain that lies only where told to.
     public init(_ inner: any DomainService) { self.inner = inner }
+
+    /// Whether this blob call loses its connection.
+    private func dropsBlobCall() -> Bool {
+        let every = dropEveryBlobCall.withLock { $0 }
+        let call = blobCalls.withLock { calls in
+            calls += 1
+            return calls
+        }
+        return every > 0 && call % every == 0
+    }
 
     /// The real domain's id.
     public var domainID: String { inner.domainID }
@@ -221,6 +242,40 @@ public final class HostileDomain: DomainService {
     ) async throws -> Int64 {
         try await inner.report(
             token: token, endpointID: endpointID, chatID: chatID, user: user, reason: reason, messages: messages)
+    }
+
+    /// Forwarded.
+    public func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
+        -> BlobStatus
+    {
+        try await inner.createBlob(token: token, endpointID: endpointID, chatID: chatID, blobID: blobID, size: size)
+    }
+    /// Forwarded, or its answer lost as the test told it.
+    public func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
+        -> BlobStatus
+    {
+        uploadedBlobBytes.withLock { $0 += bytes.count }
+        let status = try await inner.uploadBlob(
+            token: token, endpointID: endpointID, blobID: blobID, offset: offset, bytes: bytes)
+        if dropsBlobCall() { throw DomainError(.unavailable, "the connection dropped (a test's hostile domain)") }
+        return status
+    }
+    /// Forwarded.
+    public func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
+        try await inner.blobStatus(token: token, endpointID: endpointID, blobID: blobID)
+    }
+    /// Forwarded, rewritten or lost as the test told it.
+    public func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
+        -> Data
+    {
+        if dropsBlobCall() { throw DomainError(.unavailable, "the connection dropped (a test's hostile domain)") }
+        let bytes = try await inner.downloadBlob(
+            token: token, endpointID: endpointID, blobID: blobID, offset: offset, length: length)
+        return blobRewrite.withLock { $0 }.map { $0(blobID, offset, bytes) } ?? bytes
+    }
+    /// Forwarded.
+    public func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
+        try await inner.deleteBlob(token: token, endpointID: endpointID, blobID: blobID)
     }
 
     /// Forwarded, or rewritten as the test told it.

@@ -163,6 +163,25 @@ final class CountingDomain: DomainService {
         try await inner.report(
             token: token, endpointID: endpointID, chatID: chatID, user: user, reason: reason, messages: messages)
     }
+    func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
+        -> BlobStatus
+    {
+        try await inner.createBlob(token: token, endpointID: endpointID, chatID: chatID, blobID: blobID, size: size)
+    }
+    func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
+        -> BlobStatus
+    {
+        try await inner.uploadBlob(token: token, endpointID: endpointID, blobID: blobID, offset: offset, bytes: bytes)
+    }
+    func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
+        try await inner.blobStatus(token: token, endpointID: endpointID, blobID: blobID)
+    }
+    func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws -> Data {
+        try await inner.downloadBlob(token: token, endpointID: endpointID, blobID: blobID, offset: offset, length: length)
+    }
+    func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
+        try await inner.deleteBlob(token: token, endpointID: endpointID, blobID: blobID)
+    }
 }
 
 /// Records what the delegate was told.

@@ -71,3 +71,44 @@ public enum SHA512 {
     /// Returns the 64-byte SHA-512 digest of `data`.
     public static func hash(_ data: some ContiguousBytes) -> Data { HashFunction.sha512.hash(data) }
 }
+
+/// A digest computed over data that arrives in pieces (a file streamed in chunks), in constant
+/// memory: ``update(_:)`` with each piece in order, then ``finalize()`` once.
+public final class IncrementalDigest {
+    private let context: OpaquePointer
+    private var finished = false
+    /// The function's digest length in bytes.
+    public let digestCount: Int
+
+    /// A digest of `function`, over nothing yet.
+    public init(_ function: HashFunction) {
+        // Allocation and initialisation of a digest context fail only when memory does.
+        guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed") }
+        precondition(EVP_DigestInit_ex(context, function.evp, nil) == 1, "EVP_DigestInit_ex failed")
+        self.context = context
+        digestCount = function.digestCount
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    /// Adds the next piece.
+    public func update(_ data: some ContiguousBytes) {
+        precondition(!finished, "an IncrementalDigest is updated after finalize()")
+        data.withUnsafeBytes { bytes in
+            guard bytes.count > 0 else { return }
+            precondition(EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1, "EVP_DigestUpdate failed")
+        }
+    }
+
+    /// The digest of every piece; the digest takes no more.
+    public func finalize() -> Data {
+        precondition(!finished, "an IncrementalDigest is finalized twice")
+        finished = true
+        var digest = Data(count: digestCount)
+        digest.withUnsafeMutableBytes { output in
+            precondition(
+                EVP_DigestFinal_ex(context, output.mutableBytePointer, nil) == 1, "EVP_DigestFinal_ex failed")
+        }
+        return digest
+    }
+}

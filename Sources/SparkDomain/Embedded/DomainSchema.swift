@@ -257,6 +257,25 @@ enum DomainSchema {
                 )
                 """)
         }
+        migrator.register("v16-blobs") { db in
+            // Attachments' blobs (opaque ciphertext), each in parts of a mebibyte: who uploaded
+            // it, the chat whose members read it, its size and how much of it is here.
+            try db.execute(
+                """
+                CREATE TABLE blobs (
+                    blob_id TEXT PRIMARY KEY, owner TEXT NOT NULL, chat_id TEXT NOT NULL, size INTEGER NOT NULL,
+                    received INTEGER NOT NULL, created_at REAL NOT NULL
+                )
+                """)
+            try db.execute("CREATE INDEX blobs_by_owner ON blobs(owner)")
+            try db.execute("CREATE INDEX blobs_by_age ON blobs(created_at)")
+            try db.execute(
+                """
+                CREATE TABLE blob_parts (
+                    blob_id TEXT NOT NULL, part INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (blob_id, part)
+                )
+                """)
+        }
         return migrator
     }
 }

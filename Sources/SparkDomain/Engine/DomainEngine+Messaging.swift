@@ -247,6 +247,7 @@ extension DomainEngine {
                     "DELETE FROM mailbox WHERE user_id = ? AND ((sequence <= ? AND posted_at < ?) OR posted_at < ?)",
                     [user, readByAll, now - Self.readEntriesKeptFor, now - retention])
                 try Self.deleteExpiredEphemeral(db, now: now)
+                try Self.deleteExpiredBlobs(db, now: now, retention: retention)
             }
         }
     }

@@ -18,6 +18,9 @@ final class UsageLimits: Sendable {
         /// An ephemeral post (typing, a live chat event): counted apart from posts, so that typing
         /// takes nothing from what a user may send, at ``ephemeralPerMinute``.
         case ephemeral
+        /// A part of an attachment's blob: its bytes count against `postedBytesPerMinute`, apart
+        /// from posts.
+        case blob
 
         var window: TimeInterval { self == .chat ? 3600 : 60 }
     }
@@ -47,6 +50,7 @@ final class UsageLimits: Sendable {
             case .commit: (policy.commitsPerMinute, Int.max)
             case .chat: (policy.chatsPerHour, Int.max)
             case .ephemeral: (Self.ephemeralPerMinute, policy.postedBytesPerMinute)
+            case .blob: (Int.max, policy.postedBytesPerMinute)
             }
         let time = now.timeIntervalSince1970
         try windows.withLock { windows in

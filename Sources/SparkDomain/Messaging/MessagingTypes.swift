@@ -255,3 +255,32 @@ public struct Report: Sendable, Codable, Equatable, Identifiable {
         self.createdAt = createdAt
     }
 }
+
+/// An attachment's blob as the domain keeps it: opaque bytes (a file encrypted on the sender's
+/// device) uploaded in parts to a chat, readable by the chat's members.
+public struct BlobStatus: Sendable, Codable, Equatable {
+    /// The blob's id (chosen by its uploader, random: 32 hexadecimal digits).
+    public var blobID: String
+    /// The chat whose members may read it.
+    public var chatID: String
+    /// Its size in bytes.
+    public var size: Int64
+    /// The bytes uploaded so far, from the start: the next part goes at this offset. The blob
+    /// can be read once all of it is here.
+    public var received: Int64
+    /// The bytes of every part but the last (the last holds what remains); a read returns at
+    /// most this many.
+    public var partSize: Int
+
+    /// A blob's status.
+    public init(blobID: String, chatID: String, size: Int64, received: Int64, partSize: Int) {
+        self.blobID = blobID
+        self.chatID = chatID
+        self.size = size
+        self.received = received
+        self.partSize = partSize
+    }
+
+    /// Whether every byte is here.
+    public var isComplete: Bool { received == size }
+}

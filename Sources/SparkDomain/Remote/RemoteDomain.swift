@@ -323,6 +323,40 @@ public final class RemoteDomain: DomainService {
         return answer.id
     }
 
+    /// `POST /v1/blobs/create`: starts an attachment's blob.
+    public func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
+        -> BlobStatus
+    {
+        try await client.call(
+            .createBlob, Wire.CreateBlob(chatID: chatID, blobID: blobID, size: size), token: token, endpoint: endpointID)
+    }
+
+    /// `PUT /v1/blobs/upload`: uploads one part of a blob.
+    public func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
+        -> BlobStatus
+    {
+        try await client.upload(
+            .uploadBlob, Wire.BlobPart(blobID: blobID, offset: offset), bytes: bytes, token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/blobs/status`: where a blob's upload stands.
+    public func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
+        try await client.call(.blobStatus, Wire.BlobID(blobID: blobID), token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/blobs/download` with a `Range`: bytes of a blob.
+    public func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
+        -> Data
+    {
+        try await client.download(
+            .downloadBlob, Wire.BlobID(blobID: blobID), offset: offset, length: length, token: token, endpoint: endpointID)
+    }
+
+    /// `POST /v1/blobs/delete`: deletes one of the caller's blobs.
+    public func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
+        let _: Wire.Empty = try await client.call(.deleteBlob, Wire.BlobID(blobID: blobID), token: token, endpoint: endpointID)
+    }
+
     /// `POST /v1/infractions/dismiss`: dismisses one of the user's infractions.
     public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         let _: Wire.Empty = try await client.call(

@@ -80,6 +80,51 @@ final class WireClient: Sendable {
         }
         var headers = ["Accept: application/json"]
         if payload != nil { headers.append("Content-Type: application/json") }
+        let response = try await exchange(
+            operation, path: path, headers: headers, payload: payload, token: token, endpoint: endpoint, extraTime: extraTime)
+        do {
+            return try WireCoder.decoder().decode(Answer.self, from: response.body)
+        } catch {
+            throw DomainError(.unavailable, "the domain's answer to \(operation.rawValue) is malformed: \(error)")
+        }
+    }
+
+    /// Calls an `upload` operation: `query` as its parameters, `bytes` as its body.
+    func upload<Query: Encodable, Answer: Decodable>(
+        _ operation: DomainOperation, _ query: Query, bytes: Data, token: String, endpoint: String
+    ) async throws -> Answer {
+        let response = try await exchange(
+            operation, path: operation.path + (try Self.query(try WireCoder.encode(query))),
+            headers: ["Accept: application/json", "Content-Type: application/octet-stream"], payload: bytes, token: token,
+            endpoint: endpoint)
+        do {
+            return try WireCoder.decoder().decode(Answer.self, from: response.body)
+        } catch {
+            throw DomainError(.unavailable, "the domain's answer to \(operation.rawValue) is malformed: \(error)")
+        }
+    }
+
+    /// Calls an operation that answers bytes, for the `length` of them from `offset`.
+    func download<Query: Encodable>(
+        _ operation: DomainOperation, _ query: Query, offset: Int64, length: Int, token: String, endpoint: String
+    ) async throws -> Data {
+        let response = try await exchange(
+            operation, path: operation.path + (try Self.query(try WireCoder.encode(query))),
+            headers: ["Accept: application/octet-stream", "Range: bytes=\(offset)-\(offset + Int64(length) - 1)"],
+            payload: nil, token: token, endpoint: endpoint)
+        guard response.status == 206 else {
+            throw DomainError(.unavailable, "the domain answered \(operation.rawValue) with \(response.status), not 206")
+        }
+        return response.body
+    }
+
+    /// Sends one request until an instance answers it (see the type's notes on retries), and
+    /// returns the answer when it is a success.
+    private func exchange(
+        _ operation: DomainOperation, path: String, headers: [String], payload: Data?, token: String?, endpoint: String?,
+        extraTime: Duration = .zero
+    ) async throws -> HTTPTransport.Response {
+        var headers = headers
         if let bearer = credential ?? token { headers.append("Authorization: Bearer \(bearer)") }
         if let endpoint { headers.append("Spark-Endpoint: \(endpoint)") }
 
@@ -107,13 +152,7 @@ final class WireClient: Sendable {
                 throw DomainError(.unavailable, "the domain at \(base) is unreachable: \(failure.reason)")
             }
             reachable.withLock { $0 = true }
-            if (200..<300).contains(response.status) {
-                do {
-                    return try WireCoder.decoder().decode(Answer.self, from: response.body)
-                } catch {
-                    throw DomainError(.unavailable, "the domain's answer to \(operation.rawValue) is malformed: \(error)")
-                }
-            }
+            if (200..<300).contains(response.status) { return response }
             let error = Self.error(from: response)
             // 503 and 429 mean nothing was done: any call may go again after a short wait, and
             // a 503 (draining, or its database out of reach) straight away to another instance.

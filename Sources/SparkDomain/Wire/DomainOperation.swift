@@ -19,6 +19,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     case cancelIdentityReset, pendingIdentityReset
     case publishKeyPackages, claimKeyPackages, keyPackageCount
     case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction, report
+    case createBlob, uploadBlob, blobStatus, downloadBlob, deleteBlob
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox, adminReports
     case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
@@ -35,8 +36,18 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case `operator`
     }
 
-    /// `GET` or `POST`.
-    public var method: String { request.isQuery ? "GET" : "POST" }
+    /// `GET`, `POST`, or `PUT` (an upload of bytes).
+    public var method: String {
+        switch request {
+        case .none, .query: "GET"
+        case .body: "POST"
+        case .upload: "PUT"
+        }
+    }
+
+    /// Whether it answers bytes (`application/octet-stream`, a `206` with `Content-Range`)
+    /// rather than JSON.
+    public var answersBytes: Bool { self == .downloadBlob }
 
     /// The operation's path.
     public var path: String { "/v1/" + route.path }
@@ -82,11 +93,13 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case query(WireSchema)
         /// A JSON body.
         case body(WireSchema)
+        /// Query parameters and bytes: an `application/octet-stream` body (a `PUT`).
+        case upload(WireSchema)
 
         var isQuery: Bool {
             switch self {
             case .query, .none: true
-            case .body: false
+            case .body, .upload: false
             }
         }
 
@@ -94,7 +107,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         public var schema: WireSchema? {
             switch self {
             case .none: nil
-            case .query(let schema), .body(let schema): schema
+            case .query(let schema), .body(let schema), .upload(let schema): schema
             }
         }
     }
@@ -152,6 +165,11 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .chat: return Route(path: "chats", access: .endpoint, summary: "A chat's members, for a member", request: .query(.object([("chatID", .string, true)])), response: .ref("ChatInfo"))
         case .userStatus: return Route(path: "status", access: .endpoint, summary: "The user's moderation status", request: .none, response: .ref("UserStatus"))
         case .report: return Route(path: "reports", access: .endpoint, summary: "Reports a member of a chat to the operator with messages the caller reveals", request: .body(.object([("chatID", .string, true), ("userID", .string, true), ("reason", .string, true), ("messages", .array(.ref("ReportedMessage")), true)])), response: .object([("id", .integer, true)]))
+        case .createBlob: return Route(path: "blobs/create", access: .endpoint, summary: "Starts an attachment's blob in a chat the caller is in, within the size cap and quota (a repeat answers where it stands)", request: .body(.object([("chatID", .string, true), ("blobID", .string, true), ("size", .integer, true)])), response: .ref("BlobStatus"))
+        case .uploadBlob: return Route(path: "blobs/upload", access: .endpoint, summary: "Uploads the part of the caller's blob at `offset` as an application/octet-stream body (a part already stored is answered as it stands)", request: .upload(.object([("blobID", .string, true), ("offset", .integer, true)])), response: .ref("BlobStatus"))
+        case .blobStatus: return Route(path: "blobs/status", access: .endpoint, summary: "Where a blob's upload stands", request: .query(.object([("blobID", .string, true)])), response: .ref("BlobStatus"))
+        case .downloadBlob: return Route(path: "blobs/download", access: .endpoint, summary: "Bytes of a whole blob, for a member of its chat: the `Range` asked (one `bytes=START-END`, at most 1 MiB of it; the first MiB without one), as a 206 with `Content-Range`", request: .query(.object([("blobID", .string, true)])), response: .bytes)
+        case .deleteBlob: return Route(path: "blobs/delete", access: .endpoint, summary: "Deletes one of the caller's blobs (a recall)", request: .body(.object([("blobID", .string, true)])), response: empty)
         case .adminReports: return Route(path: "admin/reports", access: .operator, summary: "The reports users made, newest first", request: .query(.object([("limit", .integer, true)])), response: .object([("reports", .array(.ref("Report")), true)]))
         case .dismissInfraction: return Route(path: "infractions/dismiss", access: .endpoint, summary: "Dismisses one of the user's infractions", request: .body(.object([("id", .integer, true)])), response: empty)
         case .adminPolicy: return Route(path: "admin/policy", access: .operator, summary: "The policy", request: .none, response: .ref("DomainPolicy"))

@@ -59,16 +59,24 @@ public enum OpenAPIDocument {
     private static var document: [String: Any] {
         var paths: [String: Any] = [:]
         for operation in DomainOperation.allCases {
+            let refused: [String: Any] = [
+                "description": "Refused: the code says why (see DomainError)",
+                "content": ["application/json": ["schema": WireSchema.ref("Error").json]],
+            ]
+            let answered: [String: Any] =
+                operation.answersBytes
+                ? [
+                    "206": [
+                        "description": "The bytes of the range (Content-Range says which)",
+                        "headers": ["Content-Range": ["schema": ["type": "string"]]],
+                        "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]],
+                    ]
+                ]
+                : ["200": ["description": "Done", "content": ["application/json": ["schema": operation.response.json]]]]
             var entry: [String: Any] = [
                 "operationId": operation.rawValue,
                 "summary": operation.summary,
-                "responses": [
-                    "200": ["description": "Done", "content": ["application/json": ["schema": operation.response.json]]],
-                    "default": [
-                        "description": "Refused: the code says why (see DomainError)",
-                        "content": ["application/json": ["schema": WireSchema.ref("Error").json]],
-                    ],
-                ],
+                "responses": answered.merging(["default": refused]) { $1 },
             ]
             switch operation.access {
             case .anyone: entry["security"] = [[String: Any]]()
@@ -80,11 +88,24 @@ public enum OpenAPIDocument {
             switch operation.request {
             case .none: break
             case .query(let schema):
-                entry["parameters"] = schema.fields.map { field in
-                    ["name": field.name, "in": "query", "required": field.required, "schema": field.schema.json] as [String: Any]
+                entry["parameters"] = parameters(schema)
+                if operation.answersBytes {
+                    entry["parameters"] =
+                        parameters(schema) + [
+                            [
+                                "name": "Range", "in": "header", "required": false,
+                                "schema": ["type": "string", "pattern": "^bytes=[0-9]+-[0-9]*$"],
+                            ]
+                        ]
                 }
             case .body(let schema):
                 entry["requestBody"] = ["required": true, "content": ["application/json": ["schema": schema.json]]]
+            case .upload(let schema):
+                entry["parameters"] = parameters(schema)
+                entry["requestBody"] = [
+                    "required": true,
+                    "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]],
+                ]
             }
             paths[operation.path] = [operation.method.lowercased(): entry]
         }
@@ -108,6 +129,12 @@ public enum OpenAPIDocument {
         ]
     }
 
+    private static func parameters(_ schema: WireSchema) -> [[String: Any]] {
+        schema.fields.map { field in
+            ["name": field.name, "in": "query", "required": field.required, "schema": field.schema.json] as [String: Any]
+        }
+    }
+
     private static let components: [String: WireSchema] = [
         "Error": .object([("code", .string, true), ("message", .string, true), ("retryAfter", .integer, false)]),
         "DomainPolicy": .object(
@@ -119,8 +146,12 @@ public enum OpenAPIDocument {
                     "resetCodeLifetime", "codeAttempts", "loginAttemptsBeforeThrottle", "unlockAttemptsPerHour",
                     "identityResetDelay",
                     "codeAttemptsPerHour", "mailboxRetention", "postsPerMinute", "postedBytesPerMinute", "commitsPerMinute",
-                    "chatsPerHour",
+                    "chatsPerHour", "maximumAttachmentSize", "attachmentQuota",
                 ].map { ($0, WireSchema.integer, false) }),
+        "BlobStatus": .object([
+            ("blobID", .string, true), ("chatID", .string, true), ("size", .integer, true), ("received", .integer, true),
+            ("partSize", .integer, true),
+        ]),
         "IssuedToken": .object([("token", .string, true), ("expiresAt", .time, true), ("refreshToken", .string, false)]),
         "SignUpRequest": .object([
             ("userName", .string, true), ("password", .string, true), ("email", .string, true), ("country", .string, true),

@@ -421,6 +421,43 @@ public enum Wire {
         }
     }
 
+    /// `POST /v1/blobs/create`.
+    public struct CreateBlob: Codable, Sendable, Equatable {
+        /// The chat.
+        public var chatID: String
+        /// The blob's id.
+        public var blobID: String
+        /// Its size in bytes.
+        public var size: Int64
+        /// A body starting blob `blobID` of `size` bytes in `chatID`.
+        public init(chatID: String, blobID: String, size: Int64) {
+            self.chatID = chatID
+            self.blobID = blobID
+            self.size = size
+        }
+    }
+
+    /// A body or query naming one blob.
+    public struct BlobID: Codable, Sendable, Equatable {
+        /// The blob's id.
+        public var blobID: String
+        /// Names `blobID`.
+        public init(blobID: String) { self.blobID = blobID }
+    }
+
+    /// The query of an upload: the blob and where its part goes.
+    public struct BlobPart: Codable, Sendable, Equatable {
+        /// The blob's id.
+        public var blobID: String
+        /// Where the part goes.
+        public var offset: Int64
+        /// The part of `blobID` at `offset`.
+        public init(blobID: String, offset: Int64) {
+            self.blobID = blobID
+            self.offset = offset
+        }
+    }
+
     /// A report's id.
     public struct ReportID: Codable, Sendable, Equatable {
         /// The id.

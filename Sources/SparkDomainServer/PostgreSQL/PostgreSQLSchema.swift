@@ -249,6 +249,21 @@ enum PostgreSQLSchema {
             )
             """
         ),
+        (
+            "v16-blobs",
+            """
+            CREATE TABLE blobs (
+                blob_id TEXT PRIMARY KEY, owner TEXT NOT NULL, chat_id TEXT NOT NULL, size BIGINT NOT NULL,
+                received BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL
+            );
+            CREATE INDEX blobs_by_owner ON blobs(owner);
+            CREATE INDEX blobs_by_age ON blobs(created_at);
+            CREATE TABLE blob_parts (
+                blob_id TEXT NOT NULL, part BIGINT NOT NULL, bytes BYTEA NOT NULL, PRIMARY KEY (blob_id, part)
+            );
+            ALTER TABLE blob_parts ALTER COLUMN bytes SET STORAGE EXTERNAL
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

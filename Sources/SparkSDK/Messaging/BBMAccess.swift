@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import SparkObservable
 
 /// Chats and messages for the signed-in user (Spark's `BBMAccess` wrappers). Get it from
@@ -52,6 +52,40 @@ public final class BBMAccess: Sendable {
         _ content: String, tag: String = "Text", data: String? = nil, ref: Int64? = nil, to chatID: String
     ) async throws -> ChatMessage {
         try await messenger.send(content, tag: tag, data: data, ref: ref, to: chatID)
+    }
+
+    /// Sends the file at `path` to a chat, with an optional caption and thumbnail: the file is
+    /// encrypted on this device as it is read (AES-256-GCM in 64 KiB chunks, under a key drawn
+    /// for it alone) and uploaded to the domain in parts, and then a message carrying the key goes
+    /// to the chat (``ChatMessage/attachment``). Memory stays flat whatever the file's size; a lost
+    /// connection resumes where it stopped. The domain caps a file's size (100 MiB by default) and
+    /// each user's attachments in all.
+    ///
+    /// - Parameters:
+    ///   - fileName: the name the members see (the path's last component by default).
+    ///   - mediaType: its type, such as `image/png` (from the name's extension by default).
+    ///   - thumbnail: a small picture the members see before they save the file.
+    /// - Returns: the transfer; its value is the message once sent.
+    public func sendFile(
+        at path: String, to chatID: String, caption: String = "", tag: String = "File", fileName: String? = nil,
+        mediaType: String? = nil, thumbnail: Thumbnail? = nil
+    ) throws -> AttachmentTransfer<ChatMessage> {
+        try messenger.sendFile(
+            at: path, to: chatID, caption: caption, tag: tag, fileName: fileName, mediaType: mediaType, thumbnail: thumbnail)
+    }
+
+    /// Saves a message's attachment at `path`: it is read from the domain in parts and decrypted
+    /// as it arrives into a hidden file beside `path`, which replaces `path` only once every
+    /// chunk opened and the whole blob matched the digest the message carries (a swapped or
+    /// truncated blob is refused with ``MessagingError/Code/forged``, and nothing is left).
+    /// The saved file is the app's: a recall or an expiry does not reach it.
+    public func saveAttachment(of messageID: String, to path: String) throws -> AttachmentTransfer<Void> {
+        try messenger.saveAttachment(of: messageID, to: path)
+    }
+
+    /// The thumbnail of a message's attachment, if one came with it.
+    public func thumbnail(of messageID: String) async throws -> Data? {
+        try await messenger.thumbnail(of: messageID)
     }
 
     /// Marks incoming messages read up to `number` (all of them when nil) and tells the senders.

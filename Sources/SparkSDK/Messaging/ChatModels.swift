@@ -86,6 +86,8 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     /// (``Chat/disappearingTimer``): its timer counted from when it was sent (this user's) or
     /// read here (received); nil while a received message is unread, or without a timer.
     public var expiresAt: Date?
+    /// The file sent with it, if any (gone once it is recalled or expired).
+    public var attachment: Attachment?
 }
 
 /// One emoji's reactions to a message: the users who added it, one each.

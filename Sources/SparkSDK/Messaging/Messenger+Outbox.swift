@@ -13,7 +13,9 @@ import SparkStore
 /// identity, or a device of a previous one): a message waits, held, until the user accepts the
 /// change; a subject change is refused.
 extension Messenger {
-    func send(_ content: String, tag: String, data: String?, ref: Int64?, to chatID: String) async throws -> ChatMessage {
+    func send(
+        _ content: String, tag: String, data: String?, ref: Int64?, attachment: AttachmentDescriptor? = nil, to chatID: String
+    ) async throws -> ChatMessage {
         guard content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
@@ -34,7 +36,8 @@ extension Messenger {
             }
             return (refID, try self.untrustedUsers(in: stored, db), try !store.held(chatID: chatID).isEmpty)
         }
-        let payload = ChatPayload(kind: .text, id: id, content: content, tag: tag, data: data, ref: refID)
+        let payload = ChatPayload(
+            kind: .text, id: id, content: content, tag: tag, data: data, ref: refID, attachment: attachment)
         try payload.validate()
         let now = clock.now()
         // A contact that holds the chat is looked up again first (see `heldBy`).
@@ -52,12 +55,13 @@ extension Messenger {
                 }
             }
             let outgoing = OutgoingMessage(
-                id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now)
+                id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
+                attachment: attachment)
             try self.store(db).insertOutgoing(outgoing, sealed: sealed)
             self.noteExpiring()
             return ChatMessage(
                 id: id, chatID: chatID, number: nil, sender: self.me, isIncoming: false, content: content, tag: tag, data: data,
-                ref: ref, state: sealed == nil ? .held : .sending, timestamp: now)
+                ref: ref, state: sealed == nil ? .held : .sending, timestamp: now, attachment: attachment.map(Attachment.init))
         }
         showMessages([message], in: chatID)
         _ = await deliverPending(in: chatID)
@@ -148,7 +152,9 @@ extension Messenger {
         let ref = try message.ref.flatMap { try store.messageID(chatID: message.chatID, number: $0) }
         return (
             message.chatID,
-            ChatPayload(kind: .text, id: localID, content: message.content, tag: message.tag, data: message.data, ref: ref)
+            ChatPayload(
+                kind: .text, id: localID, content: message.content, tag: message.tag, data: message.data, ref: ref,
+                attachment: message.attachment)
         )
     }
 
@@ -356,9 +362,12 @@ extension Messenger {
             throw MessagingError(.unknownChat, "no message \(messageID) this user sent to recall")
         }
         guard try read({ db in try self.store(db).known(chatID: chatID, id: messageID)?.recalled }) != true else { return }
+        let attachment = try read { db in try self.store(db).attachment(of: messageID) }
         try await postEvent(ChatPayload(kind: .recall, id: Self.newID(), ref: messageID), in: chatID)
         try write { db in try self.store(db).recall(messageID) }
         reloadMessages(chatID, changed: .some([messageID]))
+        // The file goes from the domain too (the members' devices forgot its key already).
+        if let attachment { await deleteBlobs(of: attachment) }
     }
 
     /// Reports a participant with messages of theirs this device holds (read again from the store,

@@ -162,6 +162,7 @@ public final class EndpointStore: Sendable {
         static func data(_ id: String) -> String { "messages.data/\(id)" }
         static func subject(_ chat: String) -> String { "chats.subject/\(chat)" }
         static func reactions(_ id: String) -> String { "messages.reactions/\(id)" }
+        static func attachment(_ id: String) -> String { "messages.attachment/\(id)" }
     }
 
     static var schemaMigrator: DatabaseMigrator {
@@ -352,6 +353,11 @@ public final class EndpointStore: Sendable {
                 ALTER TABLE messages ADD COLUMN expired INTEGER NOT NULL DEFAULT 0;
                 CREATE INDEX messages_expiring ON messages(expires_at) WHERE expired = 0 AND expires_at IS NOT NULL;
                 """)
+        }
+        migrator.register("v14-attachments") { db in
+            // A message's attachment: where its blob is and the key that opens it (sealed,
+            // `Seal.attachment`), gone with a recall or an expiry.
+            try db.execute("ALTER TABLE messages ADD COLUMN attachment BLOB")
         }
         return migrator
     }

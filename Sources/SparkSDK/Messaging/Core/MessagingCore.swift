@@ -105,7 +105,8 @@ struct MessagingCore: Sendable {
             let ref = try payload.ref.flatMap { try lookup.message($0, in: chatID)?.number }
             let received = ChatHistory.Record(
                 id: payload.id, number: number, sender: sender, content: payload.content, tag: payload.tag,
-                data: payload.data, ref: ref, state: incoming ? .delivered : .sent, timestamp: entry.postedAt)
+                data: payload.data, ref: ref, state: incoming ? .delivered : .sent, timestamp: entry.postedAt,
+                attachment: payload.attachment)
             return Outcome(
                 lastNumber: max(lastNumber, number),
                 actions: [

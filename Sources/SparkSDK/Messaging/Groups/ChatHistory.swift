@@ -34,6 +34,8 @@ struct ChatHistory: Equatable, Sendable {
         var ref: Int64?
         var state: MessageState
         var timestamp: Date
+        /// Its attachment (not handed over in a history transfer: the records' format has none).
+        var attachment: AttachmentDescriptor? = nil
     }
 
     var records: [Record]

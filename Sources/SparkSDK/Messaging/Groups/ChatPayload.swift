@@ -29,6 +29,8 @@ import SparkMLS
 ///                                    // it sent in this chat before this one
 ///     uint64 withdrawn<V>;           // version 3 only: sequences below it that the domain
 ///                                    // refused (never delivered), at most 64, distinct
+///     Attachment attachment;         // version 4 only (a text with a file; 3's fields come
+///                                    // first): see `AttachmentDescriptor`
 /// } ChatPayload;
 /// ```
 ///
@@ -70,6 +72,8 @@ struct ChatPayload: Equatable, Sendable {
     var sequence: UInt64?
     /// Sequences of the device's texts before this one that the domain refused.
     var withdrawn: [UInt64] = []
+    /// A text's attachment (version 4).
+    var attachment: AttachmentDescriptor?
 
     /// The most withdrawn sequences one text names.
     static let maximumWithdrawn = 64
@@ -96,6 +100,10 @@ struct ChatPayload: Equatable, Sendable {
         }
         guard sequence == nil || kind == .text, withdrawn.isEmpty || sequence != nil else {
             throw MessagingError(.forged, "only a text carries a sequence, and withdrawn ones only with its own")
+        }
+        if let attachment {
+            guard kind == .text else { throw MessagingError(.forged, "only a text carries an attachment") }
+            try attachment.validate()
         }
         if let sequence {
             guard withdrawn.count <= Self.maximumWithdrawn, Set(withdrawn).count == withdrawn.count,
@@ -148,7 +156,7 @@ struct ChatPayload: Equatable, Sendable {
 
     var encoded: Data {
         var writer = TLSWriter()
-        writer.u8(!covers.isEmpty ? 2 : sequence == nil ? 1 : 3)
+        writer.u8(!covers.isEmpty ? 2 : attachment != nil ? 4 : sequence == nil ? 1 : 3)
         writer.u8(kind.rawValue)
         writer.opaque(Data(id.utf8))
         writer.opaque(Data(content.utf8))
@@ -172,11 +180,12 @@ struct ChatPayload: Equatable, Sendable {
             writer.vector { list in
                 for id in covers { list.opaque(Data(id.utf8)) }
             }
-        } else if let sequence {
-            writer.u64(sequence)
+        } else if sequence != nil || attachment != nil {
+            writer.u64(sequence ?? 0)
             writer.vector { list in
                 for value in withdrawn { list.u64(value) }
             }
+            if let attachment { writer.raw(attachment.encoded) }
         }
         return writer.data
     }
@@ -190,7 +199,7 @@ extension ChatPayload {
         do {
             var reader = TLSReader(encoded)
             let version = try reader.u8("version")
-            guard (1...3).contains(version), let kind = Kind(rawValue: try reader.u8("kind")) else {
+            guard (1...4).contains(version), let kind = Kind(rawValue: try reader.u8("kind")) else {
                 throw MessagingError(.forged, "a chat payload of an unknown version or kind")
             }
             func text(_ bytes: Data) throws -> String {
@@ -233,7 +242,7 @@ extension ChatPayload {
                 }
                 guard !covers.isEmpty else { throw MessagingError(.forged, "a version 2 receipt names no message") }
             }
-            if version == 3 {
+            if version >= 3 {
                 sequence = try reader.u64("sequence")
                 withdrawn = try reader.vector("withdrawn") { list in
                     var values: [UInt64] = []
@@ -242,6 +251,7 @@ extension ChatPayload {
                 }
                 guard kind == .text else { throw MessagingError(.forged, "a version 3 payload that is not a text") }
             }
+            if version == 4 { attachment = try AttachmentDescriptor(from: &reader) }
             try reader.finish("chat payload")
         } catch let error as MLSError {
             throw MessagingError(.forged, "a chat payload is malformed: \(error.reason)")

@@ -19,6 +19,8 @@ final class MemoryMessagingStore: Sendable {
             /// The chat's timer when it was stored, and whether it expired.
             var expireAfter: Int? = nil
             var expired = false
+            /// Its attachment, while it has one.
+            var attachment: AttachmentDescriptor? = nil
         }
         struct Chat: Sendable {
             var timer = 0
@@ -125,8 +127,9 @@ final class MemoryMessagingStore: Sendable {
                 ChatMessage(
                     id: message.id, chatID: message.chatID, number: nil, sender: message.sender, isIncoming: false,
                     content: message.content, tag: message.tag, data: message.data, ref: message.ref,
-                    state: sealed == nil ? .held : .sending, timestamp: message.timestamp), sealed: sealed, ignoringTaken: false,
-                sentAt: message.timestamp)
+                    state: sealed == nil ? .held : .sending, timestamp: message.timestamp,
+                    attachment: message.attachment.map(Attachment.init)), sealed: sealed, ignoringTaken: false,
+                sentAt: message.timestamp, attachment: message.attachment)
         }
 
         func startExpiry(chatID: String, at now: Date) throws {
@@ -140,8 +143,9 @@ final class MemoryMessagingStore: Sendable {
             let due = state.messages.values.filter { !$0.expired && $0.message.expiresAt.map { $0 <= now } == true }
             for entry in due {
                 var message = entry.message
-                (message.content, message.data, message.reactions) = ("", nil, [])
+                (message.content, message.data, message.reactions, message.attachment) = ("", nil, [], nil)
                 state.messages[message.id]?.message = message
+                state.messages[message.id]?.attachment = nil
                 state.messages[message.id]?.expired = true
                 state.messages[message.id]?.sealed = nil
             }
@@ -156,7 +160,9 @@ final class MemoryMessagingStore: Sendable {
 
         func setTimer(_ seconds: Int, chatID: String) throws { state.chats[chatID]?.timer = seconds }
 
-        private func insert(_ message: ChatMessage, sealed: Data?, ignoringTaken: Bool, sentAt: Date?) throws {
+        private func insert(
+            _ message: ChatMessage, sealed: Data?, ignoringTaken: Bool, sentAt: Date?, attachment: AttachmentDescriptor?
+        ) throws {
             var message = message
             let timer = try self.timer(chatID: message.chatID)
             message.expiresAt = timer > 0 ? sentAt.map { $0 + Double(timer) } : nil
@@ -168,7 +174,8 @@ final class MemoryMessagingStore: Sendable {
                 throw MessagingError(.conflict, "it contradicts what this endpoint stored (message \(message.id) or its number)")
             }
             state.messages[message.id] = State.Message(
-                message: message, sealed: sealed, row: state.nextRow, expireAfter: timer > 0 ? timer : nil)
+                message: message, sealed: sealed, row: state.nextRow, expireAfter: timer > 0 ? timer : nil,
+                attachment: attachment)
             state.nextRow += 1
         }
 
@@ -176,7 +183,7 @@ final class MemoryMessagingStore: Sendable {
             guard let message = state.messages[id]?.message, !message.isIncoming else { return nil }
             return OutgoingMessage(
                 id: id, chatID: message.chatID, sender: message.sender, content: message.content, tag: message.tag,
-                data: message.data, ref: message.ref, timestamp: message.timestamp)
+                data: message.data, ref: message.ref, timestamp: message.timestamp, attachment: state.messages[id]?.attachment)
         }
 
         func sending(chatID: String) throws -> [(id: String, sealed: Data)] {
@@ -236,8 +243,8 @@ final class MemoryMessagingStore: Sendable {
                 ChatMessage(
                     id: message.id, chatID: chatID, number: message.number, sender: message.sender, isIncoming: incoming,
                     content: message.content, tag: message.tag, data: message.data, ref: message.ref, state: message.state,
-                    timestamp: message.timestamp), sealed: nil, ignoringTaken: ignoringTaken,
-                sentAt: incoming ? nil : message.timestamp)
+                    timestamp: message.timestamp, attachment: message.attachment.map(Attachment.init)), sealed: nil,
+                ignoringTaken: ignoringTaken, sentAt: incoming ? nil : message.timestamp, attachment: message.attachment)
         }
 
         func setContent(_ id: String, content: String) throws {
@@ -246,6 +253,8 @@ final class MemoryMessagingStore: Sendable {
 
         func reactions(of id: String) throws -> [Reaction] { state.messages[id]?.message.reactions ?? [] }
 
+        func attachment(of id: String) throws -> AttachmentDescriptor? { state.messages[id]?.attachment }
+
         func setReactions(_ id: String, _ reactions: [Reaction]) throws {
             state.messages[id]?.message.reactions = reactions
         }
@@ -253,7 +262,9 @@ final class MemoryMessagingStore: Sendable {
         func recall(_ id: String) throws {
             guard var message = state.messages[id]?.message else { return }
             (message.content, message.data, message.reactions, message.isRecalled) = ("", nil, [], true)
+            message.attachment = nil
             state.messages[id]?.message = message
+            state.messages[id]?.attachment = nil
         }
 
         func advanceSent(chatID: String, ids: [String], _ step: MessageStep) throws -> [MessageEvent] {

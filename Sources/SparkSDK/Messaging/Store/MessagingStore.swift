@@ -77,6 +77,8 @@ protocol MessagingStore {
     func reactions(of id: String) throws -> [Reaction]
     /// Replaces the message's reactions.
     func setReactions(_ id: String, _ reactions: [Reaction]) throws
+    /// The message's attachment, while it has one (not recalled, not expired).
+    func attachment(of id: String) throws -> AttachmentDescriptor?
     /// Starts the clock of the chat's received messages that are read and have a timer: each
     /// expires its `expire_after` seconds from `now`.
     func startExpiry(chatID: String, at now: Date) throws
@@ -206,6 +208,7 @@ struct OutgoingMessage: Sendable, Equatable {
     /// The number of the message it refers to.
     var ref: Int64?
     var timestamp: Date
+    var attachment: AttachmentDescriptor? = nil
 }
 
 /// A chat's row: everything but its participants' trust, which the contacts decide.

@@ -36,7 +36,7 @@ struct SQLiteMessagingStore: MessagingStore {
     private static let columns =
         """
         SELECT local_id, chat_id, number, sender, incoming, content, tag, data, ref, state, failure, timestamp, reactions,
-            recalled, expires_at FROM messages
+            recalled, expires_at, attachment FROM messages
         """
 
     private func message(_ row: Row) throws -> ChatMessage {
@@ -50,7 +50,16 @@ struct SQLiteMessagingStore: MessagingStore {
             timestamp: Date(timeIntervalSince1970: try row.get(11)),
             reactions: try row.get(12, as: Data?.self).map { try reactions(sealed: $0, id: id) } ?? [],
             isRecalled: try row.get(13),
-            expiresAt: try row.get(14, as: Double?.self).map(Date.init(timeIntervalSince1970:)))
+            expiresAt: try row.get(14, as: Double?.self).map(Date.init(timeIntervalSince1970:)),
+            attachment: try row.get(15, as: Data?.self).map { Attachment(try attachment(sealed: $0, id: id)) })
+    }
+
+    private func attachment(sealed: Data, id: String) throws -> AttachmentDescriptor {
+        try AttachmentDescriptor(encoded: try sealer.open(sealed, EndpointStore.Seal.attachment(id)))
+    }
+
+    private func sealedAttachment(_ attachment: AttachmentDescriptor?, id: String) throws -> Data? {
+        try attachment.map { try sealer.seal($0.encoded, EndpointStore.Seal.attachment(id)) }
     }
 
     private func reactions(sealed: Data, id: String) throws -> [Reaction] {
@@ -129,29 +138,31 @@ struct SQLiteMessagingStore: MessagingStore {
             try db.execute(
                 """
                 INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed,
-                    expire_after, expires_at)
-                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    attachment, expire_after, expires_at)
+                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
                     message.tag,
                     try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     (sealed == nil ? MessageState.held : .sending).storedName, message.timestamp.timeIntervalSince1970,
-                    sealed,
+                    sealed, try sealedAttachment(message.attachment, id: id),
                 ] + (try expiry(chatID: message.chatID, sentAt: message.timestamp)))
         }
     }
 
     func outgoing(_ id: String) throws -> OutgoingMessage? {
         try db.row(
-            "SELECT chat_id, sender, content, tag, data, ref, timestamp FROM messages WHERE local_id = ? AND incoming = 0", [id]
+            "SELECT chat_id, sender, content, tag, data, ref, timestamp, attachment FROM messages WHERE local_id = ? AND incoming = 0",
+            [id]
         ).map { row in
             OutgoingMessage(
                 id: id, chatID: try row.get(0), sender: try row.get(1),
                 content: try sealer.openText(try row.get(2), EndpointStore.Seal.content(id)), tag: try row.get(3),
                 data: try row.get(4, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
                 ref: try row.get(5),
-                timestamp: Date(timeIntervalSince1970: try row.get(6)))
+                timestamp: Date(timeIntervalSince1970: try row.get(6)),
+                attachment: try row.get(7, as: Data?.self).map { try attachment(sealed: $0, id: id) })
         }
     }
 
@@ -226,15 +237,15 @@ struct SQLiteMessagingStore: MessagingStore {
             try db.execute(
                 """
                 INSERT \(ignoringTaken ? "OR IGNORE " : "")INTO messages(local_id, chat_id, number, sender, incoming, content, tag,
-                    data, ref, state, failure, timestamp, expire_after, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    data, ref, state, failure, timestamp, attachment, expire_after, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, chatID, message.number, message.sender, incoming,
                     try sealer.seal(message.content, EndpointStore.Seal.content(id)),
                     message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     state.storedName,
-                    failure, message.timestamp.timeIntervalSince1970,
+                    failure, message.timestamp.timeIntervalSince1970, try sealedAttachment(message.attachment, id: id),
                 ] + (try expiry(chatID: chatID, sentAt: incoming ? nil : message.timestamp)))
         }
     }
@@ -250,6 +261,12 @@ struct SQLiteMessagingStore: MessagingStore {
         } ?? []
     }
 
+    func attachment(of id: String) throws -> AttachmentDescriptor? {
+        try db.scalar("SELECT attachment FROM messages WHERE local_id = ?", [id], as: Data.self).map {
+            try attachment(sealed: $0, id: id)
+        }
+    }
+
     func setReactions(_ id: String, _ reactions: [Reaction]) throws {
         let sealed = try reactions.isEmpty ? nil : sealer.seal(JSONEncoder().encode(reactions), EndpointStore.Seal.reactions(id))
         try db.execute("UPDATE messages SET reactions = ? WHERE local_id = ?", [sealed, id])
@@ -258,7 +275,7 @@ struct SQLiteMessagingStore: MessagingStore {
     /// The content's and data's sealed bytes are overwritten in place (`secure_delete`).
     func recall(_ id: String) throws {
         try db.execute(
-            "UPDATE messages SET content = ?, data = NULL, reactions = NULL, recalled = 1 WHERE local_id = ?",
+            "UPDATE messages SET content = ?, data = NULL, reactions = NULL, attachment = NULL, recalled = 1 WHERE local_id = ?",
             [try sealer.seal("", EndpointStore.Seal.content(id)), id])
     }
 
@@ -299,7 +316,10 @@ struct SQLiteMessagingStore: MessagingStore {
         ).map { (chatID: try $0.get(0, as: String.self), id: try $0.get(1, as: String.self)) }
         for (_, id) in due {
             try db.execute(
-                "UPDATE messages SET content = ?, data = NULL, reactions = NULL, sealed = NULL, expired = 1 WHERE local_id = ?",
+                """
+                UPDATE messages SET content = ?, data = NULL, reactions = NULL, attachment = NULL, sealed = NULL, expired = 1
+                WHERE local_id = ?
+                """,
                 [try sealer.seal("", EndpointStore.Seal.content(id)), id])
         }
         return due
