@@ -48,7 +48,6 @@ public enum DomainConformance {
         Check(description: "a take-over waits for the unlock", run: pendingTakeOver),
         Check(description: "device credentials and approvals", run: deviceApprovals),
         Check(description: "removing a device takes an approved device's signature", run: approvedRemoval),
-        Check(description: "removing a device takes an approved device's signature", run: approvedRemoval),
         Check(description: "key blobs", run: keyBlobs),
         Check(description: "identities", run: identities),
         Check(description: "key packages", run: keyPackages),
@@ -59,6 +58,7 @@ public enum DomainConformance {
         Check(description: "mailboxes and long-polls", run: mailboxes),
         Check(description: "ephemeral entries", run: ephemeralEntries),
         Check(description: "reports", run: reports),
+        Check(description: "attachment blobs", run: blobs),
         Check(description: "moderation", run: moderation),
         Check(description: "accounts", run: accounts),
         Check(description: "administration", run: administration),
@@ -1099,6 +1099,86 @@ public enum DomainConformance {
                 token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "bob", reason: "x", messages: [])
         }
         try expect(try await domain.admin.reports(limit: 10).count == 1, "nothing refused was kept")
+    }
+
+    static func blobs(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        let mallory = try await user(domain, "mallory")
+        let service = domain.service
+        _ = try await service.createChat(token: alice.token, endpointID: alice.endpoint, chatID: "c-blob", participants: ["bob"])
+        let blobID = String(repeating: "ab", count: 16)
+        let part = DomainEngine.blobPartSize
+        let bytes = SystemRandom.bytes(count: part + 10)
+        let size = Int64(bytes.count)
+        let created = try await service.createBlob(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-blob", blobID: blobID, size: size)
+        try expect(
+            created == BlobStatus(blobID: blobID, chatID: "c-blob", size: size, received: 0, partSize: part),
+            "a new blob: \(created)")
+        let again = try await service.createBlob(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-blob", blobID: blobID, size: size)
+        try expect(again == created, "a repeat answers where it stands")
+        try await expectRefused(.notAMember, "a blob in a chat the caller is not in") {
+            try await service.createBlob(
+                token: mallory.token, endpointID: mallory.endpoint, chatID: "c-blob", blobID: String(repeating: "cd", count: 16),
+                size: 10)
+        }
+        try await expectRefused(.tooLarge, "a blob past the size cap") {
+            try await service.createBlob(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-blob", blobID: String(repeating: "ef", count: 16),
+                size: 200 << 20)
+        }
+        try await expectRefused(.invalidRequest, "a blob id that is not 32 hexadecimal digits") {
+            try await service.createBlob(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-blob", blobID: "../../etc", size: 10)
+        }
+        try await expectRefused(.conflict, "a part that is not where the upload stands") {
+            try await service.uploadBlob(
+                token: alice.token, endpointID: alice.endpoint, blobID: blobID, offset: Int64(part), bytes: bytes.suffix(10))
+        }
+        try await expectRefused(.invalidRequest, "a part of the wrong size") {
+            try await service.uploadBlob(
+                token: alice.token, endpointID: alice.endpoint, blobID: blobID, offset: 0, bytes: bytes.prefix(100))
+        }
+        try await expectRefused(.forbidden, "a part of another user's blob") {
+            try await service.uploadBlob(
+                token: bob.token, endpointID: bob.endpoint, blobID: blobID, offset: 0, bytes: bytes.prefix(part))
+        }
+        for _ in 0..<2 {
+            let status = try await service.uploadBlob(
+                token: alice.token, endpointID: alice.endpoint, blobID: blobID, offset: 0, bytes: bytes.prefix(part))
+            try expect(status.received == Int64(part), "the first part is stored once: \(status)")
+        }
+        try await expectRefused(.notFound, "a read before the blob is whole") {
+            try await service.downloadBlob(token: bob.token, endpointID: bob.endpoint, blobID: blobID, offset: 0, length: 10)
+        }
+        let done = try await service.uploadBlob(
+            token: alice.token, endpointID: alice.endpoint, blobID: blobID, offset: Int64(part), bytes: bytes.suffix(10))
+        try expect(done.isComplete, "the last part completes it: \(done)")
+        let status = try await service.blobStatus(token: bob.token, endpointID: bob.endpoint, blobID: blobID)
+        try expect(status == done, "a member sees where it stands")
+        let head = try await service.downloadBlob(
+            token: bob.token, endpointID: bob.endpoint, blobID: blobID, offset: 0, length: part)
+        let across = try await service.downloadBlob(
+            token: bob.token, endpointID: bob.endpoint, blobID: blobID, offset: Int64(part - 5), length: 100)
+        try expect(head == bytes.prefix(part), "a member reads the first part")
+        try expect(across == bytes.suffix(15), "a range across the parts ends with the blob: \(across.count) bytes")
+        try await expectRefused(.rangeNotSatisfiable, "a read past the end") {
+            try await service.downloadBlob(token: bob.token, endpointID: bob.endpoint, blobID: blobID, offset: size, length: 1)
+        }
+        try await expectRefused(.notAMember, "a read by a non-member") {
+            try await service.downloadBlob(
+                token: mallory.token, endpointID: mallory.endpoint, blobID: blobID, offset: 0, length: 1)
+        }
+        try await expectRefused(.forbidden, "a delete by a member who did not upload it") {
+            try await service.deleteBlob(token: bob.token, endpointID: bob.endpoint, blobID: blobID)
+        }
+        try await service.deleteBlob(token: alice.token, endpointID: alice.endpoint, blobID: blobID)
+        try await service.deleteBlob(token: alice.token, endpointID: alice.endpoint, blobID: blobID)
+        try await expectRefused(.notFound, "a deleted blob") {
+            try await service.blobStatus(token: alice.token, endpointID: alice.endpoint, blobID: blobID)
+        }
     }
 
     static func moderation(_ domain: DomainUnderTest) async throws {

@@ -30,3 +30,69 @@ struct RefusalBodyTests {
         #expect(String(decoding: refused.body, as: UTF8.self).contains("not a member"))
     }
 }
+
+/// The blob routes' own HTTP: bytes up with a `PUT`, bytes down by `Range` as a 206, and every
+/// malformed range or body refused with a 4xx.
+@Suite("spark-domaind: blob routes")
+struct BlobRouteTests {
+    @Test func rangesAreOneStartAndAnOptionalEnd() {
+        #expect(DomainRouter.byteRange("bytes=0-99")! == (0, 99))
+        #expect(DomainRouter.byteRange("bytes=5-")! == (5, nil))
+        for bad in [
+            "bytes=-5", "bytes=9-5", "bytes=0-1,4-5", "items=0-1", "bytes=a-b", "bytes= 1-2", "bytes=99999999999999999999-",
+        ] {
+            #expect(DomainRouter.byteRange(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func bytesGoUpByPutAndComeDownByRange() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("blob-routes-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let domain = try EmbeddedDomain.create(at: directory.appendingPathComponent("d.sqlite").path, domainID: "routes")
+        let router = DomainRouter(domain: domain, operatorCredential: "operator")
+        var tokens: [String: String] = [:]
+        for user in ["alice", "bob"] {
+            let token = try await domain.testToken(userID: user).token
+            _ = try await domain.registerEndpoint(
+                token: token, registration: EndpointRegistration(endpointID: "\(user)-1", description: user))
+            tokens[user] = token
+        }
+        _ = try await domain.createChat(
+            token: tokens["alice"]!, endpointID: "alice-1", chatID: "c", participants: ["bob"], posts: [])
+        let blobID = String(repeating: "0f", count: 16)
+        _ = try await domain.createBlob(token: tokens["alice"]!, endpointID: "alice-1", chatID: "c", blobID: blobID, size: 20)
+        func headers(_ user: String, _ extra: [String: String] = [:]) -> [String: String] {
+            ["authorization": "Bearer \(tokens[user]!)", "spark-endpoint": "\(user)-1"].merging(extra) { $1 }
+        }
+        let bytes = Data((0..<20).map { UInt8($0) })
+        let query = ["blobID": blobID, "offset": "0"]
+        let json = await router.handle(
+            HTTPRequest(
+                method: "PUT", path: "/v1/blobs/upload", headers: headers("alice", ["content-type": "application/json"]),
+                query: query, body: bytes))
+        #expect(json.status == 400, "an upload's body is octet-stream")
+        let stored = await router.handle(
+            HTTPRequest(
+                method: "PUT", path: "/v1/blobs/upload",
+                headers: headers("alice", ["content-type": "application/octet-stream"]), query: query, body: bytes))
+        #expect(stored.status == 200 && String(decoding: stored.body, as: UTF8.self).contains("\"received\":20"))
+
+        func download(_ range: String?) async -> HTTPResponse {
+            await router.handle(
+                HTTPRequest(
+                    method: "GET", path: "/v1/blobs/download", headers: headers("bob", range.map { ["range": $0] } ?? [:]),
+                    query: ["blobID": blobID]))
+        }
+        let middle = await download("bytes=5-9")
+        #expect(middle.status == 206 && middle.body == bytes[5...9] && middle.contentType == "application/octet-stream")
+        #expect(middle.headers.contains { $0 == ("Content-Range", "bytes 5-9/20") })
+        let whole = await download(nil)
+        #expect(whole.status == 206 && whole.body == bytes)
+        let tail = await download("bytes=15-")
+        #expect(tail.body == bytes.suffix(5) && tail.headers.contains { $0 == ("Content-Range", "bytes 15-19/20") })
+        for bad in ["bytes=20-", "bytes=-3", "bytes=1-2,4-5"] {
+            #expect(await download(bad).status == 416, "\(bad)")
+        }
+    }
+}
