@@ -36,6 +36,8 @@ final class ChatShell: @unchecked Sendable {
           start USER [USER…] [: SUBJECT]
                                       start a chat (one user: one-to-one; several: a group)
           send TEXT                   send to the current chat
+          send-file PATH [: CAPTION]  send a file to the current chat (encrypted on this device), with progress
+          save N PATH                 save the file of message #N of the current chat at PATH, with progress
           react N EMOJI               react to message #N of the current chat (`unreact N EMOJI` removes it)
           recall N                    delete your message #N for everyone
           typing                      tell the current chat you are typing (others' typing shows by itself)
@@ -206,6 +208,34 @@ final class ChatShell: @unchecked Sendable {
                             console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
                         }
                     }
+                case "send-file":
+                    let parts = rest.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                    guard let path = parts.first, !path.isEmpty else {
+                        console.say("usage: send-file PATH [: CAPTION]")
+                        continue
+                    }
+                    let transfer = try access.sendFile(
+                        at: path, to: try requireChat(), caption: parts.count > 1 ? parts[1] : "")
+                    await showProgress(transfer.progress, "↑")
+                    let message = try await transfer.value
+                    if claim(message.id, message.state) {
+                        console.say("  → #\(message.number.map(String.init) ?? "-") \(message.state)")
+                    }
+                case "save":
+                    let parts = rest.split(separator: " ", maxSplits: 1).map(String.init)
+                    guard parts.count == 2, let number = Int64(parts[0]) else {
+                        console.say("usage: save N PATH")
+                        continue
+                    }
+                    let message = try await numbered(number, access: access)
+                    guard let attachment = message.attachment else {
+                        console.say("#\(number) has no file.")
+                        continue
+                    }
+                    let transfer = try access.saveAttachment(of: message.id, to: parts[1])
+                    await showProgress(transfer.progress, "↓")
+                    try await transfer.value
+                    console.say("Saved \(attachment.fileName) (\(attachment.size) bytes) at \(parts[1]).")
                 case "react", "unreact":
                     let parts = rest.split(separator: " ", maxSplits: 1).map(String.init)
                     guard parts.count == 2, let number = Int64(parts[0]) else {
@@ -398,9 +428,29 @@ final class ChatShell: @unchecked Sendable {
         }
     }
 
+    /// A transfer's progress, a line at each quarter.
+    private func showProgress(_ steps: AsyncStream<TransferProgress>, _ arrow: String) async {
+        var shown = -1
+        for await step in steps {
+            let quarter = Int(step.fraction * 4)
+            guard quarter > shown else { continue }
+            shown = quarter
+            console.say("  \(arrow) \(quarter * 25) % (\(step.completed) of \(step.total) bytes)")
+        }
+    }
+
+    /// A message as the shell prints it: its text, and its file.
+    private func text(_ message: ChatMessage) -> String {
+        guard !message.isRecalled else { return "(recalled)" }
+        guard let file = message.attachment else { return message.content }
+        let thumbnail = file.thumbnailMediaType.map { ", thumbnail \($0)" } ?? ""
+        let caption = message.content.isEmpty ? "" : "\(message.content) "
+        return "\(caption)📎 \(file.fileName) (\(file.size) bytes, \(file.mediaType)\(thumbnail)); `save N PATH` saves it"
+    }
+
     private func show(_ access: BBMAccess) async throws {
         for message in try await access.messages(in: try requireChat(), before: nil, limit: 20) {
-            let text = message.isRecalled ? "(recalled)" : message.content
+            let text = text(message)
             let reactions = message.reactions.map { " \($0.emoji)\($0.count)" }.joined()
             console.say("  #\(message.number.map(String.init) ?? "-") \(message.sender): \(text)  [\(message.state)]\(reactions)")
         }
@@ -461,7 +511,7 @@ final class ChatShell: @unchecked Sendable {
                 guard message.state != .read else { continue }
                 if !header { console.say("While you were away:") }
                 header = true
-                console.say("[\(label(chat))] \(message.sender): \(message.content)")
+                console.say("[\(label(chat))] \(message.sender): \(text(message))")
             }
         }
     }
@@ -490,7 +540,7 @@ final class ChatShell: @unchecked Sendable {
                 }
             }
             guard message.isIncoming, lock.withLock({ seen.insert(message.id).inserted }) else { continue }
-            console.say("[\(label(chat))] \(message.sender): \(message.isRecalled ? "(recalled)" : message.content)")
+            console.say("[\(label(chat))] \(message.sender): \(text(message))")
         }
     }
 

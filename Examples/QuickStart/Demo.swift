@@ -47,6 +47,15 @@ struct Demo {
         return failures.value == 0
     }
 
+    /// A picture (binary PPM): a gradient `width` by `height`.
+    static func gradient(width: Int, height: Int) -> Data {
+        var data = Data("P6\n\(width) \(height)\n255\n".utf8)
+        for y in 0..<height {
+            for x in 0..<width { data.append(contentsOf: [UInt8(x * 255 / width), UInt8(y * 255 / height), 160]) }
+        }
+        return data
+    }
+
     private func device(_ name: String, _ domain: any DomainService, in directory: URL) async throws -> BBMEnterpriseService {
         let store = try EndpointStore(directory: directory.appendingPathComponent(name))
         let service = BBMEnterpriseService(store: store, endpointDescription: name, checkInInterval: .milliseconds(100))
@@ -162,6 +171,27 @@ struct Demo {
         step(
             "alice recalls it: bob's device removes its content",
             await until { bobMessages.value.last.map { $0.isRecalled && $0.content.isEmpty } == true })
+
+        // A picture with its thumbnail: encrypted on alice's laptop, stored in the domain as
+        // ciphertext, opened on bob's tablet.
+        let picture = directory.appendingPathComponent("sunset.ppm")
+        try Self.gradient(width: 640, height: 480).write(to: picture)
+        let thumbnail = Thumbnail(data: Self.gradient(width: 64, height: 48), mediaType: "image/x-portable-pixmap")
+        let upload = try alice.sendFile(at: picture.path, to: chat.chatID, caption: "The view from here", thumbnail: thumbnail)
+        var steps = 0
+        for await _ in upload.progress { steps += 1 }
+        let sent = try await upload.value
+        step(
+            "alice sends a 900 KB picture with a thumbnail", sent.attachment?.size == 921_615,
+            "\(steps) progress steps, #\(sent.number ?? 0)")
+        step("bob sees the picture's name and thumbnail", await until { bobMessages.value.last?.attachment != nil })
+        let preview = try await bob.thumbnail(of: sent.id)
+        step("bob's device opens the thumbnail", preview == thumbnail.data, "\(preview?.count ?? 0) bytes")
+        let saved = directory.appendingPathComponent("sunset-from-alice.ppm")
+        try await bob.saveAttachment(of: sent.id, to: saved.path).value
+        step(
+            "bob saves the picture: the same bytes",
+            FileManager.default.contents(atPath: saved.path) == FileManager.default.contents(atPath: picture.path))
 
         try await admin.timeOut(names.bob, for: 2, reason: "demo moderation")
         let users = UserProvider(service: tablet)

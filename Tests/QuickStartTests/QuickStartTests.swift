@@ -228,6 +228,34 @@ struct QuickStartTests {
         }
     }
 
+    /// `send-file` sends a file with its progress; the other user's `save` writes the same bytes.
+    @Test func sendsAndSavesAFileInTheShell() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let config = try Self.config(directory)
+            let bob = try await Self.device(directory, config, "bob", "bob\nbob-passcode-1\nbob-passcode-1\nquit\n")
+            #expect(bob.status == 0)
+            let file = directory.appendingPathComponent("report.pdf")
+            let bytes = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+            try bytes.write(to: file)
+            let alice = try await Self.device(
+                directory, config, "alice",
+                "alice\nalice-passcode-1\nalice-passcode-1\nstart bob\nsend-file \(file.path) : the report\nsend-file /no/such/file\nquit\n"
+            )
+            #expect(alice.stdout.contains("↑ 100 % (300000 of 300000 bytes)"), "\(alice.stdout)")
+            #expect(alice.stdout.contains("→ #1 sent"), "\(alice.stdout)")
+            #expect(alice.stdout.contains("cannot open /no/such/file"), "\(alice.stdout)")
+            let saved = directory.appendingPathComponent("saved.pdf").path
+            let bobAgain = try await Self.device(
+                directory, config, "bob", "chats\nopen 1\nsave 1 \(saved)\nsave 2 \(saved)\nquit\n")
+            #expect(
+                bobAgain.stdout.contains("#1 alice: the report 📎 report.pdf (300000 bytes, application/pdf)"),
+                "\(bobAgain.stdout)")
+            #expect(bobAgain.stdout.contains("↓ 100 %"), "\(bobAgain.stdout)")
+            #expect(bobAgain.stdout.contains("Saved report.pdf (300000 bytes) at \(saved)."), "\(bobAgain.stdout)")
+            #expect(FileManager.default.contents(atPath: saved) == bytes)
+        }
+    }
+
     /// `verify USER` shows the same number on both sides; `verify USER NUMBER` marks the contact
     /// verified only with that number; `accept USER` trusts the current key.
     @Test func verifyingAContactInTheShell() async throws {
