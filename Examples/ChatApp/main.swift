@@ -1,7 +1,7 @@
 // ChatApp: the app of SparkSDK's Getting Started guide (Sources/SparkSDK/SparkSDK.docc), whole.
 // The guide shows it piece by piece; a test checks that every piece of the guide is here, and
 // runs it. Two users on one machine: alice starts a chat with bob, bob reads her message, and
-// alice sees it delivered and then read.
+// alice sees it delivered and then read; then alice sends a file and bob saves it.
 //
 //   swift run ChatApp [DIRECTORY]     (a temporary directory by default)
 import Foundation
@@ -86,6 +86,23 @@ for await step in steps where step.messageID == message.id {
     print("alice's message is \(step.state)")
     if step.state == .read { break }
 }
+
+// MARK: Send a file
+
+let menu = directory.appendingPathComponent("menu.txt")
+try Data("Soup of the day: lentils".utf8).write(to: menu)
+let upload = try aliceChats.sendFile(at: menu.path, to: chat.chatID, caption: "today's menu")
+for await progress in upload.progress where progress.completed == progress.total {
+    print("alice uploaded \(progress.total) bytes")
+}
+let withFile = try await upload.value
+for await messages in try await bobChats.messages(in: chat.chatID).values
+where messages.contains(where: { $0.id == withFile.id }) {
+    break
+}
+let saved = directory.appendingPathComponent("menu-from-alice.txt")
+try await bobChats.saveAttachment(of: withFile.id, to: saved.path).value
+print("bob saved \(withFile.attachment?.fileName ?? ""): \(try String(contentsOf: saved, encoding: .utf8))")
 
 unread.deactivate()
 await alice.service.stop()

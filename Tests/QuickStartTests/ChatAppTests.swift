@@ -54,7 +54,8 @@ struct ChatAppTests {
                 story == [
                     "alice and bob are set up", "alice sent #1: 12:30 at the usual place?",
                     "bob got: 12:30 at the usual place? from alice", "alice's message is sent", "alice's message is delivered",
-                    "alice's message is read", "done",
+                    "alice's message is read", "alice uploaded 24 bytes", "bob saved menu.txt: Soup of the day: lentils",
+                    "done",
                 ])
             // The monitor ran at least once, and only ever saw 0 or 1 unread (how many runs it
             // makes depends on how the changes fall into main-actor turns).

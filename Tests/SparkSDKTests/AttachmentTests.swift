@@ -185,6 +185,76 @@ struct AttachmentTests {
         }
     }
 
+    /// The chunks are bound to their place and to the end: a chunk moved, dropped, or a blob cut
+    /// at a chunk boundary does not open, even with the right key.
+    @Test func chunksAreBoundToTheirPlaceAndTheEnd() throws {
+        let key = SymmetricKey(size: .bits256)
+        let file = SystemRandom.bytes(count: 3 * AttachmentCipher.chunkSize + 10)
+        var sealer = AttachmentCipher.Sealer(key: key, fileSize: Int64(file.count))
+        var chunks: [Data] = []
+        for start in stride(from: 0, to: file.count, by: AttachmentCipher.chunkSize) {
+            chunks.append(try sealer.seal(file[start..<min(file.count, start + AttachmentCipher.chunkSize)]))
+        }
+        #expect(chunks.reduce(0) { $0 + $1.count } == Int(AttachmentCipher.blobSize(fileSize: Int64(file.count))))
+        #expect(throws: MessagingError(.invalidArgument, "")) { try sealer.seal(Data([1])) }
+        func open(_ blob: Data, size: Int = file.count) throws -> Data {
+            var opener = AttachmentCipher.Opener(key: key, fileSize: Int64(size))
+            var plaintext = Data()
+            // In pieces that do not follow the chunks.
+            for start in stride(from: 0, to: blob.count, by: 50_000) {
+                try opener.open(blob[start..<min(blob.count, start + 50_000)]) { plaintext.append($0) }
+            }
+            try opener.finish()
+            return plaintext
+        }
+        #expect(try open(chunks.reduce(Data(), +)) == file)
+        let swapped = [chunks[1], chunks[0], chunks[2], chunks[3]].reduce(Data(), +)
+        #expect(throws: MessagingError(.forged, "")) { try open(swapped) }
+        #expect(throws: MessagingError(.forged, "")) { try open(chunks.prefix(3).reduce(Data(), +)) }
+        // Cut after three full chunks and claimed to be three chunks long: the third was not
+        // sealed as the last.
+        #expect(throws: MessagingError(.forged, "")) {
+            try open(chunks.prefix(3).reduce(Data(), +), size: 3 * AttachmentCipher.chunkSize)
+        }
+        #expect(throws: MessagingError(.forged, "")) { try open(chunks.reduce(Data(), +) + Data([0])) }
+        #expect(throws: MessagingError(.forged, "")) {
+            var opener = AttachmentCipher.Opener(key: SymmetricKey(size: .bits256), fileSize: Int64(file.count))
+            try opener.open(chunks[0]) { _ in }
+        }
+    }
+
+    /// A message's attachment decodes strictly: the fuzz corpus's seed decodes, and each field
+    /// out of bounds is refused as forged.
+    @Test func anAttachmentDecodesStrictly() throws {
+        let seed = try Data(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Fuzz/corpus/chat-payload/seed-2"))
+        let payload = try ChatPayload(encoded: seed)
+        let attachment = try #require(payload.attachment)
+        #expect(attachment.fileName == "a.png" && attachment.size == 123_456 && attachment.thumbnail?.size == 3000)
+        #expect(payload.encoded == seed, "it encodes back to the same bytes")
+        var variants: [(String, (inout AttachmentDescriptor) -> Void)] = [
+            ("a name with a slash", { $0.fileName = "../etc/passwd" }),
+            ("a control character", { $0.fileName = "a\u{1b}[2J.png" }),
+            ("an empty name", { $0.fileName = "" }),
+            ("no media subtype", { $0.file.mediaType = "image" }),
+            ("a short key", { $0.file.key = Data(count: 31) }),
+            ("a short digest", { $0.file.digest = Data(count: 16) }),
+            ("a blob id not hexadecimal", { $0.file.blobID = String(repeating: "z", count: 32) }),
+            ("a big thumbnail", { $0.thumbnail?.size = Int64(Thumbnail.maximumSize) + 1 }),
+        ]
+        variants.append(("a file past a tebibyte", { $0.file.size = AttachmentDescriptor.largestFile + 1 }))
+        for (name, change) in variants {
+            var forged = payload
+            change(&forged.attachment!)
+            #expect(throws: MessagingError(.forged, ""), "\(name)") { try ChatPayload(encoded: forged.encoded) }
+        }
+        var reaction = payload
+        reaction.kind = .reaction
+        #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: reaction.encoded) }
+        #expect(throws: MessagingError(.forged, "")) { try ChatPayload(encoded: seed + Data([0])) }
+    }
+
     /// The domain's cap on a file and its quota per user refuse a file before any part goes up.
     @Test func theSizeCapAndTheQuotaAreTheDomains() async throws {
         try await Fixtures.withTemporaryDirectory { directory in

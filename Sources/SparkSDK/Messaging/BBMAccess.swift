@@ -62,6 +62,10 @@ public final class BBMAccess: Sendable {
     /// each user's attachments in all.
     ///
     /// - Parameters:
+    ///   - path: the file to send (a regular file).
+    ///   - chatID: the chat.
+    ///   - caption: text shown with the file (empty by default).
+    ///   - tag: the message's app-defined tag ("File" by default).
     ///   - fileName: the name the members see (the path's last component by default).
     ///   - mediaType: its type, such as `image/png` (from the name's extension by default).
     ///   - thumbnail: a small picture the members see before they save the file.
