@@ -131,6 +131,14 @@ struct AttachmentTests {
             world.domain.blobRewrite.withLock { $0 = nil }
             try await bob.saveAttachment(of: sent.id, to: target).value
             #expect(FileManager.default.fileExists(atPath: target), "the true blob saves")
+
+            // A message whose digest is not its blob's (a sender's modified client names one
+            // blob and uploads another under the same key): refused at the end all the same.
+            var lying = try bob.messenger.attachment(of: sent.id).file
+            lying.digest[0] ^= 1
+            await #expect(throws: MessagingError(.forged, "")) {
+                try await bob.messenger.download(lying, write: { _ in }, progress: { _ in })
+            }
         }
     }
 

@@ -161,7 +161,7 @@ extension Messenger {
     }
 
     /// Reads a blob part by part, opens it chunk by chunk into `write`, and checks its digest.
-    private nonisolated func download(
+    nonisolated func download(
         _ blob: AttachmentDescriptor.Blob, write: (Data) async throws -> Void, progress: (Int64) -> Void
     ) async throws {
         var opener = AttachmentCipher.Opener(key: SymmetricKey(data: blob.key), fileSize: blob.size)
