@@ -50,6 +50,8 @@ final class ChatShell: @unchecked Sendable {
           verify USER                 show your safety number with USER and whether it is verified
           verify USER NUMBER          mark USER verified: NUMBER is the safety number they read to you
           accept USER                 trust USER's changed identity key (messages held for it go out)
+          block USER                  drop everything USER sends, on all your devices (`unblock USER` undoes it)
+          blocked                     the users you blocked
           status                      your status (a timeout shows the time left) and infractions
           watch                       follow a timeout's countdown until it ends
           dismiss                     dismiss your oldest infraction
@@ -267,6 +269,21 @@ final class ChatShell: @unchecked Sendable {
                     }
                     try await access.recallMessage(try await numbered(number, access: access).id)
                     console.say("Recalled #\(number).")
+                case "block", "unblock":
+                    guard !rest.isEmpty, !rest.contains(" ") else {
+                        console.say("usage: \(command) USER")
+                        continue
+                    }
+                    if command == "block" {
+                        try await access.block(rest)
+                        console.say("Blocked \(rest): nothing of theirs reaches your devices.")
+                    } else {
+                        try await access.unblock(rest)
+                        console.say("Unblocked \(rest).")
+                    }
+                case "blocked":
+                    let users = await access.blockedUsers()
+                    console.say(users.isEmpty ? "You blocked no one." : "Blocked: \(users.joined(separator: ", "))")
                 case "messages": try await show(access)
                 case "read":
                     try await access.markMessagesRead(in: try requireChat())

@@ -181,6 +181,13 @@ public protocol DomainService: Sendable {
     func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws -> Data
     /// Deletes one of the caller's blobs (a recall); one already gone is not an error.
     func deleteBlob(token: String, endpointID: String, blobID: String) async throws
+
+    /// Blocks a user for the caller (or unblocks them): the domain then refuses a chat they start
+    /// with the caller, or their adding the caller to one, and the caller's devices drop what
+    /// they send. The caller's other devices are told to read the list again.
+    func setBlocked(token: String, endpointID: String, userID: String, blocked: Bool) async throws
+    /// The users the caller blocked, sorted.
+    func blockedUsers(token: String, endpointID: String) async throws -> [String]
 }
 
 extension DomainService {

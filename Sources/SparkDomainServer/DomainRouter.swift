@@ -379,6 +379,16 @@ public final class DomainRouter: Sendable {
             let query = try call.query(Wire.BlobID.self)
             let (token, endpoint) = try call.credential()
             return try WireCoder.encode(try await domain.blobStatus(token: token, endpointID: endpoint, blobID: query.blobID))
+        case .setBlocked:
+            let body = try call.body(Wire.SetBlocked.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.setBlocked(token: token, endpointID: endpoint, userID: body.userID, blocked: body.blocked)
+            return try call.empty()
+        case .blockedUsers:
+            try call.none()
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(
+                Wire.BlockedUsers(users: try await domain.blockedUsers(token: token, endpointID: endpoint)))
         case .deleteBlob:
             let body = try call.body(Wire.BlobID.self)
             let (token, endpoint) = try call.credential()

@@ -59,6 +59,7 @@ public enum DomainConformance {
         Check(description: "ephemeral entries", run: ephemeralEntries),
         Check(description: "reports", run: reports),
         Check(description: "attachment blobs", run: blobs),
+        Check(description: "blocking", run: blocking),
         Check(description: "moderation", run: moderation),
         Check(description: "accounts", run: accounts),
         Check(description: "administration", run: administration),
@@ -1179,6 +1180,42 @@ public enum DomainConformance {
         try await expectRefused(.notFound, "a deleted blob") {
             try await service.blobStatus(token: alice.token, endpointID: alice.endpoint, blobID: blobID)
         }
+    }
+
+    static func blocking(_ domain: DomainUnderTest) async throws {
+        let alice = try await user(domain, "alice")
+        let bob = try await user(domain, "bob")
+        _ = try await user(domain, "carol")
+        let service = domain.service
+        try await service.setBlocked(token: alice.token, endpointID: alice.endpoint, userID: "bob", blocked: true)
+        try await service.setBlocked(token: alice.token, endpointID: alice.endpoint, userID: "bob", blocked: true)
+        try expect(
+            try await service.blockedUsers(token: alice.token, endpointID: alice.endpoint) == ["bob"], "alice's list names bob")
+        try expect(try await service.blockedUsers(token: bob.token, endpointID: bob.endpoint).isEmpty, "bob's list is his own")
+        let told = try await service.readMailbox(
+            token: alice.token, endpointID: alice.endpoint, after: 0, limit: 100, wait: .zero)
+        try expect(told.filter { $0.kind == .devices }.count == 1, "alice's devices are told once: \(told.map(\.kind))")
+        try await expectRefused(.forbidden, "a chat bob starts with alice") {
+            try await service.createChat(
+                token: bob.token, endpointID: bob.endpoint, chatID: "c-blocked", participants: ["alice"], posts: [])
+        }
+        _ = try await service.createChat(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-bob", participants: ["carol"], posts: [])
+        try await expectRefused(.forbidden, "bob adding alice to a chat") {
+            try await service.updateMembers(
+                token: bob.token, endpointID: bob.endpoint, chatID: "c-bob", add: ["alice"], remove: [], posts: [])
+        }
+        let aliceChat = try await service.createChat(
+            token: alice.token, endpointID: alice.endpoint, chatID: "c-alice", participants: ["bob"], posts: [])
+        try expect(aliceChat.members.count == 2, "alice still starts a chat with bob herself (her devices decide)")
+        try await expectRefused(.invalidRequest, "blocking oneself") {
+            try await service.setBlocked(token: alice.token, endpointID: alice.endpoint, userID: "alice", blocked: true)
+        }
+        try await service.setBlocked(token: alice.token, endpointID: alice.endpoint, userID: "bob", blocked: false)
+        try expect(try await service.blockedUsers(token: alice.token, endpointID: alice.endpoint).isEmpty, "unblocked")
+        let info = try await service.createChat(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-again", participants: ["alice"], posts: [])
+        try expect(info.members.count == 2, "once unblocked, bob starts a chat with alice")
     }
 
     static func moderation(_ domain: DomainUnderTest) async throws {

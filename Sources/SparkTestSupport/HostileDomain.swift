@@ -38,6 +38,12 @@ public final class HostileDomain: DomainService {
     /// The bytes of every blob upload that reached the domain, retries included.
     public let uploadedBlobBytes = Locked(0)
 
+    /// When true, the domain takes blocks and lists them back, but does not enforce them (its
+    /// own rules never learn of them): a blocked user's new chats and invitations reach the
+    /// blocker's devices, which must refuse them themselves.
+    public let keepsBlocksToItself = Locked(false)
+    private let blockLists = Locked<[String: Set<String>]>([:])
+
     /// A domain that lies only where told to.
     public init(_ inner: any DomainService) { self.inner = inner }
 
@@ -276,6 +282,25 @@ public final class HostileDomain: DomainService {
     /// Forwarded.
     public func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
         try await inner.deleteBlob(token: token, endpointID: endpointID, blobID: blobID)
+    }
+
+    /// Forwarded, or, while ``keepsBlocksToItself``, kept here and not enforced.
+    public func setBlocked(token: String, endpointID: String, userID: String, blocked: Bool) async throws {
+        guard keepsBlocksToItself.withLock({ $0 }) else {
+            return try await inner.setBlocked(token: token, endpointID: endpointID, userID: userID, blocked: blocked)
+        }
+        let user = try await inner.validate(token: token).userID
+        blockLists.withLock { lists in
+            if blocked { lists[user, default: []].insert(userID) } else { lists[user]?.remove(userID) }
+        }
+    }
+    /// Forwarded, or the list kept here.
+    public func blockedUsers(token: String, endpointID: String) async throws -> [String] {
+        guard keepsBlocksToItself.withLock({ $0 }) else {
+            return try await inner.blockedUsers(token: token, endpointID: endpointID)
+        }
+        let user = try await inner.validate(token: token).userID
+        return blockLists.withLock { $0[user, default: []].sorted() }
     }
 
     /// Forwarded, or rewritten as the test told it.

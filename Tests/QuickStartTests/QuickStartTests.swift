@@ -228,8 +228,9 @@ struct QuickStartTests {
         }
     }
 
-    /// `send-file` sends a file with its progress; the other user's `save` writes the same bytes.
-    @Test func sendsAndSavesAFileInTheShell() async throws {
+    /// `send-file` sends a file with its progress; the other user's `save` writes the same bytes;
+    /// `block` keeps what the blocked user sends away.
+    @Test func filesAndBlockingInTheShell() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let config = try Self.config(directory)
             let bob = try await Self.device(directory, config, "bob", "bob\nbob-passcode-1\nbob-passcode-1\nquit\n")
@@ -253,6 +254,19 @@ struct QuickStartTests {
             #expect(bobAgain.stdout.contains("↓ 100 %"), "\(bobAgain.stdout)")
             #expect(bobAgain.stdout.contains("Saved report.pdf (300000 bytes) at \(saved)."), "\(bobAgain.stdout)")
             #expect(FileManager.default.contents(atPath: saved) == bytes)
+
+            // Bob blocks alice: her next message does not reach him, and she cannot start
+            // another chat with him.
+            let blocking = try await Self.device(directory, config, "bob", "block alice\nblocked\nblock\nquit\n")
+            #expect(blocking.stdout.contains("Blocked alice: nothing of theirs reaches your devices."), "\(blocking.stdout)")
+            #expect(blocking.stdout.contains("Blocked: alice"))
+            #expect(blocking.stdout.contains("usage: block USER"))
+            let aliceAgain = try await Self.device(
+                directory, config, "alice", "chats\nopen 1\nsend are you there?\nstart bob : again\nquit\n")
+            #expect(aliceAgain.stdout.contains("does not take chats from alice"), "\(aliceAgain.stdout)")
+            let bobLast = try await Self.device(directory, config, "bob", "chats\nopen 1\nmessages\nunblock alice\nquit\n")
+            #expect(!bobLast.stdout.contains("are you there?"), "\(bobLast.stdout)")
+            #expect(bobLast.stdout.contains("Unblocked alice."))
         }
     }
 

@@ -182,6 +182,12 @@ final class CountingDomain: DomainService {
     func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
         try await inner.deleteBlob(token: token, endpointID: endpointID, blobID: blobID)
     }
+    func setBlocked(token: String, endpointID: String, userID: String, blocked: Bool) async throws {
+        try await inner.setBlocked(token: token, endpointID: endpointID, userID: userID, blocked: blocked)
+    }
+    func blockedUsers(token: String, endpointID: String) async throws -> [String] {
+        try await inner.blockedUsers(token: token, endpointID: endpointID)
+    }
 }
 
 /// Records what the delegate was told.

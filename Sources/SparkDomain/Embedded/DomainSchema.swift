@@ -276,6 +276,13 @@ enum DomainSchema {
                 )
                 """)
         }
+        migrator.register("v17-blocks") { db in
+            // The users each user blocked: read by all of the user's devices, and checked when a
+            // chat is started or a member added.
+            try db.execute(
+                "CREATE TABLE blocks (user_id TEXT NOT NULL, blocked TEXT NOT NULL, blocked_at REAL NOT NULL, PRIMARY KEY (user_id, blocked))"
+            )
+        }
         return migrator
     }
 }

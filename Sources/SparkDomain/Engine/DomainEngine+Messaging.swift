@@ -37,6 +37,7 @@ extension DomainEngine {
                 }
                 if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
                 try Self.requireRegistered(db, members.filter { $0 != user })
+                try Self.requireNotBlocked(db, inviter: user, invited: members)
                 try usage.charge(user, .chat, now: now, policy: policy)
                 try db.execute(
                     "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
@@ -514,6 +515,7 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a chat has at most \(maximumChatMembers) members with valid user ids")
         }
         try requireRegistered(db, add.filter { !$0.isEmpty && !current.contains($0) })
+        try requireNotBlocked(db, inviter: user, invited: add.filter { !current.contains($0) })
         for member in add where !member.isEmpty {
             try db.execute(
                 """

@@ -357,6 +357,18 @@ public final class RemoteDomain: DomainService {
         let _: Wire.Empty = try await client.call(.deleteBlob, Wire.BlobID(blobID: blobID), token: token, endpoint: endpointID)
     }
 
+    /// `POST /v1/blocks/set`: blocks or unblocks a user.
+    public func setBlocked(token: String, endpointID: String, userID: String, blocked: Bool) async throws {
+        let _: Wire.Empty = try await client.call(
+            .setBlocked, Wire.SetBlocked(userID: userID, blocked: blocked), token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/blocks`: the users the caller blocked.
+    public func blockedUsers(token: String, endpointID: String) async throws -> [String] {
+        let answer: Wire.BlockedUsers = try await client.call(.blockedUsers, Wire.Empty(), token: token, endpoint: endpointID)
+        return answer.users
+    }
+
     /// `POST /v1/infractions/dismiss`: dismisses one of the user's infractions.
     public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         let _: Wire.Empty = try await client.call(

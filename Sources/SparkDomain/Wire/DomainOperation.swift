@@ -19,7 +19,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     case cancelIdentityReset, pendingIdentityReset
     case publishKeyPackages, claimKeyPackages, keyPackageCount
     case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction, report
-    case createBlob, uploadBlob, blobStatus, downloadBlob, deleteBlob
+    case createBlob, uploadBlob, blobStatus, downloadBlob, deleteBlob, setBlocked, blockedUsers
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox, adminReports
     case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
@@ -170,6 +170,8 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         case .blobStatus: return Route(path: "blobs/status", access: .endpoint, summary: "Where a blob's upload stands", request: .query(.object([("blobID", .string, true)])), response: .ref("BlobStatus"))
         case .downloadBlob: return Route(path: "blobs/download", access: .endpoint, summary: "Bytes of a whole blob, for a member of its chat: the `Range` asked (one `bytes=START-END`, at most 1 MiB of it; the first MiB without one), as a 206 with `Content-Range`", request: .query(.object([("blobID", .string, true)])), response: .bytes)
         case .deleteBlob: return Route(path: "blobs/delete", access: .endpoint, summary: "Deletes one of the caller's blobs (a recall)", request: .body(.object([("blobID", .string, true)])), response: empty)
+        case .setBlocked: return Route(path: "blocks/set", access: .endpoint, summary: "Blocks a user for the caller, or unblocks them", request: .body(.object([("userID", .string, true), ("blocked", .boolean, true)])), response: empty)
+        case .blockedUsers: return Route(path: "blocks", access: .endpoint, summary: "The users the caller blocked", request: .none, response: .object([("users", .array(.string), true)]))
         case .adminReports: return Route(path: "admin/reports", access: .operator, summary: "The reports users made, newest first", request: .query(.object([("limit", .integer, true)])), response: .object([("reports", .array(.ref("Report")), true)]))
         case .dismissInfraction: return Route(path: "infractions/dismiss", access: .endpoint, summary: "Dismisses one of the user's infractions", request: .body(.object([("id", .integer, true)])), response: empty)
         case .adminPolicy: return Route(path: "admin/policy", access: .operator, summary: "The policy", request: .none, response: .ref("DomainPolicy"))

@@ -458,6 +458,27 @@ public enum Wire {
         }
     }
 
+    /// `POST /v1/blocks/set`.
+    public struct SetBlocked: Codable, Sendable, Equatable {
+        /// The user blocked or unblocked.
+        public var userID: String
+        /// Whether they are blocked from now on.
+        public var blocked: Bool
+        /// A body blocking (or unblocking) `userID`.
+        public init(userID: String, blocked: Bool) {
+            self.userID = userID
+            self.blocked = blocked
+        }
+    }
+
+    /// `GET /v1/blocks`'s answer.
+    public struct BlockedUsers: Codable, Sendable, Equatable {
+        /// The users, sorted.
+        public var users: [String]
+        /// A body listing `users`.
+        public init(users: [String]) { self.users = users }
+    }
+
     /// A report's id.
     public struct ReportID: Codable, Sendable, Equatable {
         /// The id.

@@ -264,6 +264,14 @@ enum PostgreSQLSchema {
             ALTER TABLE blob_parts ALTER COLUMN bytes SET STORAGE EXTERNAL
             """
         ),
+        (
+            "v17-blocks",
+            """
+            CREATE TABLE blocks (
+                user_id TEXT NOT NULL, blocked TEXT NOT NULL, blocked_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (user_id, blocked)
+            )
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.

@@ -92,6 +92,21 @@ public final class BBMAccess: Sendable {
         try await messenger.thumbnail(of: messageID)
     }
 
+    /// Blocks a user: from now on every device of this user drops their messages, reactions,
+    /// typing and chat events (in every chat, groups included) and their invitations to new
+    /// chats, and the domain refuses a chat they start with this user or their adding this user
+    /// to one. The list is kept by the domain, so every device of this user has it (another
+    /// device reads it as soon as it next reads its mailbox). What they send while blocked is not
+    /// shown later, after an unblock. They are not told, though a chat they try to start with
+    /// this user is refused.
+    public func block(_ userID: String) async throws { try await messenger.setBlocked(userID, true) }
+
+    /// Unblocks a user: what they send from now on arrives again.
+    public func unblock(_ userID: String) async throws { try await messenger.setBlocked(userID, false) }
+
+    /// The users this user blocked, sorted.
+    public func blockedUsers() async -> [String] { await messenger.blockedUsers() }
+
     /// Marks incoming messages read up to `number` (all of them when nil) and tells the senders.
     public func markMessagesRead(in chatID: String, upTo number: Int64? = nil) async throws {
         try await messenger.markRead(chatID, upTo: number)

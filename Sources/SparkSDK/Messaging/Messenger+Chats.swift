@@ -12,11 +12,48 @@ import SparkStore
 /// again. A commit is kept, pending, before it is posted, so that a lost answer (a crash, the
 /// network) is completed by the commit's echo in the mailbox.
 extension Messenger {
+    // MARK: Blocking
+
+    /// Refuses to start a chat with, or invite, a user this user blocked.
+    private func requireNotBlocked(_ users: [String]) throws {
+        let refused = users.filter(blocked.contains)
+        guard refused.isEmpty else {
+            throw MessagingError(.invalidArgument, "\(refused.joined(separator: ", ")) is blocked: unblock them first")
+        }
+    }
+
+    /// Blocks (or unblocks) a user: in the domain, which tells this user's other devices, and here.
+    func setBlocked(_ user: String, _ isBlocked: Bool) async throws {
+        guard user != me, !user.isEmpty else { throw MessagingError(.invalidArgument, "a user blocks another user") }
+        try await domainCall {
+            try await domain.setBlocked(token: try await token(), endpointID: endpointID, userID: user, blocked: isBlocked)
+        }
+        var users = blocked
+        if isBlocked { users.insert(user) } else { users.remove(user) }
+        try keepBlocked(users)
+    }
+
+    /// Reads the block list from the domain again.
+    func refreshBlocked() async throws {
+        let users = try await domainCall { try await domain.blockedUsers(token: try await token(), endpointID: endpointID) }
+        try keepBlocked(Set(users))
+    }
+
+    private func keepBlocked(_ users: Set<String>) throws {
+        guard users != blocked else { return }
+        try write { db in try self.store(db).replaceBlockedUsers(users.sorted()) }
+        blocked = users
+    }
+
+    /// The users this user blocked, sorted.
+    func blockedUsers() -> [String] { blocked.sorted() }
+
     // MARK: Making and changing chats
 
     func startChat(with users: [String], subject: String) async throws -> Chat {
         let others = Array(Set(users)).filter { $0 != me }.sorted()
         guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
+        try requireNotBlocked(others)
         try await requireTrusted(others)
         let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
         // Every device of every member, and this user's other devices that this device trusts.
@@ -66,6 +103,7 @@ extension Messenger {
     func invite(_ users: [String], to chatID: String) async throws {
         let added = Array(Set(users)).filter { $0 != me }.sorted()
         guard !added.isEmpty else { return }
+        try requireNotBlocked(added)
         // Everyone is looked up again: an invitation is refused while anyone's identity in the
         // chat changed, as a send is held.
         let current = try chat(chatID).participants.map(\.userID).filter { $0 != me }

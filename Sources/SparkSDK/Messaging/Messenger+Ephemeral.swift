@@ -67,7 +67,7 @@ extension Messenger {
         case .ignore: return
         case .drop(let reason): eventSinks.yield(.dropped(chatID: entry.chatID, reason: reason))
         case .event(let payload, let sender, let nonce):
-            guard sender.device != endpointID, noteEphemeral(nonce) else { return }
+            guard sender.device != endpointID, !blocked.contains(sender.user), noteEphemeral(nonce) else { return }
             switch payload.kind {
             case .typing, .typingStopped:
                 guard sender.user != me else { return }

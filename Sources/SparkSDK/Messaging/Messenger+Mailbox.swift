@@ -221,7 +221,9 @@ extension Messenger {
             try receiveEphemeral(entry)
             return Applied()
         case .devices:
-            // This user's devices changed: every chat is looked at after this read.
+            // This user's devices changed, or the users it blocked: every chat is looked at
+            // after this read, and the block list read again.
+            try? await refreshBlocked()
             return Applied { _ in Effects(reconcileAll: true) }
         case .identityReset:
             guard let notice = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload) else {
@@ -292,6 +294,12 @@ extension Messenger {
             throw MessagingError(
                 .forged,
                 "a Welcome to chat \(entry.chatID) at epoch \(probe.group.epoch), which this device left at \(leftAt): replayed")
+        }
+        // An invitation from a user this user blocked, or to a chat with no one else but users
+        // it blocked (whoever the domain names as its sender), is not taken.
+        let others = probe.users.filter { $0 != me }
+        if blocked.contains(entry.sender) || (!others.isEmpty && others.allSatisfy(blocked.contains)) {
+            return Applied()
         }
         // Everyone in the group is looked up first (a first contact is met here).
         for user in probe.users where user != me { _ = try? await contactRecord(of: user, refresh: false) }
@@ -398,6 +406,13 @@ extension Messenger {
             sequences = TextSequences.noting(
                 known, chatID: chatID, user: sender.user, device: sender.device, sequence: sequence,
                 withdrawn: payload.withdrawn)
+        }
+        if sender.user != me, blocked.contains(sender.user) {
+            // A blocked user's message, receipt or event: the ratchet moved (the group is kept)
+            // and a text's place is noted (so it is not counted missing later); nothing else.
+            if let sequences { try store.saveTextSequences(sequences) }
+            try groups.save(store, stored)
+            return Effects(changed: .none)
         }
         let outcome = try core.apply(
             payload, from: sender.user, entry: entry, lastNumber: stored.lastNumber, late: late, lookup: store.lookup)

@@ -165,6 +165,8 @@ actor Messenger {
     /// The ephemeral messages seen lately, by nonce, and in the order they came.
     var seenEphemeral: Set<Data> = []
     var seenEphemeralOrder: [Data] = []
+    /// The users this user blocked (the store's list, kept here for every arrival to check).
+    var blocked: Set<String> = []
     /// Every `events` stream handed out; each event goes to all of them.
     nonisolated let eventSinks = EventSinks<MessagingEvent>()
     /// Every `messageEvents` stream handed out.
@@ -208,6 +210,10 @@ actor Messenger {
     func start() async {
         reloadChats()
         guard syncTask == nil else { return }
+        // The block list as stored, then as the domain has it now (another device may have
+        // changed it while this one was off).
+        blocked = Set((try? read { db in try self.store(db).blockedUsers() }) ?? [])
+        try? await refreshBlocked()
         // Others can add this device to chats from the moment setup succeeds, offline or not:
         // its KeyPackages are in the domain before (topped up again at each start; a failure now
         // is retried at the next).

@@ -359,6 +359,11 @@ public final class EndpointStore: Sendable {
             // `Seal.attachment`), gone with a recall or an expiry.
             try db.execute("ALTER TABLE messages ADD COLUMN attachment BLOB")
         }
+        migrator.register("v15-blocked-users") { db in
+            // The users this user blocked, as the domain last listed them (every device of the
+            // user reads the same list).
+            try db.execute("CREATE TABLE blocked_users (user_id TEXT PRIMARY KEY)")
+        }
         return migrator
     }
 

@@ -96,16 +96,14 @@ enum AttachmentCipher {
                 index += 1
                 start = end
             }
-            guard index < chunks || start == pending.endIndex else {
-                throw MessagingError(.forged, "the attachment's blob runs past its last chunk")
-            }
             pending = Data(pending[start...])
         }
 
-        /// Checks that the last chunk was opened and nothing is left over.
+        /// Checks that the last chunk was opened and nothing is left over (a blob cut short, or
+        /// longer than its file).
         func finish() throws {
             guard index == chunks, pending.isEmpty else {
-                throw MessagingError(.forged, "the attachment's blob ends early: it was truncated")
+                throw MessagingError(.forged, "the attachment's blob is not as long as its file: it was cut or extended")
             }
         }
     }

@@ -46,6 +46,7 @@ final class MemoryMessagingStore: Sendable {
         var departed: [String: Set<String>] = [:]
         var sent: [Data: (chatID: String, localID: String?)] = [:]
         var cursor: Int64 = 0
+        var blocked: Set<String> = []
         var nextRow: Int64 = 1
     }
 
@@ -353,6 +354,10 @@ final class MemoryMessagingStore: Sendable {
         // MARK: Groups
 
         func groupChats() throws -> [String] { state.groups.keys.sorted() }
+
+        func blockedUsers() throws -> [String] { state.blocked.sorted() }
+
+        func replaceBlockedUsers(_ users: [String]) throws { state.blocked = Set(users) }
 
         func groupVersion(chatID: String) throws -> Data? { state.groups[chatID]?.record.version }
 

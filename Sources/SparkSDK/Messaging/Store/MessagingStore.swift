@@ -130,6 +130,10 @@ protocol MessagingStore {
 
     /// The chats this device has a group of.
     func groupChats() throws -> [String]
+    /// The users this user blocked, as last listed.
+    func blockedUsers() throws -> [String]
+    /// Keeps the users this user blocked.
+    func replaceBlockedUsers(_ users: [String]) throws
     /// The version of the chat's group row, or nil when this device has no group of the chat.
     func groupVersion(chatID: String) throws -> Data?
     /// The chat's group row.

@@ -469,6 +469,15 @@ struct SQLiteMessagingStore: MessagingStore {
 
     // MARK: Groups
 
+    func blockedUsers() throws -> [String] {
+        try db.rows("SELECT user_id FROM blocked_users ORDER BY user_id").map { try $0.get(0, as: String.self) }
+    }
+
+    func replaceBlockedUsers(_ users: [String]) throws {
+        try db.execute("DELETE FROM blocked_users")
+        for user in Set(users) { try db.execute("INSERT INTO blocked_users(user_id) VALUES (?)", [user]) }
+    }
+
     func groupChats() throws -> [String] {
         try db.rows("SELECT chat_id FROM chat_groups ORDER BY chat_id").map { try $0.get(0, as: String.self) }
     }
