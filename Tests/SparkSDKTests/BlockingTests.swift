@@ -47,9 +47,11 @@ struct BlockingTests {
             #expect(phoneDirect.value.map(\.content) == ["before"])
             #expect(laptopDirect.value.map(\.content) == ["before"])
             #expect(!events.value.contains { if case .typing = $0 { true } else { false } }, "bob's typing shows nowhere")
+            let carolGroup = try await carol.messages(in: group.chatID)
             #expect(
-                try await carol.messages(in: group.chatID).value.contains { $0.content == "bob in the group" },
-                "the others still get what bob sends")
+                await waitFor("the others still get what bob sends") {
+                    carolGroup.value.contains { $0.content == "bob in the group" }
+                })
 
             // The domain refuses a new chat bob starts with alice; alice cannot start one with bob.
             await #expect(throws: MessagingError(.refused, "")) { try await bob.startChat(with: ["alice"]) }
@@ -76,9 +78,22 @@ struct BlockingTests {
             try await alice.block("bob")
             let refused = try await bob.startChat(with: ["alice"], subject: "from bob")
             try await bob.sendMessage("hi alice", to: refused.chatID)
+            // The domain also names alice herself as the sender of bob's next invitation: a chat
+            // of no one but a blocked user is refused whoever is said to send it.
+            world.domain.mailboxRewrite.withLock {
+                $0 = { user, entries in
+                    entries.map { entry in
+                        var entry = entry
+                        if user == "alice", entry.kind == .welcome, entry.sender == "bob" { entry.sender = "alice" }
+                        return entry
+                    }
+                }
+            }
+            let renamed = try await bob.startChat(with: ["alice"], subject: "from bob, said to be from alice")
             let marker = try await carol.startChat(with: ["alice"], subject: "from carol")
             #expect(await waitFor("carol's chat reaches alice") { alice.chats.value.contains { $0.chatID == marker.chatID } })
             #expect(!alice.chats.value.contains { $0.chatID == refused.chatID }, "bob's invitation is not taken")
+            #expect(!alice.chats.value.contains { $0.chatID == renamed.chatID }, "nor the one the domain renamed")
         }
     }
 }
