@@ -112,8 +112,10 @@ extension Messenger {
         let digest = IncrementalDigest(.sha256)
         var sealed = Data()
         var consumed: Int64 = 0
-        var sent = status.received
-        precondition(sent == 0, "a new blob has nothing uploaded")
+        guard status.received == 0, status.size == blobSize, status.blobID == blobID else {
+            throw MessagingError(.refused, "the domain's answer for a new blob does not match what was asked")
+        }
+        var sent: Int64 = 0
         while sent < blobSize {
             let partLength = Int(min(Int64(partSize), blobSize - sent))
             while sealed.count < partLength {
