@@ -23,6 +23,7 @@ struct BlockingTests {
             let group = try await carol.startChat(with: ["alice", "bob"], subject: "Team")
             let hello = try await carol.sendMessage("hello team", to: group.chatID)
             try await bob.sendMessage("before", to: direct.chatID)
+            #expect(await waitFor("the phone is in both chats") { phone.chats.value.count == 2 })
             let phoneDirect = try await phone.messages(in: direct.chatID)
             let phoneGroup = try await phone.messages(in: group.chatID)
             let laptopDirect = try await laptop.messages(in: direct.chatID)
