@@ -21,6 +21,7 @@ struct BlockingTests {
             let (_, carol) = try await world.endpoint("carol", "carol-phone")
             let direct = try await laptop.startChat(with: ["bob"])
             let group = try await carol.startChat(with: ["alice", "bob"], subject: "Team")
+            #expect(await waitFor("bob is in both chats") { bob.chats.value.count == 2 })
             let hello = try await carol.sendMessage("hello team", to: group.chatID)
             try await bob.sendMessage("before", to: direct.chatID)
             #expect(await waitFor("the phone is in both chats") { phone.chats.value.count == 2 })
