@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
         .library(name: "SparkSDK", targets: ["SparkSDK"]),
+        // The C API (spark/spark.h) as libsparksdk.so; scripts/install.sh installs it with its header.
+        .library(name: "sparksdk", type: .dynamic, targets: ["SparkC"]),
         .executable(name: "quickstart", targets: ["quickstart"]),
         .executable(name: "ChatApp", targets: ["ChatApp"]),
         .executable(name: "spark-admin", targets: ["spark-admin"]),
@@ -92,6 +94,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The C API: its header and the parts that are plain C (Sources/CSparkAPI/include/spark/spark.h).
+        .target(name: "CSparkAPI"),
+        // The C API's Swift side: every function of spark.h over SparkSDK.
+        .target(
+            name: "SparkC",
+            dependencies: ["CSparkAPI", "SparkSDK", "SparkDomain", "SparkObservable", "SparkLock"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "SparkTestSupport",
             dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkDomain", "SparkLock"],
@@ -118,7 +128,7 @@ let package = Package(
             name: "spark-bench",
             dependencies: [
                 "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainServer", "SparkSDK", "SparkStore", "SparkLock",
-                "SparkMLS",
+                "SparkMLS", "SparkC", "CSparkAPI",
             ],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],

@@ -29,6 +29,18 @@ public final class BBMAccess: Sendable {
     /// Identity changes and dropped arrivals, from now on; each call gives a new stream of its own.
     public var events: AsyncStream<MessagingEvent> { messenger.eventSinks.stream() }
 
+    /// Every message of another user as it arrives on this device, from now on, once each (a
+    /// history handed over from another device of this user is not an arrival); each call gives
+    /// a new stream of its own. Beside the ``messages(in:)`` flows, this is how a bot or a
+    /// notifier hears of a message without watching every chat.
+    ///
+    /// ```swift
+    /// for await message in access.incomingMessages {
+    ///     try await access.sendMessage("echo: \(message.content)", to: message.chatID)
+    /// }
+    /// ```
+    public var incomingMessages: AsyncStream<ChatMessage> { messenger.arrivalSinks.stream() }
+
     /// Every step of this user's messages from now on (sent, delivered, read, failed with its
     /// reason), each once and in order; each call gives a new stream of its own. Beside the
     /// ``messages(in:)`` flow, which shows only the latest state, this is how an app shows

@@ -55,6 +55,8 @@ extension Messenger {
         var reconcileAll = false
         /// The echo of something this device posted.
         var echo = false
+        /// Messages of other users it brought.
+        var arrived: [ChatMessage] = []
     }
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
@@ -128,6 +130,7 @@ extension Messenger {
             effects.changed = .none
         }
         for notice in notices + effects.notices { eventSinks.yield(notice) }
+        for message in effects.arrived { arrivalSinks.yield(message) }
         if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
         if effects.reconcile { needsReconcile.insert(entry.chatID) }
         if effects.reconcileAll {
@@ -434,6 +437,14 @@ extension Messenger {
                 effects.notices.append(.dropped(chatID: chatID, reason: reason))
             case .insert(let message):
                 try store.insertReceived(message, chatID: chatID, incoming: message.sender != me, ignoringTaken: false)
+                if message.sender != me {
+                    effects.arrived.append(
+                        ChatMessage(
+                            id: message.id, chatID: chatID, number: message.number, sender: message.sender, isIncoming: true,
+                            content: message.content, tag: message.tag, data: message.data, ref: message.ref,
+                            state: message.state, timestamp: message.timestamp,
+                            attachment: message.attachment.map(Attachment.init)))
+                }
                 if message.sender == me { noteExpiring() }
                 effects.changed.formUnion(.some([message.id]))
             case .touchChat(let time):

@@ -171,6 +171,8 @@ actor Messenger {
     nonisolated let eventSinks = EventSinks<MessagingEvent>()
     /// Every `messageEvents` stream handed out.
     nonisolated let messageEventSinks = EventSinks<MessageEvent>()
+    /// Messages of other users as they arrive, once each.
+    nonisolated let arrivalSinks = EventSinks<ChatMessage>()
     static let flowWindow = 200
     /// How long an idle endpoint's mailbox read waits for an entry (a long-poll).
     static let longPoll: Duration = .seconds(25)
@@ -278,6 +280,7 @@ actor Messenger {
         groups.sessions.removeAll()
         eventSinks.finish()
         messageEventSinks.finish()
+        arrivalSinks.finish()
     }
 
     /// A message may have started counting down (stored or read in a chat with a timer): the

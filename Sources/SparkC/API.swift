@@ -1,0 +1,383 @@
+import CSparkAPI
+import Foundation
+import SparkDomain
+import SparkSDK
+
+// The functions of `spark/spark.h` that are Swift: each checks its arguments, runs its work as
+// a task while the calling thread waits (`Client.wait`), and turns any error into a status and
+// the thread's last error. The header documents each one; the conventions are at its top.
+
+// MARK: Errors
+
+/// A Swift error as a status and a message.
+func status(for error: any Error) -> spark_status {
+    let (status, message): (spark_status, String) =
+        switch error {
+        case let error as MessagingError:
+            switch error.code {
+            case .invalidArgument, .tooLarge: (SPARK_ERR_INVALID_ARGUMENT, error.reason)
+            case .notReady: (SPARK_ERR_NOT_READY, error.reason)
+            case .unknownChat, .unknownUser: (SPARK_ERR_NOT_FOUND, error.reason)
+            case .storageFailure: (SPARK_ERR_STORAGE, error.reason)
+            case .identityUnconfirmed: (SPARK_ERR_IDENTITY_UNCONFIRMED, error.reason)
+            case .refused where error.domainCode == .unavailable: (SPARK_ERR_UNAVAILABLE, error.reason)
+            default: (SPARK_ERR_REFUSED, error.reason)
+            }
+        case let error as AuthError: (SPARK_ERR_AUTH, error.reason)
+        case let error as SetupError: (SPARK_ERR_SETUP, error.reason)
+        case let error as ConfigError: (SPARK_ERR_CONFIG, "\(error)")
+        case let error as DomainError:
+            error.code == .unavailable || error.code == .storageFailure
+                ? (SPARK_ERR_UNAVAILABLE, error.reason) : (SPARK_ERR_REFUSED, error.reason)
+        case let error as CArgumentError: (SPARK_ERR_INVALID_ARGUMENT, error.message)
+        default: (SPARK_ERR_INTERNAL, "\(error)")
+        }
+    spark_internal_set_error(message)
+    return status
+}
+
+/// A NULL or non-UTF-8 argument.
+struct CArgumentError: Error {
+    let message: String
+}
+
+/// Runs one API call: clears the thread's last error, maps a thrown error to its status.
+func call(_ body: () throws -> Void) -> spark_status {
+    spark_internal_set_error(nil)
+    do {
+        try body()
+        return SPARK_OK
+    } catch {
+        return status(for: error)
+    }
+}
+
+func text(_ pointer: UnsafePointer<CChar>?, _ name: String) throws -> String {
+    guard let pointer else { throw CArgumentError(message: "\(name) is NULL") }
+    guard let text = CString.read(pointer) else { throw CArgumentError(message: "\(name) is not UTF-8") }
+    return text
+}
+
+func client(_ pointer: OpaquePointer?) throws -> Client {
+    guard let pointer else { throw CArgumentError(message: "the client is NULL") }
+    return Unmanaged<Client>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
+}
+
+// MARK: The client
+
+@_cdecl("spark_client_open")
+func sparkClientOpen(
+    _ configPath: UnsafePointer<CChar>?, _ dataDirectory: UnsafePointer<CChar>?,
+    _ out: UnsafeMutablePointer<OpaquePointer?>?
+) -> spark_status {
+    call {
+        guard let out else { throw CArgumentError(message: "client is NULL") }
+        let path = try text(configPath, "config_path")
+        let directory = try dataDirectory.map { URL(fileURLWithPath: try text($0, "data_directory")) }
+        // The app's token refresh (authProvider custom), set by spark_sign_in_token.
+        let refresh = TokenRefresh()
+        let opened = try Client.wait {
+            let controller = try BBMAuthController.fromConfigFile(
+                URL(fileURLWithPath: path), dataDirectory: directory, customTokenRefresh: { _ in try await refresh.fetch() })
+            try await controller.startBBMEnterpriseService()
+            let client = Client(controller: controller, refresh: refresh)
+            // Signed in before on this device: setup goes on by itself, and messaging starts.
+            if try await controller.signInSilently() != nil,
+                await controller.service.waitForSettledState().setupState == .success
+            {
+                try await client.startEvents()
+            }
+            return client
+        }
+        out.pointee = OpaquePointer(Unmanaged.passRetained(opened).toOpaque())
+    }
+}
+
+@_cdecl("spark_client_close")
+func sparkClientClose(_ pointer: OpaquePointer?) {
+    guard let pointer else { return }
+    let client = Unmanaged<Client>.fromOpaque(UnsafeRawPointer(pointer)).takeRetainedValue()
+    _ = try? Client.wait { await client.close() }
+}
+
+// MARK: Signing in
+
+@_cdecl("spark_sign_in_test")
+func sparkSignInTest(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let user = try text(userID, "user_id")
+        _ = try Client.wait { try await client.controller.signIn(userID: user) }
+    }
+}
+
+@_cdecl("spark_log_in")
+func sparkLogIn(_ pointer: OpaquePointer?, _ userName: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        let (name, secret) = (try text(userName, "user_name"), try text(password, "password"))
+        _ = try Client.wait { try await client.controller.logIn(userName: name, password: secret) }
+    }
+}
+
+@_cdecl("spark_sign_in_token")
+func sparkSignInToken(
+    _ pointer: OpaquePointer?, _ jwt: UnsafePointer<CChar>?, _ refresh: spark_token_refresh?,
+    _ context: UnsafeMutableRawPointer?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let token = try text(jwt, "jwt")
+        client.refresh.set(refresh.map { UncheckedBox(($0, context)) }, on: client)
+        _ = try Client.wait { try await client.controller.signIn(jwtToken: token) }
+    }
+}
+
+@_cdecl("spark_sign_out")
+func sparkSignOut(_ pointer: OpaquePointer?, _ wipeKeys: Int32) -> spark_status {
+    call {
+        let client = try client(pointer)
+        try Client.wait { await client.controller.signOut(wipeKeys: wipeKeys != 0) }
+    }
+}
+
+// MARK: Setup
+
+/// Setup's questions, asked of the app's C callbacks on the client's callback thread.
+struct CSetupHandler: SetupHandler {
+    let client: Client
+    let handlers: UncheckedBox<spark_setup_handlers>
+
+    func passcode(for request: PasscodeRequest) async -> PasscodeAnswer? {
+        let handlers = self.handlers
+        let isNew: Int32 = request.kind == .new ? 1 : 0
+        let problem = request.problem?.reason
+        let answer = await client.onCallbackThread { () -> String? in
+            guard let ask = handlers.value.passcode else { return nil }
+            var buffer = [CChar](repeating: 0, count: 1024)
+            let answered = problem.withOptionalCString { problem in
+                ask(handlers.value.context, isNew, problem, &buffer, buffer.count)
+            }
+            buffer[buffer.count - 1] = 0
+            defer { for index in buffer.indices { buffer[index] = 0 } }
+            let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            return answered != 0 ? String(validating: bytes, as: UTF8.self) : nil
+        }
+        return answer.map(PasscodeAnswer.passcode)
+    }
+
+    func confirmDeviceSwitch(active endpoints: [EndpointInfo]) async -> Bool {
+        let handlers = self.handlers
+        return await client.onCallbackThread {
+            guard let confirm = handlers.value.confirm_device_switch else { return false }
+            return Self.withEndpoints(endpoints) { confirm(handlers.value.context, $0, $1) } != 0
+        }
+    }
+
+    func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? {
+        let handlers = self.handlers
+        return await client.onCallbackThread {
+            guard let pick = handlers.value.endpoint_to_remove else { return nil }
+            let index = Int(Self.withEndpoints(endpoints) { pick(handlers.value.context, $0, $1) })
+            return endpoints.indices.contains(index) ? endpoints[index].endpointID : nil
+        }
+    }
+
+    /// Calls `body` with the endpoints as a C array, valid during the call.
+    static func withEndpoints(_ endpoints: [EndpointInfo], _ body: (UnsafePointer<spark_endpoint>?, Int) -> Int32) -> Int32 {
+        let strings = endpoints.map { (strdup($0.endpointID), strdup($0.description), strdup($0.nickname)) }
+        defer {
+            for (id, description, nickname) in strings {
+                free(id)
+                free(description)
+                free(nickname)
+            }
+        }
+        let array = zip(endpoints, strings).map { endpoint, strings in
+            spark_endpoint(
+                endpoint_id: strings.0, description: strings.1, nickname: strings.2, registration_id: endpoint.registrationID,
+                is_active: endpoint.isActive ? 1 : 0)
+        }
+        return array.withUnsafeBufferPointer { body($0.baseAddress, $0.count) }
+    }
+}
+
+extension Optional where Wrapped == String {
+    fileprivate func withOptionalCString<T>(_ body: (UnsafePointer<CChar>?) -> T) -> T {
+        guard let self else { return body(nil) }
+        return self.withCString(body)
+    }
+}
+
+@_cdecl("spark_complete_setup")
+func sparkCompleteSetup(_ pointer: OpaquePointer?, _ handlers: UnsafePointer<spark_setup_handlers>?) -> spark_status {
+    call {
+        let client = try client(pointer)
+        guard let handlers else { throw CArgumentError(message: "handlers is NULL") }
+        let handler = CSetupHandler(client: client, handlers: UncheckedBox(handlers.pointee))
+        try Client.wait {
+            _ = try await client.controller.completeSetup(using: handler)
+            try await client.startEvents()
+        }
+    }
+}
+
+@_cdecl("spark_is_set_up")
+func sparkIsSetUp(_ pointer: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    guard let client = try? client(pointer) else { return 0 }
+    let setup = client.controller.service.authState.value.setupState
+    state?.pointee = strdup("\(setup)")
+    return setup == .success ? 1 : 0
+}
+
+@_cdecl("spark_is_connected")
+func sparkIsConnected(_ pointer: OpaquePointer?) -> Int32 {
+    guard let client = try? client(pointer) else { return 0 }
+    return client.controller.service.connected.value ? 1 : 0
+}
+
+// MARK: Chats and messages
+
+func access(_ client: Client) async throws -> BBMAccess { try await client.controller.service.messaging() }
+
+@_cdecl("spark_list_chats")
+func sparkListChats(
+    _ pointer: OpaquePointer?, _ chats: UnsafeMutablePointer<UnsafeMutablePointer<spark_chat>?>?,
+    _ count: UnsafeMutablePointer<Int>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        guard let chats, let count else { throw CArgumentError(message: "chats or count is NULL") }
+        let list = try Client.wait { try await access(client).chats.value }
+        chats.pointee = CMessages.make(list)
+        count.pointee = list.count
+    }
+}
+
+@_cdecl("spark_chats_free")
+func sparkChatsFree(_ chats: UnsafeMutablePointer<spark_chat>?, _ count: Int) { CMessages.free(chats, count: count) }
+
+@_cdecl("spark_start_chat")
+func sparkStartChat(
+    _ pointer: OpaquePointer?, _ users: UnsafePointer<UnsafePointer<CChar>?>?, _ count: Int,
+    _ subject: UnsafePointer<CChar>?, _ chatID: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        guard let users, count > 0, let chatID else { throw CArgumentError(message: "users, count or chat_id is missing") }
+        let names = try (0..<count).map { try text(users[$0], "users[\($0)]") }
+        let title = try subject.map { try text($0, "subject") } ?? ""
+        let chat = try Client.wait { try await access(client).startChat(with: names, subject: title) }
+        chatID.pointee = strdup(chat.chatID)
+    }
+}
+
+@_cdecl("spark_send")
+func sparkSend(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?,
+    _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let (chat, body) = (try text(chatID, "chat_id"), try text(content, "text"))
+        let sent = try Client.wait { try await access(client).sendMessage(body, to: chat) }
+        message?.pointee = CMessages.make([sent])
+    }
+}
+
+@_cdecl("spark_list_messages")
+func sparkListMessages(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ before: Int64, _ limit: Int,
+    _ messages: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?, _ count: UnsafeMutablePointer<Int>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let chat = try text(chatID, "chat_id")
+        guard let messages, let count, (1...1000).contains(limit), before >= 0 else {
+            throw CArgumentError(message: "messages or count is NULL, or limit is not 1 to 1000")
+        }
+        let list = try Client.wait {
+            try await access(client).messages(in: chat, before: before == 0 ? nil : before, limit: limit)
+        }
+        messages.pointee = CMessages.make(list)
+        count.pointee = list.count
+    }
+}
+
+@_cdecl("spark_messages_free")
+func sparkMessagesFree(_ messages: UnsafeMutablePointer<spark_message>?, _ count: Int) {
+    CMessages.free(messages, count: count)
+}
+
+@_cdecl("spark_mark_read")
+func sparkMarkRead(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let chat = try text(chatID, "chat_id")
+        try Client.wait { try await access(client).markMessagesRead(in: chat) }
+    }
+}
+
+@_cdecl("spark_edit")
+func sparkEdit(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        let (id, body) = (try text(messageID, "message_id"), try text(content, "text"))
+        try Client.wait { try await access(client).editMessage(id, content: body) }
+    }
+}
+
+@_cdecl("spark_safety_number")
+func sparkSafetyNumber(
+    _ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?, _ number: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let user = try text(userID, "user_id")
+        guard let number else { throw CArgumentError(message: "number is NULL") }
+        let digits = try Client.wait { try await access(client).safetyNumber(with: user).digits }
+        var groups: [Substring] = []
+        var rest = Substring(digits)
+        while !rest.isEmpty {
+            groups.append(rest.prefix(5))
+            rest = rest.dropFirst(5)
+        }
+        number.pointee = strdup(groups.joined(separator: " "))
+    }
+}
+
+// MARK: Events
+
+@_cdecl("spark_event_fd")
+func sparkEventFD(_ pointer: OpaquePointer?) -> Int32 {
+    guard let client = try? client(pointer) else { return -1 }
+    return client.events.descriptor
+}
+
+@_cdecl("spark_next_event")
+func sparkNextEvent(_ pointer: OpaquePointer?, _ event: UnsafeMutablePointer<UnsafeMutablePointer<spark_event>?>?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        guard let event else { throw CArgumentError(message: "event is NULL") }
+        event.pointee = client.events.pop().map(EventQueue.make)
+    }
+}
+
+@_cdecl("spark_event_free")
+func sparkEventFree(_ event: UnsafeMutablePointer<spark_event>?) { EventQueue.free(event) }
+
+@_cdecl("spark_set_event_callback")
+func sparkSetEventCallback(_ pointer: OpaquePointer?, _ callback: spark_event_callback?, _ context: UnsafeMutableRawPointer?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        client.events.setCallback(callback, context)
+    }
+}

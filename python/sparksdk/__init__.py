@@ -1,0 +1,388 @@
+"""Spark SDK for Python: end-to-end encrypted chat over libsparksdk (the C API, spark/spark.h).
+
+Every call blocks its thread until it is done (a network round trip at most; setup's whole
+course for complete_setup), as the C calls do. A failed call raises SparkError with the C status
+and the library's message. Events come from events() (an iterator that waits on the client's
+event descriptor) or async_events() (an asyncio async iterator over the same descriptor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import enum
+import os
+import select
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Iterator, List, Optional, Sequence, Union
+
+__all__ = [
+    "Chat", "Client", "Event", "EventKind", "Message", "MessageState", "SparkError", "Status", "library_path",
+]
+
+
+class Status(enum.IntEnum):
+    """A C call's status (spark_status)."""
+
+    OK = 0
+    INVALID_ARGUMENT = 1
+    CONFIG = 2
+    AUTH = 3
+    SETUP = 4
+    NOT_READY = 5
+    REFUSED = 6
+    NOT_FOUND = 7
+    STORAGE = 8
+    UNAVAILABLE = 9
+    IDENTITY_UNCONFIRMED = 10
+    INTERNAL = 99
+
+
+class MessageState(enum.IntEnum):
+    """Where a message is in its life (spark_message_state)."""
+
+    SENDING = 0
+    SENT = 1
+    DELIVERED = 2
+    READ = 3
+    FAILED = 4
+    HELD = 5
+
+
+class EventKind(enum.IntEnum):
+    """What an event is about (spark_event_kind)."""
+
+    MESSAGE = 1
+    MESSAGE_STATE = 2
+    TYPING = 3
+    NOTICE = 4
+
+
+class SparkError(Exception):
+    """A call the library refused or failed: `status` says which kind, the message why."""
+
+    def __init__(self, status: int, message: str):
+        try:
+            self.status: Union[Status, int] = Status(status)
+        except ValueError:
+            self.status = status
+        super().__init__(f"{message} ({getattr(self.status, 'name', status)})")
+
+
+@dataclass(frozen=True)
+class Message:
+    message_id: str
+    chat_id: str
+    number: int
+    sender: str
+    is_incoming: bool
+    content: str
+    tag: str
+    data: Optional[str]
+    state: MessageState
+    timestamp_ms: int
+    is_recalled: bool
+
+
+@dataclass(frozen=True)
+class Chat:
+    chat_id: str
+    subject: str
+    participants: List[str]
+    unread_count: int
+    is_active: bool
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: EventKind
+    chat_id: Optional[str]
+    message_id: Optional[str]
+    user_id: Optional[str]
+    state: int
+    text: Optional[str]
+    message: Optional[Message]
+
+
+# The C structs, as spark.h declares them.
+class _CMessage(ctypes.Structure):
+    _fields_ = [
+        ("message_id", ctypes.c_char_p), ("chat_id", ctypes.c_char_p), ("number", ctypes.c_int64),
+        ("sender", ctypes.c_char_p), ("is_incoming", ctypes.c_int), ("content", ctypes.c_char_p),
+        ("tag", ctypes.c_char_p), ("data", ctypes.c_char_p), ("state", ctypes.c_int),
+        ("timestamp_ms", ctypes.c_int64), ("is_recalled", ctypes.c_int),
+    ]
+
+
+class _CChat(ctypes.Structure):
+    _fields_ = [
+        ("chat_id", ctypes.c_char_p), ("subject", ctypes.c_char_p), ("participants", ctypes.c_char_p),
+        ("unread_count", ctypes.c_int64), ("is_active", ctypes.c_int),
+    ]
+
+
+class _CEvent(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int), ("chat_id", ctypes.c_char_p), ("message_id", ctypes.c_char_p),
+        ("user_id", ctypes.c_char_p), ("state", ctypes.c_int), ("text", ctypes.c_char_p),
+        ("message", ctypes.POINTER(_CMessage)),
+    ]
+
+
+class _CEndpoint(ctypes.Structure):
+    _fields_ = [
+        ("endpoint_id", ctypes.c_char_p), ("description", ctypes.c_char_p), ("nickname", ctypes.c_char_p),
+        ("registration_id", ctypes.c_int64), ("is_active", ctypes.c_int),
+    ]
+
+
+_PASSCODE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+_CONFIRM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CEndpoint), ctypes.c_size_t)
+_REMOVE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CEndpoint), ctypes.c_size_t)
+
+
+class _CHandlers(ctypes.Structure):
+    _fields_ = [("passcode", _PASSCODE), ("confirm_device_switch", _CONFIRM), ("endpoint_to_remove", _REMOVE),
+                ("context", ctypes.c_void_p)]
+
+
+def library_path() -> str:
+    """Where libsparksdk.so is: SPARKSDK_LIBRARY, else pkg-config's libdir, else the system's."""
+    explicit = os.environ.get("SPARKSDK_LIBRARY")
+    if explicit:
+        return explicit
+    if shutil.which("pkg-config"):
+        found = subprocess.run(["pkg-config", "--variable=libdir", "sparksdk"], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip():
+            return os.path.join(found.stdout.strip(), "libsparksdk.so")
+    return "libsparksdk.so"
+
+
+def _load() -> ctypes.CDLL:
+    lib = ctypes.CDLL(library_path())
+    P, S, I64, SZ, I = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_size_t, ctypes.c_int
+    out_s = ctypes.POINTER(ctypes.c_void_p)
+    signatures = {
+        "spark_last_error": ([], S), "spark_version": ([], S), "spark_free": ([P], None),
+        "spark_client_open": ([S, S, ctypes.POINTER(P)], I), "spark_client_close": ([P], None),
+        "spark_sign_in_test": ([P, S], I), "spark_log_in": ([P, S, S], I), "spark_sign_out": ([P, I], I),
+        "spark_complete_setup": ([P, ctypes.POINTER(_CHandlers)], I), "spark_is_set_up": ([P, out_s], I),
+        "spark_is_connected": ([P], I),
+        "spark_list_chats": ([P, ctypes.POINTER(ctypes.POINTER(_CChat)), ctypes.POINTER(SZ)], I),
+        "spark_chats_free": ([ctypes.POINTER(_CChat), SZ], None),
+        "spark_start_chat": ([P, ctypes.POINTER(S), SZ, S, out_s], I),
+        "spark_send": ([P, S, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
+        "spark_list_messages": ([P, S, I64, SZ, ctypes.POINTER(ctypes.POINTER(_CMessage)), ctypes.POINTER(SZ)], I),
+        "spark_messages_free": ([ctypes.POINTER(_CMessage), SZ], None),
+        "spark_mark_read": ([P, S], I), "spark_edit": ([P, S, S], I), "spark_safety_number": ([P, S, out_s], I),
+        "spark_event_fd": ([P], I), "spark_next_event": ([P, ctypes.POINTER(ctypes.POINTER(_CEvent))], I),
+        "spark_event_free": ([ctypes.POINTER(_CEvent)], None),
+    }
+    for name, (arguments, result) in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes = arguments
+        function.restype = result
+    return lib
+
+
+_lib: Optional[ctypes.CDLL] = None
+
+
+def _library() -> ctypes.CDLL:
+    global _lib
+    if _lib is None:
+        _lib = _load()
+    return _lib
+
+
+def _text(value: Optional[bytes]) -> Optional[str]:
+    return None if value is None else value.decode("utf-8")
+
+
+def _message(c: _CMessage) -> Message:
+    return Message(
+        message_id=_text(c.message_id), chat_id=_text(c.chat_id), number=c.number, sender=_text(c.sender),
+        is_incoming=bool(c.is_incoming), content=_text(c.content), tag=_text(c.tag), data=_text(c.data),
+        state=MessageState(c.state), timestamp_ms=c.timestamp_ms, is_recalled=bool(c.is_recalled))
+
+
+def _taken_string(pointer: ctypes.c_void_p) -> str:
+    """A string the library returned, copied and freed."""
+    try:
+        return ctypes.string_at(pointer.value).decode("utf-8")
+    finally:
+        _library().spark_free(pointer)
+
+
+class Client:
+    """One device of one user: a spark_client. Use it as a context manager, or close() it."""
+
+    def __init__(self, config_path: str, data_directory: Optional[str] = None):
+        lib = _library()
+        self._handle = ctypes.c_void_p()
+        self._check(lib.spark_client_open(
+            config_path.encode(), data_directory.encode() if data_directory else None, ctypes.byref(self._handle)))
+
+    # Lifetime
+
+    def close(self) -> None:
+        """Stops the service and frees the client (again is nothing)."""
+        if self._handle:
+            _library().spark_client_close(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    @staticmethod
+    def _check(status: int) -> None:
+        if status != 0:
+            raise SparkError(status, _library().spark_last_error().decode("utf-8", "replace"))
+
+    # Signing in and setup
+
+    def sign_in_test(self, user_id: str) -> None:
+        """testAuth: signs in as `user_id` (a sandbox domain takes any)."""
+        self._check(_library().spark_sign_in_test(self._handle, user_id.encode()))
+
+    def log_in(self, user_name: str, password: str) -> None:
+        """accounts: the domain's sign-up assistant's credentials."""
+        self._check(_library().spark_log_in(self._handle, user_name.encode(), password.encode()))
+
+    def sign_out(self, wipe_keys: bool = False) -> None:
+        self._check(_library().spark_sign_out(self._handle, 1 if wipe_keys else 0))
+
+    def complete_setup(self, passcode: Union[str, Callable[[bool, Optional[str]], Optional[str]]],
+                       confirm_device_switch: Callable[[List[str]], bool] = lambda active: False,
+                       endpoint_to_remove: Callable[[List[str]], Optional[int]] = lambda endpoints: None) -> None:
+        """Drives setup to success. `passcode` is the passcode, or a function of (is_new, problem)
+        that returns it (None stops setup); the other two answer a device switch and a full list."""
+        def ask(_context, is_new, problem, buffer, size):
+            answer = passcode if isinstance(passcode, str) else passcode(bool(is_new), _text(problem))
+            if answer is None or (isinstance(passcode, str) and problem is not None):
+                return 0
+            encoded = answer.encode()[: size - 1] + b"\0"
+            ctypes.memmove(buffer, encoded, len(encoded))
+            return 1
+
+        def confirm(_context, endpoints, count):
+            return 1 if confirm_device_switch([_text(endpoints[i].endpoint_id) for i in range(count)]) else 0
+
+        def remove(_context, endpoints, count):
+            index = endpoint_to_remove([_text(endpoints[i].endpoint_id) for i in range(count)])
+            return -1 if index is None else index
+
+        handlers = _CHandlers(_PASSCODE(ask), _CONFIRM(confirm), _REMOVE(remove), None)
+        self._check(_library().spark_complete_setup(self._handle, ctypes.byref(handlers)))
+
+    @property
+    def is_set_up(self) -> bool:
+        return bool(_library().spark_is_set_up(self._handle, None))
+
+    @property
+    def is_connected(self) -> bool:
+        return bool(_library().spark_is_connected(self._handle))
+
+    # Chats and messages
+
+    def chats(self) -> List[Chat]:
+        lib = _library()
+        array, count = ctypes.POINTER(_CChat)(), ctypes.c_size_t()
+        self._check(lib.spark_list_chats(self._handle, ctypes.byref(array), ctypes.byref(count)))
+        try:
+            return [Chat(_text(c.chat_id), _text(c.subject), _text(c.participants).split(","), c.unread_count,
+                         bool(c.is_active)) for c in array[: count.value]]
+        finally:
+            lib.spark_chats_free(array, count)
+
+    def start_chat(self, users: Sequence[str], subject: str = "") -> str:
+        """Starts a chat (one user: one-to-one); returns its id."""
+        names = (ctypes.c_char_p * len(users))(*[user.encode() for user in users])
+        chat_id = ctypes.c_void_p()
+        self._check(_library().spark_start_chat(self._handle, names, len(users), subject.encode(), ctypes.byref(chat_id)))
+        return _taken_string(chat_id)
+
+    def send(self, chat_id: str, text: str) -> Message:
+        lib = _library()
+        sent = ctypes.POINTER(_CMessage)()
+        self._check(lib.spark_send(self._handle, chat_id.encode(), text.encode(), ctypes.byref(sent)))
+        try:
+            return _message(sent[0])
+        finally:
+            lib.spark_messages_free(sent, 1)
+
+    def messages(self, chat_id: str, before: int = 0, limit: int = 50) -> List[Message]:
+        lib = _library()
+        array, count = ctypes.POINTER(_CMessage)(), ctypes.c_size_t()
+        self._check(lib.spark_list_messages(self._handle, chat_id.encode(), before, limit, ctypes.byref(array),
+                                            ctypes.byref(count)))
+        try:
+            return [_message(array[i]) for i in range(count.value)]
+        finally:
+            lib.spark_messages_free(array, count)
+
+    def mark_read(self, chat_id: str) -> None:
+        self._check(_library().spark_mark_read(self._handle, chat_id.encode()))
+
+    def edit(self, message_id: str, text: str) -> None:
+        self._check(_library().spark_edit(self._handle, message_id.encode(), text.encode()))
+
+    def safety_number(self, user_id: str) -> str:
+        number = ctypes.c_void_p()
+        self._check(_library().spark_safety_number(self._handle, user_id.encode(), ctypes.byref(number)))
+        return _taken_string(number)
+
+    # Events
+
+    @property
+    def event_fd(self) -> int:
+        """Readable while events wait (owned by the client)."""
+        return _library().spark_event_fd(self._handle)
+
+    def next_event(self) -> Optional[Event]:
+        """The next waiting event, or None."""
+        lib = _library()
+        pointer = ctypes.POINTER(_CEvent)()
+        self._check(lib.spark_next_event(self._handle, ctypes.byref(pointer)))
+        if not pointer:
+            return None
+        try:
+            c = pointer[0]
+            return Event(EventKind(c.kind), _text(c.chat_id), _text(c.message_id), _text(c.user_id), c.state,
+                         _text(c.text), _message(c.message[0]) if c.message else None)
+        finally:
+            lib.spark_event_free(pointer)
+
+    def events(self, timeout: Optional[float] = None) -> Iterator[Event]:
+        """Every event as it comes; ends when none came for `timeout` seconds (None: never)."""
+        while True:
+            event = self.next_event()
+            if event is not None:
+                yield event
+                continue
+            ready, _, _ = select.select([self.event_fd], [], [], timeout)
+            if not ready:
+                return
+
+    async def async_events(self) -> AsyncIterator[Event]:
+        """Every event as it comes, for asyncio (the descriptor is watched by the running loop)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            event = self.next_event()
+            if event is not None:
+                yield event
+                continue
+            readable = loop.create_future()
+            loop.add_reader(self.event_fd, lambda: readable.done() or readable.set_result(None))
+            try:
+                await readable
+            finally:
+                loop.remove_reader(self.event_fd)
