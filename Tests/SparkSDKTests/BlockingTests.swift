@@ -32,6 +32,10 @@ struct BlockingTests {
             #expect(await waitFor("the phone is in the group") { phoneGroup.value.count == 1 })
             #expect(await waitFor("the laptop has bob's message") { laptopDirect.value.map(\.content) == ["before"] })
 
+            let arrivals = Box<[String]>([])
+            let arrivalsStream = phone.incomingMessages
+            let listener = Task { for await message in arrivalsStream { arrivals.update { $0.append(message.content) } } }
+            defer { listener.cancel() }
             try await laptop.block("bob")
             #expect(await laptop.blockedUsers() == ["bob"])
             #expect(await eventuallyAwaiting { await phone.blockedUsers() == ["bob"] })
@@ -47,6 +51,9 @@ struct BlockingTests {
             #expect(phoneGroup.value.map(\.content) == ["hello team", "carol again"], "nothing of bob's")
             #expect(phoneGroup.value.first?.reactions == [], "bob's reaction is not counted")
             #expect(phoneDirect.value.map(\.content) == ["before"])
+            #expect(
+                await waitFor("the phone's arrivals name carol's message") { arrivals.value.contains("carol again") })
+            #expect(!arrivals.value.contains("after") && !arrivals.value.contains("bob in the group"), "\(arrivals.value)")
             #expect(laptopDirect.value.map(\.content) == ["before"])
             #expect(!events.value.contains { if case .typing = $0 { true } else { false } }, "bob's typing shows nowhere")
             let carolGroup = try await carol.messages(in: group.chatID)
