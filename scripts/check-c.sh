@@ -64,5 +64,19 @@ grep -q "echo-bot: echo: hello bot" "$work/bob.out" || { cat "$work/bob.out"; ex
 echo "check-c: the Python package"
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check ./python pytest
-SPARKSDK_LIBRARY="$work/prefix/lib/libsparksdk.so" "$work/venv/bin/python" -m pytest -q python/tests
+export SPARKSDK_LIBRARY="$work/prefix/lib/libsparksdk.so"
+"$work/venv/bin/python" -m pytest -q python/tests
+
+echo "check-c: the Python echo bot answers the Swift quick start"
+"$work/venv/bin/python" python/examples/echo_bot.py "$work/echo/ConfigSettings.plist" "$work/echo/pybot" py-bot 1 \
+    > "$work/pybot.out" &
+pybot=$!
+for _ in $(seq 1 300); do grep -q "is listening" "$work/pybot.out" 2>/dev/null && break; sleep 0.1; done
+printf 'start py-bot\nsend hello python\nquit\n' |
+    "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" >/dev/null
+wait "$pybot"
+grep -q "answered bob" "$work/pybot.out"
+printf 'chats\nopen 1\nmessages\nquit\n' |
+    "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" > "$work/bob-py.out"
+grep -q "py-bot: echo: hello python" "$work/bob-py.out" || { cat "$work/bob-py.out"; exit 1; }
 echo "check-c: C and Python work"
