@@ -18,6 +18,12 @@ trap 'rm -rf "$work"' EXIT
 bash scripts/install.sh "$work/prefix" >/dev/null
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 
+# Every function the header declares is in the library.
+declared="$(grep -oE '\bspark_[a-z_]+\(' "$work/prefix/include/spark/spark.h" | tr -d '(' | sort -u)"
+exported="$(nm -D --defined-only "$work/prefix/lib/libsparksdk.so" | awk '{ print $3 }' | sort -u)"
+missing="$(comm -23 <(echo "$declared") <(echo "$exported"))"
+[ -z "$missing" ] || { echo "check-c: spark.h declares what libsparksdk.so lacks: $missing" >&2; exit 1; }
+
 echo "check-c: building the examples with cc $(pkg-config --cflags --libs sparksdk)"
 cc -std=c11 -Wall -Wextra -Werror Examples/c-chat/chat.c $(pkg-config --cflags --libs sparksdk) -o "$work/c-chat"
 cc -std=c11 -Wall -Wextra -Werror Examples/c-echo-bot/echo_bot.c $(pkg-config --cflags --libs sparksdk) -o "$work/echo-bot"

@@ -1024,7 +1024,9 @@ public enum DomainConformance {
             recipient: nil, clientID: nil)
         try expect(receipt.messageNumber == nil, "an ephemeral post is not numbered: \(receipt)")
         var woken = try await waiting.value
+        var ephemeralPosts = 1
         if woken.isEmpty, ContinuousClock.now - posted > .seconds(Int(DomainEngine.ephemeralLifetime)) {
+            ephemeralPosts += 1
             // A machine so loaded that the wait outlived the entry's lifetime: post again and
             // read at once (what is checked is that a read gets it, not how fast the load is).
             _ = try await service.post(
@@ -1050,8 +1052,9 @@ public enum DomainConformance {
                 token: mallory.token, endpointID: mallory.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([1]),
                 recipient: nil, clientID: nil)
         }
-        // 120 a minute (one is posted already), then refused with the wait; a message still goes.
-        for _ in 1..<120 {
+        // 120 a minute (one or two are posted already), then refused with the wait; a message
+        // still goes.
+        for _ in ephemeralPosts..<120 {
             _ = try await service.post(
                 token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([2]),
                 recipient: nil, clientID: nil)
