@@ -279,6 +279,11 @@ struct HostileDomainTests {
             let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
             chat.world.domain.loseCommitAnswers.withLock { $0 = 1 }
             await #expect(throws: MessagingError.self) { try await chat.alice.updateChatSubject(chat.chatID, subject: "lost") }
+            // The domain took it; its echo, read from the mailbox, completes it on this device.
+            #expect(
+                await eventuallyAwaiting(seconds: 30) {
+                    (try? await chat.alice.messenger.storedGroup(chat.chatID))??.group.epoch == epoch + 1
+                }, "the echo completes the commit whose answer was lost")
             try await chat.alice.updateChatSubject(chat.chatID, subject: "found")
             #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 2)
             #expect(await waitFor("bob has the second subject") { chat.bob.chats.value.first?.subject == "found" })
