@@ -56,16 +56,23 @@ swift build --product quickstart >/dev/null
 quickstart=".build/debug/quickstart"
 printf 'bob\nbob-passcode-1\nbob-passcode-1\nquit\n' |
     "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" >/dev/null
-"$work/echo-bot" "$work/echo/ConfigSettings.plist" "$work/echo/bot" echo-bot 1 > "$work/bot.out" &
-bot=$!
-for _ in $(seq 1 300); do grep -q "is listening" "$work/bot.out" 2>/dev/null && break; sleep 0.1; done
-printf 'start echo-bot\nsend hello bot\nquit\n' |
-    "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" >/dev/null
-wait "$bot"
-grep -q "answered bob" "$work/bot.out"
-printf 'chats\nopen 1\nmessages\nquit\n' |
-    "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" > "$work/bob.out"
-grep -q "echo-bot: echo: hello bot" "$work/bob.out" || { cat "$work/bob.out"; exit 1; }
+# A bot (the command after the first two arguments) answers bob's message, sent from his quick
+# start to a new chat with it; bob's shell then shows the answer.
+answers() {
+    local user="$1" text="$2"
+    shift 2
+    "$@" > "$work/$user.out" &
+    local pid=$!
+    for _ in $(seq 1 300); do grep -q "is listening" "$work/$user.out" 2>/dev/null && break; sleep 0.1; done
+    printf 'start %s\nsend %s\nquit\n' "$user" "$text" |
+        "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" >/dev/null
+    wait "$pid"
+    grep -q "answered bob" "$work/$user.out"
+    printf 'chats\nopen 1\nmessages\nquit\n' |
+        "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" > "$work/bob-$user.out"
+    grep -q "$user: echo: $text" "$work/bob-$user.out" || { cat "$work/bob-$user.out"; exit 1; }
+}
+answers echo-bot "hello bot" "$work/echo-bot" "$work/echo/ConfigSettings.plist" "$work/echo/bot" echo-bot 1
 
 echo "check-c: the Python package"
 python3 -m venv "$work/venv"
@@ -74,15 +81,6 @@ export SPARKSDK_LIBRARY="$work/prefix/lib/libsparksdk.so"
 "$work/venv/bin/python" -m pytest -q python/tests
 
 echo "check-c: the Python echo bot answers the Swift quick start"
-"$work/venv/bin/python" python/examples/echo_bot.py "$work/echo/ConfigSettings.plist" "$work/echo/pybot" py-bot 1 \
-    > "$work/pybot.out" &
-pybot=$!
-for _ in $(seq 1 300); do grep -q "is listening" "$work/pybot.out" 2>/dev/null && break; sleep 0.1; done
-printf 'start py-bot\nsend hello python\nquit\n' |
-    "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" >/dev/null
-wait "$pybot"
-grep -q "answered bob" "$work/pybot.out"
-printf 'chats\nopen 1\nmessages\nquit\n' |
-    "$quickstart" --config "$work/echo/ConfigSettings.plist" --data-dir "$work/echo/bob" > "$work/bob-py.out"
-grep -q "py-bot: echo: hello python" "$work/bob-py.out" || { cat "$work/bob-py.out"; exit 1; }
+answers py-bot "hello python" \
+    "$work/venv/bin/python" python/examples/echo_bot.py "$work/echo/ConfigSettings.plist" "$work/echo/pybot" py-bot 1
 echo "check-c: C and Python work"

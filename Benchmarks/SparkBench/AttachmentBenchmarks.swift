@@ -118,20 +118,11 @@ enum AttachmentBenchmarks {
                 }
             }
             """
-        try configuration.write(to: scene.directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
-        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let nginx else { throw BenchError("nginx is not installed (scripts/bench.sh installs it)") }
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: nginx)
-        server.arguments = ["-c", scene.directory.appendingPathComponent("nginx.conf").path, "-p", scene.directory.path]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let server = try Harness.nginx(configuration: configuration, in: scene.directory)
         defer {
             server.terminate()
             server.waitUntilExit()
         }
-        Thread.sleep(forTimeInterval: 0.3)
         let key = SystemRandom.bytes(count: 32).map { String(format: "%02x", $0) }.joined()
         let iv = SystemRandom.bytes(count: 16).map { String(format: "%02x", $0) }.joined()
         let sealed = scene.directory.appendingPathComponent("file.enc").path

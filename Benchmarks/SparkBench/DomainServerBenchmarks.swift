@@ -214,21 +214,12 @@ enum DomainServerBenchmarks {
                 }
             }
             """
-        try configuration.write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
-        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let nginx else { throw BenchError("nginx is not installed (apt-get install nginx)") }
         // nginx in the foreground (`daemon off`), as a child this process stops.
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: nginx)
-        server.arguments = ["-c", directory.appendingPathComponent("nginx.conf").path, "-p", directory.path]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let server = try Harness.nginx(configuration: configuration, in: directory)
         defer {
             server.terminate()
             server.waitUntilExit()
         }
-        Thread.sleep(forTimeInterval: 0.3)
         let reference = try wrk(
             "https://127.0.0.1:\(port)/answer.json",
             script: """

@@ -137,6 +137,26 @@ extension Harness {
     }
 }
 
+extension Harness {
+    /// Starts nginx in the foreground (`daemon off` in `configuration`) on `directory`, as a
+    /// child the caller stops with `terminate()` and `waitUntilExit()`; waits a moment for it to
+    /// listen.
+    static func nginx(configuration: String, in directory: URL) throws -> Process {
+        let file = directory.appendingPathComponent("nginx.conf")
+        try configuration.write(to: file, atomically: true, encoding: .utf8)
+        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let binary else { throw BenchError("nginx is not installed (scripts/bench.sh installs it)") }
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: binary)
+        server.arguments = ["-c", file.path, "-p", directory.path]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        Thread.sleep(forTimeInterval: 0.3)
+        return server
+    }
+}
+
 extension DomainPolicy {
     /// The benchmarks' domains: the default policy, but no per-user write limits (one user sends
     /// thousands of messages a second here) and room for every passcode attempt a row makes.

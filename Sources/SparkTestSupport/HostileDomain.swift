@@ -33,7 +33,7 @@ public final class HostileDomain: DomainService {
     /// When above zero, every this-many-th blob upload or read loses its connection: an upload is
     /// stored and its answer lost, a read is not answered.
     public let dropEveryBlobCall = Locked(0)
-    /// The blob calls so far, and the bytes uploaded (retries included).
+    /// The blob uploads and reads so far.
     public let blobCalls = Locked(0)
     /// The bytes of every blob upload that reached the domain, retries included.
     public let uploadedBlobBytes = Locked(0)

@@ -235,8 +235,8 @@ final class TransferFile: @unchecked Sendable {
     private let queue = DispatchQueue(label: "spark.attachment-file")
     /// Touched only on `queue` after init.
     private var descriptor: Int32
-    /// The file's size (a read), or the bytes written so far (a write).
-    private(set) var size: Int64
+    /// The file's size (a file to send; 0 for a download).
+    let size: Int64
     private let destination: String?
     private let temporary: String?
 
@@ -313,7 +313,6 @@ final class TransferFile: @unchecked Sendable {
                     done += wrote
                 }
             }
-            self.size += Int64(data.count)
         }
     }
 
