@@ -331,6 +331,12 @@ struct MessagingStoreTests {
         // Saved again in the same epoch: kept. In the next: forgotten.
         try store.write { s in try s.saveGroup(Self.group("c1", epoch: 1, version: 2), epochState: Data([1])) }
         #expect(try store.read { s in try s.pendingCommit(chatID: "c1", digest: Data([2])) } == Data([0xA2]))
+        // A review that forgets the departed runs beside a commit whose answer was lost: kept.
+        try store.write { s in
+            try s.noteDeparted(chatID: "c1", users: ["carol"])
+            try s.forgetDeparted(chatID: "c1")
+        }
+        #expect(try store.read { s in try s.pendingCommit(chatID: "c1", digest: Data([2])) } == Data([0xA2]))
         try store.write { s in try s.saveGroup(Self.group("c1", epoch: 2, version: 3), epochState: Data([2])) }
         #expect(try store.read { s in try s.pendingCommit(chatID: "c1", digest: Data([2])) } == nil)
     }

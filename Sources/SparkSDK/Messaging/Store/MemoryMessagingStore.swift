@@ -430,7 +430,6 @@ final class MemoryMessagingStore: Sendable {
 
         func forgetDeparted(chatID: String) throws {
             state.departed[chatID] = nil
-            state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
         }
 
         func sendingSequence(chatID: String, localID: String) throws -> UInt64 {

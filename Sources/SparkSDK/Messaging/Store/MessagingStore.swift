@@ -168,7 +168,9 @@ protocol MessagingStore {
     func noteDeparted(chatID: String, users: [String]) throws
     /// The users noted as departed from the chat.
     func departed(chatID: String) throws -> Set<String>
-    /// Forgets the chat's departed users (their devices were removed) and its pending commits.
+    /// Forgets the chat's departed users (their devices were removed). Pending commits stay: a
+    /// review of the chat runs beside a commit whose answer was lost, and only its echo, or the
+    /// epoch moving, settles it.
     func forgetDeparted(chatID: String) throws
     /// The sequence of this device's text `localID` in its chat (``ChatPayload/sequence``): the
     /// one it was given, or the next.

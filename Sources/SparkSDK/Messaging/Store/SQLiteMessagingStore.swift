@@ -600,7 +600,6 @@ struct SQLiteMessagingStore: MessagingStore {
 
     func forgetDeparted(chatID: String) throws {
         try db.execute("DELETE FROM departed_members WHERE chat_id = ?", [chatID])
-        try db.execute("DELETE FROM pending_commits WHERE chat_id = ?", [chatID])
     }
 
     func sendingSequence(chatID: String, localID: String) throws -> UInt64 {
