@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "SparkMLS", targets: ["SparkMLS"]),
         .library(name: "SparkStore", targets: ["SparkStore"]),
         .library(name: "SparkObservable", targets: ["SparkObservable"]),
+        // The domain's contract: the service protocol, its types and errors, the remote client.
         .library(name: "SparkDomain", targets: ["SparkDomain"]),
         .library(name: "SparkSDK", targets: ["SparkSDK"]),
         // The C API (spark/spark.h) as libsparksdk.so; scripts/install.sh installs it with its header.
@@ -67,22 +68,33 @@ let package = Package(
         .target(name: "CSparkCurl", linkerSettings: [.linkedLibrary("curl")]),
         // spark-domaind's HTTP server on libmicrohttpd, and its certificates with OpenSSL.
         .target(name: "CSparkHTTP", linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("crypto")]),
+        // What an app sees of the domain: the service protocol, its types and errors, the wire
+        // (package access only) and RemoteDomain.
         .target(
             name: "SparkDomain",
-            dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkLock", "CSparkCurl"],
+            dependencies: ["SparkCrypto", "SparkMLS", "SparkLock", "CSparkCurl"],
+            swiftSettings: swiftSettings
+        ),
+        // What the domain runs: its rules, stores and the embedded domain. Linked by SparkSDK for
+        // the embedded mode, never re-exported; no product, so no app names it.
+        .target(
+            name: "SparkDomainEngine",
+            dependencies: ["SparkDomain", "SparkCrypto", "SparkMLS", "SparkStore", "SparkLock"],
             swiftSettings: swiftSettings
         ),
         // The domain as a network service: routes, limits, metrics, the domain directory.
         .target(
             name: "SparkDomainServer",
-            dependencies: ["SparkDomain", "SparkCrypto", "SparkStore", "SparkLock", "CSparkHTTP", "CPostgreSQL"],
+            dependencies: [
+                "SparkDomain", "SparkDomainEngine", "SparkCrypto", "SparkStore", "SparkLock", "CSparkHTTP", "CPostgreSQL",
+            ],
             swiftSettings: swiftSettings
         ),
         // The command-line conventions the tools share (positional words, options, exit 64).
         .target(name: "SparkCLI", swiftSettings: swiftSettings),
         .executableTarget(
             name: "spark-domaind",
-            dependencies: ["SparkDomainServer", "SparkDomain", "SparkCLI"],
+            dependencies: ["SparkDomainServer", "SparkDomain", "SparkDomainEngine", "SparkCLI"],
             swiftSettings: swiftSettings
         ),
         // The desktop Secret Service through libsecret, loaded at run time (see the file).
@@ -90,7 +102,8 @@ let package = Package(
         .target(
             name: "SparkSDK",
             dependencies: [
-                "SparkCrypto", "SparkMLS", "SparkStore", "SparkObservable", "SparkDomain", "CSparkSecret", "SparkLock",
+                "SparkCrypto", "SparkMLS", "SparkStore", "SparkObservable", "SparkDomain", "SparkDomainEngine", "CSparkSecret",
+                "SparkLock",
             ],
             swiftSettings: swiftSettings
         ),
@@ -104,12 +117,12 @@ let package = Package(
         ),
         .target(
             name: "SparkTestSupport",
-            dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkDomain", "SparkLock"],
+            dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkDomain", "SparkDomainEngine", "SparkLock"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "quickstart",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkObservable", "SparkCrypto"],
+            dependencies: ["SparkSDK", "SparkDomain", "SparkDomainEngine", "SparkObservable", "SparkCrypto"],
             path: "Examples/QuickStart",
             swiftSettings: swiftSettings
         ),
@@ -121,13 +134,14 @@ let package = Package(
         ),
         .executableTarget(
             name: "spark-admin",
-            dependencies: ["SparkCrypto", "SparkDomain", "SparkSDK", "SparkCLI"],
+            dependencies: ["SparkCrypto", "SparkDomain", "SparkDomainEngine", "SparkSDK", "SparkCLI"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "spark-bench",
             dependencies: [
-                "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainServer", "SparkSDK", "SparkStore", "SparkLock",
+                "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkSDK",
+                "SparkStore", "SparkLock",
                 "SparkMLS", "SparkC", "CSparkAPI",
             ],
             path: "Benchmarks/SparkBench",
@@ -138,7 +152,10 @@ let package = Package(
         .target(name: "CSparkFuzz", path: "Sources/CSparkFuzz"),
         .executableTarget(
             name: "spark-fuzz",
-            dependencies: ["CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkDomainServer", "SparkLock", "SparkSDK", "SparkMLS"],
+            dependencies: [
+                "CSparkFuzz", "SparkCrypto", "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkLock", "SparkSDK",
+                "SparkMLS",
+            ],
             path: "Tests/Fuzz/spark-fuzz",
             swiftSettings: swiftSettings
         ),
@@ -162,26 +179,29 @@ let package = Package(
         ),
         .executableTarget(
             name: "domain-peer",
-            dependencies: ["SparkDomain"],
+            dependencies: ["SparkDomain", "SparkDomainEngine"],
             path: "Tests/Helpers/domain-peer",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SparkDomainTests",
-            dependencies: ["SparkDomain", "SparkDomainServer", "SparkTestSupport", "domain-peer", "spark-domaind"],
+            dependencies: [
+                "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkTestSupport", "domain-peer", "spark-domaind",
+            ],
             exclude: ["Python"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "sdk-peer",
-            dependencies: ["SparkSDK", "SparkDomain", "SparkCrypto", "SparkObservable"],
+            dependencies: ["SparkSDK", "SparkDomain", "SparkDomainEngine", "SparkCrypto", "SparkObservable"],
             path: "Tests/Helpers/sdk-peer",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SparkSDKTests",
             dependencies: [
-                "SparkSDK", "SparkDomain", "SparkStore", "SparkTestSupport", "SparkLock", "spark-admin", "sdk-peer",
+                "SparkSDK", "SparkDomain", "SparkDomainEngine", "SparkStore", "SparkTestSupport", "SparkLock", "spark-admin",
+                "sdk-peer",
                 "spark-domaind",
             ],
             exclude: ["Python"],
@@ -190,7 +210,8 @@ let package = Package(
         .testTarget(
             name: "QuickStartTests",
             dependencies: [
-                "SparkDomain", "SparkTestSupport", "SparkLock", "quickstart", "spark-admin", "ChatApp", "spark-fuzz",
+                "SparkDomain", "SparkDomainEngine", "SparkTestSupport", "SparkLock", "quickstart", "spark-admin", "ChatApp",
+                "spark-fuzz",
                 "spark-domaind",
             ],
             swiftSettings: swiftSettings

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 
 /// Token verification: ours against PyJWT on the same token, and against a bare OpenSSL
 /// Ed25519 verification as the floor.

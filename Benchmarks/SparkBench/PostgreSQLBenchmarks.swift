@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkDomainEngine
 import SparkDomainServer
 import SparkLock
 import SparkStore

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 import SparkSDK
 
 /// The path from a token to a ready endpoint, at the production passcode cost (600,000

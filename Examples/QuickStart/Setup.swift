@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkDomainEngine
 import SparkSDK
 
 /// Walks setup with the user through the SDK's setup driver: this type answers what a person

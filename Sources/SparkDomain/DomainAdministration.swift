@@ -102,3 +102,23 @@ public struct EndpointUser: Sendable, Codable, Equatable {
         self.endpoints = endpoints
     }
 }
+
+/// An email the domain sends (activation and password-reset codes).
+public struct Mail: Sendable, Codable, Equatable {
+    /// The recipient's address.
+    public var to: String
+    /// The subject line.
+    public var subject: String
+    /// The plain-text body.
+    public var body: String
+    /// When it was sent.
+    public var sentAt: Date
+
+    /// A message.
+    public init(to: String, subject: String, body: String, sentAt: Date) {
+        self.to = to
+        self.subject = subject
+        self.body = body
+        self.sentAt = sentAt
+    }
+}

@@ -99,7 +99,7 @@ public protocol DomainService: Sendable {
     /// A user's pending identity reset, if any (their devices and contacts look).
     func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset?
     /// Stores KeyPackages of the caller's endpoint for others to add it to chats: one-time
-    /// ones (at most ``DomainEngine/maximumKeyPackages`` kept; a repeat of one already kept is
+    /// ones (at most 100 kept; a repeat of one already kept is
     /// not kept twice) and, when given, a last-resort one that replaces the previous. Returns
     /// how many one-time ones the endpoint has now.
     func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int
@@ -259,6 +259,10 @@ public struct SignUpRequest: Sendable, Codable, Equatable, CustomStringConvertib
 
 /// A domain's rules, set when it is created and changed by its operator.
 public struct DomainPolicy: Sendable, Codable, Equatable {
+    /// OWASP's recommended PBKDF2-HMAC-SHA-256 iteration count for passwords (2023): the default,
+    /// and the floor unless `allowUnsafePasswordHashing` is set.
+    public static let owaspPasswordIterations = 600_000
+
     /// Whether users must prove who they are; when false, test tokens are accepted (sandbox).
     public var userAuthenticationEnabled: Bool
     /// The most endpoints one user may have registered.
@@ -314,7 +318,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     /// throttling after 5 failed logins, mailbox entries kept 30 days at most.
     public init(
         userAuthenticationEnabled: Bool = false, maximumEndpoints: Int = 5, multipleActiveEndpoints: Bool = true,
-        passwordIterations: Int = PasswordHasher.owaspIterations, tokenLifetime: Int = 3600,
+        passwordIterations: Int = Self.owaspPasswordIterations, tokenLifetime: Int = 3600,
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
         codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10,
         identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400,
@@ -380,8 +384,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         }
         try check((1...100).contains(maximumEndpoints), "maximumEndpoints must be 1...100")
         try check(
-            allowUnsafePasswordHashing ? passwordIterations >= 1 : passwordIterations >= PasswordHasher.owaspIterations,
-            "passwordIterations must be at least \(PasswordHasher.owaspIterations)")
+            allowUnsafePasswordHashing ? passwordIterations >= 1 : passwordIterations >= Self.owaspPasswordIterations,
+            "passwordIterations must be at least \(Self.owaspPasswordIterations)")
         try check(passwordIterations <= 10_000_000, "passwordIterations must be at most 10,000,000")
         try check((60...86400).contains(tokenLifetime), "tokenLifetime must be 60...86400 seconds")
         try check((3600...(365 * 86400)).contains(refreshTokenLifetime), "refreshTokenLifetime must be 1 hour...1 year")

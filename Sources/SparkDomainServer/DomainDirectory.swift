@@ -1,7 +1,8 @@
 import CSparkHTTP
-public import Foundation
+package import Foundation
 import SparkCrypto
-public import SparkDomain
+import SparkDomain
+package import SparkDomainEngine
 
 /// The directory `spark-domaind init` makes and `serve` serves (mode 0700, every file 0600):
 ///
@@ -17,32 +18,32 @@ public import SparkDomain
 ///
 /// Nothing in it is for clients except `ca.pem` and the plist, which the operator copies to
 /// them; the daemon's user alone can read the rest.
-public struct DomainDirectory: Sendable {
+package struct DomainDirectory: Sendable {
     /// The directory.
-    public let url: URL
+    package let url: URL
 
     /// The database file (SQLite).
-    public var databasePath: String { url.appendingPathComponent("domain.sqlite").path }
+    package var databasePath: String { url.appendingPathComponent("domain.sqlite").path }
     /// The file holding the PostgreSQL connection string, when the domain is there.
-    public var connectionPath: String { url.appendingPathComponent("database.conninfo").path }
+    package var connectionPath: String { url.appendingPathComponent("database.conninfo").path }
     /// The passcode-hardening secrets' file.
-    public var passcodeKeysPath: String { url.appendingPathComponent("passcode.keys").path }
+    package var passcodeKeysPath: String { url.appendingPathComponent("passcode.keys").path }
     /// The operator credential's file.
-    public var credentialPath: String { url.appendingPathComponent("operator.credential").path }
+    package var credentialPath: String { url.appendingPathComponent("operator.credential").path }
     /// The CA certificate clients trust.
-    public var caPath: String { url.appendingPathComponent("ca.pem").path }
+    package var caPath: String { url.appendingPathComponent("ca.pem").path }
     /// The server certificate chain.
-    public var certificatePath: String { url.appendingPathComponent("server.pem").path }
+    package var certificatePath: String { url.appendingPathComponent("server.pem").path }
     /// The server key.
-    public var keyPath: String { url.appendingPathComponent("server.key").path }
+    package var keyPath: String { url.appendingPathComponent("server.key").path }
     /// The ready client configuration.
-    public var clientConfigurationPath: String { url.appendingPathComponent("ConfigSettings.plist").path }
+    package var clientConfigurationPath: String { url.appendingPathComponent("ConfigSettings.plist").path }
 
     /// The port `init` records in the client configuration unless told otherwise.
-    public static let defaultPort = 8443
+    package static let defaultPort = 8443
 
     /// An existing domain directory.
-    public init(existing url: URL) throws {
+    package init(existing url: URL) throws {
         self.url = url
         guard FileManager.default.fileExists(atPath: databasePath) || FileManager.default.fileExists(atPath: connectionPath)
         else {
@@ -54,7 +55,7 @@ public struct DomainDirectory: Sendable {
     }
 
     /// The PostgreSQL connection string, when the domain is there (nil: SQLite).
-    public func databaseConnection() throws -> String? {
+    package func databaseConnection() throws -> String? {
         guard FileManager.default.fileExists(atPath: connectionPath) else { return nil }
         guard let data = FileManager.default.contents(atPath: connectionPath) else {
             throw DomainError(.notFound, "\(connectionPath) cannot be read")
@@ -64,7 +65,7 @@ public struct DomainDirectory: Sendable {
 
     /// Opens the domain for serving: the engine over PostgreSQL (a pool of `connections`) when
     /// the directory names a database, over `domain.sqlite` otherwise.
-    public func openDomain(connections: Int = 8) throws -> DomainEngine {
+    package func openDomain(connections: Int = 8) throws -> DomainEngine {
         guard FileManager.default.fileExists(atPath: passcodeKeysPath) else {
             throw DomainError(
                 .unavailable,
@@ -85,7 +86,7 @@ public struct DomainDirectory: Sendable {
     /// `https://HOSTNAMES[0]:PORT`. With `database` (a libpq connection string) the domain is
     /// made in that PostgreSQL database, which must hold none yet, and the string is kept in
     /// `database.conninfo`. Refuses a directory that is not empty.
-    public static func create(
+    package static func create(
         at url: URL, domainID: String, sandbox: Bool, hostnames: [String], port: Int = defaultPort, database: String? = nil
     ) throws -> DomainDirectory {
         let manager = FileManager.default
@@ -145,7 +146,7 @@ public struct DomainDirectory: Sendable {
     private init(url: URL) { self.url = url }
 
     /// The operator credential.
-    public func operatorCredential() throws -> String {
+    package func operatorCredential() throws -> String {
         guard let data = FileManager.default.contents(atPath: credentialPath) else {
             throw DomainError(.notFound, "\(credentialPath) cannot be read")
         }
@@ -153,7 +154,7 @@ public struct DomainDirectory: Sendable {
     }
 
     /// Reads a PEM file of the directory (or elsewhere).
-    public static func readPEM(_ path: String) throws -> String {
+    package static func readPEM(_ path: String) throws -> String {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
             text.contains("-----BEGIN")
         else { throw DomainError(.invalidRequest, "\(path) is not a readable PEM file") }

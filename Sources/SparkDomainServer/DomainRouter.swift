@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
-public import SparkDomain
+import SparkDomain
+package import SparkDomainEngine
 import SparkLock
 
 /// The `/v1` routes of `spark-domaind` over one domain: each request is matched to its
@@ -8,11 +9,11 @@ import SparkLock
 /// rate limit checked, and the domain's answer (or refusal) encoded. Every rule stays in the
 /// domain; the router only translates. No client input gets a 5xx: malformed input is 400,
 /// unknown routes 404, the domain's own trouble 503 with `Retry-After`.
-public final class DomainRouter: Sendable {
+package final class DomainRouter: Sendable {
     /// The domain served.
-    public let domain: DomainEngine
+    package let domain: DomainEngine
     /// Counters for `/metrics`.
-    public let metrics = ServerMetrics()
+    package let metrics = ServerMetrics()
     let limits: RequestLimits
     private let operatorCredentialHash: Data
     private let log: @Sendable (String) -> Void
@@ -22,7 +23,7 @@ public final class DomainRouter: Sendable {
 
     /// A router for `domain`, admitting operators who present `operatorCredential`, logging one
     /// line per request to `log`.
-    public init(
+    package init(
         domain: DomainEngine, operatorCredential: String, limits: RequestLimits = RequestLimits(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
@@ -33,16 +34,16 @@ public final class DomainRouter: Sendable {
     }
 
     /// Gives the router its server, for the connection gauge of `/metrics`.
-    public func attach(_ server: HTTPServer) { self.server.withLock { $0 = server } }
+    package func attach(_ server: HTTPServer) { self.server.withLock { $0 = server } }
 
     /// Ends every long-poll now (empty) and refuses new ones: the daemon is shutting down.
-    public func drain() {
+    package func drain() {
         draining.withLock { $0 = true }
         domain.mailboxWaiters.endAll()
     }
 
     /// Answers one request.
-    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+    package func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let clock = ContinuousClock()
         let started = clock.now
         var route = "unknown"
@@ -135,7 +136,7 @@ public final class DomainRouter: Sendable {
     }
 
     /// What a client is told when the domain cannot answer (503), whatever the cause.
-    public static let unavailableMessage = "the domain cannot answer now; try again shortly"
+    package static let unavailableMessage = "the domain cannot answer now; try again shortly"
 
     /// An error's wire form: `{"code","message","retryAfter"}` with its status and, for 429 and
     /// 503, `Retry-After`. A 503 carries ``unavailableMessage``, never the cause (it is logged).

@@ -1,28 +1,28 @@
 import CSparkHTTP
-public import Foundation
+package import Foundation
 import SparkDomain
 import SparkLock
 
 /// A request as the server received it, whole (body within the size cap).
-public struct HTTPRequest: Sendable {
+package struct HTTPRequest: Sendable {
     /// `GET`, `POST`, …
-    public var method: String
+    package var method: String
     /// The path without the query.
-    public var path: String
+    package var path: String
     /// The headers the routes read (names lowercased): authorization, spark-endpoint,
     /// content-type, range.
-    public var headers: [String: String]
+    package var headers: [String: String]
     /// The query's arguments, decoded, and their names in order (a name may repeat).
-    public var query: [String: String]
+    package var query: [String: String]
     /// The query's argument names as sent.
-    public var queryNames: [String]
+    package var queryNames: [String]
     /// The body.
-    public var body: Data
+    package var body: Data
     /// The client's address.
-    public var clientAddress: String
+    package var clientAddress: String
 
     /// A request (tests build them to call a router directly).
-    public init(
+    package init(
         method: String, path: String, headers: [String: String] = [:], query: [String: String] = [:],
         queryNames: [String]? = nil, body: Data = Data(), clientAddress: String = "127.0.0.1"
     ) {
@@ -37,18 +37,18 @@ public struct HTTPRequest: Sendable {
 }
 
 /// An answer.
-public struct HTTPResponse: Sendable {
+package struct HTTPResponse: Sendable {
     /// The status.
-    public var status: Int
+    package var status: Int
     /// The content type.
-    public var contentType: String
+    package var contentType: String
     /// The body.
-    public var body: Data
+    package var body: Data
     /// Extra headers.
-    public var headers: [(String, String)]
+    package var headers: [(String, String)]
 
     /// An answer.
-    public init(status: Int, contentType: String = "application/json", body: Data, headers: [(String, String)] = []) {
+    package init(status: Int, contentType: String = "application/json", body: Data, headers: [(String, String)] = []) {
         self.status = status
         self.contentType = contentType
         self.body = body
@@ -60,38 +60,38 @@ public struct HTTPResponse: Sendable {
 /// connection caps, idle timeouts and a body cap (413 before reading), driving a Swift handler.
 /// A handler's request is answered when its task ends; the connection waits suspended
 /// meanwhile, so a long-poll costs a little memory and no thread.
-public final class HTTPServer: Sendable {
+package final class HTTPServer: Sendable {
     /// How the server listens.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// The IP address to listen on.
-        public var host: String
+        package var host: String
         /// The port (0: any free one).
-        public var port: UInt16
+        package var port: UInt16
         /// PEM certificate chain and key; nil for plain HTTP.
-        public var certificatePEM: String?
+        package var certificatePEM: String?
         /// The key of ``certificatePEM``.
-        public var keyPEM: String?
+        package var keyPEM: String?
         /// Worker threads.
-        public var threads: Int
+        package var threads: Int
         /// Open connections at most.
-        public var connectionLimit: Int
+        package var connectionLimit: Int
         /// Open connections at most per client address.
-        public var perAddressLimit: Int
+        package var perAddressLimit: Int
         /// Seconds a connection may send nothing before it is closed.
-        public var idleTimeout: Int
+        package var idleTimeout: Int
         /// The largest body accepted.
-        public var maximumBody: Int
+        package var maximumBody: Int
         /// The IP addresses of proxies that send the PROXY protocol v2 header (haproxy's
         /// `send-proxy-v2`): a connection from one must begin with it, and the client address it
         /// names is the connection's; from any other address no header is read. Empty: none.
-        public var proxyAddresses: [String]
+        package var proxyAddresses: [String]
         /// The threads requests run on (``RequestExecutor``): as many as the requests that may
         /// block in the store at once, so the store's pool of connections.
-        public var requestThreads: Int
+        package var requestThreads: Int
 
         /// Options with production defaults: two threads, 20,000 connections (2,000 per
         /// address), 30 s idle, 1 MiB bodies, no proxies.
-        public init(
+        package init(
             host: String, port: UInt16, certificatePEM: String? = nil, keyPEM: String? = nil, threads: Int = 2,
             connectionLimit: Int = 20_000, perAddressLimit: Int = 2_000, idleTimeout: Int = 30, maximumBody: Int = 1 << 20,
             proxyAddresses: [String] = [], requestThreads: Int = 16
@@ -128,10 +128,10 @@ public final class HTTPServer: Sendable {
     private let core: Core
     private let started = Locked<OpaquePointer?>(nil)
     /// The port bound.
-    public let port: UInt16
+    package let port: UInt16
 
     /// Starts listening; throws with the reason when it cannot (address in use, bad key).
-    public init(options: Options, handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) throws {
+    package init(options: Options, handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) throws {
         let core = Core(handler: handler, executor: RequestExecutor(threads: max(1, options.requestThreads)))
         self.core = core
         var error = [CChar](repeating: 0, count: 512)
@@ -165,21 +165,21 @@ public final class HTTPServer: Sendable {
     }
 
     /// Open connections now.
-    public var connections: Int {
+    package var connections: Int {
         started.withLock { server in server.map { Int(spark_http_connections($0)) } ?? 0 }
     }
 
     /// Requests being handled now.
-    public var requestsInFlight: Int { core.inFlight.withLock { $0 } }
+    package var requestsInFlight: Int { core.inFlight.withLock { $0 } }
 
     /// Stops accepting connections; open ones are still served.
-    public func quiesce() {
+    package func quiesce() {
         started.withLock { server in if let server { spark_http_quiesce(server) } }
     }
 
     /// Answers new requests 503 from now on, waits (at most `timeout`) for the ones in flight to
     /// be answered and their connections taken back, then stops.
-    public func stop(timeout: Duration = .seconds(10)) async {
+    package func stop(timeout: Duration = .seconds(10)) async {
         guard let server = started.withLock({ $0 }) else { return }
         spark_http_close(server)
         let clock = ContinuousClock()

@@ -9,7 +9,7 @@ import SparkLock
 /// call holds one of this pool's threads, sized like the store's pool of connections, so an
 /// instance's concurrency is its store's, not its core count; a request waiting on something
 /// (a long-poll) holds no thread at all.
-public final class RequestExecutor: TaskExecutor, @unchecked Sendable {
+package final class RequestExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     /// Guarded by `condition`.
     private var jobs: [UnownedJob] = []
@@ -18,7 +18,7 @@ public final class RequestExecutor: TaskExecutor, @unchecked Sendable {
     private var threads: [Thread] = []
 
     /// Starts `count` threads named `name`.
-    public init(threads count: Int, name: String = "spark-domaind.request") {
+    package init(threads count: Int, name: String = "spark-domaind.request") {
         precondition(count > 0, "an executor needs a thread")
         for index in 0..<count {
             // Each thread holds the executor until it ends (after `shutdown`).
@@ -31,10 +31,10 @@ public final class RequestExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     /// How many threads run the jobs.
-    public var threadCount: Int { threads.count }
+    package var threadCount: Int { threads.count }
 
     /// Queues a job; one of the threads runs it.
-    public func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         condition.lock()
         jobs.append(unowned)
@@ -65,7 +65,7 @@ public final class RequestExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     /// Lets the threads end once the queue is empty (a server that stopped enqueues nothing more).
-    public func shutdown() {
+    package func shutdown() {
         condition.lock()
         stopping = true
         condition.broadcast()

@@ -7,37 +7,37 @@ import SparkLock
 /// account or user (a token bucket each, refilled continuously), so neither one address with
 /// many names nor many addresses with one name get far. A refused call is 429 with
 /// `Retry-After`, before the domain does anything.
-public final class RequestLimits: Sendable {
+package final class RequestLimits: Sendable {
     /// A bucket's size and refill.
-    public struct Rate: Sendable {
+    package struct Rate: Sendable {
         /// Calls allowed in a burst.
-        public var burst: Double
+        package var burst: Double
         /// Calls regained per second.
-        public var perSecond: Double
+        package var perSecond: Double
 
         /// `burst` calls at once, refilled at `perMinute` per minute.
-        public init(burst: Double, perMinute: Double) {
+        package init(burst: Double, perMinute: Double) {
             self.burst = burst
             perSecond = perMinute / 60
         }
     }
 
     /// The limits per kind of call.
-    public struct Policy: Sendable {
+    package struct Policy: Sendable {
         /// Per client address.
-        public var perAddress: Rate
+        package var perAddress: Rate
         /// Per account or user named by the call.
-        public var perName: Rate
+        package var perName: Rate
 
         /// Limits.
-        public init(perAddress: Rate, perName: Rate) {
+        package init(perAddress: Rate, perName: Rate) {
             self.perAddress = perAddress
             self.perName = perName
         }
 
         /// The defaults: 30 at once and 30 a minute per address, 10 at once and 10 a minute per
         /// name.
-        public static let standard = Policy(
+        package static let standard = Policy(
             perAddress: Rate(burst: 30, perMinute: 30), perName: Rate(burst: 10, perMinute: 10))
     }
 
@@ -51,7 +51,7 @@ public final class RequestLimits: Sendable {
     private let now: @Sendable () -> Double
 
     /// Limits with `policy`, timed by `now` (seconds; monotonic by default).
-    public init(policy: Policy = .standard, now: (@Sendable () -> Double)? = nil) {
+    package init(policy: Policy = .standard, now: (@Sendable () -> Double)? = nil) {
         self.policy = policy
         self.now = now ?? { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
     }

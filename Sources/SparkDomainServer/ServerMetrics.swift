@@ -3,7 +3,7 @@ import SparkLock
 
 /// What `/metrics` shows, in Prometheus's text format: requests by route and status, a latency
 /// histogram, open long-polls and connections, and store errors.
-public final class ServerMetrics: Sendable {
+package final class ServerMetrics: Sendable {
     private struct State {
         var requests: [String: [Int: Int]] = [:]
         var buckets = [Int](repeating: 0, count: ServerMetrics.bounds.count)
@@ -18,11 +18,11 @@ public final class ServerMetrics: Sendable {
     private let state = Locked(State())
 
     /// Empty counters.
-    public init() {}
+    package init() {}
 
     /// Counts one answered request; long-polls are left out of the latency histogram (they
     /// wait on purpose).
-    public func record(route: String, status: Int, seconds: Double, isLongPoll: Bool, isStoreError: Bool) {
+    package func record(route: String, status: Int, seconds: Double, isLongPoll: Bool, isStoreError: Bool) {
         state.withLock { state in
             state.requests[route, default: [:]][status, default: 0] += 1
             if isStoreError { state.storeErrors += 1 }
@@ -34,12 +34,12 @@ public final class ServerMetrics: Sendable {
     }
 
     /// The requests counted for `route` with `status`.
-    public func requests(route: String, status: Int) -> Int {
+    package func requests(route: String, status: Int) -> Int {
         state.withLock { $0.requests[route]?[status] ?? 0 }
     }
 
     /// The text of `/metrics`.
-    public func text(longPolls: Int, connections: Int) -> String {
+    package func text(longPolls: Int, connections: Int) -> String {
         state.withLock { state in
             var lines = [
                 "# HELP spark_requests_total Requests answered, by route and status.",

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 public import SparkDomain
+import SparkDomainEngine
 import SparkMLS
 
 /// A domain as the conformance suite sees it: the user's contract and the operator's.

@@ -3,6 +3,7 @@ import Foundation
 import SparkCLI
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 import SparkSDK
 
 let usage = """

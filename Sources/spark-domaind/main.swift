@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import SparkCLI
 import SparkDomain
+import SparkDomainEngine
 import SparkDomainServer
 
 let usage = """

@@ -4,6 +4,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 
 /// The sign-up and login assistant under attack: code guessing across re-sent codes, probing
 /// which names and emails have accounts (by answer and by time), parallel password guesses,

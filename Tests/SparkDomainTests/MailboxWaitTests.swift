@@ -4,6 +4,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 
 /// A mailbox read with a wait is a long-poll: it answers as soon as an entry for this user
 /// arrives (from this process or, through the embedded file, another), and only then.

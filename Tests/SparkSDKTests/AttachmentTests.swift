@@ -5,6 +5,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 @testable import SparkSDK
 
 /// Attachments end to end, through a domain that lies where told to: a file goes up sealed in

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 import SparkLock
 import SparkObservable
 import SparkSDK

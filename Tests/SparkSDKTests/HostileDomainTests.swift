@@ -7,6 +7,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 @testable import SparkSDK
 
 /// A domain that attacks its users (``HostileDomain``), over real chats on MLS. Each attack is

@@ -5,6 +5,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 @testable import SparkSDK
 
 /// Unlocking checks that the keys in the backup are the user's published identity: a profile

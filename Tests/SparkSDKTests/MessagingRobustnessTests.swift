@@ -5,6 +5,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 @testable import SparkSDK
 
 /// Entries and memberships that once stopped a device's mailbox or a whole chat: each is now

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 import SparkMLS
 import SparkObservable
 import SparkStore

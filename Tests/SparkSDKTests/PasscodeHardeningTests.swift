@@ -6,6 +6,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 @testable import SparkSDK
 
 /// The guarantees of the passcode's OPRF hardening and of identity resets, each attacked: a

@@ -5,6 +5,7 @@ import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
+@testable import SparkDomainEngine
 @_spi(Fuzzing) @testable import SparkSDK
 
 /// Reactions and recall, end to end on an embedded domain, and each tried by a member who

@@ -1,5 +1,6 @@
 import Foundation
 import SparkCrypto
+import SparkDomainEngine
 import SparkLock
 import SparkSDK
 import SparkTestSupport

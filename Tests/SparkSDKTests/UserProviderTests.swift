@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkDomainEngine
 import SparkObservable
 import SparkSDK
 import SparkTestSupport

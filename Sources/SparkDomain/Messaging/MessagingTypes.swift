@@ -10,6 +10,13 @@ public struct ChatInfo: Sendable, Codable, Equatable {
     /// The MLS epoch the domain has ordered the chat's handshake messages up to: the next
     /// commit is accepted only for this epoch (0 for a chat with no commit yet).
     public var epoch: Int64 = 0
+
+    /// A chat with its members, at `epoch`.
+    public init(chatID: String, members: [ChatMember], epoch: Int64 = 0) {
+        self.chatID = chatID
+        self.members = members
+        self.epoch = epoch
+    }
 }
 
 /// One member of a chat.
@@ -50,8 +57,8 @@ public enum MailboxKind: String, Sendable, Codable {
     /// KeyPackage in it).
     case welcome
     /// An encrypted ephemeral event (a typing notice, an app's live chat event): delivered to
-    /// the members' endpoints that read their mailbox within ``DomainEngine/ephemeralLifetime``
-    /// of its posting, then deleted; never numbered, never kept.
+    /// the members' endpoints that read their mailbox within 10 seconds of its
+    /// posting, then deleted; never numbered, never kept.
     case ephemeral
 }
 
@@ -162,6 +169,12 @@ public struct PostReceipt: Sendable, Codable, Equatable {
     public var messageNumber: Int64?
     /// When the domain accepted it.
     public var postedAt: Date
+
+    /// A receipt for a post accepted at `postedAt`.
+    public init(messageNumber: Int64?, postedAt: Date) {
+        self.messageNumber = messageNumber
+        self.postedAt = postedAt
+    }
 }
 
 /// A user's standing with the domain's moderation.
@@ -180,6 +193,12 @@ public struct UserStatus: Sendable, Codable, Equatable {
     public var state: State
     /// Infractions not yet dismissed, oldest first.
     public var infractions: [Infraction]
+
+    /// A standing and its infractions.
+    public init(state: State, infractions: [Infraction]) {
+        self.state = state
+        self.infractions = infractions
+    }
 }
 
 /// A moderation notice to a user.
@@ -259,6 +278,9 @@ public struct Report: Sendable, Codable, Equatable, Identifiable {
 /// An attachment's blob as the domain keeps it: opaque bytes (a file encrypted on the sender's
 /// device) uploaded in parts to a chat, readable by the chat's members.
 public struct BlobStatus: Sendable, Codable, Equatable {
+    /// The size of a blob's parts on this version's domains: the most one read returns.
+    public static let standardPartSize = 1 << 20
+
     /// The blob's id (chosen by its uploader, random: 32 hexadecimal digits).
     public var blobID: String
     /// The chat whose members may read it.

@@ -1,7 +1,7 @@
 public import Foundation
 
 /// A domain served by `spark-domaind`, over HTTPS: the whole ``DomainService`` contract on the
-/// `/v1` wire (``DomainOperation``).
+/// `/v1` wire (`docs/openapi.json`).
 ///
 /// It trusts only its own domain (``DomainTrust``: the CA file `init` made, or a pinned key),
 /// keeps connections alive, times requests out, and retries what is safe to retry: idempotent

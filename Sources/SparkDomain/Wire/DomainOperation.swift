@@ -9,7 +9,7 @@ import Foundation
 /// `Spark-Endpoint`; operators send `Authorization: Bearer` with the operator credential.
 /// `GET` operations take their fields as query parameters, the others a JSON body. Errors are
 /// `{"code","message","retryAfter"}` with the status of ``DomainError/httpStatus``.
-public enum DomainOperation: String, CaseIterable, Sendable {
+package enum DomainOperation: String, CaseIterable, Sendable {
     case policy, validate, testToken
     case signUp, activate, resendActivationCode, logIn, refresh, revoke, requestPasswordReset, resetPassword
     case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn, publishEndpointCredential,
@@ -25,7 +25,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
 
     /// Who may call an operation.
-    public enum Access: Sendable {
+    package enum Access: Sendable {
         /// Anyone (the calls that come before a token).
         case anyone
         /// A user's token, before the endpoint is registered.
@@ -37,7 +37,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     }
 
     /// `GET`, `POST`, or `PUT` (an upload of bytes).
-    public var method: String {
+    package var method: String {
         switch request {
         case .none, .query: "GET"
         case .body: "POST"
@@ -47,26 +47,26 @@ public enum DomainOperation: String, CaseIterable, Sendable {
 
     /// Whether it answers bytes (`application/octet-stream`, a `206` with `Content-Range`)
     /// rather than JSON.
-    public var answersBytes: Bool { self == .downloadBlob }
+    package var answersBytes: Bool { self == .downloadBlob }
 
     /// The operation's path.
-    public var path: String { "/v1/" + route.path }
+    package var path: String { "/v1/" + route.path }
 
     /// Who may call it.
-    public var access: Access { route.access }
+    package var access: Access { route.access }
 
     /// One line on what it does.
-    public var summary: String { route.summary }
+    package var summary: String { route.summary }
 
     /// What it takes.
-    public var request: Request { route.request }
+    package var request: Request { route.request }
 
     /// What it answers, as a schema.
-    public var response: WireSchema { route.response }
+    package var response: WireSchema { route.response }
 
     /// Whether a repeat after a lost answer is safe to send without asking (reads, and writes
     /// the domain makes idempotent). The client retries only these.
-    public var isIdempotent: Bool {
+    package var isIdempotent: Bool {
         switch self {
         case .evaluatePasscode, .proveUnlock, .resetIdentity, .signUp, .activate, .resendActivationCode, .logIn, .refresh,
             .requestPasswordReset, .resetPassword, .adminInfraction, .testToken, .adminTestToken, .claimKeyPackages:
@@ -76,17 +76,17 @@ public enum DomainOperation: String, CaseIterable, Sendable {
     }
 
     /// The operation at `method` and `path`, if any.
-    public static func matching(method: String, path: String) -> DomainOperation? {
+    package static func matching(method: String, path: String) -> DomainOperation? {
         table[path].flatMap { $0.method == method ? $0 : nil }
     }
 
     /// Whether some operation has this path (for telling 404 from 405).
-    public static func hasPath(_ path: String) -> Bool { table[path] != nil }
+    package static func hasPath(_ path: String) -> Bool { table[path] != nil }
 
     private static let table = Dictionary(uniqueKeysWithValues: allCases.map { ($0.path, $0) })
 
     /// What an operation takes.
-    public enum Request: Sendable {
+    package enum Request: Sendable {
         /// Nothing.
         case none
         /// Query parameters (a `GET`), each a string or integer field of the request type.
@@ -104,7 +104,7 @@ public enum DomainOperation: String, CaseIterable, Sendable {
         }
 
         /// The schema of the fields, if any.
-        public var schema: WireSchema? {
+        package var schema: WireSchema? {
             switch self {
             case .none: nil
             case .query(let schema), .body(let schema), .upload(let schema): schema

@@ -1,7 +1,7 @@
-public import Foundation
+package import Foundation
 
 /// A JSON schema of the wire, small enough to write by hand beside each operation.
-public indirect enum WireSchema: Sendable {
+package indirect enum WireSchema: Sendable {
     /// A string.
     case string
     /// An integer (64-bit).
@@ -20,7 +20,7 @@ public indirect enum WireSchema: Sendable {
     case ref(String)
 
     /// The fields, when an object.
-    public var fields: [(name: String, schema: WireSchema, required: Bool)] {
+    package var fields: [(name: String, schema: WireSchema, required: Bool)] {
         if case .object(let fields) = self { return fields.map { ($0.0, $0.1, $0.2) } }
         return []
     }
@@ -48,9 +48,9 @@ public indirect enum WireSchema: Sendable {
 /// The OpenAPI 3.1 document of the `/v1` wire, generated from ``DomainOperation``:
 /// `docs/openapi.json` is this document (`spark-domaind openapi` prints it) and the daemon
 /// serves it at `/v1/openapi.json`.
-public enum OpenAPIDocument {
+package enum OpenAPIDocument {
     /// The document as JSON (sorted keys, so it is stable byte for byte).
-    public static func json() -> Data {
+    package static func json() -> Data {
         let data = try? JSONSerialization.data(
             withJSONObject: document, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
         return (data ?? Data()) + Data("\n".utf8)

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The one JSON coder of the `/v1` wire, used by ``RemoteDomain`` and `spark-domaind` alike.
 ///
@@ -6,9 +6,9 @@ public import Foundation
 /// seconds are accepted too), bytes are base64, keys are sorted. Decoding is strict: a field the
 /// type does not have is refused by name (``DomainError/Code/invalidRequest``), as are missing
 /// or mistyped fields, so a typo in a client never silently drops a value.
-public enum WireCoder {
+package enum WireCoder {
     /// An encoder with the wire's conventions.
-    public static func encoder() -> JSONEncoder {
+    package static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
@@ -20,7 +20,7 @@ public enum WireCoder {
 
     /// A decoder with the wire's conventions (lenient about unknown fields; ``decode(_:from:)``
     /// adds the strict check).
-    public static func decoder() -> JSONDecoder {
+    package static func decoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -37,7 +37,7 @@ public enum WireCoder {
     private static let timeStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// Encodes a value for the wire.
-    public static func encode(_ value: some Encodable) throws -> Data {
+    package static func encode(_ value: some Encodable) throws -> Data {
         do {
             return try encoder().encode(value)
         } catch {
@@ -47,7 +47,7 @@ public enum WireCoder {
 
     /// Decodes `data` as `type`, refusing malformed JSON, missing or mistyped fields and
     /// fields the type does not have, each by name.
-    public static func decode<T: Codable>(_ type: T.Type, from data: Data) throws -> T {
+    package static func decode<T: Codable>(_ type: T.Type, from data: Data) throws -> T {
         let value: T
         do {
             value = try decoder().decode(T.self, from: data)

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SparkDomain
+import SparkDomainEngine
 import SparkLock
 
 /// One thread with a connection of its own that `LISTEN`s on the mailbox channel and wakes the

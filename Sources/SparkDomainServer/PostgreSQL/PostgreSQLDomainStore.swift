@@ -1,6 +1,7 @@
 import CPostgreSQL
 import Foundation
-public import SparkDomain
+import SparkDomain
+package import SparkDomainEngine
 import SparkLock
 import SparkStore
 
@@ -19,11 +20,11 @@ import SparkStore
 /// When the database cannot be reached the store throws ``DomainError/Code/unavailable`` with a
 /// retry-after of one second, and a later call connects again (to whichever host of a
 /// multi-host connection string accepts writes).
-public final class PostgreSQLDomainStore: DomainStore {
+package final class PostgreSQLDomainStore: DomainStore {
     /// The connection string without its secrets, for logs and messages.
-    public let redactedConnection: String
+    package let redactedConnection: String
     /// The most times a transaction runs before its serialization failure is the caller's.
-    public let maximumAttempts = 30
+    package let maximumAttempts = 30
     private let conninfo: String
     private let idle = Locked<[PostgreSQLConnection]>([])
     private let slots: DispatchSemaphore
@@ -36,7 +37,7 @@ public final class PostgreSQLDomainStore: DomainStore {
 
     /// Connects to `conninfo` (a libpq connection string or `postgresql://` URI) and brings the
     /// schema up to date; `connections` is the pool's size.
-    public init(conninfo: String, connections: Int = 8) throws {
+    package init(conninfo: String, connections: Int = 8) throws {
         self.conninfo = conninfo
         self.redactedConnection = Self.redact(conninfo)
         self.slots = DispatchSemaphore(value: max(1, connections))
@@ -55,7 +56,7 @@ public final class PostgreSQLDomainStore: DomainStore {
 
     /// A write transaction in the isolation `scope` asks for (see the type's summary).
     @discardableResult
-    public func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+    package func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
         let begin: String
         var locks: [String] = []
         switch scope {
@@ -69,7 +70,7 @@ public final class PostgreSQLDomainStore: DomainStore {
     }
 
     /// A read-only transaction on one snapshot.
-    public func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+    package func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
         try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", locks: [], body)
     }
 
@@ -161,7 +162,7 @@ public final class PostgreSQLDomainStore: DomainStore {
     }
 
     /// A lock key's 64-bit id (its FNV-1a hash: a collision only makes two chats share a lock).
-    public static func lockID(_ key: String) -> Int64 {
+    package static func lockID(_ key: String) -> Int64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key.utf8 {
             hash ^= UInt64(byte)
@@ -174,7 +175,7 @@ public final class PostgreSQLDomainStore: DomainStore {
 
     /// Starts the listener: one connection of its own that `LISTEN`s, wakes the users each
     /// notification names, and after losing the database (and on reconnecting) wakes everyone.
-    public func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {
+    package func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {
         listener.withLock { listener in
             guard listener == nil else { return }
             listener = MailboxListener(conninfo: conninfo, channel: Self.channel, wake: wake)
@@ -182,7 +183,7 @@ public final class PostgreSQLDomainStore: DomainStore {
     }
 
     /// Stops the listener, if one runs.
-    public func stopListening() {
+    package func stopListening() {
         listener.withLock { listener in
             listener?.stop()
             listener = nil
@@ -254,7 +255,7 @@ public final class PostgreSQLDomainStore: DomainStore {
 
     /// `conninfo` without its password (a `password=` keyword or a URI's `user:password@`), so it
     /// may be logged.
-    public static func redact(_ conninfo: String) -> String {
+    package static func redact(_ conninfo: String) -> String {
         var error: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(conninfo, &error) else {
             if let error { PQfreemem(error) }
@@ -274,7 +275,7 @@ public final class PostgreSQLDomainStore: DomainStore {
     }
 
     /// Whether libpq can read `conninfo`; the reason when it cannot.
-    public static func check(_ conninfo: String) throws {
+    package static func check(_ conninfo: String) throws {
         var error: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(conninfo, &error) else {
             let reason = error.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "unreadable"

@@ -1,4 +1,5 @@
 import SparkDomain
+import SparkDomainEngine
 import SparkStore
 
 /// The domain's tables in PostgreSQL: the same migrations, by the same names and in the same

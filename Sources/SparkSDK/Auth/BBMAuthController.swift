@@ -1,5 +1,6 @@
 public import Foundation
 public import SparkDomain
+import SparkDomainEngine
 import SparkLock
 public import SparkObservable
 

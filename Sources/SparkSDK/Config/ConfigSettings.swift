@@ -1,5 +1,6 @@
 public import Foundation
 public import SparkDomain
+import SparkDomainEngine
 
 /// The SDK's configuration, read from `ConfigSettings.plist` (Spark's file and keys, plus what
 /// this SDK adds). Every key and its default is listed in the README.

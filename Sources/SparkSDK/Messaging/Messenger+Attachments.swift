@@ -171,7 +171,7 @@ extension Messenger {
         let blobSize = AttachmentCipher.blobSize(fileSize: blob.size)
         var offset: Int64 = 0
         while offset < blobSize {
-            let length = Int(min(Int64(DomainEngine.blobPartSize), blobSize - offset))
+            let length = Int(min(Int64(BlobStatus.standardPartSize), blobSize - offset))
             let bytes = try await resuming {
                 try await self.domain.downloadBlob(
                     token: try await self.token(), endpointID: self.endpointID, blobID: blob.blobID, offset: offset,

@@ -14,6 +14,7 @@ import CSparkHTTP
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 import SparkDomainServer
 import SparkLock
 import SparkMLS

@@ -11,6 +11,7 @@
 // Failures print "error <code>" on standard error and exit 1.
 import Foundation
 import SparkDomain
+import SparkDomainEngine
 
 /// The burst: every post retried (same client id) until the domain acknowledges it.
 func burst(urls: [URL], caFile: String, domainID: String, user: String, chat: String, count: Int) async throws {

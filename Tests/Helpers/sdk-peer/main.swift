@@ -9,6 +9,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkDomainEngine
 import SparkObservable
 import SparkSDK
 

@@ -1,5 +1,6 @@
-public import Foundation
+package import Foundation
 import SparkCrypto
+package import SparkDomain
 import SparkStore
 
 /// MLS KeyPackages: the domain as MLS's Delivery Service keeps each device's KeyPackages so that
@@ -13,20 +14,20 @@ import SparkStore
 /// last-resort ones: no one drains another's one-time KeyPackages.
 extension DomainEngine {
     /// The most one-time KeyPackages kept per endpoint (and published in one call).
-    public static let maximumKeyPackages = 100
+    package static let maximumKeyPackages = 100
     /// The largest KeyPackage accepted, in bytes (one with a device credential is about 400).
-    public static let maximumKeyPackageSize = 4096
+    package static let maximumKeyPackageSize = 4096
     /// One-time KeyPackages older than this are not counted, and the endpoint's next publication
     /// replaces them: devices make them for 30 days and top up below 10, so a device idle for
     /// weeks stays invitable with fresh ones.
-    public static let keyPackageMaximumAge: TimeInterval = 14 * 86400
+    package static let keyPackageMaximumAge: TimeInterval = 14 * 86400
     /// The one-time KeyPackages one user may claim an hour, of all users'…
-    public static let oneTimeClaimsPerHour = 200
+    package static let oneTimeClaimsPerHour = 200
     /// …and of one user's devices; past either, the claimer gets the last-resort ones.
-    public static let oneTimeClaimsPerUserPerHour = 10
+    package static let oneTimeClaimsPerUserPerHour = 10
 
     /// Stores KeyPackages of the caller's endpoint; see ``DomainService/publishKeyPackages(token:endpointID:keyPackages:lastResort:)``.
-    public func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
+    package func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
         -> Int
     {
         let user = try await validate(token: token).userID
@@ -88,7 +89,7 @@ extension DomainEngine {
     }
 
     /// One KeyPackage per registered endpoint of `userID`; see ``DomainService/claimKeyPackages(token:endpointID:userID:)``.
-    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+    package func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
         let caller = try await validate(token: token).userID
         guard !userID.isEmpty, userID.utf8.count <= 255 else {
             throw DomainError(.invalidRequest, "a user id is 1 to 255 bytes")
@@ -145,7 +146,7 @@ extension DomainEngine {
     }
 
     /// How many one-time KeyPackages the caller's endpoint has left (young enough to hand out).
-    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
+    package func keyPackageCount(token: String, endpointID: String) async throws -> Int {
         let user = try await caller(token: token, endpointID: endpointID)
         let now = clock.now().timeIntervalSince1970
         return try storage {

@@ -1,4 +1,5 @@
 import Foundation
+import SparkDomain
 import SparkLock
 
 /// What one user may write into the domain per minute or hour (``DomainPolicy``'s

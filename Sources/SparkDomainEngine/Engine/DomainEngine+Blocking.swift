@@ -1,4 +1,5 @@
 import Foundation
+import SparkDomain
 import SparkStore
 
 /// Blocking: each user's list of users they blocked, kept by the domain so that every device of
@@ -8,11 +9,11 @@ import SparkStore
 /// read it to tell).
 extension DomainEngine {
     /// The most users one user may block.
-    public static let maximumBlocked = 10_000
+    package static let maximumBlocked = 10_000
 
     /// Blocks `target` for the caller (or unblocks them); the user's other devices are told to
     /// read the list again. Blocking a user blocked already changes nothing.
-    public func setBlocked(token: String, endpointID: String, userID target: String, blocked: Bool) async throws {
+    package func setBlocked(token: String, endpointID: String, userID target: String, blocked: Bool) async throws {
         let user = try await validate(token: token).userID
         guard target != user, !target.isEmpty, target.utf8.count <= 255 else {
             throw DomainError(.invalidRequest, "a user blocks another user, by a user id of 1 to 255 bytes")
@@ -45,7 +46,7 @@ extension DomainEngine {
     }
 
     /// The users the caller blocked, sorted.
-    public func blockedUsers(token: String, endpointID: String) async throws -> [String] {
+    package func blockedUsers(token: String, endpointID: String) async throws -> [String] {
         let user = try await validate(token: token).userID
         return try storage {
             try store.read { db in

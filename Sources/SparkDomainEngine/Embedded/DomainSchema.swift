@@ -1,3 +1,4 @@
+import SparkDomain
 import SparkStore
 
 /// The embedded domain's tables. Each issue's capability adds a migration; none is ever edited

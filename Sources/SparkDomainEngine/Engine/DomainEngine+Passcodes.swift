@@ -1,5 +1,6 @@
-public import Foundation
+package import Foundation
 import SparkCrypto
+package import SparkDomain
 import SparkStore
 
 /// Passcode attempts and identity resets: the OPRF evaluation that makes every passcode guess
@@ -16,7 +17,7 @@ extension DomainEngine {
     /// - Throws: ``DomainError/Code/tooManyAttempts`` (with `retryAfter`) past the limit,
     ///   ``DomainError/Code/invalidRequest`` for an element that is not a P-256 point,
     ///   ``DomainError/Code/notFound`` for a key the domain no longer holds.
-    public func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+    package func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
         -> PasscodeEvaluation
     {
         let user = try await validate(token: token).userID
@@ -65,7 +66,7 @@ extension DomainEngine {
     /// Accepts a proof of unlock: a signature by the published identity over the challenge of
     /// one of this endpoint's passcode attempts, which stops counting against the limit. An
     /// endpoint waiting to take the profile over becomes the active one.
-    public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
+    package func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
         try storage {
@@ -96,7 +97,7 @@ extension DomainEngine {
 
     /// Reads a key blob. The blobs are useless without the passcode and the domain's OPRF
     /// evaluation, so reading one is not an attempt; ``evaluatePasscode(token:endpointID:blindedElement:keyID:)`` is.
-    public func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
+    package func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
         let user = try await validate(token: token).userID
         return try storage {
             try store.read { db -> BlobFetch in
@@ -117,7 +118,7 @@ extension DomainEngine {
     ///
     /// Completing forgets the identity and the key backup and removes the user's other endpoints;
     /// the version is kept, so the next identity must be newer. Passcode attempts stay counted.
-    public func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
+    package func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
         let user = try await validate(token: token).userID
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
@@ -168,7 +169,7 @@ extension DomainEngine {
     /// Cancels the user's pending identity reset, from any of their endpoints.
     ///
     /// - Throws: ``DomainError/Code/notFound`` when none is pending.
-    public func cancelIdentityReset(token: String, endpointID: String) async throws {
+    package func cancelIdentityReset(token: String, endpointID: String) async throws {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
         let notified = try storage {
@@ -202,7 +203,7 @@ extension DomainEngine {
 
     /// The pending identity reset of `userID`, if any: the user's devices and their contacts
     /// look before trusting a new identity.
-    public func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
+    package func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
         _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
         return try storage {
             try store.read { db in

@@ -1,5 +1,6 @@
 import Foundation
 import SparkCrypto
+import SparkDomain
 import SparkLock
 
 /// External issuers' JWKS files, parsed once and parsed again when their contents change.

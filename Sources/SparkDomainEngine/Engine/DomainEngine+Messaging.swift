@@ -1,4 +1,5 @@
-public import Foundation
+package import Foundation
+package import SparkDomain
 import SparkLock
 import SparkStore
 
@@ -6,12 +7,12 @@ import SparkStore
 /// chat key or a message's content.
 extension DomainEngine {
     /// The largest payload accepted: a 70 KB message plus encryption and signature overhead.
-    public static let maximumPayloadSize = 72 * 1024
+    package static let maximumPayloadSize = 72 * 1024
     /// The most members a chat may have.
-    public static let maximumChatMembers = 1000
+    package static let maximumChatMembers = 1000
 
     /// Creates a chat with the caller as its admin.
-    public func createChat(
+    package func createChat(
         token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
     ) async throws -> ChatInfo {
         let user = try await validate(token: token).userID
@@ -63,7 +64,7 @@ extension DomainEngine {
     }
 
     /// Adds and removes members; the chat's members before and after hear of it.
-    public func updateMembers(
+    package func updateMembers(
         token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
     ) async throws -> ChatInfo {
         let user = try await validate(token: token).userID
@@ -101,7 +102,7 @@ extension DomainEngine {
     }
 
     /// Posts to a chat; see ``DomainService/post(token:endpointID:chatID:kind:payload:recipient:clientID:)``.
-    public func post(
+    package func post(
         token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
     ) async throws -> PostReceipt {
         let user = try await validate(token: token).userID
@@ -192,7 +193,7 @@ extension DomainEngine {
     /// The caller's mailbox after `cursor`; with a `wait`, returns once an entry for the caller
     /// arrives (posted by this process or, through the file, by another), or empty when the
     /// wait ends.
-    public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+    package func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]
     {
         guard wait >= .zero, wait <= maximumMailboxWait else {
@@ -216,7 +217,7 @@ extension DomainEngine {
 
     /// How long an entry every endpoint of its user has read past is still kept (a device that
     /// restores its store from a backup of the last hour reads it again).
-    public static let readEntriesKeptFor: TimeInterval = 3600
+    package static let readEntriesKeptFor: TimeInterval = 3600
 
     /// Records how far `endpointID` has read (at most once a minute an endpoint, or when its
     /// cursor moved a long way), then deletes the user's entries that every registered endpoint
@@ -255,10 +256,10 @@ extension DomainEngine {
 
     /// How long an ephemeral entry is delivered and kept: a device that reads its mailbox later
     /// does not get it, and it is deleted with the next ephemeral post or prune.
-    public static let ephemeralLifetime: TimeInterval = 10
+    package static let ephemeralLifetime: TimeInterval = 10
 
     /// The largest ephemeral payload.
-    public static let maximumEphemeralSize = 16 * 1024
+    package static let maximumEphemeralSize = 16 * 1024
 
     /// Deletes the ephemeral entries past their lifetime: the chat's, or every chat's.
     @discardableResult
@@ -274,7 +275,7 @@ extension DomainEngine {
     /// Deletes the ephemeral entries past ``ephemeralLifetime`` (`spark-domaind` runs it every
     /// few seconds); returns how many went.
     @discardableResult
-    public func pruneEphemeralEntries() throws -> Int {
+    package func pruneEphemeralEntries() throws -> Int {
         let now = clock.now().timeIntervalSince1970
         return try storage { try store.write { db in try Self.deleteExpiredEphemeral(db, now: now) } }
     }
@@ -284,7 +285,7 @@ extension DomainEngine {
     /// its entries past the retention because no read triggers ``pruneMailbox``. `spark-domaind`
     /// runs it on a timer; returns how many entries went.
     @discardableResult
-    public func pruneExpiredEntries() throws -> Int {
+    package func pruneExpiredEntries() throws -> Int {
         let retention = Double(try currentPolicy().mailboxRetention)
         let cutoff = clock.now().timeIntervalSince1970 - retention
         return try storage { try store.write { db in try db.execute("DELETE FROM mailbox WHERE posted_at < ?", [cutoff]) } }
@@ -314,7 +315,7 @@ extension DomainEngine {
     }
 
     /// A chat's members, for one of them.
-    public func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
+    package func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
         let user = try await caller(token: token, endpointID: endpointID)
         return try storage {
             try store.read { db in
@@ -330,13 +331,13 @@ extension DomainEngine {
     // MARK: Moderation
 
     /// The caller's status and open infractions.
-    public func userStatus(token: String, endpointID: String) async throws -> UserStatus {
+    package func userStatus(token: String, endpointID: String) async throws -> UserStatus {
         let user = try await caller(token: token, endpointID: endpointID)
         return try moderationStatus(of: user)
     }
 
     /// Dismisses one of the caller's infractions.
-    public func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
+    package func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         try storage {
             try store.write { db in
@@ -348,7 +349,7 @@ extension DomainEngine {
     }
 
     /// Any user's status (the operator's view).
-    public func moderationStatus(of user: String) throws -> UserStatus {
+    package func moderationStatus(of user: String) throws -> UserStatus {
         let now = clock.now()
         return try storage {
             try store.read { db in
@@ -363,12 +364,12 @@ extension DomainEngine {
     }
 
     /// The most messages one report reveals.
-    public static let maximumReportedMessages = 50
+    package static let maximumReportedMessages = 50
     /// The longest reason a report gives, in bytes.
-    public static let maximumReportReason = 1000
+    package static let maximumReportReason = 1000
 
     /// Reports a member of a chat; see ``DomainService/report(token:endpointID:chatID:user:reason:messages:)``.
-    public func report(
+    package func report(
         token: String, endpointID: String, chatID: String, user reported: String, reason: String, messages: [ReportedMessage]
     ) async throws -> Int64 {
         let user = try await validate(token: token).userID
@@ -406,7 +407,7 @@ extension DomainEngine {
     }
 
     /// The reports users made, newest first (at most `limit`).
-    public func reports(limit: Int = 50) throws -> [Report] {
+    package func reports(limit: Int = 50) throws -> [Report] {
         try storage {
             try store.read { db in
                 try db.rows(
@@ -426,7 +427,7 @@ extension DomainEngine {
 
     /// Issues an infraction (a warning the user sees).
     @discardableResult
-    public func issueInfraction(to user: String, reason: String) throws -> Infraction {
+    package func issueInfraction(to user: String, reason: String) throws -> Infraction {
         let now = clock.now()
         return try storage {
             try store.write { db in
@@ -440,7 +441,7 @@ extension DomainEngine {
     }
 
     /// Times a user out: their messages are refused until the time passes.
-    public func timeOut(_ user: String, for seconds: Int, reason: String) throws {
+    package func timeOut(_ user: String, for seconds: Int, reason: String) throws {
         guard (1...(366 * 86400)).contains(seconds) else {
             throw DomainError(.invalidRequest, "a timeout lasts 1 second to a year")
         }
@@ -457,7 +458,7 @@ extension DomainEngine {
     }
 
     /// Bans a user: their messages are refused until unbanned.
-    public func ban(_ user: String, reason: String) throws {
+    package func ban(_ user: String, reason: String) throws {
         try storage {
             try store.write { db in
                 try db.execute(
@@ -470,7 +471,7 @@ extension DomainEngine {
     }
 
     /// Lifts a ban and any timeout.
-    public func unban(_ user: String) throws {
+    package func unban(_ user: String) throws {
         try storage { try store.write { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
     }
 

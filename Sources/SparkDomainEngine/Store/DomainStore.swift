@@ -1,4 +1,5 @@
-public import SparkStore
+import SparkDomain
+package import SparkStore
 
 /// Where a domain keeps its state, and nothing else: transactions that run statements. Every
 /// rule (who may do what, which fields are valid, what a policy allows) is in ``DomainEngine``,
@@ -10,7 +11,7 @@ public import SparkStore
 /// placeholders (a store numbers them as its engine wants), `INSERT … ON CONFLICT … DO UPDATE`
 /// or `DO NOTHING`, `RETURNING`, and no engine-specific functions, types or row ids. Values
 /// are integers, reals, text, blobs or null (``DatabaseValue``); booleans are integers.
-public protocol DomainStore: Sendable {
+package protocol DomainStore: Sendable {
     /// Runs `body` in a write transaction: all of it commits when it returns, none of it when it
     /// throws. `scope` says how the transaction is kept apart from concurrent ones (SQLite
     /// serializes every write with `BEGIN IMMEDIATE` and needs no more); a store may run `body`
@@ -26,7 +27,7 @@ public protocol DomainStore: Sendable {
 }
 
 /// How a write transaction is kept apart from the others running at the same time.
-public enum WriteScope: Sendable, Hashable {
+package enum WriteScope: Sendable, Hashable {
     /// As if no other transaction ran at once: reads and writes of any rows, checked and
     /// retried by the store (PostgreSQL: `SERIALIZABLE`).
     case serializable
@@ -39,7 +40,7 @@ public enum WriteScope: Sendable, Hashable {
 }
 
 /// What another process told this one about the mailboxes.
-public enum Announcement: Sendable, Hashable {
+package enum Announcement: Sendable, Hashable {
     /// Entries reached these users' mailboxes.
     case users([String])
     /// Anything may have changed (the store lost touch and may have missed announcements).
@@ -49,16 +50,16 @@ public enum Announcement: Sendable, Hashable {
 extension DomainStore {
     /// A serializable write transaction.
     @discardableResult
-    public func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+    package func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
         try write(.serializable, body)
     }
 
     /// Nothing to deliver: every writer is in this process.
-    public func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {}
+    package func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {}
 }
 
 /// The statements of one transaction.
-public protocol DomainStatements {
+package protocol DomainStatements {
     /// Runs a statement; returns the rows it changed.
     @discardableResult
     func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int
@@ -76,16 +77,16 @@ public protocol DomainStatements {
 
 extension DomainStatements {
     /// No one else to tell.
-    public func announce(_ users: [String]) throws {}
+    package func announce(_ users: [String]) throws {}
     /// Runs a statement without arguments.
     @discardableResult
-    public func execute(_ sql: String) throws -> Int { try execute(sql, []) }
+    package func execute(_ sql: String) throws -> Int { try execute(sql, []) }
     /// The first row of a query without arguments.
-    public func row(_ sql: String) throws -> Row? { try row(sql, []) }
+    package func row(_ sql: String) throws -> Row? { try row(sql, []) }
     /// Every row of a query without arguments.
-    public func rows(_ sql: String) throws -> [Row] { try rows(sql, []) }
+    package func rows(_ sql: String) throws -> [Row] { try rows(sql, []) }
     /// The first column of the first row of a query without arguments.
-    public func scalar<T: DatabaseValueConvertible>(_ sql: String, as type: T.Type) throws -> T? {
+    package func scalar<T: DatabaseValueConvertible>(_ sql: String, as type: T.Type) throws -> T? {
         try scalar(sql, [], as: type)
     }
 }

@@ -1,4 +1,5 @@
-public import Foundation
+package import Foundation
+package import SparkDomain
 import SparkStore
 
 /// Attachments' blobs: opaque bytes a member uploads to a chat in parts, which the chat's
@@ -10,10 +11,10 @@ import SparkStore
 /// (SQLite, PostgreSQL) holds and serves it in pieces and no request holds more than a part.
 extension DomainEngine {
     /// The bytes of every part of a blob but the last, and the most one read returns.
-    public static let blobPartSize = 1 << 20
+    package static let blobPartSize = BlobStatus.standardPartSize
 
     /// How long an upload may stay unfinished before its parts are deleted.
-    public static let unfinishedBlobLifetime: TimeInterval = 86400
+    package static let unfinishedBlobLifetime: TimeInterval = 86400
 
     /// The largest blob the policy admits: its `maximumAttachmentSize` of file, plus the
     /// encryption's overhead (16 bytes per 64 KiB chunk, `docs/FORMATS.md`).
@@ -23,7 +24,7 @@ extension DomainEngine {
 
     /// Starts a blob of `size` bytes in a chat the caller is a member of; a repeat (same id,
     /// chat, size and uploader) answers where the upload stands.
-    public func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
+    package func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
         -> BlobStatus
     {
         let user = try await validate(token: token).userID
@@ -63,7 +64,7 @@ extension DomainEngine {
     /// Stores the part at `offset` (where the upload stands, a multiple of ``blobPartSize``):
     /// ``blobPartSize`` bytes, or what remains for the last. A part already stored is answered
     /// as it stands (a retry after a lost answer); any other offset is a conflict.
-    public func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
+    package func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
         -> BlobStatus
     {
         let user = try await validate(token: token).userID
@@ -99,7 +100,7 @@ extension DomainEngine {
     }
 
     /// Where a blob's upload stands, for its uploader or a member of its chat.
-    public func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
+    package func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
         let user = try await validate(token: token).userID
         try Self.checkBlobID(blobID)
         return try storage {
@@ -114,7 +115,7 @@ extension DomainEngine {
 
     /// Up to `length` bytes (at most ``blobPartSize``) of a whole blob from `offset`, for a
     /// member of its chat: fewer only at its end.
-    public func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
+    package func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
         -> Data
     {
         try await readBlob(token: token, endpointID: endpointID, blobID: blobID, offset: offset, length: length).bytes
@@ -122,7 +123,7 @@ extension DomainEngine {
 
     /// ``downloadBlob(token:endpointID:blobID:offset:length:)`` with the blob's whole size (for a
     /// `Content-Range`).
-    public func readBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
+    package func readBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
         -> (bytes: Data, size: Int64)
     {
         let user = try await validate(token: token).userID
@@ -161,7 +162,7 @@ extension DomainEngine {
     }
 
     /// Deletes a blob: its uploader's call (a recall). A blob already gone is not an error.
-    public func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
+    package func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
         let user = try await validate(token: token).userID
         try Self.checkBlobID(blobID)
         try storage {

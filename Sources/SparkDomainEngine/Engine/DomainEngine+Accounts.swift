@@ -1,5 +1,6 @@
 import Foundation
 import SparkCrypto
+package import SparkDomain
 import SparkStore
 
 /// The sign-up and login assistant (SmartFoxServer's Sign Up and Login Assistants): accounts,
@@ -33,7 +34,7 @@ extension DomainEngine {
     /// Creates an inactive account after checking every field, and emails its activation code.
     /// An address that already has an account gets a notice instead, and the caller the same
     /// answer as for a new one.
-    public func signUp(_ request: SignUpRequest) async throws {
+    package func signUp(_ request: SignUpRequest) async throws {
         try AccountPolicy.checkUserName(request.userName)
         try AccountPolicy.checkEmail(request.email)
         try AccountPolicy.checkPassword(request.password, userName: request.userName)
@@ -78,7 +79,7 @@ extension DomainEngine {
 
     /// Emails a new activation code, replacing the pending one, when `userName` is an account
     /// waiting for activation; the answer is the same for any name.
-    public func resendActivationCode(userName: String) async throws {
+    package func resendActivationCode(userName: String) async throws {
         let policy = try currentPolicy()
         let code = Self.makeCode()
         let email = try storage {
@@ -98,7 +99,7 @@ extension DomainEngine {
     /// Activates an account. Every failure is the same ``DomainError/Code/codeInvalid`` (or
     /// ``DomainError/Code/tooManyAttempts`` past ``DomainPolicy/codeAttemptsPerHour`` guesses
     /// at this name this hour, however many codes were sent).
-    public func activate(userName: String, code: String) async throws {
+    package func activate(userName: String, code: String) async throws {
         let policy = try currentPolicy()
         try storage {
             // The guess and its consequences commit together; a wrong code's spent try must be
@@ -120,7 +121,7 @@ extension DomainEngine {
     /// Each attempt is counted before it is judged, in one transaction with the lock check, so
     /// parallel guesses cannot slip past the lock: from ``DomainPolicy/loginAttemptsBeforeThrottle``
     /// failures on, each further one locks the name for a while.
-    public func logIn(userName: String, password: String) async throws -> IssuedToken {
+    package func logIn(userName: String, password: String) async throws -> IssuedToken {
         let policy = try currentPolicy()
         let now = clock.now()
         let (account, lock) = try storage {
@@ -170,7 +171,7 @@ extension DomainEngine {
     /// Exchanges a refresh token for new tokens (OAuth 2.1's rotation): the old one is spent,
     /// and a spent one shown again ends its whole family, every token descended from the same
     /// login, since either the user or a thief holds a copy.
-    public func refresh(refreshToken: String) async throws -> IssuedToken {
+    package func refresh(refreshToken: String) async throws -> IssuedToken {
         let policy = try currentPolicy()
         let now = clock.now()
         let tokenHash = Self.refreshTokenHash(refreshToken)
@@ -204,7 +205,7 @@ extension DomainEngine {
     }
 
     /// Revokes a refresh token and the family it belongs to (logging out that session).
-    public func revoke(refreshToken: String) async throws {
+    package func revoke(refreshToken: String) async throws {
         let tokenHash = Self.refreshTokenHash(refreshToken)
         try storage {
             try store.write { db in
@@ -220,7 +221,7 @@ extension DomainEngine {
     /// Emails a reset code when an account uses `email`: the same answer, and the same
     /// transaction, either way. Requests are counted per address (at most
     /// ``DomainPolicy/codeAttemptsPerHour`` mails an hour); past that, no mail and the same answer.
-    public func requestPasswordReset(email: String) async throws {
+    package func requestPasswordReset(email: String) async throws {
         let policy = try currentPolicy()
         let code = Self.makeCode()
         let address = email.lowercased()
@@ -256,7 +257,7 @@ extension DomainEngine {
     /// hour, compared before any slow work) next; the rule that mentions the user name only once
     /// the code proved the caller reads that mailbox. Known and unknown addresses get the same
     /// answers with the same work.
-    public func resetPassword(email: String, code: String, newPassword: String) async throws {
+    package func resetPassword(email: String, code: String, newPassword: String) async throws {
         let address = email.lowercased()
         try AccountPolicy.checkPassword(newPassword)
         let policy = try currentPolicy()

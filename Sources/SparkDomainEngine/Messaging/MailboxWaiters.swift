@@ -1,3 +1,4 @@
+import SparkDomain
 import SparkLock
 
 /// The mailbox long-polls waiting in this process, woken per user: a post wakes the waiters of
@@ -6,9 +7,9 @@ import SparkLock
 ///
 /// Take a ``Ticket`` before reading the mailbox and wait with it: an entry routed after the
 /// ticket was taken wakes the wait at once, even if it came before the wait began.
-public final class MailboxWaiters: Sendable {
+package final class MailboxWaiters: Sendable {
     /// Where one user's mailbox stood when a reader looked.
-    public struct Ticket: Sendable {
+    package struct Ticket: Sendable {
         let user: String
         let generation: UInt64
         let everyone: UInt64
@@ -32,18 +33,18 @@ public final class MailboxWaiters: Sendable {
     private let state = Locked(State())
 
     /// No waiters yet.
-    public init() {}
+    package init() {}
 
     /// The long-polls waiting now.
-    public var waiting: Int { state.withLock { $0.waiting } }
+    package var waiting: Int { state.withLock { $0.waiting } }
 
     /// A ticket for `user`'s mailbox as it is now.
-    public func ticket(for user: String) -> Ticket {
+    package func ticket(for user: String) -> Ticket {
         state.withLock { Ticket(user: user, generation: $0.generations[user] ?? 0, everyone: $0.everyone) }
     }
 
     /// Entries reached these users' mailboxes: wakes their waiters.
-    public func notify(_ users: some Sequence<String>) {
+    package func notify(_ users: some Sequence<String>) {
         var woken: [CheckedContinuation<Void, Never>] = []
         state.withLock { state in
             for user in users {
@@ -60,7 +61,7 @@ public final class MailboxWaiters: Sendable {
 
     /// Something changed that this process cannot attribute (another process wrote the
     /// embedded file): every waiter looks again.
-    public func notifyEveryone() {
+    package func notifyEveryone() {
         let woken = state.withLock { state in
             state.everyone += 1
             let all = state.waiters.values.flatMap(\.values).map(\.continuation)
@@ -72,13 +73,13 @@ public final class MailboxWaiters: Sendable {
     }
 
     /// Ends every wait now, and every later one at once (a server shutting down).
-    public func endAll() {
+    package func endAll() {
         state.withLock { $0.ended = true }
         notifyEveryone()
     }
 
     /// Whether ``endAll()`` was called.
-    public var isEnded: Bool { state.withLock { $0.ended } }
+    package var isEnded: Bool { state.withLock { $0.ended } }
 
     /// Returns when the ticket's user gets an entry after the ticket was taken, after `timeout`
     /// (within a tenth of a second), or when the task is cancelled.
@@ -86,7 +87,7 @@ public final class MailboxWaiters: Sendable {
     /// A wait holds a continuation and nothing else: one sweeper task for all of them ends the
     /// ones whose time is up, so 10,000 idle long-polls are 10,000 small entries, not 10,000
     /// sleeping tasks.
-    public func wait(_ ticket: Ticket, timeout: Duration) async {
+    package func wait(_ ticket: Ticket, timeout: Duration) async {
         let id = state.withLock { state -> UInt64 in
             state.clock += 1
             return state.clock

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SparkDomain
 
 #if canImport(Glibc)
     import Glibc

@@ -1,18 +1,19 @@
-public import Foundation
-public import SparkCrypto
+package import Foundation
+package import SparkCrypto
+package import SparkDomain
 import SparkStore
 
 /// What the domain's operator does (`spark-admin`): policy, external issuers, accounts, outbox.
 /// These are ``DomainAdministration``, not ``DomainService``: endpoints never call them.
 extension DomainEngine: DomainAdministration {
     /// An external identity provider whose tokens the domain accepts.
-    public typealias ExternalIssuer = SparkDomain.ExternalIssuer
+    package typealias ExternalIssuer = SparkDomain.ExternalIssuer
     /// An account as the operator sees it.
-    public typealias AccountSummary = SparkDomain.AccountSummary
+    package typealias AccountSummary = SparkDomain.AccountSummary
 
     /// Replaces the domain's policy. A password-hash cost below OWASP's needs the unsafe
     /// opening option, unless it is the domain's current cost left unchanged.
-    public func setPolicy(_ policy: DomainPolicy) throws {
+    package func setPolicy(_ policy: DomainPolicy) throws {
         let unchangedCost = (try? currentPolicy().passwordIterations) == policy.passwordIterations
         try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing || unchangedCost)
         let json = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
@@ -20,7 +21,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
-    public func addExternalIssuer(_ external: ExternalIssuer) throws {
+    package func addExternalIssuer(_ external: ExternalIssuer) throws {
         try checkExternal(issuer: external.issuer, audience: external.audience)
         _ = try jwksCache.keys(at: external.jwksPath)
         try storage {
@@ -44,7 +45,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// Stops trusting an external issuer.
-    public func removeExternalIssuer(_ issuer: String) throws {
+    package func removeExternalIssuer(_ issuer: String) throws {
         let removed = try storage {
             try store.write { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) }
         }
@@ -52,7 +53,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// The configured external issuers.
-    public func externalIssuers() throws -> [ExternalIssuer] {
+    package func externalIssuers() throws -> [ExternalIssuer] {
         try storage {
             try store.read { db in
                 try db.rows("SELECT issuer, audience, jwks_path FROM external_issuers ORDER BY issuer").map {
@@ -63,7 +64,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// The accounts of the sign-up assistant.
-    public func accounts() throws -> [AccountSummary] {
+    package func accounts() throws -> [AccountSummary] {
         try storage {
             try store.read { db in
                 try db.rows("SELECT user_name, email, country, age, activated FROM accounts ORDER BY user_name").map {
@@ -76,17 +77,17 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// A user's registered endpoints (the operator's view).
-    public func endpoints(of user: String) throws -> [EndpointInfo] {
+    package func endpoints(of user: String) throws -> [EndpointInfo] {
         try storage { try store.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// A user's published identity (the operator's view).
-    public func publishedIdentity(of user: String) throws -> PublishedIdentity? {
+    package func publishedIdentity(of user: String) throws -> PublishedIdentity? {
         try storage { try store.read { db in try Self.identity(db, user: user) } }
     }
 
     /// Every user that has registered an endpoint, with their endpoint counts.
-    public func endpointUsers() throws -> [EndpointUser] {
+    package func endpointUsers() throws -> [EndpointUser] {
         try storage {
             try store.read { db in
                 try db.rows(
@@ -98,7 +99,7 @@ extension DomainEngine: DomainAdministration {
 
     /// Trusts an external issuer with these keys, kept in the domain's database (so every
     /// instance serving the domain has them); its ``ExternalIssuer/jwksPath`` is then empty.
-    public func trustIssuer(_ issuer: String, audience: String, jwks: Data) throws {
+    package func trustIssuer(_ issuer: String, audience: String, jwks: Data) throws {
         guard jwks.count <= JWKSet.maximumEncodedSize else {
             throw DomainError(.invalidRequest, "the JWKS for \(issuer) is larger than \(JWKSet.maximumEncodedSize) bytes")
         }
@@ -116,7 +117,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// The public keys of the domain's own test or accounts issuer.
-    public func issuerKeys(_ kind: String) throws -> JWKSet {
+    package func issuerKeys(_ kind: String) throws -> JWKSet {
         switch kind {
         case "test": testIssuerJWKS
         case "accounts": accountsIssuerJWKS
@@ -125,7 +126,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// Removes an endpoint (the operator's action); it learns on its next call.
-    public func deregisterEndpoint(_ endpointID: String) throws {
+    package func deregisterEndpoint(_ endpointID: String) throws {
         let changed = try storage {
             try store.write { db in
                 try db.execute(
@@ -137,7 +138,7 @@ extension DomainEngine: DomainAdministration {
     }
 
     /// The outbox, newest last; only mail for `recipient` when given.
-    public func outbox(recipient: String? = nil, limit: Int = 50) throws -> [Mail] {
+    package func outbox(recipient: String? = nil, limit: Int = 50) throws -> [Mail] {
         try storage {
             try store.read { db in
                 let rows =

@@ -1,31 +1,25 @@
-public import Foundation
-public import SparkCrypto
+package import Foundation
+package import SparkCrypto
+package import SparkDomain
 import SparkLock
 
 /// An issuer whose tokens the domain accepts: its `iss`, the audience its tokens must name, and
 /// its public keys (each bound to one algorithm).
-public struct TrustedIssuer: Sendable {
+package struct TrustedIssuer: Sendable {
     /// What kind of issuer this is.
-    public enum Kind: String, Sendable, Codable {
-        /// The domain's own sandbox issuer (Spark's test auth).
-        case test
-        /// The domain's sign-up and login assistant.
-        case accounts
-        /// An app's identity provider, configured with a JWKS.
-        case external
-    }
+    package typealias Kind = IssuerKind
 
     /// The `iss` value.
-    public let issuer: String
+    package let issuer: String
     /// The audience the token's `aud` must contain.
-    public let audience: String
+    package let audience: String
     /// The keys that may sign its tokens.
-    public let keys: [JWS.VerificationKey]
+    package let keys: [JWS.VerificationKey]
     /// What kind of issuer this is.
-    public let kind: Kind
+    package let kind: Kind
 
     /// An issuer with its keys.
-    public init(issuer: String, audience: String, keys: [JWS.VerificationKey], kind: Kind) {
+    package init(issuer: String, audience: String, keys: [JWS.VerificationKey], kind: Kind) {
         self.issuer = issuer
         self.audience = audience
         self.keys = keys
@@ -34,7 +28,7 @@ public struct TrustedIssuer: Sendable {
 
     /// A digest of everything that makes this issuer's tokens acceptable: its name, audience,
     /// and keys with their algorithms and ids.
-    public var fingerprint: Data {
+    package var fingerprint: Data {
         var data = Data("\(issuer)\u{0}\(audience)\u{0}".utf8)
         for key in keys {
             data.append(Data("\(key.algorithm.rawValue)\u{0}\(key.keyID ?? "")\u{0}".utf8))
@@ -44,47 +38,31 @@ public struct TrustedIssuer: Sendable {
     }
 }
 
-/// Who a valid token says the caller is.
-public struct VerifiedIdentity: Sendable, Equatable, Codable {
-    /// The user id (`sub`).
-    public let userID: String
-    /// The issuer (`iss`).
-    public let issuer: String
-    /// The kind of issuer.
-    public let issuerKind: TrustedIssuer.Kind
-    /// When the token expires.
-    public let expiresAt: Date
-    /// The `name` claim, if any.
-    public let name: String?
-    /// The `email` claim, if any.
-    public let email: String?
-}
-
 /// Validates JWTs as RFC 8725 asks: size cap, a trusted issuer chosen by `iss`, a signature by
 /// one of that issuer's keys with the algorithm bound to the key (never `none`, never a MAC),
 /// `exp` required and `nbf`/`iat` checked with a small leeway, `aud` naming the domain, and a
 /// non-empty `sub`.
-public struct TokenValidator: Sendable {
+package struct TokenValidator: Sendable {
     /// The largest token accepted, in bytes.
-    public static let maximumTokenSize = 8 * 1024
+    package static let maximumTokenSize = 8 * 1024
     /// The longest user id accepted.
-    public static let maximumSubjectLength = 255
+    package static let maximumSubjectLength = 255
 
     /// The issuers whose tokens are accepted.
-    public var issuers: [TrustedIssuer]
+    package var issuers: [TrustedIssuer]
     /// Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
-    public var leeway: Int
+    package var leeway: Int
     /// The time source.
-    public var clock: WallClock
+    package var clock: WallClock
     /// An issuer whose tokens are refused with ``DomainError/Code/userAuthenticationRequired``
     /// (the test issuer, when the domain requires user authentication).
-    public var refusedIssuer: String?
+    package var refusedIssuer: String?
     /// Issuers whose keys could not be loaded, with the reason: their tokens are refused with
     /// ``DomainError/Code/unavailable`` naming the issuer; every other issuer's are unaffected.
-    public var unavailableIssuers: [String: String] = [:]
+    package var unavailableIssuers: [String: String] = [:]
 
     /// A validator for the given issuers.
-    public init(
+    package init(
         issuers: [TrustedIssuer], leeway: Int = 30, clock: WallClock = .system, refuseTestTokens refusedIssuer: String? = nil
     ) {
         self.issuers = issuers
@@ -96,7 +74,7 @@ public struct TokenValidator: Sendable {
     /// Validates `token`, reusing an earlier full validation from `cache` when the same token
     /// was verified before by an issuer that is still trusted with the same keys. The time
     /// claims are checked again on every call; the signature and the claims' shape are not.
-    public func validate(_ token: String, cache: ValidatedTokenCache) throws -> VerifiedIdentity {
+    package func validate(_ token: String, cache: ValidatedTokenCache) throws -> VerifiedIdentity {
         let key = SHA256.hash(Data(token.utf8))
         if let cached = cache.lookup(key), refusedIssuer != cached.identity.issuer,
             let issuer = issuers.first(where: { $0.issuer == cached.identity.issuer }), issuer.fingerprint == cached.fingerprint
@@ -120,7 +98,7 @@ public struct TokenValidator: Sendable {
     ///   untrusted issuer, refused algorithm, bad signature, bad `sub`),
     ///   ``DomainError/Code/tokenExpired`` (past `exp`, or before `nbf`) or
     ///   ``DomainError/Code/wrongAudience``.
-    public func validate(_ token: String) throws -> VerifiedIdentity {
+    package func validate(_ token: String) throws -> VerifiedIdentity {
         guard token.utf8.count <= Self.maximumTokenSize else {
             throw DomainError(.invalidToken, "the token is larger than \(Self.maximumTokenSize) bytes")
         }
@@ -189,49 +167,29 @@ extension TokenValidator {
     }
 }
 
-/// A token the domain issued, with its expiry.
-public struct IssuedToken: Sendable, Equatable, Codable, CustomStringConvertible {
-    /// The compact JWS.
-    public let token: String
-    /// When it expires.
-    public let expiresAt: Date
-    /// A secret that buys the next token without the password (accounts only), if any.
-    public let refreshToken: String?
-
-    /// A token with its expiry.
-    public init(token: String, expiresAt: Date, refreshToken: String? = nil) {
-        self.token = token
-        self.expiresAt = expiresAt
-        self.refreshToken = refreshToken
-    }
-
-    /// Shows the expiry only, never the token.
-    public var description: String { "IssuedToken(expires: \(expiresAt))" }
-}
-
 /// Signs JWTs with an Ed25519 key (`EdDSA`), for the domain's own issuers.
-public struct TokenIssuer: Sendable {
+package struct TokenIssuer: Sendable {
     /// The `iss` value.
-    public let issuer: String
+    package let issuer: String
     /// The signing key.
     let key: Ed25519.PrivateKey
     /// The `kid` written into the header.
-    public let keyID: String
+    package let keyID: String
 
     /// An issuer signing with `key`.
-    public init(issuer: String, key: Ed25519.PrivateKey, keyID: String) {
+    package init(issuer: String, key: Ed25519.PrivateKey, keyID: String) {
         self.issuer = issuer
         self.key = key
         self.keyID = keyID
     }
 
     /// The public side, for a ``TokenValidator``.
-    public func trusted(audience: String, kind: TrustedIssuer.Kind) -> TrustedIssuer {
+    package func trusted(audience: String, kind: TrustedIssuer.Kind) -> TrustedIssuer {
         TrustedIssuer(issuer: issuer, audience: audience, keys: [JWS.VerificationKey(key.publicKey, keyID: keyID)], kind: kind)
     }
 
     /// The public key as a JWK Set, for relying parties that verify these tokens themselves.
-    public var jwks: JWKSet {
+    package var jwks: JWKSet {
         var jwk = JWK(key.publicKey, keyID: keyID)
         jwk.algorithm = JWS.Algorithm.edDSA.rawValue
         jwk.use = "sig"
@@ -239,7 +197,7 @@ public struct TokenIssuer: Sendable {
     }
 
     /// Issues a token for `subject`.
-    public func issue(
+    package func issue(
         subject: String, audience: String, lifetime: TimeInterval, now: Date, name: String? = nil, email: String? = nil
     ) throws -> IssuedToken {
         let issuedAt = Int(now.timeIntervalSince1970)
@@ -256,7 +214,7 @@ public struct TokenIssuer: Sendable {
 
 /// Tokens that passed a full validation, by their SHA-256 (never the token itself), with the
 /// fingerprint of the issuer that vouched for them. Bounded; entries go when full.
-public final class ValidatedTokenCache: Sendable {
+package final class ValidatedTokenCache: Sendable {
     struct Entry: Sendable {
         let identity: VerifiedIdentity
         let fingerprint: Data
@@ -266,7 +224,7 @@ public final class ValidatedTokenCache: Sendable {
     private let capacity: Int
 
     /// A cache holding at most `capacity` tokens.
-    public init(capacity: Int = 4096) { self.capacity = capacity }
+    package init(capacity: Int = 4096) { self.capacity = capacity }
 
     func lookup(_ key: Data) -> Entry? { entries.withLock { $0[key] } }
 
@@ -278,5 +236,5 @@ public final class ValidatedTokenCache: Sendable {
     }
 
     /// Forgets every token (for example when the trust configuration changed).
-    public func removeAll() { entries.withLock { $0.removeAll() } }
+    package func removeAll() { entries.withLock { $0.removeAll() } }
 }

@@ -1,16 +1,17 @@
 import Foundation
-public import SparkStore
+import SparkDomain
+package import SparkStore
 
 /// The domain's state in one SQLite file (WAL mode): the embedded domain, and `spark-domaind`
 /// on one machine. It holds the schema and its migrations (``DomainSchema``) and runs the
 /// engine's transactions; it holds no rule.
-public final class SQLiteDomainStore: DomainStore {
+package final class SQLiteDomainStore: DomainStore {
     /// The database file.
-    public let path: String
+    package let path: String
     let queue: DatabaseQueue
 
     /// Opens (creating if need be) the file at `path` and brings its schema up to date.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         queue = try DomainEngine.storage { try DatabaseQueue(path: path) }
         try DomainEngine.storage { try DomainSchema.migrator.migrate(queue) }
@@ -18,12 +19,12 @@ public final class SQLiteDomainStore: DomainStore {
 
     /// An immediate transaction: SQLite runs one writer at a time, so every scope is met.
     @discardableResult
-    public func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+    package func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
         try queue.write { db in try body(db) }
     }
 
     /// A deferred transaction.
-    public func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+    package func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
         try queue.read { db in try body(db) }
     }
 }

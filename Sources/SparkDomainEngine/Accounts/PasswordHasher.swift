@@ -1,28 +1,29 @@
 import Foundation
 import SparkCrypto
+import SparkDomain
 
 /// Slow salted password hashes: PBKDF2-HMAC-SHA-256 with a 16-byte random salt and, by
 /// default, 600,000 iterations (OWASP's 2023 figure for PBKDF2-HMAC-SHA-256), compared in
 /// constant time. The parameters are stored with each hash
 /// (`pbkdf2-sha256$<iterations>$<salt>$<hash>`, base64url), so they can rise later without
 /// invalidating existing accounts.
-public struct PasswordHasher: Sendable {
+package struct PasswordHasher: Sendable {
     /// OWASP's recommended iteration count, and the floor without the unsafe escape hatch.
-    public static let owaspIterations = 600_000
+    package static let owaspIterations = DomainPolicy.owaspPasswordIterations
 
     /// The iteration count for new hashes.
-    public let iterations: Int
+    package let iterations: Int
 
     /// A hasher at OWASP's parameters.
-    public init() { iterations = Self.owaspIterations }
+    package init() { iterations = Self.owaspIterations }
 
     /// A hasher with a low iteration count, for tests only.
     ///
     /// - Warning: passwords hashed this way are cheap to brute-force from a stolen database.
-    public init(unsafeIterations iterations: Int) { self.iterations = iterations }
+    package init(unsafeIterations iterations: Int) { self.iterations = iterations }
 
     /// Hashes a new password.
-    public func hash(_ password: String) throws -> String {
+    package func hash(_ password: String) throws -> String {
         let salt = SystemRandom.bytes(count: 16)
         let derived = try derive(password, salt: salt, iterations: iterations)
         return "pbkdf2-sha256$\(iterations)$\(salt.base64URLEncodedString())$\(derived.base64URLEncodedString())"
@@ -30,7 +31,7 @@ public struct PasswordHasher: Sendable {
 
     /// Whether `password` matches `stored`, compared in constant time. A malformed record never
     /// matches.
-    public func verify(_ password: String, against stored: String) -> Bool {
+    package func verify(_ password: String, against stored: String) -> Bool {
         let parts = stored.split(separator: "$")
         guard parts.count == 4, parts[0] == "pbkdf2-sha256", let iterations = Int(parts[1]),
             (1...10_000_000).contains(iterations),
@@ -42,7 +43,7 @@ public struct PasswordHasher: Sendable {
 
     /// Spends the same time as a real check, for a user that does not exist, so that timing does
     /// not tell which user names exist.
-    public func verifyDummy(_ password: String) {
+    package func verifyDummy(_ password: String) {
         _ = try? derive(password, salt: Data(count: 16), iterations: iterations)
     }
 

@@ -1,5 +1,6 @@
-public import Foundation
+package import Foundation
 import SparkCrypto
+import SparkDomain
 import SparkStore
 
 /// MLS commit ordering: the domain as MLS's Delivery Service accepts one commit per epoch of a
@@ -9,7 +10,7 @@ import SparkStore
 extension DomainEngine {
     /// The largest commit or Welcome accepted (a commit carries the KeyPackages it adds; a
     /// Welcome may carry the ratchet tree of a large group).
-    public static let maximumWelcomeSize = 512 * 1024
+    package static let maximumWelcomeSize = 512 * 1024
 
     /// The group id and epoch an MLS PublicMessage or PrivateMessage names in the clear
     /// (RFC 9420 §6: `version`, `wire_format`, then `group_id<V>` and `epoch`), or nil for bytes
@@ -43,7 +44,7 @@ extension DomainEngine {
     /// are at, with the admin's commit as its next. `settled_epoch` is the epoch after the
     /// latest commit an admin made, so no commit of an admin is ever replaced, and an admin's
     /// replacement is final.
-    public func postCommit(
+    package func postCommit(
         token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
         remove: [String], replacingRefused: Bool
     ) async throws -> Int64 {

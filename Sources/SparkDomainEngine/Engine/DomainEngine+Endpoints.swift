@@ -1,5 +1,6 @@
-public import Foundation
+package import Foundation
 import SparkCrypto
+package import SparkDomain
 import SparkStore
 
 /// Endpoints, the key store and the identity directory. Every call validates its token and
@@ -13,7 +14,7 @@ extension DomainEngine {
     // MARK: Endpoints
 
     /// Registers the caller's device, or says why it must wait (device switch, full).
-    public func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
+    package func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
         let user = try await validate(token: token).userID
         guard Self.isValidIdentifier(registration.endpointID, maximum: 64) else {
             throw DomainError(.invalidRequest, "an endpoint id is 1 to 64 characters of a-z, A-Z, 0-9, '-' or '_'")
@@ -95,13 +96,13 @@ extension DomainEngine {
     }
 
     /// The caller's registered endpoints, oldest first.
-    public func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
+    package func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
         let user = try await caller(token: token, endpointID: endpointID)
         return try storage { try store.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// Renames one of the caller's endpoints.
-    public func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
+    package func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         guard nickname.count <= 64, !nickname.contains(where: \.isNewline) else {
             throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
@@ -118,7 +119,7 @@ extension DomainEngine {
 
     /// Removes one of the caller's endpoints: itself, or another for a device approved from the
     /// user's oldest that signed the removal (a stolen token alone evicts no device).
-    public func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
+    package func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         try storage {
             try store.write { db in
@@ -140,7 +141,7 @@ extension DomainEngine {
     /// Keeps the calling endpoint's credential (its MLS signature key signed by the user's
     /// identity key; opaque here), replacing the one it published before, and tells the user's
     /// devices: they show it as awaiting approval.
-    public func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
+    package func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         guard (1...Self.maximumDeviceStatement).contains(credential.count) else {
             throw DomainError(.invalidRequest, "a credential is 1 to \(Self.maximumDeviceStatement) bytes")
@@ -162,7 +163,7 @@ extension DomainEngine {
     /// Keeps `approval` of the user's endpoint `target`, signed by the calling endpoint (opaque
     /// here: each device checks the signature), replacing one this endpoint gave before, and tells
     /// the user's devices, which add the approved device to their chats.
-    public func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
+    package func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         guard (1...Self.maximumDeviceStatement).contains(approval.count) else {
             throw DomainError(.invalidRequest, "an approval is 1 to \(Self.maximumDeviceStatement) bytes")
@@ -184,7 +185,7 @@ extension DomainEngine {
     }
 
     /// Marks the endpoint seen, or tells it that it was removed and why.
-    public func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
+    package func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
         return try storage {
@@ -199,7 +200,8 @@ extension DomainEngine {
     // MARK: Key store
 
     /// Writes a key blob with compare-and-swap on its version.
-    public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
+    package func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws
+        -> Int
     {
         try await putKeyBlobs(
             token: token, endpointID: endpointID, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)]
@@ -207,7 +209,7 @@ extension DomainEngine {
     }
 
     /// Writes several key blobs in one transaction, each with compare-and-swap: all or none.
-    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
+    package func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
         let user = try await validate(token: token).userID
         guard !writes.isEmpty, writes.count <= 8, Set(writes.map(\.name)).count == writes.count else {
             throw DomainError(.invalidRequest, "a write names 1 to 8 different blobs")
@@ -259,7 +261,7 @@ extension DomainEngine {
 
     /// Publishes the caller's identity; it must be self-signed, and a new version must be higher
     /// than any before (keys are never silently replaced).
-    public func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
+    package func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
         let user = try await validate(token: token).userID
         guard identity.userID == user else { throw DomainError(.forbidden, "an identity can only be published by its own user") }
         guard identity.isSelfSigned else {
@@ -305,13 +307,13 @@ extension DomainEngine {
     }
 
     /// A user's published identity, if they have one.
-    public func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
+    package func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
         _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
         return try storage { try store.read { db in try Self.identity(db, user: userID) } }
     }
 
     /// The highest identity key version the user ever published (0 if none).
-    public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
+    package func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         let user = try await caller(token: token, endpointID: endpointID, unlocking: true)
         return try storage {
             try store.read { db in

@@ -1,11 +1,12 @@
 import Foundation
+package import SparkDomain
 
 /// The embedded domain: ``DomainEngine`` over ``SQLiteDomainStore``, one SQLite file (WAL mode)
 /// that every process on the machine opens. Two quick-start processes with different data
 /// directories are two devices of one domain; all state lives in the file, none in process
 /// memory, so processes see each other's changes. For development on one machine: every
 /// process that can write the file is trusted, so it is no trust boundary (`spark-domaind` is).
-public typealias EmbeddedDomain = DomainEngine
+package typealias EmbeddedDomain = DomainEngine
 
 extension DomainEngine {
     /// Opens an existing domain file.
@@ -18,7 +19,7 @@ extension DomainEngine {
     ///     `spark-domaind`, which owns its file, passes false.
     ///   - passcodeKeys: the passcode-hardening secrets; by default the file
     ///     ``passcodeKeysPath(forDatabase:)`` beside the database, made on first use.
-    public static func open(
+    package static func open(
         at path: String, clock: WallClock = .system, mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false,
         sharedWithOtherProcesses: Bool = true, passcodeKeys: PasscodeKeys? = nil
     ) throws -> DomainEngine {
@@ -37,7 +38,7 @@ extension DomainEngine {
     ///
     /// - Parameter passcodeKeys: the passcode-hardening secrets; by default the file
     ///   ``passcodeKeysPath(forDatabase:)`` beside the database, made if missing.
-    public static func create(
+    package static func create(
         at path: String, domainID: String, policy: DomainPolicy = DomainPolicy(), clock: WallClock = .system,
         mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false, passcodeKeys: PasscodeKeys? = nil
     ) throws -> DomainEngine {
@@ -59,12 +60,12 @@ extension DomainEngine {
     /// Where the embedded domain keeps its passcode-hardening secrets: `<database>.passcode-keys`
     /// (mode 0600). On one machine this is no separation from the database (the embedded domain
     /// is for development); `spark-domaind` keeps them apart from its database's host.
-    public static func passcodeKeysPath(forDatabase path: String) -> String { path + ".passcode-keys" }
+    package static func passcodeKeysPath(forDatabase path: String) -> String { path + ".passcode-keys" }
 
     /// Opens the domain at `path`, creating it with `domainID` and `policy` if the file does not
     /// exist yet (the quick start's embedded default). An existing domain with another id is an
     /// error, so two apps never share a domain by accident.
-    public static func openOrCreate(
+    package static func openOrCreate(
         at path: String, domainID: String, policy: DomainPolicy = DomainPolicy(), clock: WallClock = .system,
         mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false
     ) throws -> DomainEngine {

@@ -1,5 +1,6 @@
 import Foundation
-public import SparkCrypto
+package import SparkCrypto
+package import SparkDomain
 import SparkLock
 import SparkStore
 
@@ -15,13 +16,13 @@ import SparkStore
 /// let token = try await domain.testToken(userID: "alice")
 /// let who = try await domain.validate(token: token.token)
 /// ```
-public final class DomainEngine: DomainService {
+package final class DomainEngine: DomainService {
     /// The domain's id; the audience of its tokens.
-    public let domainID: String
+    package let domainID: String
     /// Where the store is, for messages (the embedded domain's database file).
-    public let path: String
+    package let path: String
     /// The domain's state.
-    public let store: any DomainStore
+    package let store: any DomainStore
     let clock: WallClock
     let mailer: any Mailer
     let testIssuer: TokenIssuer
@@ -41,7 +42,7 @@ public final class DomainEngine: DomainService {
     /// What each user wrote lately, against the policy's limits.
     let usage = UsageLimits()
     /// The long-polls waiting in this process, woken per user by the posts that reach them.
-    public let mailboxWaiters = MailboxWaiters()
+    package let mailboxWaiters = MailboxWaiters()
     /// When each endpoint's mailbox cursor was last recorded, and where it was (see `pruneMailbox`).
     let prunedAt = Locked<[String: (cursor: Int64, at: TimeInterval)]>([:])
     /// Whether other processes may write the file (the quick start's two devices): then the
@@ -63,7 +64,7 @@ public final class DomainEngine: DomainService {
     ///   - allowUnsafePasswordHashing: accept a policy with fewer than OWASP's password-hash
     ///     iterations (tests only).
     ///   - sharedWithOtherProcesses: whether other processes write the store's file too.
-    public init(
+    package init(
         store: any DomainStore, location: String, passcodeKeys: PasscodeKeys, clock: WallClock = .system,
         mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false, sharedWithOtherProcesses: Bool = false
     ) throws {
@@ -112,7 +113,7 @@ public final class DomainEngine: DomainService {
 
     /// Writes a new domain into `store`: its id, policy and fresh issuer keys. Fails with
     /// ``DomainError/Code/conflict`` if the store already holds a domain.
-    public static func create(
+    package static func create(
         in store: any DomainStore, domainID: String, policy: DomainPolicy, allowUnsafePasswordHashing: Bool = false,
         clock: WallClock = .system
     ) throws {
@@ -179,10 +180,10 @@ public final class DomainEngine: DomainService {
     // MARK: Policy and tokens
 
     /// The domain's policy, read from the file (another process may have changed it).
-    public func policy() async throws -> DomainPolicy { try currentPolicy() }
+    package func policy() async throws -> DomainPolicy { try currentPolicy() }
 
     /// The domain's policy, read from the file now.
-    public func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
+    package func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
 
     func currentPolicy() throws -> DomainPolicy {
         let json = try Self.storage { try store.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
@@ -230,7 +231,7 @@ public final class DomainEngine: DomainService {
     /// to the issuer that first used it; another issuer's token with the same subject is
     /// refused, so an external issuer's `alice` never acts as the accounts assistant's (or
     /// the test issuer's) `alice`.
-    public func validate(token: String) async throws -> VerifiedIdentity {
+    package func validate(token: String) async throws -> VerifiedIdentity {
         let identity = try validator().validate(token, cache: validatedTokens)
         try bindPrincipal(identity.userID, to: identity.issuer)
         return identity
@@ -311,7 +312,7 @@ public final class DomainEngine: DomainService {
 
     /// A sandbox token for any user id, signed by the test issuer (Spark used unsigned tokens;
     /// these are signed so that nothing else can mint them).
-    public func testToken(userID: String) async throws -> IssuedToken {
+    package func testToken(userID: String) async throws -> IssuedToken {
         let policy = try currentPolicy()
         guard !policy.userAuthenticationEnabled else {
             throw DomainError(.userAuthenticationRequired, "domain \(domainID) requires user authentication; test tokens are off")
@@ -330,13 +331,13 @@ public final class DomainEngine: DomainService {
     }
 
     /// The public keys of the test issuer, for relying parties that verify its tokens.
-    public var testIssuerJWKS: JWKSet { testIssuer.jwks }
+    package var testIssuerJWKS: JWKSet { testIssuer.jwks }
     /// The `iss` of test tokens.
-    public var testIssuerName: String { testIssuer.issuer }
+    package var testIssuerName: String { testIssuer.issuer }
     /// The public keys of the accounts issuer.
-    public var accountsIssuerJWKS: JWKSet { accountsIssuer.jwks }
+    package var accountsIssuerJWKS: JWKSet { accountsIssuer.jwks }
     /// The `iss` of tokens from the sign-up and login assistant.
-    public var accountsIssuerName: String { accountsIssuer.issuer }
+    package var accountsIssuerName: String { accountsIssuer.issuer }
 
     /// Runs storage work, turning SparkStore's errors into ``DomainError/Code/storageFailure``
     /// (domain errors thrown inside pass through).

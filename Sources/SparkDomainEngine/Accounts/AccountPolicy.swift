@@ -1,9 +1,10 @@
 import Foundation
+import SparkDomain
 
 /// The checks the sign-up and login assistant applies to each field, each with its own error.
-public enum AccountPolicy {
+package enum AccountPolicy {
     /// User names: 3–32 characters of `a-z 0-9 . _ -`, starting with a letter or digit.
-    public static func checkUserName(_ name: String) throws {
+    package static func checkUserName(_ name: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789._-")
         guard (3...32).contains(name.count), name.allSatisfy(allowed.contains), let first = name.first,
             first.isLetter || first.isNumber
@@ -14,7 +15,7 @@ public enum AccountPolicy {
     }
 
     /// Email addresses: one `@`, a local part and a dotted domain, no spaces, at most 254 bytes.
-    public static func checkEmail(_ email: String) throws {
+    package static func checkEmail(_ email: String) throws {
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         let valid =
             email.utf8.count <= 254 && parts.count == 2 && !parts[0].isEmpty && parts[0].count <= 64
@@ -27,14 +28,14 @@ public enum AccountPolicy {
     /// Passwords: at least 10 characters and at most 256; at least three of lowercase, uppercase,
     /// digits and symbols (or 16 characters and more, for passphrases); not containing the user
     /// name; not one of the most common passwords.
-    public static func checkPassword(_ password: String, userName: String) throws {
+    package static func checkPassword(_ password: String, userName: String) throws {
         try checkPassword(password)
         try checkPassword(password, omits: userName)
     }
 
     /// The rules that do not depend on whose password it is (checked before anything that
     /// could tell whether an account exists).
-    public static func checkPassword(_ password: String) throws {
+    package static func checkPassword(_ password: String) throws {
         guard password.count >= 10 else { throw DomainError(.passwordTooWeak, "a password needs at least 10 characters") }
         guard password.count <= 256 else { throw DomainError(.passwordTooWeak, "a password has at most 256 characters") }
         var classes = 0
@@ -52,19 +53,19 @@ public enum AccountPolicy {
     }
 
     /// The rule that mentions the user name: the password must not contain it.
-    public static func checkPassword(_ password: String, omits userName: String) throws {
+    package static func checkPassword(_ password: String, omits userName: String) throws {
         guard userName.count < 3 || !password.lowercased().contains(userName.lowercased()) else {
             throw DomainError(.passwordTooWeak, "a password must not contain the user name")
         }
     }
 
     /// Ages 13 to 120 (13 is the usual minimum age for online accounts).
-    public static func checkAge(_ age: Int) throws {
+    package static func checkAge(_ age: Int) throws {
         guard (13...120).contains(age) else { throw DomainError(.ageOutOfRange, "age must be between 13 and 120") }
     }
 
     /// Countries: an ISO 3166-1 alpha-2 code such as `CA` or `DE`.
-    public static func checkCountry(_ country: String) throws {
+    package static func checkCountry(_ country: String) throws {
         guard isoCountries.contains(country) else {
             throw DomainError(.countryInvalid, "'\(country.prefix(8))' is not an ISO 3166-1 alpha-2 country code")
         }

@@ -1,5 +1,6 @@
-public import Foundation
-public import SparkCrypto
+package import Foundation
+package import SparkCrypto
+import SparkDomain
 
 /// The domain's passcode-hardening secrets: the seeds of its OPRF keys (RFC 9497,
 /// `P256-SHA256`, verifiable), kept **outside the database** so that a copy of the database
@@ -16,14 +17,14 @@ public import SparkCrypto
 /// device names the key it used), and each device re-wraps under the current key at its next
 /// unlock. Retiring a key makes the blobs still under it unopenable: retire only once every
 /// user has unlocked since the rotation (`docs/SERVER.md`).
-public struct PasscodeKeys: Sendable {
+package struct PasscodeKeys: Sendable {
     /// The id of the key new blobs are made under.
-    public let currentKeyID: String
+    package let currentKeyID: String
     /// Every key's seed by id.
     let seeds: [String: SecureBytes]
 
     /// The ids of the keys held, sorted.
-    public var keyIDs: [String] { seeds.keys.sorted() }
+    package var keyIDs: [String] { seeds.keys.sorted() }
 
     init(currentKeyID: String, seeds: [String: SecureBytes]) {
         self.currentKeyID = currentKeyID
@@ -31,12 +32,12 @@ public struct PasscodeKeys: Sendable {
     }
 
     /// A fresh set with one random key, `k1`.
-    public static func generate() -> PasscodeKeys {
+    package static func generate() -> PasscodeKeys {
         PasscodeKeys(currentKeyID: "k1", seeds: ["k1": SecureBytes(randomCount: 32)])
     }
 
     /// The set with a new random key, which becomes current (ids count up: `k2`, `k3`, …).
-    public func rotated() -> PasscodeKeys {
+    package func rotated() -> PasscodeKeys {
         let next = (seeds.keys.compactMap { Int($0.dropFirst()) }.max() ?? 0) + 1
         var seeds = seeds
         seeds["k\(next)"] = SecureBytes(randomCount: 32)
@@ -44,7 +45,7 @@ public struct PasscodeKeys: Sendable {
     }
 
     /// The set without `keyID`, which must not be current.
-    public func retiring(_ keyID: String) throws -> PasscodeKeys {
+    package func retiring(_ keyID: String) throws -> PasscodeKeys {
         guard seeds[keyID] != nil else { throw DomainError(.notFound, "there is no passcode key \(keyID)") }
         guard keyID != currentKeyID else {
             throw DomainError(.conflict, "\(keyID) is the current passcode key; rotate first, then retire the old one")
@@ -57,7 +58,7 @@ public struct PasscodeKeys: Sendable {
     /// The user's OPRF key under `keyID`.
     ///
     /// - Throws: ``DomainError/Code/notFound`` for a key this domain does not hold (retired).
-    public func userKey(_ keyID: String, userID: String) throws -> OPRF.PrivateKey {
+    package func userKey(_ keyID: String, userID: String) throws -> OPRF.PrivateKey {
         guard let seed = seeds[keyID] else {
             throw DomainError(
                 .notFound, "the domain no longer holds passcode key \(keyID); the backup made under it cannot be opened")
@@ -70,7 +71,7 @@ public struct PasscodeKeys: Sendable {
     }
 
     /// `"spark-passcode-v1" ‖ 0x00 ‖ UTF8(userID)`, the info of each user's key.
-    public static func keyInfo(userID: String) -> Data { Data("spark-passcode-v1".utf8) + [0] + Data(userID.utf8) }
+    package static func keyInfo(userID: String) -> Data { Data("spark-passcode-v1".utf8) + [0] + Data(userID.utf8) }
 
     // MARK: The file
 
@@ -80,7 +81,7 @@ public struct PasscodeKeys: Sendable {
     }
 
     /// Reads the set from `path`; a file that others can read is refused.
-    public static func load(from path: String) throws -> PasscodeKeys {
+    package static func load(from path: String) throws -> PasscodeKeys {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
             let data = FileManager.default.contents(atPath: path)
         else { throw DomainError(.unavailable, "the passcode keys at \(path) cannot be read") }
@@ -105,7 +106,7 @@ public struct PasscodeKeys: Sendable {
     }
 
     /// Writes the set to `path` with mode 0600, replacing the file atomically.
-    public func write(to path: String) throws {
+    package func write(to path: String) throws {
         let temporary = try writeTemporary(beside: path)
         guard rename(temporary, path) == 0 else {
             unlink(temporary)
@@ -137,7 +138,7 @@ public struct PasscodeKeys: Sendable {
 
     /// The set at `path`, made there first if there is none (the embedded domain's file beside
     /// its database).
-    public static func loadOrCreate(at path: String) throws -> PasscodeKeys {
+    package static func loadOrCreate(at path: String) throws -> PasscodeKeys {
         if FileManager.default.fileExists(atPath: path) { return try load(from: path) }
         // link(2) fails if the name exists: of two processes creating it at once, one wins and
         // the other reads the winner's keys.
