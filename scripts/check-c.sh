@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C and Python APIs as an app uses them: installs the C library into a scratch prefix
 # (scripts/install.sh), builds Examples/c-chat and Examples/c-echo-bot with cc and pkg-config,
-# runs c-chat (alice and bob in C) and c-chat under valgrind (no invalid access, no leak of what
+# runs c-chat (alice and bob in C, rich messaging included) and c-chat under valgrind (no invalid access, no leak of what
 # the API hands out), runs the echo bot against a Swift quick start on the same domain, and runs
 # the Python package's tests (pip install ./python in a venv, pytest).
 set -euo pipefail
@@ -44,6 +44,12 @@ mkdir -p "$work/chat" && plist "$work/chat"
 "$work/c-chat" "$work/chat/ConfigSettings.plist" "$work/chat" | tee "$work/chat.out"
 grep -q "^bob got: 12:30 at the usual place? from alice$" "$work/chat.out"
 grep -q "^alice's message is read$" "$work/chat.out"
+grep -q "^alice's message has 👍 from bob$" "$work/chat.out"
+grep -q "^bob's copy is the same file$" "$work/chat.out"
+grep -q "^bob sees the file recalled$" "$work/chat.out"
+grep -q "^alice sees bob typing$" "$work/chat.out"
+grep -q '^bob got the live event cursor {"x": 3} from alice$' "$work/chat.out"
+grep -q "^bob blocked 1 user(s): alice$" "$work/chat.out"
 grep -q "^done$" "$work/chat.out"
 
 echo "check-c: c-chat under valgrind (run again on its devices: signed in, set up)"

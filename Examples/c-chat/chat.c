@@ -1,7 +1,9 @@
 /*
  * c-chat: the Getting Started guide's two-user flow, in C. Alice and bob, two devices of one
  * machine (one client each), set up; alice starts a chat and sends; bob gets the message from
- * his event descriptor and reads it; alice sees her message delivered and read.
+ * his event descriptor and reads it; alice sees her message delivered and read. Then the rest of
+ * a chat: bob reacts, alice sends a file with a thumbnail-less caption and bob saves it, alice
+ * recalls a message, both see typing and a live chat event, and bob blocks and unblocks alice.
  *
  *   cc chat.c $(pkg-config --cflags --libs sparksdk) -o c-chat
  *   ./c-chat ConfigSettings.plist /tmp/c-chat
@@ -58,6 +60,97 @@ static spark_event *wait_for(spark_client *client, spark_event_kind kind, const 
     return NULL;
 }
 
+/* Prints a transfer's progress at its start and end. */
+static void progress(void *context, int64_t done, int64_t total) {
+    if (done == total) printf("%s: %lld of %lld bytes\n", (const char *)context, (long long)done, (long long)total);
+}
+
+/* Whether two files hold the same bytes. */
+static int same_file(const char *a, const char *b) {
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    int same = x && y;
+    while (same) {
+        int c = fgetc(x), d = fgetc(y);
+        if (c != d) same = 0;
+        if (c == EOF || d == EOF) break;
+    }
+    if (x) fclose(x);
+    if (y) fclose(y);
+    return same;
+}
+
+/* Reactions, a file, a recall, typing, a chat event and a block, between alice and bob. */
+static int rich(spark_client *alice, spark_client *bob, const char *chat_id, const char *message_id, const char *directory) {
+    /* Bob reacts to alice's message; alice is told it changed and reads it again. */
+    if (check("react", spark_react(bob, message_id, "\xF0\x9F\x91\x8D"))) return 1;
+    spark_event *changed = wait_for(alice, SPARK_EVENT_MESSAGES_CHANGED, message_id, -1);
+    if (!changed) {
+        fprintf(stderr, "c-chat: alice never saw the reaction\n");
+        return 1;
+    }
+    spark_event_free(changed);
+    spark_message *reacted;
+    if (check("get message", spark_get_message(alice, message_id, &reacted))) return 1;
+    if (reacted->reaction_count != 1) return fprintf(stderr, "c-chat: %zu reactions\n", reacted->reaction_count), 1;
+    printf("alice's message has %s from %s\n", reacted->reactions[0].emoji, reacted->reactions[0].user_ids);
+    spark_messages_free(reacted, 1);
+
+    /* A file: alice sends it (with progress), bob saves it. */
+    char original[4096], saved[4096];
+    snprintf(original, sizeof original, "%s/notes.txt", directory);
+    snprintf(saved, sizeof saved, "%s/bob-notes.txt", directory);
+    FILE *file = fopen(original, "w");
+    if (!file) return fprintf(stderr, "c-chat: cannot write %s\n", original), 1;
+    for (int line = 0; line < 20000; line++) fprintf(file, "line %d of the notes\n", line);
+    fclose(file);
+    spark_message *sent_file;
+    if (check("send file", spark_send_file(alice, chat_id, original, "the notes", progress, "alice sent the file", &sent_file)))
+        return 1;
+    spark_event *file_event = wait_for(bob, SPARK_EVENT_MESSAGE, sent_file->message_id, -1);
+    if (!file_event || !file_event->message->attachment) {
+        fprintf(stderr, "c-chat: bob got no file\n");
+        return 1;
+    }
+    printf("bob got %s (%s, %lld bytes): %s\n", file_event->message->attachment->file_name,
+           file_event->message->attachment->media_type, (long long)file_event->message->attachment->size,
+           file_event->message->content);
+    if (check("save", spark_save_attachment(bob, sent_file->message_id, saved, progress, "bob saved the file"))) return 1;
+    spark_event_free(file_event);
+    if (!same_file(original, saved)) return fprintf(stderr, "c-chat: the saved file differs\n"), 1;
+    printf("bob's copy is the same file\n");
+
+    /* Alice recalls the file's message: bob's copy of the message loses it. */
+    if (check("recall", spark_recall(alice, sent_file->message_id))) return 1;
+    spark_event *recalled = wait_for(bob, SPARK_EVENT_MESSAGES_CHANGED, sent_file->message_id, -1);
+    spark_message *gone;
+    if (!recalled || check("get recalled", spark_get_message(bob, sent_file->message_id, &gone))) return 1;
+    printf("bob sees the file %s\n", gone->is_recalled && !gone->attachment ? "recalled" : "still there");
+    spark_messages_free(gone, 1);
+    spark_event_free(recalled);
+    spark_messages_free(sent_file, 1);
+
+    /* Typing and a live chat event reach the other side, and are never stored. */
+    if (check("typing", spark_send_typing(bob, chat_id, 1))) return 1;
+    spark_event *typing = wait_for(alice, SPARK_EVENT_TYPING, NULL, 1);
+    if (!typing) return fprintf(stderr, "c-chat: alice never saw bob typing\n"), 1;
+    printf("alice sees %s typing\n", typing->user_id);
+    spark_event_free(typing);
+    if (check("chat event", spark_send_chat_event(alice, chat_id, "cursor", "{\"x\": 3}"))) return 1;
+    spark_event *live = wait_for(bob, SPARK_EVENT_CHAT_EVENT, NULL, -1);
+    if (!live) return fprintf(stderr, "c-chat: bob never got the chat event\n"), 1;
+    printf("bob got the live event %s %s from %s\n", live->text, live->data, live->user_id);
+    spark_event_free(live);
+
+    /* Bob blocks alice, lists his blocks, and unblocks her. */
+    if (check("block", spark_block(bob, "alice"))) return 1;
+    char **blocked;
+    size_t blocked_count;
+    if (check("blocked", spark_blocked_users(bob, &blocked, &blocked_count))) return 1;
+    printf("bob blocked %zu user(s): %s\n", blocked_count, blocked_count ? blocked[0] : "");
+    spark_strings_free(blocked, blocked_count);
+    return check("unblock", spark_unblock(bob, "alice"));
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: c-chat CONFIG.plist DIRECTORY\n");
@@ -102,6 +195,8 @@ int main(int argc, char **argv) {
     if (check("safety number", spark_safety_number(alice, "bob", &number))) return 1;
     printf("alice and bob compare %s\n", number);
     spark_free(number);
+
+    if (rich(alice, bob, chat_id, sent->message_id, argv[2])) return 1;
 
     spark_messages_free(sent, 1);
     spark_free(chat_id);

@@ -311,6 +311,20 @@ func sparkMessagesFree(_ messages: UnsafeMutablePointer<spark_message>?, _ count
     CMessages.free(messages, count: count)
 }
 
+@_cdecl("spark_get_message")
+func sparkGetMessage(
+    _ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?,
+    _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let id = try text(messageID, "message_id")
+        guard let message else { throw CArgumentError(message: "message is NULL") }
+        let found = try Client.wait { try await access(client).message(id) }
+        message.pointee = CMessages.make([found])
+    }
+}
+
 @_cdecl("spark_mark_read")
 func sparkMarkRead(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?) -> spark_status {
     call {
@@ -328,6 +342,190 @@ func sparkEdit(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ 
         let client = try client(pointer)
         let (id, body) = (try text(messageID, "message_id"), try text(content, "text"))
         try Client.wait { try await access(client).editMessage(id, content: body) }
+    }
+}
+
+// MARK: Rich messaging
+
+@_cdecl("spark_react")
+func sparkReact(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ emoji: UnsafePointer<CChar>?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        let (id, symbol) = (try text(messageID, "message_id"), try text(emoji, "emoji"))
+        try Client.wait { try await access(client).react(to: id, emoji: symbol) }
+    }
+}
+
+@_cdecl("spark_remove_reaction")
+func sparkRemoveReaction(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ emoji: UnsafePointer<CChar>?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        let (id, symbol) = (try text(messageID, "message_id"), try text(emoji, "emoji"))
+        try Client.wait { try await access(client).removeReaction(from: id, emoji: symbol) }
+    }
+}
+
+@_cdecl("spark_recall")
+func sparkRecall(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let id = try text(messageID, "message_id")
+        try Client.wait { try await access(client).recallMessage(id) }
+    }
+}
+
+@_cdecl("spark_set_disappearing_timer")
+func sparkSetDisappearingTimer(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ seconds: Int64) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let chat = try text(chatID, "chat_id")
+        guard seconds >= 0 else { throw CArgumentError(message: "seconds is negative") }
+        try Client.wait {
+            try await access(client).setDisappearingTimer(seconds == 0 ? nil : .seconds(seconds), in: chat)
+        }
+    }
+}
+
+@_cdecl("spark_send_typing")
+func sparkSendTyping(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ isTyping: Int32) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let chat = try text(chatID, "chat_id")
+        try Client.wait { try await access(client).sendTyping(in: chat, isTyping: isTyping != 0) }
+    }
+}
+
+@_cdecl("spark_send_chat_event")
+func sparkSendChatEvent(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ tag: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let (chat, name) = (try text(chatID, "chat_id"), try text(tag, "tag"))
+        let payload = try data.map { try text($0, "data") }
+        try Client.wait { try await access(client).sendChatEvent(name, data: payload, to: chat) }
+    }
+}
+
+/// The app's progress callback, called on the thread that made the call.
+func reporter(_ progress: spark_progress?, _ context: UnsafeMutableRawPointer?) -> (TransferProgress) -> Void {
+    { step in progress?(context, step.completed, step.total) }
+}
+
+@_cdecl("spark_send_file")
+func sparkSendFile(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ path: UnsafePointer<CChar>?,
+    _ caption: UnsafePointer<CChar>?, _ progress: spark_progress?, _ context: UnsafeMutableRawPointer?,
+    _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let (chat, file) = (try text(chatID, "chat_id"), try text(path, "path"))
+        let words = try caption.map { try text($0, "caption") } ?? ""
+        let sent = try Client.transfer(
+            { try await access(client).sendFile(at: file, to: chat, caption: words) }, report: reporter(progress, context))
+        message?.pointee = CMessages.make([sent])
+    }
+}
+
+@_cdecl("spark_save_attachment")
+func sparkSaveAttachment(
+    _ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ path: UnsafePointer<CChar>?,
+    _ progress: spark_progress?, _ context: UnsafeMutableRawPointer?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let (id, file) = (try text(messageID, "message_id"), try text(path, "path"))
+        try Client.transfer(
+            { try await access(client).saveAttachment(of: id, to: file) }, report: reporter(progress, context))
+    }
+}
+
+@_cdecl("spark_thumbnail")
+func sparkThumbnail(
+    _ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ bytes: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?,
+    _ size: UnsafeMutablePointer<Int>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let id = try text(messageID, "message_id")
+        guard let bytes, let size else { throw CArgumentError(message: "bytes or size is NULL") }
+        let thumbnail = try Client.wait { try await access(client).thumbnail(of: id) }
+        guard let thumbnail, !thumbnail.isEmpty else {
+            (bytes.pointee, size.pointee) = (nil, 0)
+            return
+        }
+        let copy = malloc(thumbnail.count)!.assumingMemoryBound(to: UInt8.self)
+        thumbnail.copyBytes(to: copy, count: thumbnail.count)
+        (bytes.pointee, size.pointee) = (copy, thumbnail.count)
+    }
+}
+
+@_cdecl("spark_block")
+func sparkBlock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let user = try text(userID, "user_id")
+        try Client.wait { try await access(client).block(user) }
+    }
+}
+
+@_cdecl("spark_unblock")
+func sparkUnblock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let user = try text(userID, "user_id")
+        try Client.wait { try await access(client).unblock(user) }
+    }
+}
+
+@_cdecl("spark_blocked_users")
+func sparkBlockedUsers(
+    _ pointer: OpaquePointer?, _ users: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?,
+    _ count: UnsafeMutablePointer<Int>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        guard let users, let count else { throw CArgumentError(message: "users or count is NULL") }
+        let list = try Client.wait { try await access(client).blockedUsers() }.sorted()
+        let array = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: max(1, list.count))
+        for (index, user) in list.enumerated() { (array + index).initialize(to: strdup(user)) }
+        (users.pointee, count.pointee) = (array, list.count)
+    }
+}
+
+@_cdecl("spark_strings_free")
+func sparkStringsFree(_ strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ count: Int) {
+    guard let strings else { return }
+    for index in 0..<count { free(strings[index]) }
+    strings.deinitialize(count: count)
+    strings.deallocate()
+}
+
+@_cdecl("spark_report")
+func sparkReport(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ userID: UnsafePointer<CChar>?,
+    _ messageIDs: UnsafePointer<UnsafePointer<CChar>?>?, _ count: Int, _ reason: UnsafePointer<CChar>?,
+    _ reportID: UnsafeMutablePointer<Int64>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let (chat, user, why) = (try text(chatID, "chat_id"), try text(userID, "user_id"), try text(reason, "reason"))
+        guard let messageIDs, (1...50).contains(count) else {
+            throw CArgumentError(message: "message_ids is NULL, or count is not 1 to 50")
+        }
+        let ids = try (0..<count).map { try text(messageIDs[$0], "message_ids[\($0)]") }
+        let number = try Client.wait {
+            let access = try await access(client)
+            var revealed: [ChatMessage] = []
+            for id in ids { revealed.append(try await access.message(id)) }
+            return try await access.report(user, in: chat, messages: revealed, reason: why)
+        }
+        reportID?.pointee = number
     }
 }
 

@@ -42,6 +42,49 @@ final class Client: Sendable {
         return try result.withLock { $0 }!.get()
     }
 
+    /// Runs a file transfer as a task and blocks the calling (C) thread until it ends, calling
+    /// `report` on this thread, during the call, with each step of its progress: a progress
+    /// callback that ran on the callback thread would wait forever behind an app that sent the
+    /// file from an event callback.
+    static func transfer<T: Sendable>(
+        _ start: @escaping @Sendable () async throws -> AttachmentTransfer<T>, report: (TransferProgress) -> Void
+    ) throws -> T {
+        let shared = Locked(TransferState<T>())
+        let wake = DispatchSemaphore(value: 0)
+        Task.detached {
+            let outcome: Result<T, any Error>
+            do {
+                let transfer = try await start()
+                let watcher = Task {
+                    for await step in transfer.progress {
+                        shared.withLock { $0.steps.append(step) }
+                        wake.signal()
+                    }
+                }
+                defer { watcher.cancel() }
+                outcome = .success(try await transfer.value)
+            } catch {
+                outcome = .failure(error)
+            }
+            shared.withLock { $0.result = outcome }
+            wake.signal()
+        }
+        while true {
+            wake.wait()
+            let (steps, result) = shared.withLock { state in
+                defer { state.steps = [] }
+                return (state.steps, state.result)
+            }
+            // Once the transfer ended only its end is reported: a step the watcher saw late
+            // would move the progress backwards.
+            if let result {
+                if case .success = result, let last = steps.last { report(last) }
+                return try result.get()
+            }
+            for step in steps { report(step) }
+        }
+    }
+
     /// Runs `body` on the callback thread and waits for it without holding a thread.
     func onCallbackThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in callbacks.async { continuation.resume(returning: body()) } }
@@ -59,6 +102,7 @@ final class Client: Sendable {
         let steps = access.messageEvents
         let notices = access.events
         let arrivals = access.incomingMessages
+        let changes = access.messageChanges
         let tasks = [
             Task { [events] in
                 for await message in arrivals {
@@ -82,15 +126,33 @@ final class Client: Sendable {
             },
             Task { [events] in
                 for await notice in notices {
-                    if case .typing(let chatID, let userID, let isTyping) = notice {
-                        var event = CEvent(kind: SPARK_EVENT_TYPING)
+                    var event: CEvent
+                    switch notice {
+                    case .typing(let chatID, let userID, let isTyping):
+                        event = CEvent(kind: SPARK_EVENT_TYPING)
                         event.chatID = chatID
                         event.userID = userID
                         event.state = isTyping ? 1 : 0
-                        events.push(event)
-                    } else {
-                        var event = CEvent(kind: SPARK_EVENT_NOTICE)
+                    case .chatEvent(let chatID, let userID, let tag, let data):
+                        event = CEvent(kind: SPARK_EVENT_CHAT_EVENT)
+                        event.chatID = chatID
+                        event.userID = userID
+                        event.text = tag
+                        event.data = data
+                    default:
+                        event = CEvent(kind: SPARK_EVENT_NOTICE)
                         event.text = "\(notice)"
+                    }
+                    events.push(event)
+                }
+            },
+            Task { [events] in
+                for await change in changes {
+                    // One event per message named; one without a message when any may have.
+                    for id in change.messageIDs.map({ Array($0).sorted() }) ?? [nil] as [String?] {
+                        var event = CEvent(kind: SPARK_EVENT_MESSAGES_CHANGED)
+                        event.chatID = change.chatID
+                        event.messageID = id
                         events.push(event)
                     }
                 }
@@ -116,6 +178,12 @@ final class Client: Sendable {
         case .held: SPARK_MESSAGE_HELD
         }
     }
+}
+
+/// A transfer's steps not yet reported, and its end.
+struct TransferState<T: Sendable>: Sendable {
+    var steps: [TransferProgress] = []
+    var result: Result<T, any Error>?
 }
 
 /// The app's C function that fetches a fresh JWT (authProvider custom), called on the client's
@@ -151,6 +219,7 @@ struct CEvent: Sendable {
     var state: Int32 = 0
     var text: String?
     var message: ChatMessage?
+    var data: String?
 }
 
 /// The client's events: queued, with an eventfd that counts them (readable while any waits), or
@@ -227,14 +296,14 @@ final class EventQueue: Sendable {
             to: spark_event(
                 kind: event.kind, chat_id: CString.copy(event.chatID), message_id: CString.copy(event.messageID),
                 user_id: CString.copy(event.userID), state: event.state, text: CString.copy(event.text),
-                message: event.message.map { CMessages.make([$0]) }))
+                message: event.message.map { CMessages.make([$0]) }, data: CString.copy(event.data)))
         return pointer
     }
 
     static func free(_ pointer: UnsafeMutablePointer<spark_event>?) {
         guard let pointer else { return }
         let event = pointer.pointee
-        for text in [event.chat_id, event.message_id, event.user_id, event.text] { Foundation.free(text) }
+        for text in [event.chat_id, event.message_id, event.user_id, event.text, event.data] { Foundation.free(text) }
         if let message = event.message { CMessages.free(message, count: 1) }
         pointer.deinitialize(count: 1)
         pointer.deallocate()
@@ -269,9 +338,32 @@ enum CMessages {
                     message_id: strdup(message.id), chat_id: strdup(message.chatID), number: message.number ?? 0,
                     sender: strdup(message.sender), is_incoming: message.isIncoming ? 1 : 0, content: strdup(message.content),
                     tag: strdup(message.tag), data: CString.copy(message.data), state: Client.state(message.state),
-                    timestamp_ms: Int64(message.timestamp.timeIntervalSince1970 * 1000), is_recalled: message.isRecalled ? 1 : 0)
-            )
+                    timestamp_ms: Int64(message.timestamp.timeIntervalSince1970 * 1000), is_recalled: message.isRecalled ? 1 : 0,
+                    reactions: reactions(message.reactions), reaction_count: message.reactions.count,
+                    attachment: message.attachment.map(attachment),
+                    expires_at_ms: message.expiresAt.map { Int64($0.timeIntervalSince1970 * 1000) } ?? 0))
         }
+        return pointer
+    }
+
+    private static func reactions(_ reactions: [Reaction]) -> UnsafeMutablePointer<spark_reaction>? {
+        guard !reactions.isEmpty else { return nil }
+        let pointer = UnsafeMutablePointer<spark_reaction>.allocate(capacity: reactions.count)
+        for (index, reaction) in reactions.enumerated() {
+            (pointer + index).initialize(
+                to: spark_reaction(
+                    emoji: strdup(reaction.emoji), user_ids: strdup(reaction.userIDs.joined(separator: ",")),
+                    count: reaction.count))
+        }
+        return pointer
+    }
+
+    private static func attachment(_ attachment: Attachment) -> UnsafeMutablePointer<spark_attachment> {
+        let pointer = UnsafeMutablePointer<spark_attachment>.allocate(capacity: 1)
+        pointer.initialize(
+            to: spark_attachment(
+                file_name: strdup(attachment.fileName), media_type: strdup(attachment.mediaType), size: attachment.size,
+                has_thumbnail: attachment.thumbnailMediaType == nil ? 0 : 1))
         return pointer
     }
 
@@ -281,6 +373,20 @@ enum CMessages {
             let message = pointer[index]
             for text in [message.message_id, message.chat_id, message.sender, message.content, message.tag, message.data] {
                 Foundation.free(text)
+            }
+            if let reactions = message.reactions {
+                for reaction in UnsafeMutableBufferPointer(start: reactions, count: message.reaction_count) {
+                    Foundation.free(reaction.emoji)
+                    Foundation.free(reaction.user_ids)
+                }
+                reactions.deinitialize(count: message.reaction_count)
+                reactions.deallocate()
+            }
+            if let attachment = message.attachment {
+                Foundation.free(attachment.pointee.file_name)
+                Foundation.free(attachment.pointee.media_type)
+                attachment.deinitialize(count: 1)
+                attachment.deallocate()
             }
         }
         pointer.deinitialize(count: count)

@@ -60,6 +60,37 @@ struct RichMessagingTests {
         }
     }
 
+    /// `messageChanges` names each message that changed after it arrived (an edit, a reaction, a
+    /// recall), and never a message as it arrives: a bot or the C API reads the named ones again.
+    @Test func messageChangesNameWhatChangedAfterItArrived() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let changes = Box<[MessageChange]>([])
+            let stream = bob.messageChanges
+            let listener = Task { for await change in stream { changes.update { $0.append(change) } } }
+            defer { listener.cancel() }
+            let chat = try await alice.startChat(with: ["bob"])
+            let first = try await alice.sendMessage("first", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { bobMessages.value.count == 1 })
+            try await alice.editMessage(first.id, content: "first, edited")
+            try await alice.react(to: first.id, emoji: "👍")
+            try await alice.recallMessage(first.id)
+            let second = try await alice.sendMessage("second", to: chat.chatID)
+            #expect(await waitFor("bob has the second") { bobMessages.value.last?.id == second.id })
+            #expect(await waitFor("the recall reached bob") { bobMessages.value.first?.isRecalled == true })
+            // What one mailbox read brought is one change: the three may come as one.
+            #expect(await waitFor("bob is told the first changed") { changes.value.contains { $0.messageIDs == [first.id] } })
+            let named = changes.value.flatMap { $0.messageIDs ?? ["(any)"] }
+            #expect(changes.value.allSatisfy { $0.chatID == chat.chatID })
+            #expect(Set(named) == [first.id], "an arrival is no change: \(named)")
+            #expect(try await bob.message(first.id).isRecalled)
+            await #expect(throws: MessagingError(.unknownChat, "")) { try await bob.message("no-such-message") }
+        }
+    }
+
     @Test func onlyTheSenderRecallsAndEveryDeviceRemovesTheContent() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)

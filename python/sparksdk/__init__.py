@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterator, List, Optional, Sequence, Union
 
 __all__ = [
-    "Chat", "Client", "Event", "EventKind", "Message", "MessageState", "SparkError", "Status", "library_path",
+    "Attachment", "Chat", "Client", "Event", "EventKind", "Message", "MessageState", "Reaction", "SparkError", "Status",
+    "library_path",
 ]
 
 
@@ -58,6 +59,8 @@ class EventKind(enum.IntEnum):
     MESSAGE_STATE = 2
     TYPING = 3
     NOTICE = 4
+    CHAT_EVENT = 5
+    MESSAGES_CHANGED = 6
 
 
 class SparkError(Exception):
@@ -69,6 +72,24 @@ class SparkError(Exception):
         except ValueError:
             self.status = status
         super().__init__(f"{message} ({getattr(self.status, 'name', status)})")
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """One emoji on a message and the users who reacted with it."""
+
+    emoji: str
+    user_ids: List[str]
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file a message carries (save it with Client.save_attachment)."""
+
+    file_name: str
+    media_type: str
+    size: int
+    has_thumbnail: bool
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,10 @@ class Message:
     state: MessageState
     timestamp_ms: int
     is_recalled: bool
+    reactions: List[Reaction]
+    attachment: Optional[Attachment]
+    # When its content is deleted everywhere (milliseconds since 1970), or 0.
+    expires_at_ms: int
 
 
 @dataclass(frozen=True)
@@ -104,15 +129,30 @@ class Event:
     state: int
     text: Optional[str]
     message: Optional[Message]
+    # For CHAT_EVENT: its data (its tag is `text`).
+    data: Optional[str]
 
 
 # The C structs, as spark.h declares them.
+class _CReaction(ctypes.Structure):
+    _fields_ = [("emoji", ctypes.c_char_p), ("user_ids", ctypes.c_char_p), ("count", ctypes.c_size_t)]
+
+
+class _CAttachment(ctypes.Structure):
+    _fields_ = [
+        ("file_name", ctypes.c_char_p), ("media_type", ctypes.c_char_p), ("size", ctypes.c_int64),
+        ("has_thumbnail", ctypes.c_int),
+    ]
+
+
 class _CMessage(ctypes.Structure):
     _fields_ = [
         ("message_id", ctypes.c_char_p), ("chat_id", ctypes.c_char_p), ("number", ctypes.c_int64),
         ("sender", ctypes.c_char_p), ("is_incoming", ctypes.c_int), ("content", ctypes.c_char_p),
         ("tag", ctypes.c_char_p), ("data", ctypes.c_char_p), ("state", ctypes.c_int),
         ("timestamp_ms", ctypes.c_int64), ("is_recalled", ctypes.c_int),
+        ("reactions", ctypes.POINTER(_CReaction)), ("reaction_count", ctypes.c_size_t),
+        ("attachment", ctypes.POINTER(_CAttachment)), ("expires_at_ms", ctypes.c_int64),
     ]
 
 
@@ -127,7 +167,7 @@ class _CEvent(ctypes.Structure):
     _fields_ = [
         ("kind", ctypes.c_int), ("chat_id", ctypes.c_char_p), ("message_id", ctypes.c_char_p),
         ("user_id", ctypes.c_char_p), ("state", ctypes.c_int), ("text", ctypes.c_char_p),
-        ("message", ctypes.POINTER(_CMessage)),
+        ("message", ctypes.POINTER(_CMessage)), ("data", ctypes.c_char_p),
     ]
 
 
@@ -141,6 +181,7 @@ class _CEndpoint(ctypes.Structure):
 _PASSCODE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
 _CONFIRM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CEndpoint), ctypes.c_size_t)
 _REMOVE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CEndpoint), ctypes.c_size_t)
+_PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 class _CHandlers(ctypes.Structure):
@@ -179,6 +220,17 @@ def _load() -> ctypes.CDLL:
         "spark_mark_read": ([P, S], I), "spark_edit": ([P, S, S], I), "spark_safety_number": ([P, S, out_s], I),
         "spark_event_fd": ([P], I), "spark_next_event": ([P, ctypes.POINTER(ctypes.POINTER(_CEvent))], I),
         "spark_event_free": ([ctypes.POINTER(_CEvent)], None),
+        "spark_get_message": ([P, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
+        "spark_react": ([P, S, S], I), "spark_remove_reaction": ([P, S, S], I), "spark_recall": ([P, S], I),
+        "spark_set_disappearing_timer": ([P, S, I64], I), "spark_send_typing": ([P, S, I], I),
+        "spark_send_chat_event": ([P, S, S, S], I),
+        "spark_send_file": ([P, S, S, S, _PROGRESS, P, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
+        "spark_save_attachment": ([P, S, S, _PROGRESS, P], I),
+        "spark_thumbnail": ([P, S, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(SZ)], I),
+        "spark_block": ([P, S], I), "spark_unblock": ([P, S], I),
+        "spark_blocked_users": ([P, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p)), ctypes.POINTER(SZ)], I),
+        "spark_strings_free": ([ctypes.POINTER(ctypes.c_char_p), SZ], None),
+        "spark_report": ([P, S, S, ctypes.POINTER(S), SZ, S, ctypes.POINTER(I64)], I),
     }
     for name, (arguments, result) in signatures.items():
         function = getattr(lib, name)
@@ -202,10 +254,22 @@ def _text(value: Optional[bytes]) -> Optional[str]:
 
 
 def _message(c: _CMessage) -> Message:
+    reactions = [Reaction(_text(c.reactions[i].emoji), _text(c.reactions[i].user_ids).split(","))
+                 for i in range(c.reaction_count)]
+    attachment = None
+    if c.attachment:
+        a = c.attachment[0]
+        attachment = Attachment(_text(a.file_name), _text(a.media_type), a.size, bool(a.has_thumbnail))
     return Message(
         message_id=_text(c.message_id), chat_id=_text(c.chat_id), number=c.number, sender=_text(c.sender),
         is_incoming=bool(c.is_incoming), content=_text(c.content), tag=_text(c.tag), data=_text(c.data),
-        state=MessageState(c.state), timestamp_ms=c.timestamp_ms, is_recalled=bool(c.is_recalled))
+        state=MessageState(c.state), timestamp_ms=c.timestamp_ms, is_recalled=bool(c.is_recalled),
+        reactions=reactions, attachment=attachment, expires_at_ms=c.expires_at_ms)
+
+
+def _progress(callback: Optional[Callable[[int, int], None]]):
+    """A C progress callback over a Python one (called on the calling thread, during the call)."""
+    return _PROGRESS(lambda _context, done, total: callback(done, total) if callback else None)
 
 
 def _taken_string(pointer: ctypes.c_void_p) -> str:
@@ -335,6 +399,96 @@ class Client:
     def edit(self, message_id: str, text: str) -> None:
         self._check(_library().spark_edit(self._handle, message_id.encode(), text.encode()))
 
+    def message(self, message_id: str) -> Message:
+        """One message by its id (SparkError NOT_FOUND when this device has none)."""
+        lib = _library()
+        found = ctypes.POINTER(_CMessage)()
+        self._check(lib.spark_get_message(self._handle, message_id.encode(), ctypes.byref(found)))
+        try:
+            return _message(found[0])
+        finally:
+            lib.spark_messages_free(found, 1)
+
+    # Rich messaging
+
+    def react(self, message_id: str, emoji: str) -> None:
+        """Adds this user's emoji to a message (one per user per emoji)."""
+        self._check(_library().spark_react(self._handle, message_id.encode(), emoji.encode()))
+
+    def remove_reaction(self, message_id: str, emoji: str) -> None:
+        self._check(_library().spark_remove_reaction(self._handle, message_id.encode(), emoji.encode()))
+
+    def recall(self, message_id: str) -> None:
+        """Deletes a message this user sent for everyone (its file too)."""
+        self._check(_library().spark_recall(self._handle, message_id.encode()))
+
+    def set_disappearing_timer(self, chat_id: str, seconds: int) -> None:
+        """Messages' content goes `seconds` after sent (sender) or read (others); 0 turns it off."""
+        self._check(_library().spark_set_disappearing_timer(self._handle, chat_id.encode(), seconds))
+
+    def send_typing(self, chat_id: str, is_typing: bool = True) -> None:
+        self._check(_library().spark_send_typing(self._handle, chat_id.encode(), 1 if is_typing else 0))
+
+    def send_chat_event(self, chat_id: str, tag: str, data: Optional[str] = None) -> None:
+        """An app-defined live event for the chat's online members; never stored."""
+        self._check(_library().spark_send_chat_event(
+            self._handle, chat_id.encode(), tag.encode(), data.encode() if data is not None else None))
+
+    def send_file(self, chat_id: str, path: str, caption: str = "",
+                  progress: Optional[Callable[[int, int], None]] = None) -> Message:
+        """Sends a file, encrypted on this device and uploaded in parts; returns its message once
+        sent. `progress(done, total)` is called during the call as parts move."""
+        lib = _library()
+        sent = ctypes.POINTER(_CMessage)()
+        self._check(lib.spark_send_file(self._handle, chat_id.encode(), path.encode(), caption.encode(),
+                                        _progress(progress), None, ctypes.byref(sent)))
+        try:
+            return _message(sent[0])
+        finally:
+            lib.spark_messages_free(sent, 1)
+
+    def save_attachment(self, message_id: str, path: str,
+                        progress: Optional[Callable[[int, int], None]] = None) -> None:
+        """Saves a message's file at `path` once every byte checked (nothing is left if not)."""
+        self._check(_library().spark_save_attachment(
+            self._handle, message_id.encode(), path.encode(), _progress(progress), None))
+
+    def thumbnail(self, message_id: str) -> Optional[bytes]:
+        """The thumbnail of a message's file, or None."""
+        lib = _library()
+        bytes_, size = ctypes.c_void_p(), ctypes.c_size_t()
+        self._check(lib.spark_thumbnail(self._handle, message_id.encode(), ctypes.byref(bytes_), ctypes.byref(size)))
+        if not bytes_.value:
+            return None
+        try:
+            return ctypes.string_at(bytes_.value, size.value)
+        finally:
+            lib.spark_free(bytes_)
+
+    def block(self, user_id: str) -> None:
+        """Every device of this user drops what `user_id` sends from now on, and their invitations."""
+        self._check(_library().spark_block(self._handle, user_id.encode()))
+
+    def unblock(self, user_id: str) -> None:
+        self._check(_library().spark_unblock(self._handle, user_id.encode()))
+
+    def blocked_users(self) -> List[str]:
+        lib = _library()
+        array, count = ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_size_t()
+        self._check(lib.spark_blocked_users(self._handle, ctypes.byref(array), ctypes.byref(count)))
+        try:
+            return [_text(array[i]) for i in range(count.value)]
+        finally:
+            lib.spark_strings_free(array, count)
+
+    def report(self, chat_id: str, user_id: str, message_ids: Sequence[str], reason: str) -> int:
+        """Reports `user_id` to the operator, revealing those of their messages; returns its number."""
+        ids = (ctypes.c_char_p * len(message_ids))(*[i.encode() for i in message_ids])
+        number = ctypes.c_int64()
+        self._check(_library().spark_report(self._handle, chat_id.encode(), user_id.encode(), ids, len(message_ids),
+                                            reason.encode(), ctypes.byref(number)))
+        return number.value
+
     def safety_number(self, user_id: str) -> str:
         number = ctypes.c_void_p()
         self._check(_library().spark_safety_number(self._handle, user_id.encode(), ctypes.byref(number)))
@@ -357,7 +511,7 @@ class Client:
         try:
             c = pointer[0]
             return Event(EventKind(c.kind), _text(c.chat_id), _text(c.message_id), _text(c.user_id), c.state,
-                         _text(c.text), _message(c.message[0]) if c.message else None)
+                         _text(c.text), _message(c.message[0]) if c.message else None, _text(c.data))
         finally:
             lib.spark_event_free(pointer)
 

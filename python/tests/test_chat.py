@@ -71,3 +71,77 @@ def test_errors_carry_the_status(directory):
         with pytest.raises(sparksdk.SparkError) as missing:
             sparksdk.Client(os.path.join(directory, "missing.plist"))
         assert missing.value.status == sparksdk.Status.CONFIG
+
+
+def wait_for(client, kind, predicate=lambda event: True):
+    return next(e for e in client.events(timeout=30) if e.kind == kind and predicate(e))
+
+
+def test_rich_messaging(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        chat_id = alice.start_chat(["bob"], "Files")
+        sent = alice.send(chat_id, "react to this")
+        wait_for(bob, sparksdk.EventKind.MESSAGE)
+
+        # A reaction, seen by the sender as a changed message.
+        bob.react(sent.message_id, "🎉")
+        wait_for(alice, sparksdk.EventKind.MESSAGES_CHANGED, lambda e: e.message_id == sent.message_id)
+        assert alice.message(sent.message_id).reactions == [sparksdk.Reaction("🎉", ["bob"])]
+
+        # A file, with its progress, saved byte for byte.
+        original = os.path.join(directory, "photo.bin")
+        with open(original, "wb") as file:
+            file.write(os.urandom(300_000))
+        steps = []
+        with_file = alice.send_file(chat_id, original, "a photo", progress=lambda done, total: steps.append((done, total)))
+        assert with_file.attachment == sparksdk.Attachment("photo.bin", "application/octet-stream", 300_000, False)
+        assert steps and steps[-1][0] == steps[-1][1]
+        wait_for(bob, sparksdk.EventKind.MESSAGE, lambda e: e.message_id == with_file.message_id)
+        copy = os.path.join(directory, "copy.bin")
+        bob.save_attachment(with_file.message_id, copy)
+        with open(original, "rb") as a, open(copy, "rb") as b:
+            assert a.read() == b.read()
+        assert bob.thumbnail(with_file.message_id) is None
+
+        # A recall takes the content and the file from bob's device.
+        alice.recall(with_file.message_id)
+        wait_for(bob, sparksdk.EventKind.MESSAGES_CHANGED, lambda e: e.message_id == with_file.message_id)
+        recalled = bob.message(with_file.message_id)
+        assert recalled.is_recalled and recalled.attachment is None and recalled.content == ""
+
+        # Typing and a live event.
+        bob.send_typing(chat_id)
+        typing = wait_for(alice, sparksdk.EventKind.TYPING)
+        assert (typing.user_id, typing.state) == ("bob", 1)
+        alice.send_chat_event(chat_id, "cursor", '{"x": 3}')
+        live = wait_for(bob, sparksdk.EventKind.CHAT_EVENT)
+        assert (live.user_id, live.text, live.data) == ("alice", "cursor", '{"x": 3}')
+
+        # A timer, a report and a block.
+        alice.set_disappearing_timer(chat_id, 3600)
+        timed = alice.send(chat_id, "gone in an hour")
+        assert timed.expires_at_ms > timed.timestamp_ms
+        rude = bob.send(chat_id, "something rude")
+        wait_for(alice, sparksdk.EventKind.MESSAGE, lambda e: e.message_id == rude.message_id)
+        assert alice.report(chat_id, "bob", [rude.message_id], "rude") > 0
+        alice.block("bob")
+        assert alice.blocked_users() == ["bob"]
+        alice.unblock("bob")
+        assert alice.blocked_users() == []
+
+
+def test_rich_messaging_refuses_bad_input(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        chat_id = alice.start_chat(["bob"])
+        sent = alice.send(chat_id, "mine")
+        wait_for(bob, sparksdk.EventKind.MESSAGE)
+        with pytest.raises(sparksdk.SparkError):
+            bob.recall(sent.message_id)  # only the sender recalls
+        with pytest.raises(sparksdk.SparkError) as missing:
+            alice.message("no-such-message")
+        assert missing.value.status == sparksdk.Status.NOT_FOUND
+        with pytest.raises(sparksdk.SparkError):
+            alice.send_file(chat_id, os.path.join(directory, "no-such-file"))
+        with pytest.raises(sparksdk.SparkError):
+            alice.report(chat_id, "bob", [sent.message_id], "not theirs")  # alice's own message
+        assert [m.content for m in bob.messages(chat_id)] == ["mine"]

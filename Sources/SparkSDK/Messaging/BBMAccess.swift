@@ -53,6 +53,13 @@ public final class BBMAccess: Sendable {
     /// ```
     public var messageEvents: AsyncStream<MessageEvent> { messenger.messageEventSinks.stream() }
 
+    /// Messages that changed after they arrived, from now on: edited, reacted to, recalled or
+    /// expired, by anyone (this user's other devices included), or a late one put in its place.
+    /// Each call gives a new stream of its own. An app that shows a chat through
+    /// ``messages(in:)`` needs none of it (the flow changes); one that reads messages itself
+    /// (a bot, the C API) reads the named ones again.
+    public var messageChanges: AsyncStream<MessageChange> { messenger.changeSinks.stream() }
+
     /// Starts a chat with one user (one-to-one) or several (a group), with an optional subject.
     public func startChat(with users: [String], subject: String = "") async throws -> Chat {
         try await messenger.startChat(with: users, subject: subject)
@@ -148,6 +155,10 @@ public final class BBMAccess: Sendable {
     public func messages(in chatID: String, before number: Int64?, limit: Int) async throws -> [ChatMessage] {
         try await messenger.messages(in: chatID, before: number, limit: limit)
     }
+
+    /// One message, by its id (``ChatMessage/id``).
+    /// - Throws: ``MessagingError/Code/unknownChat`` when this device has no such message.
+    public func message(_ messageID: String) async throws -> ChatMessage { try await messenger.message(id: messageID) }
 
     /// A chat's participants.
     public func participants(of chatID: String) async throws -> [Participant] { try await messenger.chat(chatID).participants }

@@ -67,6 +67,8 @@ extension Messenger {
     /// What a batch touched, for the flows and the app.
     private struct Batch {
         var touched: [String: MessageChanges] = [:]
+        /// What changed of messages already there (not this device's echoes, not new arrivals).
+        var altered: [String: MessageChanges] = [:]
         var events: [MessageEvent] = []
         var echoes = 0
     }
@@ -89,6 +91,13 @@ extension Messenger {
         // What committed before a failure is shown and acknowledged all the same; the flows
         // first, so that an app told of a step finds it there.
         for (chatID, changed) in batch.touched { reloadMessages(chatID, changed: changed) }
+        for (chatID, altered) in batch.altered {
+            switch altered {
+            case .none: break
+            case .some(let ids): if !ids.isEmpty { changeSinks.yield(MessageChange(chatID: chatID, messageIDs: ids)) }
+            case .all: changeSinks.yield(MessageChange(chatID: chatID, messageIDs: nil))
+            }
+        }
         reloadChats(Set(batch.touched.keys))
         report(batch.events)
         if let failure { throw failure }
@@ -138,6 +147,13 @@ extension Messenger {
             if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
         }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
+        // Only what a member sent changes messages already there (a commit or a Welcome reloads
+        // the flow, changing none of them).
+        if !entry.chatID.isEmpty, !effects.echo, [.message, .event, .receipt].contains(entry.kind) {
+            var altered = effects.changed
+            if case .some(let ids) = altered { altered = .some(ids.subtracting(effects.arrived.map(\.id))) }
+            batch.altered[entry.chatID, default: .none].formUnion(altered)
+        }
         batch.events += effects.events
         if effects.echo { batch.echoes += 1 }
         return effects.moved

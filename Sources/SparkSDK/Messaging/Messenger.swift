@@ -74,6 +74,20 @@ public struct MessageEvent: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "#\(number.map(String.init) ?? "-") \(state)" }
 }
 
+/// Messages of a chat that changed after they arrived (``BBMAccess/messageChanges``).
+public struct MessageChange: Sendable, Equatable {
+    /// The chat.
+    public var chatID: String
+    /// The messages' ids, or nil when any of the chat's messages may have changed.
+    public var messageIDs: Set<String>?
+
+    /// A change.
+    public init(chatID: String, messageIDs: Set<String>?) {
+        self.chatID = chatID
+        self.messageIDs = messageIDs
+    }
+}
+
 /// What changed in a chat's messages, for its flow: nothing, the messages of these ids, or
 /// anything (the window is read again).
 enum MessageChanges: Sendable, Equatable {
@@ -173,6 +187,8 @@ actor Messenger {
     nonisolated let messageEventSinks = EventSinks<MessageEvent>()
     /// Messages of other users as they arrive, once each.
     nonisolated let arrivalSinks = EventSinks<ChatMessage>()
+    /// Messages that changed after they arrived.
+    nonisolated let changeSinks = EventSinks<MessageChange>()
     static let flowWindow = 200
     /// How long an idle endpoint's mailbox read waits for an entry (a long-poll).
     static let longPoll: Duration = .seconds(25)
@@ -281,6 +297,7 @@ actor Messenger {
         eventSinks.finish()
         messageEventSinks.finish()
         arrivalSinks.finish()
+        changeSinks.finish()
     }
 
     /// A message may have started counting down (stored or read in a chat with a timer): the
@@ -313,7 +330,10 @@ actor Messenger {
         }
         // The log held the pages as they were: emptied, nothing of the content is left on disk.
         try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
-        for chatID in Set(due.map(\.chatID)) { reloadMessages(chatID) }
+        for chatID in Set(due.map(\.chatID)) {
+            reloadMessages(chatID)
+            changeSinks.yield(MessageChange(chatID: chatID, messageIDs: Set(due.filter { $0.chatID == chatID }.map(\.id))))
+        }
         reloadChats(Set(due.map(\.chatID)))
         return true
     }

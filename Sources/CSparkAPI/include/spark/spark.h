@@ -20,6 +20,11 @@
  *   spark_free(chat_id);
  *   spark_client_close(client);
  *
+ * Rich messaging works the same way: reactions (spark_react), recall (spark_recall), files
+ * (spark_send_file, spark_save_attachment), typing and live chat events (spark_send_typing,
+ * spark_send_chat_event), disappearing messages (spark_set_disappearing_timer), blocking
+ * (spark_block) and reports (spark_report).
+ *
  * Conventions, for every function:
  *
  * - Strings are UTF-8 and NUL-terminated, in and out.
@@ -27,9 +32,9 @@
  *   parameters, and spark_last_error() gives a message for people (valid on the calling thread
  *   until its next call into this library). SPARK_OK is 0.
  * - Ownership: what a function returns through an out parameter belongs to the caller, who frees
- *   it with the matching function: spark_free() for strings, spark_chats_free(),
- *   spark_messages_free(), spark_event_free(). Nothing the caller passes in is kept: the library
- *   copies what it needs before the call returns.
+ *   it with the matching function: spark_free() for strings and bytes, spark_chats_free(),
+ *   spark_messages_free(), spark_event_free(), spark_strings_free(). Nothing the caller passes in
+ *   is kept: the library copies what it needs before the call returns.
  * - Threading: a spark_client may be used from any thread, by several threads at once. Calls
  *   block their thread until they are done (a network round trip at most, or setup's whole
  *   course for spark_complete_setup). Callbacks run on a thread of the library's own, one at a
@@ -182,6 +187,25 @@ typedef enum {
     SPARK_MESSAGE_HELD = 5
 } spark_message_state;
 
+/* One emoji on a message and the users who reacted with it. */
+typedef struct {
+    char *emoji;
+    /* The users' ids, joined by ','. */
+    char *user_ids;
+    size_t count;
+} spark_reaction;
+
+/* A file a message carries (its bytes stay on the domain, encrypted, until spark_save_attachment). */
+typedef struct {
+    char *file_name;
+    /* Such as "image/png". */
+    char *media_type;
+    /* The file's size in bytes. */
+    int64_t size;
+    /* 1 when a thumbnail came with it (spark_thumbnail). */
+    int has_thumbnail;
+} spark_attachment;
+
 typedef struct {
     char *message_id;
     char *chat_id;
@@ -196,7 +220,16 @@ typedef struct {
     spark_message_state state;
     /* Milliseconds since 1970. */
     int64_t timestamp_ms;
+    /* 1 when its sender recalled it: the content is gone everywhere. */
     int is_recalled;
+    /* The reactions, `reaction_count` of them (NULL when none). */
+    spark_reaction *reactions;
+    size_t reaction_count;
+    /* The file it carries, or NULL. */
+    spark_attachment *attachment;
+    /* When its content is deleted on every device (a disappearing message), in milliseconds
+     * since 1970; 0 when it is kept. */
+    int64_t expires_at_ms;
 } spark_message;
 
 /* Every chat of this device, most recently active first: `*chats` gets an array of `*count`
@@ -219,11 +252,80 @@ spark_status spark_list_messages(
     size_t *count);
 void spark_messages_free(spark_message *messages, size_t count);
 
+/* One message by its id (`*message`: free with spark_messages_free(m, 1)); SPARK_ERR_NOT_FOUND
+ * when this device has none. */
+spark_status spark_get_message(spark_client *client, const char *message_id, spark_message **message);
+
 /* Marks the chat's messages read (the senders see it). */
 spark_status spark_mark_read(spark_client *client, const char *chat_id);
 
 /* Changes the text of a message this user sent. */
 spark_status spark_edit(spark_client *client, const char *message_id, const char *text);
+
+/* Adds this user's `emoji` (1 to 64 bytes, one per user per emoji) to a message. */
+spark_status spark_react(spark_client *client, const char *message_id, const char *emoji);
+
+/* Takes this user's `emoji` off a message. */
+spark_status spark_remove_reaction(spark_client *client, const char *message_id, const char *emoji);
+
+/* Recalls (deletes for everyone) a message this user sent: every device of every member deletes
+ * its content and its file, and shows it as recalled. */
+spark_status spark_recall(spark_client *client, const char *message_id);
+
+/* Sets the chat's disappearing-message timer: each message's content is deleted `seconds` after
+ * it was sent (by its sender's devices) or read (by the others'). 0 turns it off. */
+spark_status spark_set_disappearing_timer(spark_client *client, const char *chat_id, int64_t seconds);
+
+/* Tells the chat's online members this user is typing (`is_typing` 1; call it as they type, a
+ * notice goes at most every 3 seconds) or stopped (0). Never stored. */
+spark_status spark_send_typing(spark_client *client, const char *chat_id, int is_typing);
+
+/* Sends an app-defined live event to the chat's online members (SPARK_EVENT_CHAT_EVENT): `tag`
+ * names it (1 to 64 bytes), `data` (NULL, or at most 8 KB) carries it. Never stored. */
+spark_status spark_send_chat_event(spark_client *client, const char *chat_id, const char *tag, const char *data);
+
+/* A transfer's progress: `done` of `total` bytes. Called on the thread that called
+ * spark_send_file or spark_save_attachment, during that call, whenever a part has moved; it must
+ * not call into the library. */
+typedef void (*spark_progress)(void *context, int64_t done, int64_t total);
+
+/* Sends the file at `path` to a chat with a `caption` (NULL or ""): encrypted on this device as it
+ * is read (AES-256-GCM in 64 KiB chunks under a key of its own), uploaded in parts (a lost
+ * connection resumes), then announced in a message. Blocks until the message is sent. The domain
+ * caps a file's size (100 MiB by default). `progress` may be NULL; `*message`, if not NULL, gets
+ * the message (free with spark_messages_free(m, 1)). */
+spark_status spark_send_file(
+    spark_client *client, const char *chat_id, const char *path, const char *caption, spark_progress progress,
+    void *context, spark_message **message);
+
+/* Saves a message's file at `path`: downloaded and decrypted into a hidden file beside it, which
+ * replaces `path` only once every chunk and the whole file's digest checked (a swapped or cut
+ * file is refused with SPARK_ERR_REFUSED, and nothing is left). Blocks until done. */
+spark_status spark_save_attachment(
+    spark_client *client, const char *message_id, const char *path, spark_progress progress, void *context);
+
+/* The thumbnail of a message's file: `*bytes` gets `*size` bytes (free with spark_free), or NULL
+ * and 0 when none came with it. */
+spark_status spark_thumbnail(spark_client *client, const char *message_id, uint8_t **bytes, size_t *size);
+
+/* Blocks a user: every device of this user drops what they send from now on, in every chat, and
+ * their invitations; the domain refuses their new chats with this user. */
+spark_status spark_block(spark_client *client, const char *user_id);
+
+/* Unblocks a user. */
+spark_status spark_unblock(spark_client *client, const char *user_id);
+
+/* The users this user blocked: `*users` gets an array of `*count` strings (free with
+ * spark_strings_free). */
+spark_status spark_blocked_users(spark_client *client, char ***users, size_t *count);
+void spark_strings_free(char **strings, size_t count);
+
+/* Reports `user_id`, a participant of the chat, to the domain's operator with `reason`, revealing
+ * the `count` (1 to 50) messages `message_ids` of theirs from this chat: the operator reads their
+ * text. `*report_id`, if not NULL, gets the report's number. */
+spark_status spark_report(
+    spark_client *client, const char *chat_id, const char *user_id, const char *const *message_ids, size_t count,
+    const char *reason, int64_t *report_id);
 
 /* The safety number this user and `user_id` compare (60 digits in 12 groups of 5, spaced; free
  * with spark_free). */
@@ -241,7 +343,14 @@ typedef enum {
     /* A user is typing in a chat, or stopped (`user_id`, `chat_id`, `state` 1 or 0). */
     SPARK_EVENT_TYPING = 3,
     /* Anything else the app may show (an identity change, a dropped forgery): `text` says it. */
-    SPARK_EVENT_NOTICE = 4
+    SPARK_EVENT_NOTICE = 4,
+    /* An app-defined live event (spark_send_chat_event) from `user_id` in `chat_id`: `text` is
+     * its tag, `data` its data (or NULL). */
+    SPARK_EVENT_CHAT_EVENT = 5,
+    /* Messages of `chat_id` changed after they arrived (an edit, a reaction, a recall, an expiry,
+     * a late one in its place): `message_id` names the one, or is NULL when several did. Read
+     * them again with spark_list_messages. */
+    SPARK_EVENT_MESSAGES_CHANGED = 6
 } spark_event_kind;
 
 typedef struct {
@@ -253,6 +362,8 @@ typedef struct {
     char *text;
     /* For SPARK_EVENT_MESSAGE: the message (one). */
     spark_message *message;
+    /* For SPARK_EVENT_CHAT_EVENT: the event's data, or NULL. */
+    char *data;
 } spark_event;
 
 /* A file descriptor that is readable while events wait: add it to an event loop (GLib's,
