@@ -91,7 +91,7 @@ static int rich(spark_client *alice, spark_client *bob, const char *chat_id, con
     spark_event_free(changed);
     spark_message *reacted;
     if (check("get message", spark_get_message(alice, message_id, &reacted))) return 1;
-    if (reacted->reaction_count != 1) return fprintf(stderr, "c-chat: %zu reactions\n", reacted->reaction_count), 1;
+    if (reacted->reaction_count != 1) return fprintf(stderr, "c-chat: %zu reaction(s)\n", reacted->reaction_count), 1;
     printf("alice's message has %s from %s\n", reacted->reactions[0].emoji, reacted->reactions[0].user_ids);
     spark_messages_free(reacted, 1);
 

@@ -1,6 +1,7 @@
 import CSparkAPI
 import Foundation
 import SparkDomain
+import SparkLock
 import SparkSDK
 
 // The functions of `spark/spark.h` that are Swift: each checks its arguments, runs its work as
@@ -240,7 +241,14 @@ func sparkIsConnected(_ pointer: OpaquePointer?) -> Int32 {
 
 // MARK: Chats and messages
 
-func access(_ client: Client) async throws -> BBMAccess { try await client.controller.service.messaging() }
+/// The client's messaging, kept while it runs: asking the service on every call would queue each
+/// call behind whatever the service is doing (a hop that cost the C API a tenth of its rate).
+func access(_ client: Client) async throws -> BBMAccess {
+    if let kept = client.access.withLock({ $0 }), !kept.isStopped { return kept }
+    let fresh = try await client.controller.service.messaging()
+    client.access.withLock { $0 = fresh }
+    return fresh
+}
 
 @_cdecl("spark_list_chats")
 func sparkListChats(

@@ -17,6 +17,9 @@ final class Client: Sendable {
     let events: EventQueue
     private let watching = Locked<[Task<Void, Never>]>([])
     private let started = Locked(false)
+    /// Messaging, once asked for (see `access(_:)`).
+    let access = Locked<BBMAccess?>(nil)
+    let cachedAccess = Locked<BBMAccess?>(nil)
 
     /// The app's token refresh, for `authProvider` custom.
     let refresh: TokenRefresh

@@ -84,10 +84,13 @@ struct MessageEventTests {
             let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])
+            #expect(!alice.isStopped)
             await aliceService.stop()
+            #expect(alice.isStopped, "an access kept by the app says its messaging stopped")
             await #expect(throws: MessagingError(.notReady, "")) { try await alice.sendMessage("stopped", to: chat.chatID) }
             try await aliceService.start(domain: world.domain, environment: .sandbox)
             let again = try await aliceService.messaging()
+            #expect(!again.isStopped && alice.isStopped)
             #expect(try await again.sendMessage("back again", to: chat.chatID).state.isAccepted)
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { messages.value.map(\.content) == ["back again"] })

@@ -85,7 +85,8 @@ def test_rich_messaging(directory):
 
         # A reaction, seen by the sender as a changed message.
         bob.react(sent.message_id, "🎉")
-        wait_for(alice, sparksdk.EventKind.MESSAGES_CHANGED, lambda e: e.message_id == sent.message_id)
+        wait_for(alice, sparksdk.EventKind.MESSAGES_CHANGED,
+                 lambda e: e.message_id == sent.message_id and alice.message(e.message_id).reactions)
         assert alice.message(sent.message_id).reactions == [sparksdk.Reaction("🎉", ["bob"])]
 
         # A file, with its progress, saved byte for byte.
@@ -105,7 +106,8 @@ def test_rich_messaging(directory):
 
         # A recall takes the content and the file from bob's device.
         alice.recall(with_file.message_id)
-        wait_for(bob, sparksdk.EventKind.MESSAGES_CHANGED, lambda e: e.message_id == with_file.message_id)
+        wait_for(bob, sparksdk.EventKind.MESSAGES_CHANGED,
+                 lambda e: e.message_id == with_file.message_id and bob.message(e.message_id).is_recalled)
         recalled = bob.message(with_file.message_id)
         assert recalled.is_recalled and recalled.attachment is None and recalled.content == ""
 
@@ -145,3 +147,17 @@ def test_rich_messaging_refuses_bad_input(directory):
         with pytest.raises(sparksdk.SparkError):
             alice.report(chat_id, "bob", [sent.message_id], "not theirs")  # alice's own message
         assert [m.content for m in bob.messages(chat_id)] == ["mine"]
+
+
+def test_a_client_signed_out_and_in_again_messages_again(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        chat_id = alice.start_chat(["bob"])
+        alice.send(chat_id, "before")
+        alice.sign_out()
+        with pytest.raises(sparksdk.SparkError) as stopped:
+            alice.send(chat_id, "while signed out")
+        assert stopped.value.status == sparksdk.Status.NOT_READY
+        alice.sign_in_test("alice")
+        alice.complete_setup(passcode="alice-passcode-2026")
+        alice.send(chat_id, "after")
+        wait_for(bob, sparksdk.EventKind.MESSAGE, lambda e: e.message.content == "after")

@@ -1,4 +1,5 @@
 public import Foundation
+import SparkLock
 public import SparkObservable
 
 /// Chats and messages for the signed-in user (Spark's `BBMAccess` wrappers). Get it from
@@ -19,6 +20,12 @@ public final class BBMAccess: Sendable {
         self.messenger = messenger
         self.service = service
     }
+
+    /// Whether this access's messaging has stopped (the service was stopped, reset or signed
+    /// out): every call then throws ``MessagingError/Code/notReady``. Get a new one from
+    /// ``BBMEnterpriseService/messaging()`` once setup succeeds again. An app that keeps the
+    /// access (instead of asking the service each time) checks this first.
+    public var isStopped: Bool { messenger.hasStopped.withLock { $0 } }
 
     /// The signed-in user's id.
     public var currentUser: String { messenger.keys.userID }
@@ -54,7 +61,8 @@ public final class BBMAccess: Sendable {
     public var messageEvents: AsyncStream<MessageEvent> { messenger.messageEventSinks.stream() }
 
     /// Messages that changed after they arrived, from now on: edited, reacted to, recalled or
-    /// expired, by anyone (this user's other devices included), or a late one put in its place.
+    /// expired, by anyone (this user's other devices included). (A step of this user's own
+    /// message, such as delivered or read, is in ``messageEvents``.)
     /// Each call gives a new stream of its own. An app that shows a chat through
     /// ``messages(in:)`` needs none of it (the flow changes); one that reads messages itself
     /// (a bot, the C API) reads the named ones again.

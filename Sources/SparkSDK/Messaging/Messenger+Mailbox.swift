@@ -148,8 +148,8 @@ extension Messenger {
         }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         // Only what a member sent changes messages already there (a commit or a Welcome reloads
-        // the flow, changing none of them).
-        if !entry.chatID.isEmpty, !effects.echo, [.message, .event, .receipt].contains(entry.kind) {
+        // the flow, changing none of them; a receipt's step is a `messageEvents` event).
+        if !entry.chatID.isEmpty, !effects.echo, [.message, .event].contains(entry.kind) {
             var altered = effects.changed
             if case .some(let ids) = altered { altered = .some(ids.subtracting(effects.arrived.map(\.id))) }
             batch.altered[entry.chatID, default: .none].formUnion(altered)

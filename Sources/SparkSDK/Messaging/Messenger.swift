@@ -174,6 +174,8 @@ actor Messenger {
     var receiptsDue: [String: [CoveredMessage]] = [:]
     /// Set by `stop()`: from then on this messenger writes nothing (see `write`).
     var stopped = false
+    /// `stopped`, readable without a hop onto the messenger.
+    nonisolated let hasStopped = Locked(false)
     /// When this device last told each chat that its user is typing (see `sendTyping`).
     var typingSentAt: [String: ContinuousClock.Instant] = [:]
     /// The ephemeral messages seen lately, by nonce, and in the order they came.
@@ -286,6 +288,7 @@ actor Messenger {
     /// under the same id, which the domain answers with the number it already gave.
     func stop() async {
         stopped = true
+        hasStopped.withLock { $0 = true }
         let loop = syncTask
         syncTask = nil
         loop?.cancel()

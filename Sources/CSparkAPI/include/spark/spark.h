@@ -347,9 +347,9 @@ typedef enum {
     /* An app-defined live event (spark_send_chat_event) from `user_id` in `chat_id`: `text` is
      * its tag, `data` its data (or NULL). */
     SPARK_EVENT_CHAT_EVENT = 5,
-    /* Messages of `chat_id` changed after they arrived (an edit, a reaction, a recall, an expiry,
-     * a late one in its place): `message_id` names the one, or is NULL when several did. Read
-     * them again with spark_list_messages. */
+    /* Messages of `chat_id` changed after they arrived (an edit, a reaction, a recall, an expiry;
+     * a step of this user's own message is SPARK_EVENT_MESSAGE_STATE): `message_id` names the
+     * one, or is NULL when any may have. Read it again with spark_get_message. */
     SPARK_EVENT_MESSAGES_CHANGED = 6
 } spark_event_kind;
 
