@@ -92,11 +92,12 @@ enum PostgreSQLBenchmarks {
             func announce(_ users: [String]) throws { try inner.announce(users) }
         }
 
-        func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.write(scope) { db in try body(Statements(db, self)) }
+        var threads: TransactionThreads { inner.threads }
+        func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.blockingWrite(scope) { db in try body(Statements(db, self)) }
         }
-        func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.read { db in try body(Statements(db, self)) }
+        func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.blockingRead { db in try body(Statements(db, self)) }
         }
     }
 

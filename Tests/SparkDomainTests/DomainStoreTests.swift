@@ -47,10 +47,11 @@ struct DomainStoreTests {
             ) throws -> T? { try inner.scalar(sql, arguments, as: type) }
         }
 
-        func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.write(scope) { db in try body(Statements(db, self)) }
+        var threads: TransactionThreads { inner.threads }
+        func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.blockingWrite(scope) { db in try body(Statements(db, self)) }
         }
-        func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T { try inner.read(body) }
+        func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T { try inner.blockingRead(body) }
     }
 
     @Test func aStoreFailingMidPostLeavesNothingAndSaysStorageFailure() async throws {

@@ -30,7 +30,7 @@ struct PostgreSQLTests {
         }
         try await Fixtures.withTemporaryDirectory { directory in
             let sqlite = try SQLiteDomainStore(path: directory.appendingPathComponent("d.sqlite").path)
-            let columns = try sqlite.read { db in
+            let columns = try await sqlite.read { db in
                 try db.rows(
                     """
                     SELECT m.name || '.' || p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
@@ -38,7 +38,7 @@ struct PostgreSQLTests {
                     """
                 ).map { try $0.get(0, as: String.self) }
             }
-            let migrations = try sqlite.read { db in
+            let migrations = try await sqlite.read { db in
                 try db.rows("SELECT identifier FROM spark_migrations ORDER BY identifier").map { try $0.get(0, as: String.self) }
             }
             #expect(columns.count > 40, "the comparison sees the tables")

@@ -57,7 +57,7 @@ struct HostileDomainTests {
 
     /// Puts an entry into `user`'s mailbox as the domain would.
     static func inject(_ world: HostileWorld, _ entry: MailboxEntry, to user: String) throws {
-        try world.real.store.write { db in
+        try world.real.store.blockingWrite { db in
             try EmbeddedDomain.append(
                 db, to: [user], chatID: entry.chatID, sender: entry.sender, kind: entry.kind, messageNumber: entry.messageNumber,
                 payload: entry.payload, members: entry.members, now: Date().timeIntervalSince1970, epoch: entry.epoch)

@@ -20,7 +20,7 @@ struct KeyUnlockAttackTests {
             let published = try #require(await laptop.keys).publishedIdentity()
             // Whoever holds the management key (here the test, from the passcode) re-encrypts a
             // profile of other keys under it: the blob then opens without any error.
-            let blobs = try world.domain.store.read { db in
+            let blobs = try await world.domain.store.read { db in
                 try db.rows("SELECT name, data FROM key_blobs WHERE user_id = 'alice'").map {
                     (try $0.get(0, as: String.self), try $0.get(1, as: Data.self))
                 }
@@ -32,7 +32,7 @@ struct KeyUnlockAttackTests {
             let substituted = try JWE.encrypt(
                 impostor.profileJWKSet().jsonData(), keyEncryptionKey: managementKey, keyID: "management",
                 contentType: "jwk-set+json")
-            try world.domain.store.write { db in
+            try await world.domain.store.write { db in
                 try db.execute(
                     "UPDATE key_blobs SET data = ? WHERE user_id = 'alice' AND name = ?", [substituted, KeyBlob.profileName])
             }
@@ -51,7 +51,7 @@ struct KeyUnlockAttackTests {
             }
             #expect(try manager.localKeys(userID: "alice") == nil, "nothing was kept")
             // The published identity is untouched, and the real profile still unlocks.
-            try world.domain.store.write { db in
+            try await world.domain.store.write { db in
                 let original = try #require(blobs.first { $0.0 == KeyBlob.profileName }?.1)
                 try db.execute(
                     "UPDATE key_blobs SET data = ? WHERE user_id = 'alice' AND name = ?", [original, KeyBlob.profileName])

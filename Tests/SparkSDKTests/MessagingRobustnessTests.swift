@@ -18,7 +18,7 @@ struct MessagingRobustnessTests {
         _ world: ChatWorld, to user: String, chatID: String, sender: String, kind: MailboxKind, number: Int64? = nil,
         payload: Data = Data(), members: [ChatMember]? = nil
     ) throws {
-        try world.domain.store.write { db in
+        try world.domain.store.blockingWrite { db in
             try EmbeddedDomain.append(
                 db, to: [user], chatID: chatID, sender: sender, kind: kind, messageNumber: number, payload: payload,
                 members: members, now: Date().timeIntervalSince1970)
@@ -157,7 +157,7 @@ struct MessagingRobustnessTests {
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob reads every one") { messages.value.count == 4 }, "\(messages.value.map(\.content))")
             #expect(Set(messages.value.map(\.content)) == ["one", "two", "three", "four"])
-            let commits = try world.domain.store.read { db in
+            let commits = try await world.domain.store.read { db in
                 try db.scalar("SELECT count(*) FROM mailbox WHERE user_id = 'bob' AND kind = 'commit'", as: Int.self)
             }
             #expect(commits == 1, "the commit that made the chat, and none for sending")

@@ -204,7 +204,7 @@ struct RichMessagingTests {
                     random: &random)
             }
             let aliceEvents = EventRecorder(alice)
-            try world.domain.store.write { db in
+            try await world.domain.store.write { db in
                 try EmbeddedDomain.append(
                     db, to: ["alice"], chatID: chat.chatID, sender: "carol", kind: .ephemeral, messageNumber: nil,
                     payload: forged, members: nil, now: clock.now.timeIntervalSince1970, epoch: nil)

@@ -9,22 +9,25 @@ package final class SQLiteDomainStore: DomainStore {
     /// The database file.
     package let path: String
     let queue: DatabaseQueue
+    /// One thread: the file has one connection, and SQLite one writer at a time.
+    package let threads: TransactionThreads
 
     /// Opens (creating if need be) the file at `path` and brings its schema up to date.
     package init(path: String) throws {
         self.path = path
         queue = try DomainEngine.storage { try DatabaseQueue(path: path) }
+        threads = TransactionThreads(count: 1, name: "spark domain store")
         try DomainEngine.storage { try DomainSchema.migrator.migrate(queue) }
     }
 
     /// An immediate transaction: SQLite runs one writer at a time, so every scope is met.
     @discardableResult
-    package func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+    package func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
         try queue.write { db in try body(db) }
     }
 
     /// A deferred transaction.
-    package func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+    package func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
         try queue.read { db in try body(db) }
     }
 }

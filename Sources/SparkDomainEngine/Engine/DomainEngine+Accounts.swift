@@ -46,11 +46,11 @@ extension DomainEngine {
         let code = Self.makeCode()
         let policy = try currentPolicy()
         let now = clock.now()
-        let created = try storage {
-            try store.write { db -> Bool in
+        let created = try await storage {
+            try await store.write { db -> Bool in
                 if try db.scalar("SELECT 1 FROM accounts WHERE user_name = ?", [request.userName], as: Int.self) != nil
                     || db.scalar(
-                        "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?", [request.userName, accountsIssuer.issuer],
+                        "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?", [request.userName, self.accountsIssuer.issuer],
                         as: Int.self) != nil
                 {
                     // Also a name another issuer's user holds: the account would not be that user.
@@ -60,7 +60,7 @@ extension DomainEngine {
                 try db.execute(
                     "INSERT INTO accounts(user_name, email, password_hash, country, age, activated, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
                     [request.userName, email, hash, request.country, request.age, now.timeIntervalSince1970])
-                try storeCode(
+                try self.storeCode(
                     db, code, user: request.userName, purpose: .activation, lifetime: policy.activationCodeLifetime,
                     policy: policy)
                 return true
@@ -82,12 +82,12 @@ extension DomainEngine {
     package func resendActivationCode(userName: String) async throws {
         let policy = try currentPolicy()
         let code = Self.makeCode()
-        let email = try storage {
-            try store.write { db -> String? in
+        let email = try await storage {
+            try await store.write { db -> String? in
                 guard let row = try db.row("SELECT email, activated FROM accounts WHERE user_name = ?", [userName]),
                     try !row.get(1, as: Bool.self)
                 else { return nil }
-                try storeCode(
+                try self.storeCode(
                     db, code, user: userName, purpose: .activation, lifetime: policy.activationCodeLifetime, policy: policy)
                 return try row.get(0, as: String.self)
             }
@@ -101,13 +101,13 @@ extension DomainEngine {
     /// at this name this hour, however many codes were sent).
     package func activate(userName: String, code: String) async throws {
         let policy = try currentPolicy()
-        try storage {
+        try await storage {
             // The guess and its consequences commit together; a wrong code's spent try must be
             // saved even though the call fails, so the error is returned, not thrown.
-            let failure = try store.write { db -> DomainError? in
+            let failure = try await store.write { db -> DomainError? in
                 let activated = try db.scalar("SELECT activated FROM accounts WHERE user_name = ?", [userName], as: Bool.self)
                 let user = activated == false ? userName : nil
-                if let failure = try checkCode(db, code, key: userName, user: user, purpose: .activation, policy: policy) {
+                if let failure = try self.checkCode(db, code, key: userName, user: user, purpose: .activation, policy: policy) {
                     return failure
                 }
                 try db.execute("UPDATE accounts SET activated = 1 WHERE user_name = ?", [userName])
@@ -124,8 +124,8 @@ extension DomainEngine {
     package func logIn(userName: String, password: String) async throws -> IssuedToken {
         let policy = try currentPolicy()
         let now = clock.now()
-        let (account, lock) = try storage {
-            try store.write { db -> ((hash: String, activated: Bool, email: String)?, Int) in
+        let (account, lock) = try await storage {
+            try await store.write { db -> ((hash: String, activated: Bool, email: String)?, Int) in
                 let attempts = try db.row("SELECT failures, locked_until FROM login_attempts WHERE user_name = ?", [userName])
                 if let lockedUntil = try attempts?.get(1, as: Double.self), lockedUntil > now.timeIntervalSince1970 {
                     throw DomainError(
@@ -161,11 +161,11 @@ extension DomainEngine {
             if lock > 0 { throw DomainError(.tooManyAttempts, "too many failed logins; try again later", retryAfter: lock) }
             throw DomainError(.invalidCredentials, "the user name or password is incorrect")
         }
-        try storage { try store.write { db in try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName]) } }
+        try await storage { try await store.write { db in try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName]) } }
         guard account.activated else {
             throw DomainError(.notActivated, "'\(userName)' has not been activated; enter the code sent to its email")
         }
-        return try issueAccountTokens(userName: userName, email: account.email, family: nil, policy: policy, now: now)
+        return try await issueAccountTokens(userName: userName, email: account.email, family: nil, policy: policy, now: now)
     }
 
     /// Exchanges a refresh token for new tokens (OAuth 2.1's rotation): the old one is spent,
@@ -175,8 +175,8 @@ extension DomainEngine {
         let policy = try currentPolicy()
         let now = clock.now()
         let tokenHash = Self.refreshTokenHash(refreshToken)
-        let outcome = try storage {
-            try store.write { db -> Result<(String, String, Data), DomainError> in
+        let outcome = try await storage {
+            try await store.write { db -> Result<(String, String, Data), DomainError> in
                 guard
                     let row = try db.row(
                         """
@@ -201,14 +201,14 @@ extension DomainEngine {
             }
         }
         let (userName, email, family) = try outcome.get()
-        return try issueAccountTokens(userName: userName, email: email, family: family, policy: policy, now: now)
+        return try await issueAccountTokens(userName: userName, email: email, family: family, policy: policy, now: now)
     }
 
     /// Revokes a refresh token and the family it belongs to (logging out that session).
     package func revoke(refreshToken: String) async throws {
         let tokenHash = Self.refreshTokenHash(refreshToken)
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 let family = try db.scalar("SELECT family FROM refresh_tokens WHERE token_hash = ?", [tokenHash], as: Data.self)
                 try db.execute("DELETE FROM refresh_tokens WHERE token_hash = ?", [tokenHash])
                 if let family {
@@ -226,8 +226,8 @@ extension DomainEngine {
         let code = Self.makeCode()
         let address = email.lowercased()
         let now = clock.now().timeIntervalSince1970
-        let userName = try storage {
-            try store.write { db -> String? in
+        let userName = try await storage {
+            try await store.write { db -> String? in
                 let recent =
                     try db.scalar(
                         "SELECT count(*) FROM code_guesses WHERE user_id = ? AND purpose = ? AND guessed_at > ?",
@@ -238,7 +238,7 @@ extension DomainEngine {
                 guard recent < policy.codeAttemptsPerHour,
                     let userName = try db.scalar("SELECT user_name FROM accounts WHERE email = ?", [address], as: String.self)
                 else { return nil }
-                try storeCode(db, code, user: userName, purpose: .reset, lifetime: policy.resetCodeLifetime, policy: policy)
+                try self.storeCode(db, code, user: userName, purpose: .reset, lifetime: policy.resetCodeLifetime, policy: policy)
                 return userName
             }
         }
@@ -261,10 +261,10 @@ extension DomainEngine {
         let address = email.lowercased()
         try AccountPolicy.checkPassword(newPassword)
         let policy = try currentPolicy()
-        let userName = try storage {
-            let outcome = try store.write { db -> Result<String, DomainError> in
+        let userName = try await storage {
+            let outcome = try await store.write { db -> Result<String, DomainError> in
                 let userName = try db.scalar("SELECT user_name FROM accounts WHERE email = ?", [address], as: String.self)
-                if let failure = try checkCode(db, code, key: address, user: userName, purpose: .reset, policy: policy) {
+                if let failure = try self.checkCode(db, code, key: address, user: userName, purpose: .reset, policy: policy) {
                     return .failure(failure)
                 }
                 // A matched code names an account.
@@ -276,8 +276,8 @@ extension DomainEngine {
             return try outcome.get()
         }
         let hash = try passwordHasher.hash(newPassword)
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 try db.execute("UPDATE accounts SET password_hash = ? WHERE user_name = ?", [hash, userName])
                 try db.execute("DELETE FROM refresh_tokens WHERE user_name = ?", [userName])
                 try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName])
@@ -287,7 +287,7 @@ extension DomainEngine {
 
     // MARK: Helpers
 
-    private func issueAccountTokens(userName: String, email: String, family: Data?, policy: DomainPolicy, now: Date) throws
+    private func issueAccountTokens(userName: String, email: String, family: Data?, policy: DomainPolicy, now: Date) async throws
         -> IssuedToken
     {
         let idToken = try accountsIssuer.issue(
@@ -295,8 +295,8 @@ extension DomainEngine {
             email: email)
         let refreshToken = SystemRandom.bytes(count: 32).base64URLEncodedString()
         let tokenHash = Self.refreshTokenHash(refreshToken)
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 try db.execute(
                     "INSERT INTO refresh_tokens(token_hash, user_name, expires_at, family, used) VALUES (?, ?, ?, ?, 0)",
                     [tokenHash, userName, now.timeIntervalSince1970 + Double(policy.refreshTokenLifetime), family ?? tokenHash])

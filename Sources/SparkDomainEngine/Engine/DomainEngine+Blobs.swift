@@ -36,8 +36,8 @@ extension DomainEngine {
                 .tooLarge, "an attachment is at most \(policy.maximumAttachmentSize) bytes here (its blob \(size))")
         }
         let now = clock.now()
-        return try storage {
-            try store.write(.locking(["blobs:" + user])) { db in
+        return try await storage {
+            try await store.write(.locking(["blobs:" + user])) { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 try Self.requireMember(db, user: user, chatID: chatID)
                 if let existing = try Self.blob(db, blobID) {
@@ -72,8 +72,8 @@ extension DomainEngine {
         try Self.checkBlobID(blobID)
         let now = clock.now()
         try usage.charge(user, .blob, bytes: bytes.count, now: now, policy: policy)
-        return try storage {
-            try store.write(.locking(["blob:" + blobID])) { db in
+        return try await storage {
+            try await store.write(.locking(["blob:" + blobID])) { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard let blob = try Self.blob(db, blobID) else { throw DomainError(.notFound, "no blob \(blobID)") }
                 guard blob.owner == user else { throw DomainError(.forbidden, "only its uploader writes a blob") }
@@ -103,8 +103,8 @@ extension DomainEngine {
     package func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
         let user = try await validate(token: token).userID
         try Self.checkBlobID(blobID)
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard let blob = try Self.blob(db, blobID) else { throw DomainError(.notFound, "no blob \(blobID)") }
                 if blob.owner != user { try Self.requireMember(db, user: user, chatID: blob.status.chatID) }
@@ -131,8 +131,8 @@ extension DomainEngine {
         guard (1...Self.blobPartSize).contains(length), offset >= 0 else {
             throw DomainError(.invalidRequest, "a read is 1 to \(Self.blobPartSize) bytes from an offset of 0 or more")
         }
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard let blob = try Self.blob(db, blobID), blob.status.isComplete else {
                     throw DomainError(.notFound, "no blob \(blobID) (or it is not all uploaded yet)")
@@ -165,8 +165,8 @@ extension DomainEngine {
     package func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
         let user = try await validate(token: token).userID
         try Self.checkBlobID(blobID)
-        try storage {
-            try store.write(.locking(["blob:" + blobID])) { db in
+        try await storage {
+            try await store.write(.locking(["blob:" + blobID])) { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard let blob = try Self.blob(db, blobID) else { return }
                 guard blob.owner == user else { throw DomainError(.forbidden, "only its uploader deletes a blob") }

@@ -19,8 +19,8 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a user blocks another user, by a user id of 1 to 255 bytes")
         }
         let now = clock.now().timeIntervalSince1970
-        try storage {
-            try store.write(.locking(["blocks:" + user])) { db in
+        try await storage {
+            try await store.write(.locking(["blocks:" + user])) { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let changed: Int
                 if blocked {
@@ -48,8 +48,8 @@ extension DomainEngine {
     /// The users the caller blocked, sorted.
     package func blockedUsers(token: String, endpointID: String) async throws -> [String] {
         let user = try await validate(token: token).userID
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 return try db.rows("SELECT blocked FROM blocks WHERE user_id = ? ORDER BY blocked", [user]).map {
                     try $0.get(0, as: String.self)

@@ -66,8 +66,8 @@ extension DomainEngine {
         let digest = SHA256.hash(commit)
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
-        let (accepted, routed) = try storage {
-            try store.write(Self.chatScope(chatID)) { db -> (Int64, [String]) in
+        let (accepted, routed) = try await storage {
+            try await store.write(Self.chatScope(chatID)) { db -> (Int64, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard
                     let row = try db.row("SELECT epoch, last_commit, settled_epoch FROM chats WHERE chat_id = ?", [chatID])
@@ -100,7 +100,7 @@ extension DomainEngine {
                             "the chat is at epoch \(current), not \(epoch): apply the commits before yours and commit again")
                     }
                 }
-                try usage.charge(user, .commit, now: clockNow, policy: policy)
+                try self.usage.charge(user, .commit, now: clockNow, policy: policy)
                 // A commit that adds or removes no one (an update) needs no admin and changes no members.
                 var change: (before: ChatInfo, after: ChatInfo)?
                 if !add.isEmpty || !remove.isEmpty {

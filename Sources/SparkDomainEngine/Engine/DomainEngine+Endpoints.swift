@@ -24,8 +24,8 @@ extension DomainEngine {
         }
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
-        return try storage {
-            try store.write { db -> RegistrationOutcome in
+        return try await storage {
+            try await store.write { db -> RegistrationOutcome in
                 if let row = try db.row(
                     "SELECT user_id, removed_reason FROM endpoints WHERE endpoint_id = ?", [registration.endpointID])
                 {
@@ -98,7 +98,7 @@ extension DomainEngine {
     /// The caller's registered endpoints, oldest first.
     package func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
         let user = try await caller(token: token, endpointID: endpointID)
-        return try storage { try store.read { db in try Self.endpoints(db, user: user) } }
+        return try await storage { try await store.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// Renames one of the caller's endpoints.
@@ -107,8 +107,8 @@ extension DomainEngine {
         guard nickname.count <= 64, !nickname.contains(where: \.isNewline) else {
             throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
         }
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 let changed = try db.execute(
                     "UPDATE endpoints SET nickname = ? WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL",
                     [nickname, target, user])
@@ -121,8 +121,8 @@ extension DomainEngine {
     /// user's oldest that signed the removal (a stolen token alone evicts no device).
     package func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 try Self.requireRegistered(db, endpoint: target, of: user)
                 if target != endpointID {
                     try Self.requireApprovedRemover(db, user: user, remover: endpointID, target: target, signature: signature)
@@ -132,7 +132,7 @@ extension DomainEngine {
                     ["deregistered by the user", target, user])
                 if changed == 0 { throw DomainError(.notFound, "the user has no registered endpoint \(target)") }
                 // The user's other devices remove it from every chat.
-                try Self.tellDevicesChanged(db, user: user, now: clock.now().timeIntervalSince1970)
+                try Self.tellDevicesChanged(db, user: user, now: self.clock.now().timeIntervalSince1970)
             }
         }
         announceEntries(to: [user])
@@ -147,8 +147,8 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a credential is 1 to \(Self.maximumDeviceStatement) bytes")
         }
         let now = clock.now().timeIntervalSince1970
-        let changed = try storage {
-            try store.write { db -> Bool in
+        let changed = try await storage {
+            try await store.write { db -> Bool in
                 let current = try db.scalar(
                     "SELECT credential FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Data?.self)
                 guard current != credential else { return false }
@@ -170,8 +170,8 @@ extension DomainEngine {
         }
         guard target != endpointID else { throw DomainError(.invalidRequest, "an endpoint does not approve itself") }
         let now = clock.now().timeIntervalSince1970
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 try Self.requireRegistered(db, endpoint: target, of: user)
                 try db.execute(
                     """
@@ -188,8 +188,8 @@ extension DomainEngine {
     package func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
-        return try storage {
-            try store.write { db in
+        return try await storage {
+            try await store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 try db.execute("UPDATE endpoints SET last_seen = ? WHERE endpoint_id = ?", [now, endpointID])
                 return try Self.endpoint(db, endpointID)
@@ -222,8 +222,8 @@ extension DomainEngine {
                 throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
             }
         }
-        return try storage {
-            try store.write { db -> [Int] in
+        return try await storage {
+            try await store.write { db -> [Int] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let rows = try writes.map { write in
                     (write, try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, write.name]))
@@ -269,8 +269,8 @@ extension DomainEngine {
         }
         let document = try JSONEncoder().encode(identity)
         let now = clock.now().timeIntervalSince1970
-        let told = try storage {
-            try store.write { db -> [String] in
+        let told = try await storage {
+            try await store.write { db -> [String] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 var replacing = false
                 if let row = try db.row("SELECT document, key_version FROM identities WHERE user_id = ?", [user]) {
@@ -309,14 +309,14 @@ extension DomainEngine {
     /// A user's published identity, if they have one.
     package func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
         _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
-        return try storage { try store.read { db in try Self.identity(db, user: userID) } }
+        return try await storage { try await store.read { db in try Self.identity(db, user: userID) } }
     }
 
     /// The highest identity key version the user ever published (0 if none).
     package func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         let user = try await caller(token: token, endpointID: endpointID, unlocking: true)
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
             }
         }
@@ -357,8 +357,8 @@ extension DomainEngine {
     /// registered endpoints (every call after registration carries both).
     func caller(token: String, endpointID: String, unlocking: Bool = false) async throws -> String {
         let user = try await validate(token: token).userID
-        try storage {
-            try store.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: unlocking) }
+        try await storage {
+            try await store.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: unlocking) }
         }
         return user
     }

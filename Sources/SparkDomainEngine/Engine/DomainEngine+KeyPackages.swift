@@ -40,8 +40,8 @@ extension DomainEngine {
             }
         }
         let now = clock.now().timeIntervalSince1970
-        let (left, told): (Int, Bool) = try storage {
-            try store.write(Self.keyPackageScope(endpointID)) { db -> (Int, Bool) in
+        let (left, told): (Int, Bool) = try await storage {
+            try await store.write(Self.keyPackageScope(endpointID)) { db -> (Int, Bool) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 // One-time KeyPackages too old to hand out make room for the new ones.
                 try db.execute(
@@ -95,8 +95,8 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a user id is 1 to 255 bytes")
         }
         let now = clock.now().timeIntervalSince1970
-        return try storage {
-            try store.write { db -> [ClaimedKeyPackage] in
+        return try await storage {
+            try await store.write { db -> [ClaimedKeyPackage] in
                 try Self.requireEndpoint(db, user: caller, endpointID: endpointID)
                 // The KeyPackages of removed endpoints are of no use to anyone: they go.
                 try db.execute(
@@ -149,8 +149,8 @@ extension DomainEngine {
     package func keyPackageCount(token: String, endpointID: String) async throws -> Int {
         let user = try await caller(token: token, endpointID: endpointID)
         let now = clock.now().timeIntervalSince1970
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 return try Self.oneTimeCount(db, endpointID, now: now)
             }

@@ -26,8 +26,8 @@ extension DomainEngine {
         }
         try Self.check(posts, for: members)
         let now = clock.now()
-        let (info, routed) = try storage {
-            try store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
+        let (info, routed) = try await storage {
+            try await store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 if let creator = try db.scalar("SELECT created_by FROM chats WHERE chat_id = ?", [chatID], as: String.self) {
                     // A retry after a lost answer: the same creator and members get the chat
@@ -39,7 +39,7 @@ extension DomainEngine {
                 if posts.contains(where: { $0.kind == .event }) { try Self.requireGoodStanding(db, user: user, now: now) }
                 try Self.requireRegistered(db, members.filter { $0 != user })
                 try Self.requireNotBlocked(db, inviter: user, invited: members)
-                try usage.charge(user, .chat, now: now, policy: policy)
+                try self.usage.charge(user, .chat, now: now, policy: policy)
                 try db.execute(
                     "INSERT INTO chats(chat_id, created_by, next_message_number, created_at) VALUES (?, ?, 1, ?)",
                     [chatID, user, now.timeIntervalSince1970])
@@ -70,8 +70,8 @@ extension DomainEngine {
         let user = try await validate(token: token).userID
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
-        let (info, routed) = try storage {
-            try store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
+        let (info, routed) = try await storage {
+            try await store.write(Self.chatScope(chatID)) { db -> (ChatInfo, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard let (before, final) = try Self.changeMembers(db, chatID: chatID, by: user, add: add, remove: remove) else {
                     // A change that changes nothing (a retry after a lost answer) is not made again.
@@ -114,8 +114,8 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "\(kind.rawValue) entries are made by the domain")
         }
         let now = clock.now()
-        let (receipt, routed) = try storage {
-            try store.write(Self.chatScope(chatID)) { db -> (PostReceipt, [String]) in
+        let (receipt, routed) = try await storage {
+            try await store.write(Self.chatScope(chatID)) { db -> (PostReceipt, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
@@ -166,12 +166,12 @@ extension DomainEngine {
                             .invalidRequest,
                             "an ephemeral post goes to every member and is at most \(Self.maximumEphemeralSize) bytes")
                     }
-                    try usage.charge(user, .ephemeral, bytes: payload.count * audience.count, now: now, policy: policy)
+                    try self.usage.charge(user, .ephemeral, bytes: payload.count * audience.count, now: now, policy: policy)
                     // The chat's entries past their lifetime go with each new one (under the chat's
                     // lock); every chat's go on the daemon's timer and with mailbox pruning.
                     try Self.deleteExpiredEphemeral(db, chatID: chatID, now: now.timeIntervalSince1970)
                 } else {
-                    try usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: policy)
+                    try self.usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: policy)
                 }
                 try Self.append(
                     db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: payload,
@@ -201,13 +201,13 @@ extension DomainEngine {
         }
         let user = try await validate(token: token).userID
         // A read after `cursor` says the endpoint applied everything up to it.
-        if cursor > 0 { try pruneMailbox(user: user, endpointID: endpointID, cursor: cursor) }
+        if cursor > 0 { try await pruneMailbox(user: user, endpointID: endpointID, cursor: cursor) }
         let clock = ContinuousClock()
         let deadline = clock.now + wait
         while true {
             // Taken before the read, so an entry committed after it still wakes the wait.
             let ticket = mailboxWaiters.ticket(for: user)
-            let entries = try mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
+            let entries = try await mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
             let left = deadline - clock.now
             if !entries.isEmpty || left <= .zero || Task.isCancelled || mailboxWaiters.isEnded { return entries }
             if wait > .zero { startWatchingOtherProcesses() }
@@ -223,7 +223,7 @@ extension DomainEngine {
     /// cursor moved a long way), then deletes the user's entries that every registered endpoint
     /// of the user has read past (after ``readEntriesKeptFor``) and those older than
     /// ``DomainPolicy/mailboxRetention``.
-    func pruneMailbox(user: String, endpointID: String, cursor: Int64) throws {
+    func pruneMailbox(user: String, endpointID: String, cursor: Int64) async throws {
         let now = clock.now().timeIntervalSince1970
         let due = prunedAt.withLock { seen -> Bool in
             guard let last = seen[endpointID], now - last.at < 60, cursor - last.cursor < 1000 else {
@@ -235,8 +235,8 @@ extension DomainEngine {
         }
         guard due else { return }
         let retention = Double(try currentPolicy().mailboxRetention)
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 try db.execute(
                     "UPDATE endpoints SET mailbox_cursor = ? WHERE endpoint_id = ? AND mailbox_cursor < ?",
@@ -277,7 +277,7 @@ extension DomainEngine {
     @discardableResult
     package func pruneEphemeralEntries() throws -> Int {
         let now = clock.now().timeIntervalSince1970
-        return try storage { try store.write { db in try Self.deleteExpiredEphemeral(db, now: now) } }
+        return try storage { try store.blockingWrite { db in try Self.deleteExpiredEphemeral(db, now: now) } }
     }
 
     /// Deletes every mailbox entry older than ``DomainPolicy/mailboxRetention``, whoever's it is,
@@ -288,18 +288,18 @@ extension DomainEngine {
     package func pruneExpiredEntries() throws -> Int {
         let retention = Double(try currentPolicy().mailboxRetention)
         let cutoff = clock.now().timeIntervalSince1970 - retention
-        return try storage { try store.write { db in try db.execute("DELETE FROM mailbox WHERE posted_at < ?", [cutoff]) } }
+        return try storage { try store.blockingWrite { db in try db.execute("DELETE FROM mailbox WHERE posted_at < ?", [cutoff]) } }
     }
 
-    private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) throws -> [MailboxEntry] {
-        try storage {
-            try store.read { db in
+    private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
+        try await storage {
+            try await store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 return try db.rows(
                     """
                     SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch FROM mailbox
                     WHERE user_id = ? AND sequence > ? AND (kind != 'ephemeral' OR posted_at >= ?) ORDER BY sequence LIMIT ?
-                    """, [user, cursor, clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, max(1, min(limit, 1000))]
+                    """, [user, cursor, self.clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, max(1, min(limit, 1000))]
                 ).map { row in
                     MailboxEntry(
                         sequence: try row.get(0), chatID: try row.get(1), sender: try row.get(2),
@@ -317,8 +317,8 @@ extension DomainEngine {
     /// A chat's members, for one of them.
     package func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
         let user = try await caller(token: token, endpointID: endpointID)
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
                     throw DomainError(.notAMember, "not a member of this chat")
@@ -339,8 +339,8 @@ extension DomainEngine {
     /// Dismisses one of the caller's infractions.
     package func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 let changed = try db.execute(
                     "UPDATE infractions SET dismissed = 1 WHERE id = ? AND user_id = ? AND dismissed = 0", [id, user])
                 if changed == 0 { throw DomainError(.notFound, "no open infraction \(id)") }
@@ -352,7 +352,7 @@ extension DomainEngine {
     package func moderationStatus(of user: String) throws -> UserStatus {
         let now = clock.now()
         return try storage {
-            try store.read { db in
+            try store.blockingRead { db in
                 let infractions = try db.rows(
                     "SELECT id, reason, issued_at FROM infractions WHERE user_id = ? AND dismissed = 0 ORDER BY id", [user]
                 ).map {
@@ -386,14 +386,14 @@ extension DomainEngine {
         }
         let body = String(decoding: try JSONEncoder().encode(messages), as: UTF8.self)
         let now = clock.now()
-        return try storage {
-            try store.write { db in
+        return try await storage {
+            try await store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let members = try Self.chatInfo(db, chatID).members.map(\.userID)
                 guard members.contains(user), members.contains(reported) else {
                     throw DomainError(.notAMember, "the reporter and the reported user must both be members of the chat")
                 }
-                try usage.charge(user, .post, bytes: body.utf8.count, now: now, policy: policy)
+                try self.usage.charge(user, .post, bytes: body.utf8.count, now: now, policy: policy)
                 guard
                     let id = try db.scalar(
                         """
@@ -409,7 +409,7 @@ extension DomainEngine {
     /// The reports users made, newest first (at most `limit`).
     package func reports(limit: Int = 50) throws -> [Report] {
         try storage {
-            try store.read { db in
+            try store.blockingRead { db in
                 try db.rows(
                     "SELECT id, reporter, reported, chat_id, reason, messages, created_at FROM reports ORDER BY id DESC LIMIT ?",
                     [max(1, min(limit, 1000))]
@@ -430,7 +430,7 @@ extension DomainEngine {
     package func issueInfraction(to user: String, reason: String) throws -> Infraction {
         let now = clock.now()
         return try storage {
-            try store.write { db in
+            try store.blockingWrite { db in
                 let id = try db.scalar(
                     "INSERT INTO infractions(user_id, reason, issued_at) VALUES (?, ?, ?) RETURNING id",
                     [user, reason, now.timeIntervalSince1970], as: Int64.self)
@@ -447,7 +447,7 @@ extension DomainEngine {
         }
         let until = clock.now().timeIntervalSince1970 + Double(seconds)
         try storage {
-            try store.write { db in
+            try store.blockingWrite { db in
                 try db.execute(
                     """
                     INSERT INTO moderation(user_id, timeout_until, timeout_reason) VALUES (?, ?, ?)
@@ -460,7 +460,7 @@ extension DomainEngine {
     /// Bans a user: their messages are refused until unbanned.
     package func ban(_ user: String, reason: String) throws {
         try storage {
-            try store.write { db in
+            try store.blockingWrite { db in
                 try db.execute(
                     """
                     INSERT INTO moderation(user_id, banned_reason) VALUES (?, ?)
@@ -472,7 +472,7 @@ extension DomainEngine {
 
     /// Lifts a ban and any timeout.
     package func unban(_ user: String) throws {
-        try storage { try store.write { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
+        try storage { try store.blockingWrite { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
     }
 
     // MARK: Helpers

@@ -36,9 +36,9 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         // The attempt is counted (or refused past the limit) before any OPRF work: a caller past
         // the limit costs the domain one transaction, not a scalar multiplication and a proof.
-        let (challenge, attemptsLeft) = try storage {
+        let (challenge, attemptsLeft) = try await storage {
             // Serializable: two parallel attempts cannot both read the count below the limit.
-            try store.write { db -> (Data, Int) in
+            try await store.write { db -> (Data, Int) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 let recent = try db.row(
                     "SELECT count(*), min(issued_at) FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ?",
@@ -69,8 +69,8 @@ extension DomainEngine {
     package func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
-        try storage {
-            try store.write { db in
+        try await storage {
+            try await store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 guard
                     let issuedAt = try db.scalar(
@@ -99,8 +99,8 @@ extension DomainEngine {
     /// evaluation, so reading one is not an attempt; ``evaluatePasscode(token:endpointID:blindedElement:keyID:)`` is.
     package func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
         let user = try await validate(token: token).userID
-        return try storage {
-            try store.read { db -> BlobFetch in
+        return try await storage {
+            try await store.read { db -> BlobFetch in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 guard let row = try db.row("SELECT data, version FROM key_blobs WHERE user_id = ? AND name = ?", [user, name])
                 else { return BlobFetch(blob: nil) }
@@ -122,11 +122,9 @@ extension DomainEngine {
         let user = try await validate(token: token).userID
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
-        var notified: [String] = []
-        defer { announceEntries(to: notified) }
-        return try storage {
-            try store.write { db -> IdentityResetOutcome in
-                notified = []
+        // The outcome, and whose mailboxes got an entry (announced once it committed).
+        let (outcome, notified) = try await storage {
+            try await store.write { db -> (IdentityResetOutcome, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 let identity = try Self.identity(db, user: user)
                 if let signature {
@@ -140,7 +138,7 @@ extension DomainEngine {
                         "SELECT endpoint_id, requested_at, effective_at FROM identity_resets WHERE user_id = ?", [user])
                     {
                         let pending = try Self.pendingReset(row)
-                        guard now >= pending.effectiveAt.timeIntervalSince1970 else { return .pending(pending) }
+                        guard now >= pending.effectiveAt.timeIntervalSince1970 else { return (.pending(pending), []) }
                     } else {
                         try db.execute(
                             "INSERT INTO identity_resets(user_id, endpoint_id, requested_at, effective_at) VALUES (?, ?, ?, ?)",
@@ -149,8 +147,8 @@ extension DomainEngine {
                             let pending = PendingIdentityReset(
                                 endpointID: endpointID, requestedAt: Date(timeIntervalSince1970: now),
                                 effectiveAt: Date(timeIntervalSince1970: now + Double(policy.identityResetDelay)))
-                            notified = try Self.tell(db, about: user, .init(state: .pending, pending: pending), now: now)
-                            return .pending(pending)
+                            let notified = try Self.tell(db, about: user, .init(state: .pending, pending: pending), now: now)
+                            return (.pending(pending), notified)
                         }
                     }
                 }
@@ -161,9 +159,11 @@ extension DomainEngine {
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL",
                     ["the user reset their keys (forgotten passcode) on another device", user, endpointID])
                 try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
-                return .completed
+                return (.completed, [])
             }
         }
+        announceEntries(to: notified)
+        return outcome
     }
 
     /// Cancels the user's pending identity reset, from any of their endpoints.
@@ -172,8 +172,8 @@ extension DomainEngine {
     package func cancelIdentityReset(token: String, endpointID: String) async throws {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
-        let notified = try storage {
-            try store.write { db -> [String] in
+        let notified = try await storage {
+            try await store.write { db -> [String] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 guard try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user]) > 0 else {
                     throw DomainError(.notFound, "no identity reset is pending for this user")
@@ -205,8 +205,8 @@ extension DomainEngine {
     /// look before trusting a new identity.
     package func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
         _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
-        return try storage {
-            try store.read { db in
+        return try await storage {
+            try await store.read { db in
                 try db.row("SELECT endpoint_id, requested_at, effective_at FROM identity_resets WHERE user_id = ?", [userID])
                     .map(Self.pendingReset)
             }

@@ -76,7 +76,7 @@ package final class DomainEngine: DomainService {
         self.mailer = mailer ?? OutboxMailer(store: store)
         self.allowUnsafePasswordHashing = allowUnsafePasswordHashing
         let loaded = try Self.storage {
-            try store.read { db -> Loaded in
+            try store.blockingRead { db -> Loaded in
                 guard let id = try db.scalar("SELECT id FROM domain WHERE singleton = 1", as: String.self) else {
                     throw DomainError(.unavailable, "\(location) holds no domain; create it first")
                 }
@@ -130,7 +130,7 @@ package final class DomainEngine: DomainService {
         }
         let rows = keys
         try storage {
-            try store.write { db in
+            try store.blockingWrite { db in
                 if try db.scalar("SELECT id FROM domain", as: String.self) != nil {
                     throw DomainError(.conflict, "the store already holds a domain")
                 }
@@ -186,7 +186,7 @@ package final class DomainEngine: DomainService {
     package func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
 
     func currentPolicy() throws -> DomainPolicy {
-        let json = try Self.storage { try store.read { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
+        let json = try Self.storage { try store.blockingRead { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
         return try policy(json)
     }
 
@@ -232,22 +232,22 @@ package final class DomainEngine: DomainService {
     /// refused, so an external issuer's `alice` never acts as the accounts assistant's (or
     /// the test issuer's) `alice`.
     package func validate(token: String) async throws -> VerifiedIdentity {
-        let identity = try validator().validate(token, cache: validatedTokens)
-        try bindPrincipal(identity.userID, to: identity.issuer)
+        let identity = try await validator().validate(token, cache: validatedTokens)
+        try await bindPrincipal(identity.userID, to: identity.issuer)
         return identity
     }
 
     /// Binds `userID` to `issuer` if it is free; refuses it if another issuer holds it.
-    func bindPrincipal(_ userID: String, to issuer: String) throws {
+    func bindPrincipal(_ userID: String, to issuer: String) async throws {
         if knownPrincipals.withLock({ $0[userID] }) == issuer { return }
-        let holder = try Self.storage {
-            try store.write { db -> String in
+        let holder = try await Self.storage {
+            try await store.write { db -> String in
                 if let holder = try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) {
                     return holder
                 }
                 try db.execute(
                     "INSERT INTO principals(user_id, issuer, first_seen) VALUES (?, ?, ?)",
-                    [userID, issuer, clock.now().timeIntervalSince1970])
+                    [userID, issuer, self.clock.now().timeIntervalSince1970])
                 return issuer
             }
         }
@@ -259,15 +259,15 @@ package final class DomainEngine: DomainService {
     }
 
     /// The issuer a user id is bound to, if any.
-    func principalIssuer(of userID: String) throws -> String? {
-        try Self.storage {
-            try store.read { db in try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) }
+    func principalIssuer(of userID: String) async throws -> String? {
+        try await Self.storage {
+            try await store.read { db in try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) }
         }
     }
 
-    func validator() throws -> TokenValidator {
-        let (json, rows) = try Self.storage {
-            try store.read { db in
+    func validator() async throws -> TokenValidator {
+        let (json, rows) = try await Self.storage {
+            try await store.read { db in
                 (
                     try db.scalar("SELECT policy FROM domain", as: String.self),
                     try db.rows("SELECT issuer, audience, jwks_path, jwks FROM external_issuers ORDER BY issuer").map {
@@ -323,7 +323,7 @@ package final class DomainEngine: DomainService {
             throw DomainError(.invalidRequest, "a user id is 1 to \(TokenValidator.maximumSubjectLength) printable characters")
         }
         // A name another issuer holds (a real account, an app's user) is not the sandbox's.
-        if let holder = try principalIssuer(of: userID), holder != testIssuer.issuer {
+        if let holder = try await principalIssuer(of: userID), holder != testIssuer.issuer {
             throw DomainError(.forbidden, "the user id '\(userID)' belongs to another issuer on this domain (\(holder))")
         }
         return try testIssuer.issue(
@@ -356,6 +356,23 @@ package final class DomainEngine: DomainService {
 
     @discardableResult
     func storage<T>(_ body: () throws -> T) throws -> T { try Self.storage(body) }
+
+    /// ``storage(_:)`` for a transaction run on the store's threads.
+    @discardableResult
+    static func storage<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as DomainError {
+            throw error
+        } catch let error as StoreError where error.code == .schemaTooNew {
+            throw DomainError(.unavailable, "the domain file was written by a newer version: \(error.message)")
+        } catch {
+            throw DomainError(.storageFailure, "domain storage failed: \(error)")
+        }
+    }
+
+    @discardableResult
+    func storage<T>(_ body: () async throws -> T) async throws -> T { try await Self.storage(body) }
 }
 
 /// The default mailer: the domain's outbox table.
@@ -363,8 +380,8 @@ struct OutboxMailer: Mailer {
     let store: any DomainStore
 
     func send(_ mail: Mail) async throws {
-        try DomainEngine.storage {
-            try store.write { db in
+        try await DomainEngine.storage {
+            try await store.write { db in
                 try db.execute(
                     "INSERT INTO outbox(recipient, subject, body, sent_at) VALUES (?, ?, ?, ?)",
                     [mail.to, mail.subject, mail.body, mail.sentAt.timeIntervalSince1970])

@@ -11,15 +11,21 @@ package import SparkStore
 /// placeholders (a store numbers them as its engine wants), `INSERT … ON CONFLICT … DO UPDATE`
 /// or `DO NOTHING`, `RETURNING`, and no engine-specific functions, types or row ids. Values
 /// are integers, reals, text, blobs or null (``DatabaseValue``); booleans are integers.
+///
+/// The engine, which is async, runs each transaction on the store's own threads (``threads``)
+/// with `read` and `write`; `blockingRead` and `blockingWrite` run it on the calling thread, for
+/// what is not async (the operator's calls on an embedded domain, opening a domain, tests).
 package protocol DomainStore: Sendable {
+    /// The threads the store's transactions run on when the caller is async.
+    var threads: TransactionThreads { get }
     /// Runs `body` in a write transaction: all of it commits when it returns, none of it when it
     /// throws. `scope` says how the transaction is kept apart from concurrent ones (SQLite
     /// serializes every write with `BEGIN IMMEDIATE` and needs no more); a store may run `body`
     /// more than once, after a serialization failure, so `body` does nothing but statements.
     @discardableResult
-    func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T
+    func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T
     /// Runs `body` in a read transaction that sees one consistent snapshot.
-    func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T
+    func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T
     /// Starts delivering what other processes announce (``DomainStatements/announce(_:)``) to
     /// `wake`, once; later calls do nothing. A store whose writers all live in this process
     /// delivers nothing.
@@ -48,10 +54,29 @@ package enum Announcement: Sendable, Hashable {
 }
 
 extension DomainStore {
-    /// A serializable write transaction.
+    /// A serializable write transaction on the calling thread.
     @discardableResult
-    package func write<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-        try write(.serializable, body)
+    package func blockingWrite<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+        try blockingWrite(.serializable, body)
+    }
+
+    /// A write transaction run on the store's threads (see ``blockingWrite(_:_:)``).
+    @discardableResult
+    package func write<T: Sendable>(
+        _ scope: WriteScope, _ body: @escaping @Sendable (any DomainStatements) throws -> T
+    ) async throws -> T {
+        try await threads.run { try self.blockingWrite(scope, body) }
+    }
+
+    /// A serializable write transaction run on the store's threads.
+    @discardableResult
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any DomainStatements) throws -> T) async throws -> T {
+        try await threads.run { try self.blockingWrite(.serializable, body) }
+    }
+
+    /// A read transaction run on the store's threads.
+    package func read<T: Sendable>(_ body: @escaping @Sendable (any DomainStatements) throws -> T) async throws -> T {
+        try await threads.run { try self.blockingRead(body) }
     }
 
     /// Nothing to deliver: every writer is in this process.

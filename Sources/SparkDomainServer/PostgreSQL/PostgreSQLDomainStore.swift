@@ -28,6 +28,8 @@ package final class PostgreSQLDomainStore: DomainStore {
     private let conninfo: String
     private let idle = Locked<[PostgreSQLConnection]>([])
     private let slots: DispatchSemaphore
+    /// A thread for each connection of the pool.
+    package let threads: TransactionThreads
     private let listener = Locked<MailboxListener?>(nil)
 
     /// The channel every instance listens on; a payload is user ids, one per line.
@@ -41,6 +43,7 @@ package final class PostgreSQLDomainStore: DomainStore {
         self.conninfo = conninfo
         self.redactedConnection = Self.redact(conninfo)
         self.slots = DispatchSemaphore(value: max(1, connections))
+        self.threads = TransactionThreads(count: connections, name: "spark postgresql")
         do {
             try withConnection { connection in try PostgreSQLSchema.migrate(connection) }
         } catch let error as PostgreSQLError {
@@ -56,7 +59,7 @@ package final class PostgreSQLDomainStore: DomainStore {
 
     /// A write transaction in the isolation `scope` asks for (see the type's summary).
     @discardableResult
-    package func write<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+    package func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
         let begin: String
         var locks: [String] = []
         switch scope {
@@ -70,7 +73,7 @@ package final class PostgreSQLDomainStore: DomainStore {
     }
 
     /// A read-only transaction on one snapshot.
-    package func read<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+    package func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
         try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", locks: [], body)
     }
 
