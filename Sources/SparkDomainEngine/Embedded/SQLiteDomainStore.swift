@@ -15,9 +15,9 @@ package final class SQLiteDomainStore: DomainStore {
     /// Opens (creating if need be) the file at `path` and brings its schema up to date.
     package init(path: String) throws {
         self.path = path
-        queue = try DomainEngine.storage { try DatabaseQueue(path: path) }
+        queue = try DomainEngine.blockingStorage { try DatabaseQueue(path: path) }
         threads = TransactionThreads(count: 1, name: "spark domain store")
-        try DomainEngine.storage { try DomainSchema.migrator.migrate(queue) }
+        try DomainEngine.blockingStorage { try DomainSchema.migrator.migrate(queue) }
     }
 
     /// An immediate transaction: SQLite runs one writer at a time, so every scope is met.

@@ -50,7 +50,8 @@ extension DomainEngine {
             try await store.write { db -> Bool in
                 if try db.scalar("SELECT 1 FROM accounts WHERE user_name = ?", [request.userName], as: Int.self) != nil
                     || db.scalar(
-                        "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?", [request.userName, self.accountsIssuer.issuer],
+                        "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?",
+                        [request.userName, self.accountsIssuer.issuer],
                         as: Int.self) != nil
                 {
                     // Also a name another issuer's user holds: the account would not be that user.
@@ -161,7 +162,9 @@ extension DomainEngine {
             if lock > 0 { throw DomainError(.tooManyAttempts, "too many failed logins; try again later", retryAfter: lock) }
             throw DomainError(.invalidCredentials, "the user name or password is incorrect")
         }
-        try await storage { try await store.write { db in try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName]) } }
+        try await storage {
+            try await store.write { db in try db.execute("DELETE FROM login_attempts WHERE user_name = ?", [userName]) }
+        }
         guard account.activated else {
             throw DomainError(.notActivated, "'\(userName)' has not been activated; enter the code sent to its email")
         }

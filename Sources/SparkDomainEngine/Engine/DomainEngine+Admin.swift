@@ -17,14 +17,14 @@ extension DomainEngine: DomainAdministration {
         let unchangedCost = (try? currentPolicy().passwordIterations) == policy.passwordIterations
         try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing || unchangedCost)
         let json = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
-        try storage { try store.blockingWrite { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
+        try blockingStorage { try store.blockingWrite { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
     }
 
     /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
     package func addExternalIssuer(_ external: ExternalIssuer) throws {
         try checkExternal(issuer: external.issuer, audience: external.audience)
         _ = try jwksCache.keys(at: external.jwksPath)
-        try storage {
+        try blockingStorage {
             try store.blockingWrite { db in
                 try db.execute(
                     """
@@ -46,7 +46,7 @@ extension DomainEngine: DomainAdministration {
 
     /// Stops trusting an external issuer.
     package func removeExternalIssuer(_ issuer: String) throws {
-        let removed = try storage {
+        let removed = try blockingStorage {
             try store.blockingWrite { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) }
         }
         if removed == 0 { throw DomainError(.notFound, "no external issuer \(issuer)") }
@@ -54,7 +54,7 @@ extension DomainEngine: DomainAdministration {
 
     /// The configured external issuers.
     package func externalIssuers() throws -> [ExternalIssuer] {
-        try storage {
+        try blockingStorage {
             try store.blockingRead { db in
                 try db.rows("SELECT issuer, audience, jwks_path FROM external_issuers ORDER BY issuer").map {
                     ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2))
@@ -65,7 +65,7 @@ extension DomainEngine: DomainAdministration {
 
     /// The accounts of the sign-up assistant.
     package func accounts() throws -> [AccountSummary] {
-        try storage {
+        try blockingStorage {
             try store.blockingRead { db in
                 try db.rows("SELECT user_name, email, country, age, activated FROM accounts ORDER BY user_name").map {
                     AccountSummary(
@@ -78,17 +78,17 @@ extension DomainEngine: DomainAdministration {
 
     /// A user's registered endpoints (the operator's view).
     package func endpoints(of user: String) throws -> [EndpointInfo] {
-        try storage { try store.blockingRead { db in try Self.endpoints(db, user: user) } }
+        try blockingStorage { try store.blockingRead { db in try Self.endpoints(db, user: user) } }
     }
 
     /// A user's published identity (the operator's view).
     package func publishedIdentity(of user: String) throws -> PublishedIdentity? {
-        try storage { try store.blockingRead { db in try Self.identity(db, user: user) } }
+        try blockingStorage { try store.blockingRead { db in try Self.identity(db, user: user) } }
     }
 
     /// Every user that has registered an endpoint, with their endpoint counts.
     package func endpointUsers() throws -> [EndpointUser] {
-        try storage {
+        try blockingStorage {
             try store.blockingRead { db in
                 try db.rows(
                     "SELECT user_id, count(*) FROM endpoints WHERE removed_reason IS NULL GROUP BY user_id ORDER BY user_id"
@@ -105,7 +105,7 @@ extension DomainEngine: DomainAdministration {
         }
         _ = try JWKSCache.parse(jwks, source: "the JWKS for \(issuer)")
         try checkExternal(issuer: issuer, audience: audience)
-        try storage {
+        try blockingStorage {
             try store.blockingWrite { db in
                 try db.execute(
                     """
@@ -127,7 +127,7 @@ extension DomainEngine: DomainAdministration {
 
     /// Removes an endpoint (the operator's action); it learns on its next call.
     package func deregisterEndpoint(_ endpointID: String) throws {
-        let changed = try storage {
+        let changed = try blockingStorage {
             try store.blockingWrite { db in
                 try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND removed_reason IS NULL",
@@ -139,7 +139,7 @@ extension DomainEngine: DomainAdministration {
 
     /// The outbox, newest last; only mail for `recipient` when given.
     package func outbox(recipient: String? = nil, limit: Int = 50) throws -> [Mail] {
-        try storage {
+        try blockingStorage {
             try store.blockingRead { db in
                 let rows =
                     if let recipient {

@@ -277,7 +277,7 @@ extension DomainEngine {
     @discardableResult
     package func pruneEphemeralEntries() throws -> Int {
         let now = clock.now().timeIntervalSince1970
-        return try storage { try store.blockingWrite { db in try Self.deleteExpiredEphemeral(db, now: now) } }
+        return try blockingStorage { try store.blockingWrite { db in try Self.deleteExpiredEphemeral(db, now: now) } }
     }
 
     /// Deletes every mailbox entry older than ``DomainPolicy/mailboxRetention``, whoever's it is,
@@ -288,7 +288,9 @@ extension DomainEngine {
     package func pruneExpiredEntries() throws -> Int {
         let retention = Double(try currentPolicy().mailboxRetention)
         let cutoff = clock.now().timeIntervalSince1970 - retention
-        return try storage { try store.blockingWrite { db in try db.execute("DELETE FROM mailbox WHERE posted_at < ?", [cutoff]) } }
+        return try blockingStorage {
+            try store.blockingWrite { db in try db.execute("DELETE FROM mailbox WHERE posted_at < ?", [cutoff]) }
+        }
     }
 
     private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
@@ -299,7 +301,8 @@ extension DomainEngine {
                     """
                     SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch FROM mailbox
                     WHERE user_id = ? AND sequence > ? AND (kind != 'ephemeral' OR posted_at >= ?) ORDER BY sequence LIMIT ?
-                    """, [user, cursor, self.clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, max(1, min(limit, 1000))]
+                    """,
+                    [user, cursor, self.clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, max(1, min(limit, 1000))]
                 ).map { row in
                     MailboxEntry(
                         sequence: try row.get(0), chatID: try row.get(1), sender: try row.get(2),
@@ -351,7 +354,7 @@ extension DomainEngine {
     /// Any user's status (the operator's view).
     package func moderationStatus(of user: String) throws -> UserStatus {
         let now = clock.now()
-        return try storage {
+        return try blockingStorage {
             try store.blockingRead { db in
                 let infractions = try db.rows(
                     "SELECT id, reason, issued_at FROM infractions WHERE user_id = ? AND dismissed = 0 ORDER BY id", [user]
@@ -408,7 +411,7 @@ extension DomainEngine {
 
     /// The reports users made, newest first (at most `limit`).
     package func reports(limit: Int = 50) throws -> [Report] {
-        try storage {
+        try blockingStorage {
             try store.blockingRead { db in
                 try db.rows(
                     "SELECT id, reporter, reported, chat_id, reason, messages, created_at FROM reports ORDER BY id DESC LIMIT ?",
@@ -429,7 +432,7 @@ extension DomainEngine {
     @discardableResult
     package func issueInfraction(to user: String, reason: String) throws -> Infraction {
         let now = clock.now()
-        return try storage {
+        return try blockingStorage {
             try store.blockingWrite { db in
                 let id = try db.scalar(
                     "INSERT INTO infractions(user_id, reason, issued_at) VALUES (?, ?, ?) RETURNING id",
@@ -446,7 +449,7 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a timeout lasts 1 second to a year")
         }
         let until = clock.now().timeIntervalSince1970 + Double(seconds)
-        try storage {
+        try blockingStorage {
             try store.blockingWrite { db in
                 try db.execute(
                     """
@@ -459,7 +462,7 @@ extension DomainEngine {
 
     /// Bans a user: their messages are refused until unbanned.
     package func ban(_ user: String, reason: String) throws {
-        try storage {
+        try blockingStorage {
             try store.blockingWrite { db in
                 try db.execute(
                     """
@@ -472,7 +475,9 @@ extension DomainEngine {
 
     /// Lifts a ban and any timeout.
     package func unban(_ user: String) throws {
-        try storage { try store.blockingWrite { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) } }
+        try blockingStorage {
+            try store.blockingWrite { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) }
+        }
     }
 
     // MARK: Helpers

@@ -75,7 +75,7 @@ package final class DomainEngine: DomainService {
         self.clock = clock
         self.mailer = mailer ?? OutboxMailer(store: store)
         self.allowUnsafePasswordHashing = allowUnsafePasswordHashing
-        let loaded = try Self.storage {
+        let loaded = try Self.blockingStorage {
             try store.blockingRead { db -> Loaded in
                 guard let id = try db.scalar("SELECT id FROM domain WHERE singleton = 1", as: String.self) else {
                     throw DomainError(.unavailable, "\(location) holds no domain; create it first")
@@ -129,7 +129,7 @@ package final class DomainEngine: DomainService {
             keys.append((kind, "\(scheme):\(domainID)", keyID, key.rawRepresentation.unsafeData()))
         }
         let rows = keys
-        try storage {
+        try blockingStorage {
             try store.blockingWrite { db in
                 if try db.scalar("SELECT id FROM domain", as: String.self) != nil {
                     throw DomainError(.conflict, "the store already holds a domain")
@@ -186,7 +186,9 @@ package final class DomainEngine: DomainService {
     package func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
 
     func currentPolicy() throws -> DomainPolicy {
-        let json = try Self.storage { try store.blockingRead { db in try db.scalar("SELECT policy FROM domain", as: String.self) } }
+        let json = try Self.blockingStorage {
+            try store.blockingRead { db in try db.scalar("SELECT policy FROM domain", as: String.self) }
+        }
         return try policy(json)
     }
 
@@ -261,7 +263,9 @@ package final class DomainEngine: DomainService {
     /// The issuer a user id is bound to, if any.
     func principalIssuer(of userID: String) async throws -> String? {
         try await Self.storage {
-            try await store.read { db in try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self) }
+            try await store.read { db in
+                try db.scalar("SELECT issuer FROM principals WHERE user_id = ?", [userID], as: String.self)
+            }
         }
     }
 
@@ -342,7 +346,7 @@ package final class DomainEngine: DomainService {
     /// Runs storage work, turning SparkStore's errors into ``DomainError/Code/storageFailure``
     /// (domain errors thrown inside pass through).
     @discardableResult
-    static func storage<T>(_ body: () throws -> T) throws -> T {
+    static func blockingStorage<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as DomainError {
@@ -355,9 +359,9 @@ package final class DomainEngine: DomainService {
     }
 
     @discardableResult
-    func storage<T>(_ body: () throws -> T) throws -> T { try Self.storage(body) }
+    func blockingStorage<T>(_ body: () throws -> T) throws -> T { try Self.blockingStorage(body) }
 
-    /// ``storage(_:)`` for a transaction run on the store's threads.
+    /// ``blockingStorage(_:)`` for a transaction run on the store's threads.
     @discardableResult
     static func storage<T>(_ body: () async throws -> T) async throws -> T {
         do {
