@@ -1,4 +1,5 @@
 import Foundation
+import SparkDomainEngine
 import SparkLock
 
 /// The threads spark-domaind's requests run on: a task executor (SE-0417) with threads of its
@@ -43,6 +44,8 @@ package final class RequestExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     private func work() {
+        // A request's transactions run on its own thread: it may block (see the type's summary).
+        TransactionThreads.allowBlocking()
         while let job = next() { job.runSynchronously(on: asUnownedTaskExecutor()) }
     }
 

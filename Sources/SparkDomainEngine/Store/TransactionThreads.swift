@@ -37,10 +37,22 @@ package final class TransactionThreads: Sendable {
         for _ in 0..<count { ready.signal() }
     }
 
+    /// Marks the calling thread as one that may block in a transaction: a thread of
+    /// spark-domaind's request executor, which is sized like the store's pool for that. `run`
+    /// then runs transactions right there, sparing each the hand-over to a store thread and back
+    /// (a fifth of the daemon's request rate).
+    package static func allowBlocking() { Thread.current.threadDictionary[mayBlock] = true }
+
+    private static let mayBlock = "spark.transactions-may-block"
+
+    /// Whether the calling thread may block (``allowBlocking()``).
+    private static func mayBlockHere() -> Bool { Thread.current.threadDictionary[mayBlock] != nil }
+
     /// Runs `body` on one of the threads and waits for it without holding a thread of the
-    /// caller's.
+    /// caller's (or on the caller's, if it may block: ``allowBlocking()``).
     package func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
+        if Self.mayBlockHere() { return try body() }
+        return try await withCheckedThrowingContinuation { continuation in
             work.withLock { $0.waiting.append { continuation.resume(with: Result { try body() }) } }
             ready.signal()
         }
