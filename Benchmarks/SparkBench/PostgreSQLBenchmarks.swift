@@ -139,13 +139,16 @@ enum PostgreSQLBenchmarks {
         }
         let script = pgbenchScript(recorder.recorded.withLock { $0 }, lock: PostgreSQLDomainStore.lockID("chat:bench"))
 
-        // Ours: `concurrency` tasks posting for `seconds`.
+        // Ours: `concurrency` tasks posting for `seconds`, on request threads as spark-domaind runs
+        // them (each runs its transactions itself).
+        let requests = RequestExecutor(threads: concurrency)
+        defer { requests.shutdown() }
         let ours = try SetupBenchmarks.blocking { () -> Double in
             let start = ContinuousClock.now
             let deadline = start + .seconds(seconds)
             let total = try await withThrowingTaskGroup(of: Int.self) { group in
                 for worker in 0..<concurrency {
-                    group.addTask {
+                    group.addTask(executorPreference: requests) {
                         var count = 0
                         while ContinuousClock.now < deadline {
                             _ = try await engine.post(
