@@ -4,9 +4,9 @@ import SparkLock
 /// Threads of a store's own that run its transactions, so that no transaction blocks a thread
 /// of Swift's cooperative pool: that pool has as many threads as the machine has cores, and a
 /// slow query on one of them would stall every other request and every long-poll wake-up of
-/// the process. A store has as many threads as it runs transactions at once (a PostgreSQL
-/// store: its pool's connections; SQLite: one, its one connection), so its concurrency is its
-/// own and not the core count. Transactions wait their turn in the order they came.
+/// the process. A PostgreSQL store has as many threads as it has pooled connections, so its
+/// concurrency is its own and not the core count; transactions wait their turn in the order they
+/// came. The SQLite store has none (its transactions run on the caller's thread; see there).
 package final class TransactionThreads: Sendable {
     /// The transactions waiting for a thread, and whether the threads are to end.
     private struct Work {
@@ -18,12 +18,13 @@ package final class TransactionThreads: Sendable {
     private let work = Locked(Work())
     /// Counts the waiting transactions (and, once closed, wakes every thread to end).
     private let ready = DispatchSemaphore(value: 0)
-    /// How many threads run transactions.
+    /// How many threads run transactions (none: each runs on its caller's thread).
     package let count: Int
 
-    /// Starts `count` threads named `name` (at least one).
+    /// Starts `count` threads named `name`; with none, `run` runs each transaction on the
+    /// caller's thread.
     package init(count: Int, name: String) {
-        self.count = max(1, count)
+        self.count = max(0, count)
         for index in 0..<self.count {
             let thread = Thread { [work, ready] in Self.serve(work, ready) }
             thread.name = "\(name) \(index + 1)"
@@ -51,7 +52,7 @@ package final class TransactionThreads: Sendable {
     /// Runs `body` on one of the threads and waits for it without holding a thread of the
     /// caller's (or on the caller's, if it may block: ``allowBlocking()``).
     package func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        if Self.mayBlockHere() { return try body() }
+        if count == 0 || Self.mayBlockHere() { return try body() }
         return try await withCheckedThrowingContinuation { continuation in
             work.withLock { $0.waiting.append { continuation.resume(with: Result { try body() }) } }
             ready.signal()

@@ -43,7 +43,7 @@ package final class PostgreSQLDomainStore: DomainStore {
         self.conninfo = conninfo
         self.redactedConnection = Self.redact(conninfo)
         self.slots = DispatchSemaphore(value: max(1, connections))
-        self.threads = TransactionThreads(count: connections, name: "spark postgresql")
+        self.threads = TransactionThreads(count: max(1, connections), name: "spark postgresql")
         do {
             try withConnection { connection in try PostgreSQLSchema.migrate(connection) }
         } catch let error as PostgreSQLError {
