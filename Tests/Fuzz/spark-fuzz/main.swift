@@ -96,7 +96,10 @@ extension Data {
 /// spark-domaind's router over a throwaway embedded domain, with one registered user whose
 /// credential every fuzzed request carries (so input reaches the domain's own checks).
 enum Served {
-    static let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-fuzz-\(getpid())")
+    /// Its own each run: a directory named by the process id alone was found left over from an
+    /// earlier process with the same id, holding a domain already.
+    static let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "spark-fuzz-\(getpid())-\(UUID().uuidString)")
     static let (router, token): (DomainRouter, String) = {
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent("domain.sqlite").path
