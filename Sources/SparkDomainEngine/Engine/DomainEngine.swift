@@ -347,14 +347,17 @@ package final class DomainEngine: DomainService {
     /// (domain errors thrown inside pass through).
     @discardableResult
     static func blockingStorage<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as DomainError {
-            throw error
-        } catch let error as StoreError where error.code == .schemaTooNew {
-            throw DomainError(.unavailable, "the domain file was written by a newer version: \(error.message)")
-        } catch {
-            throw DomainError(.storageFailure, "domain storage failed: \(error)")
+        do { return try body() } catch { throw domainError(error) }
+    }
+
+    /// What the engine says of a storage failure: a domain error as it is, a file too new as
+    /// unavailable, anything else a storage failure.
+    private static func domainError(_ error: any Error) -> DomainError {
+        switch error {
+        case let error as DomainError: error
+        case let error as StoreError where error.code == .schemaTooNew:
+            DomainError(.unavailable, "the domain file was written by a newer version: \(error.message)")
+        default: DomainError(.storageFailure, "domain storage failed: \(error)")
         }
     }
 
@@ -364,15 +367,7 @@ package final class DomainEngine: DomainService {
     /// ``blockingStorage(_:)`` for a transaction run on the store's threads.
     @discardableResult
     static func storage<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as DomainError {
-            throw error
-        } catch let error as StoreError where error.code == .schemaTooNew {
-            throw DomainError(.unavailable, "the domain file was written by a newer version: \(error.message)")
-        } catch {
-            throw DomainError(.storageFailure, "domain storage failed: \(error)")
-        }
+        do { return try await body() } catch { throw domainError(error) }
     }
 
     @discardableResult

@@ -8,11 +8,10 @@ import SparkLock
 /// concurrency is its own and not the core count; transactions wait their turn in the order they
 /// came. The SQLite store has none (its transactions run on the caller's thread; see there).
 package final class TransactionThreads: Sendable {
-    /// The transactions waiting for a thread, and whether the threads are to end.
+    /// The transactions waiting for a thread.
     private struct Work {
         var waiting: [@Sendable () -> Void] = []
         var next = 0
-        var closed = false
     }
 
     private let work = Locked(Work())
@@ -34,7 +33,6 @@ package final class TransactionThreads: Sendable {
 
     /// Ends the threads once the transactions already waiting have run.
     deinit {
-        work.withLock { $0.closed = true }
         for _ in 0..<count { ready.signal() }
     }
 
