@@ -14,10 +14,16 @@ extension DomainEngine: DomainAdministration {
     /// Replaces the domain's policy. A password-hash cost below OWASP's needs the unsafe
     /// opening option, unless it is the domain's current cost left unchanged.
     package func setPolicy(_ policy: DomainPolicy) throws {
-        let unchangedCost = (try? currentPolicy().passwordIterations) == policy.passwordIterations
+        let unchangedCost = (try? storedPolicy().passwordIterations) == policy.passwordIterations
         try policy.validate(allowUnsafePasswordHashing: allowUnsafePasswordHashing || unchangedCost)
         let json = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
-        try blockingStorage { try store.blockingWrite { db in try db.execute("UPDATE domain SET policy = ?", [json]) } }
+        try blockingStorage {
+            try store.blockingWrite { db in
+                try db.execute("UPDATE domain SET policy = ?", [json])
+                try db.announceSettingsChange()
+            }
+        }
+        settingsChanged()
     }
 
     /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
@@ -31,8 +37,10 @@ extension DomainEngine: DomainAdministration {
                     INSERT INTO external_issuers(issuer, audience, jwks_path) VALUES (?, ?, ?)
                     ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = excluded.jwks_path, jwks = NULL
                     """, [external.issuer, external.audience, external.jwksPath])
+                try db.announceSettingsChange()
             }
         }
+        settingsChanged()
     }
 
     private func checkExternal(issuer: String, audience: String) throws {
@@ -47,8 +55,13 @@ extension DomainEngine: DomainAdministration {
     /// Stops trusting an external issuer.
     package func removeExternalIssuer(_ issuer: String) throws {
         let removed = try blockingStorage {
-            try store.blockingWrite { db in try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer]) }
+            try store.blockingWrite { db in
+                let removed = try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer])
+                try db.announceSettingsChange()
+                return removed
+            }
         }
+        settingsChanged()
         if removed == 0 { throw DomainError(.notFound, "no external issuer \(issuer)") }
     }
 
@@ -112,8 +125,10 @@ extension DomainEngine: DomainAdministration {
                     INSERT INTO external_issuers(issuer, audience, jwks_path, jwks) VALUES (?, ?, '', ?)
                     ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = '', jwks = excluded.jwks
                     """, [issuer, audience, jwks])
+                try db.announceSettingsChange()
             }
         }
+        settingsChanged()
     }
 
     /// The public keys of the domain's own test or accounts issuer.

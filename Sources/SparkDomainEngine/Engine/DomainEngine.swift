@@ -37,8 +37,12 @@ package final class DomainEngine: DomainService {
     /// Principals this process already found bound to their issuer (user id → issuer).
     let knownPrincipals = Locked<[String: String]>([:])
     /// The policy and the token validator as last built here, with the stored rows they were
-    /// built from (see `validator()`).
-    let settings = Locked<Settings?>(nil)
+    /// built from and how long they may be used without reading the rows again (see
+    /// `validator()`).
+    let settings = Locked(SettingsCache())
+    /// How long settings read here are used without reading them again, hearing of no change;
+    /// nil when other processes write the file, and this one reads them on every request.
+    let settingsLifetime: Duration?
     /// What each user wrote lately, against the policy's limits.
     let usage = UsageLimits()
     /// The long-polls waiting in this process, woken per user by the posts that reach them.
@@ -72,6 +76,7 @@ package final class DomainEngine: DomainService {
         self.passcodeKeys = passcodeKeys
         self.store = store
         self.sharedWithOtherProcesses = sharedWithOtherProcesses
+        self.settingsLifetime = sharedWithOtherProcesses ? nil : store.settingsLifetime
         self.clock = clock
         self.mailer = mailer ?? OutboxMailer(store: store)
         self.allowUnsafePasswordHashing = allowUnsafePasswordHashing
@@ -163,11 +168,14 @@ package final class DomainEngine: DomainService {
     }
 
     func startWatchingOtherProcesses() {
-        let waiters = mailboxWaiters
+        let (waiters, settings) = (mailboxWaiters, settings)
         store.listen { announcement in
             switch announcement {
             case .users(let users): waiters.notify(users)
-            case .everyone: waiters.notifyEveryone()
+            case .everyone:
+                settings.withLock { $0.changed() }
+                waiters.notifyEveryone()
+            case .settings: settings.withLock { $0.changed() }
             }
         }
         guard sharedWithOtherProcesses else { return }
@@ -179,41 +187,45 @@ package final class DomainEngine: DomainService {
 
     // MARK: Policy and tokens
 
-    /// The domain's policy, read from the file (another process may have changed it).
-    package func policy() async throws -> DomainPolicy { try currentPolicy() }
+    /// The domain's policy, read from the store (another process may have changed it).
+    package func policy() async throws -> DomainPolicy { try storedPolicy() }
 
-    /// The domain's policy, read from the file now.
-    package func storedPolicy() throws -> DomainPolicy { try currentPolicy() }
-
-    func currentPolicy() throws -> DomainPolicy {
+    /// The domain's policy, read from the store now.
+    package func storedPolicy() throws -> DomainPolicy {
         let json = try Self.blockingStorage {
             try store.blockingRead { db in try db.scalar("SELECT policy FROM domain", as: String.self) }
         }
         return try policy(json)
     }
 
-    /// The policy as this request's token check read it (``validator()`` reads the row on every
-    /// request), without reading it again.
+    /// The policy for a request: as kept (see ``SettingsCache``) while that stands for the
+    /// stored row, read from the store otherwise.
+    func currentPolicy() throws -> DomainPolicy {
+        if let fresh = settings.withLock({ $0.fresh?.policy }) { return fresh }
+        return try storedPolicy()
+    }
+
+    /// The policy as this request's token check found it (read, or kept while it stands),
+    /// without reading it again.
     func requestPolicy() throws -> DomainPolicy {
-        if let policy = settings.withLock({ $0?.policy }) { return policy }
+        if let policy = settings.withLock({ $0.current?.policy }) { return policy }
         return try currentPolicy()
     }
 
-    /// The policy stored as `json`, decoded once per change of the text (every request reads
-    /// the policy, and decoding it was a twentieth of a message's cost).
+    /// The policy stored as `json`, decoded once per change of the text (decoding it was a
+    /// twentieth of a message's cost).
     private func policy(_ json: String?) throws -> DomainPolicy {
         guard let json else { throw DomainError(.unavailable, "the domain's policy is unreadable") }
-        if let known = settings.withLock({ $0?.policyJSON == json ? $0?.policy : nil }) { return known }
+        if let known = settings.withLock({ $0.current?.policyJSON == json ? $0.current?.policy : nil }) { return known }
         guard let policy = try? JSONDecoder().decode(DomainPolicy.self, from: Data(json.utf8)) else {
             throw DomainError(.unavailable, "the domain's policy is unreadable")
         }
-        settings.withLock { $0 = Settings(policyJSON: json, policy: policy) }
+        settings.withLock { $0.current = Settings(policyJSON: json, policy: policy) }
         return policy
     }
 
     /// What the token validator is built from: the policy's text and the external issuers' rows.
-    /// The rows are read on every request (every instance and process sees a change at once) but
-    /// the validator is built again only when they changed. An issuer whose keys are a file
+    /// The validator is built again only when they changed. An issuer whose keys are a file
     /// (`jwks_path`) is not cached here: the file may change under the same rows.
     struct Settings: Sendable {
         var policyJSON: String
@@ -221,6 +233,37 @@ package final class DomainEngine: DomainService {
         var issuers: [IssuerRow]? = nil
         var validator: TokenValidator? = nil
     }
+
+    /// The settings last read, and until when they stand for the rows without a read. A change
+    /// made here or announced by the store (another instance's, through PostgreSQL's
+    /// `NOTIFY`) ends that at once; ``DomainStore/settingsLifetime`` bounds it otherwise.
+    struct SettingsCache: Sendable {
+        var current: Settings?
+        var freshUntil: ContinuousClock.Instant?
+        /// Counts the changes heard of, so that rows read before a change are never kept as
+        /// fresh after it.
+        var generation: UInt64 = 0
+
+        /// The settings, if they may be used without reading the rows.
+        var fresh: Settings? {
+            guard let freshUntil, ContinuousClock.now < freshUntil, current?.validator != nil else { return nil }
+            return current
+        }
+
+        mutating func changed() {
+            freshUntil = nil
+            generation &+= 1
+        }
+
+        /// Rows read at `readAt` stand for `lifetime`, unless a change was heard since.
+        mutating func markFresh(readAt: ContinuousClock.Instant, generation: UInt64, lifetime: Duration?) {
+            guard let lifetime, generation == self.generation else { return }
+            freshUntil = readAt + lifetime
+        }
+    }
+
+    /// The policy or the trusted issuers changed here: read them on the next request.
+    func settingsChanged() { settings.withLock { $0.changed() } }
 
     struct IssuerRow: Sendable, Equatable {
         var issuer: ExternalIssuer
@@ -233,8 +276,19 @@ package final class DomainEngine: DomainService {
     /// to the issuer that first used it; another issuer's token with the same subject is
     /// refused, so an external issuer's `alice` never acts as the accounts assistant's (or
     /// the test issuer's) `alice`.
+    ///
+    /// Settings used without reading them again only ever let a token in: a token they refuse
+    /// is checked once more against the rows as stored, so an issuer trusted through another
+    /// instance a moment ago is trusted here too.
     package func validate(token: String) async throws -> VerifiedIdentity {
-        let identity = try await validator().validate(token, cache: validatedTokens)
+        let identity: VerifiedIdentity
+        if let fresh = settings.withLock({ $0.fresh?.validator }),
+            let accepted = try? fresh.validate(token, cache: validatedTokens)
+        {
+            identity = accepted
+        } else {
+            identity = try await validator().validate(token, cache: validatedTokens)
+        }
         try await bindPrincipal(identity.userID, to: identity.issuer)
         return identity
     }
@@ -269,7 +323,9 @@ package final class DomainEngine: DomainService {
         }
     }
 
+    /// The validator as the stored rows say now: read, and kept for ``settingsLifetime``.
     func validator() async throws -> TokenValidator {
+        let (generation, readAt) = (settings.withLock { $0.generation }, ContinuousClock.now)
         let (json, rows) = try await Self.storage {
             try await store.read { db in
                 (
@@ -283,9 +339,14 @@ package final class DomainEngine: DomainService {
             }
         }
         let policy = try policy(json)
-        if let known = settings.withLock({ $0?.policyJSON == json && $0?.issuers == rows ? $0?.validator : nil }) {
-            return known
+        let known = settings.withLock { cache -> TokenValidator? in
+            guard let current = cache.current, current.policyJSON == json, current.issuers == rows,
+                let validator = current.validator
+            else { return nil }
+            cache.markFresh(readAt: readAt, generation: generation, lifetime: settingsLifetime)
+            return validator
         }
+        if let known { return known }
         var issuers = [accountsIssuer.trusted(audience: domainID, kind: .accounts)]
         let test = testIssuer.trusted(audience: domainID, kind: .test)
         issuers.append(test)
@@ -308,8 +369,11 @@ package final class DomainEngine: DomainService {
         validator.unavailableIssuers = unavailable
         if let json, rows.allSatisfy({ $0.jwks != nil }) {
             settings.withLock {
-                $0 = Settings(policyJSON: json, policy: policy, issuers: rows, validator: validator)
+                $0.current = Settings(policyJSON: json, policy: policy, issuers: rows, validator: validator)
+                $0.markFresh(readAt: readAt, generation: generation, lifetime: settingsLifetime)
             }
+            // Another instance's change must end the freshness at once.
+            if settingsLifetime != nil { startWatchingOtherProcesses() }
         }
         return validator
     }

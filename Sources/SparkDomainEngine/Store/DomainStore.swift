@@ -30,6 +30,10 @@ package protocol DomainStore: Sendable {
     /// `wake`, once; later calls do nothing. A store whose writers all live in this process
     /// delivers nothing.
     func listen(_ wake: @escaping @Sendable (Announcement) -> Void)
+    /// How long an engine may keep using the policy and trusted issuers it read without reading
+    /// them again, when it hears of no change: the bound on how late it sees a change that a
+    /// writer it does not hear from made (``Announcement/settings``).
+    var settingsLifetime: Duration { get }
 }
 
 /// How a write transaction is kept apart from the others running at the same time.
@@ -51,6 +55,8 @@ package enum Announcement: Sendable, Hashable {
     case users([String])
     /// Anything may have changed (the store lost touch and may have missed announcements).
     case everyone
+    /// The policy or the trusted issuers changed.
+    case settings
 }
 
 extension DomainStore {
@@ -81,6 +87,10 @@ extension DomainStore {
 
     /// Nothing to deliver: every writer is in this process.
     package func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {}
+
+    /// A second: a store that announces nothing may still be written by a process this one
+    /// does not hear from (`spark-admin` on the file of a served domain).
+    package var settingsLifetime: Duration { .seconds(1) }
 }
 
 /// The statements of one transaction.
@@ -98,11 +108,16 @@ package protocol DomainStatements {
     /// Tells other processes on the same store, when (and only if) this transaction commits,
     /// that entries reached these users' mailboxes. A store without other writers ignores it.
     func announce(_ users: [String]) throws
+    /// Tells other processes on the same store, when (and only if) this transaction commits,
+    /// that the policy or the trusted issuers changed. A store without other writers ignores it.
+    func announceSettingsChange() throws
 }
 
 extension DomainStatements {
     /// No one else to tell.
     package func announce(_ users: [String]) throws {}
+    /// No one else to tell.
+    package func announceSettingsChange() throws {}
     /// Runs a statement without arguments.
     @discardableResult
     package func execute(_ sql: String) throws -> Int { try execute(sql, []) }

@@ -5,7 +5,7 @@ import SparkDomainEngine
 import SparkLock
 
 /// One thread with a connection of its own that `LISTEN`s on the mailbox channel and wakes the
-/// users each notification names. It checks the connection at least every second; when it is
+/// users each notification names, and on the settings channel and says the settings changed. It checks the connection at least every second; when it is
 /// lost it connects again (every second until it can) and then wakes everyone, since what was
 /// announced meanwhile was missed: a lost notification costs at most about a second and one
 /// read per waiting long-poll.
@@ -14,12 +14,14 @@ final class MailboxListener: Sendable {
     private let wake: @Sendable (Announcement) -> Void
     private let conninfo: String
     private let channel: String
+    private let settingsChannel: String
     /// How long one wait for the socket lasts before the connection is checked.
     static let heartbeat: Duration = .seconds(1)
 
-    init(conninfo: String, channel: String, wake: @escaping @Sendable (Announcement) -> Void) {
+    init(conninfo: String, channel: String, settingsChannel: String, wake: @escaping @Sendable (Announcement) -> Void) {
         self.conninfo = conninfo
         self.channel = channel
+        self.settingsChannel = settingsChannel
         self.wake = wake
         let thread = Thread { [self] in run() }
         thread.name = "spark-mailbox-listener"
@@ -33,7 +35,7 @@ final class MailboxListener: Sendable {
     private func run() {
         while !isStopped {
             guard let connection = try? PostgreSQLConnection(conninfo: conninfo),
-                (try? connection.simple("LISTEN \(channel)")) != nil
+                (try? connection.simple("LISTEN \(channel)")) != nil, (try? connection.simple("LISTEN \(settingsChannel)")) != nil
             else {
                 Thread.sleep(forTimeInterval: 1)
                 continue
@@ -41,6 +43,8 @@ final class MailboxListener: Sendable {
             // Whatever was announced before this LISTEN took effect was not heard.
             wake(.everyone)
             listen(on: connection)
+            // Deaf until connected again: what the engine keeps may no longer stand.
+            wake(.settings)
         }
     }
 
@@ -55,6 +59,7 @@ final class MailboxListener: Sendable {
             for notice in notices where notice.channel == channel {
                 users.append(contentsOf: notice.payload.split(separator: "\n").map(String.init))
             }
+            if notices.contains(where: { $0.channel == settingsChannel }) { wake(.settings) }
             if !users.isEmpty { wake(.users(users)) }
             // A quiet second: make sure the server is still there (a dead peer's socket can stay
             // silent).

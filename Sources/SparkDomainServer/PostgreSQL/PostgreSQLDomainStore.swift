@@ -34,13 +34,19 @@ package final class PostgreSQLDomainStore: DomainStore {
 
     /// The channel every instance listens on; a payload is user ids, one per line.
     static let channel = "spark_mailbox"
+    /// The channel that says the policy or the trusted issuers changed; its payload is empty.
+    static let settingsChannel = "spark_settings"
     /// The longest payload PostgreSQL takes is 8000 bytes; longer lists go out in parts.
     static let payloadLimit = 7900
 
     /// Connects to `conninfo` (a libpq connection string or `postgresql://` URI) and brings the
     /// schema up to date; `connections` is the pool's size.
-    package init(conninfo: String, connections: Int = 8) throws {
+    ///
+    /// - Parameter settingsLifetime: see ``settingsLifetime``; five seconds unless a test needs
+    ///   the announcement alone to end it.
+    package init(conninfo: String, connections: Int = 8, settingsLifetime: Duration = .seconds(5)) throws {
         self.conninfo = conninfo
+        self.settingsLifetime = settingsLifetime
         self.redactedConnection = Self.redact(conninfo)
         self.slots = DispatchSemaphore(value: max(1, connections))
         self.threads = TransactionThreads(count: max(1, connections), name: "spark postgresql")
@@ -181,9 +187,14 @@ package final class PostgreSQLDomainStore: DomainStore {
     package func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {
         listener.withLock { listener in
             guard listener == nil else { return }
-            listener = MailboxListener(conninfo: conninfo, channel: Self.channel, wake: wake)
+            listener = MailboxListener(
+                conninfo: conninfo, channel: Self.channel, settingsChannel: Self.settingsChannel, wake: wake)
         }
     }
+
+    /// Every instance hears of a change at once (``settingsChannel``); this bounds what a
+    /// listener that lost its connection and has not noticed yet can miss.
+    package let settingsLifetime: Duration
 
     /// Stops the listener, if one runs.
     package func stopListening() {
@@ -197,6 +208,7 @@ package final class PostgreSQLDomainStore: DomainStore {
     final class Statements: DomainStatements {
         let connection: PostgreSQLConnection
         private var announced: [String] = []
+        private var settingsChanged = false
         private var numbered: [String: String] = [:]
 
         init(connection: PostgreSQLConnection) { self.connection = connection }
@@ -238,8 +250,16 @@ package final class PostgreSQLDomainStore: DomainStore {
             announced.append(contentsOf: users)
         }
 
+        func announceSettingsChange() throws {
+            settingsChanged = true
+        }
+
         /// `pg_notify` inside the transaction: PostgreSQL delivers it when, and only if, it commits.
         func flushAnnouncements() throws {
+            if settingsChanged {
+                _ = try connection.run("SELECT pg_notify($1, '')", [.text(PostgreSQLDomainStore.settingsChannel)])
+                settingsChanged = false
+            }
             guard !announced.isEmpty else { return }
             var part = ""
             for user in Set(announced).sorted() {
