@@ -21,7 +21,7 @@ let usage = """
                   target_session_attrs=read-write allowed), kept in DIR/database.conninfo.
       serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
                 [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S]
-                [--prune-interval S] [--proxy-from ADDR[,ADDR...]] [--quiet]
+                [--prune-interval S] [--proxy-from ADDR[,ADDR...]] [--rate-limits A,N] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
                   Every --prune-interval seconds (600) it deletes mailbox entries older than
@@ -29,6 +29,10 @@ let usage = """
                   --proxy-from names the proxies (haproxy with send-proxy-v2) that open each
                   connection with a PROXY protocol v2 header: the client address it names is
                   the one the per-address limits count. From other addresses no header is read.
+                  --rate-limits sets how many guessing calls (logins, sign-ups, codes, mail,
+                  key fetches, passcode evaluations, test tokens) one client address (A) and
+                  one account or user (N) may make a minute, each also its burst (default
+                  30,10); raise A when many users share an address.
                   --plain serves plain HTTP, allowed only on a loopback address. Any number of
                   instances may serve one PostgreSQL domain (copies of DIR).
       passcode-keys DIR [list | rotate | retire KEY]
@@ -107,6 +111,20 @@ func isIPAddress(_ text: String) -> Bool {
     return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
 }
 
+/// `--rate-limits A,N`: calls a minute (and burst) per client address and per name.
+func parseRateLimits(_ text: String) throws -> RequestLimits.Policy {
+    let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+    guard parts.count == 2, let perAddress = parts[0], let perName = parts[1],
+        (1...1_000_000_000).contains(perAddress), (1...1_000_000_000).contains(perName)
+    else {
+        throw Arguments.UsageError(
+            message: "--rate-limits takes calls a minute per address and per name, e.g. 30,10, not '\(text)'")
+    }
+    return RequestLimits.Policy(
+        perAddress: .init(burst: Double(perAddress), perMinute: Double(perAddress)),
+        perName: .init(burst: Double(perName), perMinute: Double(perName)))
+}
+
 func parseListen(_ text: String) throws -> (String, UInt16) {
     guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
         throw Arguments.UsageError(message: "--listen takes HOST:PORT, not '\(text)'")
@@ -129,6 +147,7 @@ func serve(_ arguments: inout Arguments) async throws {
     let quiet = arguments.flag("--quiet")
     let pruneInterval = try arguments.integer("--prune-interval", in: 1...86400) ?? 600
     let proxies = (try arguments.option("--proxy-from"))?.split(separator: ",").map(String.init) ?? []
+    let rateLimits = try (try arguments.option("--rate-limits")).map(parseRateLimits) ?? .standard
     try arguments.finish()
     for proxy in proxies where !isIPAddress(proxy) {
         throw Arguments.UsageError(message: "--proxy-from takes IP addresses separated by commas, not '\(proxy)'")
@@ -156,7 +175,8 @@ func serve(_ arguments: inout Arguments) async throws {
         log(#"{"event":"store","kind":"postgresql","connection":"\#(PostgreSQLDomainStore.redact(conninfo))"}"#)
     }
     let credential = try directory.operatorCredential()
-    let router = DomainRouter(domain: domain, operatorCredential: credential, log: log)
+    let router = DomainRouter(
+        domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits), log: log)
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: connections,
         perAddressLimit: max(16, connections / 2), idleTimeout: idleTimeout, maximumBody: maximumBody,

@@ -345,6 +345,29 @@ struct DaemonTests {
         }
     }
 
+    /// `--rate-limits` sets the buckets: a per-address limit of three refuses the fourth guess
+    /// from one address, at three different names; a malformed value is a usage error.
+    @Test func rateLimitsAreTheOperatorsToSet() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true, serveArguments: ["--rate-limits", "3,100"])
+            let port = try #require(daemon.url.port)
+            var statuses: [Int] = []
+            for attempt in 0..<6 {
+                let answer = await RawHTTP.request(
+                    port: port, method: "POST", path: "/v1/accounts/activate", headers: ["Content-Type": "application/json"],
+                    body: Data(#"{"userName":"user\#(attempt)","code":"123456"}"#.utf8))
+                statuses.append(answer.status)
+            }
+            #expect(statuses.prefix(3).allSatisfy { $0 != 429 } && statuses.suffix(3).allSatisfy { $0 == 429 }, "\(statuses)")
+            await daemon.stop()
+            for value in ["3", "0,10", "a,b", "3,10,1"] {
+                let refused = try await Fixtures.run(
+                    Self.binary, ["serve", daemon.directory.path, "--listen", "127.0.0.1:0", "--rate-limits", value])
+                #expect(refused.status == 64 && refused.stderr.contains("--rate-limits"), "\(value): \(refused.stderr)")
+            }
+        }
+    }
+
     @Test func sigtermEndsLongPollsEmptyAndExitsCleanly() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let daemon = try await DomainDaemon.start(in: directory)
