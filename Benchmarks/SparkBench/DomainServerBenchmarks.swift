@@ -24,7 +24,9 @@ enum DomainServerBenchmarks {
     /// endpoint checks, the user's OPRF key derived, BlindEvaluate with its DLEQ proof, the
     /// attempt counted in a write), with wrk over TLS spread over 64 users (each under the
     /// limit), against OpenSSL's own P-256 ECDH rate on the same two cores (`openssl speed
-    /// -multi 2 ecdhp256`: one variable-base multiplication each; an evaluation does five).
+    /// -multi 2 ecdhp256`: one variable-base multiplication each). An evaluation with its proof
+    /// does four (k·C, and d·C, k·M, r·M for the proof) and one of the generator, so a quarter
+    /// of the reference is its ceiling.
     static func oprfEvaluate() throws -> BenchmarkResult {
         // From one address: the per-address limit on guessing calls is raised out of the way.
         let served = try Served(["--threads", "2", "--rate-limits", "1000000000,1000000000"])

@@ -176,7 +176,9 @@ public struct OPRF: Sendable, Hashable, CustomStringConvertible {
                     throw CryptoError(.invalidParameter, "the verifiable mode needs the server's public key and a proof")
                 }
                 let blindedPoints = try blinded.map { try s.decode($0.element) }
-                guard try verifyProof(publicKey: try s.decode(publicKey), blindedPoints, evaluated, proof: proof, s) else {
+                let c = Composite(points: blindedPoints, encoded: blinded.map(\.element))
+                let d = Composite(points: evaluated, encoded: evaluation.elements)
+                guard try verifyProof(publicKey: try s.decode(publicKey), encoded: publicKey, c, d, proof: proof, s) else {
                     throw CryptoError(.invalidSignature, "the evaluation's proof does not verify against the server's key")
                 }
             }
@@ -222,8 +224,12 @@ public struct OPRF: Sendable, Hashable, CustomStringConvertible {
             let evaluated = try blinded.map { try s.multiply($0, by: k) }
             let encoded = try evaluated.map { try s.encode($0) }
             guard mode == .verifiable else { return Evaluation(elements: encoded, proof: nil) }
-            let publicKey = try s.decode(key.publicKey)
-            let proof = try generateProof(k, publicKey: publicKey, blinded, evaluated, random: unsafeProofRandom, s)
+            // The elements as received and as sent are their encodings: the proof's transcripts
+            // reuse them rather than encode each point again. (A decoded element encodes to the
+            // same bytes: compressed, with x below p.)
+            let proof = try generateProof(
+                k, publicKey: key.publicKey, Composite(points: blinded, encoded: elements),
+                Composite(points: evaluated, encoded: encoded), random: unsafeProofRandom, s)
             return Evaluation(elements: encoded, proof: proof)
         }
     }
@@ -280,40 +286,46 @@ public struct OPRF: Sendable, Hashable, CustomStringConvertible {
         return SecureBytes(transcript.withUnsafeBytes { suite.hash.hash($0) })
     }
 
+    /// The elements of one side of a proof (the C or the D of §2.2), as points and as their
+    /// encodings.
+    private struct Composite {
+        var points: [OpaquePointer]
+        var encoded: [Data]
+    }
+
     /// ComputeComposites (§2.2.1): M = Σ dᵢ Cᵢ and Z = Σ dᵢ Dᵢ, or Z = k M with the key
     /// (ComputeCompositesFast).
     private func composites(
-        key: OpaquePointer?, publicKey: OpaquePointer, _ c: [OpaquePointer], _ d: [OpaquePointer], _ s: ECScratch
+        key: OpaquePointer?, publicKey: Data, _ c: Composite, _ d: Composite, _ s: ECScratch
     ) throws -> (m: OpaquePointer, z: OpaquePointer) {
         let seedDomain = Data("Seed-".utf8) + contextString
-        let seed = suite.hash.hash(Self.lengthPrefixed(try s.encode(publicKey)) + Self.lengthPrefixed(seedDomain))
+        let seed = suite.hash.hash(Self.lengthPrefixed(publicKey) + Self.lengthPrefixed(seedDomain))
         var m = try s.point()
         var z = try s.point()
-        for index in c.indices {
+        for index in c.points.indices {
             let transcript =
-                Self.lengthPrefixed(seed) + Self.lengthPrefix(index) + Self.lengthPrefixed(try s.encode(c[index]))
-                + Self.lengthPrefixed(try s.encode(d[index])) + Data("Composite".utf8)
+                Self.lengthPrefixed(seed) + Self.lengthPrefix(index) + Self.lengthPrefixed(c.encoded[index])
+                + Self.lengthPrefixed(d.encoded[index]) + Data("Composite".utf8)
             let weight = try hashToScalar(transcript, s)
-            m = try s.add(try s.multiply(c[index], by: weight), m)
-            if key == nil { z = try s.add(try s.multiply(d[index], by: weight), z) }
+            m = try s.add(try s.multiply(c.points[index], by: weight), m)
+            if key == nil { z = try s.add(try s.multiply(d.points[index], by: weight), z) }
         }
         if let key { z = try s.multiply(m, by: key) }
         return (m, z)
     }
 
     private func challenge(
-        _ publicKey: OpaquePointer, _ m: OpaquePointer, _ z: OpaquePointer, _ t2: OpaquePointer, _ t3: OpaquePointer,
+        _ publicKey: Data, _ m: OpaquePointer, _ z: OpaquePointer, _ t2: OpaquePointer, _ t3: OpaquePointer,
         _ s: ECScratch
     ) throws -> OpaquePointer {
-        var transcript = Data()
-        for element in [publicKey, m, z, t2, t3] { transcript += Self.lengthPrefixed(try s.encode(element)) }
+        var transcript = Self.lengthPrefixed(publicKey)
+        for element in [m, z, t2, t3] { transcript += Self.lengthPrefixed(try s.encode(element)) }
         return try hashToScalar(transcript + Data("Challenge".utf8), s)
     }
 
     /// GenerateProof (§2.2.1) with A = G and B = pkS.
     private func generateProof(
-        _ k: OpaquePointer, publicKey: OpaquePointer, _ c: [OpaquePointer], _ d: [OpaquePointer], random: Data?,
-        _ s: ECScratch
+        _ k: OpaquePointer, publicKey: Data, _ c: Composite, _ d: Composite, random: Data?, _ s: ECScratch
     ) throws -> Data {
         let (m, z) = try composites(key: k, publicKey: publicKey, c, d, s)
         let r = try random.map { try readScalar($0, s) } ?? s.randomScalar()
@@ -326,7 +338,7 @@ public struct OPRF: Sendable, Hashable, CustomStringConvertible {
 
     /// VerifyProof (§2.2.2).
     private func verifyProof(
-        publicKey: OpaquePointer, _ c: [OpaquePointer], _ d: [OpaquePointer], proof: Data, _ s: ECScratch
+        publicKey: OpaquePointer, encoded: Data, _ c: Composite, _ d: Composite, proof: Data, _ s: ECScratch
     ) throws -> Bool {
         let count = suite.scalarByteCount
         guard proof.count == 2 * count else {
@@ -334,11 +346,11 @@ public struct OPRF: Sendable, Hashable, CustomStringConvertible {
         }
         let challenge = try readScalar(proof.prefix(count), s)
         let response = try readScalar(proof.suffix(count), s)
-        let (m, z) = try composites(key: nil, publicKey: publicKey, c, d, s)
+        let (m, z) = try composites(key: nil, publicKey: encoded, c, d, s)
         let t2 = try s.add(try s.multiplyGenerator(response), try s.multiply(publicKey, by: challenge))
         let t3 = try s.add(try s.multiply(m, by: response), try s.multiply(z, by: challenge))
         guard !s.isIdentity(t2), !s.isIdentity(t3), !s.isIdentity(m), !s.isIdentity(z) else { return false }
-        return s.equal(try self.challenge(publicKey, m, z, t2, t3, s), challenge)
+        return s.equal(try self.challenge(encoded, m, z, t2, t3, s), challenge)
     }
 
     static func lengthPrefix(_ count: Int) -> Data { Data([UInt8(count >> 8 & 0xff), UInt8(count & 0xff)]) }

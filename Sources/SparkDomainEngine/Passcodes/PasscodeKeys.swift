@@ -1,6 +1,7 @@
 package import Foundation
 package import SparkCrypto
 import SparkDomain
+import SparkLock
 
 /// The domain's passcode-hardening secrets: the seeds of its OPRF keys (RFC 9497,
 /// `P256-SHA256`, verifiable), kept **outside the database** so that a copy of the database
@@ -22,6 +23,9 @@ package struct PasscodeKeys: Sendable {
     package let currentKeyID: String
     /// Every key's seed by id.
     let seeds: [String: SecureBytes]
+    /// Users' keys derived lately (a derivation is a hash to a scalar and a multiplication of
+    /// the generator, a twentieth of an evaluation's cost), for this set of seeds only.
+    private let derived = DerivedKeys()
 
     /// The ids of the keys held, sorted.
     package var keyIDs: [String] { seeds.keys.sorted() }
@@ -63,8 +67,12 @@ package struct PasscodeKeys: Sendable {
             throw DomainError(
                 .notFound, "the domain no longer holds passcode key \(keyID); the backup made under it cannot be opened")
         }
+        let name = "\(keyID)\u{0}\(userID)"
+        if let known = derived.key(name) { return known }
         do {
-            return try OPRF.passcodeHardening.deriveKey(seed: seed, info: Self.keyInfo(userID: userID))
+            let key = try OPRF.passcodeHardening.deriveKey(seed: seed, info: Self.keyInfo(userID: userID))
+            derived.keep(key, as: name)
+            return key
         } catch {
             throw DomainError(.invalidRequest, "no passcode key can be derived for that user id: \(error)")
         }
@@ -146,5 +154,21 @@ package struct PasscodeKeys: Sendable {
         let temporary = try keys.writeTemporary(beside: path)
         defer { unlink(temporary) }
         return link(temporary, path) == 0 ? keys : try load(from: path)
+    }
+}
+
+/// Users' OPRF keys as derived, by key id and user id; at most `capacity`, all forgotten when
+/// full (a derivation again costs little).
+private final class DerivedKeys: Sendable {
+    private let keys = Locked<[String: OPRF.PrivateKey]>([:])
+    private let capacity = 10_000
+
+    func key(_ name: String) -> OPRF.PrivateKey? { keys.withLock { $0[name] } }
+
+    func keep(_ key: OPRF.PrivateKey, as name: String) {
+        keys.withLock { keys in
+            if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
+            keys[name] = key
+        }
     }
 }
