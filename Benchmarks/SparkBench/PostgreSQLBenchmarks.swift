@@ -15,9 +15,10 @@ enum PostgreSQLBenchmarks {
         Benchmark(name: "synapse-message-latency-p99", run: { try synapse().p99 }),
     ]
 
-    /// Transactions at once, ours and pgbench's: the width of Swift's cooperative pool, which
-    /// is how many store transactions one `spark-domaind` runs at a time (one per core).
-    static var concurrency: Int { ProcessInfo.processInfo.activeProcessorCount }
+    /// Transactions at once, ours and pgbench's: as many as one `spark-domaind` runs at a time,
+    /// one per connection of its store's pool (four per server thread, at least four; eight at
+    /// `--threads 2`), no longer the width of Swift's cooperative pool.
+    static var concurrency: Int { max(4, 4 * ProcessInfo.processInfo.activeProcessorCount) }
     static let seconds = 5
 
     /// A throwaway cluster from `scripts/postgres.sh`, removed when done.
