@@ -111,6 +111,18 @@ func isIPAddress(_ text: String) -> Bool {
     return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
 }
 
+/// Raises the soft limit on open descriptors to the hard limit; returns the limit in force.
+func raiseDescriptorLimit() -> Int {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+    if limit.rlim_cur < limit.rlim_max {
+        var raised = limit
+        raised.rlim_cur = limit.rlim_max
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+    }
+    return Int(clamping: limit.rlim_cur)
+}
+
 /// `--rate-limits A,N`: calls a minute (and burst) per client address and per name.
 func parseRateLimits(_ text: String) throws -> RequestLimits.Policy {
     let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
@@ -170,6 +182,17 @@ func serve(_ arguments: inout Arguments) async throws {
     // Requests run on threads of the server's own, as many as the store's connections (a request
     // blocked in the store holds one; see RequestExecutor).
     let storeConnections = max(4, threads * 4)
+    // Each connection is a descriptor: the soft limit goes up to the hard one, and the connection
+    // limit comes down to what the descriptors left allow, so that a full server refuses a
+    // connection rather than failing to accept it.
+    let descriptors = raiseDescriptorLimit()
+    let reserved = 64 + 2 * storeConnections
+    let allowedConnections = min(connections, max(16, descriptors - reserved))
+    if allowedConnections < connections {
+        log(
+            #"{"event":"connection-limit","requested":\#(connections),"allowed":\#(allowedConnections),"descriptors":\#(descriptors)}"#
+        )
+    }
     let domain = try directory.openDomain(connections: storeConnections)
     if let conninfo = try directory.databaseConnection() {
         log(#"{"event":"store","kind":"postgresql","connection":"\#(PostgreSQLDomainStore.redact(conninfo))"}"#)
@@ -178,8 +201,8 @@ func serve(_ arguments: inout Arguments) async throws {
     let router = DomainRouter(
         domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits), log: log)
     var options = HTTPServer.Options(
-        host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: connections,
-        perAddressLimit: max(16, connections / 2), idleTimeout: idleTimeout, maximumBody: maximumBody,
+        host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: allowedConnections,
+        perAddressLimit: max(16, min(connections / 2, allowedConnections)), idleTimeout: idleTimeout, maximumBody: maximumBody,
         proxyAddresses: proxies, requestThreads: storeConnections)
     if !plain {
         options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
