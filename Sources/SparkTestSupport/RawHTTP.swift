@@ -72,6 +72,17 @@ public enum RawHTTP {
         await Fixtures.onThread { readBlocking(socket) }
     }
 
+    /// ``read(_:)``, with how long the read itself took, timed on its own thread (so the time
+    /// the awaiting task then waits for a thread of the cooperative pool is not counted).
+    public static func timedRead(_ socket: Int32) async -> (answer: Answer, took: Duration) {
+        await Fixtures.onThread {
+            let clock = ContinuousClock()
+            let started = clock.now
+            let answer = readBlocking(socket)
+            return (answer, clock.now - started)
+        }
+    }
+
     static func readBlocking(_ socket: Int32) -> Answer {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
