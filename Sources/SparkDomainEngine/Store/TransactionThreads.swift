@@ -45,7 +45,7 @@ package final class TransactionThreads: Sendable {
     private static let mayBlock = "spark.transactions-may-block"
 
     /// Whether the calling thread may block (``allowBlocking()``).
-    private static func mayBlockHere() -> Bool { Thread.current.threadDictionary[mayBlock] != nil }
+    package static func mayBlockHere() -> Bool { Thread.current.threadDictionary[mayBlock] != nil }
 
     /// Runs `body` on one of the threads and waits for it without holding a thread of the
     /// caller's (or on the caller's, if it may block: ``allowBlocking()``).
