@@ -282,10 +282,17 @@ package final class DomainEngine: DomainService {
     /// instance a moment ago is trusted here too.
     package func validate(token: String) async throws -> VerifiedIdentity {
         let identity: VerifiedIdentity
-        if let fresh = settings.withLock({ $0.fresh?.validator }),
-            let accepted = try? fresh.validate(token, cache: validatedTokens)
-        {
-            identity = accepted
+        if let fresh = settings.withLock({ $0.fresh }), let kept = fresh.validator {
+            do {
+                identity = try kept.validate(token, cache: validatedTokens)
+            } catch {
+                // Checked again only if the stored rows are not the ones just used: a refused
+                // token costs one signature check, not two.
+                let stored = try await storedValidator()
+                let unchanged = stored.policyJSON == fresh.policyJSON && stored.issuers == fresh.issuers
+                if unchanged { throw error }
+                identity = try stored.validator.validate(token, cache: validatedTokens)
+            }
         } else {
             identity = try await validator().validate(token, cache: validatedTokens)
         }
@@ -324,7 +331,10 @@ package final class DomainEngine: DomainService {
     }
 
     /// The validator as the stored rows say now: read, and kept for ``settingsLifetime``.
-    func validator() async throws -> TokenValidator {
+    func validator() async throws -> TokenValidator { try await storedValidator().validator }
+
+    /// ``validator()``, with the stored rows it stands for.
+    private func storedValidator() async throws -> (validator: TokenValidator, policyJSON: String?, issuers: [IssuerRow]) {
         let (generation, readAt) = (settings.withLock { $0.generation }, ContinuousClock.now)
         let (json, rows) = try await Self.storage {
             try await store.read { db in
@@ -346,7 +356,7 @@ package final class DomainEngine: DomainService {
             cache.markFresh(readAt: readAt, generation: generation, lifetime: settingsLifetime)
             return validator
         }
-        if let known { return known }
+        if let known { return (known, json, rows) }
         var issuers = [accountsIssuer.trusted(audience: domainID, kind: .accounts)]
         let test = testIssuer.trusted(audience: domainID, kind: .test)
         issuers.append(test)
@@ -375,7 +385,7 @@ package final class DomainEngine: DomainService {
             // Another instance's change must end the freshness at once.
             if settingsLifetime != nil { startWatchingOtherProcesses() }
         }
-        return validator
+        return (validator, json, rows)
     }
 
     /// A sandbox token for any user id, signed by the test issuer (Spark used unsigned tokens;
