@@ -26,6 +26,7 @@ let package = Package(
         .executable(name: "ChatApp", targets: ["ChatApp"]),
         .executable(name: "spark-admin", targets: ["spark-admin"]),
         .executable(name: "spark-bench", targets: ["spark-bench"]),
+        .executable(name: "spark-load", targets: ["spark-load"]),
         .executable(name: "spark-domaind", targets: ["spark-domaind"]),
         .executable(name: "spark-mls", targets: ["spark-mls"]),
     ],
@@ -146,6 +147,14 @@ let package = Package(
             ],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],
+            swiftSettings: swiftSettings
+        ),
+        // An organisation's load on two instances behind haproxy (see its main.swift).
+        .executableTarget(
+            name: "spark-load",
+            dependencies: ["SparkCrypto", "SparkDomain", "SparkMLS", "SparkCLI", "SparkTestSupport"],
+            path: "Benchmarks/SparkLoad",
+            exclude: ["load.py"],
             swiftSettings: swiftSettings
         ),
         // The replay driver the fuzzers use when libFuzzer is not linked (see the file).

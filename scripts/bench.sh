@@ -3,7 +3,8 @@
 # (the C libraries, PostgreSQL with pgbench, openssl, the Python peers), and wrk and nginx
 # (the domaind-request and oprf-evaluate rows; nginx is the HTTP ceiling). Synapse, the peer of
 # the synapse-* rows, is set up by the bench itself in .build/synapse-venv on first use. Builds
-# spark-bench and spark-domaind in release (the remote rows run the daemon beside the bench).
+# spark-bench, spark-domaind and spark-load in release (the remote rows run the daemon, and
+# org-load-10k runs spark-load, beside the bench).
 # Run as root on Debian; give it a quiet machine. Arguments go to spark-bench.
 #
 #   bash scripts/bench.sh                      every row
@@ -28,5 +29,6 @@ fi
 command -v wrk >/dev/null || { echo "bench: wrk did not install" >&2; exit 1; }
 
 swift build -c release --product spark-domaind >/dev/null
+swift build -c release --product spark-load >/dev/null
 swift build -c release --product spark-bench >/dev/null
 exec .build/release/spark-bench "$@"

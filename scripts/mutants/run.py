@@ -5,8 +5,13 @@ tests do not notice (they still pass) "survives": the script prints it and exits
 
     python3 scripts/mutants/run.py              every mutant
     python3 scripts/mutants/run.py token-typ    only these
+    python3 scripts/mutants/run.py --here       in this checkout, not a copy (what CI does: its
+                                                clean clone has built and tested already, so only
+                                                what each mutant changes is built again; the
+                                                checkout must have no uncommitted changes, and
+                                                each file is restored after its mutant)
 """
-import os, shutil, subprocess, sys, tempfile, time
+import os, shutil, signal, subprocess, sys, tempfile, time
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 table = os.path.join(root, "scripts", "mutants", "mutants.tsv")
@@ -33,19 +38,32 @@ def run(command, cwd, log):
 
 
 def main():
-    wanted = set(sys.argv[1:])
+    arguments = sys.argv[1:]
+    here = "--here" in arguments
+    wanted = set(argument for argument in arguments if argument != "--here")
     selected = [m for m in mutants() if not wanted or m["id"] in wanted]
     if wanted - {m["id"] for m in selected}:
         sys.exit(f"no such mutant: {sorted(wanted - {m['id'] for m in selected})}")
     scratch = os.environ.get("SPARK_MUTANTS_DIR") or tempfile.mkdtemp(prefix="spark-mutants-")
-    copy = os.path.join(scratch, "repo")
-    if os.path.exists(copy):
-        shutil.rmtree(copy)
-    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".build", ".git"), symlinks=True)
     log = os.path.join(scratch, "mutants.log")
-    print(f"mutants: scratch copy in {copy}, log in {log}")
+    if here:
+        # Mutating the files of a working tree with changes could lose them: only a clean one.
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                 capture_output=True, text=True).stdout
+        if changed.strip():
+            sys.exit(f"mutants: --here needs a checkout without uncommitted changes:\n{changed}")
+        copy = root
+        print(f"mutants: in this checkout, log in {log}")
+    else:
+        copy = os.path.join(scratch, "repo")
+        if os.path.exists(copy):
+            shutil.rmtree(copy)
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".build", ".git"), symlinks=True)
+        print(f"mutants: scratch copy in {copy}, log in {log}")
     if run(["swift", "build", "--build-tests"], copy, log) != 0:
         sys.exit("mutants: the unmutated copy does not build; see the log")
+    # A stop (SIGTERM, as CI's timeout sends) still restores the mutated file (the finally below).
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(f"mutants: stopped by signal {number}"))
     survivors = []
     for mutant in selected:
         path = os.path.join(copy, mutant["file"])
