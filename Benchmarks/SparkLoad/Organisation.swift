@@ -29,15 +29,18 @@ struct Organisation {
     let classes: [ChatClass]
     let chats: [Chat]
 
-    init(users: Int) {
+    /// The messages' default shares: one-to-one, team, company-wide.
+    static let standardMix = [0.80, 0.199, 0.001]
+
+    init(users: Int, mix: [Double] = Self.standardMix) {
         self.users = users
         let company = min(500, users)
         let companyChats = max(1, users / 2500)
         let teamChats = users / 25 / 2
         classes = [
-            ChatClass(size: 2, count: users / 2, share: 0.80),
-            ChatClass(size: 10, count: teamChats, share: teamChats > 0 ? 0.199 : 0),
-            ChatClass(size: company, count: companyChats, share: 0.001),
+            ChatClass(size: 2, count: users / 2, share: mix[0]),
+            ChatClass(size: 10, count: teamChats, share: teamChats > 0 ? mix[1] : 0),
+            ChatClass(size: company, count: companyChats, share: mix[2]),
         ]
         var chats: [Chat] = []
         for pair in 0..<users / 2 {

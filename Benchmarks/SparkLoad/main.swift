@@ -1,7 +1,7 @@
 // spark-load: an organisation's messaging load on spark-domaind, as deployed (two instances on
 // PostgreSQL behind haproxy), with every user's device a lean client of the /v1 wire.
 //
-//     spark-load [--users N] [--rates R1,R2,...] [--seconds S] [--instances K] [--json]
+//     spark-load [--users N] [--rates R1,R2,...] [--seconds S] [--instances K] [--mix S1,S2,S3] [--json]
 //
 // Makes N users (one device each, with tokens from the sandbox), their chats (see
 // Organisation: one-to-one, teams of 10, company-wide chats of 500), real MLS traffic for each
@@ -9,7 +9,8 @@
 // in turn for S seconds. Prints, for each rate, delivery latency p50 and p99 (from the moment a
 // message was offered to the moment each member's long-poll answered with it), what was
 // achieved, errors, deliveries lost and doubled, and each process's CPU and memory. With
-// `--json`, the last line is the results as JSON (what spark-bench reads).
+// `--json`, the last line is the results as JSON (what spark-bench reads). `--mix` sets the
+// shares of the messages that go to one-to-one, team and company-wide chats (0.8,0.199,0.001).
 //
 // Build: swift build -c release --product spark-load --product spark-domaind. It needs haproxy,
 // PostgreSQL's server and psql, and python3 (scripts/bootstrap.sh installs them).
@@ -27,6 +28,7 @@ struct Options {
     var rates = [300.0]
     var seconds = 20
     var instances = 2
+    var mix = Organisation.standardMix
     var json = false
 
     init(_ words: [String]) throws {
@@ -41,6 +43,17 @@ struct Options {
         }
         seconds = try arguments.integer("--seconds", in: 1...3600) ?? seconds
         instances = try arguments.integer("--instances", in: 1...8) ?? instances
+        if let text = try arguments.option("--mix") {
+            let shares = text.split(separator: ",").compactMap { Double($0) }
+            guard shares.count == 3, text.split(separator: ",").count == 3, shares.allSatisfy({ $0 >= 0 }),
+                shares.reduce(0, +) > 0
+            else {
+                throw Arguments.UsageError(
+                    message: "--mix takes the shares of one-to-one, team and company-wide messages "
+                        + "(e.g. 0.8,0.199,0.001), not '\(text)'")
+            }
+            mix = shares
+        }
         json = arguments.flag("--json")
         try arguments.finish()
     }
@@ -86,7 +99,7 @@ func runLoad(_ options: Options) async throws -> [Step] {
     limit.rlim_cur = limit.rlim_max
     setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 
-    let organisation = Organisation(users: options.users)
+    let organisation = Organisation(users: options.users, mix: options.mix)
     let clock = ContinuousClock()
     var started = clock.now
     let deployment = try Deployment(instances: options.instances, connections: options.users + 1_000)
@@ -176,7 +189,7 @@ do {
 } catch let error as Arguments.UsageError {
     FileHandle.standardError.write(
         Data(
-            "spark-load: \(error.message)\nusage: spark-load [--users N] [--rates R1,R2,...] [--seconds S] [--instances K] [--json]\n"
+            "spark-load: \(error.message)\nusage: spark-load [--users N] [--rates R1,R2,...] [--seconds S] [--instances K] [--mix S1,S2,S3] [--json]\n"
                 .utf8))
     exit(2)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import SparkLock
+import SparkStore
 import SparkTestSupport
 import Testing
 
@@ -145,6 +146,167 @@ struct MailboxWaitTests {
             read.cancel()
             #expect(try await read.value.isEmpty)
             #expect(pair.domain.mailboxWaiters.waiting == 0)
+        }
+    }
+
+    /// What a read found ends with anything announced for the user since its ticket, with an
+    /// announcement to everyone (the listener lost its connection and may have missed some), and
+    /// for a cursor behind the end; another user's entry leaves it.
+    @Test func whatAReadFoundLastsUntilAnAnnouncementCouldChangeIt() {
+        let waiters = MailboxWaiters()
+        waiters.settle(waiters.ticket(for: "bob"), at: 5)
+        #expect(waiters.isSettled(waiters.ticket(for: "bob"), after: 5))
+        #expect(waiters.isSettled(waiters.ticket(for: "bob"), after: 7), "a cursor past the end")
+        #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 4), "a cursor behind the end reads")
+        #expect(!waiters.isSettled(waiters.ticket(for: "carol"), after: 5), "nothing read for carol")
+        waiters.notify(["carol"])
+        #expect(waiters.isSettled(waiters.ticket(for: "bob"), after: 5), "carol's entry is not bob's")
+        waiters.notify(["bob"])
+        #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 5), "an entry announced for bob")
+
+        waiters.settle(waiters.ticket(for: "bob"), at: 6)
+        #expect(waiters.isSettled(waiters.ticket(for: "bob"), after: 6))
+        waiters.notifyEveryone()
+        #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 6), "announcements may have been missed")
+
+        // A read whose ticket is older than an announcement found nothing that counts.
+        let stale = waiters.ticket(for: "bob")
+        waiters.notify(["bob"])
+        waiters.settle(stale, at: 6)
+        #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 6), "read before the last entry was announced")
+    }
+
+    /// The SQLite store, counting the statements that read a mailbox.
+    final class CountingStore: DomainStore {
+        let inner: SQLiteDomainStore
+        let mailboxReads = Locked(0)
+
+        init(_ inner: SQLiteDomainStore) { self.inner = inner }
+
+        final class Statements: DomainStatements {
+            let inner: any DomainStatements
+            let store: CountingStore
+            init(_ inner: any DomainStatements, _ store: CountingStore) {
+                self.inner = inner
+                self.store = store
+            }
+            func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int {
+                try inner.execute(sql, arguments)
+            }
+            func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [Row] {
+                if sql.contains("FROM mailbox") { store.mailboxReads.withLock { $0 += 1 } }
+                return try inner.rows(sql, arguments)
+            }
+            func row(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Row? { try inner.row(sql, arguments) }
+            func scalar<T: DatabaseValueConvertible>(
+                _ sql: String, _ arguments: [any DatabaseValueConvertible], as type: T.Type
+            ) throws -> T? { try inner.scalar(sql, arguments, as: type) }
+            func announce(_ users: [String]) throws { try inner.announce(users) }
+        }
+
+        var threads: TransactionThreads { inner.threads }
+        func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.blockingWrite(scope) { db in try body(Statements(db, self)) }
+        }
+        func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+            try inner.blockingRead { db in try body(Statements(db, self)) }
+        }
+    }
+
+    /// Bob's long-poll after `cursor`: what it returned, or nil if it waited (it is then
+    /// cancelled once it shows among the waiters, so nothing here depends on a timeout).
+    static func pollOrWait(_ domain: DomainEngine, _ bob: String, after cursor: Int64) async throws -> [MailboxEntry]? {
+        let answered = Locked(false)
+        let read = Task {
+            defer { answered.withLock { $0 = true } }
+            return try await domain.readMailbox(token: bob, endpointID: "b1", after: cursor, limit: 10, wait: .seconds(30))
+        }
+        let waited = Task {
+            _ = await eventually(seconds: 60) { answered.withLock { $0 } || domain.mailboxWaiters.waiting == 1 }
+            guard domain.mailboxWaiters.waiting == 1 else { return false }
+            read.cancel()
+            return true
+        }
+        let entries = try await read.value
+        return await waited.value ? nil : entries
+    }
+
+    /// A long-poll sent again right after its answer (a device's next one) waits without reading
+    /// the mailbox, since a read found its end and no entry was announced since; but an entry
+    /// announced after that read, or a cursor behind the end (an answer the device lost), is
+    /// read at once, not at the end of the wait.
+    @Test func aLongPollSentAgainReadsOnlyWhenSomethingCameOrWasMissed() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("domain.sqlite").path
+            let sqlite = try SQLiteDomainStore(path: path)
+            try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
+            let store = CountingStore(sqlite)
+            let domain = try DomainEngine(store: store, location: path, passcodeKeys: .generate())
+            let alice = try await domain.testToken(userID: "alice").token
+            let bob = try await domain.testToken(userID: "bob").token
+            _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+            _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
+            _ = try await domain.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
+            let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
+                .sequence
+            func post(_ text: String) async throws {
+                _ = try await domain.post(
+                    token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data(text.utf8), recipient: nil,
+                    clientID: nil)
+            }
+
+            // Read to its end: the next long-poll waits without a read.
+            var reads = store.mailboxReads.withLock { $0 }
+            #expect(try await Self.pollOrWait(domain, bob, after: head) == nil, "nothing came: it waits")
+            #expect(store.mailboxReads.withLock { $0 } == reads, "and did not read the mailbox to know it")
+
+            // An entry announced since the last read is read at once.
+            try await post("first")
+            let first = try #require(try await Self.pollOrWait(domain, bob, after: head), "the entry is read at once")
+            #expect(first.map(\.payload) == [Data("first".utf8)])
+            let end = try #require(first.last).sequence
+            reads = store.mailboxReads.withLock { $0 }
+            #expect(try await Self.pollOrWait(domain, bob, after: end) == nil)
+            #expect(store.mailboxReads.withLock { $0 } == reads, "sent again after its answer, it waits without a read")
+
+            try await post("second")
+            let second = try #require(try await Self.pollOrWait(domain, bob, after: end), "announced after the read")
+            #expect(second.map(\.payload) == [Data("second".utf8)])
+
+            // A device that lost an answer asks again from further back: it gets what it missed.
+            let again = try #require(try await Self.pollOrWait(domain, bob, after: head), "a cursor behind the end")
+            #expect(again.map(\.payload) == [Data("first".utf8), Data("second".utf8)])
+
+            // A read cut short by its limit did not find the end: what follows is read at once.
+            let page = try await domain.readMailbox(token: bob, endpointID: "b1", after: head, limit: 1)
+            #expect(page.map(\.payload) == [Data("first".utf8)])
+            let rest = try #require(try await Self.pollOrWait(domain, bob, after: page[0].sequence), "after a full page")
+            #expect(rest.map(\.payload) == [Data("second".utf8)])
+        }
+    }
+
+    /// An entry whose announcement never reaches this engine (another process wrote the file,
+    /// as `spark-admin` on a served domain's) is still read when the long-poll's wait ends.
+    @Test func anEntryNobodyAnnouncedIsReadWhenTheWaitEnds() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("domain.sqlite").path
+            let sqlite = try SQLiteDomainStore(path: path)
+            try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
+            let keys = PasscodeKeys.generate()
+            let here = try DomainEngine(store: sqlite, location: path, passcodeKeys: keys)
+            let elsewhere = try DomainEngine(store: try SQLiteDomainStore(path: path), location: path, passcodeKeys: keys)
+            let alice = try await here.testToken(userID: "alice").token
+            let bob = try await here.testToken(userID: "bob").token
+            _ = try await here.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+            _ = try await here.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
+            _ = try await here.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
+            let head = try #require(try await here.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last).sequence
+            _ = try await elsewhere.post(
+                token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("unheard".utf8), recipient: nil,
+                clientID: nil)
+            let entries = try await here.readMailbox(
+                token: bob, endpointID: "b1", after: head, limit: 10, wait: .milliseconds(300))
+            #expect(entries.map(\.payload) == [Data("unheard".utf8)], "read when the wait ended, not skipped again")
         }
     }
 

@@ -20,10 +20,18 @@ package final class MailboxWaiters: Sendable {
         var deadline: ContinuousClock.Instant
     }
 
+    /// Where a read found a user's mailbox to end, with the ticket it was read under.
+    private struct Settled {
+        let generation: UInt64
+        let everyone: UInt64
+        let sequence: Int64
+    }
+
     private struct State {
         var clock: UInt64 = 0
         var everyone: UInt64 = 0
         var generations: [String: UInt64] = [:]
+        var settled: [String: Settled] = [:]
         var waiters: [String: [UInt64: Waiter]] = [:]
         var waiting = 0
         var ended = false
@@ -41,6 +49,32 @@ package final class MailboxWaiters: Sendable {
     /// A ticket for `user`'s mailbox as it is now.
     package func ticket(for user: String) -> Ticket {
         state.withLock { Ticket(user: user, generation: $0.generations[user] ?? 0, everyone: $0.everyone) }
+    }
+
+    /// Records that a read made under `ticket` found the user's mailbox ending at `sequence`
+    /// (it returned everything there was after its cursor, up to `sequence`).
+    package func settle(_ ticket: Ticket, at sequence: Int64) {
+        state.withLock { state in
+            // A bound on what is kept: forgetting only costs a read.
+            if state.settled.count >= Self.settledKept { state.settled.removeAll(keepingCapacity: true) }
+            state.settled[ticket.user] = Settled(generation: ticket.generation, everyone: ticket.everyone, sequence: sequence)
+        }
+    }
+
+    /// How many users' mailbox ends are kept.
+    static let settledKept = 200_000
+
+    /// Whether a read after `cursor` under `ticket` would find nothing: a read under a ticket of
+    /// the same generation (no entry announced for the user since it was taken, and no
+    /// announcement missed) found the mailbox ending at or before `cursor`. An entry committed
+    /// since whose announcement has not come yet is then not read now, but it wakes a wait under
+    /// `ticket` when it comes, as it would wake a wait that had read.
+    package func isSettled(_ ticket: Ticket, after cursor: Int64) -> Bool {
+        state.withLock { state in
+            guard let settled = state.settled[ticket.user] else { return false }
+            return settled.generation == ticket.generation && settled.everyone == ticket.everyone
+                && cursor >= settled.sequence
+        }
     }
 
     /// Entries reached these users' mailboxes: wakes their waiters.
