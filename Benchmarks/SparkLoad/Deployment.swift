@@ -25,12 +25,24 @@ final class Deployment: @unchecked Sendable {  // immutable after init
     static let domainID = "load"
 
     init(instances count: Int, connections: Int) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-load-\(UUID().uuidString.prefix(8))")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-load-\(UUID().uuidString.prefix(8))")
+        self.directory = directory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let cluster = directory.appendingPathComponent("postgres").path
-        let started = try Self.run(
-            "bash", [Self.repository.appendingPathComponent("scripts/postgres.sh").path, "start", cluster])
-        let server = started.trimmingCharacters(in: .whitespacesAndNewlines)
+        // What started before a failure stops with it.
+        var started: [ChildProcess] = []
+        var ready = false
+        defer {
+            if !ready {
+                for process in started {
+                    process.terminate()
+                    process.waitUntilExit()
+                }
+                Self.stopCluster(in: directory)
+                try? FileManager.default.removeItem(at: directory)
+            }
+        }
+        let server = try Self.run("bash", [Self.postgresScript, "start", directory.appendingPathComponent("postgres").path])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try Self.run("psql", ["-X", "-q", "-d", server, "-c", "CREATE DATABASE spark_load"])
         conninfo = server.replacingOccurrences(of: "dbname=postgres", with: "dbname=spark_load")
 
@@ -45,17 +57,22 @@ final class Deployment: @unchecked Sendable {  // immutable after init
             let served = directory.appendingPathComponent("instance-\(index)")
             if index > 0 { try FileManager.default.copyItem(at: home, to: served) }
             let (process, port) = try Self.serve(daemon, served, connections: connections)
+            started.append(process)
             instances.append(process)
             ports.append(port)
         }
         self.instances = instances
         let port = try Self.freePort()
-        let directory = directory
-        proxies = try (0..<2).map { index in
-            try Self.proxy(index, port: port, to: ports, connections: connections, in: directory)
+        var proxies: [ChildProcess] = []
+        for index in 0..<2 {
+            let proxy = try Self.proxy(index, port: port, to: ports, connections: connections, in: directory)
+            started.append(proxy)
+            proxies.append(proxy)
         }
+        self.proxies = proxies
         self.port = port
         try Self.waitForPort(port)
+        ready = true
     }
 
     /// The daemon on a free loopback port: the port it printed.
@@ -139,13 +156,15 @@ final class Deployment: @unchecked Sendable {  // immutable after init
             process.terminate()
             process.waitUntilExit()
         }
-        _ = try? Self.run(
-            "bash",
-            [
-                Self.repository.appendingPathComponent("scripts/postgres.sh").path, "stop",
-                directory.appendingPathComponent("postgres").path,
-            ])
+        Self.stopCluster(in: directory)
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    static let postgresScript = repository.appendingPathComponent("scripts/postgres.sh").path
+
+    /// Stops the PostgreSQL cluster in `directory` (if it started).
+    static func stopCluster(in directory: URL) {
+        _ = try? run("bash", [postgresScript, "stop", directory.appendingPathComponent("postgres").path])
     }
 
     /// A program built beside this one (`swift build -c release --product spark-domaind`).

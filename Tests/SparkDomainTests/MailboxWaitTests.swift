@@ -310,6 +310,43 @@ struct MailboxWaitTests {
         }
     }
 
+    /// A mailbox with entries is read only through an endpoint of its user that is registered
+    /// and not taking the profile over: the one statement that reads entries checks the endpoint
+    /// too.
+    @Test func onlyTheUsersUsableEndpointReadsAMailboxWithEntries() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("domain.sqlite").path
+            let sqlite = try SQLiteDomainStore(path: path)
+            try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
+            let domain = try DomainEngine(store: sqlite, location: path, passcodeKeys: .generate())
+            let alice = try await domain.testToken(userID: "alice").token
+            let bob = try await domain.testToken(userID: "bob").token
+            _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+            _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
+            _ = try await domain.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
+            _ = try await domain.post(
+                token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("for bob".utf8), recipient: nil,
+                clientID: nil)
+            func read(_ endpoint: String) async throws -> [MailboxEntry] {
+                try await domain.readMailbox(token: bob, endpointID: endpoint, after: 0, limit: 100)
+            }
+            #expect(try await read("b1").count == 2, "the membership and the message")
+
+            await #expect(throws: DomainError(.endpointRemoved, ""), "another user's endpoint") { try await read("a1") }
+            await #expect(throws: DomainError(.endpointRemoved, ""), "no such endpoint") { try await read("b9") }
+
+            try sqlite.blockingWrite(.serializable) { db in
+                try db.execute("UPDATE endpoints SET takeover_pending = 1 WHERE endpoint_id = ?", ["b1"])
+            }
+            await #expect(throws: DomainError(.forbidden, ""), "a takeover not yet proven") { try await read("b1") }
+            try sqlite.blockingWrite(.serializable) { db in
+                try db.execute("UPDATE endpoints SET takeover_pending = 0 WHERE endpoint_id = ?", ["b1"])
+            }
+            try await domain.deregisterEndpoint(token: bob, endpointID: "b1", target: "b1")
+            await #expect(throws: DomainError(.endpointRemoved, ""), "a removed endpoint") { try await read("b1") }
+        }
+    }
+
     @Test func aWaitLongerThanThirtySecondsIsRefused() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let pair = try await Self.pair(directory)

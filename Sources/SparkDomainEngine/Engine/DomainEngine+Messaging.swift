@@ -207,10 +207,11 @@ extension DomainEngine {
         let limit = max(1, min(limit, Self.maximumMailboxPage))
         // A long-poll sent again right after its answer need not read first: a read since the
         // user's last entry was announced found nothing past this cursor, so it waits at once,
-        // and ends as a wait that had read would. That halves the reads a delivery costs. Only
-        // where every writer is heard (an embedded file shared with other processes is watched
-        // from the first wait on), and only before the first wait: an entry whose announcement
-        // never came (another process wrote the file) is still read when the wait ends.
+        // and ends as a wait that had read would. That halves the reads a delivery costs. Not
+        // on an embedded file shared with other processes (watched only from the first wait
+        // on); and where a writer may go unheard (`spark-admin` on a served file), only before
+        // the first wait, so that an entry whose announcement never came is read when the wait
+        // ends. Where every writer is heard (PostgreSQL), a wait that ends empty reads nothing.
         var mayTrustSettled = wait > .zero && !sharedWithOtherProcesses
         while true {
             // Taken before the read, so an entry committed after it still wakes the wait.
@@ -222,7 +223,7 @@ extension DomainEngine {
                 entries = try await mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
                 if entries.count < limit { mailboxWaiters.settle(ticket, at: entries.last?.sequence ?? cursor) }
             }
-            mayTrustSettled = false
+            mayTrustSettled = mayTrustSettled && store.hearsEveryWriter
             let left = deadline - clock.now
             if !entries.isEmpty || left <= .zero || Task.isCancelled || mailboxWaiters.isEnded { return entries }
             if wait > .zero { startWatchingOtherProcesses() }
@@ -313,18 +314,25 @@ extension DomainEngine {
     /// The most entries one mailbox read returns.
     static let maximumMailboxPage = 1000
 
-    /// Up to `limit` (1 to ``maximumMailboxPage``) of the user's entries after `cursor`.
+    /// Up to `limit` (1 to ``maximumMailboxPage``) of the user's entries after `cursor`, for an
+    /// endpoint of the user that may read them.
+    ///
+    /// One statement when there are entries (a long-poll's wake-up): it returns them only while
+    /// the endpoint is registered and not taking the profile over, as ``requireEndpoint(_:user:endpointID:unlocking:)``
+    /// checks; an empty answer is then checked there, for the refusal to say why.
     private func mailbox(user: String, endpointID: String, after cursor: Int64, limit: Int) async throws -> [MailboxEntry] {
         try await storage {
-            try await store.read { db in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                return try db.rows(
+            try await store.readEach { db in
+                let rows = try db.rows(
                     """
                     SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch FROM mailbox
-                    WHERE user_id = ? AND sequence > ? AND (kind != 'ephemeral' OR posted_at >= ?) ORDER BY sequence LIMIT ?
+                    WHERE user_id = ? AND sequence > ? AND (kind != 'ephemeral' OR posted_at >= ?)
+                    AND EXISTS (SELECT 1 FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL AND takeover_pending = 0)
+                    ORDER BY sequence LIMIT ?
                     """,
-                    [user, cursor, self.clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, limit]
-                ).map { row in
+                    [user, cursor, self.clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, endpointID, user, limit])
+                if rows.isEmpty { try Self.requireEndpoint(db, user: user, endpointID: endpointID) }
+                return try rows.map { row in
                     MailboxEntry(
                         sequence: try row.get(0), chatID: try row.get(1), sender: try row.get(2),
                         kind: MailboxKind(rawValue: try row.get(3)) ?? .event, messageNumber: try row.get(4),
@@ -638,21 +646,40 @@ extension DomainEngine {
     ) throws {
         let membersJSON = try members.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         // In one order for every transaction, so two that route to the same users never wait
-        // on each other's mailbox heads; each head moves in one atomic statement.
-        for user in Set(users).sorted() {
-            guard
-                let next = try db.scalar(
-                    """
-                    INSERT INTO mailbox_heads(user_id, last_sequence) VALUES (?, 1)
-                    ON CONFLICT(user_id) DO UPDATE SET last_sequence = mailbox_heads.last_sequence + 1
-                    RETURNING last_sequence
-                    """, [user], as: Int64.self)
-            else { throw DomainError(.storageFailure, "the mailbox head of \(user) did not move") }
+        // on each other's mailbox heads; each head moves in one atomic statement. The users go
+        // in batches, two statements a batch (the heads, then the entries) instead of two a
+        // user; a batch is a power of two up to 64 users, so a store prepares few shapes.
+        let sorted = Set(users).sorted()
+        var start = 0
+        while start < sorted.count {
+            var size = 1
+            while size * 2 <= min(sorted.count - start, Self.mailboxBatch) { size *= 2 }
+            let batch = sorted[start..<start + size]
+            start += size
+            let rows = try db.rows(
+                """
+                INSERT INTO mailbox_heads(user_id, last_sequence) VALUES \(Array(repeating: "(?, 1)", count: size).joined(separator: ", "))
+                ON CONFLICT(user_id) DO UPDATE SET last_sequence = mailbox_heads.last_sequence + 1
+                RETURNING user_id, last_sequence
+                """, Array(batch))
+            var next: [String: Int64] = [:]
+            for row in rows { next[try row.get(0, as: String.self)] = try row.get(1, as: Int64.self) }
+            var arguments: [any DatabaseValueConvertible] = []
+            arguments.reserveCapacity(size * 10)
+            for user in batch {
+                guard let sequence = next[user] else {
+                    throw DomainError(.storageFailure, "the mailbox head of \(user) did not move")
+                }
+                arguments += [user, sequence, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now, epoch]
+            }
             try db.execute(
                 """
                 INSERT INTO mailbox(user_id, sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, [user, next, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now, epoch])
+                VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: size).joined(separator: ", "))
+                """, arguments)
         }
     }
+
+    /// The most users whose mailboxes one pair of statements reaches.
+    static let mailboxBatch = 64
 }

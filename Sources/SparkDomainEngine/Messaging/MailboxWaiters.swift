@@ -156,8 +156,9 @@ package final class MailboxWaiters: Sendable {
             let (expired, done) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
                 var expired: [CheckedContinuation<Void, Never>] = []
                 for (user, waiters) in state.waiters {
+                    // Most users' waits are not due: looked at without a copy.
+                    guard waiters.values.contains(where: { $0.deadline <= now }) else { continue }
                     let due = waiters.filter { $0.value.deadline <= now }
-                    guard !due.isEmpty else { continue }
                     for key in due.keys { state.waiters[user]?.removeValue(forKey: key) }
                     if state.waiters[user]?.isEmpty == true { state.waiters[user] = nil }
                     expired += due.values.map(\.continuation)

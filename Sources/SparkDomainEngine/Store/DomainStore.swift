@@ -26,6 +26,11 @@ package protocol DomainStore: Sendable {
     func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T
     /// Runs `body` in a read transaction that sees one consistent snapshot.
     func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T
+    /// Runs `body`, which only reads, with each of its statements on its own: for reads that
+    /// need no snapshot shared between statements, since a store may then spare the transaction
+    /// around them (PostgreSQL: no `BEGIN` and `COMMIT`, so a one-statement read is one round
+    /// trip instead of three).
+    func blockingReadEach<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T
     /// Starts delivering what other processes announce (``DomainStatements/announce(_:)``) to
     /// `wake`, once; later calls do nothing. A store whose writers all live in this process
     /// delivers nothing.
@@ -34,6 +39,10 @@ package protocol DomainStore: Sendable {
     /// them again, when it hears of no change: the bound on how late it sees a change that a
     /// writer it does not hear from made (``Announcement/settings``).
     var settingsLifetime: Duration { get }
+    /// Whether every process that writes the store announces its mailbox entries to this one
+    /// (``listen(_:)``), or announces that it may have missed some (``Announcement/everyone``):
+    /// then a read that found a mailbox's end stands until an announcement for its user.
+    var hearsEveryWriter: Bool { get }
 }
 
 /// How a write transaction is kept apart from the others running at the same time.
@@ -85,12 +94,25 @@ extension DomainStore {
         try await threads.run { try self.blockingRead(body) }
     }
 
+    /// Reads, each statement on its own (``blockingReadEach(_:)``), run on the store's threads.
+    package func readEach<T: Sendable>(_ body: @escaping @Sendable (any DomainStatements) throws -> T) async throws -> T {
+        try await threads.run { try self.blockingReadEach(body) }
+    }
+
+    /// A read transaction: a store where one costs no more runs every read in one.
+    package func blockingReadEach<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+        try blockingRead(body)
+    }
+
     /// Nothing to deliver: every writer is in this process.
     package func listen(_ wake: @escaping @Sendable (Announcement) -> Void) {}
 
     /// A second: a store that announces nothing may still be written by a process this one
     /// does not hear from (`spark-admin` on the file of a served domain).
     package var settingsLifetime: Duration { .seconds(1) }
+
+    /// No: other processes may write the store unheard (`spark-admin` on a served file).
+    package var hearsEveryWriter: Bool { false }
 }
 
 /// The statements of one transaction.

@@ -83,6 +83,27 @@ package final class PostgreSQLDomainStore: DomainStore {
         try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", locks: [], body)
     }
 
+    /// Yes: every writer of the database is a store like this one, whose commits `NOTIFY` the
+    /// others, and a listener that lost its connection announces it may have missed some.
+    package var hearsEveryWriter: Bool { true }
+
+    /// Reads with no transaction around them: each statement is one round trip and sees what
+    /// was committed when it ran. A connection lost on the way is given up and the reads run
+    /// again on another (nothing was written).
+    package func blockingReadEach<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try withConnection { connection in try body(Statements(connection: connection)) }
+            } catch let error as PostgreSQLError where error.isConnectionLoss && attempt < 2 {
+                continue
+            } catch let error as PostgreSQLError {
+                throw Self.domainError(error)
+            }
+        }
+    }
+
     private func transaction<T>(begin: String, locks: [String], _ body: (any DomainStatements) throws -> T) throws -> T {
         var attempt = 0
         while true {
