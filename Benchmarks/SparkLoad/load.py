@@ -4,7 +4,8 @@ usage: load.py PLAN_FILE
 
 spark-load writes the plan (JSON): the proxy's address and CA, each user's token and endpoint,
 the chats (members and class), each class's share of the messages and its pre-sealed MLS
-messages (base64), the steps (messages a second, seconds each), and the processes to watch.
+messages (base64), the steps (messages a second, seconds each), how long to let the domain
+settle once every device is connected, and the processes to watch.
 
 Each user is one TLS connection through the proxy with a mailbox read waiting on it (`wait=30`),
 sent again as soon as one is answered, exactly as a device's long-poll. Senders are a pool of
@@ -275,6 +276,10 @@ class Load:
                 raise RuntimeError(f"a device stopped while connecting: {failed[0].exception()!r}")
             await asyncio.sleep(0.1)
         print(json.dumps({"connected": len(self.users), "seconds": round(time.monotonic() - opening, 1)}), flush=True)
+        # An organisation at work, not one whose every device just connected: the domain's work
+        # for the new connections (each device's first reads and its cursor's first record)
+        # ends before the first step.
+        await asyncio.sleep(self.plan["settle"])
         # Setup's entries are read; what arrives from here is the load's.
         self.arrivals.clear()
         for index, (rate, seconds) in enumerate(self.plan["steps"]):

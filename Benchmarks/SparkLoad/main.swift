@@ -137,7 +137,7 @@ func runLoad(_ options: Options) async throws -> [Step] {
         "shares": organisation.classes.map(\.share), "sizes": organisation.classes.map(\.size),
         "messages": traffic.messages.map { $0.map { $0.base64EncodedString() } },
         "steps": options.rates.map { [$0, options.seconds] as [Any] },
-        "drain": 10, "senders": 64,
+        "drain": 10, "senders": 64, "settle": 20,
         "watch": deployment.watched,
     ]
     let planFile = deployment.directory.appendingPathComponent("plan.json")

@@ -56,7 +56,7 @@ struct MailboxRetentionTests {
                 token: try await world.alice, endpointID: "e-alice", chatID: "c1", kind: .message, payload: Data("four".utf8),
                 recipient: nil, clientID: nil)
             let newest = try #require(try await Self.entries(world, "e-bob-phone", after: last).last?.sequence)
-            world.clock.advance(by: 120)  // past the once-a-minute limit on recording a cursor
+            world.clock.advance(by: DomainEngine.cursorRecordInterval + 60)  // past the limit on recording a cursor
             _ = try await Self.entries(world, "e-bob-phone", after: newest)
             _ = try await Self.entries(world, "e-bob-tablet", after: newest)
             #expect(try await Self.entries(world, "e-bob-tablet").map(\.sequence) == [newest], "read an hour ago at most")

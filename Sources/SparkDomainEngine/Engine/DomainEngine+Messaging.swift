@@ -237,14 +237,20 @@ extension DomainEngine {
     /// restores its store from a backup of the last hour reads it again).
     package static let readEntriesKeptFor: TimeInterval = 3600
 
-    /// Records how far `endpointID` has read (at most once a minute an endpoint, or when its
-    /// cursor moved a long way), then deletes the user's entries that every registered endpoint
+    /// How often an endpoint's reads record how far it read (``pruneMailbox(user:endpointID:cursor:)``):
+    /// every 10 minutes, since what every endpoint read past is kept an hour anyway. Each record
+    /// is a write, and a connected device reads at least every 30 seconds: once a minute, 10,000
+    /// devices made 170 writes a second of it.
+    package static let cursorRecordInterval: TimeInterval = 600
+
+    /// Records how far `endpointID` has read (at most every ``cursorRecordInterval`` an endpoint,
+    /// or when its cursor moved a long way), then deletes the user's entries that every registered endpoint
     /// of the user has read past (after ``readEntriesKeptFor``) and those older than
     /// ``DomainPolicy/mailboxRetention``.
     func pruneMailbox(user: String, endpointID: String, cursor: Int64) async throws {
         let now = clock.now().timeIntervalSince1970
         let due = prunedAt.withLock { seen -> Bool in
-            guard let last = seen[endpointID], now - last.at < 60, cursor - last.cursor < 1000 else {
+            guard let last = seen[endpointID], now - last.at < Self.cursorRecordInterval, cursor - last.cursor < 1000 else {
                 if seen.count > 100_000 { seen.removeAll() }
                 seen[endpointID] = (cursor, now)
                 return true
