@@ -8,8 +8,8 @@ tests do not notice (they still pass) "survives": the script prints it and exits
     python3 scripts/mutants/run.py --here       in this checkout, not a copy (what CI does: its
                                                 clean clone has built and tested already, so only
                                                 what each mutant changes is built again; the
-                                                checkout must have no uncommitted changes, and
-                                                each file is restored after its mutant)
+                                                files it mutates must have no uncommitted
+                                                changes, and each is restored after its mutant)
 """
 import os, shutil, signal, subprocess, sys, tempfile, time
 
@@ -47,11 +47,13 @@ def main():
     scratch = os.environ.get("SPARK_MUTANTS_DIR") or tempfile.mkdtemp(prefix="spark-mutants-")
     log = os.path.join(scratch, "mutants.log")
     if here:
-        # Mutating the files of a working tree with changes could lose them: only a clean one.
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        # Mutating a file with uncommitted changes could lose them: only committed ones. (Other
+        # files may have changed: CI's schemathesis run rewrites its cache.)
+        files = sorted({m["file"] for m in selected})
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--"] + files, cwd=root,
                                  capture_output=True, text=True).stdout
         if changed.strip():
-            sys.exit(f"mutants: --here needs a checkout without uncommitted changes:\n{changed}")
+            sys.exit(f"mutants: --here needs the files it mutates without uncommitted changes:\n{changed}")
         copy = root
         print(f"mutants: in this checkout, log in {log}")
     else:
