@@ -212,18 +212,11 @@ final class Deployment: @unchecked Sendable {  // immutable after init
     /// Waits until something accepts connections on the loopback `port`.
     static func waitForPort(_ port: Int) throws {
         for _ in 0..<400 {
-            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-                }
+            let socket = RawHTTP.connect(port: port)
+            if socket >= 0 {
+                close(socket)
+                return
             }
-            close(socket)
-            if connected { return }
             usleep(25_000)
         }
         throw LoadError("haproxy did not start on port \(port)")

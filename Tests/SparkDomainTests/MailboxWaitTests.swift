@@ -213,6 +213,23 @@ struct MailboxWaitTests {
         }
     }
 
+    /// An engine over a new SQLite domain file in `directory`, its store as `wrap` makes it, with
+    /// alice's endpoint a1 and bob's b1 in chat c1: the engine, the file, alice's and bob's tokens.
+    static func engine(in directory: URL, wrap: (SQLiteDomainStore) -> any DomainStore = { $0 }) async throws -> (
+        DomainEngine, String, String, String
+    ) {
+        let path = directory.appendingPathComponent("domain.sqlite").path
+        let sqlite = try SQLiteDomainStore(path: path)
+        try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
+        let domain = try DomainEngine(store: wrap(sqlite), location: path, passcodeKeys: .generate())
+        let alice = try await domain.testToken(userID: "alice").token
+        let bob = try await domain.testToken(userID: "bob").token
+        _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
+        _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
+        _ = try await domain.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
+        return (domain, path, alice, bob)
+    }
+
     /// Bob's long-poll after `cursor`: what it returned, or nil if it waited (it is then
     /// cancelled once it shows among the waiters, so nothing here depends on a timeout).
     static func pollOrWait(_ domain: DomainEngine, _ bob: String, after cursor: Int64) async throws -> [MailboxEntry]? {
@@ -237,16 +254,12 @@ struct MailboxWaitTests {
     /// read at once, not at the end of the wait.
     @Test func aLongPollSentAgainReadsOnlyWhenSomethingCameOrWasMissed() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let path = directory.appendingPathComponent("domain.sqlite").path
-            let sqlite = try SQLiteDomainStore(path: path)
-            try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
-            let store = CountingStore(sqlite)
-            let domain = try DomainEngine(store: store, location: path, passcodeKeys: .generate())
-            let alice = try await domain.testToken(userID: "alice").token
-            let bob = try await domain.testToken(userID: "bob").token
-            _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
-            _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
-            _ = try await domain.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
+            var made: CountingStore?
+            let (domain, _, alice, bob) = try await Self.engine(in: directory) { sqlite in
+                made = CountingStore(sqlite)
+                return made!
+            }
+            let counts = try #require(made)
             let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
                 .sequence
             func post(_ text: String) async throws {
@@ -256,18 +269,18 @@ struct MailboxWaitTests {
             }
 
             // Read to its end: the next long-poll waits without a read.
-            var reads = store.mailboxReads.withLock { $0 }
+            var reads = counts.mailboxReads.withLock { $0 }
             #expect(try await Self.pollOrWait(domain, bob, after: head) == nil, "nothing came: it waits")
-            #expect(store.mailboxReads.withLock { $0 } == reads, "and did not read the mailbox to know it")
+            #expect(counts.mailboxReads.withLock { $0 } == reads, "and did not read the mailbox to know it")
 
             // An entry announced since the last read is read at once.
             try await post("first")
             let first = try #require(try await Self.pollOrWait(domain, bob, after: head), "the entry is read at once")
             #expect(first.map(\.payload) == [Data("first".utf8)])
             let end = try #require(first.last).sequence
-            reads = store.mailboxReads.withLock { $0 }
+            reads = counts.mailboxReads.withLock { $0 }
             #expect(try await Self.pollOrWait(domain, bob, after: end) == nil)
-            #expect(store.mailboxReads.withLock { $0 } == reads, "sent again after its answer, it waits without a read")
+            #expect(counts.mailboxReads.withLock { $0 } == reads, "sent again after its answer, it waits without a read")
 
             try await post("second")
             let second = try #require(try await Self.pollOrWait(domain, bob, after: end), "announced after the read")
@@ -289,17 +302,9 @@ struct MailboxWaitTests {
     /// as `spark-admin` on a served domain's) is still read when the long-poll's wait ends.
     @Test func anEntryNobodyAnnouncedIsReadWhenTheWaitEnds() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let path = directory.appendingPathComponent("domain.sqlite").path
-            let sqlite = try SQLiteDomainStore(path: path)
-            try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
-            let keys = PasscodeKeys.generate()
-            let here = try DomainEngine(store: sqlite, location: path, passcodeKeys: keys)
-            let elsewhere = try DomainEngine(store: try SQLiteDomainStore(path: path), location: path, passcodeKeys: keys)
-            let alice = try await here.testToken(userID: "alice").token
-            let bob = try await here.testToken(userID: "bob").token
-            _ = try await here.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
-            _ = try await here.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
-            _ = try await here.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
+            let (here, path, alice, bob) = try await Self.engine(in: directory)
+            // A second engine on the file, whose announcements reach only its own waiters.
+            let elsewhere = try DomainEngine(store: try SQLiteDomainStore(path: path), location: path, passcodeKeys: .generate())
             let head = try #require(try await here.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last).sequence
             _ = try await elsewhere.post(
                 token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("unheard".utf8), recipient: nil,
@@ -315,15 +320,8 @@ struct MailboxWaitTests {
     /// too.
     @Test func onlyTheUsersUsableEndpointReadsAMailboxWithEntries() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let path = directory.appendingPathComponent("domain.sqlite").path
+            let (domain, path, alice, bob) = try await Self.engine(in: directory)
             let sqlite = try SQLiteDomainStore(path: path)
-            try DomainEngine.create(in: sqlite, domainID: "polls", policy: DomainPolicy())
-            let domain = try DomainEngine(store: sqlite, location: path, passcodeKeys: .generate())
-            let alice = try await domain.testToken(userID: "alice").token
-            let bob = try await domain.testToken(userID: "bob").token
-            _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "a"))
-            _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
-            _ = try await domain.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
             _ = try await domain.post(
                 token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("for bob".utf8), recipient: nil,
                 clientID: nil)
