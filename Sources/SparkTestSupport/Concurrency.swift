@@ -27,7 +27,15 @@ public final class Box<Value: Sendable>: Sendable {
     public func update(_ body: (inout Value) -> Void) { storage.withLock { body(&$0) } }
 }
 
-/// Polls `condition` until it holds or `seconds` of polling pass; returns whether it held. A
+/// How long a test waits, in seconds, for what should come at once: `seconds`, or less where
+/// `SPARK_TEST_PATIENCE` caps it. The mutation tests (`scripts/mutants/run.py`) cap it at 10 s: a
+/// mutant that stops what a test waits for is then killed in seconds rather than a minute, and
+/// what these tests wait for comes in milliseconds when the code is right.
+public func patience(_ seconds: Double) -> Double { min(seconds, patienceCap) }
+
+private let patienceCap = ProcessInfo.processInfo.environment["SPARK_TEST_PATIENCE"].flatMap(Double.init) ?? .infinity
+
+/// Polls `condition` until it holds or `seconds` of polling pass (``patience(_:)`` of them); returns whether it held. A
 /// wait, not a timing assertion: the generous limit only bounds a test that would otherwise hang.
 ///
 /// Only time this poll could have run counts against the limit. Tests run in parallel on two
@@ -36,7 +44,7 @@ public final class Box<Value: Sendable>: Sendable {
 /// waits for is starved as well, so a stall longer than a few polling steps is not charged (CI
 /// once saw a one-minute stall end with every wait of the time failing together).
 public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) async -> Bool {
-    var budget = seconds
+    var budget = patience(seconds)
     var last = Date()
     while budget > 0 {
         if condition() { return true }
@@ -50,7 +58,7 @@ public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) 
 
 /// ``eventually(seconds:_:)`` for a condition that has to await (an actor's state).
 public func eventuallyAwaiting(seconds: Double = 60, _ condition: @Sendable () async -> Bool) async -> Bool {
-    var budget = seconds
+    var budget = patience(seconds)
     var last = Date()
     while budget > 0 {
         if await condition() { return true }

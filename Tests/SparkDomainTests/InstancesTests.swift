@@ -116,7 +116,7 @@ struct InstancesTests {
         _ = try await alice.createChat(token: aliceToken, endpointID: "a1", chatID: chat, participants: ["bob"])
         let cursor = try await bob.readMailbox(token: bobToken, endpointID: "b1", after: 0, limit: 1000).last?.sequence ?? 0
         let waiting = Task {
-            try await bob.readMailbox(token: bobToken, endpointID: "b1", after: cursor, limit: 100, wait: .seconds(30))
+            try await bob.readMailbox(token: bobToken, endpointID: "b1", after: cursor, limit: 100, wait: .seconds(patience(30)))
         }
         // Alice posts through A once Bob is waiting on B.
         var parked = false

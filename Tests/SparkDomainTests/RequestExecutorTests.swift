@@ -36,8 +36,8 @@ struct RequestExecutorTests {
                     // A slow query: the thread is held until the test lets go (or its task stalled).
                     blocking.withLock { $0 += 1 }
                     defer { blocking.withLock { $0 -= 1 } }
-                    let patience: TimeInterval = isRequestThread() ? 600 : 60
-                    while !released.withLock({ $0 }), Date().timeIntervalSince(lastMoved.withLock { $0 }) < patience {
+                    let giveUpAfter: TimeInterval = isRequestThread() ? 600 : patience(60)
+                    while !released.withLock({ $0 }), Date().timeIntervalSince(lastMoved.withLock { $0 }) < giveUpAfter {
                         usleep(1000)
                     }
                     return HTTPResponse(status: 200, contentType: "text/plain", body: Data("done".utf8))

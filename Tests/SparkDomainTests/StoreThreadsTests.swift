@@ -103,11 +103,11 @@ struct StoreThreadsTests {
         _ = try await engine.createChat(token: carol, endpointID: "carol", chatID: "fast", participants: ["dave"])
         let daveCursor = try await engine.readMailbox(token: dave, endpointID: "dave", after: 0, limit: 100).last?.sequence ?? 0
 
-        // The watchdog: if the rest never finishes, the gate opens after a minute anyway.
+        // The watchdog: if the rest never finishes, the gate opens after a minute (the patience) anyway.
         let finished = DispatchSemaphore(value: 0)
         let timedOut = Locked(false)
         Thread {
-            guard finished.wait(timeout: .now() + 60) == .timedOut else { return }
+            guard finished.wait(timeout: .now() + patience(60)) == .timedOut else { return }
             timedOut.withLock { $0 = true }
             store.open()
         }.start()
@@ -123,7 +123,8 @@ struct StoreThreadsTests {
 
         // Meanwhile: dave waits for mail, carol checks in and posts, and dave's wait ends with it.
         let longPoll = Task {
-            try await engine.readMailbox(token: dave, endpointID: "dave", after: daveCursor, limit: 100, wait: .seconds(30))
+            try await engine.readMailbox(
+                token: dave, endpointID: "dave", after: daveCursor, limit: 100, wait: .seconds(patience(30)))
         }
         let checkedIn = try await engine.checkIn(token: carol, endpointID: "carol")
         let receipt = try await engine.post(

@@ -11,7 +11,7 @@ tests do not notice (they still pass) "survives": the script prints it and exits
                                                 files it mutates must have no uncommitted
                                                 changes, and each is restored after its mutant)
 """
-import os, shutil, signal, subprocess, sys, tempfile, time
+import os, re, shutil, signal, subprocess, sys, tempfile, time
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 table = os.path.join(root, "scripts", "mutants", "mutants.tsv")
@@ -28,13 +28,40 @@ def mutants():
                    occurrence=int(fields[4]), tests=fields[5])
 
 
-# The vectors are in the repository (Tests/Vectors), so the scratch copy has them too.
-environment = dict(os.environ)
+# The vectors are in the repository (Tests/Vectors), so the scratch copy has them too. A test waits
+# at most 10 s for what should come at once (SparkTestSupport's patience(_:)): a mutant that stops
+# it is killed in seconds, not a minute.
+environment = dict(os.environ, SPARK_TEST_PATIENCE="10")
 
 
 def run(command, cwd, log):
     with open(log, "a") as out:
         return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=environment).returncode
+
+
+# The first failure a test reports, as Swift Testing and XCTest print it the moment it happens.
+first_failure = re.compile(r"^✘ Test .* recorded an issue|^\S+:\d+: error: -\[")
+
+
+def killed_by_tests(command, cwd, log):
+    """Runs the tests and answers whether they failed. A mutant is killed by its first failure:
+    the run stops there (the tests and every process they started are in a session of their
+    own) instead of waiting out every other test, some of which wait a minute for what the
+    mutant stopped from happening."""
+    with open(log, "a") as out:
+        tests = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environment,
+                                 start_new_session=True, text=True, errors="replace")
+        try:
+            for line in tests.stdout:
+                out.write(line)
+                if first_failure.search(line):
+                    out.write("mutants: the first failure kills the mutant; the run is stopped here\n")
+                    return True
+            return tests.wait() != 0
+        finally:
+            if tests.poll() is None:
+                os.killpg(tests.pid, signal.SIGKILL)
+            tests.wait()
 
 
 def main():
@@ -84,7 +111,7 @@ def main():
                 # A mutant must compile: one that does not proves nothing about the tests.
                 verdict = "BROKEN (does not compile: fix its replacement in mutants.tsv)"
                 survivors.append(mutant["id"])
-            elif run(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log) != 0:
+            elif killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log):
                 verdict = "killed"
             else:
                 verdict = "SURVIVED"
