@@ -308,7 +308,7 @@ enum DomainServerBenchmarks {
     }
 
     /// The daemon's resident memory while 10,000 TLS clients each hold a mailbox long-poll,
-    /// against the goal of 200 MB; a `checkIn` must still be answered meanwhile.
+    /// against the goal of 100 MB; a `checkIn` must still be answered meanwhile.
     static func idleLongPolls() throws -> BenchmarkResult {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -348,7 +348,7 @@ enum DomainServerBenchmarks {
         }
         guard served10k else { throw BenchError("checkIn failed beside the long-polls") }
         return Harness.result(
-            "idle-long-polls-10k", unit: "MB", ours: resident / 1e6, reference: 200, higherIsBetter: false,
-            referenceName: "the goal: 200 MB for 10,000 (checkIn still served)")
+            "idle-long-polls-10k", unit: "MB", ours: resident / 1e6, reference: 100, higherIsBetter: false,
+            referenceName: "the goal: 100 MB for 10,000 (checkIn still served)")
     }
 }
