@@ -53,10 +53,17 @@ enum PostgreSQLBenchmarks {
         }
     }
 
+    /// A statement as the engine sent it, and the rows it returned.
+    struct Recorded: Sendable {
+        let sql: String
+        let arguments: [DatabaseValue]
+        let rows: [[DatabaseValue]]
+    }
+
     /// Statements of one transaction as the engine sent them, with what each returned.
     final class RecordingStore: DomainStore {
         let inner: PostgreSQLDomainStore
-        let recorded = Locked<[(sql: String, arguments: [DatabaseValue], returned: DatabaseValue?)]>([])
+        let recorded = Locked<[Recorded]>([])
         init(_ inner: PostgreSQLDomainStore) { self.inner = inner }
 
         final class Statements: DomainStatements {
@@ -66,28 +73,30 @@ enum PostgreSQLBenchmarks {
                 self.inner = inner
                 self.store = store
             }
-            func note(_ sql: String, _ arguments: [any DatabaseValueConvertible], _ returned: DatabaseValue?) {
-                store.recorded.withLock { $0.append((sql, arguments.map(\.databaseValue), returned)) }
+            func note(_ sql: String, _ arguments: [any DatabaseValueConvertible], _ returned: [[DatabaseValue]]) {
+                store.recorded.withLock {
+                    $0.append(Recorded(sql: sql, arguments: arguments.map(\.databaseValue), rows: returned))
+                }
             }
             func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int {
-                note(sql, arguments, nil)
+                note(sql, arguments, [])
                 return try inner.execute(sql, arguments)
             }
             func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [Row] {
                 let rows = try inner.rows(sql, arguments)
-                note(sql, arguments, rows.first?.values.first)
+                note(sql, arguments, rows.map(\.values))
                 return rows
             }
             func row(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Row? {
                 let row = try inner.row(sql, arguments)
-                note(sql, arguments, row?.values.first)
+                note(sql, arguments, row.map { [$0.values] } ?? [])
                 return row
             }
             func scalar<T: DatabaseValueConvertible>(
                 _ sql: String, _ arguments: [any DatabaseValueConvertible], as type: T.Type
             ) throws -> T? {
                 let value = try inner.scalar(sql, arguments, as: type)
-                note(sql, arguments, value?.databaseValue)
+                note(sql, arguments, value.map { [[$0.databaseValue]] } ?? [])
                 return value
             }
             func announce(_ users: [String]) throws { try inner.announce(users) }
@@ -249,9 +258,11 @@ enum PostgreSQLBenchmarks {
     /// The recorded transaction as a pgbench script: the same statements in the same order,
     /// inside the same `BEGIN`, advisory lock and notification, with a fresh client id each time
     /// and every number a statement returned carried to the statements that used it.
-    static func pgbenchScript(
-        _ recorded: [(sql: String, arguments: [DatabaseValue], returned: DatabaseValue?)], lock: Int64
-    ) -> String {
+    ///
+    /// A statement returning a number for each of several rows (the mailbox heads of a post's
+    /// audience, `RETURNING user_id, last_sequence`) is sent as itself inside `WITH`, with one
+    /// column a row picked out of it: `\gset` takes one row only.
+    static func pgbenchScript(_ recorded: [Recorded], lock: Int64) -> String {
         var lines = [
             "\\set n random(1, 2000000000)",
             "BEGIN ISOLATION LEVEL READ COMMITTED;",
@@ -275,7 +286,19 @@ enum PostgreSQLBenchmarks {
                 case .blob(let data): sql += "'\\x" + data.map { String(format: "%02x", $0) }.joined() + "'"
                 }
             }
-            if statement.sql.contains("RETURNING"), case .integer(let value)? = statement.returned {
+            if statement.sql.contains("RETURNING user_id, last_sequence") {
+                var columns: [String] = []
+                for (row, values) in statement.rows.enumerated() {
+                    guard values.count == 2, case .text(let user) = values[0], case .integer(let value) = values[1] else {
+                        continue
+                    }
+                    variables[value] = "r\(index)_head\(row)"
+                    columns.append(
+                        "max(last_sequence) FILTER (WHERE user_id = '\(user.replacingOccurrences(of: "'", with: "''"))') AS head\(row)"
+                    )
+                }
+                lines.append("WITH heads AS (\(sql)) SELECT \(columns.joined(separator: ", ")) FROM heads \\gset r\(index)_")
+            } else if statement.sql.contains("RETURNING"), case .integer(let value)? = statement.rows.first?.first {
                 let column = statement.sql.contains("AS number") ? "number" : "last_sequence"
                 variables[value] = "r\(index)_\(column)"
                 lines.append(sql + " \\gset r\(index)_")
