@@ -43,6 +43,31 @@ def run(command, cwd, log):
 first_failure = re.compile(r"^✘ Test .* recorded an issue|^\S+:\d+: error: -\[")
 
 
+def kill_session(session):
+    """Kills every process of `session`. `swift test` runs the test binary in a process group of
+    its own, and the daemons and peers the tests spawn join that group, so killing the group of
+    `swift test` alone would leave them running; the session holds them all."""
+    for _ in range(5):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == session:
+                found = True
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except OSError:
+                    pass
+        if not found:
+            return
+        time.sleep(0.1)
+
+
 def killed_by_tests(command, cwd, log):
     """Runs the tests and answers whether they failed. A mutant is killed by its first failure:
     the run stops there (the tests and every process they started are in a session of their
@@ -59,8 +84,7 @@ def killed_by_tests(command, cwd, log):
                     return True
             return tests.wait() != 0
         finally:
-            if tests.poll() is None:
-                os.killpg(tests.pid, signal.SIGKILL)
+            kill_session(tests.pid)
             tests.wait()
 
 
