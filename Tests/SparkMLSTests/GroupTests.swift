@@ -186,9 +186,9 @@ struct Simulation {
 @Suite("MLS groups")
 struct GroupTests {
     /// Groups of 2, 10, 100 and 1,000 members through adds, updates, removes and messages; after
-    /// every epoch, all members hold the same epoch authenticator. In the group of 1,000, 32 of
-    /// the 999 added at once join as clients (the creator, the committers, the removed and the
-    /// last sender among them), each following the whole tree.
+    /// every epoch, all members hold the same epoch authenticator. In the group of 1,000, the
+    /// creator and 32 of the 999 it adds at once are clients (the other committers, the removed
+    /// and the last sender among them), each following the whole tree.
     @Test(arguments: [2, 10, 100, 1000])
     func groupsAgreeEveryEpoch(size: Int) async throws {
         // Checks here are #require: a failure throws out of the background thread into the test.
