@@ -263,6 +263,7 @@ enum PostgreSQLBenchmarks {
     /// audience, `RETURNING user_id, last_sequence`) is sent as itself inside `WITH`, with one
     /// column a row picked out of it: `\gset` takes one row only.
     static func pgbenchScript(_ recorded: [Recorded], lock: Int64) -> String {
+        func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
         var lines = [
             "\\set n random(1, 2000000000)",
             "BEGIN ISOLATION LEVEL READ COMMITTED;",
@@ -282,7 +283,7 @@ enum PostgreSQLBenchmarks {
                 case .integer(let value): sql += variables[value].map { ":" + $0 } ?? String(value)
                 case .real(let value): sql += String(value)
                 case .text(let value):
-                    sql += value == "RECORDED" ? "('c' || :n)" : "'" + value.replacingOccurrences(of: "'", with: "''") + "'"
+                    sql += value == "RECORDED" ? "('c' || :n)" : literal(value)
                 case .blob(let data): sql += "'\\x" + data.map { String(format: "%02x", $0) }.joined() + "'"
                 }
             }
@@ -294,7 +295,7 @@ enum PostgreSQLBenchmarks {
                     }
                     variables[value] = "r\(index)_head\(row)"
                     columns.append(
-                        "max(last_sequence) FILTER (WHERE user_id = '\(user.replacingOccurrences(of: "'", with: "''"))') AS head\(row)"
+                        "max(last_sequence) FILTER (WHERE user_id = \(literal(user))) AS head\(row)"
                     )
                 }
                 lines.append("WITH heads AS (\(sql)) SELECT \(columns.joined(separator: ", ")) FROM heads \\gset r\(index)_")
