@@ -16,16 +16,18 @@ package final class DomainRouter: Sendable {
     package let metrics = ServerMetrics()
     let limits: RequestLimits
     private let operatorCredentialHash: Data
-    private let log: @Sendable (String) -> Void
+    /// Where each request's line goes; nil when nothing is logged (`--quiet`), so that no line
+    /// is made.
+    private let log: (@Sendable (String) -> Void)?
     private let draining = Locked(false)
     /// The server, once listening (for the connection gauge).
     let server = Locked<HTTPServer?>(nil)
 
     /// A router for `domain`, admitting operators who present `operatorCredential`, logging one
-    /// line per request to `log`.
+    /// line per request to `log` (none when it is nil).
     package init(
         domain: DomainEngine, operatorCredential: String, limits: RequestLimits = RequestLimits(),
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        log: (@Sendable (String) -> Void)? = nil
     ) {
         self.domain = domain
         operatorCredentialHash = SHA256.hash(Data(operatorCredential.utf8))
@@ -109,9 +111,13 @@ package final class DomainRouter: Sendable {
         metrics.record(
             route: route, status: response.status, seconds: seconds, isLongPoll: isLongPoll, isStoreError: isStoreError)
         // One line per request: never a token, code, password or key, only what happened.
-        log(
-            #"{"route":"\#(route)","method":"\#(request.method)","status":\#(response.status),"ms":\#(String(format: "%.2f", seconds * 1000)),"address":"\#(request.clientAddress)"}"#
-        )
+        if let log {
+            let hundredths = Int((seconds * 100_000).rounded())
+            let milliseconds = "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
+            log(
+                #"{"route":"\#(route)","method":"\#(request.method)","status":\#(response.status),"ms":\#(milliseconds),"address":"\#(request.clientAddress)"}"#
+            )
+        }
         return response
     }
 
@@ -132,7 +138,7 @@ package final class DomainRouter: Sendable {
     /// text says how the server is built and what it holds).
     private func logFailure(_ route: String, _ reason: String) {
         let quoted = (try? JSONEncoder().encode(reason)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
-        log(#"{"route":"\#(route)","failure":\#(quoted)}"#)
+        log?(#"{"route":"\#(route)","failure":\#(quoted)}"#)
     }
 
     /// What a client is told when the domain cannot answer (503), whatever the cause.

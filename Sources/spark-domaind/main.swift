@@ -199,7 +199,7 @@ func serve(_ arguments: inout Arguments) async throws {
     }
     let credential = try directory.operatorCredential()
     let router = DomainRouter(
-        domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits), log: log)
+        domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits), log: quiet ? nil : log)
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: allowedConnections,
         perAddressLimit: max(16, min(connections / 2, allowedConnections)), idleTimeout: idleTimeout, maximumBody: maximumBody,

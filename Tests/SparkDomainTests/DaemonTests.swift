@@ -153,6 +153,8 @@ struct DaemonTests {
             #expect(served.body == String(decoding: OpenAPIDocument.json(), as: UTF8.self))
             // One log line per request, never a token.
             #expect(daemon.log.contains(#"{"route":"policy","method":"GET","status":200"#))
+            // Its time in milliseconds, to the hundredth.
+            #expect(daemon.log.contains(/"route":"policy","method":"GET","status":200,"ms":\d+\.\d\d,"address":"/))
             await daemon.stop()
         }
     }

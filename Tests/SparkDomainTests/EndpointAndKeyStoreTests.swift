@@ -222,6 +222,28 @@ struct EndpointAndKeyStoreTests {
         }
     }
 
+    /// A check-in marks the endpoint seen to the minute: one within a minute of the time
+    /// recorded reads it back unchanged, one after writes the new time; a removed endpoint is
+    /// told so either way.
+    @Test func checkInRecordsWhenSeenToTheMinute() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date(timeIntervalSince1970: 1_800_000_000))
+            let domain = try makeDomain(directory, clock: clock)
+            let alice = try await Self.token(domain, "alice")
+            _ = try await domain.registerEndpoint(token: alice, registration: .init(endpointID: "a1", description: "laptop"))
+            let registered = try await domain.checkIn(token: alice, endpointID: "a1").lastSeen
+            #expect(registered == clock.now)
+            clock.advance(by: 59)
+            #expect(try await domain.checkIn(token: alice, endpointID: "a1").lastSeen == registered)
+            #expect(try await domain.endpoints(token: alice, endpointID: "a1").first?.lastSeen == registered)
+            clock.advance(by: 1)
+            #expect(try await domain.checkIn(token: alice, endpointID: "a1").lastSeen == clock.now)
+            #expect(try await domain.endpoints(token: alice, endpointID: "a1").first?.lastSeen == clock.now)
+            try await domain.deregisterEndpoint(token: alice, endpointID: "a1", target: "a1")
+            await #expect(throws: DomainError(.endpointRemoved, "")) { try await domain.checkIn(token: alice, endpointID: "a1") }
+        }
+    }
+
     @Test func identitiesAreSelfSignedVersionedAndResettable() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let clock = TestClock(Date())

@@ -7,6 +7,12 @@ package enum Wire {
     package struct Empty: Codable, Sendable, Equatable {
         /// The empty body.
         package init() {}
+
+        private enum NoKeys: CodingKey {}
+
+        /// Decodes an object (`{}`; a field in it is refused by the strict check), not an array,
+        /// a string, a number or null.
+        package init(from decoder: any Decoder) throws { _ = try decoder.container(keyedBy: NoKeys.self) }
     }
 
     /// A user id.

@@ -185,9 +185,21 @@ extension DomainEngine {
     }
 
     /// Marks the endpoint seen, or tells it that it was removed and why.
+    ///
+    /// When it was last seen is kept to ``lastSeenResolution``: a check-in within that of the
+    /// time recorded only reads (a device checks in at every start and reconnection, and a write
+    /// transaction is most of a check-in's cost).
     package func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
         let user = try await validate(token: token).userID
         let now = clock.now().timeIntervalSince1970
+        let recorded = try await storage {
+            try await store.read { db in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
+                return try Self.endpoint(db, endpointID)
+            }
+        }
+        let age = now - recorded.lastSeen.timeIntervalSince1970
+        if age >= 0, age < Self.lastSeenResolution { return recorded }
         return try await storage {
             try await store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
@@ -196,6 +208,9 @@ extension DomainEngine {
             }
         }
     }
+
+    /// How stale ``EndpointInfo/lastSeen`` may be: a minute.
+    static let lastSeenResolution: TimeInterval = 60
 
     // MARK: Key store
 

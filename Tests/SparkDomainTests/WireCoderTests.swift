@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+@testable import SparkDomain
+
+@Suite("the /v1 wire's coder")
+struct WireCoderTests {
+    private let foundation = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// The wire's own time formatter writes what Foundation's ISO 8601 style writes, to the
+    /// millisecond, truncation included: the edges of days, months, leap years and centuries,
+    /// fractions a hair below and above a millisecond, and random times from 1970 to 9999.
+    @Test func timesAreWrittenAsFoundationWritesThem() {
+        var times: [TimeInterval] = [
+            0, 0.0004, 0.0005, 0.0015, 0.9999, 1.9996, 59.999, 86_399.9999, 86_400, 951_782_400, 951_868_799.999,
+            4_107_542_400, 1_764_587_403.25, 1_764_587_403.249_999_9, 1_764_587_403.9999, 253_402_300_799.999,
+            978_307_200, 978_307_200.0005, 978_307_199.9995,
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            times.append(Double.random(in: 0..<253_402_300_800, using: &generator))
+            // Whole milliseconds, and a millisecond's neighbours, where truncation decides.
+            let milliseconds = Double(Int.random(in: 0..<4_102_444_800_000, using: &generator)) / 1000
+            times += [milliseconds, milliseconds.nextDown, milliseconds.nextUp]
+        }
+        for time in times {
+            let date = Date(timeIntervalSince1970: time)
+            #expect(WireCoder.time(date) == date.formatted(foundation), "at \(time)")
+        }
+    }
+
+    /// Outside the years 1970 to 9999 the wire's times are Foundation's (its calendar turns Julian
+    /// before 1582), and they read back.
+    @Test func timesOutsideTheUsualYearsGoToFoundation() throws {
+        for time in [-1.5, -62_135_596_800, -12_219_292_800, 253_402_300_800, 300_000_000_000] {
+            let date = Date(timeIntervalSince1970: time)
+            #expect(WireCoder.time(date) == date.formatted(foundation))
+        }
+        struct Stamp: Codable, Equatable { var at: Date }
+        let stamp = Stamp(at: Date(timeIntervalSince1970: 1_764_587_403.25))
+        #expect(String(decoding: try WireCoder.encode(stamp), as: UTF8.self) == #"{"at":"2025-12-01T11:10:03.250Z"}"#)
+        #expect(try WireCoder.decode(Stamp.self, from: try WireCoder.encode(stamp)) == stamp)
+    }
+}
+
+@Suite("the /v1 wire's coder: bodies without fields")
+struct WireEmptyBodyTests {
+    /// `{}` with any JSON whitespace is the empty body; anything else takes the strict path and
+    /// is refused as before (a field, another shape, broken JSON).
+    @Test func onlyAnEmptyObjectIsTheEmptyBody() throws {
+        for body in ["{}", " { } ", "\n{\r\n\t}\n"] {
+            #expect(try WireCoder.decode(Wire.Empty.self, from: Data(body.utf8)) == Wire.Empty())
+        }
+        for (body, reason) in [
+            (#"{"a":1}"#, "unknown field 'a'"), ("[]", ""), ("{", ""), ("{}}", ""), ("{ }x", ""), ("null", ""),
+        ] {
+            let error = #expect(throws: DomainError.self, "\(body)") {
+                try WireCoder.decode(Wire.Empty.self, from: Data(body.utf8))
+            }
+            #expect(error?.code == .invalidRequest, "\(body)")
+            if !reason.isEmpty { #expect(error?.reason.contains(reason) == true, "\(body): \(error?.reason ?? "")") }
+        }
+    }
+}
