@@ -2,6 +2,7 @@ import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
+import SparkStore
 import SparkTestSupport
 import Testing
 
@@ -216,9 +217,13 @@ struct EndpointAndKeyStoreTests {
             }
             // The proven attempt no longer counts: one more is allowed.
             #expect(try await attempt().attemptsLeft == 0)
-            // An hour later the allowance is back.
+            // An hour later the allowance is back, and the attempts of the hour before, proven
+            // or not, are gone from the database.
             clock.advance(by: 3601)
             #expect(try await attempt().attemptsLeft == 2)
+            let database = try DatabaseQueue(path: directory.appendingPathComponent("domain.sqlite").path)
+            let rows = try database.read { db in try db.scalar("SELECT count(*) FROM unlock_challenges", as: Int.self) }
+            #expect(rows == 1, "only the newest attempt is kept")
         }
     }
 

@@ -284,6 +284,15 @@ enum DomainSchema {
                 "CREATE TABLE blocks (user_id TEXT NOT NULL, blocked TEXT NOT NULL, blocked_at REAL NOT NULL, PRIMARY KEY (user_id, blocked))"
             )
         }
+        migrator.register("v18-unlock-attempts") { db in
+            // An attempt is counted from the index alone (the user's unproven attempts of the
+            // last hour), and the user's older ones are deleted as new ones come.
+            try db.execute(
+                """
+                CREATE INDEX unlock_challenges_unproven ON unlock_challenges(user_id, proven, issued_at);
+                DROP INDEX unlock_challenges_by_user;
+                """)
+        }
         return migrator
     }
 }

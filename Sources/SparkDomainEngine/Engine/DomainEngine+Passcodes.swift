@@ -51,6 +51,12 @@ extension DomainEngine {
                         "too many passcode attempts for this user in the last hour (\(policy.unlockAttemptsPerHour) allowed)",
                         retryAfter: max(1, Int((oldest + 3600 - now).rounded(.up))))
                 }
+                // The user's attempts past the hour counted and the challenge's lifetime are
+                // of no more use: each attempt clears them, so a user's rows stay what an hour
+                // allows.
+                try db.execute(
+                    "DELETE FROM unlock_challenges WHERE user_id = ? AND issued_at <= ?",
+                    [user, now - max(3600, Self.challengeLifetime)])
                 let challenge = SystemRandom.bytes(count: 32)
                 try db.execute(
                     "INSERT INTO unlock_challenges(challenge, user_id, endpoint_id, issued_at) VALUES (?, ?, ?, ?)",

@@ -273,6 +273,13 @@ enum PostgreSQLSchema {
             )
             """
         ),
+        (
+            "v18-unlock-attempts",
+            """
+            CREATE INDEX unlock_challenges_unproven ON unlock_challenges(user_id, proven, issued_at);
+            DROP INDEX unlock_challenges_by_user;
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.
