@@ -603,25 +603,27 @@ private struct Call {
     /// The query's parameters as `T` beside a body of bytes (an upload).
     func parameters<T: Codable>(_ type: T.Type) throws -> T {
         let fields = operation.request.schema?.fields ?? []
-        var object: [String: Any] = [:]
-        var seen = Set<String>()
+        var values: [String: QueryDecoder.Value] = [:]
         for name in request.queryNames {
             guard let field = fields.first(where: { $0.name == name }) else {
                 throw DomainError(.invalidRequest, "unknown query parameter '\(name)'")
             }
-            guard seen.insert(name).inserted else { throw DomainError(.invalidRequest, "query parameter '\(name)' is repeated") }
+            guard values[name] == nil else { throw DomainError(.invalidRequest, "query parameter '\(name)' is repeated") }
             let value = request.query[name] ?? ""
             if case .integer = field.schema {
                 guard let number = Int64(value) else {
                     throw DomainError(.invalidRequest, "query parameter '\(name)' must be an integer")
                 }
-                object[name] = number
+                values[name] = .integer(number)
             } else {
-                object[name] = value
+                values[name] = .string(value)
             }
         }
-        let data = try JSONSerialization.data(withJSONObject: object)
-        return try WireCoder.decode(T.self, from: data)
+        do {
+            return try QueryDecoder.decode(T.self, from: values)
+        } catch let error as DecodingError {
+            throw WireCoder.refusal(error)
+        }
     }
 
     /// Counts the call against its rate limits.

@@ -114,6 +114,29 @@ struct MailboxWaitTests {
         waiter.cancel()
     }
 
+    /// The sweeper ends each wait when its time is up, in the order their times come, and
+    /// passes over a wait woken before (resuming it twice would trap); once nothing waits it
+    /// stops, and the next wait starts it again.
+    @Test func theSweeperEndsWaitsAsTheirTimesComeAndPassesOverWokenOnes() async {
+        let waiters = MailboxWaiters()
+        let ended = Locked<[String]>([])
+        func waiting(_ user: String, _ timeout: Duration) -> Task<Void, Never> {
+            let ticket = waiters.ticket(for: user)
+            return Task {
+                await waiters.wait(ticket, timeout: timeout)
+                ended.withLock { $0.append(user) }
+            }
+        }
+        let tasks = [waiting("dave", .seconds(1)), waiting("bob", .milliseconds(200)), waiting("carol", .milliseconds(300))]
+        #expect(await eventually { waiters.waiting == 3 })
+        waiters.notify(["carol"])
+        for task in tasks { await task.value }
+        #expect(ended.withLock { $0 } == ["carol", "bob", "dave"])
+        #expect(waiters.waiting == 0)
+        await waiting("erin", .milliseconds(100)).value
+        #expect(ended.withLock { $0 }.last == "erin" && waiters.waiting == 0)
+    }
+
     @Test func anEntryBetweenTheReadAndTheWaitIsNotMissed() async {
         let waiters = MailboxWaiters()
         let ticket = waiters.ticket(for: "bob")

@@ -97,3 +97,35 @@ struct BlobRouteTests {
         }
     }
 }
+
+@Suite("spark-domaind: query parameters")
+struct QueryDecoderTests {
+    /// A query's parameters decode straight into the request type; one missing or of the
+    /// wrong kind is refused by name, as a body's field is.
+    @Test func parametersDecodeStraightAndAreRefusedByName() throws {
+        #expect(
+            try QueryDecoder.decode(
+                Wire.MailboxQuery.self, from: ["after": .integer(5), "limit": .integer(10), "wait": .integer(30)])
+                == Wire.MailboxQuery(after: 5, limit: 10, wait: 30))
+        let outbox = try QueryDecoder.decode(Wire.OutboxQuery.self, from: ["limit": .integer(3)])
+        #expect(outbox.recipient == nil && outbox.limit == 3)
+        #expect(
+            try QueryDecoder.decode(Wire.OutboxQuery.self, from: ["limit": .integer(3), "recipient": .string("a@b")])
+                .recipient == "a@b")
+        func refusal(_ values: [String: QueryDecoder.Value]) -> String {
+            do {
+                _ = try QueryDecoder.decode(Wire.MailboxQuery.self, from: values)
+                return "decoded"
+            } catch let error as DecodingError {
+                return WireCoder.refusal(error).reason
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refusal(["after": .integer(5), "limit": .integer(10)]) == "field 'wait' is missing")
+        #expect(
+            refusal(["after": .integer(5), "limit": .string("ten"), "wait": .integer(0)]) == "field 'limit' must be an integer")
+        #expect(
+            refusal(["after": .string("5"), "limit": .integer(1), "wait": .integer(0)]) == "field 'after' must be an integer")
+    }
+}

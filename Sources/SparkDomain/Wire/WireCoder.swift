@@ -106,7 +106,7 @@ package enum WireCoder {
         do {
             value = try decoder().decode(T.self, from: data)
         } catch let error as DecodingError {
-            throw DomainError(.invalidRequest, describe(error))
+            throw refusal(error)
         } catch {
             throw DomainError(.invalidRequest, "the body is not JSON: \(error)")
         }
@@ -148,6 +148,9 @@ package enum WireCoder {
             return nil
         }
     }
+
+    /// The refusal of a request that does not decode: which field is missing or mistyped.
+    package static func refusal(_ error: DecodingError) -> DomainError { DomainError(.invalidRequest, describe(error)) }
 
     private static func describe(_ error: DecodingError) -> String {
         func name(_ path: [any CodingKey], _ key: (any CodingKey)? = nil) -> String {

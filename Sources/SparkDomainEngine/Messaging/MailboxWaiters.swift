@@ -17,7 +17,6 @@ package final class MailboxWaiters: Sendable {
 
     private struct Waiter {
         var continuation: CheckedContinuation<Void, Never>
-        var deadline: ContinuousClock.Instant
     }
 
     /// Where a read found a user's mailbox to end, with the ticket it was read under.
@@ -33,12 +32,26 @@ package final class MailboxWaiters: Sendable {
         var generations: [String: UInt64] = [:]
         var settled: [String: Settled] = [:]
         var waiters: [String: [UInt64: Waiter]] = [:]
+        /// The waits by the tenth of a second their time is up in (``tick(_:)``, rounded up),
+        /// for the sweeper to end without looking at the others. A wait woken before then stays
+        /// listed until that tick, and is passed over.
+        var due: [Int64: [(user: String, id: UInt64)]] = [:]
+        /// The first tick the sweeper has not ended yet.
+        var nextTick: Int64 = 0
         var waiting = 0
         var ended = false
         var sweeping = false
     }
 
     private let state = Locked(State())
+    /// Where ticks count from.
+    private let origin = ContinuousClock.now
+
+    /// Tenths of a second since ``origin`` at `instant`, rounded up or down.
+    private func tick(_ instant: ContinuousClock.Instant, roundingUp: Bool) -> Int64 {
+        let tenths = (instant - origin) / .milliseconds(100)
+        return Int64(min(max(roundingUp ? tenths.rounded(.up) : tenths.rounded(.down), -1e15), 1e15))
+    }
 
     /// No waiters yet.
     package init() {}
@@ -100,6 +113,7 @@ package final class MailboxWaiters: Sendable {
             state.everyone += 1
             let all = state.waiters.values.flatMap(\.values).map(\.continuation)
             state.waiters = [:]
+            state.due = [:]
             state.waiting = 0
             return all
         }
@@ -120,7 +134,7 @@ package final class MailboxWaiters: Sendable {
     ///
     /// A wait holds a continuation and nothing else: one sweeper task for all of them ends the
     /// ones whose time is up, so 10,000 idle long-polls are 10,000 small entries, not 10,000
-    /// sleeping tasks.
+    /// sleeping tasks; it looks only at the waits due, not at every wait ten times a second.
     package func wait(_ ticket: Ticket, timeout: Duration) async {
         let id = state.withLock { state -> UInt64 in
             state.clock += 1
@@ -135,8 +149,10 @@ package final class MailboxWaiters: Sendable {
                     {
                         return (true, false)
                     }
-                    state.waiters[ticket.user, default: [:]][id] = Waiter(continuation: continuation, deadline: deadline)
+                    state.waiters[ticket.user, default: [:]][id] = Waiter(continuation: continuation)
                     state.waiting += 1
+                    if !state.sweeping { state.nextTick = tick(.now, roundingUp: false) }
+                    state.due[max(tick(deadline, roundingUp: true), state.nextTick), default: []].append((ticket.user, id))
                     defer { state.sweeping = true }
                     return (false, !state.sweeping)
                 }
@@ -152,19 +168,23 @@ package final class MailboxWaiters: Sendable {
     private func sweep() async {
         while true {
             try? await Task.sleep(for: .milliseconds(100))
-            let now = ContinuousClock.now
+            let now = tick(.now, roundingUp: false)
             let (expired, done) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
                 var expired: [CheckedContinuation<Void, Never>] = []
-                for (user, waiters) in state.waiters {
-                    // Most users' waits are not due: looked at without a copy.
-                    guard waiters.values.contains(where: { $0.deadline <= now }) else { continue }
-                    let due = waiters.filter { $0.value.deadline <= now }
-                    for key in due.keys { state.waiters[user]?.removeValue(forKey: key) }
-                    if state.waiters[user]?.isEmpty == true { state.waiters[user] = nil }
-                    expired += due.values.map(\.continuation)
+                while state.nextTick <= now {
+                    for (user, id) in state.due.removeValue(forKey: state.nextTick) ?? [] {
+                        // Gone already when it was woken, cancelled or ended.
+                        guard let waiter = state.waiters[user]?.removeValue(forKey: id) else { continue }
+                        if state.waiters[user]?.isEmpty == true { state.waiters[user] = nil }
+                        expired.append(waiter.continuation)
+                    }
+                    state.nextTick += 1
                 }
                 state.waiting -= expired.count
-                if state.waiters.isEmpty { state.sweeping = false }
+                if state.waiters.isEmpty {
+                    state.sweeping = false
+                    state.due = [:]
+                }
                 return (expired, state.waiters.isEmpty)
             }
             for continuation in expired { continuation.resume() }
