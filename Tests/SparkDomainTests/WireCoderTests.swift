@@ -62,3 +62,72 @@ struct WireEmptyBodyTests {
         }
     }
 }
+
+@Suite("the /v1 wire's coder: answers written straight")
+struct WireJSONTests {
+    /// Strings with everything the encoder escapes or leaves: quotes, backslashes, slashes,
+    /// every control character, DEL, and characters beyond ASCII.
+    private static func text(_ generator: inout some RandomNumberGenerator) -> String {
+        let pieces =
+            ["a", "Z", "\"", "\\", "/", "é", "💬", "\u{7F}", "\u{2028}", "\u{FEFF}", " "]
+            + (0..<32).map { String(UnicodeScalar(UInt8($0))) }
+        return (0..<Int.random(in: 0...12, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+    }
+
+    private static func bytes(_ generator: inout some RandomNumberGenerator) -> Data {
+        Data((0..<Int.random(in: 0...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    private static func time(_ generator: inout some RandomNumberGenerator) -> Date {
+        Date(timeIntervalSince1970: Double.random(in: 0..<4_102_444_800, using: &generator))
+    }
+
+    private func expectSame(_ value: some WireWritable) throws {
+        let written = WireJSON.encode(value)
+        let encoded = try WireCoder.encoder().encode(value)
+        #expect(written == encoded, "\(String(decoding: written, as: UTF8.self)) != \(String(decoding: encoded, as: UTF8.self))")
+    }
+
+    /// Each writer writes exactly what `JSONEncoder` writes for its type, for random values
+    /// with and without their optional fields, and `WireCoder.encode` takes the writer.
+    @Test func writersMatchTheEncoderByteForByte() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<500 {
+            let endpoint = EndpointInfo(
+                endpointID: Self.text(&generator), registrationID: Int64.random(in: .min ... .max, using: &generator),
+                description: Self.text(&generator), nickname: Self.text(&generator), isActive: Bool.random(using: &generator),
+                createdAt: Self.time(&generator), lastSeen: Self.time(&generator),
+                credential: Bool.random(using: &generator) ? Self.bytes(&generator) : nil,
+                approvals: (0..<Int.random(in: 0...3, using: &generator)).map { _ in Self.bytes(&generator) })
+            try expectSame(endpoint)
+            #expect(try WireCoder.encode(endpoint) == WireJSON.encode(endpoint))
+
+            func evaluation() -> PasscodeEvaluation.Evaluation {
+                .init(
+                    keyID: Self.text(&generator), publicKey: Self.bytes(&generator), element: Self.bytes(&generator),
+                    proof: Self.bytes(&generator))
+            }
+            try expectSame(
+                PasscodeEvaluation(
+                    requested: evaluation(), current: Bool.random(using: &generator) ? evaluation() : nil,
+                    challenge: Self.bytes(&generator), attemptsLeft: Int.random(in: -5...1000, using: &generator)))
+
+            let entries = (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+                MailboxEntry(
+                    sequence: Int64.random(in: 0...Int64.max, using: &generator), chatID: Self.text(&generator),
+                    sender: Self.text(&generator),
+                    kind: [.membership, .devices, .message, .receipt, .event, .identityReset, .commit, .welcome, .ephemeral]
+                        .randomElement()!,
+                    messageNumber: Bool.random(using: &generator) ? Int64.random(in: 1...1_000_000, using: &generator) : nil,
+                    payload: Self.bytes(&generator),
+                    members: Bool.random(using: &generator)
+                        ? (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+                            ChatMember(userID: Self.text(&generator), isAdmin: Bool.random(using: &generator))
+                        } : nil,
+                    postedAt: Self.time(&generator),
+                    epoch: Bool.random(using: &generator) ? Int64.random(in: 0...99, using: &generator) : nil)
+            }
+            try expectSame(Wire.Entries(entries: entries))
+        }
+    }
+}

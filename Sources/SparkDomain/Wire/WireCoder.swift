@@ -89,6 +89,7 @@ package enum WireCoder {
 
     /// Encodes a value for the wire.
     package static func encode(_ value: some Encodable) throws -> Data {
+        if let writable = value as? any WireWritable { return WireJSON.encode(writable) }
         do {
             return try encoder().encode(value)
         } catch {
