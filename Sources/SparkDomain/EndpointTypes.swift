@@ -15,7 +15,8 @@ public struct EndpointInfo: Sendable, Codable, Equatable, Identifiable {
     public var isActive: Bool
     /// When it registered.
     public var createdAt: Date
-    /// When it last called the domain.
+    /// When it last checked in, to the minute (a check-in within a minute of the time recorded
+    /// leaves it).
     public var lastSeen: Date
     /// The device's credential as it published it once set up: its MLS signature key, signed by
     /// the user's identity key (opaque to the domain; nil until published).
