@@ -38,9 +38,9 @@ package enum WireCoder {
 
     /// A time as the wire writes it, `2026-12-01T11:10:03.250Z`: exactly what
     /// `Date.ISO8601FormatStyle(includingFractionalSeconds: true)` writes (milliseconds
-    /// truncated), without its calendar. Foundation's costs two calendar computations and a
-    /// formatted string per time, a sixth of a check-in's whole cost; this is arithmetic on the
-    /// seconds (the civil-from-days algorithm of Howard Hinnant's `chrono` date library). Times
+    /// truncated), without its calendar. Foundation's goes through a Gregorian calendar's
+    /// components for every time; this is arithmetic on the seconds (the civil-from-days
+    /// algorithm of Howard Hinnant's `chrono` date library). Times
     /// before 1970 or after 9999 (none the domain makes) go to Foundation, whose calendar turns
     /// Julian before 1582.
     package static func time(_ date: Date) -> String {

@@ -11,6 +11,8 @@ package import Foundation
 package struct WireJSON {
     /// What was written.
     package private(set) var bytes: [UInt8] = []
+    /// Lowercase hexadecimal digits, as the encoder writes `\u00XX`.
+    private static let hexDigits = Array("0123456789abcdef".utf8)
     /// Whether the next key or element needs a comma before it.
     private var separated = false
 
@@ -67,9 +69,8 @@ package struct WireJSON {
             case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
             case 0x00..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                bytes.append(contentsOf: [Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)]])
             default: bytes.append(byte)
             }
         }

@@ -130,7 +130,7 @@ package final class MailboxWaiters: Sendable {
     package var isEnded: Bool { state.withLock { $0.ended } }
 
     /// Returns when the ticket's user gets an entry after the ticket was taken, after `timeout`
-    /// (within a tenth of a second), or when the task is cancelled.
+    /// (within two tenths of a second: the sweeper looks every tenth), or when the task is cancelled.
     ///
     /// A wait holds a continuation and nothing else: one sweeper task for all of them ends the
     /// ones whose time is up, so 10,000 idle long-polls are 10,000 small entries, not 10,000
