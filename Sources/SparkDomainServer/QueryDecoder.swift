@@ -53,31 +53,9 @@ struct QueryDecoder: Decoder {
             .typeMismatch(type, .init(codingPath: codingPath + [key], debugDescription: "mistyped"))
         }
 
-        func decode(_ type: String.Type, forKey key: Key) throws -> String {
-            guard case .string(let text) = try value(key) else { throw mismatch(key, type) }
-            return text
-        }
-
-        func decode<T: BinaryInteger & Decodable>(_ key: Key, _ type: T.Type) throws -> T {
-            guard case .integer(let number) = try value(key) else { throw mismatch(key, type) }
-            guard let exact = T(exactly: number) else {
-                throw DecodingError.dataCorrupted(
-                    .init(codingPath: codingPath + [key], debugDescription: "\(number) does not fit \(type)"))
-            }
-            return exact
-        }
-
-        func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decode(key, type) }
-        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decode(key, type) }
-        func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decode(key, type) }
-        func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decode(key, type) }
-        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { throw mismatch(key, type) }
-        func decode(_ type: Double.Type, forKey key: Key) throws -> Double { throw mismatch(key, type) }
-
+        /// Every field, a string, an integer or a string-backed value, decodes from its one value.
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-            // A string-backed value (a raw-value enum) decodes from its single value.
-            let value = try value(key)
-            return try T(from: Single(value: value, codingPath: codingPath + [key]))
+            try T(from: Single(value: try value(key), codingPath: codingPath + [key]))
         }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws

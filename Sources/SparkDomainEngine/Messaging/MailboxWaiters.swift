@@ -15,10 +15,6 @@ package final class MailboxWaiters: Sendable {
         let everyone: UInt64
     }
 
-    private struct Waiter {
-        var continuation: CheckedContinuation<Void, Never>
-    }
-
     /// Where a read found a user's mailbox to end, with the ticket it was read under.
     private struct Settled {
         let generation: UInt64
@@ -31,8 +27,9 @@ package final class MailboxWaiters: Sendable {
         var everyone: UInt64 = 0
         var generations: [String: UInt64] = [:]
         var settled: [String: Settled] = [:]
-        var waiters: [String: [UInt64: Waiter]] = [:]
-        /// The waits by the tenth of a second their time is up in (``tick(_:)``, rounded up),
+        /// Each user's waits, by id.
+        var waiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+        /// The waits by the tenth of a second their time is up in (``tick(_:roundingUp:)``, rounded up),
         /// for the sweeper to end without looking at the others. A wait woken before then stays
         /// listed until that tick, and is passed over.
         var due: [Int64: [(user: String, id: UInt64)]] = [:]
@@ -98,7 +95,7 @@ package final class MailboxWaiters: Sendable {
                 state.clock += 1
                 state.generations[user] = state.clock
                 if let waiters = state.waiters.removeValue(forKey: user) {
-                    woken.append(contentsOf: waiters.values.map(\.continuation))
+                    woken.append(contentsOf: waiters.values)
                 }
             }
             state.waiting -= woken.count
@@ -111,7 +108,7 @@ package final class MailboxWaiters: Sendable {
     package func notifyEveryone() {
         let woken = state.withLock { state in
             state.everyone += 1
-            let all = state.waiters.values.flatMap(\.values).map(\.continuation)
+            let all = state.waiters.values.flatMap(\.values)
             state.waiters = [:]
             state.due = [:]
             state.waiting = 0
@@ -149,7 +146,7 @@ package final class MailboxWaiters: Sendable {
                     {
                         return (true, false)
                     }
-                    state.waiters[ticket.user, default: [:]][id] = Waiter(continuation: continuation)
+                    state.waiters[ticket.user, default: [:]][id] = continuation
                     state.waiting += 1
                     if !state.sweeping { state.nextTick = tick(.now, roundingUp: false) }
                     state.due[max(tick(deadline, roundingUp: true), state.nextTick), default: []].append((ticket.user, id))
@@ -176,7 +173,7 @@ package final class MailboxWaiters: Sendable {
                         // Gone already when it was woken, cancelled or ended.
                         guard let waiter = state.waiters[user]?.removeValue(forKey: id) else { continue }
                         if state.waiters[user]?.isEmpty == true { state.waiters[user] = nil }
-                        expired.append(waiter.continuation)
+                        expired.append(waiter)
                     }
                     state.nextTick += 1
                 }
@@ -197,7 +194,7 @@ package final class MailboxWaiters: Sendable {
             guard let waiter = state.waiters[user]?.removeValue(forKey: id) else { return nil }
             if state.waiters[user]?.isEmpty == true { state.waiters[user] = nil }
             state.waiting -= 1
-            return waiter.continuation
+            return waiter
         }
         continuation?.resume()
     }
