@@ -67,8 +67,8 @@ let package = Package(
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal", "SparkLock"], swiftSettings: swiftSettings),
         // The domain client's HTTP transport: libcurl's multi interface (see the header).
         .target(name: "CSparkCurl", linkerSettings: [.linkedLibrary("curl")]),
-        // spark-domaind's HTTP server on libmicrohttpd, and its certificates with OpenSSL.
-        .target(name: "CSparkHTTP", linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("crypto")]),
+        // spark-domaind's HTTP server (epoll, TLS by OpenSSL), and its certificates.
+        .target(name: "CSparkHTTP", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // What an app sees of the domain: the service protocol, its types and errors, the wire
         // (package access only) and RemoteDomain.
         .target(

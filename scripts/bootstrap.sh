@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what SparkSDK needs on a Debian machine that already has the Swift toolchain:
-# the C libraries it links (OpenSSL 3, SQLite 3, libmicrohttpd for spark-domaind, libcurl for
+# the C libraries it links (OpenSSL 3, SQLite 3, libcurl for
 # the domain client, libpq for spark-domaind on PostgreSQL), PostgreSQL itself (the tests start
 # throwaway clusters of it), the openssl CLI the benchmark and tests use, curl and python3-venv for
 # the schemathesis run, iproute2 for the two-host test's network namespaces, haproxy for the
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 # gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
-packages=(libssl-dev libsodium-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
+packages=(libssl-dev libsodium-dev libsqlite3-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
     pkg-config iproute2 python3-venv haproxy
     gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke)

@@ -56,10 +56,10 @@ package struct HTTPResponse: Sendable {
     }
 }
 
-/// spark-domaind's HTTP/1.1 server: libmicrohttpd with epoll worker threads, keep-alive, TLS,
-/// connection caps, idle timeouts and a body cap (413 before reading), driving a Swift handler.
-/// A handler's request is answered when its task ends; the connection waits suspended
-/// meanwhile, so a long-poll costs a little memory and no thread.
+/// spark-domaind's HTTP/1.1 server (CSparkHTTP): epoll worker threads, keep-alive, TLS by
+/// OpenSSL, connection caps, idle timeouts and a body cap (413 before reading), driving a Swift
+/// handler. A handler's request is answered when its task ends; the connection waits meanwhile,
+/// so a long-poll costs a little memory and no thread.
 package final class HTTPServer: Sendable {
     /// How the server listens.
     package struct Options: Sendable {
@@ -187,8 +187,8 @@ package final class HTTPServer: Sendable {
         while requestsInFlight > 0 || spark_http_suspended(server) > 0, clock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
-        // A connection still suspended at the deadline is one libmicrohttpd cannot stop under:
-        // then the server is left for the process's exit.
+        // A request still out at the deadline would be answered into a stopped server: then the
+        // server is left for the process's exit.
         guard requestsInFlight == 0, spark_http_suspended(server) == 0 else { return }
         started.withLock { $0 = nil }
         spark_http_stop(server)
@@ -205,15 +205,13 @@ private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: Opaqu
     for name in ["authorization", "spark-endpoint", "content-type", "range"] {
         if let value = spark_http_header(request, name) { headers[name] = String(cString: value) }
     }
+    // The first value of a repeated name counts; a bare name (no '=') has none.
     var query: [String: String] = [:]
     var names: [String] = []
-    if let joined = spark_http_argument_names(request) {
-        let text = String(cString: joined)
-        free(joined)
-        names = text.isEmpty ? [] : text.split(separator: "&", omittingEmptySubsequences: false).map(String.init)
-        for name in names {
-            if let value = spark_http_argument(request, name) { query[name] = String(cString: value) }
-        }
+    for index in 0..<spark_http_argument_count(request) {
+        guard let name = spark_http_argument_name(request, index).map({ String(cString: $0) }) else { continue }
+        names.append(name)
+        if query[name] == nil, let value = spark_http_argument_value(request, index) { query[name] = String(cString: value) }
     }
     var length = 0
     let bytes = spark_http_body(request, &length)

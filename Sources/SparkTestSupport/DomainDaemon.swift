@@ -119,9 +119,10 @@ public final class DomainDaemon: Sendable {
         try RemoteAdministration(url: url, domainID: domainID, trust: trust, credential: try operatorCredential())
     }
 
-    /// The operator credential it was set up with.
+    /// The operator credential it was set up with (the file's line, without its newline).
     public func operatorCredential() throws -> String {
         try String(contentsOf: directory.appendingPathComponent("operator.credential"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// `GET /metrics` as the operator (a plain daemon's).

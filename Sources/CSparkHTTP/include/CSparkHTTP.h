@@ -4,11 +4,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/// spark-domaind's HTTP/1.1 server: libmicrohttpd (epoll, a thread pool, keep-alive, TLS by
-/// GnuTLS) with whole requests handed to one callback. The callback runs on a server thread and
-/// must not block: it keeps the request and answers it later, from any thread, with
-/// `spark_http_respond` (the connection is suspended meanwhile, so a long-poll holds no thread).
-/// Every request handed out is answered exactly once; answering frees it.
+/// spark-domaind's HTTP/1.1 server (CSparkHTTP.c): worker threads on epoll, keep-alive, TLS by
+/// OpenSSL, whole requests handed to one callback. The callback runs on a server thread and must
+/// not block: it copies what it needs of the request (the accessors below are valid during the
+/// callback only) and answers later, from any thread, with `spark_http_respond` (the connection
+/// waits meanwhile, so a long-poll holds no thread and no buffer). Every request handed out is
+/// answered exactly once; answering frees it.
 
 typedef struct spark_http_server spark_http_server;
 typedef struct spark_http_request spark_http_request;
@@ -36,8 +37,7 @@ typedef struct {
     /// protocol v2 header (haproxy's `send-proxy-v2`): a connection from one of them must begin
     /// with a valid header within 5 seconds or is closed, and the client address the header
     /// names is the connection's (for the per-address limits and the request's address). From
-    /// any other address a header is not read (the bytes are taken as HTTP). With none, the
-    /// listening socket is libmicrohttpd's own.
+    /// any other address a header is not read (the bytes are taken as HTTP).
     const char *const *proxy_addresses;
     size_t proxy_address_count;
 } spark_http_options;
@@ -51,22 +51,25 @@ uint16_t spark_http_port(const spark_http_server *server);
 void spark_http_quiesce(spark_http_server *server);
 /// From now on requests are answered 503 at once instead of being handed out (shutdown).
 void spark_http_close(spark_http_server *server);
-/// Requests handed out whose connection the server has not taken back yet (answered or not).
+/// Requests handed out whose answer the server has not taken back yet (answered or not).
 unsigned spark_http_suspended(const spark_http_server *server);
-/// Stops the server. Call it only once `spark_http_suspended` is 0 after `spark_http_close`.
+/// Stops the server and closes its connections. Call it only once `spark_http_suspended` is 0
+/// after `spark_http_close` (a request still out would be answered into freed memory).
 void spark_http_stop(spark_http_server *server);
 /// Connections open now.
 unsigned spark_http_connections(const spark_http_server *server);
 
-/// The request's method, path (without the query) and a header or query argument (NULL when
-/// absent). Valid until the request is answered.
+/// The request's method, its path (without the query, percent-decoded) and a header (by name,
+/// case-insensitive; the first when repeated; NULL when absent). Valid during the callback.
 const char *spark_http_method(const spark_http_request *request);
 const char *spark_http_path(const spark_http_request *request);
 const char *spark_http_header(const spark_http_request *request, const char *name);
-const char *spark_http_argument(const spark_http_request *request, const char *name);
-/// The query's argument names, joined by '&' (for refusing unknown ones); caller frees.
-char *spark_http_argument_names(const spark_http_request *request);
-/// The body received.
+/// The query's arguments in order (names may repeat), decoded ('+' a space): the value is NULL
+/// for a bare name without '='. Valid during the callback.
+size_t spark_http_argument_count(const spark_http_request *request);
+const char *spark_http_argument_name(const spark_http_request *request, size_t index);
+const char *spark_http_argument_value(const spark_http_request *request, size_t index);
+/// The body received (a chunked one decoded). Valid during the callback.
 const uint8_t *spark_http_body(const spark_http_request *request, size_t *length);
 /// The client's address as text ("192.0.2.1", "::1").
 const char *spark_http_client_address(const spark_http_request *request);
@@ -76,6 +79,12 @@ const char *spark_http_client_address(const spark_http_request *request);
 void spark_http_respond(
     spark_http_request *request, unsigned status, const char *content_type, const uint8_t *body, size_t length,
     const char *const *header_names, const char *const *header_values, size_t header_count);
+
+/// Frames one request at the start of `bytes` as the server does (head, body, path and query
+/// decoding), without a socket: 1 when it is whole (`*consumed` its length, `*body_length` its
+/// body's), 0 when more bytes are needed, or minus the status it is refused with (400, 413, 414,
+/// 431, 501, 505). For the fuzzer and the tests.
+int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, size_t *consumed, size_t *body_length);
 
 /// Parses a PROXY protocol v2 header (haproxy's PROXY protocol, section 2.2) at the start of
 /// `bytes`. Returns 1 when it is whole: `*consumed` is its length and `address` (at least 64

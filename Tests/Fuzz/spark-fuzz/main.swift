@@ -289,6 +289,18 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         _ = try? WireCoder.decode(Wire.PostCommit.self, from: data)
         _ = try? WireCoder.decode(Wire.PublishKeyPackages.self, from: data)
     },
+    "http-request": { data in
+        // A request as spark-domaind's HTTP server frames it (head, chunked or sized body, path and
+        // query decoding), with a small body cap so the cap is reached too.
+        let bytes = [UInt8](data)
+        var consumed = 0
+        var length = 0
+        let framed = spark_http_parse(bytes, bytes.count, 64, &consumed, &length)
+        precondition(framed <= 1, "a result that is not a status")
+        if framed == 1 {
+            precondition(consumed <= bytes.count && length <= 64, "a request longer than its input or the cap")
+        }
+    },
     "proxy-header": { data in
         // The PROXY protocol v2 header spark-domaind reads from its proxies.
         let bytes = [UInt8](data)
@@ -384,6 +396,11 @@ func seeds() throws -> [String: [Data]] {
             try WireCoder.encode(RegistrationOutcome.full(endpoints: [], maximum: 2)),
             Data(#"{"state":{"state":"timeout","until":"2026-12-01T10:00:00.000Z","reason":"r"},"infractions":[]}"#.utf8),
             try WireCoder.encode(DomainError(.tooManyAttempts, "slow down", retryAfter: 3)),
+        ],
+        "http-request": [
+            Data("GET /v1/mailbox?after=0&limit=10&wait=25 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n".utf8),
+            Data("POST /v1/chats/post HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}".utf8),
+            Data("POST /a%20b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\r\n{}\r\n0\r\nT: v\r\n\r\n".utf8),
         ],
         "proxy-header": [
             Data([0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A, 0x21, 0x11, 0, 12])

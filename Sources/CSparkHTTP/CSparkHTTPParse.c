@@ -1,0 +1,290 @@
+// HTTP/1.1 request framing (RFC 9112): strict where leniency lets two parsers disagree about
+// where a request ends (Content-Length and Transfer-Encoding together, a Content-Length that is
+// not one number, obsolete line folding, whitespace before a colon, bare CR or LF), and every
+// length bounded before it is used.
+#include "CSparkHTTPParse.h"
+
+#include <string.h>
+#include <strings.h>
+
+unsigned http_refusal_status(enum http_refusal refusal) {
+    switch (refusal) {
+    case HTTP_HEAD_TOO_LARGE: return 431;
+    case HTTP_LINE_TOO_LONG:
+    case HTTP_QUERY_TOO_LONG: return 414;
+    case HTTP_VERSION_UNSUPPORTED: return 505;
+    case HTTP_CODING_UNSUPPORTED: return 501;
+    case HTTP_BODY_TOO_LARGE: return 413;
+    case HTTP_MALFORMED:
+    case HTTP_TOO_MANY_PARAMETERS:
+    case HTTP_NO_HOST:
+    case HTTP_BAD_CHUNKS: return 400;
+    }
+    return 400;
+}
+
+const char *http_refusal_body(enum http_refusal refusal) {
+    switch (refusal) {
+    case HTTP_HEAD_TOO_LARGE:
+        return "{\"code\":\"invalidRequest\",\"message\":\"the request's head is too large (at most 8192 bytes, 64 "
+               "fields)\"}";
+    case HTTP_LINE_TOO_LONG:
+        return "{\"code\":\"invalidRequest\",\"message\":\"the request line is too long (at most 8192 bytes)\"}";
+    case HTTP_QUERY_TOO_LONG:
+        return "{\"code\":\"invalidRequest\",\"message\":\"the query string is too long (at most 4096 bytes)\"}";
+    case HTTP_TOO_MANY_PARAMETERS:
+        return "{\"code\":\"invalidRequest\",\"message\":\"too many query parameters (at most 64)\"}";
+    case HTTP_VERSION_UNSUPPORTED:
+        return "{\"code\":\"invalidRequest\",\"message\":\"only HTTP/1.1 and HTTP/1.0 are served\"}";
+    case HTTP_CODING_UNSUPPORTED:
+        return "{\"code\":\"invalidRequest\",\"message\":\"the only transfer coding accepted is chunked\"}";
+    case HTTP_NO_HOST:
+        return "{\"code\":\"invalidRequest\",\"message\":\"an HTTP/1.1 request needs one Host header\"}";
+    case HTTP_BODY_TOO_LARGE:
+        return "{\"code\":\"tooLarge\",\"message\":\"the request body is larger than this server accepts\"}";
+    case HTTP_BAD_CHUNKS:
+        return "{\"code\":\"invalidRequest\",\"message\":\"the chunked body is malformed\"}";
+    case HTTP_MALFORMED: break;
+    }
+    return "{\"code\":\"invalidRequest\",\"message\":\"the request is not well-formed HTTP/1.1\"}";
+}
+
+/// RFC 9110's tchar.
+static int is_token(uint8_t c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return 1;
+    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/// A field value's byte: visible, space, tab or obs-text.
+static int is_value(uint8_t c) { return c == '\t' || (c >= 0x20 && c != 0x7F); }
+
+static int span_is(const uint8_t *bytes, struct http_span span, const char *text) {
+    size_t length = strlen(text);
+    return span.length == length && strncasecmp((const char *)bytes + span.start, text, length) == 0;
+}
+
+/// Whether the comma-separated list in `span` holds `token` (case-insensitive).
+static int list_has(const uint8_t *bytes, struct http_span span, const char *token) {
+    size_t length = strlen(token);
+    const uint8_t *p = bytes + span.start, *end = p + span.length;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+        const uint8_t *item = p;
+        while (p < end && *p != ',') p++;
+        const uint8_t *last = p;
+        while (last > item && (last[-1] == ' ' || last[-1] == '\t')) last--;
+        if ((size_t)(last - item) == length && strncasecmp((const char *)item, token, length) == 0) return 1;
+    }
+    return 0;
+}
+
+/// The end of the line starting at `from` (the index of its CR), or `length` when no CRLF has
+/// arrived yet; -1 for a CR not followed by LF, or an LF alone.
+static long line_end(const uint8_t *bytes, size_t length, size_t from) {
+    for (size_t i = from; i < length; i++) {
+        if (bytes[i] == '\n') return -1;
+        if (bytes[i] == '\r') {
+            if (i + 1 == length) return (long)length;
+            return bytes[i + 1] == '\n' ? (long)i : -1;
+        }
+    }
+    return (long)length;
+}
+
+static int parse_request_line(const uint8_t *bytes, size_t end, struct http_head *head) {
+    size_t i = 0;
+    while (i < end && is_token(bytes[i])) i++;
+    if (i == 0 || i >= end || bytes[i] != ' ') return -HTTP_MALFORMED;
+    head->method = (struct http_span){0, (uint32_t)i};
+    size_t target = ++i;
+    while (i < end && bytes[i] > 0x20 && bytes[i] < 0x7F) i++;
+    if (i == target || i >= end || bytes[i] != ' ' || bytes[target] != '/') return -HTTP_MALFORMED;
+    size_t target_end = i++;
+    const uint8_t *question = memchr(bytes + target, '?', target_end - target);
+    size_t path_end = question ? (size_t)(question - bytes) : target_end;
+    head->path = (struct http_span){(uint32_t)target, (uint32_t)(path_end - target)};
+    head->has_query = question != NULL;
+    head->query = question ? (struct http_span){(uint32_t)(path_end + 1), (uint32_t)(target_end - path_end - 1)}
+                           : (struct http_span){(uint32_t)target_end, 0};
+    if (end - i != 8 || memcmp(bytes + i, "HTTP/", 5) != 0) return -HTTP_MALFORMED;
+    uint8_t major = bytes[i + 5], dot = bytes[i + 6], minor = bytes[i + 7];
+    if (major < '0' || major > '9' || dot != '.' || minor < '0' || minor > '9') return -HTTP_MALFORMED;
+    if (major != '1' || minor > '1') return -HTTP_VERSION_UNSUPPORTED;
+    head->minor_version = minor - '0';
+    if (head->query.length > HTTP_MAXIMUM_QUERY_LENGTH) return -HTTP_QUERY_TOO_LONG;
+    size_t separators = 0;
+    for (size_t q = head->query.start; q < head->query.start + head->query.length; q++) {
+        if (bytes[q] == '&' || bytes[q] == ';') separators++;
+    }
+    if (separators >= HTTP_MAXIMUM_QUERY_PARAMETERS) return -HTTP_TOO_MANY_PARAMETERS;
+    return 1;
+}
+
+/// Reads what the server acts on from the fields: the body's framing, Expect and Connection.
+static int interpret_fields(const uint8_t *bytes, struct http_head *head) {
+    int has_length = 0, transfer_codings = 0, hosts = 0, close = 0, keep_alive = 0;
+    for (size_t f = 0; f < head->header_count; f++) {
+        struct http_span name = head->names[f], value = head->values[f];
+        if (span_is(bytes, name, "content-length")) {
+            if (value.length == 0 || value.length > 18) return value.length ? -HTTP_BODY_TOO_LARGE : -HTTP_MALFORMED;
+            uint64_t number = 0;
+            for (size_t i = 0; i < value.length; i++) {
+                uint8_t c = bytes[value.start + i];
+                if (c < '0' || c > '9') return -HTTP_MALFORMED;
+                number = number * 10 + (uint64_t)(c - '0');
+            }
+            if (has_length && number != head->content_length) return -HTTP_MALFORMED;
+            has_length = 1;
+            head->content_length = number;
+        } else if (span_is(bytes, name, "transfer-encoding")) {
+            transfer_codings++;
+            if (!span_is(bytes, value, "chunked")) return -HTTP_CODING_UNSUPPORTED;
+        } else if (span_is(bytes, name, "host")) {
+            hosts++;
+        } else if (span_is(bytes, name, "connection")) {
+            close |= list_has(bytes, value, "close");
+            keep_alive |= list_has(bytes, value, "keep-alive");
+        } else if (span_is(bytes, name, "expect")) {
+            head->expect_continue = span_is(bytes, value, "100-continue");
+        }
+    }
+    // Both framings, or chunked twice, is how requests are smuggled past a proxy: refused.
+    if (transfer_codings > 1 || (transfer_codings && has_length)) return -HTTP_MALFORMED;
+    head->chunked = transfer_codings == 1;
+    if (head->chunked && head->minor_version == 0) return -HTTP_CODING_UNSUPPORTED;
+    if (hosts > 1 || (head->minor_version == 1 && hosts == 0)) return -HTTP_NO_HOST;
+    head->keep_alive = !close && (head->minor_version == 1 || keep_alive);
+    return 1;
+}
+
+int http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head) {
+    memset(head, 0, sizeof *head);
+    size_t window = length < HTTP_HEAD_MAXIMUM ? length : HTTP_HEAD_MAXIMUM;
+    long end = line_end(bytes, window, 0);
+    if (end < 0) return -HTTP_MALFORMED;
+    if ((size_t)end == window) return window == HTTP_HEAD_MAXIMUM ? -HTTP_LINE_TOO_LONG : 0;
+    int result = parse_request_line(bytes, (size_t)end, head);
+    if (result < 0) return result;
+    size_t at = (size_t)end + 2;
+    for (;;) {
+        end = line_end(bytes, window, at);
+        if (end < 0) return -HTTP_MALFORMED;
+        if ((size_t)end == window) return window == HTTP_HEAD_MAXIMUM ? -HTTP_HEAD_TOO_LARGE : 0;
+        size_t line = at, stop = (size_t)end;
+        at = stop + 2;
+        if (line == stop) break;
+        if (head->header_count == HTTP_MAXIMUM_HEADERS) return -HTTP_HEAD_TOO_LARGE;
+        size_t i = line;
+        while (i < stop && is_token(bytes[i])) i++;
+        // No name, whitespace before the colon, or a folded line (starting with whitespace).
+        if (i == line || i == stop || bytes[i] != ':') return -HTTP_MALFORMED;
+        struct http_span name = {(uint32_t)line, (uint32_t)(i - line)};
+        i++;
+        while (i < stop && (bytes[i] == ' ' || bytes[i] == '\t')) i++;
+        size_t value_end = stop;
+        while (value_end > i && (bytes[value_end - 1] == ' ' || bytes[value_end - 1] == '\t')) value_end--;
+        for (size_t v = i; v < value_end; v++) {
+            if (!is_value(bytes[v])) return -HTTP_MALFORMED;
+        }
+        head->names[head->header_count] = name;
+        head->values[head->header_count] = (struct http_span){(uint32_t)i, (uint32_t)(value_end - i)};
+        head->header_count++;
+    }
+    head->length = at;
+    return interpret_fields(bytes, head);
+}
+
+static int hex_value(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+long http_unescape(const char *text, size_t length, char *out, int plus_is_space) {
+    size_t o = 0;
+    for (size_t i = 0; i < length; i++) {
+        char c = text[i];
+        if (c == '%' && i + 2 < length) {
+            int high = hex_value((uint8_t)text[i + 1]), low = hex_value((uint8_t)text[i + 2]);
+            if (high >= 0 && low >= 0) {
+                c = (char)(high << 4 | low);
+                if (c == 0) return -1;
+                i += 2;
+            }
+        } else if (c == '+' && plus_is_space) {
+            c = ' ';
+        }
+        out[o++] = c;
+    }
+    out[o] = 0;
+    return (long)o;
+}
+
+enum { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, CHUNK_TRAILERS };
+enum { CHUNK_LINE_MAXIMUM = 1024, TRAILERS_MAXIMUM = 8192 };
+
+/// The CRLF ending the line at `from`: its index, -2 when not yet here (and the line is not
+/// over its cap), -1 when malformed.
+static long chunk_line(const uint8_t *bytes, size_t length, size_t from, size_t cap) {
+    size_t limit = length - from > cap ? from + cap : length;
+    long end = line_end(bytes, limit, from);
+    if (end < 0) return -1;
+    if ((size_t)end == limit) return limit == length ? -2 : -1;
+    return end;
+}
+
+int http_decode_chunks(
+    uint8_t *bytes, size_t *length, size_t base, uint64_t maximum, struct http_chunks *state, size_t *consumed) {
+    size_t p = base + state->decoded;
+    int result = 0;
+    while (result == 0) {
+        if (state->state == CHUNK_SIZE) {
+            long end = chunk_line(bytes, *length, p, CHUNK_LINE_MAXIMUM);
+            if (end == -2) break;
+            if (end < 0) return -HTTP_BAD_CHUNKS;
+            uint64_t size = 0;
+            size_t i = p, digits = 0;
+            for (; i < (size_t)end && hex_value(bytes[i]) >= 0; i++, digits++) {
+                if (digits == 16) return -HTTP_BODY_TOO_LARGE;
+                size = size << 4 | (uint64_t)hex_value(bytes[i]);
+            }
+            // Digits, then nothing or an extension (";name=value", not interpreted).
+            if (digits == 0 || (i < (size_t)end && bytes[i] != ';' && bytes[i] != ' ' && bytes[i] != '\t'))
+                return -HTTP_BAD_CHUNKS;
+            if (size > maximum - state->decoded) return -HTTP_BODY_TOO_LARGE;
+            p = (size_t)end + 2;
+            state->remaining = size;
+            state->state = size ? CHUNK_DATA : CHUNK_TRAILERS;
+        } else if (state->state == CHUNK_DATA) {
+            size_t available = *length - p;
+            size_t n = state->remaining < available ? (size_t)state->remaining : available;
+            memmove(bytes + base + state->decoded, bytes + p, n);
+            state->decoded += n;
+            state->remaining -= n;
+            p += n;
+            if (state->remaining) break;
+            state->state = CHUNK_DATA_END;
+        } else if (state->state == CHUNK_DATA_END) {
+            if (*length - p < 2) break;
+            if (bytes[p] != '\r' || bytes[p + 1] != '\n') return -HTTP_BAD_CHUNKS;
+            p += 2;
+            state->state = CHUNK_SIZE;
+        } else {
+            long end = chunk_line(bytes, *length, p, TRAILERS_MAXIMUM);
+            if (end == -2) break;
+            if (end < 0) return -HTTP_BAD_CHUNKS;
+            state->trailer_bytes += (size_t)end + 2 - p;
+            if (state->trailer_bytes > TRAILERS_MAXIMUM) return -HTTP_BAD_CHUNKS;
+            int blank = (size_t)end == p;
+            p = (size_t)end + 2;
+            if (blank) result = 1;
+        }
+    }
+    // What is not decoded yet moves down to follow the decoded bytes.
+    size_t kept = base + state->decoded;
+    memmove(bytes + kept, bytes + p, *length - p);
+    *length = kept + (*length - p);
+    if (result == 1) *consumed = kept;
+    return result;
+}
