@@ -64,9 +64,11 @@ struct connection {
     size_t out_length, out_sent;
     /// After the answer is written: close (1) or read the next request (0).
     int close_after;
-    /// The request being read: its head's length (0 until it is whole), and a chunked body's state.
+    /// The request being read: its head's length (0 until it is whole), its body's framing, and
+    /// a chunked body's state. (The head itself is parsed again when the request is whole.)
     size_t head_length;
-    struct http_head head;
+    uint64_t content_length;
+    uint8_t chunked, expect_continue;
     struct http_chunks chunks;
     int continue_sent;
     /// The request handed out and not yet answered.
@@ -453,7 +455,9 @@ static int reserve(struct connection *connection, size_t size) {
 static struct spark_http_request *make_request(
     struct connection *connection, const uint8_t *body, size_t body_length, int *malformed) {
     const uint8_t *bytes = connection->in;
-    const struct http_head *head = &connection->head;
+    struct http_head parsed;
+    http_parse_head(bytes, connection->head_length, &parsed);
+    const struct http_head *head = &parsed;
     size_t arguments = 0;
     if (head->has_query) {
         for (size_t i = 0; i < head->query.length; i++) arguments += bytes[head->query.start + i] == '&';
@@ -582,27 +586,30 @@ static enum step hand_out(struct connection *connection, const uint8_t *body, si
 static enum step take_request(struct connection *connection) {
     struct spark_http_server *server = connection->worker->server;
     if (!connection->head_length) {
-        int parsed = http_parse_head(connection->in, connection->in_length, &connection->head);
-        if (parsed < 0) return refuse(connection, -parsed);
-        if (parsed == 0) return WAIT_READ;
-        connection->head_length = connection->head.length;
-        if (!connection->head.chunked && connection->head.content_length > server->maximum_body)
-            return refuse(connection, HTTP_BODY_TOO_LARGE);
+        struct http_head parsed;
+        int result = http_parse_head(connection->in, connection->in_length, &parsed);
+        if (result < 0) return refuse(connection, -result);
+        if (result == 0) return WAIT_READ;
+        if (!parsed.chunked && parsed.content_length > server->maximum_body) return refuse(connection, HTTP_BODY_TOO_LARGE);
+        connection->head_length = parsed.length;
+        connection->content_length = parsed.content_length;
+        connection->chunked = (uint8_t)parsed.chunked;
+        connection->expect_continue = (uint8_t)parsed.expect_continue;
     }
     size_t head = connection->head_length;
-    if (connection->head.chunked) {
+    if (connection->chunked) {
         size_t consumed = 0;
         int decoded = http_decode_chunks(
             connection->in, &connection->in_length, head, server->maximum_body, &connection->chunks, &consumed);
         if (decoded < 0) return refuse(connection, -decoded);
         if (decoded == 1) return hand_out(connection, connection->in + head, connection->chunks.decoded, consumed);
     } else {
-        size_t whole = head + (size_t)connection->head.content_length;
+        size_t whole = head + (size_t)connection->content_length;
         if (connection->in_length >= whole)
-            return hand_out(connection, connection->in + head, (size_t)connection->head.content_length, whole);
+            return hand_out(connection, connection->in + head, (size_t)connection->content_length, whole);
         if (!reserve(connection, whole)) return CLOSED;
     }
-    if (connection->head.expect_continue && !connection->continue_sent) {
+    if (connection->expect_continue && !connection->continue_sent) {
         connection->continue_sent = 1;
         return answer_here(connection, 100, "", 0);
     }
