@@ -12,9 +12,11 @@ unsigned http_refusal_status(enum http_refusal refusal) {
     case HTTP_HEAD_TOO_LARGE: return 431;
     case HTTP_LINE_TOO_LONG:
     case HTTP_QUERY_TOO_LONG: return 414;
-    case HTTP_VERSION_UNSUPPORTED: return 505;
-    case HTTP_CODING_UNSUPPORTED: return 501;
     case HTTP_BODY_TOO_LARGE: return 413;
+    // 505 and 501 are what RFC 9110 and 9112 suggest; a client's input is never answered 5xx
+    // here (a 5xx says the server failed), so these are 400 with their reason.
+    case HTTP_VERSION_UNSUPPORTED:
+    case HTTP_CODING_UNSUPPORTED:
     case HTTP_MALFORMED:
     case HTTP_TOO_MANY_PARAMETERS:
     case HTTP_NO_HOST:

@@ -83,7 +83,7 @@ void spark_http_respond(
 /// Frames one request at the start of `bytes` as the server does (head, body, path and query
 /// decoding), without a socket: 1 when it is whole (`*consumed` its length, `*body_length` its
 /// body's), 0 when more bytes are needed, or minus the status it is refused with (400, 413, 414,
-/// 431, 501, 505). For the fuzzer and the tests.
+/// 431; never a 5xx). For the fuzzer and the tests.
 int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, size_t *consumed, size_t *body_length);
 
 /// Parses a PROXY protocol v2 header (haproxy's PROXY protocol, section 2.2) at the start of
