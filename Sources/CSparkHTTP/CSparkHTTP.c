@@ -13,6 +13,7 @@
 #include "CSparkHTTP.h"
 #include "CSparkHTTPParse.h"
 #include "CSparkProxy.h"
+#include "CSparkTLSRecord.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,7 +40,8 @@ enum {
     DRAIN_TIMEOUT = 2000,
     /// At most this much is read and discarded from a closing connection.
     DRAIN_MAXIMUM = 4 << 20,
-    READ_CHUNK = 16384,
+    /// Room beyond a request's head and body cap: a record's worth (and a half) of what follows.
+    READ_SLACK = 32768,
     ADDRESS_BUCKETS = 4096,
 };
 
@@ -55,7 +57,14 @@ struct connection {
     int fd;
     enum connection_state state;
     struct worker *worker;
+    /// TLS: OpenSSL's connection during the handshake (and for good when it stays with OpenSSL:
+    /// TLS 1.2), or after a TLS 1.3 handshake the record layer of CSparkTLSRecord.c, its secrets
+    /// gathered meanwhile, and the records received and not yet opened.
     SSL *tls;
+    struct tls13_secrets *secrets;
+    struct tls13 *record;
+    uint8_t *raw;
+    size_t raw_length, raw_capacity;
     /// Received bytes not yet taken by a request (NULL when none).
     uint8_t *in;
     size_t in_length, in_capacity;
@@ -115,7 +124,12 @@ struct worker {
     int woken;
     struct connection *connections;
     struct connection *closed;
+    /// The context the record layer seals and opens with (one a worker, keyed per record).
+    EVP_CIPHER_CTX *cipher_context;
     int listening;
+    /// Out of descriptors (or memory) to accept with: the listening socket is left out of this
+    /// worker's epoll until then (ms), or it would be reported ready over and over.
+    long long accept_paused_until;
 };
 
 struct address_count {
@@ -325,6 +339,10 @@ static void close_connection(struct connection *connection) {
     struct worker *worker = connection->worker;
     if (connection->pending) connection->pending->connection = NULL;
     if (connection->tls) SSL_free(connection->tls);
+    if (connection->secrets) OPENSSL_cleanse(connection->secrets, sizeof *connection->secrets);
+    free(connection->secrets);
+    tls13_free(connection->record);
+    free(connection->raw);
     close(connection->fd);
     uncount_address(worker->server, connection);
     atomic_fetch_sub(&worker->server->connections, 1);
@@ -333,8 +351,10 @@ static void close_connection(struct connection *connection) {
     if (connection->next) connection->next->previous = connection->previous;
     free(connection->in);
     free(connection->out);
-    connection->in = connection->out = NULL;
+    connection->in = connection->out = connection->raw = NULL;
     connection->tls = NULL;
+    connection->secrets = NULL;
+    connection->record = NULL;
     connection->pending = NULL;
     connection->state = GONE;
     connection->next = worker->closed;
@@ -378,18 +398,32 @@ static int send_out(struct connection *connection, enum step *wait) {
     return 1;
 }
 
+/// Makes `answer` (malloc'd, taken) the bytes to write, sealed into records when the connection's
+/// TLS is the server's own: 0 when that fails (the connection must close).
+static int set_answer(struct connection *connection, uint8_t *answer, size_t size) {
+    if (answer && connection->record) {
+        size_t sealed_size = 0;
+        uint8_t *sealed =
+            tls13_seal(connection->record, connection->worker->cipher_context, answer, size, &sealed_size);
+        free(answer);
+        answer = sealed;
+        size = sealed_size;
+    }
+    free(connection->out);
+    connection->out = answer;
+    connection->out_length = answer ? size : 0;
+    connection->out_sent = 0;
+    return answer != NULL;
+}
+
 /// Starts writing an answer made here (a refusal, or 100 Continue).
 static enum step answer_here(struct connection *connection, unsigned status, const char *body, int close_after) {
     size_t size = 0;
     uint8_t *answer = status == 100
         ? (uint8_t *)strdup("HTTP/1.1 100 Continue\r\n\r\n")
         : make_answer(status, "application/json", (const uint8_t *)body, strlen(body), NULL, NULL, 0, !close_after, 0, &size);
-    if (!answer) return CLOSED;
-    if (status == 100) size = strlen((char *)answer);
-    free(connection->out);
-    connection->out = answer;
-    connection->out_length = size;
-    connection->out_sent = 0;
+    if (answer && status == 100) size = strlen((char *)answer);
+    if (!set_answer(connection, answer, size)) return CLOSED;
     connection->close_after = close_after;
     connection->state = WRITING;
     return AGAIN;
@@ -400,11 +434,68 @@ static enum step refuse(struct connection *connection, int refusal) {
     return answer_here(connection, http_refusal_status((enum http_refusal)refusal), http_refusal_body((enum http_refusal)refusal), 1);
 }
 
+/// Grows `in` to hold at least `size` bytes.
+static int reserve(struct connection *connection, size_t size) {
+    if (connection->in_capacity >= size) return 1;
+    uint8_t *grown = realloc(connection->in, size);
+    if (!grown) return 0;
+    connection->in = grown;
+    connection->in_capacity = size;
+    return 1;
+}
+
+/// Reads records into `raw` and opens them into `in` (which has room for what `raw` holds): the
+/// count of application bytes, 0 when nothing more is there now (`*wait` set), -1 when the
+/// connection is over (EOF, an error, an alert, a record that does not authenticate).
+static long receive_records(struct connection *connection, enum step *wait) {
+    size_t limit = HTTP_HEAD_MAXIMUM + connection->worker->server->maximum_body + READ_SLACK;
+    for (;;) {
+        // `in` grows to take what `raw` holds, as far as its cap.
+        size_t needed = connection->in_length + connection->raw_length;
+        if (needed > connection->in_capacity && connection->in_capacity < limit) {
+            size_t capacity = connection->in_capacity * 2 > needed ? connection->in_capacity * 2 : needed;
+            if (!reserve(connection, capacity < limit ? capacity : limit)) return -1;
+        }
+        // The whole records already here first.
+        size_t room = connection->in_capacity - connection->in_length;
+        size_t usable = connection->raw_length < room ? connection->raw_length : room;
+        size_t plain = 0;
+        long used = usable ? tls13_open(connection->record, connection->worker->cipher_context, connection->raw, usable,
+                                 connection->in + connection->in_length, &plain)
+                           : 0;
+        if (used < 0) return -1;
+        memmove(connection->raw, connection->raw + used, connection->raw_length - (size_t)used);
+        connection->raw_length -= (size_t)used;
+        connection->in_length += plain;
+        if (plain) return (long)plain;
+        if (used == 0 && connection->raw_length > room) return *wait = WAIT_READ, 0;  // `in` is full
+        if (!connection->raw) {
+            connection->raw = malloc(TLS_RECORD_HEADER + TLS_RECORD_CIPHERTEXT_MAXIMUM);
+            if (!connection->raw) return -1;
+            connection->raw_capacity = TLS_RECORD_HEADER + TLS_RECORD_CIPHERTEXT_MAXIMUM;
+        }
+        ssize_t received = recv(
+            connection->fd, connection->raw + connection->raw_length, connection->raw_capacity - connection->raw_length, 0);
+        if (received < 0 && errno == EINTR) continue;
+        if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (connection->raw_length == 0) {
+                free(connection->raw);
+                connection->raw = NULL;
+                connection->raw_capacity = 0;
+            }
+            return *wait = WAIT_READ, 0;
+        }
+        if (received <= 0) return -1;
+        connection->raw_length += (size_t)received;
+        connection->deadline = now_ms() + connection->worker->server->idle_timeout;
+    }
+}
+
 /// Reads into `in`: the count read, 0 when nothing more is there now (`*wait` set), -1 when the
 /// connection is over (EOF or an error).
 static long receive(struct connection *connection, enum step *wait) {
     if (connection->in_length == connection->in_capacity) {
-        size_t limit = HTTP_HEAD_MAXIMUM + connection->worker->server->maximum_body + READ_CHUNK;
+        size_t limit = HTTP_HEAD_MAXIMUM + connection->worker->server->maximum_body + READ_SLACK;
         if (connection->in_capacity >= limit) return *wait = WAIT_READ, 0;
         size_t capacity = connection->in_capacity ? connection->in_capacity * 2 : HTTP_HEAD_MAXIMUM;
         if (capacity > limit) capacity = limit;
@@ -413,6 +504,7 @@ static long receive(struct connection *connection, enum step *wait) {
         connection->in = grown;
         connection->in_capacity = capacity;
     }
+    if (connection->record) return receive_records(connection, wait);
     size_t room = connection->in_capacity - connection->in_length;
     uint8_t *to = connection->in + connection->in_length;
     long received;
@@ -440,15 +532,6 @@ static long receive(struct connection *connection, enum step *wait) {
     return received;
 }
 
-/// Grows `in` to hold at least `size` bytes.
-static int reserve(struct connection *connection, size_t size) {
-    if (connection->in_capacity >= size) return 1;
-    uint8_t *grown = realloc(connection->in, size);
-    if (!grown) return 0;
-    connection->in = grown;
-    connection->in_capacity = size;
-    return 1;
-}
 
 /// Builds the handle Swift gets: the request's parts decoded into one block. NULL when out of
 /// memory, or with `*malformed` set when the path or an argument decodes to a NUL.
@@ -570,6 +653,12 @@ static enum step hand_out(struct connection *connection, const uint8_t *body, si
     if (malformed) return refuse(connection, HTTP_MALFORMED);
     if (!request) return CLOSED;
     take_input(connection, consumed);
+    if (connection->raw && !connection->raw_length) {
+        // Waiting, the connection keeps no buffer.
+        free(connection->raw);
+        connection->raw = NULL;
+        connection->raw_capacity = 0;
+    }
     request->worker = connection->worker;
     request->connection = connection;
     connection->pending = request;
@@ -620,6 +709,15 @@ static void begin_closing(struct connection *connection) {
     if (connection->tls) {
         ERR_clear_error();
         SSL_shutdown(connection->tls);
+    } else if (connection->record) {
+        // close_notify, if the socket takes it now (a closing connection waits for nothing).
+        size_t size = 0;
+        uint8_t *alert = tls13_close_notify(connection->record, connection->worker->cipher_context, &size);
+        if (alert) {
+            ssize_t sent = send(connection->fd, alert, size, MSG_NOSIGNAL);
+            (void)sent;
+            free(alert);
+        }
     }
     shutdown(connection->fd, SHUT_WR);
     connection->state = DRAINING;
@@ -651,6 +749,16 @@ static enum step step_handshake(struct connection *connection) {
     ERR_clear_error();
     int done = SSL_do_handshake(connection->tls);
     if (done == 1) {
+        // TLS 1.3: the record layer is taken over and OpenSSL's connection freed.
+        if (connection->secrets) {
+            connection->record = tls13_take_over(connection->tls, connection->secrets);
+            free(connection->secrets);
+            connection->secrets = NULL;
+            if (connection->record) {
+                SSL_free(connection->tls);
+                connection->tls = NULL;
+            }
+        }
         connection->state = READING;
         return AGAIN;
     }
@@ -757,7 +865,8 @@ static void on_event(struct connection *connection, uint32_t events) {
 
 // MARK: - Workers
 
-static void accept_connections(struct worker *worker) {
+/// Accepts what is waiting: 1 when it stopped for want of descriptors or memory.
+static int accept_connections(struct worker *worker) {
     struct spark_http_server *server = worker->server;
     for (int round = 0; round < 64; round++) {
         struct sockaddr_storage peer;
@@ -765,7 +874,7 @@ static void accept_connections(struct worker *worker) {
         int fd = accept4(server->listen_fd, (struct sockaddr *)&peer, &peer_length, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            return;
+            return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
         }
         if (atomic_fetch_add(&server->connections, 1) >= server->connection_limit) {
             atomic_fetch_sub(&server->connections, 1);
@@ -789,6 +898,7 @@ static void accept_connections(struct worker *worker) {
             if (connection->tls) {
                 SSL_set_fd(connection->tls, fd);
                 SSL_set_accept_state(connection->tls);
+                SSL_set_app_data(connection->tls, connection);
             }
         }
         connection->next = worker->connections;
@@ -810,6 +920,7 @@ static void accept_connections(struct worker *worker) {
             connection->deadline = now_ms() + server->idle_timeout;
         }
     }
+    return 0;
 }
 
 /// Writes out the answers Swift has queued for this worker.
@@ -828,15 +939,12 @@ static void take_answers(struct worker *worker) {
         atomic_fetch_sub(&worker->server->suspended, 1);
         if (connection) {
             connection->pending = NULL;
-            free(connection->out);
-            connection->out = request->response;
-            connection->out_length = request->response_length;
-            connection->out_sent = 0;
-            connection->close_after = !request->keep_alive || !request->response;
+            int answered = request->response && set_answer(connection, request->response, request->response_length);
+            request->response = NULL;
+            connection->close_after = !request->keep_alive;
             connection->state = WRITING;
             connection->deadline = now_ms() + worker->server->idle_timeout;
-            request->response = NULL;
-            if (!connection->out) {
+            if (!answered) {
                 close_connection(connection);
             } else {
                 drive(connection);
@@ -866,20 +974,32 @@ static void *worker_main(void *argument) {
     long long next_sweep = now_ms() + 1000;
     while (!atomic_load(&server->stopping)) {
         long long now = now_ms();
-        int timeout = next_sweep > now ? (int)(next_sweep - now) : 0;
+        long long next = worker->accept_paused_until && worker->accept_paused_until < next_sweep
+            ? worker->accept_paused_until
+            : next_sweep;
+        int timeout = next > now ? (int)(next - now) : 0;
         int count = epoll_wait(worker->epoll_fd, events, 256, timeout);
         for (int i = 0; i < count; i++) {
             void *tag = events[i].data.ptr;
             if (tag == &wake_marker) {
                 take_answers(worker);
             } else if (tag == &listen_marker) {
-                if (atomic_load(&server->quiescing)) continue;
-                accept_connections(worker);
+                if (atomic_load(&server->quiescing) || worker->accept_paused_until) continue;
+                if (accept_connections(worker)) {
+                    epoll_ctl(worker->epoll_fd, EPOLL_CTL_DEL, server->listen_fd, NULL);
+                    worker->accept_paused_until = now_ms() + 100;
+                }
             } else {
                 on_event(tag, events[i].events);
             }
         }
         free_closed(worker);
+        if (worker->accept_paused_until && now_ms() >= worker->accept_paused_until) {
+            worker->accept_paused_until = 0;
+            struct epoll_event listen_event = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_marker};
+            if (worker->listening && !atomic_load(&server->quiescing))
+                epoll_ctl(worker->epoll_fd, EPOLL_CTL_ADD, server->listen_fd, &listen_event);
+        }
         if (atomic_load(&server->quiescing) && worker->listening) {
             // The last worker to let go of the listening socket closes it.
             epoll_ctl(worker->epoll_fd, EPOLL_CTL_DEL, server->listen_fd, NULL);
@@ -921,6 +1041,14 @@ static int choose_http11(
     return SSL_TLSEXT_ERR_NOACK;
 }
 
+/// Gathers a connection's TLS 1.3 application traffic secrets for the record layer.
+static void keylog(const SSL *tls, const char *line) {
+    struct connection *connection = SSL_get_app_data(tls);
+    if (!connection) return;
+    if (!connection->secrets) connection->secrets = calloc(1, sizeof *connection->secrets);
+    if (connection->secrets) tls13_capture(connection->secrets, line);
+}
+
 static SSL_CTX *make_tls(const char *certificate_pem, const char *key_pem) {
     SSL_CTX *context = SSL_CTX_new(TLS_server_method());
     if (!context) return NULL;
@@ -930,7 +1058,11 @@ static SSL_CTX *make_tls(const char *certificate_pem, const char *key_pem) {
     SSL_CTX_set_mode(
         context, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_num_tickets(context, 1);
+    // No tickets: after the handshake OpenSSL must have sent nothing under the application keys,
+    // which the record layer takes over from sequence number 0 (a device that reconnects makes a
+    // full handshake).
+    SSL_CTX_set_num_tickets(context, 0);
+    SSL_CTX_set_keylog_callback(context, keylog);
     SSL_CTX_set_alpn_select_cb(context, choose_http11, NULL);
     BIO *certificates = BIO_new_mem_buf(certificate_pem, -1);
     BIO *keys = BIO_new_mem_buf(key_pem, -1);
@@ -966,6 +1098,7 @@ static void free_server(struct spark_http_server *server) {
         free_closed(worker);
         if (worker->epoll_fd >= 0) close(worker->epoll_fd);
         if (worker->wake_fd >= 0) close(worker->wake_fd);
+        EVP_CIPHER_CTX_free(worker->cipher_context);
         pthread_mutex_destroy(&worker->lock);
     }
     for (size_t b = 0; b < ADDRESS_BUCKETS; b++) {
@@ -1074,10 +1207,11 @@ spark_http_server *spark_http_start(
         pthread_mutex_init(&worker->lock, NULL);
         worker->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         worker->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        worker->cipher_context = EVP_CIPHER_CTX_new();
         server->worker_count = i + 1;
         struct epoll_event listen_event = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_marker};
         struct epoll_event wake_event = {.events = EPOLLIN, .data.ptr = &wake_marker};
-        if (worker->epoll_fd < 0 || worker->wake_fd < 0
+        if (worker->epoll_fd < 0 || worker->wake_fd < 0 || !worker->cipher_context
             || epoll_ctl(worker->epoll_fd, EPOLL_CTL_ADD, fd, &listen_event) != 0
             || epoll_ctl(worker->epoll_fd, EPOLL_CTL_ADD, worker->wake_fd, &wake_event) != 0) {
             snprintf(error, error_size, "cannot set up the server's event loops");

@@ -307,6 +307,34 @@ struct DaemonTests {
         }
     }
 
+    /// After a TLS 1.3 handshake the server seals and opens the records itself (OpenSSL's
+    /// connection freed): Python's ssl and openssl s_client as peers, TLS 1.2 left to OpenSSL,
+    /// and a record altered on the way closes the connection unanswered.
+    @Test func theServersOwnTLSRecordsWorkWithOtherPeersAndRefuseAnAlteredOne() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory)
+            let port = try #require(daemon.url.port)
+            let script = Self.repository.appendingPathComponent("Tests/SparkDomainTests/Python/tls_peer.py")
+            let ran = try await Fixtures.run(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", script.path, String(port), daemon.directory.appendingPathComponent("ca.pem").path])
+            #expect(ran.status == 0, "\(ran.stderr)")
+            var seen: [String: String] = [:]
+            for line in ran.stdout.split(separator: "\n") {
+                let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+                if parts.count == 2 { seen[parts[0]] = parts[1] }
+            }
+            #expect(seen["tls13-cipher"]?.hasSuffix("TLSv1.3") == true, "\(ran.stdout)")
+            #expect(seen["large-answer"] == "200 True", "an answer of many records, whole")
+            #expect(seen["large-request"] == "400", "a body of many records reached the router whole: \(ran.stdout)")
+            #expect(seen["pipelined"] == "200,200,404")
+            #expect(seen["tls12"] == "200 TLSv1.2", "TLS 1.2 stays with OpenSSL")
+            #expect(seen["tampered"] == "closed", "an altered record is not answered")
+            #expect(seen["key-update"] == "200,200,200 2", "KeyUpdate, asked of the server and not: \(ran.stdout)")
+            await daemon.stop()
+        }
+    }
+
     @Test func aClientThatStopsMidRequestIsCutOff() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let daemon = try await DomainDaemon.start(in: directory, plain: true, serveArguments: ["--idle-timeout", "1"])

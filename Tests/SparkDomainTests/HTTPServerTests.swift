@@ -90,8 +90,10 @@ struct HTTPServerTests {
         #expect(Self.frame(head + "1\r\n" + String(repeating: "a", count: 2000)).result == -400)
     }
 
-    /// A server answering `/echo` with the method, the path, the query and the body it was given.
-    static func echoServer(idleTimeout: Int = 30) throws -> HTTPServer {
+    /// A server answering with the method, the path, the query and the body it was given. Its idle
+    /// timeout is long: the test's task, between two steps of a conversation, may wait a while
+    /// for a thread of the cooperative pool when the whole suite runs.
+    static func echoServer(idleTimeout: Int = 600) throws -> HTTPServer {
         try HTTPServer(
             options: HTTPServer.Options(host: "127.0.0.1", port: 0, idleTimeout: idleTimeout, requestThreads: 2),
             handler: { request in
@@ -157,7 +159,7 @@ struct HTTPServerTests {
         let release = Locked<CheckedContinuation<Void, Never>?>(nil)
         let answered = Locked(0)
         let server = try HTTPServer(
-            options: HTTPServer.Options(host: "127.0.0.1", port: 0, requestThreads: 2),
+            options: HTTPServer.Options(host: "127.0.0.1", port: 0, idleTimeout: 600, requestThreads: 2),
             handler: { _ in
                 await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
                 answered.withLock { $0 += 1 }

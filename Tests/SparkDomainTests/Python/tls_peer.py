@@ -1,0 +1,130 @@
+"""A TLS peer of spark-domaind's own record layer, for DaemonTests.
+
+usage: tls_peer.py PORT CA_FILE
+
+Prints one line per check, "name value", from Python's ssl (OpenSSL underneath, but a client
+the server does not share code with) and openssl s_client:
+  tls13-cipher          the suite a TLS 1.3 connection negotiated
+  tls12                 the status of /healthz over TLS 1.2 (the server keeps OpenSSL's records)
+  large-answer          whether /v1/openapi.json (many records) came whole and parses
+  large-request         the status of a 200 KB body (many records the other way)
+  pipelined             the statuses of three requests sent in one write
+  tampered              what came back for a request whose record was altered: "closed" or bytes
+  key-update            the statuses s_client saw around a KeyUpdate it asked the server to answer
+"""
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import time
+
+port, ca = int(sys.argv[1]), sys.argv[2]
+
+
+def context(maximum=None):
+    made = ssl.create_default_context(cafile=ca)
+    if maximum:
+        made.maximum_version = maximum
+    return made
+
+
+def answers(stream, count):
+    """Reads `count` answers (Content-Length framed): their statuses and bodies."""
+    buffer, out = b"", []
+    while len(out) < count:
+        while b"\r\n\r\n" not in buffer:
+            chunk = stream.recv(65536)
+            if not chunk:
+                return out
+            buffer += chunk
+        head, _, rest = buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(rest) < length:
+            chunk = stream.recv(65536)
+            if not chunk:
+                return out
+            rest += chunk
+        out.append((int(head.split(b" ")[1]), rest[:length]))
+        buffer = rest[length:]
+    return out
+
+
+def connect(maximum=None):
+    raw = socket.create_connection(("127.0.0.1", port))
+    return context(maximum).wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def request(method, path, body=b"", close=False):
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+    head += "Connection: close\r\n" if close else ""
+    return head.encode() + b"\r\n" + body
+
+
+with connect() as stream:
+    print("tls13-cipher", stream.cipher()[0], stream.version())
+    stream.sendall(request("GET", "/v1/openapi.json"))
+    [(status, body)] = answers(stream, 1)
+    document = json.loads(body)
+    print("large-answer", status, len(body) > 16384 and "paths" in document)
+    stream.sendall(request("POST", "/v1/test-tokens", b"x" * 200_000))
+    [(status, _)] = answers(stream, 1)
+    print("large-request", status)
+    stream.sendall(request("GET", "/healthz") * 2 + request("GET", "/v1/nowhere"))
+    print("pipelined", ",".join(str(status) for status, _ in answers(stream, 3)))
+
+with connect(ssl.TLSVersion.TLSv1_2) as stream:
+    stream.sendall(request("GET", "/healthz", close=True))
+    [(status, _)] = answers(stream, 1)
+    print("tls12", status, stream.version())
+
+# A record altered on the way: the server must close without answering.
+raw = socket.create_connection(("127.0.0.1", port))
+incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+tls = context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+while True:
+    try:
+        tls.do_handshake()
+        break
+    except ssl.SSLWantReadError:
+        raw.sendall(outgoing.read())
+        data = raw.recv(65536)
+        if not data:
+            break
+        incoming.write(data)
+raw.sendall(outgoing.read())
+tls.write(request("GET", "/healthz"))
+record = bytearray(outgoing.read())
+record[-5] ^= 0x01  # inside the tag
+raw.sendall(bytes(record))
+raw.settimeout(10)
+received = b""
+try:
+    while True:
+        chunk = raw.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+except (ConnectionResetError, socket.timeout):
+    pass
+# Whatever arrives is ciphertext; it must not be an answer: at most an alert record (5 + 19).
+print("tampered", "closed" if len(received) <= 24 else f"{len(received)} bytes")
+
+# KeyUpdate: s_client's "K" asks the server to update its keys too.
+client = subprocess.Popen(
+    ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-CAfile", ca],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+ask = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+for line in [ask, b"K\n", ask, b"k\n", ask]:
+    client.stdin.write(line)
+    client.stdin.flush()
+    time.sleep(0.4)
+client.stdin.close()
+output = client.stdout.read().decode(errors="replace")
+client.wait()
+print("key-update", ",".join(line.split(" ")[1] for line in output.splitlines() if line.startswith("HTTP/1.1")),
+      output.count("KEYUPDATE"))
