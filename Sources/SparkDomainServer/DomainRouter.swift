@@ -18,7 +18,7 @@ package final class DomainRouter: Sendable {
     private let operatorCredentialHash: Data
     /// Where each request's line goes; nil when nothing is logged (`--quiet`), so that no line
     /// is made.
-    private let log: (@Sendable (String) -> Void)?
+    fileprivate let log: (@Sendable (String) -> Void)?
     private let draining = Locked(false)
     /// The server, once listening (for the connection gauge).
     let server = Locked<HTTPServer?>(nil)
@@ -81,24 +81,20 @@ package final class DomainRouter: Sendable {
                 do {
                     if operation.answersBytes {
                         response = try await downloadBlob(try Call(operation: operation, request: request, router: self))
+                    } else if operation == .readMailbox {
+                        switch try await readMailbox(try Call(operation: operation, request: request, router: self)) {
+                        case .entries(let entries):
+                            response = try Self.answer(entries)
+                        case .wait(let poll):
+                            // A long-poll that waits is answered later; its request is not kept.
+                            return deferred(
+                                poll, Finish(started: started, method: request.method, address: request.clientAddress))
+                        }
                     } else {
-                        // A long-poll waits with the least state: not inside the big dispatch's frame.
-                        let body =
-                            operation == .readMailbox
-                            ? try await readMailbox(try Call(operation: operation, request: request, router: self))
-                            : try await dispatch(operation, request)
-                        response = HTTPResponse(status: 200, body: body)
+                        response = HTTPResponse(status: 200, body: try await dispatch(operation, request))
                     }
-                } catch let error as DomainError {
-                    isStoreError = error.code == .storageFailure
-                    response = Self.refusal(error)
-                    if error.httpStatus == 503 { logFailure(route, error.reason) }
-                } catch is CancellationError {
-                    response = Self.refusal(DomainError(.unavailable, "the domain is shutting down", retryAfter: 1))
                 } catch {
-                    isStoreError = true
-                    response = Self.refusal(DomainError(.unavailable, "the domain failed", retryAfter: 1))
-                    logFailure(route, "\(error)")
+                    (response, isStoreError) = refusal(for: error, route: route)
                 }
             } else if DomainOperation.hasPath(request.path) {
                 response = Self.refusal(
@@ -107,18 +103,73 @@ package final class DomainRouter: Sendable {
                 response = Self.refusal(DomainError(.notFound, "no route \(request.method) \(request.path)"))
             }
         }
-        let seconds = (clock.now - started) / .seconds(1)
-        metrics.record(
-            route: route, status: response.status, seconds: seconds, isLongPoll: isLongPoll, isStoreError: isStoreError)
-        // One line per request: never a token, code, password or key, only what happened.
-        if let log {
-            let hundredths = Int((seconds * 100_000).rounded())
-            let milliseconds = "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
-            log(
-                #"{"route":"\#(route)","method":"\#(request.method)","status":\#(response.status),"ms":\#(milliseconds),"address":"\#(request.clientAddress)"}"#
-            )
-        }
+        Finish(started: started, method: request.method, address: request.clientAddress).record(
+            route: route, response: response, isLongPoll: isLongPoll, isStoreError: isStoreError, router: self)
         return response
+    }
+
+    /// What a request's metrics and log line need once it is answered (all a long-poll keeps
+    /// of its request while it waits).
+    private struct Finish: Sendable {
+        let started: ContinuousClock.Instant
+        let method: String
+        let address: String
+
+        func record(route: String, response: HTTPResponse, isLongPoll: Bool, isStoreError: Bool, router: DomainRouter) {
+            let seconds = (ContinuousClock.now - started) / .seconds(1)
+            router.metrics.record(
+                route: route, status: response.status, seconds: seconds, isLongPoll: isLongPoll, isStoreError: isStoreError)
+            // One line per request: never a token, code, password or key, only what happened.
+            if let log = router.log {
+                let hundredths = Int((seconds * 100_000).rounded())
+                let milliseconds = "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
+                log(
+                    #"{"route":"\#(route)","method":"\#(method)","status":\#(response.status),"ms":\#(milliseconds),"address":"\#(address)"}"#
+                )
+            }
+        }
+    }
+
+    /// The refusal a failed call gets, and whether the store failed.
+    private func refusal(for error: any Error, route: String) -> (HTTPResponse, Bool) {
+        switch error {
+        case let error as DomainError:
+            if error.httpStatus == 503 { logFailure(route, error.reason) }
+            return (Self.refusal(error), error.code == .storageFailure)
+        case is CancellationError:
+            return (Self.refusal(DomainError(.unavailable, "the domain is shutting down", retryAfter: 1)), false)
+        default:
+            logFailure(route, "\(error)")
+            return (Self.refusal(DomainError(.unavailable, "the domain failed", retryAfter: 1)), true)
+        }
+    }
+
+    /// A mailbox read's answer.
+    private static func answer(_ entries: [MailboxEntry]) throws -> HTTPResponse {
+        HTTPResponse(status: 200, body: try WireCoder.encode(Wire.Entries(entries: entries)))
+    }
+
+    /// A long-poll's answer after its wait: what came, or another wait.
+    private func deferred(_ poll: DomainEngine.MailboxPoll, _ finish: Finish) -> HTTPResponse {
+        let domain = domain
+        return HTTPResponse(
+            deferred: HTTPResponse.Deferred(
+                park: { wake in domain.parkMailboxWait(poll, wake: wake) },
+                then: { [self] in
+                    let route = DomainOperation.readMailbox.rawValue
+                    let response: HTTPResponse
+                    var isStoreError = false
+                    do {
+                        switch try await domain.continueMailboxRead(poll) {
+                        case .entries(let entries): response = try Self.answer(entries)
+                        case .wait(let next): return deferred(next, finish)
+                        }
+                    } catch {
+                        (response, isStoreError) = refusal(for: error, route: route)
+                    }
+                    finish.record(route: route, response: response, isLongPoll: true, isStoreError: isStoreError, router: self)
+                    return response
+                }))
     }
 
     /// `/healthz`: 200 when the store answers, 503 otherwise or while draining.
@@ -348,7 +399,14 @@ package final class DomainRouter: Sendable {
                     token: token, endpointID: endpoint, chatID: body.chatID, kind: body.kind, payload: body.payload,
                     recipient: body.recipient, clientID: body.clientID))
         case .readMailbox:
-            return try await readMailbox(call)
+            // `handle` begins mailbox reads itself (a long-poll's answer is deferred); here the
+            // read is whole, waiting inside it.
+            let read = try mailboxRead(call)
+            return try WireCoder.encode(
+                Wire.Entries(
+                    entries: try await domain.readMailbox(
+                        token: read.token, endpointID: read.endpoint, after: read.query.after, limit: read.query.limit,
+                        wait: .seconds(read.query.wait))))
         case .chat:
             let query = try call.query(Wire.ChatID.self)
             let (token, endpoint) = try call.credential()
@@ -507,13 +565,20 @@ package final class DomainRouter: Sendable {
     }
 
     /// `GET /v1/mailbox`, a long-poll when `wait` is above zero.
-    private func readMailbox(_ call: Call) async throws -> Data {
+    /// A mailbox read's credential and parameters, checked.
+    private func mailboxRead(_ call: Call) throws -> (token: String, endpoint: String, query: Wire.MailboxQuery) {
         let query = try call.query(Wire.MailboxQuery.self)
         let (token, endpoint) = try call.credential()
         guard (1...1000).contains(query.limit) else { throw DomainError(.invalidRequest, "limit is 1 to 1,000") }
-        let entries = try await domain.readMailbox(
-            token: token, endpointID: endpoint, after: query.after, limit: query.limit, wait: .seconds(query.wait))
-        return try WireCoder.encode(Wire.Entries(entries: entries))
+        return (token, endpoint, query)
+    }
+
+    /// A mailbox read up to its first wait.
+    private func readMailbox(_ call: Call) async throws -> DomainEngine.MailboxStep {
+        let read = try mailboxRead(call)
+        return try await domain.beginMailboxRead(
+            token: read.token, endpointID: read.endpoint, after: read.query.after, limit: read.query.limit,
+            wait: .seconds(read.query.wait))
     }
 
     /// Refuses a request without the operator credential (401 without one, 403 with another).

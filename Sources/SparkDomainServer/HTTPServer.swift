@@ -46,6 +46,28 @@ package struct HTTPResponse: Sendable {
     package var body: Data
     /// Extra headers.
     package var headers: [(String, String)]
+    /// Set when the answer is not ready: the server waits, then asks for it (a long-poll).
+    package var deferred: Deferred?
+
+    /// An answer that comes after a wait with no task: the request's task ends (its frames and
+    /// the request let go), `park` is given a wake-up to call once when the answer may be ready,
+    /// and a new task then asks `then` for it. A waiting long-poll so holds only what `park` and
+    /// `then` capture (a task's async frames stay allocated as long as the task lives).
+    package struct Deferred: Sendable {
+        /// Keeps `wake` and calls it once, from any thread, when the answer may be ready.
+        package var park: @Sendable (_ wake: @escaping @Sendable () -> Void) -> Void
+        /// The answer, or another deferral.
+        package var then: @Sendable () async -> HTTPResponse
+
+        /// A deferral.
+        package init(
+            park: @escaping @Sendable (_ wake: @escaping @Sendable () -> Void) -> Void,
+            then: @escaping @Sendable () async -> HTTPResponse
+        ) {
+            self.park = park
+            self.then = then
+        }
+    }
 
     /// An answer.
     package init(status: Int, contentType: String = "application/json", body: Data, headers: [(String, String)] = []) {
@@ -53,6 +75,12 @@ package struct HTTPResponse: Sendable {
         self.contentType = contentType
         self.body = body
         self.headers = headers
+    }
+
+    /// An answer that comes after `deferred.wait`, from `deferred.then`.
+    package init(deferred: Deferred) {
+        self.init(status: 0, body: Data())
+        self.deferred = deferred
     }
 }
 
@@ -223,12 +251,27 @@ private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: Opaqu
     server.inFlight.withLock { $0 += 1 }
     nonisolated(unsafe) let pending = request
     let handler = server.handler
+    let held = Locked<HTTPRequest?>(incoming)
     // On the server's own threads: a request that blocks in the store holds one of them, never
     // a thread of Swift's cooperative pool.
     Task(executorPreference: server.executor) {
-        let response = await handler(incoming)
-        respond(pending, response)
+        // The request is let go once handled: a deferred answer does not keep it.
+        guard let request = held.withLock({ $0.take() }) else { preconditionFailure("a request is handled once") }
+        answer(pending, with: await handler(request), server: server)
+    }
+}
+
+/// Answers the request, or parks it until its deferred answer may be ready and asks for it then,
+/// in a task of its own (the one that deferred it has ended).
+private func answer(_ request: OpaquePointer, with response: HTTPResponse, server: HTTPServer.Core) {
+    guard let deferred = response.deferred else {
+        respond(request, response)
         server.inFlight.withLock { $0 -= 1 }
+        return
+    }
+    nonisolated(unsafe) let pending = request
+    deferred.park {
+        Task(executorPreference: server.executor) { answer(pending, with: await deferred.then(), server: server) }
     }
 }
 

@@ -196,15 +196,45 @@ extension DomainEngine {
     package func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]
     {
+        var step = try await beginMailboxRead(token: token, endpointID: endpointID, after: cursor, limit: limit, wait: wait)
+        while case .wait(let poll) = step {
+            await waitForMailbox(poll)
+            step = try await continueMailboxRead(poll)
+        }
+        guard case .entries(let entries) = step else { return [] }
+        return entries
+    }
+
+    /// Where a mailbox read stands: done, with what it found, or waiting for an entry.
+    package enum MailboxStep: Sendable {
+        case entries([MailboxEntry])
+        case wait(MailboxPoll)
+    }
+
+    /// A mailbox read that waits: what it takes to wait and read again, and nothing else (a
+    /// long-poll waits holding this, not the frames of the calls that began it).
+    package struct MailboxPoll: Sendable {
+        let user: String
+        let endpointID: String
+        let cursor: Int64
+        let limit: Int
+        let deadline: ContinuousClock.Instant
+        let ticket: MailboxWaiters.Ticket
+        let mayTrustSettled: Bool
+    }
+
+    /// ``readMailbox(token:endpointID:after:limit:wait:)`` up to its first wait: checks the
+    /// token and the wait, records how far the endpoint read, and reads (or knows without
+    /// reading that nothing came).
+    package func beginMailboxRead(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration)
+        async throws -> MailboxStep
+    {
         guard wait >= .zero, wait <= maximumMailboxWait else {
             throw DomainError(.invalidRequest, "a mailbox wait is 0 to 30 seconds")
         }
         let user = try await validate(token: token).userID
         // A read after `cursor` says the endpoint applied everything up to it.
         if cursor > 0 { try await pruneMailbox(user: user, endpointID: endpointID, cursor: cursor) }
-        let clock = ContinuousClock()
-        let deadline = clock.now + wait
-        let limit = max(1, min(limit, Self.maximumMailboxPage))
         // A long-poll sent again right after its answer need not read first: a read since the
         // user's last entry was announced found nothing past this cursor, so it waits at once,
         // and ends as a wait that had read would. That halves the reads a delivery costs. Not
@@ -212,25 +242,50 @@ extension DomainEngine {
         // on); and where a writer may go unheard (`spark-admin` on a served file), only before
         // the first wait, so that an entry whose announcement never came is read when the wait
         // ends. Where every writer is heard (PostgreSQL), a wait that ends empty reads nothing.
-        var mayTrustSettled = wait > .zero && !sharedWithOtherProcesses
-        while true {
-            // Taken before the read, so an entry committed after it still wakes the wait.
-            let ticket = mailboxWaiters.ticket(for: user)
-            let entries: [MailboxEntry]
-            if mayTrustSettled, mailboxWaiters.isSettled(ticket, after: cursor) {
-                entries = []
-            } else {
-                entries = try await mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
-                if entries.count < limit { mailboxWaiters.settle(ticket, at: entries.last?.sequence ?? cursor) }
-            }
-            mayTrustSettled = mayTrustSettled && store.hearsEveryWriter
-            let left = deadline - clock.now
-            if !entries.isEmpty || left <= .zero || Task.isCancelled || mailboxWaiters.isEnded { return entries }
-            if wait > .zero { startWatchingOtherProcesses() }
-            await mailboxWaiters.wait(ticket, timeout: left)
-            // Its client is gone (the connection closed): nobody would get what a read found.
-            if Task.isCancelled { return [] }
+        return try await mailboxStep(
+            user: user, endpointID: endpointID, cursor: cursor, limit: max(1, min(limit, Self.maximumMailboxPage)),
+            deadline: ContinuousClock.now + wait, mayTrustSettled: wait > .zero && !sharedWithOtherProcesses)
+    }
+
+    /// Waits for an entry for the poll's user, until its deadline.
+    package func waitForMailbox(_ poll: MailboxPoll) async {
+        await mailboxWaiters.wait(poll.ticket, timeout: poll.deadline - ContinuousClock.now)
+    }
+
+    /// ``waitForMailbox(_:)`` without a task: `wake` is called once when the wait would end.
+    package func parkMailboxWait(_ poll: MailboxPoll, wake: @escaping MailboxWaiters.Wake) {
+        mailboxWaiters.park(poll.ticket, timeout: poll.deadline - ContinuousClock.now, wake: wake)
+    }
+
+    /// The read after a wait: what came, or another wait until the deadline.
+    package func continueMailboxRead(_ poll: MailboxPoll) async throws -> MailboxStep {
+        // Its client is gone (the connection closed): nobody would get what a read found.
+        if Task.isCancelled { return .entries([]) }
+        return try await mailboxStep(
+            user: poll.user, endpointID: poll.endpointID, cursor: poll.cursor, limit: poll.limit, deadline: poll.deadline,
+            mayTrustSettled: poll.mayTrustSettled)
+    }
+
+    private func mailboxStep(
+        user: String, endpointID: String, cursor: Int64, limit: Int, deadline: ContinuousClock.Instant, mayTrustSettled: Bool
+    ) async throws -> MailboxStep {
+        // Taken before the read, so an entry committed after it still wakes the wait.
+        let ticket = mailboxWaiters.ticket(for: user)
+        let entries: [MailboxEntry]
+        if mayTrustSettled, mailboxWaiters.isSettled(ticket, after: cursor) {
+            entries = []
+        } else {
+            entries = try await mailbox(user: user, endpointID: endpointID, after: cursor, limit: limit)
+            if entries.count < limit { mailboxWaiters.settle(ticket, at: entries.last?.sequence ?? cursor) }
         }
+        if !entries.isEmpty || deadline <= ContinuousClock.now || Task.isCancelled || mailboxWaiters.isEnded {
+            return .entries(entries)
+        }
+        startWatchingOtherProcesses()
+        return .wait(
+            MailboxPoll(
+                user: user, endpointID: endpointID, cursor: cursor, limit: limit, deadline: deadline, ticket: ticket,
+                mayTrustSettled: mayTrustSettled && store.hearsEveryWriter))
     }
 
     /// How long an entry every endpoint of its user has read past is still kept (a device that

@@ -28,7 +28,7 @@ package final class MailboxWaiters: Sendable {
         var generations: [String: UInt64] = [:]
         var settled: [String: Settled] = [:]
         /// Each user's waits, by id.
-        var waiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+        var waiters: [String: [UInt64: Wake]] = [:]
         /// The waits by the tenth of a second their time is up in (``tick(_:roundingUp:)``, rounded up),
         /// for the sweeper to end without looking at the others. A wait woken before then stays
         /// listed until that tick, and is passed over.
@@ -39,6 +39,9 @@ package final class MailboxWaiters: Sendable {
         var ended = false
         var sweeping = false
     }
+
+    /// What ends a wait: a task's continuation resumed, or a parked long-poll's callback.
+    package typealias Wake = @Sendable () -> Void
 
     private let state = Locked(State())
     /// Where ticks count from.
@@ -89,7 +92,7 @@ package final class MailboxWaiters: Sendable {
 
     /// Entries reached these users' mailboxes: wakes their waiters.
     package func notify(_ users: some Sequence<String>) {
-        var woken: [CheckedContinuation<Void, Never>] = []
+        var woken: [Wake] = []
         state.withLock { state in
             for user in users {
                 state.clock += 1
@@ -100,7 +103,7 @@ package final class MailboxWaiters: Sendable {
             }
             state.waiting -= woken.count
         }
-        for waiter in woken { waiter.resume() }
+        for wake in woken { wake() }
     }
 
     /// Something changed that this process cannot attribute (another process wrote the
@@ -114,7 +117,7 @@ package final class MailboxWaiters: Sendable {
             state.waiting = 0
             return all
         }
-        for waiter in woken { waiter.resume() }
+        for wake in woken { wake() }
     }
 
     /// Ends every wait now, and every later one at once (a server shutting down).
@@ -129,36 +132,51 @@ package final class MailboxWaiters: Sendable {
     /// Returns when the ticket's user gets an entry after the ticket was taken, after `timeout`
     /// (within two tenths of a second: the sweeper looks every tenth), or when the task is cancelled.
     ///
-    /// A wait holds a continuation and nothing else: one sweeper task for all of them ends the
+    /// A wait holds its wake-up and nothing else: one sweeper task for all of them ends the
     /// ones whose time is up, so 10,000 idle long-polls are 10,000 small entries, not 10,000
     /// sleeping tasks; it looks only at the waits due, not at every wait ten times a second.
     package func wait(_ ticket: Ticket, timeout: Duration) async {
-        let id = state.withLock { state -> UInt64 in
-            state.clock += 1
-            return state.clock
-        }
-        let deadline = ContinuousClock.now + timeout
+        let id = nextID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let (now, startSweeper) = state.withLock { state -> (Bool, Bool) in
-                    if (state.generations[ticket.user] ?? 0) != ticket.generation || state.everyone != ticket.everyone
-                        || state.ended || Task.isCancelled
-                    {
-                        return (true, false)
-                    }
-                    state.waiters[ticket.user, default: [:]][id] = continuation
-                    state.waiting += 1
-                    if !state.sweeping { state.nextTick = tick(.now, roundingUp: false) }
-                    state.due[max(tick(deadline, roundingUp: true), state.nextTick), default: []].append((ticket.user, id))
-                    defer { state.sweeping = true }
-                    return (false, !state.sweeping)
-                }
-                if now { continuation.resume() }
-                if startSweeper { Task.detached { [weak self] in await self?.sweep() } }
+                park(ticket, id: id, timeout: timeout) { continuation.resume() }
             }
         } onCancel: {
             resume(ticket.user, id)
         }
+    }
+
+    /// ``wait(_:timeout:)`` without a task: `wake` is called once, when the wait would return
+    /// (at once when it would not wait at all), on whichever thread ends it. A long-poll parked
+    /// so holds this entry and what `wake` captures, nothing of the request's frames.
+    package func park(_ ticket: Ticket, timeout: Duration, wake: @escaping Wake) {
+        park(ticket, id: nextID(), timeout: timeout, wake: wake)
+    }
+
+    private func nextID() -> UInt64 {
+        state.withLock { state -> UInt64 in
+            state.clock += 1
+            return state.clock
+        }
+    }
+
+    private func park(_ ticket: Ticket, id: UInt64, timeout: Duration, wake: @escaping Wake) {
+        let deadline = ContinuousClock.now + timeout
+        let (now, startSweeper) = state.withLock { state -> (Bool, Bool) in
+            if (state.generations[ticket.user] ?? 0) != ticket.generation || state.everyone != ticket.everyone
+                || state.ended || Task.isCancelled
+            {
+                return (true, false)
+            }
+            state.waiters[ticket.user, default: [:]][id] = wake
+            state.waiting += 1
+            if !state.sweeping { state.nextTick = tick(.now, roundingUp: false) }
+            state.due[max(tick(deadline, roundingUp: true), state.nextTick), default: []].append((ticket.user, id))
+            defer { state.sweeping = true }
+            return (false, !state.sweeping)
+        }
+        if now { wake() }
+        if startSweeper { Task.detached { [weak self] in await self?.sweep() } }
     }
 
     /// Ends the waits whose time is up, every 100 ms while there are any.
@@ -166,8 +184,8 @@ package final class MailboxWaiters: Sendable {
         while true {
             try? await Task.sleep(for: .milliseconds(100))
             let now = tick(.now, roundingUp: false)
-            let (expired, done) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
-                var expired: [CheckedContinuation<Void, Never>] = []
+            let (expired, done) = state.withLock { state -> ([Wake], Bool) in
+                var expired: [Wake] = []
                 while state.nextTick <= now {
                     for (user, id) in state.due.removeValue(forKey: state.nextTick) ?? [] {
                         // Gone already when it was woken, cancelled or ended.
@@ -184,18 +202,18 @@ package final class MailboxWaiters: Sendable {
                 }
                 return (expired, state.waiters.isEmpty)
             }
-            for continuation in expired { continuation.resume() }
+            for wake in expired { wake() }
             if done { return }
         }
     }
 
     private func resume(_ user: String, _ id: UInt64) {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let wake = state.withLock { state -> Wake? in
             guard let waiter = state.waiters[user]?.removeValue(forKey: id) else { return nil }
             if state.waiters[user]?.isEmpty == true { state.waiters[user] = nil }
             state.waiting -= 1
             return waiter
         }
-        continuation?.resume()
+        wake?()
     }
 }
