@@ -137,6 +137,32 @@ struct MailboxWaitTests {
         #expect(ended.withLock { $0 }.last == "erin" && waiters.waiting == 0)
     }
 
+    /// A parked long-poll (no task) is woken exactly once: by an entry, by its timeout, at once
+    /// when the entry came first, or when the server ends every wait.
+    @Test func aParkedWaitIsWokenOnceWhateverEndsIt() async {
+        let waiters = MailboxWaiters()
+        let woken = Locked<[String]>([])
+        func park(_ user: String, _ timeout: Duration) {
+            waiters.park(waiters.ticket(for: user), timeout: timeout) { woken.withLock { $0.append(user) } }
+        }
+        park("bob", .seconds(3600))
+        park("carol", .milliseconds(200))
+        park("dave", .seconds(3600))
+        #expect(waiters.waiting == 3)
+        waiters.notify(["bob"])
+        waiters.notify(["bob"])
+        #expect(woken.withLock { $0 } == ["bob"], "an entry wakes its user's wait, once")
+        #expect(await eventually(seconds: 10) { woken.withLock { $0 } == ["bob", "carol"] }, "the timeout wakes it")
+        let before = waiters.ticket(for: "erin")
+        waiters.notify(["erin"])
+        waiters.park(before, timeout: .seconds(3600)) { woken.withLock { $0.append("erin") } }
+        #expect(woken.withLock { $0 }.last == "erin", "an entry before the park wakes it at once")
+        waiters.endAll()
+        #expect(woken.withLock { $0 } == ["bob", "carol", "erin", "dave"] && waiters.waiting == 0)
+        try? await Task.sleep(for: .milliseconds(300))
+        #expect(woken.withLock { $0 }.count == 4, "nothing is woken twice (the sweeper passes over it)")
+    }
+
     @Test func anEntryBetweenTheReadAndTheWaitIsNotMissed() async {
         let waiters = MailboxWaiters()
         let ticket = waiters.ticket(for: "bob")
