@@ -634,7 +634,7 @@ extension DomainEngine {
     /// A chat's transactions (creation, membership, posts) run one at a time per chat: under
     /// the chat's lock, membership, message numbers and idempotency records are read and written
     /// without another transaction of the same chat in between; mailbox heads move atomically.
-    static func chatScope(_ chatID: String) -> WriteScope { .locking([]) }
+    static func chatScope(_ chatID: String) -> WriteScope { .locking(["chat:" + chatID]) }
 
     static func standing(_ db: any DomainStatements, user: String, now: Date) throws -> UserStatus.State {
         guard
