@@ -1053,8 +1053,8 @@ static SSL_CTX *make_tls(const char *certificate_pem, const char *key_pem) {
     SSL_CTX *context = SSL_CTX_new(TLS_server_method());
     if (!context) return NULL;
     SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
-    SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    // An idle connection keeps no record buffers; no session is kept here (tickets resume).
+    SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
+    // An idle connection keeps no record buffers; no session is kept here, and none resumed.
     SSL_CTX_set_mode(
         context, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);

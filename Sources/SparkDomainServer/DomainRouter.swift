@@ -564,7 +564,6 @@ package final class DomainRouter: Sendable {
         }
     }
 
-    /// `GET /v1/mailbox`, a long-poll when `wait` is above zero.
     /// A mailbox read's credential and parameters, checked.
     private func mailboxRead(_ call: Call) throws -> (token: String, endpoint: String, query: Wire.MailboxQuery) {
         let query = try call.query(Wire.MailboxQuery.self)
@@ -573,7 +572,7 @@ package final class DomainRouter: Sendable {
         return (token, endpoint, query)
     }
 
-    /// A mailbox read up to its first wait.
+    /// `GET /v1/mailbox` up to its first wait (a long-poll when `wait` is above zero).
     private func readMailbox(_ call: Call) async throws -> DomainEngine.MailboxStep {
         let read = try mailboxRead(call)
         return try await domain.beginMailboxRead(

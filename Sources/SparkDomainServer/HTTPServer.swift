@@ -77,7 +77,7 @@ package struct HTTPResponse: Sendable {
         self.headers = headers
     }
 
-    /// An answer that comes after `deferred.wait`, from `deferred.then`.
+    /// An answer that comes from `deferred.then`, after `deferred.park`'s wake-up.
     package init(deferred: Deferred) {
         self.init(status: 0, body: Data())
         self.deferred = deferred
@@ -86,8 +86,9 @@ package struct HTTPResponse: Sendable {
 
 /// spark-domaind's HTTP/1.1 server (CSparkHTTP): epoll worker threads, keep-alive, TLS by
 /// OpenSSL, connection caps, idle timeouts and a body cap (413 before reading), driving a Swift
-/// handler. A handler's request is answered when its task ends; the connection waits meanwhile,
-/// so a long-poll costs a little memory and no thread.
+/// handler. A request is answered when its handler returns, or, when the answer is deferred (a
+/// long-poll that waits), after the deferral's wake-up; the connection waits meanwhile, holding
+/// no thread and no task.
 package final class HTTPServer: Sendable {
     /// How the server listens.
     package struct Options: Sendable {
@@ -251,14 +252,10 @@ private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: Opaqu
     server.inFlight.withLock { $0 += 1 }
     nonisolated(unsafe) let pending = request
     let handler = server.handler
-    let held = Locked<HTTPRequest?>(incoming)
     // On the server's own threads: a request that blocks in the store holds one of them, never
-    // a thread of Swift's cooperative pool.
-    Task(executorPreference: server.executor) {
-        // The request is let go once handled: a deferred answer does not keep it.
-        guard let request = held.withLock({ $0.take() }) else { preconditionFailure("a request is handled once") }
-        answer(pending, with: await handler(request), server: server)
-    }
+    // a thread of Swift's cooperative pool. The task, and the request with it, ends once handled,
+    // even when the answer is deferred.
+    Task(executorPreference: server.executor) { answer(pending, with: await handler(incoming), server: server) }
 }
 
 /// Answers the request, or parks it until its deferred answer may be ready and asks for it then,
