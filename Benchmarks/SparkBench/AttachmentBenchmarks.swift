@@ -118,7 +118,7 @@ enum AttachmentBenchmarks {
                 }
             }
             """
-        let server = try Harness.nginx(configuration: configuration, in: scene.directory)
+        let server = try Harness.nginx(configuration: configuration, in: scene.directory, port: port)
         defer {
             server.terminate()
             server.waitUntilExit()

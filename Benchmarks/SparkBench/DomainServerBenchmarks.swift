@@ -257,7 +257,7 @@ enum DomainServerBenchmarks {
             }
             """
         // nginx in the foreground (`daemon off`), as a child this process stops.
-        let server = try Harness.nginx(configuration: configuration, in: directory)
+        let server = try Harness.nginx(configuration: configuration, in: directory, port: port)
         defer {
             server.terminate()
             server.waitUntilExit()

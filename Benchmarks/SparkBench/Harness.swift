@@ -1,6 +1,10 @@
 import Foundation
 import SparkDomain
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One printed row: our number beside a reference's, measured in the same run.
 struct BenchmarkResult: Codable {
     /// The row's name, stable across runs (`pbkdf2-sha512-600k`).
@@ -141,7 +145,7 @@ extension Harness {
     /// Starts nginx in the foreground (`daemon off` in `configuration`) on `directory`, as a
     /// child the caller stops with `terminate()` and `waitUntilExit()`; waits a moment for it to
     /// listen.
-    static func nginx(configuration: String, in directory: URL) throws -> Process {
+    static func nginx(configuration: String, in directory: URL, port: Int) throws -> Process {
         let file = directory.appendingPathComponent("nginx.conf")
         try configuration.write(to: file, atomically: true, encoding: .utf8)
         let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -152,8 +156,25 @@ extension Harness {
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
-        Thread.sleep(forTimeInterval: 0.3)
+        // Until it listens (a fixed pause was too short on a busy machine: wrk then failed).
+        for _ in 0..<100 where !accepts(port: port) { Thread.sleep(forTimeInterval: 0.05) }
         return server
+    }
+
+    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
+    static func accepts(port: Int) -> Bool {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return false }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
     }
 }
 
