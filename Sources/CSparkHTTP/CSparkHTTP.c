@@ -369,6 +369,15 @@ static void free_closed(struct worker *worker) {
     }
 }
 
+/// What an OpenSSL call (read, write, handshake) that returned `result` (≤ 0) waits for: 0 with `*wait` set, or
+/// -1 when the connection is over.
+static int tls_wait(SSL *tls, int result, enum step *wait) {
+    int error = SSL_get_error(tls, result);
+    if (error == SSL_ERROR_WANT_READ) return *wait = WAIT_READ, 0;
+    if (error == SSL_ERROR_WANT_WRITE) return *wait = WAIT_WRITE, 0;
+    return -1;
+}
+
 /// Sends what is left of the answer: 1 when all is sent, 0 when the socket is full, -1 on an error.
 static int send_out(struct connection *connection, enum step *wait) {
     while (connection->out_sent < connection->out_length) {
@@ -378,12 +387,7 @@ static int send_out(struct connection *connection, enum step *wait) {
         if (connection->tls) {
             ERR_clear_error();
             int n = SSL_write(connection->tls, from, left > INT32_MAX ? INT32_MAX : (int)left);
-            if (n <= 0) {
-                int error = SSL_get_error(connection->tls, n);
-                if (error == SSL_ERROR_WANT_WRITE) return *wait = WAIT_WRITE, 0;
-                if (error == SSL_ERROR_WANT_READ) return *wait = WAIT_READ, 0;
-                return -1;
-            }
+            if (n <= 0) return tls_wait(connection->tls, n, wait);
             sent = n;
         } else {
             sent = send(connection->fd, from, left, MSG_NOSIGNAL);
@@ -512,12 +516,7 @@ static long receive(struct connection *connection, enum step *wait) {
         if (connection->tls) {
             ERR_clear_error();
             int n = SSL_read(connection->tls, to, room > INT32_MAX ? INT32_MAX : (int)room);
-            if (n <= 0) {
-                int error = SSL_get_error(connection->tls, n);
-                if (error == SSL_ERROR_WANT_READ) return *wait = WAIT_READ, 0;
-                if (error == SSL_ERROR_WANT_WRITE) return *wait = WAIT_WRITE, 0;
-                return -1;
-            }
+            if (n <= 0) return tls_wait(connection->tls, n, wait);
             received = n;
         } else {
             received = recv(connection->fd, to, room, 0);
@@ -762,10 +761,8 @@ static enum step step_handshake(struct connection *connection) {
         connection->state = READING;
         return AGAIN;
     }
-    int error = SSL_get_error(connection->tls, done);
-    if (error == SSL_ERROR_WANT_READ) return WAIT_READ;
-    if (error == SSL_ERROR_WANT_WRITE) return WAIT_WRITE;
-    return CLOSED;
+    enum step wait = CLOSED;
+    return tls_wait(connection->tls, done, &wait) == 0 ? wait : CLOSED;
 }
 
 static enum step step_read(struct connection *connection) {
