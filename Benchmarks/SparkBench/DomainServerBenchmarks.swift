@@ -315,7 +315,7 @@ enum DomainServerBenchmarks {
         limit.rlim_cur = limit.rlim_max
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         guard limit.rlim_cur >= 10_500 else { throw BenchError("10,000 long-polls need 10,500 file descriptors") }
-        let served = try Served(["--max-connections", "30000"])
+        let served = try Served(["--max-connections", "30000", "--max-connections-per-address", "30000"])
         defer { served.stop() }
         let token = try SetupBenchmarks.blocking { () -> String in
             let domain = try served.client()

@@ -79,11 +79,12 @@ final class Deployment: @unchecked Sendable {  // immutable after init
     static func serve(_ daemon: String, _ home: URL, connections: Int) throws -> (ChildProcess, Int) {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: daemon)
-        // The guessing limits (test tokens, passcodes) are per address: raised, since every user
-        // here comes from 127.0.0.1. The proxies speak PROXY v2 from 127.0.0.1.
+        // The guessing limits (test tokens, passcodes) and the connections per address are
+        // raised, since every user here comes from 127.0.0.1. The proxies speak PROXY v2 from 127.0.0.1.
         process.arguments = [
             "serve", home.path, "--listen", "127.0.0.1:0", "--quiet", "--threads", "2",
-            "--max-connections", String(2 * connections), "--rate-limits", "1000000000,1000000000",
+            "--max-connections", String(2 * connections), "--max-connections-per-address", String(2 * connections),
+            "--rate-limits", "1000000000,1000000000",
             "--proxy-from", "127.0.0.1",
         ]
         let output = Pipe()

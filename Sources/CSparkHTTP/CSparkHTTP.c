@@ -13,7 +13,6 @@
 #include "CSparkHTTP.h"
 #include "CSparkHTTPParse.h"
 #include "CSparkProxy.h"
-#include "CSparkTLSRecord.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,6 +41,8 @@ enum {
     DRAIN_MAXIMUM = 4 << 20,
     /// Room beyond a request's head and body cap: a record's worth (and a half) of what follows.
     READ_SLACK = 32768,
+    /// A body's grace before its minimum rate applies (ms).
+    BODY_GRACE = 10000,
     ADDRESS_BUCKETS = 4096,
 };
 
@@ -57,14 +58,8 @@ struct connection {
     int fd;
     enum connection_state state;
     struct worker *worker;
-    /// TLS: OpenSSL's connection during the handshake (and for good when it stays with OpenSSL:
-    /// TLS 1.2), or after a TLS 1.3 handshake the record layer of CSparkTLSRecord.c, its secrets
-    /// gathered meanwhile, and the records received and not yet opened.
+    /// TLS: OpenSSL's connection, which seals and opens every record (NULL for plain HTTP).
     SSL *tls;
-    struct tls13_secrets *secrets;
-    struct tls13 *record;
-    uint8_t *raw;
-    size_t raw_length, raw_capacity;
     /// Received bytes not yet taken by a request (NULL when none).
     uint8_t *in;
     size_t in_length, in_capacity;
@@ -86,6 +81,11 @@ struct connection {
     int peer_closed;
     /// When it is closed unless something happens (ms, monotonic).
     long long deadline;
+    /// When the request being read began (its first byte), and when its body was admitted
+    /// (0: not yet): the head has `head_timeout` in all, the body a minimum rate.
+    long long request_started, body_started;
+    /// What of `in` counts toward the body budgets (its capacity beyond a head's).
+    size_t charged;
     size_t drained;
     /// Whether it counts toward its address's limit (from the time its address is known).
     int counted;
@@ -124,8 +124,6 @@ struct worker {
     int woken;
     struct connection *connections;
     struct connection *closed;
-    /// The context the record layer seals and opens with (one a worker, keyed per record).
-    EVP_CIPHER_CTX *cipher_context;
     int listening;
     /// Out of descriptors (or memory) to accept with: the listening socket is left out of this
     /// worker's epoll until then (ms), or it would be reported ready over and over.
@@ -135,6 +133,8 @@ struct worker {
 struct address_count {
     struct in6_addr address;
     unsigned count;
+    /// Bytes of request bodies its connections hold.
+    size_t buffered;
     struct address_count *next;
 };
 
@@ -145,10 +145,16 @@ struct spark_http_server {
     uint16_t port;
     SSL_CTX *tls;
     spark_http_handler handler;
+    spark_http_head_check head_check;
     void *context;
     size_t maximum_body;
     unsigned connection_limit, per_address_limit;
-    long long idle_timeout;
+    long long idle_timeout, head_timeout;
+    size_t minimum_body_rate;
+    /// What request bodies may hold, all clients together and per client address; and what
+    /// they hold now (the per-address share is in `addresses`, under its lock).
+    size_t body_budget, per_address_body_budget;
+    atomic_size_t buffered;
     struct in6_addr *proxies;
     size_t proxy_count;
     atomic_uint connections;
@@ -253,6 +259,41 @@ static void uncount_address(struct spark_http_server *server, struct connection 
     connection->counted = 0;
 }
 
+/// Moves the connection's charge toward the body budgets to what an `in` of `capacity` bytes
+/// costs: 1 when done, 0 when the whole server would pass its budget, -1 when its address would.
+/// Shrinking always succeeds.
+static int charge(struct connection *connection, size_t capacity) {
+    struct spark_http_server *server = connection->worker->server;
+    size_t wanted = capacity > HTTP_HEAD_MAXIMUM ? capacity - HTTP_HEAD_MAXIMUM : 0;
+    if (wanted == connection->charged) return 1;
+    size_t bucket = address_bucket(&connection->address_key);
+    pthread_mutex_lock(&server->addresses_lock);
+    struct address_count *entry = NULL;
+    if (connection->counted) {
+        entry = server->addresses[bucket];
+        while (entry && memcmp(&entry->address, &connection->address_key, sizeof entry->address) != 0) entry = entry->next;
+    }
+    int result = 1;
+    if (wanted > connection->charged) {
+        size_t more = wanted - connection->charged;
+        if (entry && entry->buffered + more > server->per_address_body_budget) {
+            result = -1;
+        } else if (atomic_fetch_add(&server->buffered, more) + more > server->body_budget) {
+            atomic_fetch_sub(&server->buffered, more);
+            result = 0;
+        } else if (entry) {
+            entry->buffered += more;
+        }
+    } else {
+        size_t less = connection->charged - wanted;
+        atomic_fetch_sub(&server->buffered, less);
+        if (entry) entry->buffered -= less < entry->buffered ? less : entry->buffered;
+    }
+    if (result == 1) connection->charged = wanted;
+    pthread_mutex_unlock(&server->addresses_lock);
+    return result;
+}
+
 static int from_proxy(const struct spark_http_server *server, const struct in6_addr *address) {
     for (size_t i = 0; i < server->proxy_count; i++) {
         if (memcmp(&server->proxies[i], address, sizeof *address) == 0) return 1;
@@ -339,11 +380,8 @@ static void close_connection(struct connection *connection) {
     struct worker *worker = connection->worker;
     if (connection->pending) connection->pending->connection = NULL;
     if (connection->tls) SSL_free(connection->tls);
-    if (connection->secrets) OPENSSL_cleanse(connection->secrets, sizeof *connection->secrets);
-    free(connection->secrets);
-    tls13_free(connection->record);
-    free(connection->raw);
     close(connection->fd);
+    charge(connection, 0);
     uncount_address(worker->server, connection);
     atomic_fetch_sub(&worker->server->connections, 1);
     if (connection->previous) connection->previous->next = connection->next;
@@ -351,10 +389,8 @@ static void close_connection(struct connection *connection) {
     if (connection->next) connection->next->previous = connection->previous;
     free(connection->in);
     free(connection->out);
-    connection->in = connection->out = connection->raw = NULL;
+    connection->in = connection->out = NULL;
     connection->tls = NULL;
-    connection->secrets = NULL;
-    connection->record = NULL;
     connection->pending = NULL;
     connection->state = GONE;
     connection->next = worker->closed;
@@ -369,12 +405,14 @@ static void free_closed(struct worker *worker) {
     }
 }
 
-/// What an OpenSSL call (read, write, handshake) that returned `result` (≤ 0) waits for: 0 with `*wait` set, or
-/// -1 when the connection is over.
+/// What an OpenSSL call (read, write, handshake) that returned `result` (≤ 0) waits for: 0 with `*wait` set,
+/// -2 when the peer sent close_notify, or -1 when the connection is over (OpenSSL has sent the alert
+/// a fatal error calls for).
 static int tls_wait(SSL *tls, int result, enum step *wait) {
     int error = SSL_get_error(tls, result);
     if (error == SSL_ERROR_WANT_READ) return *wait = WAIT_READ, 0;
     if (error == SSL_ERROR_WANT_WRITE) return *wait = WAIT_WRITE, 0;
+    if (error == SSL_ERROR_ZERO_RETURN) return -2;
     return -1;
 }
 
@@ -402,17 +440,9 @@ static int send_out(struct connection *connection, enum step *wait) {
     return 1;
 }
 
-/// Makes `answer` (malloc'd, taken) the bytes to write, sealed into records when the connection's
-/// TLS is the server's own: 0 when that fails (the connection must close).
+/// Makes `answer` (malloc'd, taken) the bytes to write: 0 when there is none (out of memory; the
+/// connection must close).
 static int set_answer(struct connection *connection, uint8_t *answer, size_t size) {
-    if (answer && connection->record) {
-        size_t sealed_size = 0;
-        uint8_t *sealed =
-            tls13_seal(connection->record, connection->worker->cipher_context, answer, size, &sealed_size);
-        free(answer);
-        answer = sealed;
-        size = sealed_size;
-    }
     free(connection->out);
     connection->out = answer;
     connection->out_length = answer ? size : 0;
@@ -423,9 +453,14 @@ static int set_answer(struct connection *connection, uint8_t *answer, size_t siz
 /// Starts writing an answer made here (a refusal, or 100 Continue).
 static enum step answer_here(struct connection *connection, unsigned status, const char *body, int close_after) {
     size_t size = 0;
+    // A refusal for want of capacity says when to come back.
+    const char *retry_name = "Retry-After", *retry_value = "1";
+    size_t extra = status == 503 || status == 429;
     uint8_t *answer = status == 100
         ? (uint8_t *)strdup("HTTP/1.1 100 Continue\r\n\r\n")
-        : make_answer(status, "application/json", (const uint8_t *)body, strlen(body), NULL, NULL, 0, !close_after, 0, &size);
+        : make_answer(
+              status, "application/json", (const uint8_t *)body, strlen(body), &retry_name, &retry_value, extra,
+              !close_after, 0, &size);
     if (answer && status == 100) size = strlen((char *)answer);
     if (!set_answer(connection, answer, size)) return CLOSED;
     connection->close_after = close_after;
@@ -438,77 +473,47 @@ static enum step refuse(struct connection *connection, int refusal) {
     return answer_here(connection, http_refusal_status((enum http_refusal)refusal), http_refusal_body((enum http_refusal)refusal), 1);
 }
 
-/// Grows `in` to hold at least `size` bytes.
+/// Grows `in` to hold at least `size` bytes, within the body budgets: 1 when done, 0 when out of
+/// memory, or the refusal the budgets give (HTTP_SERVER_BUSY, HTTP_ADDRESS_BUSY), negated.
 static int reserve(struct connection *connection, size_t size) {
     if (connection->in_capacity >= size) return 1;
+    int charged = charge(connection, size);
+    if (charged <= 0) return charged == 0 ? -HTTP_SERVER_BUSY : -HTTP_ADDRESS_BUSY;
     uint8_t *grown = realloc(connection->in, size);
-    if (!grown) return 0;
+    if (!grown) {
+        charge(connection, connection->in_capacity);
+        return 0;
+    }
     connection->in = grown;
     connection->in_capacity = size;
     return 1;
 }
 
-/// Reads records into `raw` and opens them into `in` (which has room for what `raw` holds): the
-/// count of application bytes, 0 when nothing more is there now (`*wait` set), -1 when the
-/// connection is over (EOF, an error, an alert, a record that does not authenticate).
-static long receive_records(struct connection *connection, enum step *wait) {
-    size_t limit = HTTP_HEAD_MAXIMUM + connection->worker->server->maximum_body + READ_SLACK;
-    for (;;) {
-        // `in` grows to take what `raw` holds, as far as its cap.
-        size_t needed = connection->in_length + connection->raw_length;
-        if (needed > connection->in_capacity && connection->in_capacity < limit) {
-            size_t capacity = connection->in_capacity * 2 > needed ? connection->in_capacity * 2 : needed;
-            if (!reserve(connection, capacity < limit ? capacity : limit)) return -1;
-        }
-        // The whole records already here first.
-        size_t room = connection->in_capacity - connection->in_length;
-        size_t usable = connection->raw_length < room ? connection->raw_length : room;
-        size_t plain = 0;
-        long used = usable ? tls13_open(connection->record, connection->worker->cipher_context, connection->raw, usable,
-                                 connection->in + connection->in_length, &plain)
-                           : 0;
-        if (used < 0) return -1;
-        memmove(connection->raw, connection->raw + used, connection->raw_length - (size_t)used);
-        connection->raw_length -= (size_t)used;
-        connection->in_length += plain;
-        if (plain) return (long)plain;
-        if (used == 0 && connection->raw_length > room) return *wait = WAIT_READ, 0;  // `in` is full
-        if (!connection->raw) {
-            connection->raw = malloc(TLS_RECORD_HEADER + TLS_RECORD_CIPHERTEXT_MAXIMUM);
-            if (!connection->raw) return -1;
-            connection->raw_capacity = TLS_RECORD_HEADER + TLS_RECORD_CIPHERTEXT_MAXIMUM;
-        }
-        ssize_t received = recv(
-            connection->fd, connection->raw + connection->raw_length, connection->raw_capacity - connection->raw_length, 0);
-        if (received < 0 && errno == EINTR) continue;
-        if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (connection->raw_length == 0) {
-                free(connection->raw);
-                connection->raw = NULL;
-                connection->raw_capacity = 0;
-            }
-            return *wait = WAIT_READ, 0;
-        }
-        if (received <= 0) return -1;
-        connection->raw_length += (size_t)received;
-        connection->deadline = now_ms() + connection->worker->server->idle_timeout;
-    }
+/// Frees `in` (nothing is in it).
+static void release_input(struct connection *connection) {
+    free(connection->in);
+    connection->in = NULL;
+    connection->in_capacity = 0;
+    charge(connection, 0);
 }
 
-/// Reads into `in`: the count read, 0 when nothing more is there now (`*wait` set), -1 when the
-/// connection is over (EOF or an error).
+/// Reads into `in`: the count read, 0 when nothing more is there now (`*wait` set), -2 when the
+/// peer closed TLS with close_notify, -1 when the connection is over (EOF or an error), or
+/// -(2 + refusal) when the body budgets refuse `in` more room.
 static long receive(struct connection *connection, enum step *wait) {
     if (connection->in_length == connection->in_capacity) {
-        size_t limit = HTTP_HEAD_MAXIMUM + connection->worker->server->maximum_body + READ_SLACK;
+        // A head fits in HTTP_HEAD_MAXIMUM; only an admitted body (a chunked one: a body with a
+        // length has its room already) grows `in` past it, within the budgets.
+        size_t limit = connection->body_started
+            ? HTTP_HEAD_MAXIMUM + connection->worker->server->maximum_body + READ_SLACK
+            : HTTP_HEAD_MAXIMUM;
         if (connection->in_capacity >= limit) return *wait = WAIT_READ, 0;
         size_t capacity = connection->in_capacity ? connection->in_capacity * 2 : HTTP_HEAD_MAXIMUM;
         if (capacity > limit) capacity = limit;
-        uint8_t *grown = realloc(connection->in, capacity);
-        if (!grown) return -1;
-        connection->in = grown;
-        connection->in_capacity = capacity;
+        int reserved = reserve(connection, capacity);
+        if (reserved <= 0) return reserved == 0 ? -1 : -2 + reserved;
     }
-    if (connection->record) return receive_records(connection, wait);
+    if (connection->in_length == 0 && connection->head_length == 0) connection->request_started = now_ms();
     size_t room = connection->in_capacity - connection->in_length;
     uint8_t *to = connection->in + connection->in_length;
     long received;
@@ -566,10 +571,13 @@ static struct spark_http_request *make_request(
     memcpy(text, bytes + head->method.start, head->method.length);
     text[head->method.length] = 0;
     text += head->method.length + 1;
-    long path = http_unescape((const char *)bytes + head->path.start, head->path.length, text, 0);
-    if (path < 0) goto malformed;
+    // The path as sent: routes are matched on it, never on a decoded form that a proxy's rules
+    // did not see (`/%6detrics` is not `/metrics`). It is still refused if it decodes to a NUL.
+    if (http_unescape((const char *)bytes + head->path.start, head->path.length, text, 0) < 0) goto malformed;
+    memcpy(text, bytes + head->path.start, head->path.length);
+    text[head->path.length] = 0;
     request->path = text;
-    text += path + 1;
+    text += head->path.length + 1;
     for (size_t i = 0; i < head->header_count; i++) {
         struct http_span name = head->names[i], value = head->values[i];
         for (size_t c = 0; c < name.length; c++) {
@@ -632,11 +640,9 @@ static void take_input(struct connection *connection, size_t consumed) {
     connection->head_length = 0;
     memset(&connection->chunks, 0, sizeof connection->chunks);
     connection->continue_sent = 0;
-    if (connection->in_length == 0) {
-        free(connection->in);
-        connection->in = NULL;
-        connection->in_capacity = 0;
-    }
+    connection->body_started = 0;
+    connection->request_started = now_ms();
+    if (connection->in_length == 0) release_input(connection);
 }
 
 /// Hands the whole request to Swift, or answers it here while the server is closing.
@@ -652,12 +658,8 @@ static enum step hand_out(struct connection *connection, const uint8_t *body, si
     if (malformed) return refuse(connection, HTTP_MALFORMED);
     if (!request) return CLOSED;
     take_input(connection, consumed);
-    if (connection->raw && !connection->raw_length) {
-        // Waiting, the connection keeps no buffer.
-        free(connection->raw);
-        connection->raw = NULL;
-        connection->raw_capacity = 0;
-    }
+    // Waiting, the connection keeps no buffer: OpenSSL's go too when it holds nothing unread.
+    if (connection->tls) SSL_free_buffers(connection->tls);
     request->worker = connection->worker;
     request->connection = connection;
     connection->pending = request;
@@ -668,6 +670,35 @@ static enum step hand_out(struct connection *connection, const uint8_t *body, si
     free(request->block);
     request->block = NULL;
     return HANDED;
+}
+
+/// Admits the body of the request whose head is in `in` before any of it is read or room is made
+/// for it: the head check (route and credential: a refusal is answered at once and the
+/// connection closed, the body never read), then the body budgets (room for a body of known
+/// length is taken now). AGAIN when admitted (`body_started` set), otherwise the refusal's step.
+static enum step admit_body(struct connection *connection) {
+    struct spark_http_server *server = connection->worker->server;
+    if (server->head_check) {
+        int malformed = 0;
+        struct spark_http_request *request = make_request(connection, NULL, 0, &malformed);
+        if (malformed) return refuse(connection, HTTP_MALFORMED);
+        if (!request) return CLOSED;
+        char body[1024] = {0};
+        unsigned status = server->head_check(server->context, request, body, sizeof body);
+        free(request->block);
+        free(request);
+        if (status) {
+            body[sizeof body - 1] = 0;
+            return answer_here(connection, status, body, 1);
+        }
+    }
+    if (!connection->chunked) {
+        int reserved = reserve(connection, connection->head_length + (size_t)connection->content_length);
+        if (reserved == 0) return CLOSED;
+        if (reserved < 0) return refuse(connection, -reserved);
+    }
+    connection->body_started = now_ms();
+    return AGAIN;
 }
 
 /// Takes a whole request from `in` when one is there.
@@ -695,7 +726,12 @@ static enum step take_request(struct connection *connection) {
         size_t whole = head + (size_t)connection->content_length;
         if (connection->in_length >= whole)
             return hand_out(connection, connection->in + head, (size_t)connection->content_length, whole);
-        if (!reserve(connection, whole)) return CLOSED;
+    }
+    // The body is still to come: admitted first (a body that came whole with its head needs no
+    // admission: it holds nothing more than it has).
+    if (!connection->body_started) {
+        enum step admitted = admit_body(connection);
+        if (admitted != AGAIN) return admitted;
     }
     if (connection->expect_continue && !connection->continue_sent) {
         connection->continue_sent = 1;
@@ -706,22 +742,22 @@ static enum step take_request(struct connection *connection) {
 
 static void begin_closing(struct connection *connection) {
     if (connection->tls) {
+        // close_notify, if the socket takes it now (a closing connection waits for nothing).
         ERR_clear_error();
         SSL_shutdown(connection->tls);
-    } else if (connection->record) {
-        // close_notify, if the socket takes it now (a closing connection waits for nothing).
-        size_t size = 0;
-        uint8_t *alert = tls13_close_notify(connection->record, connection->worker->cipher_context, &size);
-        if (alert) {
-            ssize_t sent = send(connection->fd, alert, size, MSG_NOSIGNAL);
-            (void)sent;
-            free(alert);
-        }
     }
     shutdown(connection->fd, SHUT_WR);
     connection->state = DRAINING;
     connection->drained = 0;
     connection->deadline = now_ms() + DRAIN_TIMEOUT;
+}
+
+/// A connection's first state once its client is known: the handshake, which must be done within
+/// the head timeout (the idle timer is not reset meanwhile), or reading.
+static void start_connection(struct connection *connection) {
+    const struct spark_http_server *server = connection->worker->server;
+    connection->state = connection->tls ? HANDSHAKE : READING;
+    connection->deadline = now_ms() + (connection->tls ? server->head_timeout : server->idle_timeout);
 }
 
 static enum step step_proxy_header(struct connection *connection) {
@@ -739,8 +775,7 @@ static enum step step_proxy_header(struct connection *connection) {
     if (recv(connection->fd, bytes, consumed, 0) != (ssize_t)consumed) return CLOSED;
     if (client_length) set_address(connection, (struct sockaddr *)&client);
     if (!count_address(connection->worker->server, connection)) return CLOSED;
-    connection->state = connection->tls ? HANDSHAKE : READING;
-    connection->deadline = now_ms() + connection->worker->server->idle_timeout;
+    start_connection(connection);
     return AGAIN;
 }
 
@@ -748,17 +783,8 @@ static enum step step_handshake(struct connection *connection) {
     ERR_clear_error();
     int done = SSL_do_handshake(connection->tls);
     if (done == 1) {
-        // TLS 1.3: the record layer is taken over and OpenSSL's connection freed.
-        if (connection->secrets) {
-            connection->record = tls13_take_over(connection->tls, connection->secrets);
-            free(connection->secrets);
-            connection->secrets = NULL;
-            if (connection->record) {
-                SSL_free(connection->tls);
-                connection->tls = NULL;
-            }
-        }
         connection->state = READING;
+        connection->deadline = now_ms() + connection->worker->server->idle_timeout;
         return AGAIN;
     }
     enum step wait = CLOSED;
@@ -774,13 +800,15 @@ static enum step step_read(struct connection *connection) {
     for (;;) {
         enum step wait = WAIT_READ;
         long received = receive(connection, &wait);
+        if (received == -2) {
+            // The client's close_notify: ours in answer (RFC 8446 section 6.1), then the close.
+            begin_closing(connection);
+            return AGAIN;
+        }
+        if (received <= -3) return refuse(connection, (int)(-received - 2));
         if (received < 0) return CLOSED;
         if (received == 0) {
-            if (connection->in_length == 0) {
-                free(connection->in);
-                connection->in = NULL;
-                connection->in_capacity = 0;
-            }
+            if (connection->in_length == 0) release_input(connection);
             return wait;
         }
         enum step step = take_request(connection);
@@ -913,8 +941,7 @@ static int accept_connections(struct worker *worker) {
             connection->state = PROXY_HEADER;
             connection->deadline = now_ms() + PROXY_HEADER_TIMEOUT;
         } else {
-            connection->state = connection->tls ? HANDSHAKE : READING;
-            connection->deadline = now_ms() + server->idle_timeout;
+            start_connection(connection);
         }
     }
     return 0;
@@ -953,13 +980,27 @@ static void take_answers(struct worker *worker) {
     }
 }
 
-/// Closes the connections past their deadline (none while their request is out).
+/// Whether a connection reading a request is too slow: its head not whole `head_timeout` after
+/// its first byte, or its body behind the minimum rate (after a grace).
+static int too_slow(const struct connection *connection, long long now) {
+    const struct spark_http_server *server = connection->worker->server;
+    if (connection->state != READING || !connection->in_length) return 0;
+    if (!connection->head_length) return now - connection->request_started > server->head_timeout;
+    if (!connection->body_started || !server->minimum_body_rate) return 0;
+    size_t received = connection->in_length - connection->head_length;
+    long long allowed = BODY_GRACE + (long long)(received * 1000 / server->minimum_body_rate);
+    return now - connection->body_started > allowed;
+}
+
+/// Closes the connections past their deadline (none while their request is out), and those
+/// reading a request too slowly: a byte now and then resets the idle timer, not these.
 static void sweep(struct worker *worker) {
     long long now = now_ms();
     struct connection *connection = worker->connections;
     while (connection) {
         struct connection *next = connection->next;
-        if (connection->state != HANDED_OUT && now >= connection->deadline) close_connection(connection);
+        if (connection->state != HANDED_OUT && (now >= connection->deadline || too_slow(connection, now)))
+            close_connection(connection);
         connection = next;
     }
 }
@@ -1020,6 +1061,11 @@ static void wake(struct worker *worker) {
 
 // MARK: - TLS
 
+/// The TLS 1.2 suites offered, strongest first (Mozilla's "intermediate" list).
+#define TLS12_CIPHERS                                                                                              \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                  \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
 static int choose_http11(
     SSL *tls, const unsigned char **out, unsigned char *out_length, const unsigned char *in, unsigned int in_length,
     void *argument) {
@@ -1038,28 +1084,26 @@ static int choose_http11(
     return SSL_TLSEXT_ERR_NOACK;
 }
 
-/// Gathers a connection's TLS 1.3 application traffic secrets for the record layer.
-static void keylog(const SSL *tls, const char *line) {
-    struct connection *connection = SSL_get_app_data(tls);
-    if (!connection) return;
-    if (!connection->secrets) connection->secrets = calloc(1, sizeof *connection->secrets);
-    if (connection->secrets) tls13_capture(connection->secrets, line);
-}
-
 static SSL_CTX *make_tls(const char *certificate_pem, const char *key_pem) {
     SSL_CTX *context = SSL_CTX_new(TLS_server_method());
     if (!context) return NULL;
     SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
     SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
-    // An idle connection keeps no record buffers; no session is kept here, and none resumed.
+    // TLS 1.2: forward-secret key exchange and AEAD suites only (no CBC, so no Lucky13; no RSA
+    // key transport; no SHA-1 MACs), for ECDSA and RSA certificates alike. TLS 1.3's suites are
+    // all AEADs; OpenSSL's defaults stand.
+    if (SSL_CTX_set_cipher_list(context, TLS12_CIPHERS) != 1) {
+        SSL_CTX_free(context);
+        return NULL;
+    }
+    // An idle connection keeps no record buffers (and a parked one is told to free them:
+    // SSL_free_buffers in hand_out); no session is kept here, and none resumed.
     SSL_CTX_set_mode(
         context, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
-    // No tickets: after the handshake OpenSSL must have sent nothing under the application keys,
-    // which the record layer takes over from sequence number 0 (a device that reconnects makes a
-    // full handshake).
+    // No TLS 1.3 tickets either: nothing would resume with them (a device that reconnects makes a
+    // full handshake), and each is a record written after the handshake.
     SSL_CTX_set_num_tickets(context, 0);
-    SSL_CTX_set_keylog_callback(context, keylog);
     SSL_CTX_set_alpn_select_cb(context, choose_http11, NULL);
     BIO *certificates = BIO_new_mem_buf(certificate_pem, -1);
     BIO *keys = BIO_new_mem_buf(key_pem, -1);
@@ -1095,7 +1139,6 @@ static void free_server(struct spark_http_server *server) {
         free_closed(worker);
         if (worker->epoll_fd >= 0) close(worker->epoll_fd);
         if (worker->wake_fd >= 0) close(worker->wake_fd);
-        EVP_CIPHER_CTX_free(worker->cipher_context);
         pthread_mutex_destroy(&worker->lock);
     }
     for (size_t b = 0; b < ADDRESS_BUCKETS; b++) {
@@ -1123,7 +1166,12 @@ spark_http_server *spark_http_start(
         return NULL;
     }
     server->handler = handler;
+    server->head_check = options->head_check;
     server->context = context;
+    server->head_timeout = (long long)(options->head_timeout ? options->head_timeout : 10) * 1000;
+    server->minimum_body_rate = options->minimum_body_rate;
+    server->body_budget = options->body_budget ? options->body_budget : SIZE_MAX;
+    server->per_address_body_budget = options->per_address_body_budget ? options->per_address_body_budget : SIZE_MAX;
     server->maximum_body = options->maximum_body;
     server->connection_limit = options->connection_limit;
     server->per_address_limit = options->per_address_limit;
@@ -1204,11 +1252,10 @@ spark_http_server *spark_http_start(
         pthread_mutex_init(&worker->lock, NULL);
         worker->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         worker->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        worker->cipher_context = EVP_CIPHER_CTX_new();
         server->worker_count = i + 1;
         struct epoll_event listen_event = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_marker};
         struct epoll_event wake_event = {.events = EPOLLIN, .data.ptr = &wake_marker};
-        if (worker->epoll_fd < 0 || worker->wake_fd < 0 || !worker->cipher_context
+        if (worker->epoll_fd < 0 || worker->wake_fd < 0
             || epoll_ctl(worker->epoll_fd, EPOLL_CTL_ADD, fd, &listen_event) != 0
             || epoll_ctl(worker->epoll_fd, EPOLL_CTL_ADD, worker->wake_fd, &wake_event) != 0) {
             snprintf(error, error_size, "cannot set up the server's event loops");

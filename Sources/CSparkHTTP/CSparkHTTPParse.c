@@ -13,6 +13,10 @@ unsigned http_refusal_status(enum http_refusal refusal) {
     case HTTP_LINE_TOO_LONG:
     case HTTP_QUERY_TOO_LONG: return 414;
     case HTTP_BODY_TOO_LARGE: return 413;
+    // Capacity, not the client's input: the whole server's (503) or its address's share (429),
+    // each with Retry-After.
+    case HTTP_SERVER_BUSY: return 503;
+    case HTTP_ADDRESS_BUSY: return 429;
     // 505 and 501 are what RFC 9110 and 9112 suggest; a client's input is never answered 5xx
     // here (a 5xx says the server failed), so these are 400 with their reason.
     case HTTP_VERSION_UNSUPPORTED:
@@ -46,6 +50,12 @@ const char *http_refusal_body(enum http_refusal refusal) {
         return "{\"code\":\"tooLarge\",\"message\":\"the request body is larger than this server accepts\"}";
     case HTTP_BAD_CHUNKS:
         return "{\"code\":\"invalidRequest\",\"message\":\"the chunked body is malformed\"}";
+    case HTTP_SERVER_BUSY:
+        return "{\"code\":\"unavailable\",\"message\":\"the server holds as many request bodies as it may; try again "
+               "shortly\",\"retryAfter\":1}";
+    case HTTP_ADDRESS_BUSY:
+        return "{\"code\":\"tooManyAttempts\",\"message\":\"this address's requests hold as many bodies as one address "
+               "may; try again shortly\",\"retryAfter\":1}";
     case HTTP_MALFORMED: break;
     }
     return "{\"code\":\"invalidRequest\",\"message\":\"the request is not well-formed HTTP/1.1\"}";
@@ -236,6 +246,14 @@ static long chunk_line(const uint8_t *bytes, size_t length, size_t from, size_t 
     return end;
 }
 
+/// Whether bytes[from..<to] hold a control byte other than a tab (a NUL, say).
+static int has_control(const uint8_t *bytes, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++) {
+        if ((bytes[i] < 0x20 && bytes[i] != '\t') || bytes[i] == 0x7f) return 1;
+    }
+    return 0;
+}
+
 int http_decode_chunks(
     uint8_t *bytes, size_t *length, size_t base, uint64_t maximum, struct http_chunks *state, size_t *consumed) {
     size_t p = base + state->decoded;
@@ -251,8 +269,10 @@ int http_decode_chunks(
                 if (digits == 16) return -HTTP_BODY_TOO_LARGE;
                 size = size << 4 | (uint64_t)hex_value(bytes[i]);
             }
-            // Digits, then nothing or an extension (";name=value", not interpreted).
-            if (digits == 0 || (i < (size_t)end && bytes[i] != ';' && bytes[i] != ' ' && bytes[i] != '\t'))
+            // Digits, then nothing or extensions (RFC 9112 section 7.1.1: optional whitespace, then
+            // ";name=value", not interpreted, with no control byte but a tab).
+            while (i < (size_t)end && (bytes[i] == ' ' || bytes[i] == '\t')) i++;
+            if (digits == 0 || (i < (size_t)end && bytes[i] != ';') || has_control(bytes, i, (size_t)end))
                 return -HTTP_BAD_CHUNKS;
             if (size > maximum - state->decoded) return -HTTP_BODY_TOO_LARGE;
             p = (size_t)end + 2;
@@ -275,7 +295,7 @@ int http_decode_chunks(
         } else {
             long end = chunk_line(bytes, *length, p, TRAILERS_MAXIMUM);
             if (end == -2) break;
-            if (end < 0) return -HTTP_BAD_CHUNKS;
+            if (end < 0 || has_control(bytes, p, (size_t)end)) return -HTTP_BAD_CHUNKS;
             state->trailer_bytes += (size_t)end + 2 - p;
             if (state->trailer_bytes > TRAILERS_MAXIMUM) return -HTTP_BAD_CHUNKS;
             int blank = (size_t)end == p;

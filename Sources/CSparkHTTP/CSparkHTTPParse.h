@@ -30,6 +30,9 @@ enum http_refusal {
     HTTP_NO_HOST,
     HTTP_BODY_TOO_LARGE,
     HTTP_BAD_CHUNKS,
+    /// The body budgets (the server's and the client address's) hold no room for this body now.
+    HTTP_SERVER_BUSY,
+    HTTP_ADDRESS_BUSY,
 };
 
 /// A refusal's status and JSON body ({code, message}).

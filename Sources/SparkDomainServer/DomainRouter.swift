@@ -108,6 +108,63 @@ package final class DomainRouter: Sendable {
         return response
     }
 
+    /// The most an operation open to anyone (sign-up, log-in, a test token: the calls before a
+    /// token) may send: their bodies are a few names and a password.
+    package static let anonymousBodyLimit = 16 * 1024
+
+    /// Checks a request whose body is still to come, before the server reads any of it or makes
+    /// room for it: its route, then its credential as far as that is known without the store
+    /// (``DomainEngine/precheck(token:)``). nil admits the body; an answer refuses the request,
+    /// and the server sends it and closes the connection unread. A body that came whole with its
+    /// head is not checked here (holding it costs nothing more); ``handle(_:)`` checks every
+    /// request in full either way.
+    package func admit(_ request: HTTPRequest) -> HTTPResponse? {
+        let refusal: HTTPResponse?
+        var route = "unknown"
+        if let operation = DomainOperation.matching(method: request.method, path: request.path) {
+            route = operation.rawValue
+            refusal = admission(operation, request).map { Self.refusal($0) }
+        } else if ["/healthz", "/metrics", "/v1/openapi.json"].contains(request.path) && request.method == "GET" {
+            refusal = Self.refusal(DomainError(.invalidRequest, "\(request.path) takes no body"))
+        } else if DomainOperation.hasPath(request.path) {
+            refusal = Self.refusal(
+                DomainError(.invalidRequest, "\(request.method) is not allowed on \(request.path)"), status: 405)
+        } else {
+            refusal = Self.refusal(DomainError(.notFound, "no route \(request.method) \(request.path)"))
+        }
+        if let refusal {
+            Finish(started: .now, method: request.method, address: request.clientAddress).record(
+                route: route, response: refusal, isLongPoll: false, isStoreError: false, router: self)
+        }
+        return refusal
+    }
+
+    /// Why `operation` may not have its body read, if it may not.
+    private func admission(_ operation: DomainOperation, _ request: HTTPRequest) -> DomainError? {
+        switch operation.request {
+        case .none, .query: return DomainError(.invalidRequest, "\(operation.path) takes no body")
+        case .body, .upload: break
+        }
+        do {
+            switch operation.access {
+            case .anyone:
+                if let length = request.headers["content-length"].flatMap({ Int($0) }), length > Self.anonymousBodyLimit {
+                    return DomainError(
+                        .tooLarge, "\(operation.path) takes at most \(Self.anonymousBodyLimit) bytes without a token")
+                }
+                return nil
+            case .operator:
+                try requireOperator(request)
+                return nil
+            case .user, .endpoint:
+                let token = try Call(operation: operation, request: request, router: self).token()
+                return domain.precheck(token: token)
+            }
+        } catch {
+            return error as? DomainError ?? DomainError(.invalidRequest, "\(error)")
+        }
+    }
+
     /// What a request's metrics and log line need once it is answered (all a long-poll keeps
     /// of its request while it waits).
     private struct Finish: Sendable {
@@ -489,8 +546,10 @@ package final class DomainRouter: Sendable {
     static func byteRange(_ header: String) -> (Int64, Int64?)? {
         guard header.hasPrefix("bytes=") else { return nil }
         let parts = header.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, parts[0].utf8.count <= 18, parts[1].utf8.count <= 18,
-            parts[0].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isASCII), let start = Int64(parts[0]), start >= 0
+        // Digits only: `Int64("+1")` would take a sign, which RFC 9110's grammar has not.
+        let digits = { (part: Substring) in part.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }
+        guard parts.count == 2, parts[0].utf8.count <= 18, parts[1].utf8.count <= 18, !parts[0].isEmpty,
+            digits(parts[0]), digits(parts[1]), let start = Int64(parts[0])
         else { return nil }
         if parts[1].isEmpty { return (start, nil) }
         guard let end = Int64(parts[1]), end >= start else { return nil }
@@ -615,6 +674,10 @@ private struct Call {
         if operation.method == "PUT", request.headers["content-type"]?.lowercased().hasPrefix("application/octet-stream") != true
         {
             throw DomainError(.invalidRequest, "the body must be application/octet-stream")
+        }
+        if operation.access == .anyone, request.body.count > DomainRouter.anonymousBodyLimit {
+            throw DomainError(
+                .tooLarge, "\(operation.path) takes at most \(DomainRouter.anonymousBodyLimit) bytes without a token")
         }
     }
 

@@ -110,6 +110,14 @@ package final class HTTPServer: Sendable {
         package var idleTimeout: Int
         /// The largest body accepted.
         package var maximumBody: Int
+        /// Seconds a request's head (and a TLS handshake) may take in all, however it trickles.
+        package var headTimeout: Int
+        /// The slowest a body may arrive, in bytes a second from its start (after a 10 s grace).
+        package var minimumBodyRate: Int
+        /// The bytes request bodies may hold in the server's buffers, all clients together.
+        package var bodyBudget: Int
+        /// The bytes request bodies may hold per client address.
+        package var perAddressBodyBudget: Int
         /// The IP addresses of proxies that send the PROXY protocol v2 header (haproxy's
         /// `send-proxy-v2`): a connection from one must begin with it, and the client address it
         /// names is the connection's; from any other address no header is read. Empty: none.
@@ -118,12 +126,14 @@ package final class HTTPServer: Sendable {
         /// block in the store at once, so the store's pool of connections.
         package var requestThreads: Int
 
-        /// Options with production defaults: two threads, 20,000 connections (2,000 per
-        /// address), 30 s idle, 1 MiB bodies, no proxies.
+        /// Options with production defaults: two threads, 20,000 connections (256 per address),
+        /// 30 s idle, 10 s for a head, bodies of 1 MiB at 1 KiB/s or faster holding 256 MiB in all
+        /// (16 MiB per address), no proxies.
         package init(
             host: String, port: UInt16, certificatePEM: String? = nil, keyPEM: String? = nil, threads: Int = 2,
-            connectionLimit: Int = 20_000, perAddressLimit: Int = 2_000, idleTimeout: Int = 30, maximumBody: Int = 1 << 20,
-            proxyAddresses: [String] = [], requestThreads: Int = 16
+            connectionLimit: Int = 20_000, perAddressLimit: Int = 256, idleTimeout: Int = 30, maximumBody: Int = 1 << 20,
+            headTimeout: Int = 10, minimumBodyRate: Int = 1024, bodyBudget: Int = 256 << 20,
+            perAddressBodyBudget: Int = 16 << 20, proxyAddresses: [String] = [], requestThreads: Int = 16
         ) {
             self.host = host
             self.port = port
@@ -134,22 +144,32 @@ package final class HTTPServer: Sendable {
             self.perAddressLimit = perAddressLimit
             self.idleTimeout = idleTimeout
             self.maximumBody = maximumBody
+            self.headTimeout = headTimeout
+            self.minimumBodyRate = minimumBodyRate
+            self.bodyBudget = bodyBudget
+            self.perAddressBodyBudget = perAddressBodyBudget
             self.proxyAddresses = proxyAddresses
             self.requestThreads = requestThreads
         }
     }
 
     typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+    /// The check of a request's head before its body is read (``DomainRouter/admit(_:)``): nil
+    /// admits the body, an answer refuses the request. It runs on a server thread: it must not
+    /// block.
+    package typealias HeadCheck = @Sendable (HTTPRequest) -> HTTPResponse?
 
     /// What the C server's callback reaches through its context: the handler and the count of
     /// requests in flight. Retained by the C server until it stops.
     final class Core: Sendable {
         let handler: Handler
+        let headCheck: HeadCheck?
         let inFlight = Locked(0)
         /// Where each request's task runs (off Swift's cooperative pool).
         let executor: RequestExecutor
-        init(handler: @escaping Handler, executor: RequestExecutor) {
+        init(handler: @escaping Handler, headCheck: HeadCheck?, executor: RequestExecutor) {
             self.handler = handler
+            self.headCheck = headCheck
             self.executor = executor
         }
     }
@@ -160,8 +180,13 @@ package final class HTTPServer: Sendable {
     package let port: UInt16
 
     /// Starts listening; throws with the reason when it cannot (address in use, bad key).
-    package init(options: Options, handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) throws {
-        let core = Core(handler: handler, executor: RequestExecutor(threads: max(1, options.requestThreads)))
+    /// `headCheck`, when given, sees each request whose body is still to come before any of it is
+    /// read.
+    package init(
+        options: Options, headCheck: HeadCheck? = nil, handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse
+    ) throws {
+        let core = Core(
+            handler: handler, headCheck: headCheck, executor: RequestExecutor(threads: max(1, options.requestThreads)))
         self.core = core
         var error = [CChar](repeating: 0, count: 512)
         let context = Unmanaged.passRetained(core).toOpaque()
@@ -176,7 +201,10 @@ package final class HTTPServer: Sendable {
                             host: host, port: options.port, certificate_pem: certificate, key_pem: key,
                             threads: UInt32(options.threads), connection_limit: UInt32(options.connectionLimit),
                             per_address_limit: UInt32(options.perAddressLimit), idle_timeout: UInt32(options.idleTimeout),
-                            maximum_body: options.maximumBody, proxy_addresses: proxyList.baseAddress,
+                            maximum_body: options.maximumBody, head_timeout: UInt32(options.headTimeout),
+                            minimum_body_rate: options.minimumBodyRate, body_budget: options.bodyBudget,
+                            per_address_body_budget: options.perAddressBodyBudget,
+                            head_check: headCheck == nil ? nil : serverHeadCheck, proxy_addresses: proxyList.baseAddress,
                             proxy_address_count: proxyList.count)
                         return spark_http_start(&raw, serverHandler, context, &error, error.count)
                     }
@@ -226,12 +254,25 @@ package final class HTTPServer: Sendable {
     }
 }
 
-/// The C server's callback: copies the request out and answers it from a task.
-private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: OpaquePointer?) {
-    guard let request, let context else { return }
+/// The C server's check of a head: the answer's status and JSON body (cut to what fits), or 0.
+private func serverHeadCheck(
+    _ context: UnsafeMutableRawPointer?, _ request: OpaquePointer?, _ body: UnsafeMutablePointer<CChar>?, _ size: Int
+) -> UInt32 {
+    guard let request, let context, let body, size > 0 else { return 0 }
     let server = Unmanaged<HTTPServer.Core>.fromOpaque(context).takeUnretainedValue()
+    guard let check = server.headCheck, let refusal = check(incoming(request)) else { return 0 }
+    let bytes = refusal.body.prefix(size - 1)
+    bytes.withUnsafeBytes { raw in
+        for (index, byte) in raw.enumerated() { body[index] = CChar(bitPattern: byte) }
+    }
+    body[bytes.count] = 0
+    return UInt32(refusal.status)
+}
+
+/// The request the C server holds, copied out (valid during its callbacks only).
+private func incoming(_ request: OpaquePointer) -> HTTPRequest {
     var headers: [String: String] = [:]
-    for name in ["authorization", "spark-endpoint", "content-type", "range"] {
+    for name in ["authorization", "spark-endpoint", "content-type", "content-length", "range"] {
         if let value = spark_http_header(request, name) { headers[name] = String(cString: value) }
     }
     // The first value of a repeated name counts; a bare name (no '=') has none.
@@ -245,10 +286,17 @@ private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: Opaqu
     var length = 0
     let bytes = spark_http_body(request, &length)
     let body = bytes.map { Data(bytes: $0, count: length) } ?? Data()
-    let incoming = HTTPRequest(
+    return HTTPRequest(
         method: String(cString: spark_http_method(request)), path: String(cString: spark_http_path(request)),
         headers: headers, query: query, queryNames: names, body: body,
         clientAddress: String(cString: spark_http_client_address(request)))
+}
+
+/// The C server's callback: copies the request out and answers it from a task.
+private func serverHandler(_ context: UnsafeMutableRawPointer?, _ request: OpaquePointer?) {
+    guard let request, let context else { return }
+    let server = Unmanaged<HTTPServer.Core>.fromOpaque(context).takeUnretainedValue()
+    let incoming = incoming(request)
     server.inFlight.withLock { $0 += 1 }
     nonisolated(unsafe) let pending = request
     let handler = server.handler

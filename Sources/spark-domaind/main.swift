@@ -20,12 +20,24 @@ let usage = """
                   connection string or postgresql:// URI (several hosts with
                   target_session_attrs=read-write allowed), kept in DIR/database.conninfo.
       serve DIR [--listen HOST:PORT] [--certificate PEM --key PEM] [--plain]
-                [--threads N] [--max-connections N] [--max-body BYTES] [--idle-timeout S]
+                [--threads N] [--max-connections N] [--max-connections-per-address N]
+                [--max-body BYTES] [--idle-timeout S] [--head-timeout S] [--min-body-rate B]
+                [--body-buffer BYTES] [--body-buffer-per-address BYTES]
                 [--prune-interval S] [--proxy-from ADDR[,ADDR...]] [--rate-limits A,N] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
                   Every --prune-interval seconds (600) it deletes mailbox entries older than
                   the policy's retention, read or not.
+                  Slow and unauthenticated clients are bounded: one client address holds at
+                  most --max-connections-per-address connections (default 1/64 of
+                  --max-connections, from 16 to 256; raise it when many devices share an
+                  address without a proxy naming them); a request's head must be whole within
+                  --head-timeout seconds of its first byte (10; a TLS handshake too), and a body
+                  must come at --min-body-rate bytes a second or faster after a 10 s grace
+                  (1024); a body still to come is read only once its route and token pass
+                  (401, 403, 404 otherwise, its bytes never buffered), and bodies held at once
+                  are capped at --body-buffer bytes in all (256 MiB: 503 past it) and
+                  --body-buffer-per-address (16 MiB: 429 past it).
                   --proxy-from names the proxies (haproxy with send-proxy-v2) that open each
                   connection with a PROXY protocol v2 header: the client address it names is
                   the one the per-address limits count. From other addresses no header is read.
@@ -156,11 +168,20 @@ func serve(_ arguments: inout Arguments) async throws {
     let connections = try arguments.integer("--max-connections", in: 16...1_000_000) ?? 20_000
     let maximumBody = try arguments.integer("--max-body", in: 1024...(64 << 20)) ?? (1 << 20)
     let idleTimeout = try arguments.integer("--idle-timeout", in: 1...3600) ?? 30
+    let perAddress = try arguments.integer("--max-connections-per-address", in: 1...1_000_000)
+    let headTimeout = try arguments.integer("--head-timeout", in: 1...3600) ?? 10
+    let minimumBodyRate = try arguments.integer("--min-body-rate", in: 0...(1 << 30)) ?? 1024
+    let bodyBuffer = try arguments.integer("--body-buffer", in: (1 << 20)...(1 << 40)) ?? (256 << 20)
+    let perAddressBodyBuffer = try arguments.integer("--body-buffer-per-address", in: (1 << 20)...(1 << 40)) ?? (16 << 20)
     let quiet = arguments.flag("--quiet")
     let pruneInterval = try arguments.integer("--prune-interval", in: 1...86400) ?? 600
     let proxies = (try arguments.option("--proxy-from"))?.split(separator: ",").map(String.init) ?? []
     let rateLimits = try (try arguments.option("--rate-limits")).map(parseRateLimits) ?? .standard
     try arguments.finish()
+    if perAddressBodyBuffer < maximumBody || bodyBuffer < perAddressBodyBuffer {
+        throw Arguments.UsageError(
+            message: "--body-buffer-per-address must hold one --max-body, and --body-buffer one address's share")
+    }
     for proxy in proxies where !isIPAddress(proxy) {
         throw Arguments.UsageError(message: "--proxy-from takes IP addresses separated by commas, not '\(proxy)'")
     }
@@ -202,15 +223,16 @@ func serve(_ arguments: inout Arguments) async throws {
         domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits), log: quiet ? nil : log)
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: allowedConnections,
-        perAddressLimit: max(16, min(connections / 2, allowedConnections)), idleTimeout: idleTimeout, maximumBody: maximumBody,
-        proxyAddresses: proxies, requestThreads: storeConnections)
+        perAddressLimit: min(perAddress ?? min(256, max(16, connections / 64)), allowedConnections), idleTimeout: idleTimeout,
+        maximumBody: maximumBody, headTimeout: headTimeout, minimumBodyRate: minimumBodyRate, bodyBudget: bodyBuffer,
+        perAddressBodyBudget: perAddressBodyBuffer, proxyAddresses: proxies, requestThreads: storeConnections)
     if !plain {
         options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
         options.keyPEM = try DomainDirectory.readPEM(keyOption ?? directory.keyPath)
     }
     let fixed = options
     let server = try HTTPServer(
-        options: fixed,
+        options: fixed, headCheck: { router.admit($0) },
         handler: { (request: HTTPRequest) async -> HTTPResponse in
             await router.handle(request)
         })

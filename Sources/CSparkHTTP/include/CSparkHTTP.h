@@ -17,6 +17,15 @@ typedef struct spark_http_request spark_http_request;
 /// Called once per complete request (headers and body within the size cap).
 typedef void (*spark_http_handler)(void *context, spark_http_request *request);
 
+/// Called on a server thread once a request's head is whole and its body is still to come,
+/// before any of the body is read or room is made for it (the request's accessors work; its
+/// body is empty). Returns 0 to read the body, or a status with its JSON body written into `body`
+/// (`body_size` bytes, NUL-terminated) to refuse the request: the refusal is sent at once
+/// (instead of `100 Continue` when the client asked for one) and the connection closed without
+/// the body being read. It must not block.
+typedef unsigned (*spark_http_head_check)(
+    void *context, const spark_http_request *request, char *body, size_t body_size);
+
 typedef struct {
     /// The address to listen on ("127.0.0.1", "0.0.0.0", "::1", "::"); port 0 picks a free one.
     const char *host;
@@ -33,6 +42,19 @@ typedef struct {
     unsigned idle_timeout;
     /// The largest request body accepted; a larger one is answered 413 without being read.
     size_t maximum_body;
+    /// Seconds a request's head may take from its first byte (and a TLS handshake from the
+    /// connection's start), however it trickles in; 0: 10.
+    unsigned head_timeout;
+    /// The slowest a body may arrive once admitted, in bytes a second averaged from its start,
+    /// after a 10-second grace; 0: no minimum.
+    size_t minimum_body_rate;
+    /// The bytes request bodies may hold in the server's buffers, all clients together and per
+    /// client address (0: no cap): past either a body is refused (503 or 429, Retry-After)
+    /// before it is read.
+    size_t body_budget;
+    size_t per_address_body_budget;
+    /// The check of a head before its body is read (NULL: none).
+    spark_http_head_check head_check;
     /// The addresses ("192.0.2.1", "::1") of proxies that open each connection with a PROXY
     /// protocol v2 header (haproxy's `send-proxy-v2`): a connection from one of them must begin
     /// with a valid header within 5 seconds or is closed, and the client address the header
@@ -59,7 +81,7 @@ void spark_http_stop(spark_http_server *server);
 /// Connections open now.
 unsigned spark_http_connections(const spark_http_server *server);
 
-/// The request's method, its path (without the query, percent-decoded) and a header (by name,
+/// The request's method, its path (without the query, as sent: not percent-decoded) and a header (by name,
 /// case-insensitive; the first when repeated; NULL when absent). Valid during the callback.
 const char *spark_http_method(const spark_http_request *request);
 const char *spark_http_path(const spark_http_request *request);

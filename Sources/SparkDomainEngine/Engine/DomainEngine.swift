@@ -300,6 +300,22 @@ package final class DomainEngine: DomainService {
         return identity
     }
 
+    /// Checks `token` with the settings in hand, without waiting on the store: the refusal, or nil
+    /// when the token passes or the settings would have to be read first (then the request's
+    /// own ``validate(token:)`` decides). For the server's check of a request's head before its
+    /// body is read: it never blocks, and it refuses only what the settings in hand refuse.
+    package func precheck(token: String) -> DomainError? {
+        guard let validator = settings.withLock({ $0.fresh?.validator }) else { return nil }
+        do {
+            _ = try validator.validate(token, cache: validatedTokens)
+            return nil
+        } catch let error as DomainError {
+            return error
+        } catch {
+            return DomainError(.invalidToken, "the token is not valid")
+        }
+    }
+
     /// Binds `userID` to `issuer` if it is free; refuses it if another issuer holds it.
     func bindPrincipal(_ userID: String, to issuer: String) async throws {
         if knownPrincipals.withLock({ $0[userID] }) == issuer { return }

@@ -1,4 +1,4 @@
-"""A TLS peer of spark-domaind's own record layer, for DaemonTests.
+"""A TLS peer of spark-domaind (TLS by OpenSSL, every record), for DaemonTests.
 
 usage: tls_peer.py PORT CA_FILE
 
@@ -7,9 +7,12 @@ the server does not share code with) and openssl s_client:
   tls13-cipher          the suite a TLS 1.3 connection negotiated
   tls12                 the status of /healthz over TLS 1.2 (the server keeps OpenSSL's records)
   large-answer          whether /v1/openapi.json (many records) came whole and parses
-  large-request         the status of a 200 KB body (many records the other way)
+  large-request         the status of a 12 KB body and of a 200 KB one (refused: no token)
   pipelined             the statuses of three requests sent in one write
-  tampered              what came back for a request whose record was altered: "closed" or bytes
+  tampered              what came back for a request whose record was altered: "alert" (one
+                        record of an alert's size, then the close) or what else
+  close-notify          the status of a request sent in one write with the client's close_notify,
+                        and whether the server's close_notify followed
   key-update            the statuses s_client saw around a KeyUpdate it asked the server to answer
 """
 import json
@@ -71,9 +74,14 @@ with connect() as stream:
     [(status, body)] = answers(stream, 1)
     document = json.loads(body)
     print("large-answer", status, len(body) > 16384 and "paths" in document)
+    stream.sendall(request("POST", "/v1/test-tokens", b"x" * 12_000))
+    [(small, _)] = answers(stream, 1)
+    print("large-request", small)
+with connect() as stream:
     stream.sendall(request("POST", "/v1/test-tokens", b"x" * 200_000))
     [(status, _)] = answers(stream, 1)
-    print("large-request", status)
+    print("large-request-anonymous", status)
+with connect() as stream:
     stream.sendall(request("GET", "/healthz") * 2 + request("GET", "/v1/nowhere"))
     print("pipelined", ",".join(str(status) for status, _ in answers(stream, 3)))
 
@@ -82,21 +90,62 @@ with connect(ssl.TLSVersion.TLSv1_2) as stream:
     [(status, _)] = answers(stream, 1)
     print("tls12", status, stream.version())
 
-# A record altered on the way: the server must close without answering.
-raw = socket.create_connection(("127.0.0.1", port))
-incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-tls = context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
-while True:
-    try:
-        tls.do_handshake()
-        break
-    except ssl.SSLWantReadError:
-        raw.sendall(outgoing.read())
-        data = raw.recv(65536)
-        if not data:
+def handshake():
+    """A TLS client over memory BIOs on a raw socket, its handshake done."""
+    raw = socket.create_connection(("127.0.0.1", port))
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    while True:
+        try:
+            tls.do_handshake()
             break
-        incoming.write(data)
+        except ssl.SSLWantReadError:
+            raw.sendall(outgoing.read())
+            data = raw.recv(65536)
+            if not data:
+                break
+            incoming.write(data)
+    raw.sendall(outgoing.read())
+    return raw, incoming, outgoing, tls
+
+
+# A request and the client's close_notify in one write: the request is answered, then the
+# server's close_notify (RFC 8446 section 6.1).
+raw, incoming, outgoing, tls = handshake()
+tls.write(request("GET", "/healthz"))
+try:
+    tls.unwrap()
+except ssl.SSLWantReadError:
+    pass
 raw.sendall(outgoing.read())
+raw.settimeout(10)
+plain, closed = b"", False
+try:
+    while not closed:
+        chunk = raw.recv(65536)
+        if not chunk:
+            break
+        incoming.write(chunk)
+        while True:
+            try:
+                data = tls.read(65536)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                closed = True
+                break
+            if not data:
+                closed = True
+                break
+            plain += data
+except (ConnectionResetError, socket.timeout):
+    pass
+status = plain.split(b" ")[1].decode() if plain.startswith(b"HTTP/1.1 ") else "none"
+print("close-notify", status, "closed" if closed else "not-closed")
+raw.close()
+
+# A record altered on the way: the server must answer with an alert, not an answer.
+raw, incoming, outgoing, tls = handshake()
 tls.write(request("GET", "/healthz"))
 record = bytearray(outgoing.read())
 record[-5] ^= 0x01  # inside the tag
@@ -111,8 +160,10 @@ try:
         received += chunk
 except (ConnectionResetError, socket.timeout):
     pass
-# Whatever arrives is ciphertext; it must not be an answer: at most an alert record (5 + 19).
-print("tampered", "closed" if len(received) <= 24 else f"{len(received)} bytes")
+# Whatever arrives is ciphertext: one record of an alert's size (5 + 2 + 1 + 16: bad_record_mac,
+# sealed), never an answer.
+is_alert = len(received) == 24 and received[:3] == b"\x17\x03\x03"
+print("tampered", "alert" if is_alert else f"{len(received)} bytes")
 
 # KeyUpdate: s_client's "K" asks the server to update its keys too.
 client = subprocess.Popen(
