@@ -143,7 +143,7 @@ let package = Package(
             dependencies: [
                 "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkSDK",
                 "SparkStore", "SparkLock",
-                "SparkMLS", "SparkC", "CSparkAPI",
+                "SparkMLS",
             ],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],

@@ -4,7 +4,8 @@
 # (the domaind-request and oprf-evaluate rows; nginx is the HTTP ceiling). Synapse, the peer of
 # the synapse-* rows, is set up by the bench itself in .build/synapse-venv on first use. Builds
 # spark-bench, spark-domaind and spark-load in release (the remote rows run the daemon, and
-# org-load-10k runs spark-load, beside the bench).
+# org-load-10k runs spark-load, beside the bench), and installs the release C library into
+# .build/sparksdk-install (the c-api-send-receive row builds its C program against it).
 # Run as root on Debian; give it a quiet machine. Arguments go to spark-bench.
 #
 #   bash scripts/bench.sh                      every row
@@ -31,4 +32,6 @@ command -v wrk >/dev/null || { echo "bench: wrk did not install" >&2; exit 1; }
 swift build -c release --product spark-domaind >/dev/null
 swift build -c release --product spark-load >/dev/null
 swift build -c release --product spark-bench >/dev/null
+# The release C library as an app gets it, for the c-api-send-receive row.
+bash scripts/install.sh .build/sparksdk-install >/dev/null
 exec .build/release/spark-bench "$@"

@@ -1,11 +1,11 @@
-import CSparkAPI
 import Foundation
 import SparkDomainEngine
 import SparkSDK
 
 /// The C API's cost over Swift's: two clients of one process on an embedded domain, alice
-/// sending and bob receiving through `spark_send` and `spark_next_event`, against the same two
-/// through `BBMAccess` (sendMessage, and bob's message flow).
+/// sending and bob receiving through `spark_send` and `spark_next_event` in a C program linked
+/// with the installed release library, against the same two through `BBMAccess` (sendMessage,
+/// and bob's message flow) in this process.
 enum CAPIBenchmarks {
     static let all = [Benchmark(name: "c-api-send-receive", run: sendReceive)]
 
@@ -44,62 +44,48 @@ enum CAPIBenchmarks {
             referenceName: "the same through the Swift API (goal ≥ 0.9)")
     }
 
-    /// Messages a second from alice's spark_send to bob's spark_next_event.
+    /// Where `scripts/bench.sh` installs the release C library (`scripts/install.sh`), as an app
+    /// gets it.
+    static var installed: URL {
+        URL(fileURLWithPath: Harness.executablePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("sparksdk-install")
+    }
+
+    /// `Benchmarks/c-send-receive`, built with cc against the installed release library.
+    nonisolated(unsafe) static var program: String?
+
+    static func builtProgram() throws -> String {
+        if let program { return program }
+        let library = installed.appendingPathComponent("lib/libsparksdk.so")
+        guard FileManager.default.fileExists(atPath: library.path) else {
+            throw BenchError("no \(library.path): run `bash scripts/install.sh \(installed.path)` (bench.sh does)")
+        }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("c-send-receive/send_receive.c")
+        let output = installed.appendingPathComponent("send_receive").path
+        _ = try Harness.run(
+            "sh",
+            [
+                "-c",
+                "cc -std=c11 -O2 -Wall -Werror \"$1\" $(PKG_CONFIG_PATH=\"$2/lib/pkgconfig\" pkg-config --cflags --libs sparksdk) -o \"$3\"",
+                "cc", source.path, installed.path, output,
+            ])
+        program = output
+        return output
+    }
+
+    /// Messages a second from alice's spark_send to bob's spark_next_event, in a C program of its
+    /// own linked with the release library.
     static func throughC() throws -> Double {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spark-bench-c-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try plist(directory)
-        func check(_ status: spark_status, _ what: String) throws {
-            guard status == SPARK_OK else { throw BenchError("\(what): \(String(cString: spark_last_error()))") }
+        let printed = try Harness.run(try builtProgram(), [config, directory.path, String(count)]).output
+        guard let rate = Double(printed.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw BenchError("send_receive printed '\(printed)'")
         }
-        func device(_ user: String) throws -> OpaquePointer {
-            var client: OpaquePointer?
-            try check(spark_client_open(config, directory.appendingPathComponent(user).path, &client), "open")
-            try check(spark_sign_in_test(client, user), "sign in")
-            var handlers = spark_setup_handlers()
-            handlers.passcode = { _, _, problem, buffer, size in
-                guard problem == nil, let buffer else { return 0 }
-                _ = "bench-passcode-2026".withCString { strncpy(buffer, $0, size - 1) }
-                return 1
-            }
-            try check(spark_complete_setup(client, &handlers), "setup")
-            return client!
-        }
-        let alice = try device("alice")
-        let bob = try device("bob")
-        defer {
-            spark_client_close(alice)
-            spark_client_close(bob)
-        }
-        var chatID: UnsafeMutablePointer<CChar>?
-        try ["bob"].withCStringArray { users in
-            try check(spark_start_chat(alice, users, 1, "bench", &chatID), "start chat")
-        }
-        defer { spark_free(chatID) }
-        // One message first, so the chat is set up on both sides before the clock starts.
-        try check(spark_send(alice, chatID, "warm-up", nil), "send")
-        try drain(bob, messages: 1)
-        let start = ContinuousClock.now
-        for index in 0..<count { try check(spark_send(alice, chatID, "message \(index)", nil), "send") }
-        try drain(bob, messages: count)
-        return Double(count) / (ContinuousClock.now - start).seconds
-    }
-
-    /// Waits on bob's event descriptor until `messages` messages arrived.
-    static func drain(_ client: OpaquePointer, messages: Int) throws {
-        var received = 0
-        var watched = pollfd(fd: spark_event_fd(client), events: Int16(POLLIN), revents: 0)
-        let deadline = ContinuousClock.now + .seconds(120)
-        while received < messages {
-            guard ContinuousClock.now < deadline else { throw BenchError("bob got \(received) of \(messages)") }
-            var event: UnsafeMutablePointer<spark_event>?
-            while spark_next_event(client, &event) == SPARK_OK, let got = event {
-                if got.pointee.kind == SPARK_EVENT_MESSAGE { received += 1 }
-                spark_event_free(got)
-            }
-            if received < messages { _ = poll(&watched, 1, 100) }
-        }
+        return rate
     }
 
     /// The same through BBMAccess: sendMessage, and bob's flow until it holds them all.
@@ -143,13 +129,4 @@ struct BenchPrompts: SetupHandler {
     }
     func confirmDeviceSwitch(active endpoints: [EndpointInfo]) async -> Bool { true }
     func endpointToRemove(from endpoints: [EndpointInfo]) async -> String? { nil }
-}
-
-extension Array where Element == String {
-    /// Calls `body` with the strings as a C array of C strings.
-    func withCStringArray<T>(_ body: (UnsafePointer<UnsafePointer<CChar>?>) throws -> T) rethrows -> T {
-        let copies = map { UnsafePointer(strdup($0)) }
-        defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
-        return try copies.withUnsafeBufferPointer { try body($0.baseAddress!) }
-    }
 }

@@ -1,4 +1,4 @@
-import CSparkAPI
+public import CSparkAPI
 import Foundation
 import SparkDomain
 import SparkLock
@@ -7,6 +7,8 @@ import SparkSDK
 // The functions of `spark/spark.h` that are Swift: each checks its arguments, runs its work as
 // a task while the calling thread waits (`Client.wait`), and turns any error into a status and
 // the thread's last error. The header documents each one; the conventions are at its top.
+// Each is public: a release build drops a `@_cdecl` function that is not, and the library then
+// exports none of the header's functions (`scripts/check-c.sh` compares `nm -D` with the header).
 
 // MARK: Errors
 
@@ -66,8 +68,9 @@ func client(_ pointer: OpaquePointer?) throws -> Client {
 
 // MARK: The client
 
+/// `spark_client_open`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_client_open")
-func sparkClientOpen(
+public func sparkClientOpen(
     _ configPath: UnsafePointer<CChar>?, _ dataDirectory: UnsafePointer<CChar>?,
     _ out: UnsafeMutablePointer<OpaquePointer?>?
 ) -> spark_status {
@@ -94,8 +97,9 @@ func sparkClientOpen(
     }
 }
 
+/// `spark_client_close`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_client_close")
-func sparkClientClose(_ pointer: OpaquePointer?) {
+public func sparkClientClose(_ pointer: OpaquePointer?) {
     guard let pointer else { return }
     let client = Unmanaged<Client>.fromOpaque(UnsafeRawPointer(pointer)).takeRetainedValue()
     _ = try? Client.wait { await client.close() }
@@ -103,8 +107,9 @@ func sparkClientClose(_ pointer: OpaquePointer?) {
 
 // MARK: Signing in
 
+/// `spark_sign_in_test`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_sign_in_test")
-func sparkSignInTest(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
+public func sparkSignInTest(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
     call {
         let client = try client(pointer)
         let user = try text(userID, "user_id")
@@ -112,8 +117,9 @@ func sparkSignInTest(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?)
     }
 }
 
+/// `spark_log_in`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_log_in")
-func sparkLogIn(_ pointer: OpaquePointer?, _ userName: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?)
+public func sparkLogIn(_ pointer: OpaquePointer?, _ userName: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?)
     -> spark_status
 {
     call {
@@ -123,8 +129,9 @@ func sparkLogIn(_ pointer: OpaquePointer?, _ userName: UnsafePointer<CChar>?, _ 
     }
 }
 
+/// `spark_sign_in_token`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_sign_in_token")
-func sparkSignInToken(
+public func sparkSignInToken(
     _ pointer: OpaquePointer?, _ jwt: UnsafePointer<CChar>?, _ refresh: spark_token_refresh?,
     _ context: UnsafeMutableRawPointer?
 ) -> spark_status {
@@ -136,8 +143,9 @@ func sparkSignInToken(
     }
 }
 
+/// `spark_sign_out`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_sign_out")
-func sparkSignOut(_ pointer: OpaquePointer?, _ wipeKeys: Int32) -> spark_status {
+public func sparkSignOut(_ pointer: OpaquePointer?, _ wipeKeys: Int32) -> spark_status {
     call {
         let client = try client(pointer)
         try Client.wait { await client.controller.signOut(wipeKeys: wipeKeys != 0) }
@@ -212,8 +220,9 @@ extension Optional where Wrapped == String {
     }
 }
 
+/// `spark_complete_setup`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_complete_setup")
-func sparkCompleteSetup(_ pointer: OpaquePointer?, _ handlers: UnsafePointer<spark_setup_handlers>?) -> spark_status {
+public func sparkCompleteSetup(_ pointer: OpaquePointer?, _ handlers: UnsafePointer<spark_setup_handlers>?) -> spark_status {
     call {
         let client = try client(pointer)
         guard let handlers else { throw CArgumentError(message: "handlers is NULL") }
@@ -225,16 +234,18 @@ func sparkCompleteSetup(_ pointer: OpaquePointer?, _ handlers: UnsafePointer<spa
     }
 }
 
+/// `spark_is_set_up`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_is_set_up")
-func sparkIsSetUp(_ pointer: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+public func sparkIsSetUp(_ pointer: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     guard let client = try? client(pointer) else { return 0 }
     let setup = client.controller.service.authState.value.setupState
     state?.pointee = strdup("\(setup)")
     return setup == .success ? 1 : 0
 }
 
+/// `spark_is_connected`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_is_connected")
-func sparkIsConnected(_ pointer: OpaquePointer?) -> Int32 {
+public func sparkIsConnected(_ pointer: OpaquePointer?) -> Int32 {
     guard let client = try? client(pointer) else { return 0 }
     return client.controller.service.connected.value ? 1 : 0
 }
@@ -250,8 +261,9 @@ func access(_ client: Client) async throws -> BBMAccess {
     return fresh
 }
 
+/// `spark_list_chats`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_list_chats")
-func sparkListChats(
+public func sparkListChats(
     _ pointer: OpaquePointer?, _ chats: UnsafeMutablePointer<UnsafeMutablePointer<spark_chat>?>?,
     _ count: UnsafeMutablePointer<Int>?
 ) -> spark_status {
@@ -264,11 +276,13 @@ func sparkListChats(
     }
 }
 
+/// `spark_chats_free`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_chats_free")
-func sparkChatsFree(_ chats: UnsafeMutablePointer<spark_chat>?, _ count: Int) { CMessages.free(chats, count: count) }
+public func sparkChatsFree(_ chats: UnsafeMutablePointer<spark_chat>?, _ count: Int) { CMessages.free(chats, count: count) }
 
+/// `spark_start_chat`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_start_chat")
-func sparkStartChat(
+public func sparkStartChat(
     _ pointer: OpaquePointer?, _ users: UnsafePointer<UnsafePointer<CChar>?>?, _ count: Int,
     _ subject: UnsafePointer<CChar>?, _ chatID: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
 ) -> spark_status {
@@ -282,8 +296,9 @@ func sparkStartChat(
     }
 }
 
+/// `spark_send`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_send")
-func sparkSend(
+public func sparkSend(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?,
     _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
 ) -> spark_status {
@@ -295,8 +310,9 @@ func sparkSend(
     }
 }
 
+/// `spark_list_messages`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_list_messages")
-func sparkListMessages(
+public func sparkListMessages(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ before: Int64, _ limit: Int,
     _ messages: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?, _ count: UnsafeMutablePointer<Int>?
 ) -> spark_status {
@@ -314,13 +330,15 @@ func sparkListMessages(
     }
 }
 
+/// `spark_messages_free`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_messages_free")
-func sparkMessagesFree(_ messages: UnsafeMutablePointer<spark_message>?, _ count: Int) {
+public func sparkMessagesFree(_ messages: UnsafeMutablePointer<spark_message>?, _ count: Int) {
     CMessages.free(messages, count: count)
 }
 
+/// `spark_get_message`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_get_message")
-func sparkGetMessage(
+public func sparkGetMessage(
     _ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?,
     _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
 ) -> spark_status {
@@ -333,8 +351,9 @@ func sparkGetMessage(
     }
 }
 
+/// `spark_mark_read`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_mark_read")
-func sparkMarkRead(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?) -> spark_status {
+public func sparkMarkRead(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?) -> spark_status {
     call {
         let client = try client(pointer)
         let chat = try text(chatID, "chat_id")
@@ -342,8 +361,9 @@ func sparkMarkRead(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?) -
     }
 }
 
+/// `spark_edit`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_edit")
-func sparkEdit(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?)
+public func sparkEdit(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?)
     -> spark_status
 {
     call {
@@ -355,8 +375,9 @@ func sparkEdit(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ 
 
 // MARK: Rich messaging
 
+/// `spark_react`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_react")
-func sparkReact(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ emoji: UnsafePointer<CChar>?)
+public func sparkReact(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ emoji: UnsafePointer<CChar>?)
     -> spark_status
 {
     call {
@@ -366,8 +387,9 @@ func sparkReact(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _
     }
 }
 
+/// `spark_remove_reaction`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_remove_reaction")
-func sparkRemoveReaction(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ emoji: UnsafePointer<CChar>?)
+public func sparkRemoveReaction(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ emoji: UnsafePointer<CChar>?)
     -> spark_status
 {
     call {
@@ -377,8 +399,9 @@ func sparkRemoveReaction(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<C
     }
 }
 
+/// `spark_recall`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_recall")
-func sparkRecall(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?) -> spark_status {
+public func sparkRecall(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?) -> spark_status {
     call {
         let client = try client(pointer)
         let id = try text(messageID, "message_id")
@@ -386,8 +409,11 @@ func sparkRecall(_ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?) 
     }
 }
 
+/// `spark_set_disappearing_timer`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_set_disappearing_timer")
-func sparkSetDisappearingTimer(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ seconds: Int64) -> spark_status {
+public func sparkSetDisappearingTimer(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ seconds: Int64)
+    -> spark_status
+{
     call {
         let client = try client(pointer)
         let chat = try text(chatID, "chat_id")
@@ -398,8 +424,9 @@ func sparkSetDisappearingTimer(_ pointer: OpaquePointer?, _ chatID: UnsafePointe
     }
 }
 
+/// `spark_send_typing`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_send_typing")
-func sparkSendTyping(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ isTyping: Int32) -> spark_status {
+public func sparkSendTyping(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ isTyping: Int32) -> spark_status {
     call {
         let client = try client(pointer)
         let chat = try text(chatID, "chat_id")
@@ -407,8 +434,9 @@ func sparkSendTyping(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?,
     }
 }
 
+/// `spark_send_chat_event`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_send_chat_event")
-func sparkSendChatEvent(
+public func sparkSendChatEvent(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ tag: UnsafePointer<CChar>?, _ data: UnsafePointer<CChar>?
 ) -> spark_status {
     call {
@@ -424,8 +452,9 @@ func reporter(_ progress: spark_progress?, _ context: UnsafeMutableRawPointer?) 
     { step in progress?(context, step.completed, step.total) }
 }
 
+/// `spark_send_file`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_send_file")
-func sparkSendFile(
+public func sparkSendFile(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ path: UnsafePointer<CChar>?,
     _ caption: UnsafePointer<CChar>?, _ progress: spark_progress?, _ context: UnsafeMutableRawPointer?,
     _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
@@ -440,8 +469,9 @@ func sparkSendFile(
     }
 }
 
+/// `spark_save_attachment`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_save_attachment")
-func sparkSaveAttachment(
+public func sparkSaveAttachment(
     _ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ path: UnsafePointer<CChar>?,
     _ progress: spark_progress?, _ context: UnsafeMutableRawPointer?
 ) -> spark_status {
@@ -453,8 +483,9 @@ func sparkSaveAttachment(
     }
 }
 
+/// `spark_thumbnail`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_thumbnail")
-func sparkThumbnail(
+public func sparkThumbnail(
     _ pointer: OpaquePointer?, _ messageID: UnsafePointer<CChar>?, _ bytes: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?,
     _ size: UnsafeMutablePointer<Int>?
 ) -> spark_status {
@@ -473,8 +504,9 @@ func sparkThumbnail(
     }
 }
 
+/// `spark_block`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_block")
-func sparkBlock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
+public func sparkBlock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
     call {
         let client = try client(pointer)
         let user = try text(userID, "user_id")
@@ -482,8 +514,9 @@ func sparkBlock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> s
     }
 }
 
+/// `spark_unblock`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_unblock")
-func sparkUnblock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
+public func sparkUnblock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) -> spark_status {
     call {
         let client = try client(pointer)
         let user = try text(userID, "user_id")
@@ -491,8 +524,9 @@ func sparkUnblock(_ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?) ->
     }
 }
 
+/// `spark_blocked_users`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_blocked_users")
-func sparkBlockedUsers(
+public func sparkBlockedUsers(
     _ pointer: OpaquePointer?, _ users: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?,
     _ count: UnsafeMutablePointer<Int>?
 ) -> spark_status {
@@ -506,16 +540,18 @@ func sparkBlockedUsers(
     }
 }
 
+/// `spark_strings_free`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_strings_free")
-func sparkStringsFree(_ strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ count: Int) {
+public func sparkStringsFree(_ strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ count: Int) {
     guard let strings else { return }
     for index in 0..<count { free(strings[index]) }
     strings.deinitialize(count: count)
     strings.deallocate()
 }
 
+/// `spark_report`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_report")
-func sparkReport(
+public func sparkReport(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ userID: UnsafePointer<CChar>?,
     _ messageIDs: UnsafePointer<UnsafePointer<CChar>?>?, _ count: Int, _ reason: UnsafePointer<CChar>?,
     _ reportID: UnsafeMutablePointer<Int64>?
@@ -537,8 +573,9 @@ func sparkReport(
     }
 }
 
+/// `spark_safety_number`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_safety_number")
-func sparkSafetyNumber(
+public func sparkSafetyNumber(
     _ pointer: OpaquePointer?, _ userID: UnsafePointer<CChar>?, _ number: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
 ) -> spark_status {
     call {
@@ -558,14 +595,16 @@ func sparkSafetyNumber(
 
 // MARK: Events
 
+/// `spark_event_fd`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_event_fd")
-func sparkEventFD(_ pointer: OpaquePointer?) -> Int32 {
+public func sparkEventFD(_ pointer: OpaquePointer?) -> Int32 {
     guard let client = try? client(pointer) else { return -1 }
     return client.events.descriptor
 }
 
+/// `spark_next_event`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_next_event")
-func sparkNextEvent(_ pointer: OpaquePointer?, _ event: UnsafeMutablePointer<UnsafeMutablePointer<spark_event>?>?)
+public func sparkNextEvent(_ pointer: OpaquePointer?, _ event: UnsafeMutablePointer<UnsafeMutablePointer<spark_event>?>?)
     -> spark_status
 {
     call {
@@ -575,11 +614,15 @@ func sparkNextEvent(_ pointer: OpaquePointer?, _ event: UnsafeMutablePointer<Uns
     }
 }
 
+/// `spark_event_free`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_event_free")
-func sparkEventFree(_ event: UnsafeMutablePointer<spark_event>?) { EventQueue.free(event) }
+public func sparkEventFree(_ event: UnsafeMutablePointer<spark_event>?) { EventQueue.free(event) }
 
+/// `spark_set_event_callback`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_set_event_callback")
-func sparkSetEventCallback(_ pointer: OpaquePointer?, _ callback: spark_event_callback?, _ context: UnsafeMutableRawPointer?)
+public func sparkSetEventCallback(
+    _ pointer: OpaquePointer?, _ callback: spark_event_callback?, _ context: UnsafeMutableRawPointer?
+)
     -> spark_status
 {
     call {

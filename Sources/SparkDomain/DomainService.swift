@@ -301,8 +301,13 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     /// Posts (messages, events, receipts) one user may make a minute, per instance (600).
     public var postsPerMinute: Int
     /// Bytes one user's posts may write into mailboxes a minute (each post's payload times its
-    /// recipients), per instance (256 MiB).
+    /// recipients), per instance (64 MiB).
     public var postedBytesPerMinute: Int
+    /// Bytes of posts one sender may leave unread in one user's mailbox (32 MiB): past it the
+    /// sender's posts that reach that user are refused (``DomainError/Code/tooManyAttempts``,
+    /// retry after a minute) until the user's devices read, whatever the minute's budget. So a
+    /// chat that adds a user who never reads cannot grow the domain without bound.
+    public var unreadBytesPerSender: Int
     /// Commits one user may post a minute, per instance (120).
     public var commitsPerMinute: Int
     /// Chats one user may create an hour, per instance (100).
@@ -322,7 +327,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         refreshTokenLifetime: Int = 30 * 86400, activationCodeLifetime: Int = 86400, resetCodeLifetime: Int = 3600,
         codeAttempts: Int = 5, loginAttemptsBeforeThrottle: Int = 5, unlockAttemptsPerHour: Int = 10,
         identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400,
-        postsPerMinute: Int = 600, postedBytesPerMinute: Int = 256 << 20, commitsPerMinute: Int = 120, chatsPerHour: Int = 100,
+        postsPerMinute: Int = 600, postedBytesPerMinute: Int = 64 << 20, unreadBytesPerSender: Int = 32 << 20,
+        commitsPerMinute: Int = 120, chatsPerHour: Int = 100,
         maximumAttachmentSize: Int = 100 << 20, attachmentQuota: Int64 = 1 << 30
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
@@ -341,6 +347,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.mailboxRetention = mailboxRetention
         self.postsPerMinute = postsPerMinute
         self.postedBytesPerMinute = postedBytesPerMinute
+        self.unreadBytesPerSender = unreadBytesPerSender
         self.commitsPerMinute = commitsPerMinute
         self.chatsPerHour = chatsPerHour
         self.maximumAttachmentSize = maximumAttachmentSize
@@ -370,6 +377,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         mailboxRetention = try value(.mailboxRetention, defaults.mailboxRetention)
         postsPerMinute = try value(.postsPerMinute, defaults.postsPerMinute)
         postedBytesPerMinute = try value(.postedBytesPerMinute, defaults.postedBytesPerMinute)
+        unreadBytesPerSender = try value(.unreadBytesPerSender, defaults.unreadBytesPerSender)
         commitsPerMinute = try value(.commitsPerMinute, defaults.commitsPerMinute)
         chatsPerHour = try value(.chatsPerHour, defaults.chatsPerHour)
         maximumAttachmentSize = try value(.maximumAttachmentSize, defaults.maximumAttachmentSize)
@@ -400,6 +408,8 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         try check((1...1_000_000).contains(postsPerMinute), "postsPerMinute must be 1...1,000,000")
         try check(
             ((1 << 20)...(1 << 40)).contains(postedBytesPerMinute), "postedBytesPerMinute must be 1 MiB...1 TiB")
+        try check(
+            ((1 << 20)...(1 << 40)).contains(unreadBytesPerSender), "unreadBytesPerSender must be 1 MiB...1 TiB")
         try check((1...1_000_000).contains(commitsPerMinute), "commitsPerMinute must be 1...1,000,000")
         try check((1...1_000_000).contains(chatsPerHour), "chatsPerHour must be 1...1,000,000")
         try check((1024...(4 << 30)).contains(maximumAttachmentSize), "maximumAttachmentSize must be 1 KiB...4 GiB")

@@ -885,6 +885,27 @@ public enum DomainConformance {
             } catch let error as DomainError where error.code == .tooManyAttempts { break }
         }
         try expect(accepted == (1 << 20) / (2 * 60_000), "posts of 60 KB to two members up to 1 MiB: \(accepted)")
+        // What one sender leaves unread for one user: refused past the cap whatever the minute's
+        // budget, until that user reads; the sender's own mailbox does not count.
+        policy.postedBytesPerMinute = 1 << 40
+        policy.unreadBytesPerSender = 1 << 20
+        try await domain.admin.setPolicy(policy)
+        let dave = try await user(domain, "dave")
+        let erin = try await user(domain, "erin")
+        let unread = try await service.createChat(
+            token: dave.token, endpointID: dave.endpoint, chatID: "q5", participants: ["erin"])
+        func daveSends(_ clientID: String) async throws {
+            _ = try await service.post(
+                token: dave.token, endpointID: dave.endpoint, chatID: unread.chatID, kind: .message, payload: payload,
+                recipient: nil, clientID: clientID)
+        }
+        for index in 0..<(1 << 20) / 60_000 { try await daveSends("u\(index)") }
+        try await refusedWithWait("a post past what dave may leave unread for erin") { try await daveSends("over") }
+        let entries = try await service.readMailbox(
+            token: erin.token, endpointID: erin.endpoint, after: 0, limit: 1000, wait: .zero)
+        guard let last = entries.last?.sequence else { throw ConformanceFailure("erin's mailbox is empty") }
+        _ = try await service.readMailbox(token: erin.token, endpointID: erin.endpoint, after: last, limit: 10, wait: .zero)
+        try await daveSends("over")
     }
 
     static func chats(_ domain: DomainUnderTest) async throws {

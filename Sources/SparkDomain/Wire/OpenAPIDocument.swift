@@ -145,7 +145,8 @@ package enum OpenAPIDocument {
                     "maximumEndpoints", "passwordIterations", "tokenLifetime", "refreshTokenLifetime", "activationCodeLifetime",
                     "resetCodeLifetime", "codeAttempts", "loginAttemptsBeforeThrottle", "unlockAttemptsPerHour",
                     "identityResetDelay",
-                    "codeAttemptsPerHour", "mailboxRetention", "postsPerMinute", "postedBytesPerMinute", "commitsPerMinute",
+                    "codeAttemptsPerHour", "mailboxRetention", "postsPerMinute", "postedBytesPerMinute", "unreadBytesPerSender",
+                    "commitsPerMinute",
                     "chatsPerHour", "maximumAttachmentSize", "attachmentQuota",
                 ].map { ($0, WireSchema.integer, false) }),
         "BlobStatus": .object([

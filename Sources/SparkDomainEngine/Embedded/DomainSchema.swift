@@ -293,6 +293,13 @@ enum DomainSchema {
                 DROP INDEX unlock_challenges_by_user;
                 """)
         }
+        migrator.register("v19-mailbox-held") { db in
+            // What each sender holds in each user's mailbox, counted up as posts arrive (never
+            // down: counted again from the mailbox when it passes the policy's cap).
+            try db.execute(
+                "CREATE TABLE mailbox_held (user_id TEXT NOT NULL, sender TEXT NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (user_id, sender)) WITHOUT ROWID"
+            )
+        }
         return migrator
     }
 }

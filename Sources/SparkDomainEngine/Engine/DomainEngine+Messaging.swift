@@ -172,6 +172,9 @@ extension DomainEngine {
                     try Self.deleteExpiredEphemeral(db, chatID: chatID, now: now.timeIntervalSince1970)
                 } else {
                     try self.usage.charge(user, .post, bytes: payload.count * audience.count, now: now, policy: policy)
+                    try Self.chargeHeld(
+                        db, recipients: audience.filter { $0 != user }, sender: user, bytes: payload.count,
+                        cap: policy.unreadBytesPerSender)
                 }
                 try Self.append(
                     db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: payload,
@@ -743,4 +746,51 @@ extension DomainEngine {
 
     /// The most users whose mailboxes one pair of statements reaches.
     static let mailboxBatch = 64
+
+    /// Counts `bytes` more from `sender` in each recipient's mailbox, or refuses the post when
+    /// one would then hold more than `cap` unread from that sender
+    /// (``DomainPolicy/unreadBytesPerSender``). The counts only go up (reading or deleting
+    /// entries does not touch them), so a count is an upper bound: one past the cap is counted
+    /// again from the mailbox itself, and the post is refused only if the mailbox really holds
+    /// that much unread; so the cost of a post is one statement, and the count is taken again
+    /// once per cap's worth of posts at most. One statement a batch of recipients, as in
+    /// ``append(_:to:chatID:sender:kind:messageNumber:payload:members:now:epoch:)``.
+    static func chargeHeld(_ db: any DomainStatements, recipients: [String], sender: String, bytes: Int, cap: Int) throws {
+        let sorted = Set(recipients).sorted()
+        var start = 0
+        while start < sorted.count {
+            var size = 1
+            while size * 2 <= min(sorted.count - start, Self.mailboxBatch) { size *= 2 }
+            let batch = sorted[start..<start + size]
+            start += size
+            var arguments: [any DatabaseValueConvertible] = []
+            for recipient in batch { arguments += [recipient, sender, Int64(bytes)] }
+            let rows = try db.rows(
+                """
+                INSERT INTO mailbox_held(user_id, sender, bytes) VALUES \(Array(repeating: "(?, ?, ?)", count: size).joined(separator: ", "))
+                ON CONFLICT(user_id, sender) DO UPDATE SET bytes = mailbox_held.bytes + excluded.bytes
+                RETURNING user_id, bytes
+                """, arguments)
+            for row in rows where try row.get(1, as: Int64.self) > Int64(cap) {
+                let recipient = try row.get(0, as: String.self)
+                // Unread: past what every endpoint of the recipient has read (as last recorded:
+                // ``pruneMailbox(user:endpointID:cursor:)``).
+                let held =
+                    try db.scalar(
+                        """
+                        SELECT COALESCE(SUM(length(payload)), 0) FROM mailbox WHERE user_id = ? AND sender = ? AND kind <> 'ephemeral'
+                        AND sequence > (SELECT COALESCE(min(mailbox_cursor), 0) FROM endpoints WHERE user_id = ? AND removed_reason IS NULL)
+                        """, [recipient, sender, recipient], as: Int64.self) ?? 0
+                guard held + Int64(bytes) <= Int64(cap) else {
+                    throw DomainError(
+                        .tooManyAttempts,
+                        "\(recipient) has not read \(held / 1024) KiB from \(sender) yet, and one sender may leave at most \(cap / 1024) KiB unread for one user; this is sent once they read",
+                        retryAfter: 60)
+                }
+                try db.execute(
+                    "UPDATE mailbox_held SET bytes = ? WHERE user_id = ? AND sender = ?",
+                    [held + Int64(bytes), recipient, sender])
+            }
+        }
+    }
 }

@@ -280,6 +280,14 @@ enum PostgreSQLSchema {
             DROP INDEX unlock_challenges_by_user;
             """
         ),
+        (
+            "v19-mailbox-held",
+            """
+            CREATE TABLE mailbox_held (
+                user_id TEXT NOT NULL, sender TEXT NOT NULL, bytes BIGINT NOT NULL, PRIMARY KEY (user_id, sender)
+            )
+            """
+        ),
     ]
 
     /// The advisory lock instances hold while migrating, so each step is applied once.
