@@ -144,7 +144,12 @@ public enum DomainConformance {
         }
         let listed = try await domain.service.endpoints(token: alice.token, endpointID: "a3").map(\.endpointID)
         try expect(listed == ["a2", "a3"], "the endpoints after the replacement: \(listed)")
-        try await domain.service.setEndpointNickname(token: alice.token, endpointID: "a3", target: "a2", nickname: "phone")
+        try await domain.service.setEndpointNickname(token: alice.token, endpointID: "a2", target: "a2", nickname: "phone")
+        // A token used from another endpoint (a thief's) renames no other device.
+        try await expectRefused(.forbidden, "a rename of another endpoint") {
+            try await domain.service.setEndpointNickname(
+                token: alice.token, endpointID: "a3", target: "a2", nickname: "unknown")
+        }
         let renamed = try await domain.service.endpoints(token: alice.token, endpointID: "a2").first { $0.endpointID == "a2" }
         try expect(renamed?.nickname == "phone", "the nickname: \(String(describing: renamed))")
 
@@ -356,7 +361,7 @@ public enum DomainConformance {
             try await service.identityKeyVersion(token: token, endpointID: endpoint)
         }
         try await expectRefused(.endpointRemoved, "setEndpointNickname") {
-            try await service.setEndpointNickname(token: token, endpointID: endpoint, target: "alice-2", nickname: "x")
+            try await service.setEndpointNickname(token: token, endpointID: endpoint, target: endpoint, nickname: "x")
         }
         // The other endpoint goes on.
         _ = try await service.checkIn(token: other.token, endpointID: other.endpoint)
@@ -1093,14 +1098,18 @@ public enum DomainConformance {
     }
 
     /// A member reports another with their messages; the operator lists it. A non-member, a
-    /// report of a non-member or of oneself, and messages of someone else are refused.
+    /// report of a non-member or of oneself, messages of someone else and a message number the
+    /// chat never had are refused.
     static func reports(_ domain: DomainUnderTest) async throws {
         let alice = try await user(domain, "alice")
-        _ = try await user(domain, "bob")
+        let bob = try await user(domain, "bob")
         let mallory = try await user(domain, "mallory")
         let service = domain.service
         _ = try await service.createChat(
             token: alice.token, endpointID: alice.endpoint, chatID: "c-report", participants: ["bob"])
+        _ = try await service.post(
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-report", kind: .message, payload: Data("abuse".utf8),
+            recipient: nil, clientID: nil)
         let message = ReportedMessage(
             id: "m1", sender: "bob", number: 1, content: "something abusive", sentAt: Date(timeIntervalSince1970: 1_790_000_000))
         let id = try await service.report(
@@ -1128,6 +1137,13 @@ public enum DomainConformance {
             return try await service.report(
                 token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "bob", reason: "x",
                 messages: [aliceOwn])
+        }
+        try await expectRefused(.invalidRequest, "a message number the chat never had") {
+            var invented = message
+            invented.number = 2
+            return try await service.report(
+                token: alice.token, endpointID: alice.endpoint, chatID: "c-report", user: "bob", reason: "x",
+                messages: [invented])
         }
         try await expectRefused(.invalidRequest, "a report of oneself, or with no message") {
             try await service.report(

@@ -101,11 +101,15 @@ extension DomainEngine {
         return try await storage { try await store.read { db in try Self.endpoints(db, user: user) } }
     }
 
-    /// Renames one of the caller's endpoints.
+    /// Renames the calling endpoint. An endpoint names only itself: a stolen token cannot label
+    /// its own device "Alice's phone" and the real one something else while an approval is asked.
     package func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
         let user = try await caller(token: token, endpointID: endpointID)
         guard nickname.count <= 64, !nickname.contains(where: \.isNewline) else {
             throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
+        }
+        guard target == endpointID else {
+            throw DomainError(.forbidden, "an endpoint renames only itself; \(target) is another endpoint")
         }
         try await storage {
             try await store.write { db in

@@ -489,6 +489,13 @@ extension DomainEngine {
                 guard members.contains(user), members.contains(reported) else {
                     throw DomainError(.notAMember, "the reporter and the reported user must both be members of the chat")
                 }
+                // A message is cited by a number the chat gave out (1 up to its last), or by none.
+                let next =
+                    try db.scalar("SELECT next_message_number FROM chats WHERE chat_id = ?", [chatID], as: Int64.self) ?? 1
+                if let number = messages.compactMap(\.number).first(where: { !(1..<next).contains($0) }) {
+                    throw DomainError(
+                        .invalidRequest, "the chat never had a message numbered \(number) (its numbers run 1 to \(next - 1))")
+                }
                 try self.usage.charge(user, .post, bytes: body.utf8.count, now: now, policy: policy)
                 guard
                     let id = try db.scalar(

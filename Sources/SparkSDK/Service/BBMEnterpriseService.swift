@@ -213,7 +213,8 @@ public final class BBMEnterpriseService: Sendable {
     /// (`EndpointInfo.approval`: a device awaiting approval carries the code to compare).
     public func endpoints() async throws -> [EndpointInfo] { try await engine.endpoints() }
 
-    /// Gives one of the user's endpoints a nickname.
+    /// Gives this endpoint a nickname (an endpoint names only itself: the domain refuses another's
+    /// with ``DomainError/Code/forbidden``).
     public func setNickname(_ nickname: String, forEndpoint endpointID: String) async throws {
         try await engine.setNickname(endpointID, nickname: nickname)
     }
