@@ -41,8 +41,6 @@ enum {
     DRAIN_MAXIMUM = 4 << 20,
     /// Room beyond a request's head and body cap: a record's worth (and a half) of what follows.
     READ_SLACK = 32768,
-    /// A body's grace before its minimum rate applies (ms).
-    BODY_GRACE = 10000,
     ADDRESS_BUCKETS = 4096,
 };
 
@@ -675,7 +673,7 @@ static enum step hand_out(struct connection *connection, const uint8_t *body, si
 /// Admits the body of the request whose head is in `in` before any of it is read or room is made
 /// for it: the head check (route and credential: a refusal is answered at once and the
 /// connection closed, the body never read), then the body budgets (room for a body of known
-/// length is taken now). AGAIN when admitted (`body_started` set), otherwise the refusal's step.
+/// length is taken now). Admitted, `body_started` is set; otherwise the refusal's step.
 static enum step admit_body(struct connection *connection) {
     struct spark_http_server *server = connection->worker->server;
     if (server->head_check) {
@@ -730,8 +728,8 @@ static enum step take_request(struct connection *connection) {
     // The body is still to come: admitted first (a body that came whole with its head needs no
     // admission: it holds nothing more than it has).
     if (!connection->body_started) {
-        enum step admitted = admit_body(connection);
-        if (admitted != AGAIN) return admitted;
+        enum step refused = admit_body(connection);
+        if (!connection->body_started) return refused;
     }
     if (connection->expect_continue && !connection->continue_sent) {
         connection->continue_sent = 1;
@@ -981,14 +979,14 @@ static void take_answers(struct worker *worker) {
 }
 
 /// Whether a connection reading a request is too slow: its head not whole `head_timeout` after
-/// its first byte, or its body behind the minimum rate (after a grace).
+/// its first byte, or its body behind the minimum rate (after a grace of `head_timeout`).
 static int too_slow(const struct connection *connection, long long now) {
     const struct spark_http_server *server = connection->worker->server;
     if (connection->state != READING || !connection->in_length) return 0;
     if (!connection->head_length) return now - connection->request_started > server->head_timeout;
     if (!connection->body_started || !server->minimum_body_rate) return 0;
     size_t received = connection->in_length - connection->head_length;
-    long long allowed = BODY_GRACE + (long long)(received * 1000 / server->minimum_body_rate);
+    long long allowed = server->head_timeout + (long long)(received * 1000 / server->minimum_body_rate);
     return now - connection->body_started > allowed;
 }
 

@@ -543,7 +543,7 @@ package final class DomainRouter: Sendable {
     }
 
     /// The start and end (if given) of a single `bytes=START-END` range; nil for anything else.
-    static func byteRange(_ header: String) -> (Int64, Int64?)? {
+    package static func byteRange(_ header: String) -> (Int64, Int64?)? {
         guard header.hasPrefix("bytes=") else { return nil }
         let parts = header.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         // Digits only: `Int64("+1")` would take a sign, which RFC 9110's grammar has not.

@@ -112,7 +112,8 @@ package final class HTTPServer: Sendable {
         package var maximumBody: Int
         /// Seconds a request's head (and a TLS handshake) may take in all, however it trickles.
         package var headTimeout: Int
-        /// The slowest a body may arrive, in bytes a second from its start (after a 10 s grace).
+        /// The slowest a body may arrive, in bytes a second from its start (after a grace of
+        /// ``headTimeout``).
         package var minimumBodyRate: Int
         /// The bytes request bodies may hold in the server's buffers, all clients together.
         package var bodyBudget: Int

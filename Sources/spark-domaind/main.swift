@@ -33,7 +33,7 @@ let usage = """
                   --max-connections, from 16 to 256; raise it when many devices share an
                   address without a proxy naming them); a request's head must be whole within
                   --head-timeout seconds of its first byte (10; a TLS handshake too), and a body
-                  must come at --min-body-rate bytes a second or faster after a 10 s grace
+                  must come at --min-body-rate bytes a second or faster after as long a grace
                   (1024); a body still to come is read only once its route and token pass
                   (401, 403, 404 otherwise, its bytes never buffered), and bodies held at once
                   are capped at --body-buffer bytes in all (256 MiB: 503 past it) and

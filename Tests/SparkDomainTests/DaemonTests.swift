@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkDomainServer
 import SparkTestSupport
 import Testing
 
@@ -335,6 +336,97 @@ struct DaemonTests {
             #expect(seen["tls12"] == "200 TLSv1.2", "TLS 1.2 is served too")
             #expect(seen["tampered"] == "alert", "an altered record gets an alert: \(ran.stdout)")
             #expect(seen["key-update"] == "200,200,200 2", "KeyUpdate, asked of the server and not: \(ran.stdout)")
+            await daemon.stop()
+        }
+    }
+
+    /// Two addresses trickling heads a byte at a time hold at most their share of connections,
+    /// each closed at the head deadline however it trickles; a third address is served
+    /// throughout. (With half of `--max-connections` per address and only an idle timer that
+    /// every byte reset, two such addresses once kept everyone else out.)
+    @Test func slowHeadsFromTwoAddressesKeepNoOneElseOut() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(
+                in: directory, plain: true, serveArguments: ["--max-connections", "100", "--head-timeout", "2"])
+            let port = try #require(daemon.url.port)
+            let script = Self.repository.appendingPathComponent("Tests/SparkDomainTests/Python/slow_clients.py")
+            let ran = try await Fixtures.run(
+                URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path, "heads", String(port), "6"])
+            #expect(ran.status == 0, "\(ran.stderr)")
+            let fields = ran.stdout.split(separator: " ").map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) }
+            try #require(fields.count == 8, "\(ran.stdout)")
+            let (served, tried, admitted, left) = (
+                Int(fields[1]) ?? -1, Int(fields[3]) ?? 0, Int(fields[5]) ?? 0, Int(fields[7]) ?? -1
+            )
+            #expect(tried >= 10 && served == tried, "the third address is served throughout: \(ran.stdout)")
+            #expect(admitted <= 32, "16 connections an address (1/64 of 100, at least 16): \(ran.stdout)")
+            #expect(left == 0, "every trickling head is closed at its deadline: \(ran.stdout)")
+            await daemon.stop()
+        }
+    }
+
+    /// A body still to come is read only once its route and token pass (401 at once for a forged
+    /// token, its bytes never read), and bodies held at once are capped per address: past 16 MiB
+    /// the next is refused 429 before it is read.
+    @Test func unauthenticatedAndExcessBodiesAreRefusedBeforeTheyAreRead() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true)
+            let port = try #require(daemon.url.port)
+            let domain = try daemon.client()
+            let token = try await domain.testToken(userID: "slow").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "s1", description: "s"))
+            let script = Self.repository.appendingPathComponent("Tests/SparkDomainTests/Python/slow_clients.py")
+            let ran = try await Fixtures.run(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", script.path, "bodies", String(port), token, "s1", String(daemon.processID)])
+            #expect(ran.status == 0, "\(ran.stderr)")
+            let fields = ran.stdout.split(separator: " ").map { String($0).trimmingCharacters(in: .whitespacesAndNewlines) }
+            try #require(fields.count == 8, "\(ran.stdout)")
+            let (admitted, busy, unauthorized, growth) = (
+                Int(fields[1]) ?? -1, Int(fields[3]) ?? -1, Int(fields[5]) ?? -1, Int(fields[7]) ?? .max
+            )
+            #expect(unauthorized == 60, "a forged token's body is refused unread: \(ran.stdout)")
+            #expect(admitted > 0 && admitted <= 16, "16 MiB of bodies for one address: \(ran.stdout)")
+            #expect(busy == 60 - admitted, "the rest refused 429 at once: \(ran.stdout)")
+            #expect(growth < 64 * 1024, "the daemon's memory stays bounded: \(ran.stdout)")
+            #expect(!daemon.log.contains(#""status":5"#), "no 5xx: \(daemon.log)")
+            await daemon.stop()
+        }
+    }
+
+    /// The check of a head before its body: the route, the method, a token (missing or forged),
+    /// an operator call, and a call open to anyone sending more than its bodies need, each
+    /// answered at once without a byte of the body (and instead of `100 Continue`); a good
+    /// head with `Expect: 100-continue` gets its `100 Continue`. Routes match the path as sent.
+    @Test func aBodyStillToComeIsReadOnlyOnceItsRouteAndTokenPass() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, plain: true)
+            let port = try #require(daemon.url.port)
+            let domain = try daemon.client()
+            let token = try await domain.testToken(userID: "alice").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "a"))
+            let forged = String(token.dropLast(4)) + (token.hasSuffix("AAAA") ? "BBBB" : "AAAA")
+            func head(_ path: String, _ headers: [String: String], expect: Bool = false, length: Int = 1000) async -> Int {
+                let socket = RawHTTP.connect(port: port)
+                defer { close(socket) }
+                var text = "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n"
+                for (name, value) in headers { text += "\(name): \(value)\r\n" }
+                if expect { text += "Expect: 100-continue\r\n" }
+                RawHTTP.write(socket, Array((text + "\r\n").utf8))
+                return await RawHTTP.read(socket).status
+            }
+            let user = ["Authorization": "Bearer \(token)", "Spark-Endpoint": "a1"]
+            #expect(await head("/v1/chats/post", [:]) == 401, "no token")
+            #expect(await head("/v1/chats/post", ["Authorization": "Bearer \(forged)", "Spark-Endpoint": "a1"]) == 401)
+            #expect(await head("/v1/chats/post", [:], expect: true) == 401, "refused instead of 100 Continue")
+            #expect(await head("/v1/nowhere", user) == 404)
+            #expect(await head("/v1/chats/%70ost", user) == 404, "the path as sent, not decoded")
+            #expect(await head("/v1/admin/moderation/unban", user) == 403, "an operator call with a user's token")
+            #expect(await head("/v1/accounts/sign-up", [:], length: 100_000) == 413, "16 KiB without a token")
+            #expect(await head("/v1/chats/post", user, expect: true) == 100, "a good head is told to go on")
+            #expect(await RawHTTP.request(port: port, method: "GET", path: "/%6detrics").status == 404)
+            #expect(DomainRouter.byteRange("bytes=+1-+2") == nil && DomainRouter.byteRange("bytes=1-2")! == (1, 2))
+            #expect(!daemon.log.contains(#""status":5"#), "no 5xx: \(daemon.log)")
             await daemon.stop()
         }
     }

@@ -88,6 +88,12 @@ struct HTTPServerTests {
         #expect(Self.frame(head + "40\r\n", maximumBody: 64).result == 0, "a chunk up to the cap")
         #expect(Self.frame(head + "20\r\n" + String(repeating: "a", count: 32) + "\r\n21\r\n", maximumBody: 64).result == -413)
         #expect(Self.frame(head + "1\r\n" + String(repeating: "a", count: 2000)).result == -400)
+        // A size line is hex digits, then optional whitespace and ";extensions", nothing else; no
+        // control byte in an extension or a trailer.
+        #expect(Self.frame(head + "5 zz\r\nhello\r\n0\r\n\r\n").result == -400, "a size followed by junk")
+        #expect(Self.frame(head + "5 ;a=b\r\nhello\r\n0\r\n\r\n").result == 1, "whitespace before an extension")
+        #expect(Self.frame(head + "5;a=\u{0}\r\nhello\r\n0\r\n\r\n").result == -400, "a NUL in an extension")
+        #expect(Self.frame(head + "5\r\nhello\r\n0\r\nT: a\u{0}b\r\n\r\n").result == -400, "a NUL in a trailer")
     }
 
     /// A server answering with the method, the path, the query and the body it was given. Its idle
@@ -127,7 +133,7 @@ struct HTTPServerTests {
         let bodies = received.components(separatedBy: "HTTP/1.1 200 OK\r\n").dropFirst().map {
             $0.components(separatedBy: "\r\n\r\n").last ?? ""
         }
-        #expect(bodies == ["POST /a b x=1 2&y=A&bare=nil hello", "POST /c  abcde", "GET /e  "], "\(received)")
+        #expect(bodies == ["POST /a%20b x=1 2&y=A&bare=nil hello", "POST /c  abcde", "GET /e  "], "\(received)")
         close(socket)
         // HEAD: the length GET would send, and no body (read to the end of the connection).
         let head = RawHTTP.connect(port: Int(server.port))

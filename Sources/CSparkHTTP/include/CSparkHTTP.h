@@ -46,7 +46,7 @@ typedef struct {
     /// connection's start), however it trickles in; 0: 10.
     unsigned head_timeout;
     /// The slowest a body may arrive once admitted, in bytes a second averaged from its start,
-    /// after a 10-second grace; 0: no minimum.
+    /// after a grace of `head_timeout`; 0: no minimum.
     size_t minimum_body_rate;
     /// The bytes request bodies may hold in the server's buffers, all clients together and per
     /// client address (0: no cap): past either a body is refused (503 or 429, Retry-After)

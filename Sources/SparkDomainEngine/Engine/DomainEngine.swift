@@ -301,16 +301,23 @@ package final class DomainEngine: DomainService {
     }
 
     /// Checks `token` with the settings in hand, without waiting on the store: the refusal, or nil
-    /// when the token passes or the settings would have to be read first (then the request's
-    /// own ``validate(token:)`` decides). For the server's check of a request's head before its
-    /// body is read: it never blocks, and it refuses only what the settings in hand refuse.
+    /// when the token passes or only settings read anew could tell (then the request's own
+    /// ``validate(token:)`` decides). For the server's check of a request's head before its body
+    /// is read: it never blocks. With settings older than their lifetime, what a change of them
+    /// could turn into an acceptance (an issuer not trusted yet, test tokens refused, an issuer's
+    /// keys unavailable, another audience) is left to the full check; a token that is malformed,
+    /// expired or not signed by its issuer's keys is refused whatever their age.
     package func precheck(token: String) -> DomainError? {
-        guard let validator = settings.withLock({ $0.fresh?.validator }) else { return nil }
+        let (validator, fresh) = settings.withLock { ($0.current?.validator, $0.fresh != nil) }
+        guard let validator else { return nil }
         do {
             _ = try validator.validate(token, cache: validatedTokens)
             return nil
         } catch let error as DomainError {
-            return error
+            let settingsDecide =
+                [.userAuthenticationRequired, .unavailable, .wrongAudience].contains(error.code)
+                || error.reason == TokenValidator.untrustedIssuer
+            return fresh || !settingsDecide ? error : nil
         } catch {
             return DomainError(.invalidToken, "the token is not valid")
         }

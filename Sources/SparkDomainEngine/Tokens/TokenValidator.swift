@@ -47,6 +47,8 @@ package struct TokenValidator: Sendable {
     package static let maximumTokenSize = 8 * 1024
     /// The longest user id accepted.
     package static let maximumSubjectLength = 255
+    /// Why a token of an issuer the domain does not trust is refused.
+    package static let untrustedIssuer = "the token's issuer is not trusted by this domain"
 
     /// The issuers whose tokens are accepted.
     package var issuers: [TrustedIssuer]
@@ -122,7 +124,7 @@ package struct TokenValidator: Sendable {
             throw DomainError(.unavailable, "the keys of issuer \(issuerName) cannot be loaded: \(reason)")
         }
         guard let issuerName = claims.issuer, let issuer = issuers.first(where: { $0.issuer == issuerName }) else {
-            throw DomainError(.invalidToken, "the token's issuer is not trusted by this domain")
+            throw DomainError(.invalidToken, Self.untrustedIssuer)
         }
         do {
             _ = try jws.verify(using: issuer.keys)
