@@ -5,7 +5,8 @@ usage: tls_peer.py PORT CA_FILE
 Prints one line per check, "name value", from Python's ssl (OpenSSL underneath, but a client
 the server does not share code with) and openssl s_client:
   tls13-cipher          the suite a TLS 1.3 connection negotiated
-  tls12                 the status of /healthz over TLS 1.2 (the server keeps OpenSSL's records)
+  tls12                 the status of /healthz over TLS 1.2, and the suite (an AEAD)
+  tls12-cbc             whether a TLS 1.2 client offering only CBC suites gets a handshake
   large-answer          whether /v1/openapi.json (many records) came whole and parses
   large-request         the status of a 12 KB body and of a 200 KB one (refused: no token)
   pipelined             the statuses of three requests sent in one write
@@ -88,7 +89,16 @@ with connect() as stream:
 with connect(ssl.TLSVersion.TLSv1_2) as stream:
     stream.sendall(request("GET", "/healthz", close=True))
     [(status, _)] = answers(stream, 1)
-    print("tls12", status, stream.version())
+    print("tls12", status, stream.version(), stream.cipher()[0])
+
+# TLS 1.2 with CBC suites only (Lucky13's): no suite in common, so no handshake.
+cbc = context(ssl.TLSVersion.TLSv1_2)
+cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-ECDSA-AES128-SHA256:ECDHE-RSA-AES128-SHA")
+try:
+    with cbc.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1") as stream:
+        print("tls12-cbc", "accepted", stream.cipher()[0])
+except ssl.SSLError:
+    print("tls12-cbc", "refused")
 
 def handshake():
     """A TLS client over memory BIOs on a raw socket, its handshake done."""
