@@ -14,7 +14,8 @@ fi
 
 work="$(mktemp -d /tmp/spark-c.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-# CI reuses its debug build (SPARKSDK_CONFIGURATION=debug); by hand it is the release one.
+# The release build, as users install it (a release build keeps only public `@_cdecl`
+# functions: checking the debug library once hid a library that exported none of them).
 bash scripts/install.sh "$work/prefix" >/dev/null
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 

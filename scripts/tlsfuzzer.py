@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 SCRIPTS = [
     "record-layer-limits", "keyupdate", "zero-length-data", "record-padding", "zero-content-type",
     "empty-alert", "ccs", "symetric-ciphers", "finished", "conversation", "invalid-ciphers",
-    "unencrypted-alert", "multiple-ccs-messages", "lengths", "connection-abort", "legacy-version",
+    "unencrypted-alert", "multiple-ccs-messages", "connection-abort", "legacy-version",
     "version-negotiation", "hrr", "nociphers", "finished-plaintext",
 ]
 

@@ -41,6 +41,14 @@
  *   time; a callback may call back into the library (an echo bot answers from its event
  *   callback), but must not close the client.
  * - Handles are opaque. A client must be closed once, and not used after.
+ * - NULL: every function that frees (spark_free, spark_chats_free, spark_messages_free,
+ *   spark_strings_free, spark_event_free) and spark_client_close ignore NULL. Elsewhere a NULL
+ *   argument is SPARK_ERR_INVALID_ARGUMENT unless the function's comment allows it.
+ * - Restarts: a device set up once stays signed in and set up. After spark_client_open,
+ *   spark_is_set_up returns 1 and messaging works with no sign-in (the credentials and keys are
+ *   in the data directory; the passcode is not asked again). Sign in only when it returns 0. With
+ *   the custom provider call spark_sign_in_token again after each open: the refresh callback is
+ *   not kept across processes, and without it the stored token ends the session when it expires.
  */
 #ifndef SPARK_SPARK_H
 #define SPARK_SPARK_H
@@ -105,7 +113,10 @@ typedef struct spark_client spark_client;
  * dataDirectory), and starts its service. */
 spark_status spark_client_open(const char *config_path, const char *data_directory, spark_client **client);
 
-/* Stops the service and frees the client. Waits for a callback that is running to return. */
+/* Stops the service and frees the client. Waits for a callback that is running to return, not
+ * for outgoing work: every spark_send has returned by then with the message taken by the domain
+ * or stored as held (SPARK_ERR_IDENTITY_UNCONFIRMED, or waiting to retry), and a held message
+ * stays in the data directory and goes out after a later spark_client_open. NULL is ignored. */
 void spark_client_close(spark_client *client);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -143,8 +154,8 @@ typedef struct {
 typedef struct {
     /* A passcode: `is_new` is 1 on the user's first device (choose one), 0 on a later one (the
      * one chosen then). `problem` is NULL the first time, else why the last answer was refused.
-     * Write the passcode, NUL-terminated, into `buffer` (of `size` bytes) and return 1; return 0
-     * to stop setup. */
+     * Write the passcode, NUL-terminated, into `buffer` (of `size` bytes: 1,024, so a passcode
+     * is at most 1,023 bytes of UTF-8) and return 1; return 0 to stop setup. */
     int (*passcode)(void *context, int is_new, const char *problem, char *buffer, size_t size);
     /* The user's other device is active and this domain allows one: return 1 to take the
      * profile over (the other device is signed out), 0 to stop. */
@@ -335,10 +346,11 @@ spark_status spark_safety_number(spark_client *client, const char *user_id, char
 /* Events                                                                                      */
 
 typedef enum {
-    /* A message arrived from another user (`message` set). */
+    /* A message arrived from another user: `message` set, and `chat_id`, `message_id` and
+     * `user_id` (its sender) filled as in it. */
     SPARK_EVENT_MESSAGE = 1,
-    /* One of this user's messages moved: sent, delivered, read, failed (`message_id`, `state`,
-     * `chat_id`; `text` holds a failure's reason). */
+    /* One of this user's messages moved: sent, delivered, read, failed (`message_id`, `chat_id`,
+     * and `state`, a spark_message_state value; `text` holds a failure's reason). */
     SPARK_EVENT_MESSAGE_STATE = 2,
     /* A user is typing in a chat, or stopped (`user_id`, `chat_id`, `state` 1 or 0). */
     SPARK_EVENT_TYPING = 3,
@@ -358,6 +370,8 @@ typedef struct {
     char *chat_id;
     char *message_id;
     char *user_id;
+    /* SPARK_EVENT_MESSAGE_STATE: a spark_message_state value (SPARK_MESSAGE_SENT, …);
+     * SPARK_EVENT_TYPING: 1 typing, 0 stopped; 0 otherwise. */
     int state;
     char *text;
     /* For SPARK_EVENT_MESSAGE: the message (one). */
