@@ -307,6 +307,34 @@ struct RichMessagingTests {
         }
     }
 
+    /// A receipt that comes after its message expired (bob read late, on a loaded machine) moves
+    /// the hidden row's state, and the flow stays without the message: it once came back, since
+    /// a flow updated by ids read the expired row as any other, and then stayed there.
+    @Test func anExpiredMessageStaysGoneWhenItsReceiptComesLate() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date())
+            let world = try ChatWorld(directory, clock: clock.wallClock)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            let before = try await alice.sendMessage("before the timer", to: chat.chatID)
+            try await alice.setDisappearingTimer(.seconds(60), in: chat.chatID)
+            #expect(await waitFor("bob's device applies it") { bob.chats.value.first?.disappearingTimer == .seconds(60) })
+            let secret = try await alice.sendMessage("gone in a minute", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            let aliceMessages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { bobMessages.value.count == 2 })
+            clock.advance(by: 61)
+            #expect(await waitFor("alice's device removes it") { aliceMessages.value.map(\.id) == [before.id] })
+            // Only now does bob read both: his receipt reaches alice after her copy expired.
+            try await bob.markMessagesRead(in: chat.chatID)
+            #expect(await waitFor("alice sees bob read the first") { aliceMessages.value.first?.state == .read })
+            #expect(aliceMessages.value.map(\.id) == [before.id], "the expired one stays gone: \(aliceMessages.value)")
+            #expect(try await alice.messages(in: chat.chatID).value.map(\.id) == [before.id])
+            #expect(secret.expiresAt != nil)
+        }
+    }
+
     /// Alice reports bob with his message: the operator reads what she revealed, as her device
     /// holds it; she cannot reveal her own message as his, nor report someone outside the chat.
     @Test func aReportRevealsTheChosenMessagesToTheOperator() async throws {

@@ -80,7 +80,7 @@ final class MemoryMessagingStore: Sendable {
         func message(_ id: String) throws -> ChatMessage? { state.messages[id]?.message }
 
         func messages(chatID: String, ids: [String]) throws -> [ChatMessage] {
-            ids.compactMap { state.messages[$0]?.message }.filter { $0.chatID == chatID }
+            ids.compactMap { state.messages[$0] }.filter { !$0.expired && $0.message.chatID == chatID }.map(\.message)
         }
 
         private func inChat(_ chatID: String) -> [State.Message] {

@@ -24,7 +24,10 @@ protocol MessagingStore {
 
     /// The message `id`, or nil.
     func message(_ id: String) throws -> ChatMessage?
-    /// The chat's messages of these ids (those that exist), in no particular order.
+    /// The chat's messages of these ids (those that exist and have not expired: an expired row
+    /// is kept only so that its id and number are not taken again), in no particular order. A
+    /// flow updated by these ids so drops an expired message, whatever changed it late (a
+    /// receipt, a reaction).
     func messages(chatID: String, ids: [String]) throws -> [ChatMessage]
     /// The latest `limit` messages before `number` (or the newest), oldest first: numbered
     /// messages by number, then, on the newest page, those without a number yet by time.

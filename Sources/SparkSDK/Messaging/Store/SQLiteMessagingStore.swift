@@ -73,7 +73,8 @@ struct SQLiteMessagingStore: MessagingStore {
     func messages(chatID: String, ids: [String]) throws -> [ChatMessage] {
         guard !ids.isEmpty else { return [] }
         return try db.rows(
-            "\(Self.columns) WHERE chat_id = ? AND local_id IN (\(Self.placeholders(ids.count)))", [chatID] + ids
+            "\(Self.columns) WHERE chat_id = ? AND expired = 0 AND local_id IN (\(Self.placeholders(ids.count)))",
+            [chatID] + ids
         ).map(message)
     }
 
