@@ -47,8 +47,8 @@ enum CAPIBenchmarks {
     /// Where `scripts/bench.sh` installs the release C library (`scripts/install.sh`), as an app
     /// gets it.
     static var installed: URL {
-        URL(fileURLWithPath: Harness.executablePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("sparksdk-install")
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/sparksdk-install")
     }
 
     /// `Benchmarks/c-send-receive`, built with cc against the installed release library.

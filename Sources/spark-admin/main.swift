@@ -20,7 +20,10 @@ let usage = """
                                   sandbox); a served one is made by `spark-domaind init`
       policy                      show the domain's policy
       policy set [--user-auth on|off] [--max-endpoints N] [--single-endpoint | --multiple-endpoints]
-                                  change the policy
+                 [--posted-bytes-per-minute BYTES] [--unread-bytes-per-sender BYTES]
+                                  change the policy (the bytes one user's posts may write into
+                                  mailboxes a minute, 64 MiB; and one sender may leave unread
+                                  for one user, 32 MiB)
       users                       list the accounts of the sign-up assistant and the users with endpoints
       endpoints USER_ID           list a user's endpoints
       deregister ENDPOINT_ID      remove an endpoint (it learns on its next call)
@@ -86,6 +89,12 @@ func target(_ arguments: inout Arguments) throws -> Target {
 func applyPolicyOptions(_ arguments: inout Arguments, to policy: inout DomainPolicy) throws {
     if let userAuth = try arguments.onOff("--user-auth") { policy.userAuthenticationEnabled = userAuth }
     if let maximum = try arguments.integer("--max-endpoints", in: 1...100) { policy.maximumEndpoints = maximum }
+    if let bytes = try arguments.integer("--posted-bytes-per-minute", in: (1 << 20)...(1 << 40)) {
+        policy.postedBytesPerMinute = bytes
+    }
+    if let bytes = try arguments.integer("--unread-bytes-per-sender", in: (1 << 20)...(1 << 40)) {
+        policy.unreadBytesPerSender = bytes
+    }
     let single = arguments.flag("--single-endpoint")
     let multiple = arguments.flag("--multiple-endpoints")
     if single && multiple { throw Arguments.UsageError(message: "--single-endpoint and --multiple-endpoints exclude each other") }
@@ -106,6 +115,7 @@ func describe(_ policy: DomainPolicy) -> String {
     token lifetime: \(policy.tokenLifetime) s; refresh tokens: \(policy.refreshTokenLifetime / 86400) days
     codes: activation \(policy.activationCodeLifetime / 3600) h, reset \(policy.resetCodeLifetime / 60) min, \(policy.codeAttempts) tries
     login throttling after \(policy.loginAttemptsBeforeThrottle) failures
+    posts per user: \(policy.postsPerMinute) a minute, \(policy.postedBytesPerMinute) bytes a minute into mailboxes, \(policy.unreadBytesPerSender) bytes left unread for one user
     """
 }
 

@@ -140,6 +140,14 @@ struct SparkAdminTests {
                     "judy\tjudy@example.com\tFR\tage 27\tnot activated"))
             // Changing other settings keeps the domain's (test) password cost.
             #expect(try await Self.admin(["--domain", path, "policy", "set", "--max-endpoints", "4"]).status == 0)
+            // The write limits: a minute's bytes and what one sender may leave unread for one user.
+            let limited = try await Self.admin([
+                "--domain", path, "policy", "set", "--posted-bytes-per-minute", "2097152", "--unread-bytes-per-sender", "1048576",
+            ])
+            #expect(
+                limited.stdout.contains("2097152 bytes a minute into mailboxes, 1048576 bytes left unread for one user"),
+                "\(limited.stdout)")
+            #expect(try await Self.admin(["--domain", path, "policy", "set", "--unread-bytes-per-sender", "5"]).status == 64)
         }
     }
 }
