@@ -720,13 +720,8 @@ extension DomainEngine {
         // on each other's mailbox heads; each head moves in one atomic statement. The users go
         // in batches, two statements a batch (the heads, then the entries) instead of two a
         // user; a batch is a power of two up to 64 users, so a store prepares few shapes.
-        let sorted = Set(users).sorted()
-        var start = 0
-        while start < sorted.count {
-            var size = 1
-            while size * 2 <= min(sorted.count - start, Self.mailboxBatch) { size *= 2 }
-            let batch = sorted[start..<start + size]
-            start += size
+        try Self.inBatches(users) { batch in
+            let size = batch.count
             let rows = try db.rows(
                 """
                 INSERT INTO mailbox_heads(user_id, last_sequence) VALUES \(Array(repeating: "(?, 1)", count: size).joined(separator: ", "))
@@ -751,6 +746,19 @@ extension DomainEngine {
         }
     }
 
+    /// `users` once each, in order, in batches whose sizes are powers of two up to
+    /// ``mailboxBatch``: a statement a batch, of few shapes for a store to prepare.
+    static func inBatches(_ users: [String], _ body: (ArraySlice<String>) throws -> Void) throws {
+        let sorted = Set(users).sorted()
+        var start = 0
+        while start < sorted.count {
+            var size = 1
+            while size * 2 <= min(sorted.count - start, Self.mailboxBatch) { size *= 2 }
+            try body(sorted[start..<start + size])
+            start += size
+        }
+    }
+
     /// The most users whose mailboxes one pair of statements reaches.
     static let mailboxBatch = 64
 
@@ -763,13 +771,8 @@ extension DomainEngine {
     /// once per cap's worth of posts at most. One statement a batch of recipients, as in
     /// ``append(_:to:chatID:sender:kind:messageNumber:payload:members:now:epoch:)``.
     static func chargeHeld(_ db: any DomainStatements, recipients: [String], sender: String, bytes: Int, cap: Int) throws {
-        let sorted = Set(recipients).sorted()
-        var start = 0
-        while start < sorted.count {
-            var size = 1
-            while size * 2 <= min(sorted.count - start, Self.mailboxBatch) { size *= 2 }
-            let batch = sorted[start..<start + size]
-            start += size
+        try inBatches(recipients) { batch in
+            let size = batch.count
             var arguments: [any DatabaseValueConvertible] = []
             for recipient in batch { arguments += [recipient, sender, Int64(bytes)] }
             let rows = try db.rows(
