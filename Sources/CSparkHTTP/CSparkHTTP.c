@@ -346,17 +346,22 @@ static const char *date_now(void) {
     return text;
 }
 
+/// The headers every answer carries: no answer is cached or sniffed as another type, and over
+/// TLS a browser that saw one keeps to HTTPS for this host.
+#define ALWAYS_HEADERS "X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n"
+#define TLS_HEADERS "Strict-Transport-Security: max-age=31536000\r\n"
+
 /// A whole answer's bytes (head and body), malloc'd; NULL when out of memory.
 static uint8_t *make_answer(
     unsigned status, const char *content_type, const uint8_t *body, size_t length, const char *const *names,
-    const char *const *values, size_t count, int keep_alive, int head_only, size_t *size) {
-    size_t capacity = 256 + (content_type ? strlen(content_type) : 0) + length;
+    const char *const *values, size_t count, int keep_alive, int head_only, int tls, size_t *size) {
+    size_t capacity = 256 + sizeof ALWAYS_HEADERS + sizeof TLS_HEADERS + (content_type ? strlen(content_type) : 0) + length;
     for (size_t i = 0; i < count; i++) capacity += strlen(names[i]) + strlen(values[i]) + 4;
     uint8_t *answer = malloc(capacity);
     if (!answer) return NULL;
     int written = snprintf(
-        (char *)answer, capacity, "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Length: %zu\r\n%s", status % 1000,
-        reason(status), date_now(), length, keep_alive ? "" : "Connection: close\r\n");
+        (char *)answer, capacity, "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Length: %zu\r\n%s%s%s", status % 1000,
+        reason(status), date_now(), length, keep_alive ? "" : "Connection: close\r\n", ALWAYS_HEADERS, tls ? TLS_HEADERS : "");
     size_t at = written > 0 ? (size_t)written : 0;
     if (content_type) at += (size_t)snprintf((char *)answer + at, capacity - at, "Content-Type: %s\r\n", content_type);
     for (size_t i = 0; i < count; i++) {
@@ -458,7 +463,7 @@ static enum step answer_here(struct connection *connection, unsigned status, con
         ? (uint8_t *)strdup("HTTP/1.1 100 Continue\r\n\r\n")
         : make_answer(
               status, "application/json", (const uint8_t *)body, strlen(body), &retry_name, &retry_value, extra,
-              !close_after, 0, &size);
+              !close_after, 0, connection->tls != NULL, &size);
     if (answer && status == 100) size = strlen((char *)answer);
     if (!set_answer(connection, answer, size)) return CLOSED;
     connection->close_after = close_after;
@@ -1335,7 +1340,7 @@ void spark_http_respond(
     // Out of memory: the connection is closed without an answer (response NULL).
     request->response = make_answer(
         status, content_type, body, length, header_names, header_values, header_count, request->keep_alive,
-        request->head_only, &request->response_length);
+        request->head_only, request->worker->server->tls != NULL, &request->response_length);
     struct worker *worker = request->worker;
     pthread_mutex_lock(&worker->lock);
     request->next = NULL;

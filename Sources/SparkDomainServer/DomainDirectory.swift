@@ -13,7 +13,7 @@ package import SparkDomainEngine
 /// | `passcode.keys` | the OPRF secrets that harden users' passcodes (``PasscodeKeys``): never in the database |
 /// | `operator.credential` | the operator's credential for `spark-admin --operator` |
 /// | `ca.pem`, `ca.key` | the domain's private CA; clients trust `ca.pem` |
-/// | `server.pem`, `server.key` | the server certificate for the host names, signed by the CA |
+/// | `server.pem`, `server.key` | the server certificate for the host names, signed by the CA (824 days; `serve` renews it 60 days before its end) |
 /// | `ConfigSettings.plist` | a client configuration pointing at the domain |
 ///
 /// Nothing in it is for clients except `ca.pem` and the plist, which the operator copies to
@@ -179,7 +179,44 @@ package struct DomainDirectory: Sendable {
         var serverKey: String
     }
 
-    /// A CA and a server certificate for `names` (ten years), through OpenSSL.
+    /// How long a server certificate made here is valid: 824 days, since it is backdated an hour
+    /// and 825 is the most CA/Browser Forum rules (and testssl.sh) accept;
+    /// ``renewCertificateIfDue(within:)`` makes the next.
+    package static let serverCertificateDays: UInt32 = 824
+    /// How long before its end ``renewCertificateIfDue(now:)`` replaces it.
+    package static let renewalDays: UInt32 = 60
+
+    /// Replaces the server certificate with a new key and certificate for the same names, signed
+    /// by the directory's CA, when the CA issued it and it ends within ``renewalDays`` (a
+    /// certificate the operator gave, `--certificate`, or one of another CA, is left alone):
+    /// whether it did. `serve` calls it at start; clients trust the CA, so nothing changes for
+    /// them. `within` overrides ``renewalDays`` (tests).
+    @discardableResult
+    package func renewCertificateIfDue(within: UInt32 = DomainDirectory.renewalDays) throws -> Bool {
+        guard FileManager.default.fileExists(atPath: caPath),
+            FileManager.default.fileExists(atPath: url.appendingPathComponent("ca.key").path)
+        else { return false }
+        let authority = try Self.readPEM(caPath)
+        let authorityKey = try Self.readPEM(url.appendingPathComponent("ca.key").path)
+        let current = try Self.readPEM(certificatePath)
+        var error = [CChar](repeating: 0, count: 256)
+        var certificate: UnsafeMutablePointer<CChar>?
+        var key: UnsafeMutablePointer<CChar>?
+        let renewed = spark_tls_renew_certificate(
+            authority, authorityKey, current, Self.serverCertificateDays, within, &certificate, &key, &error, error.count)
+        defer { for text in [certificate, key] { free(text) } }
+        guard renewed >= 0 else {
+            throw DomainError(
+                .unavailable, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        guard renewed == 1, let certificate, let key else { return false }
+        try write(Data(String(cString: key).utf8), to: keyPath)
+        try write(Data(String(cString: certificate).utf8), to: certificatePath)
+        return true
+    }
+
+    /// A CA (ten years) and a server certificate for `names` (``serverCertificateDays``), through
+    /// OpenSSL.
     static func makeCertificates(commonName: String, names: [String]) throws -> Certificates {
         var error = [CChar](repeating: 0, count: 256)
         var caCertificate: UnsafeMutablePointer<CChar>?
@@ -189,8 +226,8 @@ package struct DomainDirectory: Sendable {
         let copies = names.map { strdup($0) }
         defer { for copy in copies { free(copy) } }
         let ok = spark_tls_make_certificates(
-            commonName, copies.map { UnsafePointer($0) }, copies.count, 3650, &caCertificate, &caKey, &serverCertificate,
-            &serverKey, &error, error.count)
+            commonName, copies.map { UnsafePointer($0) }, copies.count, 3650, Self.serverCertificateDays, &caCertificate, &caKey,
+            &serverCertificate, &serverKey, &error, error.count)
         defer { for text in [caCertificate, caKey, serverCertificate, serverKey] { free(text) } }
         guard ok == 1, let caCertificate, let caKey, let serverCertificate, let serverKey else {
             throw DomainError(

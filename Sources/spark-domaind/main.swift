@@ -12,8 +12,9 @@ let usage = """
     commands:
       init DIR [--domain ID] [--sandbox] [--hostname NAME]... [--port N] [--database CONNINFO]
                   create a domain in DIR (mode 0700): its database and issuer keys, an operator
-                  credential (DIR/operator.credential), a private CA (DIR/ca.pem) and a server
-                  certificate for the host names (default localhost and 127.0.0.1), and
+                  credential (DIR/operator.credential), a private CA (DIR/ca.pem, ten years) and
+                  a server certificate for the host names (default localhost and 127.0.0.1; 824
+                  days, which serve renews from the CA 60 days before its end), and
                   DIR/ConfigSettings.plist, a client configuration pointing at it. Without
                   --sandbox users must authenticate (the sign-up assistant or your own issuer).
                   --database makes the domain in PostgreSQL instead of DIR/domain.sqlite: a libpq
@@ -227,6 +228,10 @@ func serve(_ arguments: inout Arguments) async throws {
         maximumBody: maximumBody, headTimeout: headTimeout, minimumBodyRate: minimumBodyRate, bodyBudget: bodyBuffer,
         perAddressBodyBudget: perAddressBodyBuffer, proxyAddresses: proxies, requestThreads: storeConnections)
     if !plain {
+        // The certificate `init` made is renewed from the directory's CA before it ends.
+        if certificateOption == nil, try directory.renewCertificateIfDue() {
+            log(#"{"event":"certificate-renewed","days":\#(DomainDirectory.serverCertificateDays)}"#)
+        }
         options.certificatePEM = try DomainDirectory.readPEM(certificateOption ?? directory.certificatePath)
         options.keyPEM = try DomainDirectory.readPEM(keyOption ?? directory.keyPath)
     }

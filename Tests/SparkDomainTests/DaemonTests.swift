@@ -130,6 +130,60 @@ struct DaemonTests {
         }
     }
 
+    /// `init`'s server certificate lasts 824 days (testssl.sh rates ten years HIGH), and `serve`
+    /// renews it from the directory's CA before it ends, for the same names, with a new key; a
+    /// certificate the CA did not issue is never touched. Every answer says `nosniff` and
+    /// `no-store`, and over TLS `Strict-Transport-Security`.
+    @Test func initsCertificateIsRenewedFromItsCABeforeItEnds() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let home = directory.appendingPathComponent("d")
+            _ = try await Fixtures.run(
+                Self.binary, ["init", home.path, "--sandbox", "--hostname", "chat.example", "--hostname", "127.0.0.1"])
+            let domain = try DomainDirectory(existing: home)
+            let openssl = URL(fileURLWithPath: "/usr/bin/openssl")
+            func describe() async throws -> String {
+                try await Fixtures.run(
+                    openssl, ["x509", "-in", domain.certificatePath, "-noout", "-enddate", "-ext", "subjectAltName"]
+                )
+                .stdout
+            }
+            let first = try await describe()
+            #expect(first.contains("DNS:chat.example"), "\(first)")
+            let days = try await Fixtures.run(
+                openssl, ["x509", "-in", domain.certificatePath, "-noout", "-checkend", String(826 * 86400)])
+            #expect(days.status == 1, "it ends within 826 days: \(first)")
+            #expect(try domain.renewCertificateIfDue() == false, "not due: 824 days left")
+            let before = try String(contentsOfFile: domain.keyPath, encoding: .utf8)
+            #expect(try domain.renewCertificateIfDue(within: 100_000), "due when it ends within the window")
+            #expect(try String(contentsOfFile: domain.keyPath, encoding: .utf8) != before, "a new key")
+            let verified = try await Fixtures.run(openssl, ["verify", "-CAfile", domain.caPath, domain.certificatePath])
+            #expect(verified.status == 0, "signed by the same CA: \(verified.stdout)")
+            #expect(try await describe().contains("DNS:chat.example"), "for the same names")
+            let daemon = try await DomainDaemon.serving(home, arguments: [])
+            #expect(try await daemon.client().policy().maximumEndpoints == 5, "served with the renewed certificate")
+            let headers = try await Fixtures.run(
+                URL(fileURLWithPath: "/usr/bin/curl"),
+                [
+                    "-s", "-D", "-", "-o", "/dev/null", "--cacert", domain.caPath,
+                    daemon.url.appendingPathComponent("healthz").absoluteString,
+                ])
+            for header in ["x-content-type-options: nosniff", "cache-control: no-store", "strict-transport-security: max-age="] {
+                #expect(headers.stdout.lowercased().contains(header), "\(header): \(headers.stdout)")
+            }
+            await daemon.stop()
+            // Another CA's certificate (the operator's own, say) stays as it is.
+            _ = try await Fixtures.run(
+                openssl,
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
+                    "/CN=elsewhere", "-keyout", domain.keyPath, "-out", domain.certificatePath,
+                ])
+            let foreign = try String(contentsOfFile: domain.certificatePath, encoding: .utf8)
+            #expect(try domain.renewCertificateIfDue(within: 100_000) == false)
+            #expect(try String(contentsOfFile: domain.certificatePath, encoding: .utf8) == foreign)
+        }
+    }
+
     @Test func healthMetricsAndTheOpenAPIDocument() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let daemon = try await DomainDaemon.start(in: directory, plain: true)

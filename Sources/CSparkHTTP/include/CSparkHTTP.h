@@ -116,11 +116,20 @@ int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, s
 /// closed). Headers longer than 1,040 bytes are refused.
 int spark_proxy_header_parse(const uint8_t *bytes, size_t length, size_t *consumed, char *address, size_t address_size);
 
-/// A private CA and a server certificate signed by it (ECDSA P-256, SHA-256), PEM-encoded into
-/// malloc'd strings the caller frees. `names` holds `name_count` DNS names or IP addresses for
-/// the server certificate's subjectAltName. 1 on success, 0 with a message in `error`.
+/// A private CA (valid `ca_days`) and a server certificate signed by it (valid `server_days`),
+/// ECDSA P-256 with SHA-256, PEM-encoded into malloc'd strings the caller frees. `names` holds
+/// `name_count` DNS names or IP addresses for the server certificate's subjectAltName. 1 on
+/// success, 0 with a message in `error`.
 int spark_tls_make_certificates(
-    const char *common_name, const char *const *names, size_t name_count, unsigned days, char **ca_certificate,
-    char **ca_key, char **server_certificate, char **server_key, char *error, size_t error_size);
+    const char *common_name, const char *const *names, size_t name_count, unsigned ca_days, unsigned server_days,
+    char **ca_certificate, char **ca_key, char **server_certificate, char **server_key, char *error, size_t error_size);
+
+/// A new key and server certificate (valid `days`, the same subject and subjectAltName) in place
+/// of `old_certificate`, signed by the CA, when the CA issued the old one and it ends within
+/// `renew_within_days` (or has ended): 1 with the PEM in malloc'd strings the caller frees; 0
+/// when nothing is due (or the certificate is not this CA's); -1 with a message in `error`.
+int spark_tls_renew_certificate(
+    const char *ca_certificate, const char *ca_key, const char *old_certificate, unsigned days, unsigned renew_within_days,
+    char **server_certificate, char **server_key, char *error, size_t error_size);
 
 #endif
