@@ -97,11 +97,13 @@ struct HTTPServerTests {
     }
 
     /// A server answering with the method, the path, the query and the body it was given. Its idle
-    /// timeout is long: the test's task, between two steps of a conversation, may wait a while
-    /// for a thread of the cooperative pool when the whole suite runs.
+    /// and head timeouts are long (the head's is also a body's grace): the test's task, between
+    /// two steps of a conversation, may wait a while for a thread of the cooperative pool when
+    /// the whole suite runs.
     static func echoServer(idleTimeout: Int = 600) throws -> HTTPServer {
         try HTTPServer(
-            options: HTTPServer.Options(host: "127.0.0.1", port: 0, idleTimeout: idleTimeout, requestThreads: 2),
+            options: HTTPServer.Options(
+                host: "127.0.0.1", port: 0, idleTimeout: idleTimeout, headTimeout: idleTimeout, requestThreads: 2),
             handler: { request in
                 let query = request.queryNames.map { "\($0)=\(request.query[$0] ?? "nil")" }.joined(separator: "&")
                 let text = "\(request.method) \(request.path) \(query) \(String(decoding: request.body, as: UTF8.self))"
@@ -165,7 +167,7 @@ struct HTTPServerTests {
         let release = Locked<CheckedContinuation<Void, Never>?>(nil)
         let answered = Locked(0)
         let server = try HTTPServer(
-            options: HTTPServer.Options(host: "127.0.0.1", port: 0, idleTimeout: 600, requestThreads: 2),
+            options: HTTPServer.Options(host: "127.0.0.1", port: 0, idleTimeout: 600, headTimeout: 600, requestThreads: 2),
             handler: { _ in
                 await withCheckedContinuation { continuation in release.withLock { $0 = continuation } }
                 answered.withLock { $0 += 1 }

@@ -18,7 +18,7 @@ struct ProxyProtocolTests {
     static func echoServer(perAddressLimit: Int = 2_000) throws -> HTTPServer {
         try HTTPServer(
             options: HTTPServer.Options(
-                host: "127.0.0.1", port: 0, perAddressLimit: perAddressLimit, idleTimeout: 60,
+                host: "127.0.0.1", port: 0, perAddressLimit: perAddressLimit, idleTimeout: 60, headTimeout: 60,
                 proxyAddresses: ["127.0.0.1"]),
             handler: { request in HTTPResponse(status: 200, contentType: "text/plain", body: Data(request.clientAddress.utf8)) })
     }

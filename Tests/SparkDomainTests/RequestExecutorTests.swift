@@ -29,7 +29,8 @@ struct RequestExecutorTests {
         let blocking = Locked(0)
         let waiter = Locked<CheckedContinuation<Void, Never>?>(nil)
         let server = try HTTPServer(
-            options: HTTPServer.Options(host: "127.0.0.1", port: 0, idleTimeout: 60, requestThreads: blockers + 4),
+            options: HTTPServer.Options(
+                host: "127.0.0.1", port: 0, idleTimeout: 60, headTimeout: 60, requestThreads: blockers + 4),
             handler: { request in
                 switch request.path {
                 case "/block":
