@@ -214,7 +214,7 @@ public final class BBMEnterpriseService: Sendable {
     public func endpoints() async throws -> [EndpointInfo] { try await engine.endpoints() }
 
     /// Gives this endpoint a nickname (an endpoint names only itself: the domain refuses another's
-    /// with ``DomainError/Code/forbidden``).
+    /// with `DomainError.Code.forbidden`).
     public func setNickname(_ nickname: String, forEndpoint endpointID: String) async throws {
         try await engine.setNickname(endpointID, nickname: nickname)
     }
