@@ -2,7 +2,10 @@
 """tlsfuzzer's TLS 1.3 scripts against spark-domaind and against `openssl s_server` with the same
 OpenSSL and one RSA certificate, every probe of each (`-n 0`): a probe that fails on the daemon
 and passes on the reference fails this check. Probes that fail on both are listed (they are the
-suite's or OpenSSL's, not the daemon's).
+suite's or OpenSSL's, not the daemon's). The reference offers the daemon's TLS 1.2 suites
+(`-cipher`, read from CSparkHTTP.c's TLS12_CIPHERS): a probe that falls back to TLS 1.2 with a
+CBC suite fails on both, by the policy both then have, and what is compared is how each
+behaves, not which suites each allows.
 
 usage: python3 scripts/tlsfuzzer.py DAEMON [SCRIPT...]
 
@@ -49,6 +52,18 @@ def venv_python(work):
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                         "tlslite-ng==0.9.0b2", "ecdsa"], check=True)
     return python
+
+
+def daemon_tls12_ciphers():
+    """The TLS 1.2 suites the daemon sets (CSparkHTTP.c's TLS12_CIPHERS), as OpenSSL's list."""
+    source = open(os.path.join(repository, "Sources", "CSparkHTTP", "CSparkHTTP.c")).read()
+    match = re.search(r"#define TLS12_CIPHERS((?:[^\n]*\\\n)*[^\n]*)", source)
+    if not match:
+        sys.exit("tlsfuzzer: TLS12_CIPHERS not found in CSparkHTTP.c")
+    ciphers = "".join(re.findall(r'"([^"]*)"', match.group(1)))
+    if not ciphers:
+        sys.exit("tlsfuzzer: TLS12_CIPHERS is empty")
+    return ciphers
 
 
 def free_port():
@@ -106,8 +121,8 @@ def main():
                         certificate, "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
         reference_port, daemon_port = free_port(), free_port()
         reference = subprocess.Popen(
-            ["openssl", "s_server", "-www", "-num_tickets", "0", "-key", key, "-cert", certificate, "-accept",
-             str(reference_port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ["openssl", "s_server", "-www", "-num_tickets", "0", "-cipher", daemon_tls12_ciphers(), "-key", key,
+             "-cert", certificate, "-accept", str(reference_port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         processes.append(reference)
         home = os.path.join(work, "domain")
         subprocess.run([daemon, "init", home, "--sandbox"], check=True, capture_output=True)
