@@ -24,11 +24,8 @@ if ! command -v patchelf >/dev/null 2>&1; then
 fi
 
 configuration="${SPARKSDK_CONFIGURATION:-release}"
-# SPARKSDK_SCRATCH_PATH: another build folder than .build (CI builds the release library in one of
-# its own while the mutants use .build).
-scratch="${SPARKSDK_SCRATCH_PATH:-.build}"
-swift build -c "$configuration" --product sparksdk --scratch-path "$scratch"
-library="$scratch/$configuration/libsparksdk.so"
+swift build -c "$configuration" --product sparksdk
+library=".build/$configuration/libsparksdk.so"
 toolchain="$(dirname "$(dirname "$(readlink -f "$(command -v swift)")")")"
 
 install -d "$prefix/lib/sparksdk" "$prefix/include/spark" "$prefix/lib/pkgconfig"
