@@ -42,7 +42,7 @@ def find_tlsfuzzer():
     sys.exit("tlsfuzzer: no copy of tlsfuzzer found (set TLSFUZZER_DIR)")
 
 
-def venv_python(work):
+def venv_python():
     """A venv with tlslite-ng and ecdsa (kept between runs in /tmp, made once)."""
     venv = os.path.join(tempfile.gettempdir(), "spark-tlsfuzzer-venv")
     python = os.path.join(venv, "bin", "python")
@@ -115,7 +115,7 @@ def main():
     work = tempfile.mkdtemp(prefix="spark-tlsfuzzer.")
     processes = []
     try:
-        python = venv_python(work)
+        python = venv_python()
         key, certificate = os.path.join(work, "key.pem"), os.path.join(work, "cert.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
                         certificate, "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
