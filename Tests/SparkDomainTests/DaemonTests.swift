@@ -172,12 +172,13 @@ struct DaemonTests {
             }
             await daemon.stop()
             // Another CA's certificate (the operator's own, say) stays as it is.
-            _ = try await Fixtures.run(
+            let made = try await Fixtures.run(
                 openssl,
                 [
                     "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
                     "/CN=elsewhere", "-keyout", domain.keyPath, "-out", domain.certificatePath,
                 ])
+            try #require(made.status == 0, "openssl made the operator's certificate: \(made.stderr)")
             let foreign = try String(contentsOfFile: domain.certificatePath, encoding: .utf8)
             #expect(try domain.renewCertificateIfDue(within: 100_000) == false)
             #expect(try String(contentsOfFile: domain.certificatePath, encoding: .utf8) == foreign)

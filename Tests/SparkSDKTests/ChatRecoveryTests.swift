@@ -107,7 +107,7 @@ extension Messenger {
     /// Mallory's hand: a commit of the attack's kind for the chat's epoch, posted with her own
     /// token straight to the domain (her device neither records nor applies it).
     func postHostileCommit(_ attack: ChatRecoveryTests.Attack, in chatID: String) async throws -> Int64 {
-        guard let group = try storedGroup(chatID) else { throw MessagingError(.unknownChat, "not in the chat") }
+        guard let group = try await storedGroup(chatID) else { throw MessagingError(.unknownChat, "not in the chat") }
         var random = MLSSystemRandom()
         let commit: Data
         switch attack {

@@ -192,21 +192,30 @@ struct ChatSessionTests {
         // version moves: a contact saved without moving it would leave a changed key trusted.
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory)
-            let before = try fixture.first.queue.read { db in try ContactDirectory.version(db) }
+            let before = try fixture.first.queue.read { db in
+                try SQLiteMessagingStore(db: db, sealer: fixture.sealer).contactsVersion()
+            }
             let identity = PublishedIdentity(
                 userID: "dave", signingKey: try Ed25519.PrivateKey().publicKey.rawRepresentation, encryptionKey: Data(count: 32),
                 keyVersion: 1, signature: Data())
             try fixture.second.queue.write { db in
-                try ContactDirectory.save(db, ContactDirectory.Record(trusted: identity, state: .unverified, seen: nil))
+                try SQLiteMessagingStore(db: db, sealer: fixture.sealer).saveContact(
+                    ContactDirectory.Record(trusted: identity, state: .unverified, seen: nil))
             }
-            let after = try fixture.first.queue.read { db in try ContactDirectory.version(db) }
+            let after = try fixture.first.queue.read { db in
+                try SQLiteMessagingStore(db: db, sealer: fixture.sealer).contactsVersion()
+            }
             #expect(before != nil && after != nil && before != after)
             let validators = CredentialValidators(user: "alice", identityKey: Data(count: 32))
-            let first = try fixture.first.queue.read { db in try validators.current(db) }
-            try fixture.second.queue.write { db in
-                _ = try ContactDirectory.accept(db, "dave", verified: true)
+            let first = try fixture.first.queue.read { db in
+                try validators.current(SQLiteMessagingStore(db: db, sealer: fixture.sealer))
             }
-            let second = try fixture.first.queue.read { db in try validators.current(db) }
+            try fixture.second.queue.write { db in
+                _ = try ContactDirectory.accept(SQLiteMessagingStore(db: db, sealer: fixture.sealer), "dave", verified: true)
+            }
+            let second = try fixture.first.queue.read { db in
+                try validators.current(SQLiteMessagingStore(db: db, sealer: fixture.sealer))
+            }
             #expect(first.contacts != second.contacts, "built again after another process changed a contact")
         }
     }

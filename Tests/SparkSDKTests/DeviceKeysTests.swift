@@ -129,7 +129,9 @@ struct DeviceKeysTests {
             let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
             let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
             let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
-            let firstLastResort = try store.queue.read { db in try DeviceKeys.lastResortMadeAt(db) }
+            let firstLastResort = try store.queue.read { db in
+                try SQLiteMessagingStore(db: db, sealer: store.sealer).lastResortMadeAt()
+            }
             #expect(firstLastResort != nil, "a last-resort KeyPackage from the start")
             func pass(_ days: Double) async throws {
                 clock.advance(by: days * 86400)
@@ -141,7 +143,7 @@ struct DeviceKeysTests {
             }
             // A week on, the last-resort KeyPackage is replaced (before it could expire).
             try await pass(8)
-            let rotated = try store.queue.read { db in try DeviceKeys.lastResortMadeAt(db) }
+            let rotated = try store.queue.read { db in try SQLiteMessagingStore(db: db, sealer: store.sealer).lastResortMadeAt() }
             #expect(rotated != nil && rotated != firstLastResort, "the last-resort KeyPackage was replaced")
             try await pass(23)
             let bobToken = try await world.domain.testToken(userID: "bob").token

@@ -495,10 +495,12 @@ struct GroupKeysOverTimeTests {
             let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
             // Alice's last commit was 8 days ago. (Whatever writes a group's row gives it a new
             // version, so that a live session of it is read again.)
-            try await chat.alice.messenger.queue.write { db in
-                try db.execute(
-                    "UPDATE chat_groups SET updated_at = ?, version = randomblob(16) WHERE chat_id = ?",
-                    [Date().timeIntervalSince1970 - 8 * 86400, chat.chatID])
+            let messenger = chat.alice.messenger
+            let chatID = chat.chatID
+            try await messenger.write { store in
+                var stored = try #require(try messenger.groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential()))
+                stored.updatedAt = Date() - 8 * 86400
+                try messenger.groups.save(store, stored)
             }
             try await chat.alice.refresh()
             #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 1)
@@ -506,9 +508,10 @@ struct GroupKeysOverTimeTests {
             try await chat.alice.refresh()
             #expect(try await Self.commits(chat).count == start + 1, "and no second one: the clock starts again")
             // Alice has sent 999 messages since: the next one makes the update due.
-            try await chat.alice.messenger.queue.write { db in
-                try db.execute(
-                    "UPDATE chat_groups SET sent_since_update = 999, version = randomblob(16) WHERE chat_id = ?", [chat.chatID])
+            try await messenger.write { store in
+                var stored = try #require(try messenger.groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential()))
+                stored.sentSinceUpdate = 999
+                try messenger.groups.save(store, stored)
             }
             try await chat.alice.sendMessage("the thousandth", to: chat.chatID)
             try await chat.alice.refresh()

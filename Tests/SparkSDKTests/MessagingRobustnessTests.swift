@@ -120,8 +120,8 @@ struct MessagingRobustnessTests {
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { messages.value.count == 1 })
             let messenger = bob.messenger
-            try await messenger.queue.write { db in
-                try messenger.store(db).insertReceived(
+            try await messenger.write { store in
+                try store.insertReceived(
                     ChatHistory.Record(
                         id: "handed-over", number: 2, sender: "alice", content: "copy", tag: "Text", data: nil, ref: nil,
                         state: .delivered, timestamp: Date()),

@@ -120,7 +120,7 @@ struct RichMessagingTests {
             let recalled = try #require(bobMessages.value.first)
             #expect(recalled.content.isEmpty && recalled.data == nil && recalled.reactions.isEmpty)
             #expect(bobMessages.value.last?.content == "see you", "the other message stays")
-            let stored = try #require(try await bob.messenger.read { db in try bob.messenger.store(db).message(secret.id) })
+            let stored = try #require(try await bob.messenger.read { store in try store.message(secret.id) })
             #expect(stored.content.isEmpty && stored.isRecalled, "the store keeps nothing of it")
             // Nothing more happens to a recalled message: no edit, no reaction, no second recall.
             await #expect(throws: MessagingError(.unknownChat, "")) { try await bob.react(to: secret.id, emoji: "👍") }
@@ -194,13 +194,14 @@ struct RichMessagingTests {
             #expect(typing() == [true, false], "a replay shows nothing: \(typing())")
 
             // Bob's modified client sends a notice that the domain passes off as alice's.
-            var random = MLSSystemRandom()
-            let forged = try await bob.messenger.read { db in
+            let messenger = bob.messenger
+            let now = clock.now
+            let forged = try await messenger.read { store in
+                var random = MLSSystemRandom()
                 let stored = try #require(
-                    try bob.messenger.groups.load(
-                        bob.messenger.store(db), chatID: chat.chatID, validator: try bob.messenger.groupValidator(db)))
+                    try messenger.groups.load(store, chatID: chat.chatID, validator: try messenger.groupValidator(store)))
                 return try stored.group.sealEphemeral(
-                    ChatPayload(kind: .typing, id: "t-forged", upTo: Int64(clock.now.timeIntervalSince1970 * 1000)),
+                    ChatPayload(kind: .typing, id: "t-forged", upTo: Int64(now.timeIntervalSince1970 * 1000)),
                     random: &random)
             }
             let aliceEvents = EventRecorder(alice)
@@ -284,8 +285,9 @@ struct RichMessagingTests {
             clock.advance(by: 30)
             try await bob.markMessagesRead(in: chat.chatID)
             #expect(await waitFor("read: bob's clock starts") { bobMessages.value.last?.expiresAt != nil })
+            let bobQueue = try #require(bob.messenger.storage.sqliteQueue)
             let sealed = try #require(
-                try await bob.messenger.read { db in
+                try bobQueue.read { db in
                     try db.scalar("SELECT content FROM messages WHERE local_id = ?", [secret.id], as: Data.self)
                 })
 

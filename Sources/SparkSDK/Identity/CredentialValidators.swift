@@ -1,9 +1,8 @@
 import Foundation
 import SparkLock
-import SparkStore
 
 /// The two credential validators messaging judges devices by, built once per version of the
-/// contacts (``ContactDirectory/version(_:)``) instead of at every load of a group:
+/// contacts (``MessagingStore/contactsVersion()``) instead of at every load of a group:
 ///
 /// - `group`: what a chat's group follows, each contact's trusted key or the changed one while
 ///   the user has not decided (the group must follow what the other members commit);
@@ -28,13 +27,13 @@ final class CredentialValidators: Sendable {
         self.identityKey = identityKey
     }
 
-    /// The validators for the contacts as `db` holds them now.
-    func current(_ db: Database) throws -> Current {
-        let version = try ContactDirectory.version(db)
+    /// The validators for the contacts as `store` holds them now.
+    func current(_ store: some MessagingStore) throws -> Current {
+        let version = try store.contactsVersion()
         if let version, let known = current.withLock({ $0 }), known.contacts == version { return known }
-        var groupKeys = try ContactDirectory.groupKeys(db)
+        var groupKeys = try store.contactGroupKeys()
         groupKeys[user] = [identityKey]
-        var trustedKeys = try ContactDirectory.trustedKeys(db)
+        var trustedKeys = try store.trustedContactKeys()
         trustedKeys[user] = identityKey
         let built = Current(
             contacts: version, group: DeviceCredentialValidator(identityKeySets: groupKeys),

@@ -88,29 +88,4 @@ struct OwnDevices: Sendable {
         if remembered.isEmpty { roots.formUnion(graph.approvedFromOldest) }
         return View(listed: listed, trusted: graph.closure(from: roots).intersection(present), myKey: myKey)
     }
-
-    // MARK: Kept in the endpoint store
-
-    /// The devices this device trusted at its last look.
-    static func remembered(_ db: Database) throws -> Set<Trusted> {
-        Set(
-            try db.rows("SELECT endpoint_id, signature_key FROM own_devices").map {
-                Trusted(endpointID: try $0.get(0), key: try $0.get(1))
-            })
-    }
-
-    /// Keeps `trusted` as what this device trusts.
-    static func remember(_ db: Database, _ trusted: Set<Trusted>) throws {
-        try db.execute("DELETE FROM own_devices")
-        for device in trusted {
-            try db.execute("INSERT INTO own_devices(endpoint_id, signature_key) VALUES (?, ?)", [device.endpointID, device.key])
-        }
-    }
-
-    /// Adds `device` to what this device trusts (it approved it).
-    static func trust(_ db: Database, _ device: Trusted) throws {
-        try db.execute(
-            "INSERT INTO own_devices(endpoint_id, signature_key) VALUES (?, ?) ON CONFLICT(endpoint_id) DO UPDATE SET signature_key = excluded.signature_key",
-            [device.endpointID, device.key])
-    }
 }

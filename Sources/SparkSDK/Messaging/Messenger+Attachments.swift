@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkStore
 
 /// Attachments: a file is sealed on this device (`AttachmentCipher`) as it is read, uploaded
@@ -77,7 +78,7 @@ extension Messenger {
 
     /// The attachment of a message this device has, while it has one.
     nonisolated func attachment(of messageID: String) throws -> AttachmentDescriptor {
-        guard let descriptor = try queue.read({ db in try self.store(db).attachment(of: messageID) }) else {
+        guard let descriptor = try storage.readNow({ store in try store.attachment(of: messageID) }) else {
             throw MessagingError(
                 .invalidArgument, "message \(messageID) has no attachment here (or it was recalled or has expired)")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkMLS
 import SparkStore
 
@@ -30,19 +31,19 @@ extension Messenger {
         }
         var users = blocked
         if isBlocked { users.insert(user) } else { users.remove(user) }
-        try keepBlocked(users)
+        try await keepBlocked(users)
     }
 
     /// Reads the block list from the domain again.
     func refreshBlocked() async throws {
         let users = try await domainCall { try await domain.blockedUsers(token: try await token(), endpointID: endpointID) }
-        try keepBlocked(Set(users))
+        try await keepBlocked(Set(users))
     }
 
-    private func keepBlocked(_ users: Set<String>) throws {
+    private func keepBlocked(_ users: Set<String>) async throws {
         guard users != blocked else { return }
-        try write { db in try self.store(db).replaceBlockedUsers(users.sorted()) }
-        blocked = users
+        try await write { store in try store.replaceBlockedUsers(users.sorted()) }
+        blockedList.withLock { $0 = users }
     }
 
     /// The users this user blocked, sorted.
@@ -65,17 +66,18 @@ extension Messenger {
         guard missing.isEmpty else {
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
         }
-        let signer = try deviceSigner()
+        let signer = try await deviceSigner()
         // The subject is in the group context: every member has it from the moment they join.
         let (created, commit, welcome, next) = try Self.newGroup(
-            chatID: chatID, signer: signer, validator: try read(groupValidator), subject: subject,
+            chatID: chatID, signer: signer, validator: try await read { store in try self.groupValidator(store) },
+            subject: subject,
             keyPackages: devices.map(\.keyPackage))
         let groups = self.groups
-        try write { db in
+        try await write { store in
             try groups.save(
-                self.store(db), GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
-            try groups.setPending(self.store(db), chatID: chatID, digest: SHA256.hash(commit), next: next)
-            try self.store(db).recordSent(chatID: chatID, payload: commit, localID: nil)
+                store, GroupStore.Stored(group: created, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
+            try groups.setPending(store, chatID: chatID, digest: SHA256.hash(commit), next: next)
+            try store.recordSent(chatID: chatID, payload: commit, localID: nil)
         }
         do {
             // The chat is made with this user alone; the commit adds everyone else, with their
@@ -92,12 +94,12 @@ extension Messenger {
         } catch let error where !Self.isRetryable(error) {
             // Refused: there is no such chat. (Left unanswered, the domain may have taken it:
             // the group and its pending commit stay, and the commit's echo completes the chat.)
-            try? write { db in try groups.leave(self.store(db), chatID: chatID) }
+            try? await write { store in try groups.leave(store, chatID: chatID) }
             throw error
         }
-        try write { db in try self.adopt(next, in: db, updated: true) }
-        reloadChats()
-        return try chat(chatID)
+        try await write { store in try self.adopt(next, in: store, updated: true) }
+        await reloadChats()
+        return try await chat(chatID)
     }
 
     func invite(_ users: [String], to chatID: String) async throws {
@@ -106,7 +108,7 @@ extension Messenger {
         try requireNotBlocked(added)
         // Everyone is looked up again: an invitation is refused while anyone's identity in the
         // chat changed, as a send is held.
-        let current = try chat(chatID).participants.map(\.userID).filter { $0 != me }
+        let current = try await chat(chatID).participants.map(\.userID).filter { $0 != me }
         try await requireTrusted(Array(Set(added + current)).sorted())
         let devices = try await claimDevices(of: added)
         let missing = added.filter { user in !devices.contains { $0.device.user == user } }
@@ -117,13 +119,13 @@ extension Messenger {
             let present = Set(group.devices)
             return (devices.filter { !present.contains($0.device) }.map(\.keyPackage), [])
         }
-        reloadChats()
+        await reloadChats()
     }
 
     func remove(_ user: String, from chatID: String) async throws {
         guard user != me else { return try await leave(chatID) }
         try await change(chatID, domainRemove: [user]) { group in ([], Set(group.devices.filter { $0.user == user })) }
-        reloadChats()
+        await reloadChats()
     }
 
     /// Leaves: the domain takes this user out, and this device forgets the group. (A member
@@ -134,17 +136,17 @@ extension Messenger {
             try await domain.updateMembers(
                 token: try await token(), endpointID: endpointID, chatID: chatID, add: [], remove: [me], posts: [])
         }
-        try write { db in try self.leftChat(db, chatID: chatID) }
-        reloadChats()
+        try await write { store in try self.leftChat(store, chatID: chatID) }
+        await reloadChats()
     }
 
     /// Changes the subject, by a commit (it is in the group context); refused while the chat
     /// holds a device this device does not trust, since that device would read it.
     func rename(_ chatID: String, subject: String) async throws {
-        try requireActive(chatID)
+        try await requireActive(chatID)
         try await requireNotHeld(chatID)
         try await change(chatID, context: ChatGroup.ContextChange(subject: subject)) { _ in ([], []) }
-        reloadChats()
+        await reloadChats()
     }
 
     /// Sets the chat's disappearing-messages timer (0: off), by a commit (it is in the group
@@ -153,10 +155,10 @@ extension Messenger {
         guard seconds == 0 || ChatGroup.timerRange.contains(seconds) else {
             throw MessagingError(.invalidArgument, "a disappearing-messages timer is 5 seconds to 365 days, or off")
         }
-        try requireActive(chatID)
+        try await requireActive(chatID)
         try await requireNotHeld(chatID)
         try await change(chatID, context: ChatGroup.ContextChange(timer: seconds)) { _ in ([], []) }
-        reloadChats()
+        await reloadChats()
     }
 
     /// Looks up each user's identity now and refuses, before anything is made, when one is not
@@ -177,13 +179,13 @@ extension Messenger {
     // MARK: Devices
 
     /// The devices in the chat's group, as this device holds it.
-    func groupDevices(of chatID: String) throws -> [ChatGroup.Device] { try storedGroup(chatID)?.devices ?? [] }
+    func groupDevices(of chatID: String) async throws -> [ChatGroup.Device] { try await storedGroup(chatID)?.devices ?? [] }
 
     /// The chat's group as this device holds it (nil when it is in no group of that chat).
-    func storedGroup(_ chatID: String) throws -> ChatGroup? {
+    func storedGroup(_ chatID: String) async throws -> ChatGroup? {
         let groups = self.groups
-        return try read { db in
-            try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))?.group
+        return try await read { store in
+            try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))?.group
         }
     }
 
@@ -198,7 +200,7 @@ extension Messenger {
     /// the identity key this device trusts for the user. A KeyPackage that fails is left out, so
     /// a domain that substitutes one adds no one.
     func claimDevices(of users: [String], only: Set<ChatGroup.Device>? = nil) async throws -> [ClaimedDevice] {
-        let validator = try read(trustedValidator)
+        let validator = try await read { store in try self.trustedValidator(store) }
         var claimed: [ClaimedDevice] = []
         let now = Date()
         for user in users {
@@ -222,21 +224,21 @@ extension Messenger {
     /// The validator of leaves a chat's group follows: each contact's trusted key, or the changed
     /// one while the user has not decided (the group must follow what the others commit; this
     /// device holds its own sends, see `heldBy`), and this user's own key.
-    nonisolated func groupValidator(_ db: Database) throws -> DeviceCredentialValidator {
-        try validators.current(db).group
+    nonisolated func groupValidator(_ store: any MessagingStore) throws -> DeviceCredentialValidator {
+        try validators.current(store).group
     }
 
     /// The validator of devices this device sends to and adds: trusted keys only.
-    nonisolated func trustedValidator(_ db: Database) throws -> DeviceCredentialValidator {
-        try validators.current(db).trusted
+    nonisolated func trustedValidator(_ store: any MessagingStore) throws -> DeviceCredentialValidator {
+        try validators.current(store).trusted
     }
 
     /// The users with a device in the chat's group that this device does not trust (their
     /// identity changed, the policy holds a first contact, or a device is of an identity no
     /// longer trusted). Found once per epoch and version of the contacts while the chat is live,
     /// not by checking every member's credential at every send.
-    nonisolated func untrustedUsers(in stored: GroupStore.Stored, _ db: Database) throws -> [String] {
-        let current = try validators.current(db)
+    nonisolated func untrustedUsers(in stored: GroupStore.Stored, _ store: any MessagingStore) throws -> [String] {
+        let current = try validators.current(store)
         let (chatID, authenticator) = (stored.group.chatID, stored.group.group.epochAuthenticator)
         if let contacts = current.contacts,
             let known = groups.sessions.untrusted(chatID, contacts: contacts, authenticator: authenticator)
@@ -287,17 +289,17 @@ extension Messenger {
         // however many there are under load; five in a row that move nothing are not.
         var stalled = 0
         for _ in 0..<50 where stalled < 5 {
-            let stored = try read { db in
-                try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
+            let stored = try await read { store in
+                try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))
             }
             guard let stored, stored.group.group.isActive else {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
             }
             let (add, remove) = try plan(stored.group)
             let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, context: context)
-            try write { db in
-                try groups.setPending(self.store(db), chatID: chatID, digest: SHA256.hash(commit), next: next)
-                try self.store(db).recordSent(chatID: chatID, payload: commit, localID: nil)
+            try await write { store in
+                try groups.setPending(store, chatID: chatID, digest: SHA256.hash(commit), next: next)
+                try store.recordSent(chatID: chatID, payload: commit, localID: nil)
             }
             do {
                 _ = try await domainCall {
@@ -308,14 +310,14 @@ extension Messenger {
                 }
             } catch let error as MessagingError where error.domainCode == .conflict {
                 // Another commit won this epoch: apply it (and what came with it), then again.
-                try write { db in
-                    try self.store(db).clearPendingCommit(chatID: chatID, digest: SHA256.hash(commit))
-                    try self.store(db).forgetSent(payload: commit)
+                try await write { store in
+                    try store.clearPendingCommit(chatID: chatID, digest: SHA256.hash(commit))
+                    try store.forgetSent(payload: commit)
                 }
                 _ = try await syncOnce()
                 if replacingRefused { return }
-                let epoch = try read { db in
-                    try groups.load(self.store(db), chatID: chatID, validator: MLSAcceptAnyCredential())?.group.group.epoch
+                let epoch = try await read { store in
+                    try groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential())?.group.group.epoch
                 }
                 if epoch == stored.group.group.epoch { stalled += 1 } else { stalled = 0 }
                 continue
@@ -323,12 +325,12 @@ extension Messenger {
             // What the domain ordered before the commit was sealed in the epoch it leaves: read
             // up to the commit's echo, which adopts it (`ownCommit`), so none of it is dropped.
             _ = try? await syncOnce()
-            try write { db in
+            try await write { store in
                 // The mailbox has moved the group (this commit's echo), or could not be read: only
                 // the epoch the commit was made for is replaced.
-                let now = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
+                let now = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))
                 guard now?.group.group.epoch == stored.group.group.epoch else { return }
-                try self.adopt(next, in: db, updated: true)
+                try self.adopt(next, in: store, updated: true)
             }
             return
         }
@@ -360,20 +362,19 @@ extension Messenger {
     }
 
     /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
-    func adopt(_ group: ChatGroup, in db: Database, updated: Bool) throws {
-        let previous = try groups.load(store(db), chatID: group.chatID, validator: MLSAcceptAnyCredential())
+    nonisolated func adopt(_ group: ChatGroup, in store: any MessagingStore, updated: Bool) throws {
+        let previous = try groups.load(store, chatID: group.chatID, validator: MLSAcceptAnyCredential())
         try groups.save(
-            store(db),
+            store,
             GroupStore.Stored(
                 group: group, sentSinceUpdate: updated ? 0 : previous?.sentSinceUpdate ?? 0,
                 updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0))
-        try Self.applyMembership(store(db), group: group, now: Date())
-        try applySubject(of: group, in: db)
+        try Self.applyMembership(store, group: group, now: Date())
+        try applySubject(of: group, in: store)
     }
 
     /// Shows the group's subject when it changed, and applies its timer.
-    func applySubject(of group: ChatGroup, in db: Database) throws {
-        let store = store(db)
+    nonisolated func applySubject(of group: ChatGroup, in store: any MessagingStore) throws {
         if try store.subject(chatID: group.chatID) != group.subject {
             try store.setSubject(group.subject, chatID: group.chatID, at: Date())
         }
@@ -390,7 +391,7 @@ extension Messenger {
     /// contact's devices of an identity no longer trusted and add those of the new one, and held
     /// messages go once nothing holds them.
     func trustChanged() async {
-        if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
+        if let chats = try? await read({ store in try store.groupChats() }) { needsReconcile.withLock { $0.formUnion(chats) } }
         await reconcile(force: false)
         await releaseHeld()
     }
@@ -435,15 +436,20 @@ extension Messenger {
         let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true
         if force || due {
             lastReconcile = clock.now
-            if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
+            if let chats = try? await read({ store in try store.groupChats() }) {
+                needsReconcile.withLock { $0.formUnion(chats) }
+            }
         }
-        guard !needsReconcile.isEmpty || devicesChanged else { return }
-        let chats = needsReconcile.sorted()
-        needsReconcile = []
+        let asked = needsReconcile.withLock { asked in
+            defer { asked = [] }
+            return asked
+        }
+        guard !asked.isEmpty || devicesChanged else { return }
+        let chats = asked.sorted()
         let changed = devicesChanged
         devicesChanged = false
         guard let view = try? await ownDeviceView() else {
-            needsReconcile.formUnion(chats)
+            needsReconcile.withLock { $0.formUnion(chats) }
             devicesChanged = devicesChanged || changed
             return
         }
@@ -452,7 +458,7 @@ extension Messenger {
             do {
                 try await reconcile(chatID, devices: devices, approved: view.approvedIDs)
             } catch let error where Self.isRetryable(error) {
-                needsReconcile.insert(chatID)
+                needsReconcile.withLock { _ = $0.insert(chatID) }
             } catch {
                 eventSinks.yield(.dropped(chatID: chatID, reason: "the chat's group could not be brought up to date: \(error)"))
             }
@@ -466,26 +472,25 @@ extension Messenger {
     /// this user's devices (`mine`, as the domain lists them), only the `approved` are added.
     func reconcile(_ chatID: String, devices mine: Set<String>, approved: Set<String>) async throws {
         let groups = self.groups
-        var noted = false
         guard
-            var review = try read({ db -> MessagingCore.GroupReview? in
-                let store = self.store(db)
+            let (found, noted) = try await read({ store -> (MessagingCore.GroupReview, Bool)? in
                 guard
-                    let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)),
                     stored.group.group.isActive
                 else { return nil }
                 let group = stored.group
                 let refusedCommit = try store.refusedCommit(chatID: chatID)
-                noted = refusedCommit != nil
-                return MessagingCore.GroupReview(
+                let review = MessagingCore.GroupReview(
                     devices: group.devices, admins: group.admins,
-                    refused: Set(group.devices(refusedBy: try self.trustedValidator(db))), mine: mine, approved: approved,
+                    refused: Set(group.devices(refusedBy: try self.trustedValidator(store))), mine: mine, approved: approved,
                     departed: try store.departed(chatID: chatID), listed: nil,
-                    trusted: Set(try ContactDirectory.trustedKeys(db).keys), sentSinceUpdate: stored.sentSinceUpdate,
+                    trusted: Set(try store.trustedContactKeys().keys), sentSinceUpdate: stored.sentSinceUpdate,
                     updatedAt: stored.updatedAt,
                     refusedCommitBy: refusedCommit.flatMap { $0.epoch == group.group.epoch ? $0.sender : nil })
+                return (review, refusedCommit != nil)
             })
         else { return }
+        var review = found
         if core.needsMemberList(review) {
             review.listed = Set(
                 try await domainCall {
@@ -502,9 +507,9 @@ extension Messenger {
         // A refused commit is noted until a pass looks at it: then it is stale (the group moved
         // on), left to an admin, or replaced below.
         let replacing = plan.replacingRefusedBy != nil
-        if noted, !replacing { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+        if noted, !replacing { try await write { store in try store.forgetRefusedCommit(chatID: chatID) } }
         guard !plan.remove.isEmpty || !wanted.isEmpty || plan.updateDue || plan.replacingRefusedBy != nil else {
-            if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
+            if !review.departed.isEmpty { try await write { store in try store.forgetDeparted(chatID: chatID) } }
             return
         }
         let (removing, adding) = (plan.remove, wanted)
@@ -518,11 +523,12 @@ extension Messenger {
                 return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
             }
         } catch let error where !Self.isRetryable(error) {
-            if noted { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
+            if noted { try await write { store in try store.forgetRefusedCommit(chatID: chatID) } }
             throw error
         }
-        if noted { try write { db in try self.store(db).forgetRefusedCommit(chatID: chatID) } }
-        if !review.departed.isEmpty { try write { db in try self.store(db).forgetDeparted(chatID: chatID) } }
-        await sendHistory(of: chatID, to: core.historyRecipients(before: review.devices, after: try groupDevices(of: chatID)))
+        if noted { try await write { store in try store.forgetRefusedCommit(chatID: chatID) } }
+        if !review.departed.isEmpty { try await write { store in try store.forgetDeparted(chatID: chatID) } }
+        await sendHistory(
+            of: chatID, to: core.historyRecipients(before: review.devices, after: try await groupDevices(of: chatID)))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkMLS
 import SparkStore
 
@@ -10,7 +11,7 @@ import SparkStore
 extension Messenger {
     /// Publishes this device's credential, for the user's other devices to approve it by.
     func publishCredential() async throws {
-        let credential = try deviceSigner().credential.identity
+        let credential = try await deviceSigner().credential.identity
         _ = try await domainCall {
             try await domain.publishEndpointCredential(token: try await token(), endpointID: endpointID, credential: credential)
         }
@@ -21,12 +22,12 @@ extension Messenger {
     /// once a run; this device's own credential is published again when the listing lacks it.
     func ownDeviceView() async throws -> OwnDevices.View {
         let endpoints = try await domainCall { try await domain.endpoints(token: try await token(), endpointID: endpointID) }
-        let signer = try deviceSigner()
+        let signer = try await deviceSigner()
         let (ownDevices, myKey) = (self.ownDevices, signer.signatureKey)
-        let view = try write { db -> OwnDevices.View in
-            let remembered = try OwnDevices.remembered(db)
+        let view = try await write { store -> OwnDevices.View in
+            let remembered = try store.trustedOwnDevices()
             let view = ownDevices.evaluate(endpoints, myKey: myKey, remembered: remembered)
-            if view.trusted != remembered { try OwnDevices.remember(db, view.trusted) }
+            if view.trusted != remembered { try store.setTrustedOwnDevices(view.trusted) }
             return view
         }
         let mine = endpoints.first { $0.endpointID == endpointID }
@@ -49,8 +50,8 @@ extension Messenger {
 
     /// This device's signature of the removal of the user's device `target`, which the domain
     /// asks of a device removing another (see `EndpointRemoval`).
-    func removalSignature(of target: String) throws -> Data {
-        try deviceSigner().signature(
+    func removalSignature(of target: String) async throws -> Data {
+        try await deviceSigner().signature(
             forStatement: EndpointRemoval.signedBytes(user: me, remover: endpointID, target: target))
     }
 
@@ -84,12 +85,12 @@ extension Messenger {
                 .deviceCodeMismatch, "that is not the code of this device and \(target): compare the two screens again")
         }
         let approval = try DeviceApproval.sign(
-            approving: try DeviceCredential(encoded: bytes), by: try deviceSigner(), approverID: endpointID)
+            approving: try DeviceCredential(encoded: bytes), by: try await deviceSigner(), approverID: endpointID)
         _ = try await domainCall {
             try await domain.approveEndpoint(
                 token: try await token(), endpointID: endpointID, target: target, approval: approval.encoded)
         }
-        try write { db in try OwnDevices.trust(db, OwnDevices.Trusted(endpointID: target, key: key)) }
+        try await write { store in try store.trustOwnDevice(OwnDevices.Trusted(endpointID: target, key: key)) }
         await reconcile(force: true)
     }
 }

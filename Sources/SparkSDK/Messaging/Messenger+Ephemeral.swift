@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkLock
 import SparkMLS
 
 /// Ephemeral events: typing notices and an app's live chat events (Spark's `chatEventSend`).
@@ -36,13 +37,14 @@ extension Messenger {
     }
 
     private func postEphemeral(_ payload: ChatPayload, in chatID: String) async throws {
-        var payload = payload
-        payload.upTo = Int64(clock.now().timeIntervalSince1970 * 1000)
-        let sealed = try read { db in
-            guard let stored = try self.groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db)),
+        var stamped = payload
+        stamped.upTo = Int64(clock.now().timeIntervalSince1970 * 1000)
+        let payload = stamped
+        let sealed = try await read { store in
+            guard let stored = try self.groups.load(store, chatID: chatID, validator: try self.groupValidator(store)),
                 stored.group.group.isActive
             else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
-            let refused = try self.untrustedUsers(in: stored, db)
+            let refused = try self.untrustedUsers(in: stored, store)
             guard refused.isEmpty else {
                 throw MessagingError(
                     .identityUnconfirmed, "the identity of \(refused.joined(separator: ", ")) is not confirmed")
@@ -58,9 +60,9 @@ extension Messenger {
     }
 
     /// Opens an ephemeral entry and tells the app; nothing is written but the mailbox cursor.
-    func receiveEphemeral(_ entry: MailboxEntry) throws {
-        let stored = try read { db in
-            try self.groups.load(self.store(db), chatID: entry.chatID, validator: try self.groupValidator(db))
+    func receiveEphemeral(_ entry: MailboxEntry) async throws {
+        let stored = try await read { store in
+            try self.groups.load(store, chatID: entry.chatID, validator: try self.groupValidator(store))
         }
         guard let group = stored?.group else { return }
         switch group.receiveEphemeral(entry, now: clock.now()) {

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkMLS
 import SparkStore
 
@@ -13,7 +14,7 @@ extension Messenger {
     /// Hands the chat's history to each of `devices` (this user's, just added).
     func sendHistory(of chatID: String, to devices: [ChatGroup.Device]) async {
         guard !devices.isEmpty,
-            let chunks = try? read({ db in ChatHistory.chunks(of: try self.store(db).numbered(chatID: chatID)) })
+            let chunks = try? await read({ store in ChatHistory.chunks(of: try store.numbered(chatID: chatID)) })
         else { return }
         for device in devices {
             for chunk in chunks {
@@ -31,9 +32,9 @@ extension Messenger {
     private func postHistory(_ history: ChatHistory, of chatID: String, to device: ChatGroup.Device) async throws {
         let groups = self.groups
         for attempt in 0..<5 {
-            let sealed = try write { db -> Data in
+            let sealed = try await write { store -> Data in
                 guard
-                    let stored = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db)),
+                    let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)),
                     let leaf = stored.group.group.members.first(where: { ChatGroup.device(of: $0) == device })?.leafIndex
                 else { throw MessagingError(.unknownChat, "\(device.device) is not in chat \(chatID)") }
                 var random = MLSSystemRandom()
@@ -41,7 +42,7 @@ extension Messenger {
                     toMember: leaf, context: ChatHistory.sealContext(device: device.device), history.encoded, random: &random)
                 let payload = ChatPayload(
                     kind: .history, id: Self.newID(), data: records.base64EncodedString(), ref: device.device)
-                return try self.sealNext(payload, chatID: chatID, localID: nil, in: db, requireTrusted: false)
+                return try self.sealNext(payload, chatID: chatID, localID: nil, in: store, requireTrusted: false)
             }
             do {
                 _ = try await domainCall {
@@ -51,7 +52,7 @@ extension Messenger {
                 }
                 return
             } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
-                try? write { db in try self.store(db).forgetSent(payload: sealed) }
+                try? await write { store in try store.forgetSent(payload: sealed) }
                 _ = try await syncOnce()
             }
         }
@@ -59,7 +60,9 @@ extension Messenger {
 
     /// Applies a history transfer meant for this device: its messages are kept as the sibling
     /// had them (states included), each once.
-    func applyHistory(_ payload: ChatPayload, group: ChatGroup, chatID: String, in db: Database) throws -> Effects {
+    nonisolated func applyHistory(_ payload: ChatPayload, group: ChatGroup, chatID: String, in store: any MessagingStore) throws
+        -> Effects
+    {
         guard let data = payload.data, let sealed = Data(base64Encoded: data) else {
             return Effects(notices: [.dropped(chatID: chatID, reason: "a history transfer without its records")])
         }
@@ -73,7 +76,6 @@ extension Messenger {
                 .historyUnavailable(chatID: chatID),
             ])
         }
-        let store = store(db)
         for record in history.records {
             try store.insertReceived(record, chatID: chatID, incoming: record.sender != me, ignoringTaken: true)
             try store.touchChat(chatID, at: record.timestamp)

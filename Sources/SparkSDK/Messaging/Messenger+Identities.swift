@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkMLS
 import SparkStore
 
@@ -13,7 +14,7 @@ extension Messenger {
     /// A contact as the directory holds it; with `refresh`, after asking the domain what it
     /// publishes now (a differing key is kept beside the trusted one and flagged, never trusted).
     func contactRecord(of user: String, refresh: Bool) async throws -> ContactDirectory.Record {
-        let stored = try read { db in try ContactDirectory.record(db, user) }
+        let stored = try await read { store in try store.contact(user) }
         if let stored, !refresh { return stored }
         guard
             let published = try await domainCall({
@@ -24,17 +25,17 @@ extension Messenger {
             if let stored { return stored }
             throw MessagingError(.unknownUser, "\(user) has no published identity (they have not set up a device)")
         }
-        let (record, changed) = try write { db in
+        let (record, changed) = try await write { store in
             // Decided inside the write, on the row as it is now (another refresh may have run).
             let outcome = ContactDirectory.observe(
-                published, stored: try ContactDirectory.record(db, user), policy: try ContactDirectory.policy(db))
-            try ContactDirectory.save(db, outcome.record)
+                published, stored: try store.contact(user), policy: try store.identityPolicy())
+            try store.saveContact(outcome.record)
             return outcome
         }
         if changed { eventSinks.yield(.identityChanged(userID: user)) }
         // Chats show each participant's state (unverified when no contact is stored yet): only a
         // different state is news, and reloading mid-batch would show a half-applied step.
-        if record.state != (stored?.state ?? .unverified) { reloadChats() }
+        if record.state != (stored?.state ?? .unverified) { await reloadChats() }
         if record.state.isTrusted, let stored, !stored.state.isTrusted {
             // Trusted again (the domain publishes the trusted key once more): what was held goes.
             // Not awaited here, since this may run inside a send's own key check.
@@ -54,10 +55,10 @@ extension Messenger {
     /// policy held), then sends what was held for it.
     func acceptIdentity(of user: String) async throws {
         try requireRunning()
-        guard try write({ db in try ContactDirectory.accept(db, user, verified: false) }) else {
+        guard try await write({ store in try ContactDirectory.accept(store, user, verified: false) }) else {
             throw MessagingError(.unknownUser, "no contact \(user)")
         }
-        reloadChats()
+        await reloadChats()
         await trustChanged()
     }
 
@@ -83,17 +84,17 @@ extension Messenger {
                 .safetyNumberMismatch, "that is not the safety number of \(user)'s current key: compare again")
         }
         let current = record.current
-        let marked = try write { db -> Bool in
+        let marked = try await write { store -> Bool in
             // The key may have changed again since it was read: only the compared key is marked.
-            guard let now = try ContactDirectory.record(db, user), ContactDirectory.sameKeys(now.current, current) else {
+            guard let now = try store.contact(user), ContactDirectory.sameKeys(now.current, current) else {
                 return false
             }
-            return try ContactDirectory.accept(db, user, verified: true)
+            return try ContactDirectory.accept(store, user, verified: true)
         }
         guard marked else {
             throw MessagingError(.safetyNumberMismatch, "\(user)'s key changed while comparing: compare again")
         }
-        reloadChats()
+        await reloadChats()
         await trustChanged()
     }
 
@@ -105,18 +106,18 @@ extension Messenger {
             keyVersion: record.current.keyVersion)
     }
 
-    func identityTrustPolicy() throws -> IdentityTrustPolicy { try read { db in try ContactDirectory.policy(db) } }
+    func identityTrustPolicy() async throws -> IdentityTrustPolicy { try await read { store in try store.identityPolicy() } }
 
-    func setIdentityTrustPolicy(_ policy: IdentityTrustPolicy) throws {
-        try write { db in try ContactDirectory.setPolicy(db, policy) }
+    func setIdentityTrustPolicy(_ policy: IdentityTrustPolicy) async throws {
+        try await write { store in try store.setIdentityPolicy(policy) }
     }
 
     // MARK: This device's MLS identity
 
     /// This device's MLS signer: its own key, with the credential the identity key signed.
-    func deviceSigner() throws -> MLSSigner {
-        let (keys, endpointID, sealer) = (self.keys, self.endpointID, self.sealer)
-        return try write { db in try DeviceKeys.signer(db, sealer: sealer, keys: keys, endpointID: endpointID) }
+    func deviceSigner() async throws -> MLSSigner {
+        let (keys, endpointID) = (self.keys, self.endpointID)
+        return try await write { store in try DeviceKeys.signer(store, keys: keys, endpointID: endpointID) }
     }
 
     /// Tops this device's one-time KeyPackages in the domain up to ``DeviceKeys/oneTimeTarget``
@@ -131,17 +132,16 @@ extension Messenger {
         lastKeyPackageCheck = ContinuousClock.now
         let token = try await token()
         let left = try await domainCall { try await domain.keyPackageCount(token: token, endpointID: endpointID) }
-        let needsLastResort = try write { db -> Bool in
-            try DeviceKeys.forgetExpired(db, now: now)
-            guard let made = try DeviceKeys.lastResortMadeAt(db) else { return true }
+        let needsLastResort = try await write { store -> Bool in
+            try DeviceKeys.forgetExpired(store, now: now)
+            guard let made = try store.lastResortMadeAt() else { return true }
             return now.timeIntervalSince(made) >= DeviceKeys.lastResortRotation
         }
         guard left < DeviceKeys.lowWater || needsLastResort else { return }
-        let signer = try deviceSigner()
+        let signer = try await deviceSigner()
         let count = left < DeviceKeys.lowWater ? DeviceKeys.oneTimeTarget - left : 0
-        let sealer = self.sealer
-        let made = try write { db in
-            try DeviceKeys.makeBundles(db, sealer: sealer, signer: signer, count: count, lastResort: needsLastResort, now: now)
+        let made = try await write { store in
+            try DeviceKeys.makeBundles(store, signer: signer, count: count, lastResort: needsLastResort, now: now)
         }
         _ = try await domainCall {
             try await domain.publishKeyPackages(
@@ -150,8 +150,7 @@ extension Messenger {
     }
 
     /// The private bundle of one of this device's KeyPackages.
-    func keyPackageBundle(reference: Data) throws -> MLSKeyPackageBundle? {
-        let sealer = self.sealer
-        return try read { db in try DeviceKeys.bundle(db, sealer: sealer, reference: reference) }
+    func keyPackageBundle(reference: Data) async throws -> MLSKeyPackageBundle? {
+        return try await read { store in try DeviceKeys.bundle(store, reference: reference) }
     }
 }

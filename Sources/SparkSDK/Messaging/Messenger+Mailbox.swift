@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkMLS
 import SparkStore
 
@@ -61,7 +62,7 @@ extension Messenger {
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
     struct Applied {
-        var changes: ((Database) throws -> Effects)?
+        var changes: (@Sendable (any MessagingStore) throws -> Effects)?
     }
 
     /// What a batch touched, for the flows and the app.
@@ -75,7 +76,7 @@ extension Messenger {
 
     private func readMailbox(wait: Duration) async throws -> Int {
         try requireRunning()
-        let cursor = try read { db in try self.store(db).mailboxCursor() }
+        let cursor = try await read { store in try store.mailboxCursor() }
         let entries = try await domain.readMailbox(
             token: try await token(), endpointID: endpointID, after: cursor, limit: 200, wait: wait)
         var batch = Batch()
@@ -90,7 +91,7 @@ extension Messenger {
         }
         // What committed before a failure is shown and acknowledged all the same; the flows
         // first, so that an app told of a step finds it there.
-        for (chatID, changed) in batch.touched { reloadMessages(chatID, changed: changed) }
+        for (chatID, changed) in batch.touched { await reloadMessages(chatID, changed: changed) }
         for (chatID, altered) in batch.altered {
             switch altered {
             case .none: break
@@ -98,7 +99,7 @@ extension Messenger {
             case .all: changeSinks.yield(MessageChange(chatID: chatID, messageIDs: nil))
             }
         }
-        reloadChats(Set(batch.touched.keys))
+        await reloadChats(Set(batch.touched.keys))
         report(batch.events)
         if let failure { throw failure }
         return max(0, entries.count - batch.echoes)
@@ -116,18 +117,19 @@ extension Messenger {
         } catch {
             notices.append(.dropped(chatID: entry.chatID, reason: (error as? MessagingError)?.reason ?? "\(error)"))
         }
-        let done = { (db: Database, effects: Effects) throws in
+        let done = { @Sendable (store: any MessagingStore, effects: Effects) throws in
             if waiting {
-                if !effects.waiting { try self.store(db).forgetDeferred(sequence: entry.sequence) }
+                if !effects.waiting { try store.forgetDeferred(sequence: entry.sequence) }
             } else {
-                try self.store(db).setMailboxCursor(entry.sequence)
+                try store.setMailboxCursor(entry.sequence)
             }
         }
         var effects = Effects()
         do {
-            effects = try write { db in
-                let effects = try applied.changes?(db) ?? Effects(changed: .none)
-                try done(db, effects)
+            let changes = applied.changes
+            effects = try await write { store in
+                let effects = try changes?(store) ?? Effects(changed: .none)
+                try done(store, effects)
                 return effects
             }
         } catch let error as MessagingError where error.code == .conflict {
@@ -135,16 +137,18 @@ extension Messenger {
             // help, so it is dropped like a forgery, its changes rolled back, and only the cursor
             // moves past it.
             notices.append(.dropped(chatID: entry.chatID, reason: error.reason))
-            try write { db in try done(db, Effects(changed: .none)) }
+            try await write { store in try done(store, Effects(changed: .none)) }
             effects.changed = .none
         }
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         for message in effects.arrived { arrivalSinks.yield(message) }
         if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
-        if effects.reconcile { needsReconcile.insert(entry.chatID) }
+        if effects.reconcile { needsReconcile.withLock { _ = $0.insert(entry.chatID) } }
         if effects.reconcileAll {
             devicesChanged = true
-            if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
+            if let chats = try? await read({ store in try store.groupChats() }) {
+                needsReconcile.withLock { $0.formUnion(chats) }
+            }
         }
         if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         // Only what a member sent changes messages already there (a commit or a Welcome reloads
@@ -165,7 +169,7 @@ extension Messenger {
         var rounds = 0
         while rounds < 1000 {
             rounds += 1
-            let waiting = try read { db in try self.store(db).deferred(chatID: chatID) }
+            let waiting = try await read { store in try store.deferred(chatID: chatID) }
             var moved = false
             for entry in waiting where try await process(entry, waiting: true, into: &batch) {
                 moved = true
@@ -203,17 +207,17 @@ extension Messenger {
         switch entry.kind {
         case .membership:
             guard let members = entry.members else { return Applied() }
-            return Applied { db in try self.applyMembers(members, of: entry.chatID, in: db) }
+            return Applied { store in try self.applyMembers(members, of: entry.chatID, in: store) }
         case .welcome:
             return try await welcome(entry)
         case .commit:
-            let (mine, stored) = try read { db in
+            let (mine, stored) = try await read { store in
                 (
-                    try self.store(db).sent(payload: entry.payload) != nil,
-                    try groups.load(self.store(db), chatID: entry.chatID, validator: MLSAcceptAnyCredential())
+                    try store.sent(payload: entry.payload) != nil,
+                    try groups.load(store, chatID: entry.chatID, validator: MLSAcceptAnyCredential())
                 )
             }
-            if mine { return Applied { db in try self.ownCommit(entry, in: db) } }
+            if mine { return Applied { store in try self.ownCommit(entry, in: store) } }
             // Not in this chat's group (not added yet, or no longer): nothing to apply.
             guard var probe = stored?.group, probe.group.isActive else { return Applied() }
             // The users whose devices the commit adds are looked up first, so that their keys
@@ -221,12 +225,11 @@ extension Messenger {
             if case .commit(let added, _, _) = probe.receive(entry, now: Date()) {
                 for user in Set(added.map(\.user)) where user != me { _ = try? await contactRecord(of: user, refresh: false) }
             }
-            return Applied { db in try self.applyGroupEntry(entry, in: db) }
+            return Applied { store in try self.applyGroupEntry(entry, in: store) }
         case .message, .event, .receipt:
-            if let mine = try read({ db in try self.store(db).sent(payload: entry.payload) }) {
-                return Applied { db in
+            if let mine = try await read({ store in try store.sent(payload: entry.payload) }) {
+                return Applied { store in
                     // The echo of what this device sent: a message gets its number.
-                    let store = self.store(db)
                     try store.forgetSent(payload: entry.payload)
                     guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none, echo: true) }
                     try groups.noteNumber(store, chatID: entry.chatID, number: entry.messageNumber ?? 0)
@@ -235,9 +238,9 @@ extension Messenger {
                         changed: .some([localID]), echo: true)
                 }
             }
-            return Applied { db in try self.applyGroupEntry(entry, in: db) }
+            return Applied { store in try self.applyGroupEntry(entry, in: store) }
         case .ephemeral:
-            try receiveEphemeral(entry)
+            try await receiveEphemeral(entry)
             return Applied()
         case .devices:
             // This user's devices changed, or the users it blocked: every chat is looked at
@@ -264,15 +267,16 @@ extension Messenger {
     /// The domain's member list is a hint, never the chat's membership (the group is): a user it
     /// no longer lists left, and an admin's device removes their devices; when it no longer lists
     /// this user, this user left (from another device) and this device forgets the group.
-    private func applyMembers(_ members: [ChatMember], of chatID: String, in db: Database) throws -> Effects {
-        let store = store(db)
+    private nonisolated func applyMembers(_ members: [ChatMember], of chatID: String, in store: any MessagingStore) throws
+        -> Effects
+    {
         guard try store.groupVersion(chatID: chatID) != nil else { return Effects() }
         let listed = Set(members.map(\.userID))
         guard listed.count == members.count else {
             return Effects(notices: [.dropped(chatID: chatID, reason: "a member list that names a user twice")])
         }
         guard listed.contains(me) else {
-            try self.leftChat(db, chatID: chatID)
+            try self.leftChat(store, chatID: chatID)
             return Effects()
         }
         let gone = try store.participants(chatID: chatID).filter { !listed.contains($0) }
@@ -284,18 +288,17 @@ extension Messenger {
     /// A Welcome: this device joins when it holds the private half of one of the KeyPackages it
     /// names, and when every device in the group is one it accepts.
     private func welcome(_ entry: MailboxEntry) async throws -> Applied {
-        let sealer = self.sealer
         let references = (try? MLSGroup.keyPackageReferences(inWelcome: entry.payload)) ?? []
-        let found = try read { db -> (Data, MLSKeyPackageBundle)? in
+        let found = try await read { store -> (Data, MLSKeyPackageBundle)? in
             for reference in references {
-                if let bundle = try DeviceKeys.bundle(db, sealer: sealer, reference: reference) { return (reference, bundle) }
+                if let bundle = try DeviceKeys.bundle(store, reference: reference) { return (reference, bundle) }
             }
             return nil
         }
         // For another device (this user's or a member's): nothing to do here.
         guard let (reference, bundle) = found else { return Applied() }
-        let (inGroup, leftAt) = try read { db in
-            (try self.store(db).groupVersion(chatID: entry.chatID) != nil, try self.store(db).leftEpoch(chatID: entry.chatID))
+        let (inGroup, leftAt) = try await read { store in
+            (try store.groupVersion(chatID: entry.chatID) != nil, try store.leftEpoch(chatID: entry.chatID))
         }
         if inGroup {
             throw MessagingError(.forged, "a Welcome to chat \(entry.chatID), which this device is in already: replayed")
@@ -322,14 +325,14 @@ extension Messenger {
         }
         // Everyone in the group is looked up first (a first contact is met here).
         for user in probe.users where user != me { _ = try? await contactRecord(of: user, refresh: false) }
-        return Applied { db in
-            guard try self.store(db).groupVersion(chatID: entry.chatID) == nil else {
+        return Applied { store in
+            guard try store.groupVersion(chatID: entry.chatID) == nil else {
                 return Effects(notices: [.dropped(chatID: entry.chatID, reason: "a replayed Welcome")])
             }
             let joined: ChatGroup
             do {
                 joined = try ChatGroup.join(
-                    chatID: entry.chatID, welcome: entry.payload, bundle: bundle, validator: try self.groupValidator(db))
+                    chatID: entry.chatID, welcome: entry.payload, bundle: bundle, validator: try self.groupValidator(store))
             } catch {
                 return Effects(notices: [
                     .dropped(
@@ -344,8 +347,8 @@ extension Messenger {
                     .dropped(chatID: entry.chatID, reason: "a Welcome from \(entry.sender), who is not in its group")
                 ])
             }
-            try DeviceKeys.consume(db, reference: reference)
-            try self.adopt(joined, in: db, updated: true)
+            try store.consumeKeyPackageBundle(reference: reference)
+            try self.adopt(joined, in: store, updated: true)
             // Added by another user to a chat that had moved on (an invitation, or a new
             // identity's device): no device of this user hands it what came before.
             let history: [MessagingEvent] =
@@ -356,24 +359,22 @@ extension Messenger {
 
     /// The echo of a commit this device posted: when its answer was lost, the pending group
     /// becomes the chat's group now.
-    private func ownCommit(_ entry: MailboxEntry, in db: Database) throws -> Effects {
-        let store = store(db)
+    private nonisolated func ownCommit(_ entry: MailboxEntry, in store: any MessagingStore) throws -> Effects {
         try store.forgetSent(payload: entry.payload)
         guard
             let next = try groups.pending(
-                store, chatID: entry.chatID, digest: SHA256.hash(entry.payload), validator: try groupValidator(db)),
+                store, chatID: entry.chatID, digest: SHA256.hash(entry.payload), validator: try groupValidator(store)),
             let stored = try groups.load(store, chatID: entry.chatID, validator: MLSAcceptAnyCredential()),
             stored.group.group.epoch + 1 == next.group.epoch
         else { return Effects() }
-        try adopt(next, in: db, updated: true)
+        try adopt(next, in: store, updated: true)
         return Effects(moved: true)
     }
 
     /// A commit or an application message of a chat's group, decided by the group.
-    private func applyGroupEntry(_ entry: MailboxEntry, in db: Database) throws -> Effects {
+    private nonisolated func applyGroupEntry(_ entry: MailboxEntry, in store: any MessagingStore) throws -> Effects {
         let chatID = entry.chatID
-        let store = store(db)
-        guard var stored = try groups.load(store, chatID: chatID, validator: try groupValidator(db)) else {
+        guard var stored = try groups.load(store, chatID: chatID, validator: try groupValidator(store)) else {
             return Effects()
         }
         switch stored.group.receive(entry, now: Date()) {
@@ -391,7 +392,7 @@ extension Messenger {
             try store.noteRefusedCommit(chatID: chatID, epoch: stored.group.group.epoch, sender: entry.sender)
             return Effects(notices: [.dropped(chatID: chatID, reason: reason)], changed: .none, reconcile: true)
         case .removed:
-            try self.leftChat(db, chatID: chatID)
+            try self.leftChat(store, chatID: chatID)
             return Effects()
         case .commit(_, let removed, let by):
             // A device of this user removed by another device: this one updates its own keys
@@ -399,22 +400,21 @@ extension Messenger {
             stored.sentSinceUpdate = core.sentAfterCommit(stored.sentSinceUpdate, removed: removed, by: by)
             try groups.save(store, stored)
             try Self.applyMembership(store, group: stored.group, now: entry.postedAt)
-            try applySubject(of: stored.group, in: db)
+            try applySubject(of: stored.group, in: store)
             return Effects(moved: true, reconcile: stored.sentSinceUpdate >= MessagingCore.updateAfterMessages)
         case .message(let payload, let sender):
             // The ratchet moved: the group is kept whatever the payload turns out to be.
-            return try applyPayload(payload, from: sender, entry: entry, stored: &stored, in: db)
+            return try applyPayload(payload, from: sender, entry: entry, stored: &stored, in: store)
         }
     }
 
     /// Carries out what the messaging core decides for an opened payload, in the entry's
     /// transaction: the group is kept first (its ratchet moved, whatever the payload turns out to be).
-    private func applyPayload(
+    private nonisolated func applyPayload(
         _ payload: ChatPayload, from sender: ChatGroup.Device, entry: MailboxEntry, stored: inout GroupStore.Stored,
-        in db: Database
+        in store: any MessagingStore
     ) throws -> Effects {
         let chatID = entry.chatID
-        let store = store(db)
         // Another device's text names its place among that device's texts: one that was missing
         // arrives late (and is taken whatever its number), one past a gap makes the gap missing.
         var (sequences, known): (TextSequences?, TextSequences?) = (nil, nil)
@@ -461,7 +461,7 @@ extension Messenger {
                             state: message.state, timestamp: message.timestamp,
                             attachment: message.attachment.map(Attachment.init)))
                 }
-                if message.sender == me { noteExpiring() }
+                if message.sender == me { noteExpiringLater() }
                 effects.changed.formUnion(.some([message.id]))
             case .touchChat(let time):
                 try store.touchChat(chatID, at: time)
@@ -483,10 +483,10 @@ extension Messenger {
             case .readReceived(let ids):
                 try store.readReceived(chatID: chatID, ids: ids)
                 try store.startExpiry(chatID: chatID, at: clock.now())
-                noteExpiring()
+                noteExpiringLater()
                 effects.changed.formUnion(.some(Set(ids)))
             case .openHistory(let history):
-                let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: db)
+                let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: store)
                 effects.notices += opened.notices
                 effects.changed.formUnion(.all)
             case .reportSent(let messageID, let number):

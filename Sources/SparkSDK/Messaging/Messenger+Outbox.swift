@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkLock
 import SparkMLS
 import SparkStore
 
@@ -23,9 +24,8 @@ extension Messenger {
         // One read: the chat, the message referred to, what holds the chat, and whether messages
         // wait held in it.
         let groups = self.groups
-        let (refID, untrusted, waiting) = try read { db -> (String?, [String], Bool) in
-            let store = self.store(db)
-            guard let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(db)) else {
+        let (refID, untrusted, waiting) = try await read { store -> (String?, [String], Bool) in
+            guard let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)) else {
                 throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
             }
             let refID = try ref.map { number in
@@ -34,7 +34,7 @@ extension Messenger {
                 }
                 return id
             }
-            return (refID, try self.untrustedUsers(in: stored, db), try !store.held(chatID: chatID).isEmpty)
+            return (refID, try self.untrustedUsers(in: stored, store), try !store.held(chatID: chatID).isEmpty)
         }
         let payload = ChatPayload(
             kind: .text, id: id, content: content, tag: tag, data: data, ref: refID, attachment: attachment)
@@ -44,11 +44,11 @@ extension Messenger {
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
         if holding.isEmpty, waiting { await releaseHeld(in: chatID) }
-        let message = try write { db -> ChatMessage in
+        let message = try await write { store -> ChatMessage in
             var sealed: Data?
             if holding.isEmpty {
                 do {
-                    sealed = try self.sealNext(payload, chatID: chatID, localID: id, in: db)
+                    sealed = try self.sealNext(payload, chatID: chatID, localID: id, in: store)
                 } catch let error as MessagingError where error.code == .identityUnconfirmed {
                     // The group changed while this waited: held after all.
                     sealed = nil
@@ -57,19 +57,19 @@ extension Messenger {
             let outgoing = OutgoingMessage(
                 id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
                 attachment: attachment)
-            try self.store(db).insertOutgoing(outgoing, sealed: sealed)
-            self.noteExpiring()
+            try store.insertOutgoing(outgoing, sealed: sealed)
+            self.noteExpiringLater()
             return ChatMessage(
                 id: id, chatID: chatID, number: nil, sender: self.me, isIncoming: false, content: content, tag: tag, data: data,
                 ref: ref, state: sealed == nil ? .held : .sending, timestamp: now, attachment: attachment.map(Attachment.init))
         }
         showMessages([message], in: chatID)
         _ = await deliverPending(in: chatID)
-        return try self.message(id: id)
+        return try await self.message(id: id)
     }
 
-    func requireActive(_ chatID: String) throws {
-        guard try read({ db in try self.store(db).groupVersion(chatID: chatID) != nil }) else {
+    func requireActive(_ chatID: String) async throws {
+        guard try await read({ store in try store.groupVersion(chatID: chatID) != nil }) else {
             throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
         }
     }
@@ -80,18 +80,18 @@ extension Messenger {
     /// key again (a substitution withdrawn), so untrusted contacts are looked up once more.
     func heldBy(_ chatID: String) async throws -> [String] {
         let groups = self.groups
-        let check = { (db: Database) throws -> [String] in
+        let check = { @Sendable (store: any MessagingStore) throws -> [String] in
             guard
-                let stored = try groups.load(self.store(db), chatID: chatID, validator: try self.groupValidator(db))
+                let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))
             else { return [] }
             // Every device must be signed by a key this device trusts: a changed or unconfirmed
             // contact's key is not among them, nor a key a contact had before a reset.
-            return try self.untrustedUsers(in: stored, db)
+            return try self.untrustedUsers(in: stored, store)
         }
-        let first = try read(check)
+        let first = try await read(check)
         guard !first.isEmpty else { return [] }
         for user in first where user != me { _ = try? await contactRecord(of: user, refresh: true) }
-        return try read(check)
+        return try await read(check)
     }
 
     /// Refuses with `identityUnconfirmed` while the chat holds a device this device does not
@@ -112,14 +112,14 @@ extension Messenger {
     /// group is checked in the same transaction (a commit applied while the caller awaited may
     /// have added such a device), and a group holding one is refused with `identityUnconfirmed`.
     /// Only a history, whose records are sealed to one device of this user, goes regardless.
-    func sealNext(
-        _ payload: ChatPayload, chatID: String, localID: String?, in db: Database, requireTrusted: Bool = true
+    nonisolated func sealNext(
+        _ payload: ChatPayload, chatID: String, localID: String?, in store: any MessagingStore, requireTrusted: Bool = true
     ) throws -> Data {
-        guard var stored = try groups.load(store(db), chatID: chatID, validator: try groupValidator(db)),
+        guard var stored = try groups.load(store, chatID: chatID, validator: try groupValidator(store)),
             stored.group.group.isActive
         else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
         if requireTrusted {
-            let refused = try untrustedUsers(in: stored, db)
+            let refused = try untrustedUsers(in: stored, store)
             guard refused.isEmpty else {
                 throw MessagingError(
                     .identityUnconfirmed,
@@ -131,23 +131,23 @@ extension Messenger {
         // those the domain refused, so that recipients see one the domain withholds.
         var payload = payload
         if payload.kind == .text, let localID {
-            let sequence = try store(db).sendingSequence(chatID: chatID, localID: localID)
+            let sequence = try store.sendingSequence(chatID: chatID, localID: localID)
             payload.sequence = sequence
-            payload.withdrawn = try store(db).withdrawnSequences(chatID: chatID).filter { $0 < sequence }
+            payload.withdrawn = try store.withdrawnSequences(chatID: chatID).filter { $0 < sequence }
         }
         var random = MLSSystemRandom()
         let sealed = try stored.group.seal(payload, random: &random)
         stored.sentSinceUpdate += 1
-        if stored.sentSinceUpdate >= MessagingCore.updateAfterMessages { needsReconcile.insert(chatID) }
-        try groups.save(store(db), stored)
-        try store(db).recordSent(chatID: chatID, payload: sealed, localID: localID)
+        if stored.sentSinceUpdate >= MessagingCore.updateAfterMessages { needsReconcile.withLock { _ = $0.insert(chatID) } }
+        try groups.save(store, stored)
+        try store.recordSent(chatID: chatID, payload: sealed, localID: localID)
         return sealed
     }
 
     /// The payload of a stored message of this device (to seal it again, or for the first time
     /// once released).
-    func storedPayload(_ db: Database, localID: String) throws -> (chatID: String, payload: ChatPayload)? {
-        let store = store(db)
+    nonisolated func storedPayload(_ store: any MessagingStore, localID: String) throws -> (chatID: String, payload: ChatPayload)?
+    {
         guard let message = try store.outgoing(localID) else { return nil }
         let ref = try message.ref.flatMap { try store.messageID(chatID: message.chatID, number: $0) }
         return (
@@ -169,8 +169,7 @@ extension Messenger {
                 let receipt = try await domain.post(
                     token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed,
                     recipient: nil, clientID: localID)
-                let (events, accepted) = try write { db in
-                    let store = self.store(db)
+                let (events, accepted) = try await write { store in
                     let events = try store.accept(localID, number: receipt.messageNumber, at: receipt.postedAt)
                     try store.touchChat(chatID, at: receipt.postedAt)
                     return (events, try store.message(localID))
@@ -191,7 +190,7 @@ extension Messenger {
                 _ = try? await syncOnce()
                 let resealed: Data?
                 do {
-                    resealed = try write { db in try self.reseal(localID, in: db) }
+                    resealed = try await write { store in try self.reseal(localID, in: store) }
                 } catch {
                     settled = false
                     break
@@ -201,7 +200,7 @@ extension Messenger {
                 sealed = resealed
                 continue
             } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
-                let failed = try? write { db in try self.store(db).refuse(localID, reason: error.reason) }
+                let failed = try? await write { store in try store.refuse(localID, reason: error.reason) }
                 if failed == true {
                     report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
                 }
@@ -211,22 +210,22 @@ extension Messenger {
             }
             break
         }
-        if !shown { reloadMessages(chatID, changed: .some([localID])) }
+        if !shown { await reloadMessages(chatID, changed: .some([localID])) }
         return settled
     }
 
     /// Seals a message still sending again, in the group's current epoch; nil when the group now
     /// holds a device this one does not trust (the message is held instead).
-    private func reseal(_ localID: String, in db: Database) throws -> Data? {
-        guard let (chatID, payload) = try storedPayload(db, localID: localID) else {
+    private nonisolated func reseal(_ localID: String, in store: any MessagingStore) throws -> Data? {
+        guard let (chatID, payload) = try storedPayload(store, localID: localID) else {
             throw MessagingError(.unknownChat, "no message \(localID)")
         }
         do {
-            let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: db)
-            try store(db).setSealed(localID, sealed)
+            let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: store)
+            try store.setSealed(localID, sealed)
             return sealed
         } catch let error as MessagingError where error.code == .identityUnconfirmed {
-            try store(db).hold(localID)
+            try store.hold(localID)
             return nil
         }
     }
@@ -251,7 +250,7 @@ extension Messenger {
 
     private func postPending(in chatID: String) async -> Bool {
         guard !stopped else { return false }
-        let pending = (try? read { db in try self.store(db).sending(chatID: chatID) }) ?? []
+        let pending = (try? await read { store in try store.sending(chatID: chatID) }) ?? []
         for (id, sealed) in pending {
             guard await deliver(localID: id, chatID: chatID, sealed: sealed) else { return false }
         }
@@ -260,30 +259,29 @@ extension Messenger {
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
     func resendPending() async {
-        let chats = (try? read { db in try self.store(db).chatsSending() }) ?? []
+        let chats = (try? await read { store in try store.chatsSending() }) ?? []
         for chatID in chats { _ = await deliverPending(in: chatID) }
     }
 
     /// Seals and sends, oldest first, the held messages of every chat that nothing holds now.
     func releaseHeld() async {
-        let chats = (try? read { db in try self.store(db).chatsHolding() }) ?? []
+        let chats = (try? await read { store in try store.chatsHolding() }) ?? []
         for chatID in chats { await releaseHeld(in: chatID) }
     }
 
     /// Seals and sends the chat's held messages, oldest first, when nothing holds it now.
     func releaseHeld(in chatID: String) async {
         guard let holding = try? await heldBy(chatID), holding.isEmpty else { return }
-        let released = try? write { db -> Int in
-            let store = self.store(db)
+        let released = try? await write { store -> Int in
             let held = try store.held(chatID: chatID)
             for localID in held {
-                guard let (_, payload) = try self.storedPayload(db, localID: localID) else { continue }
-                try store.setSealed(localID, try self.sealNext(payload, chatID: chatID, localID: localID, in: db))
+                guard let (_, payload) = try self.storedPayload(store, localID: localID) else { continue }
+                try store.setSealed(localID, try self.sealNext(payload, chatID: chatID, localID: localID, in: store))
             }
             return held.count
         }
         guard (released ?? 0) > 0 else { return }
-        reloadMessages(chatID)
+        await reloadMessages(chatID)
         _ = await deliverPending(in: chatID)
     }
 
@@ -292,11 +290,11 @@ extension Messenger {
     /// Seals and posts a payload that is not stored for retry (a receipt, an edit): refused
     /// while something holds the chat, sealed again when a commit overtook it.
     func postEvent(_ payload: ChatPayload, in chatID: String) async throws {
-        try requireActive(chatID)
+        try await requireActive(chatID)
         try await requireNotHeld(chatID)
         let kind: MailboxKind = payload.kind == .receipt ? .receipt : .event
         for attempt in 0..<5 {
-            let sealed = try seal(payload, in: chatID)
+            let sealed = try await seal(payload, in: chatID)
             do {
                 _ = try await domainCall {
                     try await domain.post(
@@ -305,7 +303,7 @@ extension Messenger {
                 }
                 return
             } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
-                try? write { db in try self.store(db).forgetSent(payload: sealed) }
+                try? await write { store in try store.forgetSent(payload: sealed) }
                 _ = try await syncOnce()
             }
         }
@@ -317,25 +315,25 @@ extension Messenger {
         guard content.utf8.count <= Self.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
-        guard let chatID = try read({ db in try self.store(db).chatOfNumbered(id: messageID, sender: self.me) }) else {
+        guard let chatID = try await read({ store in try store.chatOfNumbered(id: messageID, sender: self.me) }) else {
             throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit")
         }
-        guard try read({ db in try self.store(db).known(chatID: chatID, id: messageID)?.recalled }) != true else {
+        guard try await read({ store in try store.known(chatID: chatID, id: messageID)?.recalled }) != true else {
             throw MessagingError(.invalidArgument, "message \(messageID) was recalled")
         }
         try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
-        try write { db in try self.store(db).setContent(messageID, content: content) }
-        reloadMessages(chatID, changed: .some([messageID]))
+        try await write { store in try store.setContent(messageID, content: content) }
+        await reloadMessages(chatID, changed: .some([messageID]))
     }
 
     /// Adds (or removes) this user's reaction `emoji` to a numbered message of a chat: it goes as
     /// an authenticated reaction naming the message's id, and every member's device counts it.
     func react(_ messageID: String, emoji: String, added: Bool) async throws {
         guard ChatPayload.isReaction(emoji) else { throw MessagingError(.invalidArgument, "a reaction is one emoji") }
-        guard let message = try read({ db in try self.store(db).message(messageID) }), message.number != nil,
+        guard let message = try await read({ store in try store.message(messageID) }), message.number != nil,
             !message.isRecalled
         else { throw MessagingError(.unknownChat, "no message \(messageID) here to react to") }
-        let current = try read { db in try self.store(db).reactions(of: messageID) }
+        let current = try await read { store in try store.reactions(of: messageID) }
         guard Reaction.applying(current, user: me, emoji: emoji, added: added) != nil else {
             let has = current.contains { $0.emoji == emoji && $0.userIDs.contains(me) }
             if has == added { return }
@@ -345,27 +343,26 @@ extension Messenger {
             ChatPayload(kind: added ? .reaction : .unreaction, id: Self.newID(), content: emoji, ref: messageID),
             in: message.chatID)
         // Applied to the reactions as they are now: others' may have arrived while it was posted.
-        try write { db in
-            let store = self.store(db)
+        try await write { store in
             if let reactions = Reaction.applying(try store.reactions(of: messageID), user: self.me, emoji: emoji, added: added) {
                 try store.setReactions(messageID, reactions)
             }
         }
-        reloadMessages(message.chatID, changed: .some([messageID]))
+        await reloadMessages(message.chatID, changed: .some([messageID]))
     }
 
     /// Recalls one of this user's sent messages (deletes it for everyone): an authenticated
     /// recall naming its id goes to every member's device, each of which removes its content;
     /// this device removes it once the domain took the recall.
     func recall(_ messageID: String) async throws {
-        guard let chatID = try read({ db in try self.store(db).chatOfNumbered(id: messageID, sender: self.me) }) else {
+        guard let chatID = try await read({ store in try store.chatOfNumbered(id: messageID, sender: self.me) }) else {
             throw MessagingError(.unknownChat, "no message \(messageID) this user sent to recall")
         }
-        guard try read({ db in try self.store(db).known(chatID: chatID, id: messageID)?.recalled }) != true else { return }
-        let attachment = try read { db in try self.store(db).attachment(of: messageID) }
+        guard try await read({ store in try store.known(chatID: chatID, id: messageID)?.recalled }) != true else { return }
+        let attachment = try await read { store in try store.attachment(of: messageID) }
         try await postEvent(ChatPayload(kind: .recall, id: Self.newID(), ref: messageID), in: chatID)
-        try write { db in try self.store(db).recall(messageID) }
-        reloadMessages(chatID, changed: .some([messageID]))
+        try await write { store in try store.recall(messageID) }
+        await reloadMessages(chatID, changed: .some([messageID]))
         // The file goes from the domain too (the members' devices forgot its key already).
         if let attachment { await deleteBlobs(of: attachment) }
     }
@@ -373,7 +370,7 @@ extension Messenger {
     /// Reports a participant with messages of theirs this device holds (read again from the store,
     /// so what is revealed is what arrived, not what the app passed).
     func report(_ userID: String, in chatID: String, messages: [ChatMessage], reason: String) async throws -> Int64 {
-        let stored = try read { db in try self.store(db).messages(chatID: chatID, ids: messages.map(\.id)) }
+        let stored = try await read { store in try store.messages(chatID: chatID, ids: messages.map(\.id)) }
         guard !messages.isEmpty, stored.count == messages.count,
             stored.allSatisfy({ $0.sender == userID && $0.isIncoming && !$0.isRecalled })
         else { throw MessagingError(.invalidArgument, "a report reveals received messages of the reported user in this chat") }
@@ -388,24 +385,24 @@ extension Messenger {
     }
 
     /// Seals a payload that is not stored as a message (see `sealNext`).
-    func seal(_ payload: ChatPayload, in chatID: String) throws -> Data {
-        try write { db in try self.sealNext(payload, chatID: chatID, localID: nil, in: db) }
+    func seal(_ payload: ChatPayload, in chatID: String) async throws -> Data {
+        try await write { store in try self.sealNext(payload, chatID: chatID, localID: nil, in: store) }
     }
 
     func markRead(_ chatID: String, upTo number: Int64?) async throws {
         try requireRunning()
-        let upTo = try number ?? read { db in try self.store(db).newestReceived(chatID: chatID) } ?? 0
+        let newest = try await read { store in try store.newestReceived(chatID: chatID) }
+        let upTo = number ?? newest ?? 0
         guard upTo > 0 else { return }
-        let read = try write { db in
-            let store = self.store(db)
+        let read = try await write { store in
             let unread = try store.unreadReceived(chatID: chatID, upTo: upTo)
             try store.readReceived(chatID: chatID, upTo: upTo)
             try store.startExpiry(chatID: chatID, at: self.clock.now())
-            self.noteExpiring()
+            self.noteExpiringLater()
             return unread
         }
-        reloadMessages(chatID)
-        reloadChats()
+        await reloadMessages(chatID)
+        await reloadChats()
         do {
             try await sendReceipts(chatID: chatID, receipt: .read, covering: read)
         } catch let error as MessagingError where error.code == .identityUnconfirmed {

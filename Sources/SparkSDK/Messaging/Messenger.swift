@@ -119,9 +119,8 @@ enum MessageChanges: Sendable, Equatable {
 /// All state is in the endpoint store, so a restart continues where it stopped.
 actor Messenger {
     let domain: any DomainService
-    let queue: DatabaseQueue
-    /// Seals the store's secret values (group states, message bodies, subjects): see `StoreSealer`.
-    let sealer: StoreSealer
+    /// The messaging store, awaited on a thread of its own (see `MessagingStorage`).
+    nonisolated let storage: MessagingStorage
     /// The chats' groups, stored and kept live (`GroupStore`, `ChatSessions`).
     nonisolated let groups: GroupStore
     /// The messaging rules for opened payloads (pure: see `MessagingCore`).
@@ -164,8 +163,9 @@ actor Messenger {
     /// The latest group change per chat; each waits for the one before it (see `change`).
     var changes: [String: Task<Void, any Error>] = [:]
     /// Chats whose group may need a change (a member left, a device of this user came or
-    /// went, a key update is due): looked at after the next mailbox read.
-    var needsReconcile: Set<String> = []
+    /// went, a key update is due): looked at after the next mailbox read. Noted from inside
+    /// transactions too, so it is a lock, not the actor's.
+    nonisolated let needsReconcile = Locked<Set<String>>([])
     /// The pass of `reconcile(force:)` in progress; each waits for the one before it.
     var reconciling: Task<Void, Never>?
     /// When every chat was last looked at.
@@ -181,8 +181,10 @@ actor Messenger {
     /// The ephemeral messages seen lately, by nonce, and in the order they came.
     var seenEphemeral: Set<Data> = []
     var seenEphemeralOrder: [Data] = []
-    /// The users this user blocked (the store's list, kept here for every arrival to check).
-    var blocked: Set<String> = []
+    /// The users this user blocked (the store's list, kept here for every arrival to check,
+    /// inside its transaction).
+    nonisolated let blockedList = Locked<Set<String>>([])
+    nonisolated var blocked: Set<String> { blockedList.withLock { $0 } }
     /// Every `events` stream handed out; each event goes to all of them.
     nonisolated let eventSinks = EventSinks<MessagingEvent>()
     /// Every `messageEvents` stream handed out.
@@ -204,7 +206,7 @@ actor Messenger {
     nonisolated var me: String { keys.userID }
 
     init(
-        domain: any DomainService, store: EndpointStore, keys: UnlockedKeys, endpointID: String,
+        domain: any DomainService, storage: MessagingStorage, keys: UnlockedKeys, endpointID: String,
         token: @escaping @Sendable () async throws -> String, pollInterval: Duration,
         ownDeviceApproval: OwnDeviceApproval = .required, clock: WallClock = .system,
         onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
@@ -212,8 +214,7 @@ actor Messenger {
         self.clock = clock
         self.onMailbox = onMailbox
         self.domain = domain
-        self.queue = store.queue
-        self.sealer = store.sealer
+        self.storage = storage
         groups = GroupStore(sessions: ChatSessions())
         core = MessagingCore(user: keys.userID, endpointID: endpointID)
         validators = CredentialValidators(user: keys.userID, identityKey: keys.signing.publicKey.rawRepresentation)
@@ -228,11 +229,12 @@ actor Messenger {
     // MARK: Running
 
     func start() async {
-        reloadChats()
+        await reloadChats()
         guard syncTask == nil else { return }
         // The block list as stored, then as the domain has it now (another device may have
         // changed it while this one was off).
-        blocked = Set((try? read { db in try self.store(db).blockedUsers() }) ?? [])
+        let stored = Set((try? await read { store in try store.blockedUsers() }) ?? [])
+        blockedList.withLock { $0 = stored }
         try? await refreshBlocked()
         // Others can add this device to chats from the moment setup succeeds, offline or not:
         // its KeyPackages are in the domain before (topped up again at each start; a failure now
@@ -242,7 +244,7 @@ actor Messenger {
         try? await publishCredential()
         // Every chat is looked at after the first read (this user's devices may have changed
         // while this one was off).
-        if let chats = try? read({ db in try self.store(db).groupChats() }) { needsReconcile.formUnion(chats) }
+        if let chats = try? await read({ store in try store.groupChats() }) { needsReconcile.withLock { $0.formUnion(chats) } }
         let interval = pollInterval
         // Messages may have been counting down while this device was off.
         noteExpiring()
@@ -292,6 +294,7 @@ actor Messenger {
         let loop = syncTask
         syncTask = nil
         loop?.cancel()
+        await storage.close()
         await loop?.value
         expiryTask?.cancel()
         await expiryTask?.value
@@ -302,6 +305,9 @@ actor Messenger {
         arrivalSinks.finish()
         changeSinks.finish()
     }
+
+    /// ``noteExpiring()`` from inside a transaction (it runs once the actor is free).
+    nonisolated func noteExpiringLater() { Task { await self.noteExpiring() } }
 
     /// A message may have started counting down (stored or read in a chat with a timer): the
     /// expiry task runs until none is, looking every ``expiryInterval``. A device with no
@@ -323,35 +329,35 @@ actor Messenger {
         guard !stopped else { return false }
         let now = clock.now()
         let next: Date?
-        do { next = try read { db in try self.store(db).nextExpiry() } } catch { return true }
+        do { next = try await read { store in try store.nextExpiry() } } catch { return true }
         guard let next else {
             expiryTask = nil
             return false
         }
-        guard next <= now, let due = try? write({ db in try self.store(db).expireDue(at: now) }), !due.isEmpty else {
+        guard next <= now, let due = try? await write({ store in try store.expireDue(at: now) }), !due.isEmpty else {
             return true
         }
         // The log held the pages as they were: emptied, nothing of the content is left on disk.
-        try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        await storage.checkpoint()
         for chatID in Set(due.map(\.chatID)) {
-            reloadMessages(chatID)
+            await reloadMessages(chatID)
             changeSinks.yield(MessageChange(chatID: chatID, messageIDs: Set(due.filter { $0.chatID == chatID }.map(\.id))))
         }
-        reloadChats(Set(due.map(\.chatID)))
+        await reloadChats(Set(due.map(\.chatID)))
         return true
     }
 
     // MARK: Queries and flows
 
-    func chat(_ chatID: String) throws -> Chat {
-        guard let chat = try read({ db in try self.loadChats(db, only: chatID).first }) else {
+    func chat(_ chatID: String) async throws -> Chat {
+        guard let chat = try await read({ store in try self.loadChats(store, only: chatID).first }) else {
             throw MessagingError(.unknownChat, "no chat \(chatID)")
         }
         return chat
     }
 
-    func message(id: String) throws -> ChatMessage {
-        guard let message = try read({ db in try self.store(db).message(id) }) else {
+    func message(id: String) async throws -> ChatMessage {
+        guard let message = try await read({ store in try store.message(id) }) else {
             throw MessagingError(.unknownChat, "no message \(id)")
         }
         return message
@@ -359,13 +365,14 @@ actor Messenger {
 
     /// The latest `limit` messages before `number` (or the newest), oldest first (see
     /// `MessagingStore.page`).
-    func messages(in chatID: String, before number: Int64?, limit: Int) throws -> [ChatMessage] {
-        try read { db in try self.store(db).page(chatID: chatID, before: number, limit: limit) }
+    func messages(in chatID: String, before number: Int64?, limit: Int) async throws -> [ChatMessage] {
+        try await read { store in try store.page(chatID: chatID, before: number, limit: limit) }
     }
 
-    func messageFlow(_ chatID: String) throws -> StateFlow<[ChatMessage]> {
+    func messageFlow(_ chatID: String) async throws -> StateFlow<[ChatMessage]> {
         if let owner = messageOwners[chatID] { return owner.flow }
-        let owner = MutableStateFlow(try messages(in: chatID, before: nil, limit: Self.flowWindow), label: "Messaging.messages")
+        let owner = MutableStateFlow(
+            try await messages(in: chatID, before: nil, limit: Self.flowWindow), label: "Messaging.messages")
         messageOwners[chatID] = owner
         return owner.flow
     }
@@ -373,16 +380,16 @@ actor Messenger {
     /// Brings the chat's flow up to date with what changed: the messages named are read again
     /// (by id) and put in their place in the window, the rest of it untouched; `.all` reads the
     /// window again.
-    func reloadMessages(_ chatID: String, changed: MessageChanges = .all) {
+    func reloadMessages(_ chatID: String, changed: MessageChanges = .all) async {
         guard let owner = messageOwners[chatID] else { return }
         switch changed {
         case .none:
             return
         case .all:
-            if let latest = try? messages(in: chatID, before: nil, limit: Self.flowWindow) { owner.value = latest }
+            if let latest = try? await messages(in: chatID, before: nil, limit: Self.flowWindow) { owner.value = latest }
         case .some(let ids):
             guard !ids.isEmpty else { return }
-            guard let found = try? read({ db in try self.store(db).messages(chatID: chatID, ids: Array(ids)) }) else { return }
+            guard let found = try? await read({ store in try store.messages(chatID: chatID, ids: Array(ids)) }) else { return }
             owner.value = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: owner.value, limit: Self.flowWindow)
         }
     }
@@ -426,13 +433,13 @@ actor Messenger {
 
     /// Brings the chat list up to date: every chat, or only `chatIDs` (each read again and put
     /// in its place, most recent activity first).
-    func reloadChats(_ chatIDs: Set<String>? = nil) {
+    func reloadChats(_ chatIDs: Set<String>? = nil) async {
         guard let chatIDs else {
-            if let chats = try? read({ db in try self.loadChats(db, only: nil) }) { chatsOwner.value = chats }
+            if let chats = try? await read({ store in try self.loadChats(store, only: nil) }) { chatsOwner.value = chats }
             return
         }
         guard !chatIDs.isEmpty,
-            let found = try? read({ db in try chatIDs.flatMap { try self.loadChats(db, only: $0) } })
+            let found = try? await read({ store in try chatIDs.flatMap { try self.loadChats(store, only: $0) } })
         else { return }
         chatsOwner.value = Self.replacing(
             found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chatsOwner.value,
@@ -441,16 +448,16 @@ actor Messenger {
 
     /// The chat `chatID`, or every chat, as the app sees it: the store's rows, each participant
     /// with the trust the contacts give them.
-    nonisolated func loadChats(_ db: Database, only chatID: String?) throws -> [Chat] {
-        let chats = try store(db).chats(only: chatID)
-        let trust = try ContactDirectory.verifications(db, of: Set(chats.flatMap { $0.participants.map(\.userID) }))
+    nonisolated func loadChats(_ store: any MessagingStore, only chatID: String?) throws -> [Chat] {
+        let chats = try store.chats(only: chatID)
+        let trust = try store.verifications(of: Set(chats.flatMap { $0.participants.map(\.userID) }))
         return try chats.map { chat in
             Chat(
                 chatID: chat.chatID, subject: chat.subject,
                 participants: chat.participants.map {
                     Participant(userID: $0.userID, isAdmin: $0.isAdmin, verification: trust[$0.userID] ?? .unverified)
                 }, unreadCount: chat.unreadCount,
-                missingMessageCount: try store(db).missingTexts(chatID: chat.chatID).values.reduce(0, +),
+                missingMessageCount: try store.missingTexts(chatID: chat.chatID).values.reduce(0, +),
                 lastActivity: chat.lastActivity, isActive: chat.isActive,
                 disappearingTimer: chat.timer > 0 ? .seconds(chat.timer) : nil)
         }
@@ -467,19 +474,15 @@ actor Messenger {
     }
 
     /// This user is no longer in the chat: it stays listed, inactive, and its group is forgotten.
-    nonisolated func leftChat(_ db: Database, chatID: String) throws {
-        try groups.leave(store(db), chatID: chatID)
+    nonisolated func leftChat(_ store: any MessagingStore, chatID: String) throws {
+        try groups.leave(store, chatID: chatID)
     }
-
-    /// The messaging store in the transaction `db`.
-    nonisolated func store(_ db: Database) -> SQLiteMessagingStore { SQLiteMessagingStore(db: db, sealer: sealer) }
 
     // MARK: Plumbing
 
-    func read<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
-        do { return try queue.read(body) } catch let error as MessagingError { throw error } catch {
-            throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
-        }
+    /// Runs `body` on one snapshot of the store (see `MessagingStorage`).
+    func read<T: Sendable>(_ body: @escaping @Sendable (any MessagingStore) throws -> T) async throws -> T {
+        try await storage.read(body)
     }
 
     func requireRunning() throws {
@@ -488,19 +491,13 @@ actor Messenger {
         }
     }
 
-    /// Every change to the store goes through here, and none once `stop()` was called: a
-    /// messenger left running after its service stopped must not overwrite what the next one on
-    /// this store records.
+    /// Every change to the store goes through here, and none once `stop()` was called (the
+    /// storage is closed then): a messenger left running after its service stopped must not
+    /// overwrite what the next one on this store records.
     @discardableResult
-    func write<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (any MessagingStore) throws -> T) async throws -> T {
         try requireRunning()
-        do { return try queue.write(body) } catch let error as MessagingError { throw error } catch let error as StoreError
-            where SQLiteMessagingStore.dataConflicts.contains(error.resultCode)
-        {
-            throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(error.message))")
-        } catch {
-            throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
-        }
+        return try await storage.write(body)
     }
 
     func domainCall<T>(_ body: () async throws -> T) async throws -> T {

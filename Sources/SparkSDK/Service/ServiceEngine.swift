@@ -312,7 +312,7 @@ actor ServiceEngine {
             updateConnectivity(true)
             if messenger == nil, let keys {
                 let messenger = Messenger(
-                    domain: domain, store: store, keys: keys, endpointID: registration.endpointID,
+                    domain: domain, storage: store.messagingStorage(), keys: keys, endpointID: registration.endpointID,
                     token: { [weak self] in
                         guard let self else { throw SetupError(.notStarted, "the service is gone") }
                         return try await self.currentToken()

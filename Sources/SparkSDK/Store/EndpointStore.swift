@@ -21,6 +21,21 @@ public final class EndpointStore: Sendable {
     /// What seals this store's secret values now (a reset makes a new key).
     var sealer: StoreSealer { currentSealer.withLock { $0 } }
 
+    /// Messaging's chats, messages, groups and contacts in memory instead of this store's
+    /// tables, when asked for (``keepMessagingInMemory()``).
+    private let memoryMessaging = Locked<MemoryMessagingStore?>(nil)
+
+    /// Keeps messaging's data in memory from now on, not in the file (the messaging suites run
+    /// on both stores; nothing of messaging then outlives the process).
+    func keepMessagingInMemory() { memoryMessaging.withLock { $0 = MemoryMessagingStore() } }
+
+    /// A storage for a new messenger: this store's tables sealed under its key as it is now, or
+    /// the store in memory.
+    func messagingStorage() -> MessagingStorage {
+        if let memory = memoryMessaging.withLock({ $0 }) { return .memory(memory) }
+        return .sqlite(queue, sealer: sealer)
+    }
+
     /// Opens (creating if needed) the store in `directory`, with its key from `key`.
     ///
     /// - Throws: ``AuthError/Code/storeLocked`` when the store holds secrets and the key is
@@ -518,6 +533,7 @@ extension EndpointStore {
     /// and the registration and credentials unless `kept`, then rewrites the file and truncates
     /// its write-ahead log, so that neither holds a byte of what was deleted.
     func wipe(keeping kept: Kept = []) throws {
+        memoryMessaging.withLock { $0?.reset() }
         do {
             try queue.write { db in
                 for table in Self.userDataTables { try db.execute("DELETE FROM \(table)") }

@@ -48,11 +48,20 @@ final class MemoryMessagingStore: Sendable {
         var cursor: Int64 = 0
         var blocked: Set<String> = []
         var nextRow: Int64 = 1
+        var contacts: [String: ContactDirectory.Record] = [:]
+        var contactsVersion = SystemRandom.bytes(count: 16)
+        var identityPolicy = IdentityTrustPolicy.trustOnFirstUse
+        var signer: StoredSigner?
+        var bundles: [Data: (bundle: Data, lastResort: Bool, createdAt: Date)] = [:]
+        var ownDevices: Set<OwnDevices.Trusted> = []
     }
 
     private let state = Locked(State())
 
     init() {}
+
+    /// Forgets everything (a wipe of the endpoint).
+    func reset() { state.withLock { $0 = State() } }
 
     /// Runs `body` on the state as it is.
     func read<T>(_ body: (Transaction) throws -> T) rethrows -> T {
@@ -480,5 +489,71 @@ final class MemoryMessagingStore: Sendable {
         func mailboxCursor() throws -> Int64 { state.cursor }
 
         func setMailboxCursor(_ sequence: Int64) throws { state.cursor = sequence }
+
+        // MARK: Identities
+
+        func contact(_ user: String) throws -> ContactDirectory.Record? { state.contacts[user] }
+
+        func contactsVersion() throws -> Data? { state.contactsVersion }
+
+        func saveContact(_ record: ContactDirectory.Record) throws {
+            state.contactsVersion = SystemRandom.bytes(count: 16)
+            state.contacts[record.trusted.userID] = record
+        }
+
+        func contactGroupKeys() throws -> [String: [Data]] {
+            state.contacts.mapValues { [$0.trusted.signingKey] + [$0.seen?.signingKey].compactMap { $0 } }
+        }
+
+        func trustedContactKeys() throws -> [String: Data] {
+            state.contacts.filter { [.unverified, .verified].contains($0.value.state) }.mapValues(\.trusted.signingKey)
+        }
+
+        func verifications(of users: Set<String>) throws -> [String: ContactVerification] {
+            state.contacts.filter { users.contains($0.key) }.mapValues(\.state)
+        }
+
+        func identityPolicy() throws -> IdentityTrustPolicy { state.identityPolicy }
+
+        func setIdentityPolicy(_ policy: IdentityTrustPolicy) throws { state.identityPolicy = policy }
+
+        func deviceSigner(user: String) throws -> StoredSigner? { state.signer?.user == user ? state.signer : nil }
+
+        func replaceDeviceSigner(_ signer: StoredSigner) throws {
+            state.signer = signer
+            state.bundles = [:]
+        }
+
+        func addKeyPackageBundle(reference: Data, bundle: Data, lastResort: Bool, createdAt: Date) throws {
+            guard state.bundles[reference] == nil else {
+                throw MessagingError(.conflict, "a KeyPackage bundle of that reference is kept already")
+            }
+            state.bundles[reference] = (bundle, lastResort, createdAt)
+        }
+
+        func demoteLastResortBundle() throws {
+            for (reference, kept) in state.bundles where kept.lastResort { state.bundles[reference]?.lastResort = false }
+        }
+
+        func lastResortMadeAt() throws -> Date? { state.bundles.values.filter(\.lastResort).map(\.createdAt).max() }
+
+        func forgetKeyPackageBundles(madeBefore date: Date) throws {
+            state.bundles = state.bundles.filter { $0.value.createdAt >= date }
+        }
+
+        func keyPackageBundle(reference: Data) throws -> Data? { state.bundles[reference]?.bundle }
+
+        func consumeKeyPackageBundle(reference: Data) throws {
+            if state.bundles[reference]?.lastResort == false { state.bundles[reference] = nil }
+        }
+
+        func trustedOwnDevices() throws -> Set<OwnDevices.Trusted> { state.ownDevices }
+
+        func setTrustedOwnDevices(_ devices: Set<OwnDevices.Trusted>) throws { state.ownDevices = devices }
+
+        func trustOwnDevice(_ device: OwnDevices.Trusted) throws {
+            state.ownDevices = state.ownDevices.filter { $0.endpointID != device.endpointID }
+            state.ownDevices.insert(device)
+        }
     }
 }

@@ -204,6 +204,65 @@ protocol MessagingStore {
     func mailboxCursor() throws -> Int64
     /// Moves the mailbox cursor.
     func setMailboxCursor(_ sequence: Int64) throws
+
+    // MARK: Identities (see `ContactDirectory`, `DeviceKeys`, `OwnDevices`)
+
+    /// The contact `user`, as last stored.
+    func contact(_ user: String) throws -> ContactDirectory.Record?
+    /// The contacts' version: a fresh random value at every change of a contact, so that what is
+    /// built from the contacts (the validators, a chat's untrusted users) is built again when they
+    /// change, here or in another process. Nil on a store without one.
+    func contactsVersion() throws -> Data?
+    /// Stores a contact, under a new ``contactsVersion()``.
+    func saveContact(_ record: ContactDirectory.Record) throws
+    /// Each contact's identity keys a group's leaves may be signed by: the trusted key, and the
+    /// changed one the domain publishes while the user has not decided.
+    func contactGroupKeys() throws -> [String: [Data]]
+    /// Each trusted contact's identity key: the only ones a device this one sends to may be
+    /// signed by.
+    func trustedContactKeys() throws -> [String: Data]
+    /// How far each of `users` is trusted, for those met (a state this code did not write is
+    /// `changed`).
+    func verifications(of users: Set<String>) throws -> [String: ContactVerification]
+    /// The policy for first contacts, or the default.
+    func identityPolicy() throws -> IdentityTrustPolicy
+    /// Keeps the policy for first contacts.
+    func setIdentityPolicy(_ policy: IdentityTrustPolicy) throws
+
+    /// This device's stored MLS signer for `user`'s identity, if any.
+    func deviceSigner(user: String) throws -> StoredSigner?
+    /// Replaces this device's signer; every KeyPackage bundle goes with the previous one.
+    func replaceDeviceSigner(_ signer: StoredSigner) throws
+    /// Keeps the private bundle of a KeyPackage this device publishes.
+    func addKeyPackageBundle(reference: Data, bundle: Data, lastResort: Bool, createdAt: Date) throws
+    /// The last-resort bundle kept now becomes a one-time one (a new last-resort one follows).
+    func demoteLastResortBundle() throws
+    /// When the last-resort bundle kept now was made (nil: none).
+    func lastResortMadeAt() throws -> Date?
+    /// Forgets the bundles made before `date`.
+    func forgetKeyPackageBundles(madeBefore date: Date) throws
+    /// The private bundle of the KeyPackage `reference` (serialized), if this device has it.
+    func keyPackageBundle(reference: Data) throws -> Data?
+    /// Forgets a one-time bundle once a Welcome used it (a last-resort one stays).
+    func consumeKeyPackageBundle(reference: Data) throws
+    /// The user's devices this device trusted at its last look.
+    func trustedOwnDevices() throws -> Set<OwnDevices.Trusted>
+    /// Keeps `devices` as what this device trusts.
+    func setTrustedOwnDevices(_ devices: Set<OwnDevices.Trusted>) throws
+    /// Adds `device` to what this device trusts (it approved it).
+    func trustOwnDevice(_ device: OwnDevices.Trusted) throws
+}
+
+/// This device's MLS signer as stored: its key, and the credential the identity key signed.
+struct StoredSigner: Sendable, Equatable {
+    /// The user whose identity signed the credential.
+    var user: String
+    /// The version of that identity key.
+    var identityKeyVersion: Int
+    /// The Ed25519 seed of the device's signature key.
+    var seed: Data
+    /// The encoded ``DeviceCredential``.
+    var credential: Data
 }
 
 /// One of this user's messages before the domain numbered it.

@@ -1,0 +1,125 @@
+import Dispatch
+import Foundation
+import SparkLock
+import SparkStore
+
+/// The messaging store as the messenger reaches it: transactions run on a thread of the
+/// storage's own and are awaited, never on Swift's cooperative pool (two threads on a small
+/// machine: a transaction waiting for the file lock there would stall every task of the app).
+///
+/// ```swift
+/// let cursor = try await storage.read { store in try store.mailboxCursor() }
+/// try await storage.write { store in try store.setMailboxCursor(cursor + 1) }
+/// ```
+///
+/// A `write` body runs in one transaction: it commits when the body returns and rolls back when
+/// it throws, so a step is applied whole or not at all (a page of mailbox entries with its
+/// cursor, a message with the group's ratchet). Bodies run one at a time, in the order they were
+/// called, and must not call the storage again.
+///
+/// Two stores sit behind it, chosen when the messenger is made:
+/// - ``sqlite(_:sealer:)``: the endpoint store's tables, every secret value sealed;
+/// - ``memory(_:)``: plain values in memory, for tests and for apps that keep nothing on disk
+///   (the ``MemoryMessagingStore`` may outlive one storage, as a file outlives a process).
+///
+/// ``close()`` ends it: no write runs after it returns (a messenger stopping must not overwrite
+/// what the next one on the same store records).
+final class MessagingStorage: Sendable {
+    private enum Backend: Sendable {
+        case sqlite(DatabaseQueue, StoreSealer)
+        case memory(MemoryMessagingStore)
+    }
+
+    private let backend: Backend
+    private let thread = DispatchQueue(label: "spark.messaging-storage")
+    /// Set on the storage's thread by `close()`: checked there before every write.
+    private let closed = Locked(false)
+
+    private init(_ backend: Backend) { self.backend = backend }
+
+    /// The endpoint store's SQLite tables, values sealed by `sealer`.
+    static func sqlite(_ queue: DatabaseQueue, sealer: StoreSealer) -> MessagingStorage {
+        MessagingStorage(.sqlite(queue, sealer))
+    }
+
+    /// A store in memory.
+    static func memory(_ store: MemoryMessagingStore) -> MessagingStorage { MessagingStorage(.memory(store)) }
+
+    /// The SQLite file's queue, when the store is the file (for what looks at the file itself:
+    /// the tests that scan it for what must not be there).
+    var sqliteQueue: DatabaseQueue? {
+        guard case .sqlite(let queue, _) = backend else { return nil }
+        return queue
+    }
+
+    /// Runs `body` on one consistent snapshot of the store.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any MessagingStore) throws -> T) async throws -> T {
+        try await run(writing: false, body)
+    }
+
+    /// ``read(_:)`` for a synchronous caller (``BBMAccess/saveAttachment(of:to:)`` refuses at
+    /// once a message without an attachment): it blocks the calling thread for one short read.
+    func readNow<T: Sendable>(_ body: (any MessagingStore) throws -> T) throws -> T {
+        try thread.sync { try transaction(writing: false, body) }
+    }
+
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    /// A constraint the body breaks (an id or a number taken twice) is thrown as
+    /// `MessagingError(.conflict)`, a failure of the store as `.storageFailure`.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any MessagingStore) throws -> T) async throws -> T {
+        try await run(writing: true, body)
+    }
+
+    /// Ends the storage: every write called before has finished when this returns, and none runs
+    /// after (they throw `notReady`).
+    func close() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            thread.async {
+                self.closed.withLock { $0 = true }
+                done.resume()
+            }
+        }
+    }
+
+    /// Truncates the SQLite write-ahead log, so that what was just deleted is gone from the disk
+    /// too (nothing to do in memory).
+    func checkpoint() async {
+        guard case .sqlite(let queue, _) = backend else { return }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            thread.async {
+                _ = try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+                done.resume()
+            }
+        }
+    }
+
+    private func run<T: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (any MessagingStore) throws -> T
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
+            thread.async { done.resume(with: Result { try self.transaction(writing: writing, body) }) }
+        }
+    }
+
+    /// One transaction, on the storage's thread.
+    private func transaction<T: Sendable>(writing: Bool, _ body: (any MessagingStore) throws -> T) throws -> T {
+        if writing, closed.withLock({ $0 }) {
+            throw MessagingError(.notReady, "messaging has stopped (the service was stopped, reset or signed out)")
+        }
+        do {
+            switch backend {
+            case .sqlite(let queue, let sealer):
+                let statements = { (db: Database) in try body(SQLiteMessagingStore(db: db, sealer: sealer)) }
+                return writing ? try queue.write(statements) : try queue.read(statements)
+            case .memory(let store):
+                return writing ? try store.write(body) : try store.read(body)
+            }
+        } catch let error as MessagingError {
+            throw error
+        } catch let error as StoreError where SQLiteMessagingStore.dataConflicts.contains(error.resultCode) {
+            throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(error.message))")
+        } catch {
+            throw MessagingError(.storageFailure, "the endpoint store failed: \(error)")
+        }
+    }
+}
