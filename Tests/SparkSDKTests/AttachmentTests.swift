@@ -36,9 +36,11 @@ struct AttachmentTests {
         return (alice, bob, chat.chatID, sent, bytes)
     }
 
-    @Test func aFileGoesUpSealedAndComesDownWhole() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aFileGoesUpSealedAndComesDownWhole(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let thumbnail = Thumbnail(data: Data(repeating: 7, count: 3000), mediaType: "image/jpeg")
             let size = 1024 * 1024 + 12_345
             let (_, bob, chatID, sent, bytes) = try await Self.sendToBob(world, size: size, thumbnail: thumbnail)
@@ -75,9 +77,9 @@ struct AttachmentTests {
 
     /// Files of every shape of the chunking: empty, one byte, exactly a chunk, a byte past it,
     /// exactly two.
-    @Test func everyChunkBoundaryRoundTrips() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func everyChunkBoundaryRoundTrips(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (alice, bob, chatID, _, _) = try await Self.sendToBob(world, size: 10)
             for size in [0, 1, 65_536, 65_537, 2 * 65_536] {
                 let (path, bytes) = try Self.file(directory, "file-\(size)", size: size)
@@ -93,9 +95,11 @@ struct AttachmentTests {
 
     /// Every third blob call loses its connection (an upload is stored and its answer lost, a
     /// read goes unanswered): both transfers finish, and no part is uploaded twice.
-    @Test func aLostConnectionResumesWhereItStopped() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aLostConnectionResumesWhereItStopped(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             world.domain.dropEveryBlobCall.withLock { $0 = 3 }
             let size = 3 * 1024 * 1024 + 5
             let (_, bob, _, sent, bytes) = try await Self.sendToBob(world, size: size)
@@ -108,9 +112,11 @@ struct AttachmentTests {
 
     /// The domain hands out other bytes (a blob swapped for another, or tampered with), or cuts
     /// the blob short at a part boundary: refused, and neither the file nor a partial one is left.
-    @Test func aSwappedOrTruncatedBlobIsRefused() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aSwappedOrTruncatedBlobIsRefused(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, bob, _, sent, _) = try await Self.sendToBob(world, size: 2 * 1024 * 1024 + 5)
             let target = directory.appendingPathComponent("saved").path
             let cases: [(String, @Sendable (String, Int64, Data) -> Data)] = [
@@ -151,9 +157,11 @@ struct AttachmentTests {
 
     /// Carol, who is not in the chat, learns a blob's id (the domain's data leaked): she can
     /// neither read it nor write it, nor delete it; bob, a member, cannot delete alice's.
-    @Test func onlyMembersReadABlobAndOnlyItsUploaderWritesIt() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func onlyMembersReadABlobAndOnlyItsUploaderWritesIt(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (alice, _, _, sent, _) = try await Self.sendToBob(world, size: 1000)
             let (_, carol) = try await world.endpoint("carol", "carol-phone")
             let blobID = try alice.messenger.attachment(of: sent.id).file.blobID
@@ -181,9 +189,11 @@ struct AttachmentTests {
     }
 
     /// A recall takes the attachment's key from every device and the blob from the domain.
-    @Test func aRecallTakesTheKeyFromEveryDeviceAndTheBlobFromTheDomain() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aRecallTakesTheKeyFromEveryDeviceAndTheBlobFromTheDomain(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (alice, bob, chatID, sent, _) = try await Self.sendToBob(world, size: 70_000)
             let blobID = try alice.messenger.attachment(of: sent.id).file.blobID
             try await alice.recallMessage(sent.id)
@@ -271,10 +281,12 @@ struct AttachmentTests {
     }
 
     /// The domain's cap on a file and its quota per user refuse a file before any part goes up.
-    @Test func theSizeCapAndTheQuotaAreTheDomains() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func theSizeCapAndTheQuotaAreTheDomains(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
             let policy = DomainPolicy(passwordIterations: 1000, maximumAttachmentSize: 1 << 20, attachmentQuota: 3 << 20)
-            let world = try HostileWorld(directory, policy: policy)
+            let world = try HostileWorld(directory, messaging: messaging, policy: policy)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             _ = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"])

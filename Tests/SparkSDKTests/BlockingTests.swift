@@ -11,9 +11,11 @@ import Testing
 /// them through; the domain refuses the chats they start with the blocker.
 @Suite("Messaging: blocking")
 struct BlockingTests {
-    @Test func aBlockedUserReachesNoDeviceOfTheBlocker() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aBlockedUserReachesNoDeviceOfTheBlocker(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, laptop) = try await world.endpoint("alice", "alice-laptop")
             let (_, phone) = try await world.endpoint("alice", "alice-phone")
             try await approve(phone, on: laptop)
@@ -77,9 +79,11 @@ struct BlockingTests {
 
     /// A domain that takes alice's block but enforces nothing: bob's new chat with her, and his
     /// invitation to a group of only him and her, reach her devices, which do not join.
-    @Test func theBlockersDevicesRefuseInvitationsTheDomainLetsThrough() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func theBlockersDevicesRefuseInvitationsTheDomainLetsThrough(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             world.domain.keepsBlocksToItself.withLock { $0 = true }
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")

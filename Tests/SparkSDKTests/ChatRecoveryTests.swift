@@ -25,10 +25,10 @@ struct ChatRecoveryTests {
         case reInit
     }
 
-    @Test(arguments: Attack.allCases)
-    func theAdminReplacesARefusedCommitAndRemovesItsSender(_ attack: Attack) async throws {
+    @Test(arguments: Attack.allCases, MessagingStoreKind.allCases)
+    func theAdminReplacesARefusedCommitAndRemovesItsSender(_ attack: Attack, messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
+            let world = try ChatWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let (_, mallory) = try await world.endpoint("mallory", "mallory-pc")
@@ -80,9 +80,11 @@ struct ChatRecoveryTests {
     /// A member may not replace anything, and the admin replaces only a commit no admin made:
     /// a commit bob's device refuses only because it does not trust a credential is not one every
     /// member refuses, so nothing is noted for it (see ChatGroupTests).
-    @Test func aMemberCannotReplaceTheAdminsCommit() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aMemberCannotReplaceTheAdminsCommit(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
+            let world = try ChatWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await alice.startChat(with: ["bob"], subject: "")

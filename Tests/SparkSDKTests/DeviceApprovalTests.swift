@@ -149,9 +149,11 @@ struct DeviceApprovalTests {
 
     // MARK: End to end, on a domain
 
-    @Test func aDeviceSetUpWithThePasscodeJoinsNothingUntilApprovedAndThenGetsTheHistory() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aDeviceSetUpWithThePasscodeJoinsNothingUntilApprovedAndThenGetsTheHistory(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
+            let world = try ChatWorld(directory, messaging: messaging)
             let (_, laptop) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let events = EventRecorder(laptop)
@@ -201,9 +203,11 @@ struct DeviceApprovalTests {
         }
     }
 
-    @Test func aRemovedDevicesKeyApprovesNoDeviceOfTheThief() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aRemovedDevicesKeyApprovesNoDeviceOfTheThief(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
+            let world = try ChatWorld(directory, messaging: messaging)
             let (laptopService, laptop) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             let chat = try await laptop.startChat(with: ["bob"], subject: "Plans")

@@ -4,9 +4,31 @@ import SparkDomain
 import SparkDomainEngine
 import SparkLock
 import SparkObservable
-import SparkSDK
 import SparkTestSupport
 import Testing
+
+@testable import SparkSDK
+
+/// Where the tests' devices keep their chats: the messaging suites run on both stores.
+enum MessagingStoreKind: String, CaseIterable, Sendable {
+    /// The endpoint store's SQLite tables, sealed.
+    case sqlite
+    /// `MemoryMessagingStore`, one per device, kept for the test (a device that restarts finds
+    /// what it had, as a file outlives a process).
+    case memory
+
+    /// Has `store` keep messaging as this kind says, the memory of `device` taken from `stores`.
+    func apply(to store: EndpointStore, device: String, stores: Locked<[String: MemoryMessagingStore]>) {
+        guard self == .memory else { return }
+        store.keepMessagingInMemory(
+            stores.withLock { stores in
+                if let kept = stores[device] { return kept }
+                let made = MemoryMessagingStore()
+                stores[device] = made
+                return made
+            })
+    }
+}
 
 /// Devices of one user on one embedded domain, each with its own data directory.
 struct Devices {
@@ -14,9 +36,16 @@ struct Devices {
     let domain: EmbeddedDomain
     /// The wall clock of the domain and of every device's KeyPackages.
     let clock: WallClock
+    /// Where the devices keep their chats.
+    let messaging: MessagingStoreKind
+    let memoryStores = Locked<[String: MemoryMessagingStore]>([:])
 
-    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000), clock: WallClock = .system) throws {
+    init(
+        _ directory: URL, messaging: MessagingStoreKind = .sqlite, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000),
+        clock: WallClock = .system
+    ) throws {
         self.directory = directory
+        self.messaging = messaging
         self.clock = clock
         domain = try EmbeddedDomain.create(
             at: directory.appendingPathComponent("domain.sqlite").path, domainID: "svc", policy: policy, clock: clock,
@@ -25,6 +54,7 @@ struct Devices {
 
     func service(_ name: String) async throws -> BBMEnterpriseService {
         let store = try EndpointStore(directory: directory.appendingPathComponent(name))
+        messaging.apply(to: store, device: name, stores: memoryStores)
         let service = BBMEnterpriseService(
             store: store, endpointDescription: name, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50),
             clock: clock)

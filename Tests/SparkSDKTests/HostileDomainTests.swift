@@ -25,8 +25,10 @@ struct HostileDomainTests {
         let chatID: String
     }
 
-    static func chat(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) async throws -> Chat {
-        let world = try HostileWorld(directory, policy: policy)
+    static func chat(
+        _ directory: URL, messaging: MessagingStoreKind, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)
+    ) async throws -> Chat {
+        let world = try HostileWorld(directory, messaging: messaging, policy: policy)
         let (_, alice) = try await world.endpoint("alice", "alice-laptop")
         let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
         let chat = try await alice.startChat(with: ["bob"], subject: "Plans")
@@ -74,9 +76,11 @@ struct HostileDomainTests {
         events.value.compactMap { if case .dropped(chatID, let reason) = $0 { reason } else { nil } }
     }
 
-    @Test func anInjectedMemberIsNoParticipantAndReadsNothing() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func anInjectedMemberIsNoParticipantAndReadsNothing(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let (malloryService, mallory) = try await chat.world.endpoint("mallory", "mallory-pc")
             let events = EventRecorder(chat.bob)
             // The domain lists mallory as a member and routes the chat to her from now on.
@@ -109,9 +113,11 @@ struct HostileDomainTests {
     /// The domain hands out its own device's KeyPackage as bob's (bob's identity untouched): it
     /// is not signed by bob's identity key, so no one adds it, and there is no chat with a device
     /// alice does not accept.
-    @Test func aKeyPackageTheDomainSubstitutesAddsNoOne() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aKeyPackageTheDomainSubstitutesAddsNoOne(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             _ = try await world.endpoint("bob", "bob-phone")
             let impostor = try HostileWorld.impostor(of: "bob")
@@ -128,9 +134,11 @@ struct HostileDomainTests {
         }
     }
 
-    @Test func aReplayedOrReorderedCommitChangesNothingAndTheChatGoesOn() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aReplayedOrReorderedCommitChangesNothingAndTheChatGoesOn(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let events = EventRecorder(chat.bob)
             // Two commits in a row (two subject changes), delivered to bob in the wrong order.
             let swapping = Locked(true)
@@ -162,9 +170,11 @@ struct HostileDomainTests {
         }
     }
 
-    @Test func aCommitWithheldFromOneMemberDelaysWhatFollowsUntilItComes() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aCommitWithheldFromOneMemberDelaysWhatFollowsUntilItComes(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let withheld = Locked<[MailboxEntry]>([])
             let withholding = Locked(true)
             chat.world.domain.mailboxRewrite.withLock {
@@ -197,9 +207,11 @@ struct HostileDomainTests {
     /// The domain withholds alice's next message from bob and delivers the one after: bob's
     /// receipts name what he has, so alice sees the second delivered and read and the first
     /// still only sent (a receipt that covered every number up to its own would have counted it).
-    @Test func aWithheldMessageIsNeverShownDeliveredOrRead() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aWithheldMessageIsNeverShownDeliveredOrRead(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let withheld = Locked<Int64?>(nil)
             chat.world.domain.mailboxRewrite.withLock {
                 $0 = { user, entries in
@@ -228,9 +240,11 @@ struct HostileDomainTests {
     /// Security review 6: the domain withholds alice's next message from bob and delivers the
     /// one after. Bob's device sees by alice's authenticated sequence that one is missing (an
     /// event, and the chat's count) until the domain lets it through; then it shows in its place.
-    @Test func aWithheldMessageIsSeenMissingUntilItArrives() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aWithheldMessageIsSeenMissingUntilItArrives(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let events = EventRecorder(chat.bob)
             let withheld = Locked<[MailboxEntry]>([])
             let withholding = Locked(true)
@@ -274,9 +288,11 @@ struct HostileDomainTests {
 
     /// The domain takes a commit and the answer is lost: the device's next change finds the
     /// epoch moved, applies its own commit from its echo (kept pending), and commits again.
-    @Test func aCommitWhoseAnswerIsLostIsCompletedByItsEcho() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aCommitWhoseAnswerIsLostIsCompletedByItsEcho(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
             chat.world.domain.loseCommitAnswers.withLock { $0 = 1 }
             await #expect(throws: MessagingError.self) { try await chat.alice.updateChatSubject(chat.chatID, subject: "lost") }
@@ -292,9 +308,9 @@ struct HostileDomainTests {
         }
     }
 
-    @Test func aRenumberedMessageIsDetected() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aRenumberedMessageIsDetected(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let events = EventRecorder(chat.bob)
             let renumbering = Locked(true)
             chat.world.domain.mailboxRewrite.withLock {
@@ -321,9 +337,11 @@ struct HostileDomainTests {
         }
     }
 
-    @Test func aForgedOrReplayedReceiptMarksNothing() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aForgedOrReplayedReceiptMarksNothing(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let aliceMessages = try await chat.alice.messages(in: chat.chatID)
             #expect(await waitFor("delivered") { aliceMessages.value.first?.state == .delivered })
             let events = EventRecorder(chat.alice)
@@ -346,9 +364,9 @@ struct HostileDomainTests {
         }
     }
 
-    @Test func aReplayedWelcomeIsRefused() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aReplayedWelcomeIsRefused(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let events = EventRecorder(chat.bob)
             let welcome = try #require(
                 try await Self.mailbox(chat.world, chat.bobService, "bob").first {
@@ -370,9 +388,11 @@ struct HostileDomainTests {
 
     /// A removed device keeps the group state it had: it opens nothing sent after its removal,
     /// whether it applies the removal or not.
-    @Test func aRemovedDeviceWithItsOldStateReadsNothingAfterItsRemoval() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aRemovedDeviceWithItsOldStateReadsNothingAfterItsRemoval(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             let (carolService, carol) = try await chat.world.endpoint("carol", "carol-pc")
             try await chat.alice.invite(["carol"], to: chat.chatID)
             #expect(await waitFor("carol joins") { carol.chats.value.count == 1 })
@@ -407,10 +427,12 @@ struct HostileDomainTests {
     /// Bob forgets his passcode and resets his identity on a new phone. Once alice accepts the
     /// change, her device (the admin's) evicts bob's old phone from the chat and adds the new
     /// one; the old phone's state reads nothing that follows.
-    @Test func aDeviceOfAResetIdentityIsEvicted() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aDeviceOfAResetIdentityIsEvicted(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await Self.chat(
-                directory, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
+                directory, messaging: messaging, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
             let oldPhone = try await chat.bobService.endpointID
             let kept = try #require(try await chat.bob.messenger.storedGroup(chat.chatID))
             await chat.bobService.stop()
@@ -445,9 +467,11 @@ struct HostileDomainTests {
     /// Three devices of one user: the first chats, the other two come later; each is added to
     /// the chat by a device of the user already in it, gets the history, and all three show the
     /// same messages and unread count, whichever sends.
-    @Test func threeDevicesOfOneUserConvergeWithTheirHistory() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func threeDevicesOfOneUserConvergeWithTheirHistory(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await Self.chat(directory)
+            let chat = try await Self.chat(directory, messaging: messaging)
             try await chat.bob.sendMessage("hi alice", to: chat.chatID)
             let aliceMessages = try await chat.alice.messages(in: chat.chatID)
             #expect(await waitFor("alice reads it") { aliceMessages.value.count == 2 })
@@ -488,9 +512,10 @@ struct GroupKeysOverTimeTests {
 
     /// A device commits an update of its own keys 7 days after its last commit, and after 1,000
     /// messages it sent; the group moves to a new epoch and the chat goes on.
-    @Test func aDeviceUpdatesItsKeysAfterSevenDaysAndAfterAThousandMessages() async throws {
+    @Test(arguments: MessagingStoreKind.allCases)
+    func aDeviceUpdatesItsKeysAfterSevenDaysAndAfterAThousandMessages(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await HostileDomainTests.chat(directory)
+            let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
             let start = try await Self.commits(chat).count
             let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
             // Alice's last commit was 8 days ago. (Whatever writes a group's row gives it a new
@@ -522,9 +547,11 @@ struct GroupKeysOverTimeTests {
 
     /// Alice removes her phone from her laptop: the laptop removes the phone from every chat at
     /// once (the domain's `devices` notice), and the phone's state opens nothing that follows.
-    @Test func aRemovedDeviceIsRemovedFromEveryChat() async throws {
+    @Test(arguments: MessagingStoreKind.allCases) func aRemovedDeviceIsRemovedFromEveryChat(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (laptopService, laptop) = try await world.endpoint("alice", "alice-laptop")
             let (phoneService, phone) = try await world.endpoint("alice", "alice-phone")
             try await approve(phone, on: laptop)

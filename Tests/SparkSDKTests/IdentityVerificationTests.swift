@@ -14,11 +14,17 @@ struct HostileWorld {
     let directory: URL
     let real: EmbeddedDomain
     let domain: HostileDomain
+    /// Where the devices keep their chats.
+    let messaging: MessagingStoreKind
+    let memoryStores = Locked<[String: MemoryMessagingStore]>([:])
     /// Everything posted through the domain, as the attacker sees it.
     var posted: Locked<[(chatID: String, kind: MailboxKind, payload: Data)]> { domain.posted }
 
-    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)) throws {
+    init(
+        _ directory: URL, messaging: MessagingStoreKind = .sqlite, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000)
+    ) throws {
         self.directory = directory
+        self.messaging = messaging
         real = try EmbeddedDomain.create(
             at: directory.appendingPathComponent("domain.sqlite").path, domainID: "hostile", policy: policy,
             allowUnsafePasswordHashing: true)
@@ -29,6 +35,7 @@ struct HostileWorld {
     /// user who forgot it does).
     func endpoint(_ user: String, _ device: String, reset: Bool = false) async throws -> (BBMEnterpriseService, BBMAccess) {
         let store = try EndpointStore(directory: directory.appendingPathComponent(device))
+        messaging.apply(to: store, device: device, stores: memoryStores)
         let service = BBMEnterpriseService(
             store: store, endpointDescription: device, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50))
         try await service.start(domain: domain, environment: .sandbox)

@@ -52,7 +52,7 @@ struct MessageFlowDeltaTests {
 
     @Test func theFlowsMatchTheStoreAfterAConversation() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let chat = try await HostileDomainTests.chat(directory)
+            let chat = try await HostileDomainTests.chat(directory, messaging: .sqlite)
             let aliceFlow = try await chat.alice.messages(in: chat.chatID)
             let bobFlow = try await chat.bob.messages(in: chat.chatID)
             var sent: [ChatMessage] = []

@@ -15,8 +15,11 @@ import Testing
 struct ChatWorld {
     let devices: Devices
 
-    init(_ directory: URL, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000), clock: WallClock = .system) throws {
-        devices = try Devices(directory, policy: policy, clock: clock)
+    init(
+        _ directory: URL, messaging: MessagingStoreKind = .sqlite, policy: DomainPolicy = DomainPolicy(passwordIterations: 1000),
+        clock: WallClock = .system
+    ) throws {
+        devices = try Devices(directory, messaging: messaging, policy: policy, clock: clock)
     }
 
     var domain: EmbeddedDomain { devices.domain }

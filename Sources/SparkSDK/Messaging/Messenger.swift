@@ -148,6 +148,8 @@ actor Messenger {
     let onMailbox: @Sendable (Bool) async -> Void
     nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
     private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
+    /// The first read of a chat's flow, while it runs.
+    private var messageLoads: [String: Task<Void, any Error>] = [:]
     private var syncTask: Task<Void, Never>?
     /// Expires disappearing messages as their time comes (`expireDue`).
     var expiryTask: Task<Void, Never>?
@@ -370,27 +372,49 @@ actor Messenger {
     }
 
     func messageFlow(_ chatID: String) async throws -> StateFlow<[ChatMessage]> {
-        if let owner = messageOwners[chatID] { return owner.flow }
-        let owner = MutableStateFlow(
-            try await messages(in: chatID, before: nil, limit: Self.flowWindow), label: "Messaging.messages")
+        if let owner = messageOwners[chatID] {
+            // Made by a call still reading its first window: shown once that is in.
+            try await messageLoads[chatID]?.value
+            return owner.flow
+        }
+        let owner = MutableStateFlow<[ChatMessage]>([], label: "Messaging.messages")
         messageOwners[chatID] = owner
+        let load = Task {
+            try await self.read { store in owner.value = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow) }
+        }
+        messageLoads[chatID] = load
+        defer { messageLoads[chatID] = nil }
+        do {
+            try await load.value
+        } catch {
+            messageOwners[chatID] = nil
+            throw error
+        }
         return owner.flow
     }
 
     /// Brings the chat's flow up to date with what changed: the messages named are read again
     /// (by id) and put in their place in the window, the rest of it untouched; `.all` reads the
     /// window again.
+    ///
+    /// The flow changes on the storage's thread, inside the read: reads run there one at a time
+    /// in the order they were asked for, so a flow never goes back to an older snapshot when two
+    /// reloads cross.
     func reloadMessages(_ chatID: String, changed: MessageChanges = .all) async {
         guard let owner = messageOwners[chatID] else { return }
         switch changed {
         case .none:
             return
         case .all:
-            if let latest = try? await messages(in: chatID, before: nil, limit: Self.flowWindow) { owner.value = latest }
+            _ = try? await read { store in owner.value = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow) }
         case .some(let ids):
             guard !ids.isEmpty else { return }
-            guard let found = try? await read({ store in try store.messages(chatID: chatID, ids: Array(ids)) }) else { return }
-            owner.value = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: owner.value, limit: Self.flowWindow)
+            _ = try? await read { store in
+                let found = try store.messages(chatID: chatID, ids: Array(ids))
+                owner.update { window in
+                    window = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: Self.flowWindow)
+                }
+            }
         }
     }
 
@@ -398,7 +422,7 @@ actor Messenger {
     /// back.
     func showMessages(_ messages: [ChatMessage], in chatID: String) {
         guard let owner = messageOwners[chatID], !messages.isEmpty else { return }
-        owner.value = Self.merge(messages, removing: [], into: owner.value, limit: Self.flowWindow)
+        owner.update { window in window = Self.merge(messages, removing: [], into: window, limit: Self.flowWindow) }
     }
 
     /// `window` with `changed` in their places (replaced, or added where they sort) and
@@ -434,16 +458,21 @@ actor Messenger {
     /// Brings the chat list up to date: every chat, or only `chatIDs` (each read again and put
     /// in its place, most recent activity first).
     func reloadChats(_ chatIDs: Set<String>? = nil) async {
+        let owner = chatsOwner
         guard let chatIDs else {
-            if let chats = try? await read({ store in try self.loadChats(store, only: nil) }) { chatsOwner.value = chats }
+            _ = try? await read { store in owner.value = try self.loadChats(store, only: nil) }
             return
         }
-        guard !chatIDs.isEmpty,
-            let found = try? await read({ store in try chatIDs.flatMap { try self.loadChats(store, only: $0) } })
-        else { return }
-        chatsOwner.value = Self.replacing(
-            found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chatsOwner.value,
-            sortedBy: { $0.lastActivity > $1.lastActivity })
+        guard !chatIDs.isEmpty else { return }
+        // On the storage's thread, as ``reloadMessages(_:changed:)`` does.
+        _ = try? await read { store in
+            let found = try chatIDs.flatMap { try self.loadChats(store, only: $0) }
+            owner.update { chats in
+                chats = Self.replacing(
+                    found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
+                    sortedBy: { $0.lastActivity > $1.lastActivity })
+            }
+        }
     }
 
     /// The chat `chatID`, or every chat, as the app sees it: the store's rows, each participant

@@ -25,9 +25,11 @@ public final class EndpointStore: Sendable {
     /// tables, when asked for (``keepMessagingInMemory()``).
     private let memoryMessaging = Locked<MemoryMessagingStore?>(nil)
 
-    /// Keeps messaging's data in memory from now on, not in the file (the messaging suites run
-    /// on both stores; nothing of messaging then outlives the process).
-    func keepMessagingInMemory() { memoryMessaging.withLock { $0 = MemoryMessagingStore() } }
+    /// Keeps messaging's data in `memory` from now on, not in the file (the messaging suites run
+    /// on both stores; nothing of messaging then outlives `memory`).
+    func keepMessagingInMemory(_ memory: MemoryMessagingStore = MemoryMessagingStore()) {
+        memoryMessaging.withLock { $0 = memory }
+    }
 
     /// A storage for a new messenger: this store's tables sealed under its key as it is now, or
     /// the store in memory.
