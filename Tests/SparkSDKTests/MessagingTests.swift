@@ -353,6 +353,50 @@ struct MessagingTests {
         }
     }
 
+    /// A page of mailbox entries is applied with the cursor in one transaction: a store that
+    /// fails on the page's third message leaves none of the page applied and the cursor where it
+    /// was (not the first two kept and the rest lost, nor the cursor moved past them); once it
+    /// recovers, the whole page arrives, each message once, in order.
+    @Test func aPageIsAppliedWholeWithItsCursorOrNotAtAll() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "one page")
+            #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
+            try await bob.refresh()
+            // Bob is off while three messages come, so that his next read is one page of them.
+            await bobService.stop()
+            for text in ["one", "two", "three"] { try await alice.sendMessage(text, to: chat.chatID) }
+            let file = directory.appendingPathComponent("bob-phone/endpoint.sqlite").path
+            let bobFile = try DatabaseQueue(path: file)
+            try bobFile.write { db in
+                try db.execute(
+                    "CREATE TRIGGER full BEFORE INSERT ON messages WHEN NEW.number = 3 BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+                )
+            }
+            let cursor = try bobFile.read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) }
+            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
+            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
+            let again = try await restarted.messaging()
+            let events = EventRecorder(again)
+            let refused = await #expect(throws: MessagingError.self) { try await again.refresh() }
+            #expect(refused?.code == .storageFailure)
+            #expect(try await again.messages(in: chat.chatID, before: nil, limit: 10).isEmpty, "none of the page")
+            #expect(
+                try bobFile.read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) } == cursor,
+                "the cursor did not move")
+            try bobFile.write { db in try db.execute("DROP TRIGGER full") }
+            try await again.refresh()
+            let messages = try await again.messages(in: chat.chatID)
+            #expect(await waitFor("the page arrives") { messages.value.count == 3 })
+            #expect(messages.value.map(\.content) == ["one", "two", "three"] && messages.value.map(\.number) == [1, 2, 3])
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
+
     @Test func aStorageFailureWhileReceivingLosesNothing() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)

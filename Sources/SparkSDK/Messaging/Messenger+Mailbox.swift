@@ -5,9 +5,13 @@ import SparkLock
 import SparkMLS
 import SparkStore
 
-/// The mailbox sync: entries are read in the domain's order and each is applied with the cursor
-/// in one transaction, so a crash, or the store, the domain or the token failing, leaves neither
-/// and the entry is read again. For each entry of a chat the group decides (`ChatGroup`): apply
+/// The mailbox sync: entries are read in the domain's order, a page at a time, and applied with
+/// the cursor in one transaction, so a crash, or the store, the domain or the token failing,
+/// leaves neither and the page is read again: each entry is applied exactly once. A page's run of
+/// messages, events, receipts and member lists is one transaction (each entry in a savepoint of
+/// its own, so one that contradicts the store is dropped alone); an entry that needs the store as
+/// the entries before it left it, or the network, before it can be judged (a commit, a Welcome,
+/// a change of this user's devices, an identity notice) is a transaction of its own. For each entry of a chat the group decides (`ChatGroup`): apply
 /// it, drop it with a reason (reported as ``MessagingEvent/dropped(chatID:reason:)``, nothing
 /// changed), or keep it until the commit before it arrives (a domain that withholds a commit
 /// delays what follows it; it cannot make a device skip it).
@@ -43,7 +47,7 @@ extension Messenger {
     /// What applying one entry changed, beyond the store: steps of this user's messages,
     /// events for the app, the number to acknowledge as delivered, and whether the chat's group
     /// moved (so that entries waiting for it are offered again).
-    struct Effects {
+    struct Effects: Sendable {
         var events: [MessageEvent] = []
         var notices: [MessagingEvent] = []
         /// The chat's messages this changed, for its flow (all of them unless said otherwise).
@@ -81,9 +85,20 @@ extension Messenger {
             token: try await token(), endpointID: endpointID, after: cursor, limit: 200, wait: wait)
         var batch = Batch()
         var failure: (any Error)?
-        for entry in entries {
+        var start = 0
+        while start < entries.count {
             do {
-                if try await process(entry, waiting: false, into: &batch) { try await offerWaiting(entry.chatID, into: &batch) }
+                if Self.appliesAlone(entries[start]) {
+                    let entry = entries[start]
+                    if try await process(entry, waiting: false, into: &batch) {
+                        try await offerWaiting(entry.chatID, into: &batch)
+                    }
+                    start += 1
+                } else {
+                    let end = entries[start...].firstIndex(where: Self.appliesAlone) ?? entries.count
+                    try await processRun(entries[start..<end], into: &batch)
+                    start = end
+                }
             } catch {
                 failure = error
                 break
@@ -105,18 +120,66 @@ extension Messenger {
         return max(0, entries.count - batch.echoes)
     }
 
-    /// Applies one entry (a fresh one with the cursor, a waiting one by forgetting it) and
-    /// returns whether the chat's group moved. Throws only for a failure outside the entry.
-    private func process(_ entry: MailboxEntry, waiting: Bool, into batch: inout Batch) async throws -> Bool {
-        var applied = Applied()
-        var notices: [MessagingEvent] = []
+    /// Whether an entry is applied in a transaction of its own: it moves a chat's group, or its
+    /// preparation reads what the entries before it write, or asks the domain.
+    static func appliesAlone(_ entry: MailboxEntry) -> Bool {
+        switch entry.kind {
+        case .message, .event, .receipt, .membership, .ephemeral: false
+        case .commit, .welcome, .devices, .identityReset: true
+        }
+    }
+
+    /// Applies a run of entries that need nothing but the store (messages, events, receipts,
+    /// member lists) in one transaction with the cursor after the last of them. Each entry's
+    /// changes are in a savepoint: one that contradicts the store (an id or a number taken) is
+    /// rolled back alone and dropped with a reason. Throws, with nothing applied, for a failure
+    /// outside the entries.
+    private func processRun(_ run: ArraySlice<MailboxEntry>, into batch: inout Batch) async throws {
+        guard let last = run.last else { return }
+        var steps: [(entry: MailboxEntry, changes: (@Sendable (any MessagingStore) throws -> Effects)?)] = []
+        var notices: [[MessagingEvent]] = []
+        for entry in run {
+            let (applied, refused) = try await prepare(entry)
+            steps.append((entry, applied.changes))
+            notices.append(refused)
+        }
+        let prepared = steps
+        let outcomes = try await write { store -> [(effects: Effects, conflict: String?)] in
+            var outcomes: [(effects: Effects, conflict: String?)] = []
+            for step in prepared {
+                do {
+                    outcomes.append((try store.savepoint { try step.changes?(store) ?? Effects(changed: .none) }, nil))
+                } catch let error as MessagingError where error.code == .conflict {
+                    outcomes.append((Effects(changed: .none), error.reason))
+                }
+            }
+            try store.setMailboxCursor(last.sequence)
+            return outcomes
+        }
+        for (index, outcome) in outcomes.enumerated() {
+            let entry = prepared[index].entry
+            let dropped = outcome.conflict.map { [MessagingEvent.dropped(chatID: entry.chatID, reason: $0)] } ?? []
+            await finish(entry, effects: outcome.effects, notices: notices[index] + dropped, into: &batch)
+        }
+    }
+
+    /// Opens and checks an entry as far as it can before the write (see `apply`): its changes,
+    /// or, when it is refused, none and the reason. Throws only for a failure outside the entry.
+    private func prepare(_ entry: MailboxEntry) async throws -> (Applied, [MessagingEvent]) {
         do {
-            applied = try await apply(entry)
+            return (try await apply(entry), [])
         } catch let error where Self.isRetryable(error) {
             throw error
         } catch {
-            notices.append(.dropped(chatID: entry.chatID, reason: (error as? MessagingError)?.reason ?? "\(error)"))
+            return (Applied(), [.dropped(chatID: entry.chatID, reason: (error as? MessagingError)?.reason ?? "\(error)")])
         }
+    }
+
+    /// Applies one entry (a fresh one with the cursor, a waiting one by forgetting it) and
+    /// returns whether the chat's group moved. Throws only for a failure outside the entry.
+    private func process(_ entry: MailboxEntry, waiting: Bool, into batch: inout Batch) async throws -> Bool {
+        let (applied, refused) = try await prepare(entry)
+        var notices = refused
         let done = { @Sendable (store: any MessagingStore, effects: Effects) throws in
             if waiting {
                 if !effects.waiting { try store.forgetDeferred(sequence: entry.sequence) }
@@ -140,6 +203,13 @@ extension Messenger {
             try await write { store in try done(store, Effects(changed: .none)) }
             effects.changed = .none
         }
+        await finish(entry, effects: effects, notices: notices, into: &batch)
+        return effects.moved
+    }
+
+    /// What follows an applied entry, once its transaction committed: the app's events, the
+    /// receipts due, the chats to look at, and what the page touched.
+    private func finish(_ entry: MailboxEntry, effects: Effects, notices: [MessagingEvent], into batch: inout Batch) async {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         for message in effects.arrived { arrivalSinks.yield(message) }
         if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
@@ -160,7 +230,6 @@ extension Messenger {
         }
         batch.events += effects.events
         if effects.echo { batch.echoes += 1 }
-        return effects.moved
     }
 
     /// Offers the chat's waiting entries again, oldest first, after its group moved; again

@@ -84,6 +84,14 @@ final class MemoryMessagingStore: Sendable {
 
         fileprivate init(_ state: State) { self.state = state }
 
+        func savepoint<T>(_ body: () throws -> T) throws -> T {
+            let saved = state
+            do { return try body() } catch {
+                state = saved
+                throw error
+            }
+        }
+
         // MARK: Messages
 
         func message(_ id: String) throws -> ChatMessage? { state.messages[id]?.message }

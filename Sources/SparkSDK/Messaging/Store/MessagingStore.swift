@@ -20,6 +20,11 @@ import SparkDomain
 /// - a group's row changes its `version` at every write (see ``ChatSessions``), and its
 ///   ratchets are replaced alone only while the row is at the version and epoch the caller names.
 protocol MessagingStore {
+    /// Runs `body` in a savepoint of the transaction: what it changed is undone, alone, when it
+    /// throws (the rest of the transaction stays). A constraint it breaks is thrown as
+    /// `MessagingError(.conflict)`.
+    func savepoint<T>(_ body: () throws -> T) throws -> T
+
     // MARK: Messages
 
     /// The message `id`, or nil.

@@ -31,6 +31,22 @@ struct SQLiteMessagingStore: MessagingStore {
         }
     }
 
+    func savepoint<T>(_ body: () throws -> T) throws -> T {
+        try db.execute("SAVEPOINT entry")
+        do {
+            let result = try body()
+            try db.execute("RELEASE entry")
+            return result
+        } catch {
+            try db.execute("ROLLBACK TO entry")
+            try db.execute("RELEASE entry")
+            if let failure = error as? StoreError, Self.dataConflicts.contains(failure.resultCode) {
+                throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(failure.message))")
+            }
+            throw error
+        }
+    }
+
     // MARK: Messages
 
     private static let columns =
