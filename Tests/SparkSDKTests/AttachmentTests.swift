@@ -36,7 +36,7 @@ struct AttachmentTests {
         return (alice, bob, chat.chatID, sent, bytes)
     }
 
-    @Test(arguments: MessagingStoreKind.allCases) func aFileGoesUpSealedAndComesDownWhole(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func aFileGoesUpSealedAndComesDownWhole(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -77,7 +77,7 @@ struct AttachmentTests {
 
     /// Files of every shape of the chunking: empty, one byte, exactly a chunk, a byte past it,
     /// exactly two.
-    @Test(arguments: MessagingStoreKind.allCases) func everyChunkBoundaryRoundTrips(messaging: MessagingStoreKind) async throws {
+    @Test(arguments: MessagingStoreKind.tested) func everyChunkBoundaryRoundTrips(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try HostileWorld(directory, messaging: messaging)
             let (alice, bob, chatID, _, _) = try await Self.sendToBob(world, size: 10)
@@ -95,7 +95,7 @@ struct AttachmentTests {
 
     /// Every third blob call loses its connection (an upload is stored and its answer lost, a
     /// read goes unanswered): both transfers finish, and no part is uploaded twice.
-    @Test(arguments: MessagingStoreKind.allCases) func aLostConnectionResumesWhereItStopped(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func aLostConnectionResumesWhereItStopped(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -112,7 +112,7 @@ struct AttachmentTests {
 
     /// The domain hands out other bytes (a blob swapped for another, or tampered with), or cuts
     /// the blob short at a part boundary: refused, and neither the file nor a partial one is left.
-    @Test(arguments: MessagingStoreKind.allCases) func aSwappedOrTruncatedBlobIsRefused(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func aSwappedOrTruncatedBlobIsRefused(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -157,7 +157,7 @@ struct AttachmentTests {
 
     /// Carol, who is not in the chat, learns a blob's id (the domain's data leaked): she can
     /// neither read it nor write it, nor delete it; bob, a member, cannot delete alice's.
-    @Test(arguments: MessagingStoreKind.allCases) func onlyMembersReadABlobAndOnlyItsUploaderWritesIt(
+    @Test(arguments: MessagingStoreKind.tested) func onlyMembersReadABlobAndOnlyItsUploaderWritesIt(
         messaging: MessagingStoreKind
     ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -189,7 +189,7 @@ struct AttachmentTests {
     }
 
     /// A recall takes the attachment's key from every device and the blob from the domain.
-    @Test(arguments: MessagingStoreKind.allCases) func aRecallTakesTheKeyFromEveryDeviceAndTheBlobFromTheDomain(
+    @Test(arguments: MessagingStoreKind.tested) func aRecallTakesTheKeyFromEveryDeviceAndTheBlobFromTheDomain(
         messaging: MessagingStoreKind
     ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -281,7 +281,7 @@ struct AttachmentTests {
     }
 
     /// The domain's cap on a file and its quota per user refuse a file before any part goes up.
-    @Test(arguments: MessagingStoreKind.allCases) func theSizeCapAndTheQuotaAreTheDomains(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func theSizeCapAndTheQuotaAreTheDomains(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in

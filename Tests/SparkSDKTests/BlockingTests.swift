@@ -11,7 +11,7 @@ import Testing
 /// them through; the domain refuses the chats they start with the blocker.
 @Suite("Messaging: blocking")
 struct BlockingTests {
-    @Test(arguments: MessagingStoreKind.allCases) func aBlockedUserReachesNoDeviceOfTheBlocker(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func aBlockedUserReachesNoDeviceOfTheBlocker(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -79,7 +79,7 @@ struct BlockingTests {
 
     /// A domain that takes alice's block but enforces nothing: bob's new chat with her, and his
     /// invitation to a group of only him and her, reach her devices, which do not join.
-    @Test(arguments: MessagingStoreKind.allCases) func theBlockersDevicesRefuseInvitationsTheDomainLetsThrough(
+    @Test(arguments: MessagingStoreKind.tested) func theBlockersDevicesRefuseInvitationsTheDomainLetsThrough(
         messaging: MessagingStoreKind
     ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in

@@ -25,7 +25,7 @@ struct ChatRecoveryTests {
         case reInit
     }
 
-    @Test(arguments: Attack.allCases, MessagingStoreKind.allCases)
+    @Test(arguments: Attack.allCases, MessagingStoreKind.tested)
     func theAdminReplacesARefusedCommitAndRemovesItsSender(_ attack: Attack, messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory, messaging: messaging)
@@ -80,7 +80,7 @@ struct ChatRecoveryTests {
     /// A member may not replace anything, and the admin replaces only a commit no admin made:
     /// a commit bob's device refuses only because it does not trust a credential is not one every
     /// member refuses, so nothing is noted for it (see ChatGroupTests).
-    @Test(arguments: MessagingStoreKind.allCases) func aMemberCannotReplaceTheAdminsCommit(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func aMemberCannotReplaceTheAdminsCommit(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in

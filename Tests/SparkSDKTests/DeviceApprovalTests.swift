@@ -149,7 +149,7 @@ struct DeviceApprovalTests {
 
     // MARK: End to end, on a domain
 
-    @Test(arguments: MessagingStoreKind.allCases) func aDeviceSetUpWithThePasscodeJoinsNothingUntilApprovedAndThenGetsTheHistory(
+    @Test(arguments: MessagingStoreKind.tested) func aDeviceSetUpWithThePasscodeJoinsNothingUntilApprovedAndThenGetsTheHistory(
         messaging: MessagingStoreKind
     ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
@@ -203,7 +203,7 @@ struct DeviceApprovalTests {
         }
     }
 
-    @Test(arguments: MessagingStoreKind.allCases) func aRemovedDevicesKeyApprovesNoDeviceOfTheThief(messaging: MessagingStoreKind)
+    @Test(arguments: MessagingStoreKind.tested) func aRemovedDevicesKeyApprovesNoDeviceOfTheThief(messaging: MessagingStoreKind)
         async throws
     {
         try await Fixtures.withTemporaryDirectory { directory in

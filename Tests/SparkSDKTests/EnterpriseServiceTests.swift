@@ -17,6 +17,14 @@ enum MessagingStoreKind: String, CaseIterable, Sendable {
     /// what it had, as a file outlives a process).
     case memory
 
+    /// The stores the messaging suites run on: both, unless `SPARK_TEST_MESSAGING_STORES` names
+    /// some (CI's sanitizer stages run the SQLite store alone: the memory store is the tests' own).
+    static var tested: [MessagingStoreKind] {
+        guard let named = ProcessInfo.processInfo.environment["SPARK_TEST_MESSAGING_STORES"] else { return allCases }
+        let kinds = named.split(separator: ",").compactMap { MessagingStoreKind(rawValue: String($0)) }
+        return kinds.isEmpty ? allCases : kinds
+    }
+
     /// Has `store` keep messaging as this kind says, the memory of `device` taken from `stores`.
     func apply(to store: EndpointStore, device: String, stores: Locked<[String: MemoryMessagingStore]>) {
         guard self == .memory else { return }
