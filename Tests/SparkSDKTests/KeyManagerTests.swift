@@ -117,7 +117,7 @@ struct KeyManagerTests {
             #expect(throws: CryptoError(.authenticationFailure, "")) {
                 try JWE.decrypt(profileAfter.data, keyEncryptionKey: oldKey)
             }
-            // What an old copy still opens (README, "What the passcode protects"): a copy of both
+            // What an old copy still opens (docs/SECURITY.md, "What the passcode protects"): a copy of both
             // old blobs, with the old passcode, opens the identity keys as they were, and until a
             // reset replaces them those are the current ones. Changing the passcode does not
             // revoke them; a reset does.
