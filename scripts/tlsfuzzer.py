@@ -3,7 +3,7 @@
 OpenSSL and one RSA certificate, every probe of each (`-n 0`): a probe that fails on the daemon
 and passes on the reference fails this check. Probes that fail on both are listed (they are the
 suite's or OpenSSL's, not the daemon's). The reference offers the daemon's TLS 1.2 suites
-(`-cipher`, read from CSparkHTTP.c's TLS12_CIPHERS): a probe that falls back to TLS 1.2 with a
+(`-cipher`, read from CSparkHTTPTransport.c's TLS12_CIPHERS): a probe that falls back to TLS 1.2 with a
 CBC suite fails on both, by the policy both then have, and what is compared is how each
 behaves, not which suites each allows.
 
@@ -55,11 +55,11 @@ def venv_python():
 
 
 def daemon_tls12_ciphers():
-    """The TLS 1.2 suites the daemon sets (CSparkHTTP.c's TLS12_CIPHERS), as OpenSSL's list."""
-    source = open(os.path.join(repository, "Sources", "CSparkHTTP", "CSparkHTTP.c")).read()
+    """The TLS 1.2 suites the daemon sets (CSparkHTTPTransport.c's TLS12_CIPHERS), as OpenSSL's list."""
+    source = open(os.path.join(repository, "Sources", "CSparkHTTP", "CSparkHTTPTransport.c")).read()
     match = re.search(r"#define TLS12_CIPHERS((?:[^\n]*\\\n)*[^\n]*)", source)
     if not match:
-        sys.exit("tlsfuzzer: TLS12_CIPHERS not found in CSparkHTTP.c")
+        sys.exit("tlsfuzzer: TLS12_CIPHERS not found in CSparkHTTPTransport.c")
     ciphers = "".join(re.findall(r'"([^"]*)"', match.group(1)))
     if not ciphers:
         sys.exit("tlsfuzzer: TLS12_CIPHERS is empty")

@@ -2,12 +2,14 @@
 // where a request ends (Content-Length and Transfer-Encoding together, a Content-Length that is
 // not one number, obsolete line folding, whitespace before a colon, bare CR or LF), and every
 // length bounded before it is used.
+#include "CSparkHTTP.h"
 #include "CSparkHTTPParse.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-unsigned http_refusal_status(enum http_refusal refusal) {
+unsigned spark_http_refusal_status(enum http_refusal refusal) {
     switch (refusal) {
     case HTTP_HEAD_TOO_LARGE: return 431;
     case HTTP_LINE_TOO_LONG:
@@ -29,7 +31,7 @@ unsigned http_refusal_status(enum http_refusal refusal) {
     return 400;
 }
 
-const char *http_refusal_body(enum http_refusal refusal) {
+const char *spark_http_refusal_body(enum http_refusal refusal) {
     switch (refusal) {
     case HTTP_HEAD_TOO_LARGE:
         return "{\"code\":\"invalidRequest\",\"message\":\"the request's head is too large (at most 8192 bytes, 64 "
@@ -169,7 +171,7 @@ static int interpret_fields(const uint8_t *bytes, struct http_head *head) {
     return 1;
 }
 
-int http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head) {
+int spark_http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head) {
     memset(head, 0, sizeof *head);
     size_t window = length < HTTP_HEAD_MAXIMUM ? length : HTTP_HEAD_MAXIMUM;
     long end = line_end(bytes, window, 0);
@@ -213,7 +215,7 @@ static int hex_value(uint8_t c) {
     return -1;
 }
 
-long http_unescape(const char *text, size_t length, char *out, int plus_is_space) {
+long spark_http_unescape(const char *text, size_t length, char *out, int plus_is_space) {
     size_t o = 0;
     for (size_t i = 0; i < length; i++) {
         char c = text[i];
@@ -254,7 +256,7 @@ static int has_control(const uint8_t *bytes, size_t from, size_t to) {
     return 0;
 }
 
-int http_decode_chunks(
+int spark_http_decode_chunks(
     uint8_t *bytes, size_t *length, size_t base, uint64_t maximum, struct http_chunks *state, size_t *consumed) {
     size_t p = base + state->decoded;
     int result = 0;
@@ -308,5 +310,59 @@ int http_decode_chunks(
     memmove(bytes + kept, bytes + p, *length - p);
     *length = kept + (*length - p);
     if (result == 1) *consumed = kept;
+    return result;
+}
+
+int spark_http_frame(
+    struct spark_http_framing *framing, uint8_t *bytes, size_t *length, size_t maximum_body, size_t *body_length,
+    size_t *consumed) {
+    if (!framing->head_length) {
+        struct http_head head;
+        int parsed = spark_http_parse_head(bytes, *length, &head);
+        if (parsed <= 0) return parsed;
+        if (!head.chunked && head.content_length > maximum_body) return -HTTP_BODY_TOO_LARGE;
+        framing->head_length = head.length;
+        framing->content_length = head.content_length;
+        framing->chunked = (uint8_t)head.chunked;
+        framing->expect_continue = (uint8_t)head.expect_continue;
+    }
+    size_t head = framing->head_length;
+    if (framing->chunked) {
+        int decoded = spark_http_decode_chunks(bytes, length, head, maximum_body, &framing->chunks, consumed);
+        if (decoded == 1) *body_length = framing->chunks.decoded;
+        return decoded;
+    }
+    size_t whole = head + (size_t)framing->content_length;
+    if (*length < whole) return 0;
+    *body_length = (size_t)framing->content_length;
+    *consumed = whole;
+    return 1;
+}
+
+// MARK: - Framing without a socket (the fuzzer and the tests)
+
+int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, size_t *consumed, size_t *body_length) {
+    uint8_t *copy = malloc(length ? length : 1);
+    if (!copy) return 0;
+    memcpy(copy, bytes, length);
+    struct spark_http_framing framing = {0};
+    size_t copy_length = length, taken = 0, body = 0;
+    int framed = spark_http_frame(&framing, copy, &copy_length, maximum_body, &body, &taken);
+    int result = framed < 0 ? -(int)spark_http_refusal_status((enum http_refusal)-framed) : framed;
+    if (framed == 1) {
+        // Decoding a chunked body in place dropped its framing: what was taken of the input is
+        // longer by as much.
+        *consumed = taken + (length - copy_length);
+        *body_length = body;
+        // The path and the arguments decode (or are refused) as the server decodes them.
+        struct http_head head;
+        char *text = malloc(length + 1);
+        if (text && spark_http_parse_head(bytes, length, &head) == 1) {
+            if (spark_http_unescape((const char *)bytes + head.path.start, head.path.length, text, 0) < 0) result = -400;
+            if (spark_http_unescape((const char *)bytes + head.query.start, head.query.length, text, 1) < 0) result = -400;
+        }
+        free(text);
+    }
+    free(copy);
     return result;
 }

@@ -1,4 +1,4 @@
-// HTTP/1.1 request framing (RFC 9112), private to the server (CSparkHTTP.c): the head, the query,
+// HTTP/1.1 request framing (RFC 9112), private to the server (CSparkHTTPConnection.c): the head, the query,
 // percent-decoding and chunked bodies. Pure functions over bytes, so the fuzzer and the tests
 // reach them without a socket (spark_http_parse in CSparkHTTP.h).
 #ifndef C_SPARK_HTTP_PARSE_H
@@ -36,8 +36,8 @@ enum http_refusal {
 };
 
 /// A refusal's status and JSON body ({code, message}).
-unsigned http_refusal_status(enum http_refusal refusal);
-const char *http_refusal_body(enum http_refusal refusal);
+unsigned spark_http_refusal_status(enum http_refusal refusal);
+const char *spark_http_refusal_body(enum http_refusal refusal);
 
 /// Where a part of the head lies in its bytes.
 struct http_span {
@@ -71,12 +71,12 @@ struct http_head {
 
 /// Parses the head at the start of `bytes`: 0 when more bytes are needed, 1 when it is whole
 /// (`head` filled), or -refusal. Never reads past `length`.
-int http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head);
+int spark_http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head);
 
 /// Percent-decodes `length` bytes of `text` into `out` (room for `length` + 1), '+' as a space
 /// when `plus_is_space`; a '%' not followed by two hex digits stays as it is. Returns the decoded
 /// length (NUL-terminated), or -1 when it would decode to a NUL byte.
-long http_unescape(const char *text, size_t length, char *out, int plus_is_space);
+long spark_http_unescape(const char *text, size_t length, char *out, int plus_is_space);
 
 /// The state of a chunked body being decoded in place.
 struct http_chunks {
@@ -91,7 +91,27 @@ struct http_chunks {
 /// `*length` bytes: decoded data is moved down to `base`, and what is not yet decoded follows it
 /// (`*length` shrinks by the framing taken). Returns 1 when the body is whole (`*consumed` is
 /// where the next request starts), 0 when more bytes are needed, or -refusal.
-int http_decode_chunks(
+int spark_http_decode_chunks(
     uint8_t *bytes, size_t *length, size_t base, uint64_t maximum, struct http_chunks *state, size_t *consumed);
+
+/// A request being framed: zeroed for each request, kept between reads.
+struct spark_http_framing {
+    /// The head's length, 0 until it is whole.
+    size_t head_length;
+    /// The body's framing, from the head.
+    uint64_t content_length;
+    uint8_t chunked, expect_continue;
+    /// A chunked body's state (decoded in place).
+    struct http_chunks chunks;
+};
+
+/// Frames the request at the start of `bytes` (`*length` of them; a chunked body is decoded in
+/// place, which shortens `*length`), the one framing the server and the fuzzer use: 1 when it is
+/// whole (its body `*body_length` bytes after the head, `*consumed` bytes of `bytes` taken), 0
+/// when more bytes are needed (`framing->head_length` is set once the head is whole), or
+/// -refusal. A body over `maximum_body` is refused from its head.
+int spark_http_frame(
+    struct spark_http_framing *framing, uint8_t *bytes, size_t *length, size_t maximum_body, size_t *body_length,
+    size_t *consumed);
 
 #endif
