@@ -545,36 +545,24 @@ void spark_http_on_event(struct connection *connection, uint32_t events) {
 
 // MARK: - Timers
 
-/// Whether a connection reading a request is too slow: its head not whole `head_timeout` after
-/// its first byte, or its body behind the minimum rate (after a grace of `head_timeout`).
-static int too_slow(const struct connection *connection, long long now) {
+/// When a connection reading a request becomes too slow (0: it cannot, now): its head not whole
+/// `head_timeout` after its first byte, or its body behind the minimum rate (after a grace of
+/// `head_timeout`). A byte now and then resets the idle deadline, not these.
+static long long slow_at(const struct connection *connection) {
     const struct spark_http_server *server = connection->worker->server;
     if (connection->state != READING || !connection->in_length) return 0;
-    if (!connection->framing.head_length) return now - connection->request_started > server->head_timeout;
+    if (!connection->framing.head_length) return connection->request_started + server->head_timeout + 1;
     if (!connection->body_started || !server->minimum_body_rate) return 0;
     size_t received = connection->in_length - connection->framing.head_length;
-    long long allowed = server->head_timeout + (long long)(received * 1000 / server->minimum_body_rate);
-    return now - connection->body_started > allowed;
+    return connection->body_started + server->head_timeout + (long long)(received * 1000 / server->minimum_body_rate) + 1;
 }
 
-/// When the connection must next be looked at: its deadline, or sooner the time its head or body
-/// would become too slow (0: never, while its request is out).
+/// When the connection must next be looked at: its deadline, or sooner the time it would become
+/// too slow (0: never, while its request is out).
 static long long due_time(const struct connection *connection) {
-    const struct spark_http_server *server = connection->worker->server;
     if (connection->state == HANDED_OUT || connection->state == GONE) return 0;
-    long long due = connection->deadline;
-    if (connection->state == READING && connection->in_length) {
-        long long slow = 0;
-        if (!connection->framing.head_length) {
-            slow = connection->request_started + server->head_timeout + 1;
-        } else if (connection->body_started && server->minimum_body_rate) {
-            size_t received = connection->in_length - connection->framing.head_length;
-            slow = connection->body_started + server->head_timeout
-                + (long long)(received * 1000 / server->minimum_body_rate) + 1;
-        }
-        if (slow && slow < due) due = slow;
-    }
-    return due;
+    long long slow = slow_at(connection);
+    return slow && slow < connection->deadline ? slow : connection->deadline;
 }
 
 static void timers_swap(struct spark_http_timers *timers, size_t a, size_t b) {
@@ -649,10 +637,13 @@ void spark_http_expire(struct worker *worker, long long now) {
     struct spark_http_timers *timers = &worker->timers;
     while (timers->count && timers->items[0]->due <= now) {
         struct connection *connection = timers->items[0];
-        // Past its deadline, or too slow: closed. (A byte now and then resets the idle deadline,
-        // not the head's or the body's times.) Otherwise its time moved on since it was set.
-        if (now >= connection->deadline || too_slow(connection, now) || !spark_http_schedule(connection)
-            || connection->due <= now) {
+        long long slow = slow_at(connection);
+        // Past its deadline, or too slow: closed. Otherwise its time moved on since it was set.
+        if (now >= connection->deadline || (slow && now >= slow)) {
+            spark_http_close_connection(connection);
+        } else if (!spark_http_schedule(connection) || connection->due <= now) {
+            // Not rescheduled, or still due (which the times above rule out): closed rather than
+            // looked at again and again.
             spark_http_close_connection(connection);
         }
     }
