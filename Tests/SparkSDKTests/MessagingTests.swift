@@ -565,6 +565,74 @@ struct CrossProcessMessagingTests {
     }
 }
 
+@Suite("Messaging: a receiving device killed mid-page")
+struct KilledDeviceTests {
+    /// Bob's device runs in a process of its own, killed (SIGKILL) at a random point again and
+    /// again while alice sends: whatever page of his mailbox it was applying, the page and its
+    /// cursor are committed together or not at all. When bob comes back for good, he has every
+    /// message exactly once, in order, and nothing was dropped.
+    @Test func aDeviceKilledAtRandomPointsLosesNothingAndAppliesNothingTwice() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "kill -9")
+            #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
+            try await bob.refresh()
+            await bobService.stop()
+            let count = 150
+            let sender = Task {
+                for n in 1...count {
+                    try await alice.sendMessage("m\(n)", to: chat.chatID)
+                    if n % 10 == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                }
+            }
+            let peer = Fixtures.executable("sdk-peer")
+            let arguments = [world.domain.path, directory.appendingPathComponent("bob-phone").path, "bob", "--listen", "60"]
+            let bobFile = try DatabaseQueue(path: directory.appendingPathComponent("bob-phone/endpoint.sqlite").path)
+            let cursor = { try bobFile.read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) ?? 0 } }
+            var cursors = [try cursor()]
+            var kills = 0
+            for _ in 0..<10 {
+                let process = ChildProcess()
+                process.executableURL = peer
+                process.arguments = arguments
+                let input = Pipe()
+                process.standardInput = input
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                input.fileHandleForWriting.write(Data("bob-passcode\n".utf8))
+                try input.fileHandleForWriting.close()
+                try await Task.sleep(for: .milliseconds(Int.random(in: 150...700)))
+                process.signal(SIGKILL)
+                await Fixtures.onThread { process.waitUntilExit() }
+                kills += process.terminationStatus != 0 ? 1 : 0
+                cursors.append(try cursor())
+            }
+            try await sender.value
+            #expect(kills == 10, "every round ended in the kill, not on its own")
+            #expect(Set(cursors).count > 2, "the killed processes applied pages between the kills: \(cursors)")
+            // Bob comes back for good.
+            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
+            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
+            let again = try await restarted.messaging()
+            let events = EventRecorder(again)
+            try await again.refresh()
+            try #require(
+                await eventuallyAwaiting(seconds: 60) {
+                    (try? await again.messages(in: chat.chatID, before: nil, limit: 1000).count) == count
+                }, "every message arrives")
+            let messages = try await again.messages(in: chat.chatID, before: nil, limit: 1000)
+            #expect(messages.map(\.content) == (1...count).map { "m\($0)" }, "each once, in order")
+            #expect(messages.map(\.number) == (1...count).map { Int64($0) })
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
+}
+
 @Suite("Messaging: invitations, renames, offline recipients, enforcement")
 struct MoreMessagingTests {
     @Test func anInviteeReadsWhatFollowsAndRenamesReachEveryone() async throws {

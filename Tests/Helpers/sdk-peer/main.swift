@@ -79,6 +79,12 @@ do {
         }
         print("served \(answered.count)")
     }
+    if let index = arguments.firstIndex(of: "--listen"), index + 1 < arguments.count, let seconds = Int(arguments[index + 1]) {
+        // Receives whatever comes for `seconds` (a test kills it at a random point meanwhile).
+        _ = try await service.messaging()
+        print("listening")
+        try await Task.sleep(for: .seconds(seconds))
+    }
     if let index = arguments.firstIndex(of: "--send"), index + 2 < arguments.count, let count = Int(arguments[index + 2]) {
         let access = try await service.messaging()
         let chat = try await access.startChat(with: [arguments[index + 1]])
