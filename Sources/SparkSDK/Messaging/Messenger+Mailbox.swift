@@ -62,6 +62,8 @@ extension Messenger {
         var echo = false
         /// Messages of other users it brought.
         var arrived: [ChatMessage] = []
+        /// A message may have started counting down (see `noteExpiring`).
+        var expiring = false
     }
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
@@ -106,7 +108,7 @@ extension Messenger {
         }
         // What committed before a failure is shown and acknowledged all the same; the flows
         // first, so that an app told of a step finds it there.
-        for (chatID, changed) in batch.touched { await reloadMessages(chatID, changed: changed) }
+        await reloadFlows(batch.touched)
         for (chatID, altered) in batch.altered {
             switch altered {
             case .none: break
@@ -114,7 +116,6 @@ extension Messenger {
             case .all: changeSinks.yield(MessageChange(chatID: chatID, messageIDs: nil))
             }
         }
-        await reloadChats(Set(batch.touched.keys))
         report(batch.events)
         if let failure { throw failure }
         return max(0, entries.count - batch.echoes)
@@ -212,6 +213,7 @@ extension Messenger {
     private func finish(_ entry: MailboxEntry, effects: Effects, notices: [MessagingEvent], into batch: inout Batch) async {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         for message in effects.arrived { arrivalSinks.yield(message) }
+        if effects.expiring { noteExpiring() }
         if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
         if effects.reconcile { needsReconcile.withLock { _ = $0.insert(entry.chatID) } }
         if effects.reconcileAll {
@@ -296,18 +298,17 @@ extension Messenger {
             }
             return Applied { store in try self.applyGroupEntry(entry, in: store) }
         case .message, .event, .receipt:
-            if let mine = try await read({ store in try store.sent(payload: entry.payload) }) {
-                return Applied { store in
-                    // The echo of what this device sent: a message gets its number.
-                    try store.forgetSent(payload: entry.payload)
-                    guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none, echo: true) }
-                    try groups.noteNumber(store, chatID: entry.chatID, number: entry.messageNumber ?? 0)
-                    return Effects(
-                        events: try store.accept(localID, number: entry.messageNumber, at: nil),
-                        changed: .some([localID]), echo: true)
-                }
+            // Decided inside the page's transaction: no read of its own before it.
+            return Applied { store in
+                guard let mine = try store.sent(payload: entry.payload) else { return try self.applyGroupEntry(entry, in: store) }
+                // The echo of what this device sent: a message gets its number.
+                try store.forgetSent(payload: entry.payload)
+                guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none, echo: true) }
+                try groups.noteNumber(store, chatID: entry.chatID, number: entry.messageNumber ?? 0)
+                return Effects(
+                    events: try store.accept(localID, number: entry.messageNumber, at: nil), changed: .some([localID]),
+                    echo: true)
             }
-            return Applied { store in try self.applyGroupEntry(entry, in: store) }
         case .ephemeral:
             try await receiveEphemeral(entry)
             return Applied()
@@ -530,7 +531,7 @@ extension Messenger {
                             state: message.state, timestamp: message.timestamp,
                             attachment: message.attachment.map(Attachment.init)))
                 }
-                if message.sender == me { noteExpiringLater() }
+                if message.sender == me { effects.expiring = true }
                 effects.changed.formUnion(.some([message.id]))
             case .touchChat(let time):
                 try store.touchChat(chatID, at: time)
@@ -552,7 +553,7 @@ extension Messenger {
             case .readReceived(let ids):
                 try store.readReceived(chatID: chatID, ids: ids)
                 try store.startExpiry(chatID: chatID, at: clock.now())
-                noteExpiringLater()
+                effects.expiring = true
                 effects.changed.formUnion(.some(Set(ids)))
             case .openHistory(let history):
                 let opened = try applyHistory(history, group: stored.group, chatID: chatID, in: store)

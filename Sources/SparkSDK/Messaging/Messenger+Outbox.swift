@@ -21,6 +21,19 @@ extension Messenger {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
         let id = Self.newID()
+        let now = clock.now()
+        let outgoing = OutgoingMessage(
+            id: id, chatID: chatID, sender: me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
+            attachment: attachment)
+        // The usual case in one transaction: nothing holds the chat and nothing waits held in it,
+        // so the message is sealed and stored at once, and what is to be posted read with it.
+        if let sent = try await sendAtOnce(outgoing) {
+            if sent.expiring { noteExpiring() }
+            showMessages([sent.message], in: chatID)
+            let accepted = await deliverPending(in: chatID, pending: sent.pending)
+            if let shown = accepted[id] { return shown }
+            return try await self.message(id: id)
+        }
         // One read: the chat, the message referred to, what holds the chat, and whether messages
         // wait held in it.
         let groups = self.groups
@@ -39,7 +52,6 @@ extension Messenger {
         let payload = ChatPayload(
             kind: .text, id: id, content: content, tag: tag, data: data, ref: refID, attachment: attachment)
         try payload.validate()
-        let now = clock.now()
         // A contact that holds the chat is looked up again first (see `heldBy`).
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
@@ -54,18 +66,55 @@ extension Messenger {
                     sealed = nil
                 }
             }
-            let outgoing = OutgoingMessage(
-                id: id, chatID: chatID, sender: self.me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
-                attachment: attachment)
             try store.insertOutgoing(outgoing, sealed: sealed)
-            self.noteExpiringLater()
             return ChatMessage(
                 id: id, chatID: chatID, number: nil, sender: self.me, isIncoming: false, content: content, tag: tag, data: data,
                 ref: ref, state: sealed == nil ? .held : .sending, timestamp: now, attachment: attachment.map(Attachment.init))
         }
+        noteExpiring()
         showMessages([message], in: chatID)
         _ = await deliverPending(in: chatID)
         return try await self.message(id: id)
+    }
+
+    /// A message sealed and stored in one transaction, with what is to be posted in its chat.
+    struct SentAtOnce: Sendable {
+        var message: ChatMessage
+        var pending: [(id: String, sealed: Data)]
+        /// The chat has a disappearing-messages timer.
+        var expiring: Bool
+    }
+
+    /// Seals and stores `outgoing` in one transaction when nothing holds its chat and nothing
+    /// waits held in it; nil otherwise (then `send` looks the holders up first). The chat's
+    /// messages still sending come back with it, oldest first.
+    private func sendAtOnce(_ outgoing: OutgoingMessage) async throws -> SentAtOnce? {
+        let groups = self.groups
+        return try await write { store -> SentAtOnce? in
+            let chatID = outgoing.chatID
+            guard let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)) else {
+                throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
+            }
+            let refID = try outgoing.ref.map { number in
+                guard let id = try store.messageID(chatID: chatID, number: number) else {
+                    throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
+                }
+                return id
+            }
+            let payload = ChatPayload(
+                kind: .text, id: outgoing.id, content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: refID,
+                attachment: outgoing.attachment)
+            try payload.validate()
+            guard try self.untrustedUsers(in: stored, store).isEmpty, try store.held(chatID: chatID).isEmpty else { return nil }
+            let sealed = try self.sealNext(payload, chatID: chatID, localID: outgoing.id, in: store)
+            try store.insertOutgoing(outgoing, sealed: sealed)
+            let message = ChatMessage(
+                id: outgoing.id, chatID: chatID, number: nil, sender: outgoing.sender, isIncoming: false,
+                content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: outgoing.ref, state: .sending,
+                timestamp: outgoing.timestamp, attachment: outgoing.attachment.map(Attachment.init))
+            return SentAtOnce(
+                message: message, pending: try store.sending(chatID: chatID), expiring: try store.timer(chatID: chatID) > 0)
+        }
     }
 
     func requireActive(_ chatID: String) async throws {
@@ -159,11 +208,12 @@ extension Messenger {
     }
 
     /// Posts a stored message; the same id on every retry, so it is sent exactly once. Returns
-    /// false when it is left sending (the domain, its store or the token failed for now).
-    private func deliver(localID: String, chatID: String, sealed first: Data) async -> Bool {
+    /// false when it is left sending (the domain, its store or the token failed for now), and the
+    /// message as accepted, when it was.
+    private func deliver(localID: String, chatID: String, sealed first: Data) async -> (settled: Bool, accepted: ChatMessage?) {
         var sealed = first
         var settled = true
-        var shown = false
+        var shown: ChatMessage?
         for attempt in 0..<5 {
             do {
                 let receipt = try await domain.post(
@@ -176,7 +226,7 @@ extension Messenger {
                 }
                 if let accepted {
                     showMessages([accepted], in: chatID)
-                    shown = true
+                    shown = accepted
                 }
                 report(events)
             } catch let error as DomainError where error.code == .conflict {
@@ -210,8 +260,8 @@ extension Messenger {
             }
             break
         }
-        if !shown { await reloadMessages(chatID, changed: .some([localID])) }
-        return settled
+        if shown == nil { await reloadMessages(chatID, changed: .some([localID])) }
+        return (settled, shown)
     }
 
     /// Seals a message still sending again, in the group's current epoch; nil when the group now
@@ -236,25 +286,36 @@ extension Messenger {
     /// Runs for one chat go one at a time, each after the one before it: concurrent sends would
     /// otherwise each post every message still pending (harmless, the domain answers a repeated
     /// id with its first number, but quadratic in the number of concurrent sends).
-    func deliverPending(in chatID: String) async -> Bool {
+    ///
+    /// `pending`, read with the send that called it, spares a read when no run is before it.
+    /// Returns the messages accepted, by id.
+    @discardableResult
+    func deliverPending(in chatID: String, pending: [(id: String, sealed: Data)]? = nil) async -> [String: ChatMessage] {
         let previous = deliveries[chatID]
+        let known = previous == nil ? pending : nil
         let run = Task {
             _ = await previous?.value
-            return await postPending(in: chatID)
+            return await postPending(in: chatID, pending: known)
         }
         deliveries[chatID] = run
-        let settled = await run.value
+        let outcome = await run.value
         if deliveries[chatID] == run { deliveries[chatID] = nil }
-        return settled
+        return outcome.accepted
     }
 
-    private func postPending(in chatID: String) async -> Bool {
-        guard !stopped else { return false }
-        let pending = (try? await read { store in try store.sending(chatID: chatID) }) ?? []
+    private func postPending(
+        in chatID: String, pending known: [(id: String, sealed: Data)]?
+    ) async -> (settled: Bool, accepted: [String: ChatMessage]) {
+        guard !stopped else { return (false, [:]) }
+        var pending = known ?? []
+        if known == nil { pending = (try? await read { store in try store.sending(chatID: chatID) }) ?? [] }
+        var accepted: [String: ChatMessage] = [:]
         for (id, sealed) in pending {
-            guard await deliver(localID: id, chatID: chatID, sealed: sealed) else { return false }
+            let outcome = await deliver(localID: id, chatID: chatID, sealed: sealed)
+            if let message = outcome.accepted { accepted[id] = message }
+            guard outcome.settled else { return (false, accepted) }
         }
-        return true
+        return (true, accepted)
     }
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
@@ -290,11 +351,17 @@ extension Messenger {
     /// Seals and posts a payload that is not stored for retry (a receipt, an edit): refused
     /// while something holds the chat, sealed again when a commit overtook it.
     func postEvent(_ payload: ChatPayload, in chatID: String) async throws {
-        try await requireActive(chatID)
-        try await requireNotHeld(chatID)
         let kind: MailboxKind = payload.kind == .receipt ? .receipt : .event
         for attempt in 0..<5 {
-            let sealed = try await seal(payload, in: chatID)
+            // Sealing checks that this device is in the chat and that nothing holds it; a chat held
+            // has its holders looked up again first (the domain may publish the trusted key again).
+            let sealed: Data
+            do {
+                sealed = try await seal(payload, in: chatID)
+            } catch let error as MessagingError where error.code == .identityUnconfirmed {
+                try await requireNotHeld(chatID)
+                sealed = try await seal(payload, in: chatID)
+            }
             do {
                 _ = try await domainCall {
                     try await domain.post(
@@ -398,9 +465,9 @@ extension Messenger {
             let unread = try store.unreadReceived(chatID: chatID, upTo: upTo)
             try store.readReceived(chatID: chatID, upTo: upTo)
             try store.startExpiry(chatID: chatID, at: self.clock.now())
-            self.noteExpiringLater()
             return unread
         }
+        noteExpiring()
         await reloadMessages(chatID)
         await reloadChats()
         do {

@@ -161,7 +161,7 @@ actor Messenger {
     /// The long-poll in flight, if the latest read is one.
     var longPoll: Task<Int, any Error>?
     /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
-    var deliveries: [String: Task<Bool, Never>] = [:]
+    var deliveries: [String: Task<(settled: Bool, accepted: [String: ChatMessage]), Never>] = [:]
     /// The latest group change per chat; each waits for the one before it (see `change`).
     var changes: [String: Task<Void, any Error>] = [:]
     /// Chats whose group may need a change (a member left, a device of this user came or
@@ -308,9 +308,6 @@ actor Messenger {
         changeSinks.finish()
     }
 
-    /// ``noteExpiring()`` from inside a transaction (it runs once the actor is free).
-    nonisolated func noteExpiringLater() { Task { await self.noteExpiring() } }
-
     /// A message may have started counting down (stored or read in a chat with a timer): the
     /// expiry task runs until none is, looking every ``expiryInterval``. A device with no
     /// disappearing message has no such task.
@@ -401,19 +398,39 @@ actor Messenger {
     /// in the order they were asked for, so a flow never goes back to an older snapshot when two
     /// reloads cross.
     func reloadMessages(_ chatID: String, changed: MessageChanges = .all) async {
-        guard let owner = messageOwners[chatID] else { return }
+        guard let owner = messageOwners[chatID], changed != .none else { return }
+        _ = try? await read { store in try Self.reload(owner, chatID: chatID, changed: changed, store: store) }
+    }
+
+    /// What a page of the mailbox touched, shown in one read: each chat's flow by what changed in
+    /// it, and the chat list's rows of those chats.
+    func reloadFlows(_ touched: [String: MessageChanges]) async {
+        guard !touched.isEmpty else { return }
+        let flows = touched.compactMap { chatID, changed in
+            messageOwners[chatID].map { (chatID: chatID, changed: changed, owner: $0) }
+        }
+        let chats = chatsOwner
+        let chatIDs = Set(touched.keys)
+        _ = try? await read { store in
+            for flow in flows { try Self.reload(flow.owner, chatID: flow.chatID, changed: flow.changed, store: store) }
+            try self.replaceChats(chatIDs, in: chats, store: store)
+        }
+    }
+
+    /// Changes `owner`, the flow of `chatID`, by `changed`, on the storage's thread.
+    nonisolated static func reload(
+        _ owner: MutableStateFlow<[ChatMessage]>, chatID: String, changed: MessageChanges, store: any MessagingStore
+    ) throws {
         switch changed {
         case .none:
             return
         case .all:
-            _ = try? await read { store in owner.value = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow) }
+            owner.value = try store.page(chatID: chatID, before: nil, limit: flowWindow)
         case .some(let ids):
             guard !ids.isEmpty else { return }
-            _ = try? await read { store in
-                let found = try store.messages(chatID: chatID, ids: Array(ids))
-                owner.update { window in
-                    window = Self.merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: Self.flowWindow)
-                }
+            let found = try store.messages(chatID: chatID, ids: Array(ids))
+            owner.update { window in
+                window = merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: flowWindow)
             }
         }
     }
@@ -465,13 +482,18 @@ actor Messenger {
         }
         guard !chatIDs.isEmpty else { return }
         // On the storage's thread, as ``reloadMessages(_:changed:)`` does.
-        _ = try? await read { store in
-            let found = try chatIDs.flatMap { try self.loadChats(store, only: $0) }
-            owner.update { chats in
-                chats = Self.replacing(
-                    found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
-                    sortedBy: { $0.lastActivity > $1.lastActivity })
-            }
+        _ = try? await read { store in try self.replaceChats(chatIDs, in: owner, store: store) }
+    }
+
+    /// Reads `chatIDs` again and puts each in its place in the chat list (most recent activity
+    /// first), or takes it out when it is gone.
+    nonisolated func replaceChats(_ chatIDs: Set<String>, in owner: MutableStateFlow<[Chat]>, store: any MessagingStore) throws {
+        guard !chatIDs.isEmpty else { return }
+        let found = try chatIDs.flatMap { try self.loadChats(store, only: $0) }
+        owner.update { chats in
+            chats = Self.replacing(
+                found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
+                sortedBy: { $0.lastActivity > $1.lastActivity })
         }
     }
 
@@ -510,7 +532,7 @@ actor Messenger {
     // MARK: Plumbing
 
     /// Runs `body` on one snapshot of the store (see `MessagingStorage`).
-    func read<T: Sendable>(_ body: @escaping @Sendable (any MessagingStore) throws -> T) async throws -> T {
+    nonisolated func read<T: Sendable>(_ body: @escaping @Sendable (any MessagingStore) throws -> T) async throws -> T {
         try await storage.read(body)
     }
 
