@@ -109,6 +109,33 @@ struct MessagingRobustnessTests {
 
     /// A message numbered with a number the store holds already (a history transfer handed over
     /// a message under it): the store refuses it as a conflict, it is dropped with an event, its
+    /// A flow's observer runs on the messaging storage's thread once the read it shows is over: an
+    /// observer that calls the synchronous API there (``BBMAccess/saveAttachment(of:to:)`` reads
+    /// the store at once) is answered, not deadlocked.
+    @Test func anObserverCallingTheSynchronousAPIIsAnswered() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            #expect(await waitFor("bob has the chat") { bob.chats.value.count == 1 })
+            let answers = Box<[String]>([])
+            let target = directory.appendingPathComponent("saved").path
+            let subscription = try await bob.messages(in: chat.chatID).subscribe { window in
+                for message in window {
+                    do {
+                        _ = try bob.saveAttachment(of: message.id, to: target)
+                    } catch {
+                        answers.update { $0.append(message.content) }
+                    }
+                }
+            }
+            defer { subscription.cancel() }
+            try await alice.sendMessage("no file", to: chat.chatID)
+            #expect(await waitFor("the observer was answered") { answers.value.contains("no file") })
+        }
+    }
+
     /// changes rolled back, and the mailbox goes on.
     @Test func aMessageWhoseNumberIsTakenIsDroppedAndTheMailboxGoesOn() async throws {
         try await Fixtures.withTemporaryDirectory { directory in

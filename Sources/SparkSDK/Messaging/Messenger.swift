@@ -377,7 +377,10 @@ actor Messenger {
         let owner = MutableStateFlow<[ChatMessage]>([], label: "Messaging.messages")
         messageOwners[chatID] = owner
         let load = Task {
-            try await self.read { store in owner.value = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow) }
+            try await self.storage.show { store in
+                let page = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow)
+                return { owner.value = page }
+            }
         }
         messageLoads[chatID] = load
         defer { messageLoads[chatID] = nil }
@@ -399,7 +402,7 @@ actor Messenger {
     /// reloads cross.
     func reloadMessages(_ chatID: String, changed: MessageChanges = .all) async {
         guard let owner = messageOwners[chatID], changed != .none else { return }
-        _ = try? await read { store in try Self.reload(owner, chatID: chatID, changed: changed, store: store) }
+        try? await storage.show { store in try Self.reload(owner, chatID: chatID, changed: changed, store: store) }
     }
 
     /// What a page of the mailbox touched, shown in one read: each chat's flow by what changed in
@@ -411,26 +414,36 @@ actor Messenger {
         }
         let chats = chatsOwner
         let chatIDs = Set(touched.keys)
-        _ = try? await read { store in
-            for flow in flows { try Self.reload(flow.owner, chatID: flow.chatID, changed: flow.changed, store: store) }
-            try self.replaceChats(chatIDs, in: chats, store: store)
+        try? await storage.show { store in
+            let updates = try flows.map { flow in
+                try Self.reload(flow.owner, chatID: flow.chatID, changed: flow.changed, store: store)
+            }
+            let rows = try self.replaceChats(chatIDs, in: chats, store: store)
+            return {
+                for update in updates { update() }
+                rows()
+            }
         }
     }
 
-    /// Changes `owner`, the flow of `chatID`, by `changed`, on the storage's thread.
+    /// Reads what `changed` asks of the flow of `chatID`, and returns the change of `owner` (run
+    /// by ``MessagingStorage/show(_:)`` on the storage's thread).
     nonisolated static func reload(
         _ owner: MutableStateFlow<[ChatMessage]>, chatID: String, changed: MessageChanges, store: any MessagingStore
-    ) throws {
+    ) throws -> @Sendable () -> Void {
         switch changed {
         case .none:
-            return
+            return {}
         case .all:
-            owner.value = try store.page(chatID: chatID, before: nil, limit: flowWindow)
+            let page = try store.page(chatID: chatID, before: nil, limit: flowWindow)
+            return { owner.value = page }
         case .some(let ids):
-            guard !ids.isEmpty else { return }
+            guard !ids.isEmpty else { return {} }
             let found = try store.messages(chatID: chatID, ids: Array(ids))
-            owner.update { window in
-                window = merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: flowWindow)
+            return {
+                owner.update { window in
+                    window = merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: flowWindow)
+                }
             }
         }
     }
@@ -477,23 +490,30 @@ actor Messenger {
     func reloadChats(_ chatIDs: Set<String>? = nil) async {
         let owner = chatsOwner
         guard let chatIDs else {
-            _ = try? await read { store in owner.value = try self.loadChats(store, only: nil) }
+            try? await storage.show { store in
+                let chats = try self.loadChats(store, only: nil)
+                return { owner.value = chats }
+            }
             return
         }
         guard !chatIDs.isEmpty else { return }
         // On the storage's thread, as ``reloadMessages(_:changed:)`` does.
-        _ = try? await read { store in try self.replaceChats(chatIDs, in: owner, store: store) }
+        try? await storage.show { store in try self.replaceChats(chatIDs, in: owner, store: store) }
     }
 
-    /// Reads `chatIDs` again and puts each in its place in the chat list (most recent activity
-    /// first), or takes it out when it is gone.
-    nonisolated func replaceChats(_ chatIDs: Set<String>, in owner: MutableStateFlow<[Chat]>, store: any MessagingStore) throws {
-        guard !chatIDs.isEmpty else { return }
+    /// Reads `chatIDs` again; the change returned puts each in its place in the chat list (most
+    /// recent activity first), or takes it out when it is gone.
+    nonisolated func replaceChats(
+        _ chatIDs: Set<String>, in owner: MutableStateFlow<[Chat]>, store: any MessagingStore
+    ) throws -> @Sendable () -> Void {
+        guard !chatIDs.isEmpty else { return {} }
         let found = try chatIDs.flatMap { try self.loadChats(store, only: $0) }
-        owner.update { chats in
-            chats = Self.replacing(
-                found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
-                sortedBy: { $0.lastActivity > $1.lastActivity })
+        return {
+            owner.update { chats in
+                chats = Self.replacing(
+                    found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
+                    sortedBy: { $0.lastActivity > $1.lastActivity })
+            }
         }
     }
 

@@ -32,10 +32,15 @@ final class MessagingStorage: Sendable {
 
     private let backend: Backend
     private let thread = DispatchQueue(label: "spark.messaging-storage")
+    /// Set on `thread`, so that a call made there (an app's flow observer) is recognised.
+    private static let onThread = DispatchSpecificKey<Bool>()
     /// Set on the storage's thread by `close()`: checked there before every write.
     private let closed = Locked(false)
 
-    private init(_ backend: Backend) { self.backend = backend }
+    private init(_ backend: Backend) {
+        self.backend = backend
+        thread.setSpecific(key: Self.onThread, value: true)
+    }
 
     /// The endpoint store's SQLite tables, values sealed by `sealer`.
     static func sqlite(_ queue: DatabaseQueue, sealer: StoreSealer) -> MessagingStorage {
@@ -59,8 +64,29 @@ final class MessagingStorage: Sendable {
 
     /// ``read(_:)`` for a synchronous caller (``BBMAccess/saveAttachment(of:to:)`` refuses at
     /// once a message without an attachment): it blocks the calling thread for one short read.
+    /// Called on the storage's thread itself (an app's flow observer, see ``show(_:)``), it
+    /// runs there at once.
     func readNow<T: Sendable>(_ body: (any MessagingStore) throws -> T) throws -> T {
-        try thread.sync { try transaction(writing: false, body) }
+        if DispatchQueue.getSpecific(key: Self.onThread) == true { return try transaction(writing: false, body) }
+        return try thread.sync { try transaction(writing: false, body) }
+    }
+
+    /// Reads what a flow shows with `body`, then runs the update it returns on the storage's
+    /// thread once the transaction is over and before any later transaction: flows change in the
+    /// order of the snapshots they show (two reloads that cross never leave the older one shown),
+    /// and an observer the update calls runs outside the transaction.
+    func show(_ body: @escaping @Sendable (any MessagingStore) throws -> @Sendable () -> Void) async throws {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            thread.async {
+                do {
+                    let update = try self.transaction(writing: false, body)
+                    update()
+                    done.resume()
+                } catch {
+                    done.resume(throwing: error)
+                }
+            }
+        }
     }
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
