@@ -12,6 +12,7 @@ enum MLSBenchmarks {
         Benchmark(name: "mls-commit-1000", run: commit),
         Benchmark(name: "mls-welcome-1000", run: welcome),
         Benchmark(name: "group-add-100", run: groupAdd),
+        Benchmark(name: "mls-add-one-to-1000", run: addOneTo1000),
     ]
 
     static let now = Date()
@@ -252,5 +253,64 @@ enum MLSBenchmarks {
         return Harness.result(
             "mls-welcome-1000", unit: "ms", ours: large, reference: small, higherIsBetter: false,
             referenceName: "the same with 10 members (100: \(format(middle)) ms)")
+    }
+
+    // MARK: Against mls-rs
+
+    static let mlsRsScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "Python/mls_rs_add_member.py")
+
+    /// mls-rs's Python bindings in `.build/mls-rs-venv`, once.
+    static func mlsRsPython() throws -> String {
+        let venv = PostgreSQLBenchmarks.repository.appendingPathComponent(".build/mls-rs-venv")
+        let python = venv.appendingPathComponent("bin/python").path
+        if (try? Harness.run(python, ["-c", "import mls_rs_uniffi"])) == nil {
+            FileHandle.standardError.write(Data("spark-bench: installing mls-rs's bindings into \(venv.path)\n".utf8))
+            _ = try Harness.run("python3", ["-m", "venv", venv.path])
+            _ = try Harness.run(python, ["-m", "pip", "install", "--quiet", "agentvault-mls-rs-uniffi"])
+        }
+        return python
+    }
+
+    /// One member added to a 1,000-member group (the commit) and the commit applied by another
+    /// member, ours against mls-rs's, each group made alike: its creator adds 999 members in one
+    /// commit and the newest joins from the Welcome. Best of five each.
+    static func addOneTo1000() throws -> BenchmarkResult {
+        var random = MLSSystemRandom()
+        var creator = try MLSGroup.create(groupID: Data("add one".utf8), signer: try signer("creator"), random: &random)
+        let bundles = try (1..<1000).map { index in
+            try MLSKeyPackageBundle(signer: try signer("member \(index)"), now: now, random: &random)
+        }
+        let added = try creator.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
+        creator = added.group
+        let receiver = try MLSGroup.join(welcome: added.welcome!, bundle: bundles[bundles.count - 1])
+        // An add-only commit without a path, as mls-rs makes one by default (RFC 9420 §12.4 lets
+        // it leave the path out); with one (what chats commit, for post-compromise security) it
+        // is printed beside it.
+        func best(updatingPath: Bool) throws -> Double {
+            var best = Double.infinity
+            for round in 0..<5 {
+                let package = try MLSKeyPackageBundle(signer: try signer("new \(round)"), now: now, random: &random).keyPackage
+                let started = ContinuousClock.now
+                let commit = try creator.commit(adding: [package], updatingPath: updatingPath, now: now, random: &random)
+                var applying = receiver
+                _ = try applying.process(commit.commit)
+                let elapsed = ContinuousClock.now - started
+                best = min(best, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+            }
+            return best
+        }
+        let withPath = try best(updatingPath: true)
+        let best = try best(updatingPath: false)
+        let output = try Harness.run(try mlsRsPython(), [mlsRsScript.path]).output
+        guard let field = output.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("total=") }),
+            let theirs = Double(field.dropFirst(6))
+        else { throw BenchError("mls-rs reported: \(output)") }
+        FileHandle.standardError.write(
+            Data(
+                "mls-add-one-to-1000: ours \(format(best)) ms (\(format(withPath)) ms with a path); mls-rs \(output)".utf8))
+        return Harness.result(
+            "mls-add-one-to-1000", unit: "ms", ours: best, reference: theirs, higherIsBetter: false,
+            referenceName: "mls-rs (PyPI agentvault-mls-rs-uniffi), the same add and apply; goal ≤ 1.0x")
     }
 }
