@@ -11,10 +11,12 @@ import SparkStore
 /// messages, events, receipts and member lists is one transaction (each entry in a savepoint of
 /// its own, so one that contradicts the store is dropped alone); an entry that needs the store as
 /// the entries before it left it, or the network, before it can be judged (a commit, a Welcome,
-/// a change of this user's devices, an identity notice) is a transaction of its own. For each entry of a chat the group decides (`ChatGroup`): apply
-/// it, drop it with a reason (reported as ``MessagingEvent/dropped(chatID:reason:)``, nothing
-/// changed), or keep it until the commit before it arrives (a domain that withholds a commit
-/// delays what follows it; it cannot make a device skip it).
+/// a change of this user's devices, an identity notice) is a transaction of its own.
+///
+/// For each entry of a chat the group decides (`ChatGroup`): apply it, drop it with a reason
+/// (reported as ``MessagingEvent/dropped(chatID:reason:)``, nothing changed), or keep it until
+/// the commit before it arrives (a domain that withholds a commit delays what follows it; it
+/// cannot make a device skip it).
 extension Messenger {
     /// Reads and applies the mailbox after the stored cursor; returns how many entries came from
     /// elsewhere (this device's own echoes bring nothing new: after a read of only those, the

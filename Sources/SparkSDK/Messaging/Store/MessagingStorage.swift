@@ -32,14 +32,15 @@ final class MessagingStorage: Sendable {
 
     private let backend: Backend
     private let thread = DispatchQueue(label: "spark.messaging-storage")
-    /// Set on `thread`, so that a call made there (an app's flow observer) is recognised.
-    private static let onThread = DispatchSpecificKey<Bool>()
+    /// Set on `thread` (a key of this storage's own), so that a call made there (an app's flow
+    /// observer) is recognised.
+    private let onThread = DispatchSpecificKey<Bool>()
     /// Set on the storage's thread by `close()`: checked there before every write.
     private let closed = Locked(false)
 
     private init(_ backend: Backend) {
         self.backend = backend
-        thread.setSpecific(key: Self.onThread, value: true)
+        thread.setSpecific(key: onThread, value: true)
     }
 
     /// The endpoint store's SQLite tables, values sealed by `sealer`.
@@ -67,7 +68,7 @@ final class MessagingStorage: Sendable {
     /// Called on the storage's thread itself (an app's flow observer, see ``show(_:)``), it
     /// runs there at once.
     func readNow<T: Sendable>(_ body: (any MessagingStore) throws -> T) throws -> T {
-        if DispatchQueue.getSpecific(key: Self.onThread) == true { return try transaction(writing: false, body) }
+        if DispatchQueue.getSpecific(key: onThread) == true { return try transaction(writing: false, body) }
         return try thread.sync { try transaction(writing: false, body) }
     }
 
