@@ -111,12 +111,14 @@ enum MessageChanges: Sendable, Equatable {
 ///   group in line with the user's devices and trust (commits, ordered by the domain);
 /// - the outbox (`Messenger+Outbox.swift`): sealing, storing and posting what the user sends,
 ///   exactly once, sealing again when a commit overtook it; held sends; receipts;
-/// - the mailbox sync (`Messenger+Mailbox.swift`): reading the mailbox in order and applying
-///   each entry with its cursor in one transaction (apply, drop with a reason, or wait);
+/// - the mailbox sync (`Messenger+Mailbox.swift`): reading the mailbox a page at a time and
+///   applying each page with its cursor in one transaction (each entry applied, dropped with a
+///   reason, or kept waiting);
 /// - the contact directory (`Messenger+Identities.swift`): identities, and this device's own;
 /// - the user's own devices (`Messenger+Devices.swift`): which of them are approved.
 ///
-/// All state is in the endpoint store, so a restart continues where it stopped.
+/// All state is in the store (`MessagingStorage`: the endpoint store's tables, or memory), reached
+/// by awaited transactions on the storage's own thread, so a restart continues where it stopped.
 actor Messenger {
     let domain: any DomainService
     /// The messaging store, awaited on a thread of its own (see `MessagingStorage`).
