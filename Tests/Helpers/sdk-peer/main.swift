@@ -82,7 +82,8 @@ do {
     if let index = arguments.firstIndex(of: "--listen"), index + 1 < arguments.count, let seconds = Int(arguments[index + 1]) {
         // Receives whatever comes for `seconds` (a test kills it at a random point meanwhile).
         _ = try await service.messaging()
-        print("listening")
+        // Unbuffered: the test that kills this process waits for the line.
+        FileHandle.standardOutput.write(Data("listening\n".utf8))
         try await Task.sleep(for: .seconds(seconds))
     }
     if let index = arguments.firstIndex(of: "--send"), index + 2 < arguments.count, let count = Int(arguments[index + 2]) {
