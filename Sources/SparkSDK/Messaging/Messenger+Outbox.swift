@@ -36,22 +36,10 @@ extension Messenger {
         }
         // One read: the chat, the message referred to, what holds the chat, and whether messages
         // wait held in it.
-        let groups = self.groups
-        let (refID, untrusted, waiting) = try await read { store -> (String?, [String], Bool) in
-            guard let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)) else {
-                throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
-            }
-            let refID = try ref.map { number in
-                guard let id = try store.messageID(chatID: chatID, number: number) else {
-                    throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
-                }
-                return id
-            }
-            return (refID, try self.untrustedUsers(in: stored, store), try !store.held(chatID: chatID).isEmpty)
+        let (payload, untrusted, waiting) = try await read { store -> (ChatPayload, [String], Bool) in
+            let (stored, payload) = try self.prepare(outgoing, in: store)
+            return (payload, try self.untrustedUsers(in: stored, store), try !store.held(chatID: chatID).isEmpty)
         }
-        let payload = ChatPayload(
-            kind: .text, id: id, content: content, tag: tag, data: data, ref: refID, attachment: attachment)
-        try payload.validate()
         // A contact that holds the chat is looked up again first (see `heldBy`).
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
@@ -67,9 +55,7 @@ extension Messenger {
                 }
             }
             try store.insertOutgoing(outgoing, sealed: sealed)
-            return ChatMessage(
-                id: id, chatID: chatID, number: nil, sender: self.me, isIncoming: false, content: content, tag: tag, data: data,
-                ref: ref, state: sealed == nil ? .held : .sending, timestamp: now, attachment: attachment.map(Attachment.init))
+            return outgoing.shown(as: sealed == nil ? .held : .sending)
         }
         noteExpiring()
         showMessages([message], in: chatID)
@@ -89,32 +75,38 @@ extension Messenger {
     /// waits held in it; nil otherwise (then `send` looks the holders up first). The chat's
     /// messages still sending come back with it, oldest first.
     private func sendAtOnce(_ outgoing: OutgoingMessage) async throws -> SentAtOnce? {
-        let groups = self.groups
-        return try await write { store -> SentAtOnce? in
+        try await write { store -> SentAtOnce? in
             let chatID = outgoing.chatID
-            guard let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)) else {
-                throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
-            }
-            let refID = try outgoing.ref.map { number in
-                guard let id = try store.messageID(chatID: chatID, number: number) else {
-                    throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
-                }
-                return id
-            }
-            let payload = ChatPayload(
-                kind: .text, id: outgoing.id, content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: refID,
-                attachment: outgoing.attachment)
-            try payload.validate()
+            let (stored, payload) = try self.prepare(outgoing, in: store)
             guard try self.untrustedUsers(in: stored, store).isEmpty, try store.held(chatID: chatID).isEmpty else { return nil }
             let sealed = try self.sealNext(payload, chatID: chatID, localID: outgoing.id, in: store)
             try store.insertOutgoing(outgoing, sealed: sealed)
-            let message = ChatMessage(
-                id: outgoing.id, chatID: chatID, number: nil, sender: outgoing.sender, isIncoming: false,
-                content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: outgoing.ref, state: .sending,
-                timestamp: outgoing.timestamp, attachment: outgoing.attachment.map(Attachment.init))
             return SentAtOnce(
-                message: message, pending: try store.sending(chatID: chatID), expiring: try store.timer(chatID: chatID) > 0)
+                message: outgoing.shown(as: .sending), pending: try store.sending(chatID: chatID),
+                expiring: try store.timer(chatID: chatID) > 0)
         }
+    }
+
+    /// The chat's group and the payload of `outgoing` (the message it refers to found by its
+    /// number), checked: what a send needs before it seals.
+    private nonisolated func prepare(
+        _ outgoing: OutgoingMessage, in store: any MessagingStore
+    ) throws -> (stored: GroupStore.Stored, payload: ChatPayload) {
+        let chatID = outgoing.chatID
+        guard let stored = try groups.load(store, chatID: chatID, validator: try groupValidator(store)) else {
+            throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
+        }
+        let refID = try outgoing.ref.map { number in
+            guard let id = try store.messageID(chatID: chatID, number: number) else {
+                throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
+            }
+            return id
+        }
+        let payload = ChatPayload(
+            kind: .text, id: outgoing.id, content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: refID,
+            attachment: outgoing.attachment)
+        try payload.validate()
+        return (stored, payload)
     }
 
     func requireActive(_ chatID: String) async throws {

@@ -142,11 +142,7 @@ final class MemoryMessagingStore: Sendable {
 
         func insertOutgoing(_ message: OutgoingMessage, sealed: Data?) throws {
             try insert(
-                ChatMessage(
-                    id: message.id, chatID: message.chatID, number: nil, sender: message.sender, isIncoming: false,
-                    content: message.content, tag: message.tag, data: message.data, ref: message.ref,
-                    state: sealed == nil ? .held : .sending, timestamp: message.timestamp,
-                    attachment: message.attachment.map(Attachment.init)), sealed: sealed, ignoringTaken: false,
+                message.shown(as: sealed == nil ? .held : .sending), sealed: sealed, ignoringTaken: false,
                 sentAt: message.timestamp, attachment: message.attachment)
         }
 

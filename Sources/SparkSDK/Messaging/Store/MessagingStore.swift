@@ -284,6 +284,15 @@ struct OutgoingMessage: Sendable, Equatable {
     var attachment: AttachmentDescriptor? = nil
 }
 
+extension OutgoingMessage {
+    /// The message as the app sees it before the domain numbers it.
+    func shown(as state: MessageState) -> ChatMessage {
+        ChatMessage(
+            id: id, chatID: chatID, number: nil, sender: sender, isIncoming: false, content: content, tag: tag, data: data,
+            ref: ref, state: state, timestamp: timestamp, attachment: attachment.map(Attachment.init))
+    }
+}
+
 /// A chat's row: everything but its participants' trust, which the contacts decide.
 struct StoredChat: Sendable, Equatable {
     var chatID: String
