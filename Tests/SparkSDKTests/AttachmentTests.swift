@@ -57,7 +57,7 @@ struct AttachmentTests {
 
             // The domain holds ciphertext only: the blob's first mebibyte shares no 64 bytes with
             // the file.
-            let blobID = try bob.messenger.attachment(of: received.id).file.blobID
+            let blobID = try bob.messenger.attachments.attachment(of: received.id).file.blobID
             let blob = try await world.real.downloadBlob(
                 token: try await world.real.testToken(userID: "bob").token, endpointID: bob.messenger.endpointID,
                 blobID: blobID, offset: 0, length: 1 << 20)
@@ -147,10 +147,10 @@ struct AttachmentTests {
 
             // A message whose digest is not its blob's (a sender's modified client names one
             // blob and uploads another under the same key): refused at the end all the same.
-            var lying = try bob.messenger.attachment(of: sent.id).file
+            var lying = try bob.messenger.attachments.attachment(of: sent.id).file
             lying.digest[0] ^= 1
             await #expect(throws: MessagingError(.forged, "")) {
-                try await bob.messenger.download(lying, write: { _ in }, progress: { _ in })
+                try await bob.messenger.attachments.download(lying, write: { _ in }, progress: { _ in })
             }
         }
     }
@@ -164,7 +164,7 @@ struct AttachmentTests {
             let world = try HostileWorld(directory, messaging: messaging)
             let (alice, _, _, sent, _) = try await Self.sendToBob(world, size: 1000)
             let (_, carol) = try await world.endpoint("carol", "carol-phone")
-            let blobID = try alice.messenger.attachment(of: sent.id).file.blobID
+            let blobID = try alice.messenger.attachments.attachment(of: sent.id).file.blobID
             let carolToken = try await world.real.testToken(userID: "carol").token
             let bobToken = try await world.real.testToken(userID: "bob").token
             let bobEndpoint = try world.real.endpoints(of: "bob")[0].endpointID
@@ -195,7 +195,7 @@ struct AttachmentTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try HostileWorld(directory, messaging: messaging)
             let (alice, bob, chatID, sent, _) = try await Self.sendToBob(world, size: 70_000)
-            let blobID = try alice.messenger.attachment(of: sent.id).file.blobID
+            let blobID = try alice.messenger.attachments.attachment(of: sent.id).file.blobID
             try await alice.recallMessage(sent.id)
             let bobMessages = try await bob.messages(in: chatID)
             #expect(await waitFor("bob's device forgets it") { bobMessages.value.first?.isRecalled == true })

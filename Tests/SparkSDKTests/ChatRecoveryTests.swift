@@ -65,7 +65,7 @@ struct ChatRecoveryTests {
             #expect(
                 bobMessages.value.first { $0.content == "did that go through?" }?.state.isAccepted == true,
                 "bob's message was sent, not failed")
-            #expect(try await bob.messenger.groupDevices(of: chat.chatID).map(\.user) == ["alice", "bob"])
+            #expect(try await bob.messenger.chats.groupDevices(of: chat.chatID).map(\.user) == ["alice", "bob"])
             // Bob saw mallory's commit refused.
             #expect(
                 await waitFor("bob's device reported it") {
@@ -109,7 +109,7 @@ extension Messenger {
     /// Mallory's hand: a commit of the attack's kind for the chat's epoch, posted with her own
     /// token straight to the domain (her device neither records nor applies it).
     func postHostileCommit(_ attack: ChatRecoveryTests.Attack, in chatID: String) async throws -> Int64 {
-        guard let group = try await storedGroup(chatID) else { throw MessagingError(.unknownChat, "not in the chat") }
+        guard let group = try await chats.storedGroup(chatID) else { throw MessagingError(.unknownChat, "not in the chat") }
         var random = MLSSystemRandom()
         let commit: Data
         switch attack {

@@ -171,10 +171,10 @@ struct DeviceApprovalTests {
             try await laptop.refresh()
             try await newDevice.refresh()
             #expect(newDevice.chats.value.isEmpty, "no chat adds it")
-            #expect(try await laptop.messenger.groupDevices(of: chat.chatID).allSatisfy { $0.device != newID })
+            #expect(try await laptop.messenger.chats.groupDevices(of: chat.chatID).allSatisfy { $0.device != newID })
             // Nor a chat the laptop starts now.
             let later = try await laptop.startChat(with: ["bob"], subject: "Later")
-            #expect(try await laptop.messenger.groupDevices(of: later.chatID).allSatisfy { $0.device != newID })
+            #expect(try await laptop.messenger.chats.groupDevices(of: later.chatID).allSatisfy { $0.device != newID })
             let listed = try #require(try await laptop.devices().first { $0.endpointID == newID })
             guard case .awaitingApproval(let code) = listed.approval else {
                 Issue.record("the new device is \(listed.approval)")
@@ -216,10 +216,10 @@ struct DeviceApprovalTests {
             try await laptop.approveDevice(phoneID, code: try await phone.approvalCode(with: try await laptopService.endpointID))
             #expect(await waitFor("the phone joins") { phone.chats.value.count == 1 })
             // The phone is stolen: the thief keeps its device key and alice's identity key.
-            let phoneSigner = try await phone.messenger.deviceSigner()
+            let phoneSigner = try await phone.messenger.identities.deviceSigner()
             try await laptopService.deregisterEndpoint(phoneID)
             try await laptop.refresh()
-            #expect(try await laptop.messenger.groupDevices(of: chat.chatID).allSatisfy { $0.device != phoneID })
+            #expect(try await laptop.messenger.chats.groupDevices(of: chat.chatID).allSatisfy { $0.device != phoneID })
 
             // The thief sets up a device with the passcode and has the phone's key approve it,
             // posted from a second device of theirs.
@@ -236,7 +236,7 @@ struct DeviceApprovalTests {
             try await bob.sendMessage("only for alice's own devices", to: chat.chatID)
             try await thief.refresh()
             #expect(thief.chats.value.isEmpty)
-            #expect(try await laptop.messenger.groupDevices(of: chat.chatID).allSatisfy { $0.device != thiefID })
+            #expect(try await laptop.messenger.chats.groupDevices(of: chat.chatID).allSatisfy { $0.device != thiefID })
             #expect(try await laptop.devices().first { $0.endpointID == thiefID }?.approval != .approved)
         }
     }

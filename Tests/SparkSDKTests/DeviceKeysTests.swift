@@ -35,8 +35,8 @@ struct DeviceKeysTests {
             #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
 
             // The device's key is its own, kept, and its credential is signed by bob's identity.
-            let signer = try await bob.messenger.deviceSigner()
-            #expect(try await bob.messenger.deviceSigner().signatureKey == signer.signatureKey)
+            let signer = try await bob.messenger.identities.deviceSigner()
+            #expect(try await bob.messenger.identities.deviceSigner().signatureKey == signer.signatureKey)
             #expect(signer.signatureKey != (await bob.messenger.keys.signing.publicKey.rawRepresentation))
 
             let aliceToken = try await world.real.testToken(userID: "alice").token
@@ -63,17 +63,17 @@ struct DeviceKeysTests {
             ])
             var random = MLSSystemRandom()
             let group = try MLSGroup.create(
-                groupID: Data("chat".utf8), signer: try await alice.messenger.deviceSigner(), validator: validator,
+                groupID: Data("chat".utf8), signer: try await alice.messenger.identities.deviceSigner(), validator: validator,
                 random: &random)
             let added = try group.commit(adding: [claimed[0].keyPackage], now: Date(), random: &random)
             let welcome = try #require(added.welcome)
             let references = try MLSGroup.keyPackageReferences(inWelcome: welcome)
             #expect(references == [summary.reference])
-            let bundle = try #require(try await bob.messenger.keyPackageBundle(reference: references[0]))
+            let bundle = try #require(try await bob.messenger.identities.keyPackageBundle(reference: references[0]))
             let joined = try MLSGroup.join(welcome: welcome, bundle: bundle, validator: validator)
             #expect(joined.epochAuthenticator == added.group.epochAuthenticator && joined.memberCount == 2)
             // A reference this device never published has no bundle.
-            #expect(try await bob.messenger.keyPackageBundle(reference: Data(repeating: 1, count: 32)) == nil)
+            #expect(try await bob.messenger.identities.keyPackageBundle(reference: Data(repeating: 1, count: 32)) == nil)
         }
     }
 
@@ -98,11 +98,11 @@ struct DeviceKeysTests {
             #expect(try await Self.waitForKeyPackages(DeviceKeys.lowWater - 1, world.real, user: "bob", endpoint: bobEndpoint))
             // Below the low-water mark, the device tops up to the target at its next check.
             let bob = try await bobService.messaging()
-            try await bob.messenger.ensureKeyPackages()
+            try await bob.messenger.identities.ensureKeyPackages()
             #expect(try await Self.waitForKeyPackages(DeviceKeys.oneTimeTarget, world.real, user: "bob", endpoint: bobEndpoint))
 
             // Signing out with a wipe forgets the device key and its KeyPackages' private halves.
-            _ = try await alice.messenger.deviceSigner()
+            _ = try await alice.messenger.identities.deviceSigner()
             let store = try EndpointStore(directory: directory.appendingPathComponent("alice-laptop"))
             let rows = try store.queue.read { db in try db.scalar("SELECT count(*) FROM key_package_bundles", as: Int.self) }
             #expect(rows == DeviceKeys.oneTimeTarget + 1)
@@ -139,7 +139,7 @@ struct DeviceKeysTests {
                     await service.sendAuthToken(try await world.domain.testToken(userID: user).token, userIdentifier: user)
                 }
                 // Bob's device looks at its KeyPackages on its timer.
-                try await bob.messenger.ensureKeyPackages()
+                try await bob.messenger.identities.ensureKeyPackages()
             }
             // A week on, the last-resort KeyPackage is replaced (before it could expire).
             try await pass(8)
@@ -210,7 +210,7 @@ struct DeviceKeysTests {
                     events.value.contains { if case .dropped(chat.chatID, _) = $0 { true } else { false } }
                 })
             #expect(bob.chats.value.first?.isActive == false)
-            #expect(try await bob.messenger.storedGroup(chat.chatID) == nil)
+            #expect(try await bob.messenger.chats.storedGroup(chat.chatID) == nil)
         }
     }
 }

@@ -41,12 +41,12 @@ struct HostileDomainTests {
     /// Both sides hold the same group (no fork): the same epoch and devices, and a message each
     /// way still reads.
     static func expectOneGroup(_ chat: Chat, _ note: String) async throws {
-        let aliceGroup = try #require(try await chat.alice.messenger.storedGroup(chat.chatID))
+        let aliceGroup = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID))
         #expect(
             await eventuallyAwaiting {
-                (try? await chat.bob.messenger.storedGroup(chat.chatID))?.group.epoch == aliceGroup.group.epoch
+                (try? await chat.bob.messenger.chats.storedGroup(chat.chatID))?.group.epoch == aliceGroup.group.epoch
             }, "bob is in alice's epoch (\(note))")
-        let bobGroup = try #require(try await chat.bob.messenger.storedGroup(chat.chatID))
+        let bobGroup = try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID))
         #expect(bobGroup.group.epochAuthenticator == aliceGroup.group.epochAuthenticator, "one group, not two (\(note))")
         let ping = "ping \(UUID().uuidString)"
         try await chat.alice.sendMessage(ping, to: chat.chatID)
@@ -130,7 +130,7 @@ struct HostileDomainTests {
             let chat = try await alice.startChat(with: ["bob"])
             world.domain.substitutedKeyPackages.withLock { $0["carol"] = [impostor.claimed] }
             #expect(world.welcomesAdmitting(impostor) == 0)
-            #expect(try await alice.messenger.groupDevices(of: chat.chatID).map(\.user) == ["alice", "bob"])
+            #expect(try await alice.messenger.chats.groupDevices(of: chat.chatID).map(\.user) == ["alice", "bob"])
         }
     }
 
@@ -184,7 +184,7 @@ struct HostileDomainTests {
                     return entries.filter { $0.kind != .commit }
                 }
             }
-            let before = try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch
+            let before = try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID)).group.epoch
             try await chat.alice.updateChatSubject(chat.chatID, subject: "secret plans")
             try await chat.alice.sendMessage("after the commit", to: chat.chatID)
             let bobMessages = try await chat.bob.messages(in: chat.chatID)
@@ -192,7 +192,7 @@ struct HostileDomainTests {
             try await chat.bob.refresh()
             try await chat.bob.refresh()
             #expect(bobMessages.value.map(\.content) == ["hi bob"], "what follows the commit waits")
-            #expect(try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch == before)
+            #expect(try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID)).group.epoch == before)
             #expect(chat.bob.chats.value.first?.subject == "Plans")
             // The domain behaves: the commit comes (late), and what waited for it follows.
             withholding.withLock { $0 = false }
@@ -293,16 +293,16 @@ struct HostileDomainTests {
     {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await Self.chat(directory, messaging: messaging)
-            let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
+            let epoch = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch
             chat.world.domain.loseCommitAnswers.withLock { $0 = 1 }
             await #expect(throws: MessagingError.self) { try await chat.alice.updateChatSubject(chat.chatID, subject: "lost") }
             // The domain took it; its echo, read from the mailbox, completes it on this device.
             #expect(
                 await eventuallyAwaiting(seconds: 30) {
-                    (try? await chat.alice.messenger.storedGroup(chat.chatID))??.group.epoch == epoch + 1
+                    (try? await chat.alice.messenger.chats.storedGroup(chat.chatID))??.group.epoch == epoch + 1
                 }, "the echo completes the commit whose answer was lost")
             try await chat.alice.updateChatSubject(chat.chatID, subject: "found")
-            #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 2)
+            #expect(try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 2)
             #expect(await waitFor("bob has the second subject") { chat.bob.chats.value.first?.subject == "found" })
             try await Self.expectOneGroup(chat, "after a lost answer")
         }
@@ -372,14 +372,14 @@ struct HostileDomainTests {
                 try await Self.mailbox(chat.world, chat.bobService, "bob").first {
                     $0.kind == .welcome && $0.chatID == chat.chatID
                 })
-            let epoch = try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch
+            let epoch = try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID)).group.epoch
             try await chat.alice.updateChatSubject(chat.chatID, subject: "later")
             #expect(await waitFor("bob is past the Welcome's epoch") { chat.bob.chats.value.first?.subject == "later" })
             try Self.inject(chat.world, welcome, to: "bob")
             try await chat.bob.refresh()
             // The one-time KeyPackage it names was used and is gone: the Welcome opens nothing,
             // and bob's group stays where it was (not back at the Welcome's epoch).
-            #expect(try #require(try await chat.bob.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 1)
+            #expect(try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 1)
             #expect(chat.bob.chats.value.first?.subject == "later")
             #expect(Self.drops(events, chat.chatID).isEmpty, "\(events.value)")
             try await Self.expectOneGroup(chat, "after a replayed Welcome")
@@ -396,7 +396,7 @@ struct HostileDomainTests {
             let (carolService, carol) = try await chat.world.endpoint("carol", "carol-pc")
             try await chat.alice.invite(["carol"], to: chat.chatID)
             #expect(await waitFor("carol joins") { carol.chats.value.count == 1 })
-            let kept = try #require(try await carol.messenger.storedGroup(chat.chatID))
+            let kept = try #require(try await carol.messenger.chats.storedGroup(chat.chatID))
             try await chat.alice.removeParticipant("carol", from: chat.chatID)
             try await chat.alice.sendMessage("carol is gone", to: chat.chatID)
             let bobMessages = try await chat.bob.messages(in: chat.chatID)
@@ -434,7 +434,7 @@ struct HostileDomainTests {
             let chat = try await Self.chat(
                 directory, messaging: messaging, policy: DomainPolicy(passwordIterations: 1000, identityResetDelay: 0))
             let oldPhone = try await chat.bobService.endpointID
-            let kept = try #require(try await chat.bob.messenger.storedGroup(chat.chatID))
+            let kept = try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID))
             await chat.bobService.stop()
             let (_, newPhone) = try await chat.world.endpoint("bob", "bob-new-phone", reset: true)
             let newPhoneID = newPhone.messenger.endpointID
@@ -446,12 +446,12 @@ struct HostileDomainTests {
             try await chat.alice.acceptIdentityChange(of: "bob")
             #expect(
                 await eventuallyAwaiting {
-                    (try? await chat.alice.messenger.groupDevices(of: chat.chatID).filter { $0.user == "bob" }.map(\.device))
+                    (try? await chat.alice.messenger.chats.groupDevices(of: chat.chatID).filter { $0.user == "bob" }.map(\.device))
                         == [newPhoneID]
                 }, "the old phone is evicted, the new one added")
             let newMessages = try await newPhone.messages(in: chat.chatID)
             #expect(await waitFor("the new phone reads what was held") { newMessages.value.map(\.content) == ["is that you?"] })
-            #expect(!(try await chat.alice.messenger.groupDevices(of: chat.chatID).contains { $0.device == oldPhone }))
+            #expect(!(try await chat.alice.messenger.chats.groupDevices(of: chat.chatID).contains { $0.device == oldPhone }))
             // The old phone's state opens nothing sent after its eviction.
             let token = try await chat.world.real.testToken(userID: "bob").token
             let entries = try await chat.world.real.readMailbox(token: token, endpointID: newPhoneID, after: 0, limit: 1000)
@@ -495,7 +495,7 @@ struct HostileDomainTests {
             for device in [chat.alice, phone, tablet] {
                 #expect(await waitFor("read everywhere") { device.chats.value.first?.unreadCount == 0 })
             }
-            let devices = try await chat.bob.messenger.groupDevices(of: chat.chatID).filter { $0.user == "alice" }
+            let devices = try await chat.bob.messenger.chats.groupDevices(of: chat.chatID).filter { $0.user == "alice" }
             #expect(devices.count == 3, "\(devices)")
         }
     }
@@ -517,7 +517,7 @@ struct GroupKeysOverTimeTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
             let start = try await Self.commits(chat).count
-            let epoch = try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch
+            let epoch = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch
             // Alice's last commit was 8 days ago. (Whatever writes a group's row gives it a new
             // version, so that a live session of it is read again.)
             let messenger = chat.alice.messenger
@@ -528,7 +528,7 @@ struct GroupKeysOverTimeTests {
                 try messenger.groups.save(store, stored)
             }
             try await chat.alice.refresh()
-            #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 1)
+            #expect(try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 1)
             #expect(try await Self.commits(chat).count == start + 1, "one update commit")
             try await chat.alice.refresh()
             #expect(try await Self.commits(chat).count == start + 1, "and no second one: the clock starts again")
@@ -540,7 +540,7 @@ struct GroupKeysOverTimeTests {
             }
             try await chat.alice.sendMessage("the thousandth", to: chat.chatID)
             try await chat.alice.refresh()
-            #expect(try #require(try await chat.alice.messenger.storedGroup(chat.chatID)).group.epoch == epoch + 2)
+            #expect(try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 2)
             try await HostileDomainTests.expectOneGroup(chat, "after two updates")
         }
     }
@@ -560,12 +560,12 @@ struct GroupKeysOverTimeTests {
             let two = try await bob.startChat(with: ["alice"], subject: "two")
             #expect(await waitFor("the phone is in both") { phone.chats.value.count == 2 })
             let phoneID = try await phoneService.endpointID
-            let kept = try #require(try await phone.messenger.storedGroup(two.chatID))
+            let kept = try #require(try await phone.messenger.chats.storedGroup(two.chatID))
             try await laptopService.deregisterEndpoint(phoneID)
             for chatID in [one.chatID, two.chatID] {
                 #expect(
                     await eventuallyAwaiting {
-                        (try? await bob.messenger.groupDevices(of: chatID).contains { $0.device == phoneID }) == false
+                        (try? await bob.messenger.chats.groupDevices(of: chatID).contains { $0.device == phoneID }) == false
                     }, "the phone is out of \(chatID)")
             }
             try await bob.sendMessage("after the phone", to: two.chatID)

@@ -150,7 +150,7 @@ struct IdentityVerificationTests {
             // Below the held state: nothing at all is sealed in a group holding a device this
             // device does not trust (a commit applied mid-send is caught there).
             await #expect(throws: MessagingError(.identityUnconfirmed, "")) {
-                try await alice.messenger.seal(ChatPayload(kind: .text, id: "probe", content: "x"), in: chat.chatID)
+                try await alice.messenger.outbox.seal(ChatPayload(kind: .text, id: "probe", content: "x"), in: chat.chatID)
             }
             // What alice sends now is held; a subject change is refused.
             let held = try await alice.sendMessage("during", to: chat.chatID)
@@ -218,7 +218,7 @@ struct IdentityVerificationTests {
             // Accepting is the user's decision to trust the new key: alice (the chat's admin)
             // replaces bob's devices of the old identity with the new identity's device.
             #expect(world.welcomesAdmitting(impostor, from: start) == 1)
-            let participants = try await alice.messenger.groupDevices(of: chat.chatID)
+            let participants = try await alice.messenger.chats.groupDevices(of: chat.chatID)
             #expect(participants.filter { $0.user == "bob" }.map(\.device) == ["bob-impostor"])
         }
     }

@@ -7,20 +7,20 @@ import Testing
 @Suite("Messaging: retry or drop")
 struct MailboxRetryTests {
     @Test func failuresOutsideTheEntryAreRetried() {
-        #expect(Messenger.isRetryable(MessagingError(.storageFailure, "disk full")))
-        #expect(Messenger.isRetryable(MessagingError(.refused, "down", domainCode: .unavailable)))
-        #expect(Messenger.isRetryable(MessagingError(.refused, "expired", domainCode: .tokenExpired)))
-        #expect(Messenger.isRetryable(MessagingError(.refused, "domain disk", domainCode: .storageFailure)))
-        #expect(Messenger.isRetryable(DomainError(.unavailable, "down")))
-        #expect(Messenger.isRetryable(AuthError(.credentialsRequired, "log in again")))
-        #expect(Messenger.isRetryable(CancellationError()))
-        #expect(Messenger.isRetryable(MessagingError(.notReady, "messaging has stopped")))
+        #expect(MessagingContext.isRetryable(MessagingError(.storageFailure, "disk full")))
+        #expect(MessagingContext.isRetryable(MessagingError(.refused, "down", domainCode: .unavailable)))
+        #expect(MessagingContext.isRetryable(MessagingError(.refused, "expired", domainCode: .tokenExpired)))
+        #expect(MessagingContext.isRetryable(MessagingError(.refused, "domain disk", domainCode: .storageFailure)))
+        #expect(MessagingContext.isRetryable(DomainError(.unavailable, "down")))
+        #expect(MessagingContext.isRetryable(AuthError(.credentialsRequired, "log in again")))
+        #expect(MessagingContext.isRetryable(CancellationError()))
+        #expect(MessagingContext.isRetryable(MessagingError(.notReady, "messaging has stopped")))
     }
 
     @Test func failuresOfTheEntryItselfAreDropped() {
-        #expect(!Messenger.isRetryable(MessagingError(.forged, "bad signature")))
-        #expect(!Messenger.isRetryable(MessagingError(.unknownUser, "no identity")))
-        #expect(!Messenger.isRetryable(MessagingError(.refused, "not a member", domainCode: .forbidden)))
-        #expect(!Messenger.isRetryable(DomainError(.invalidRequest, "malformed")))
+        #expect(!MessagingContext.isRetryable(MessagingError(.forged, "bad signature")))
+        #expect(!MessagingContext.isRetryable(MessagingError(.unknownUser, "no identity")))
+        #expect(!MessagingContext.isRetryable(MessagingError(.refused, "not a member", domainCode: .forbidden)))
+        #expect(!MessagingContext.isRetryable(DomainError(.invalidRequest, "malformed")))
     }
 }

@@ -20,21 +20,21 @@ struct MessageFlowDeltaTests {
     @Test func aMergeReplacesInsertsMovesTrimsAndRemoves() {
         let window = [Self.message("a", 1), Self.message("b", 2), Self.message("p", nil, at: 5)]
         // A new numbered message goes before the one still sending; a changed one is replaced.
-        var merged = Messenger.merge(
+        var merged = MessageFlows.merge(
             [Self.message("c", 3), Self.message("a", 1, "edited")], removing: [], into: window, limit: 10)
         #expect(merged.map(\.id) == ["a", "b", "c", "p"])
         #expect(merged.first?.content == "edited")
         // The one sending gets its number: it moves among the numbered ones.
-        merged = Messenger.merge([Self.message("p", 4)], removing: [], into: merged, limit: 10)
+        merged = MessageFlows.merge([Self.message("p", 4)], removing: [], into: merged, limit: 10)
         #expect(merged.map(\.id) == ["a", "b", "c", "p"] && merged.last?.number == 4)
         // Past the limit, the oldest leave the window.
-        merged = Messenger.merge([Self.message("d", 5), Self.message("e", 6)], removing: [], into: merged, limit: 4)
+        merged = MessageFlows.merge([Self.message("d", 5), Self.message("e", 6)], removing: [], into: merged, limit: 4)
         #expect(merged.map(\.id) == ["c", "p", "d", "e"])
         // A change to a message outside the window does not bring it back.
-        merged = Messenger.merge([Self.message("a", 1, "again")], removing: [], into: merged, limit: 4)
+        merged = MessageFlows.merge([Self.message("a", 1, "again")], removing: [], into: merged, limit: 4)
         #expect(merged.map(\.id) == ["c", "p", "d", "e"])
         // Messages still sending keep their order by time, after the numbered ones.
-        merged = Messenger.merge(
+        merged = MessageFlows.merge(
             [Self.message("y", nil, at: 9), Self.message("x", nil, at: 8)], removing: ["d"], into: merged, limit: 10)
         #expect(merged.map(\.id) == ["c", "p", "e", "x", "y"])
     }
@@ -70,7 +70,7 @@ struct MessageFlowDeltaTests {
                 })
             for (access, flow) in [(chat.alice, aliceFlow), (chat.bob, bobFlow)] {
                 try await access.refresh()
-                let fresh = try await access.messages(in: chat.chatID, before: nil, limit: Messenger.flowWindow)
+                let fresh = try await access.messages(in: chat.chatID, before: nil, limit: MessageFlows.flowWindow)
                 #expect(flow.value == fresh)
             }
             let chats = chat.bob.chats.value

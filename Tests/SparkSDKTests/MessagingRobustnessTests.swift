@@ -92,7 +92,7 @@ struct MessagingRobustnessTests {
             let messages = try await bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { messages.value.count == 1 })
             let events = EventRecorder(bob)
-            let again = try await alice.messenger.seal(
+            let again = try await alice.messenger.outbox.seal(
                 ChatPayload(kind: .text, id: first.id, content: "not one", tag: "Text"), in: chat.chatID)
             _ = try await world.domain.post(
                 token: try await world.domain.testToken(userID: "alice").token, endpointID: try await aliceService.endpointID,

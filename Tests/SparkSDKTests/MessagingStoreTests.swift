@@ -378,7 +378,7 @@ struct MessagingStoreTests {
         var bob = try #require(world.groups["bob"])
         let alice = try #require(world.groups["alice"])
         let validator = MLSAcceptAnyCredential()
-        let groups = GroupStore(sessions: ChatSessions(capacity: 4))
+        let groups = GroupStore(cache: GroupCache(capacity: 4))
         try store.write { s in
             try groups.save(s, GroupStore.Stored(group: alice, sentSinceUpdate: 0, updatedAt: Self.time, lastNumber: 0))
         }
@@ -403,7 +403,7 @@ struct MessagingStoreTests {
         }
         // Loaded fresh (no live session), the group is where the last save left it.
         let fresh = try store.read { s in
-            try GroupStore(sessions: ChatSessions(capacity: 1)).load(s, chatID: "c1", validator: validator)
+            try GroupStore(cache: GroupCache(capacity: 1)).load(s, chatID: "c1", validator: validator)
         }
         #expect(fresh?.sentSinceUpdate == 3 && fresh?.group.group.epochAuthenticator == alice.group.epochAuthenticator)
         // The core decides by what the store holds: a replayed id is dropped.

@@ -149,7 +149,7 @@ struct MessagingTests {
             #expect(try await alice.messages(in: chat.chatID).value.map(\.content) == ["hello"])
             await #expect(throws: MessagingError(.unknownChat, "")) { try await bob.editMessage(sent.id, content: "hacked") }
             let events = EventRecorder(alice)
-            let forged = try await bob.messenger.seal(
+            let forged = try await bob.messenger.outbox.seal(
                 ChatPayload(kind: .edit, id: "e-forged", content: "hacked", ref: sent.id), in: chat.chatID)
             _ = try await world.domain.post(
                 token: try await world.domain.testToken(userID: "bob").token, endpointID: try await bobService.endpointID,
@@ -451,7 +451,7 @@ struct GroupMessagingTests {
 
             // Alice's device (the admin's) removed carol's device from the group by a commit
             // before "just us now", and the domain stopped routing to carol.
-            #expect(try await alice.messenger.groupDevices(of: group.chatID).map(\.user) == ["alice", "bob"])
+            #expect(try await alice.messenger.chats.groupDevices(of: group.chatID).map(\.user) == ["alice", "bob"])
             let token = try await world.domain.testToken(userID: "carol").token
             let mailbox = try await world.domain.readMailbox(
                 token: token, endpointID: try await carolService.endpointID, after: 0, limit: 500)

@@ -18,7 +18,7 @@ struct RichMessagingTests {
     static func forge(_ payload: ChatPayload, as access: BBMAccess, user: String, in chatID: String, world: ChatWorld)
         async throws
     {
-        let sealed = try await access.messenger.seal(payload, in: chatID)
+        let sealed = try await access.messenger.outbox.seal(payload, in: chatID)
         _ = try await world.domain.post(
             token: try await world.domain.testToken(userID: user).token, endpointID: access.messenger.endpointID,
             chatID: chatID, kind: .event, payload: sealed, recipient: nil, clientID: nil)
@@ -199,7 +199,7 @@ struct RichMessagingTests {
             let forged = try await messenger.read { store in
                 var random = MLSSystemRandom()
                 let stored = try #require(
-                    try messenger.groups.load(store, chatID: chat.chatID, validator: try messenger.groupValidator(store)))
+                    try messenger.session(chat.chatID, in: store))
                 return try stored.group.sealEphemeral(
                     ChatPayload(kind: .typing, id: "t-forged", upTo: Int64(now.timeIntervalSince1970 * 1000)),
                     random: &random)

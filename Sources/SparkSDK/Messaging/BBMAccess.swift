@@ -25,7 +25,7 @@ public final class BBMAccess: Sendable {
     /// out): every call then throws ``MessagingError/Code/notReady``. Get a new one from
     /// ``BBMEnterpriseService/messaging()`` once setup succeeds again. An app that keeps the
     /// access (instead of asking the service each time) checks this first.
-    public var isStopped: Bool { messenger.hasStopped.withLock { $0 } }
+    public var isStopped: Bool { messenger.hasStopped }
 
     /// The signed-in user's id.
     public var currentUser: String { messenger.keys.userID }
@@ -70,7 +70,7 @@ public final class BBMAccess: Sendable {
 
     /// Starts a chat with one user (one-to-one) or several (a group), with an optional subject.
     public func startChat(with users: [String], subject: String = "") async throws -> Chat {
-        try await messenger.startChat(with: users, subject: subject)
+        try await messenger.chats.startChat(with: users, subject: subject)
     }
 
     /// Sends a message; at most 70 KB of content and data together.
@@ -78,7 +78,7 @@ public final class BBMAccess: Sendable {
     public func sendMessage(
         _ content: String, tag: String = "Text", data: String? = nil, ref: Int64? = nil, to chatID: String
     ) async throws -> ChatMessage {
-        try await messenger.send(content, tag: tag, data: data, ref: ref, to: chatID)
+        try await messenger.outbox.send(content, tag: tag, data: data, ref: ref, to: chatID)
     }
 
     /// Sends the file at `path` to a chat, with an optional caption and thumbnail: the file is
@@ -101,7 +101,7 @@ public final class BBMAccess: Sendable {
         at path: String, to chatID: String, caption: String = "", tag: String = "File", fileName: String? = nil,
         mediaType: String? = nil, thumbnail: Thumbnail? = nil
     ) throws -> AttachmentTransfer<ChatMessage> {
-        try messenger.sendFile(
+        try messenger.outbox.sendFile(
             at: path, to: chatID, caption: caption, tag: tag, fileName: fileName, mediaType: mediaType, thumbnail: thumbnail)
     }
 
@@ -111,12 +111,12 @@ public final class BBMAccess: Sendable {
     /// truncated blob is refused with ``MessagingError/Code/forged``, and nothing is left).
     /// The saved file is the app's: a recall or an expiry does not reach it.
     public func saveAttachment(of messageID: String, to path: String) throws -> AttachmentTransfer<Void> {
-        try messenger.saveAttachment(of: messageID, to: path)
+        try messenger.attachments.saveAttachment(of: messageID, to: path)
     }
 
     /// The thumbnail of a message's attachment, if one came with it.
     public func thumbnail(of messageID: String) async throws -> Data? {
-        try await messenger.thumbnail(of: messageID)
+        try await messenger.attachments.thumbnail(of: messageID)
     }
 
     /// Blocks a user: from now on every device of this user drops their messages, reactions,
@@ -126,33 +126,33 @@ public final class BBMAccess: Sendable {
     /// device reads it as soon as it next reads its mailbox). What they send while blocked is not
     /// shown later, after an unblock. They are not told, though a chat they try to start with
     /// this user is refused.
-    public func block(_ userID: String) async throws { try await messenger.setBlocked(userID, true) }
+    public func block(_ userID: String) async throws { try await messenger.identities.setBlocked(userID, true) }
 
     /// Unblocks a user: what they send from now on arrives again.
-    public func unblock(_ userID: String) async throws { try await messenger.setBlocked(userID, false) }
+    public func unblock(_ userID: String) async throws { try await messenger.identities.setBlocked(userID, false) }
 
     /// The users this user blocked, sorted.
-    public func blockedUsers() async -> [String] { await messenger.blockedUsers() }
+    public func blockedUsers() async -> [String] { messenger.identities.blockedUsers() }
 
     /// Marks incoming messages read up to `number` (all of them when nil) and tells the senders.
     public func markMessagesRead(in chatID: String, upTo number: Int64? = nil) async throws {
-        try await messenger.markRead(chatID, upTo: number)
+        try await messenger.outbox.markRead(chatID, upTo: number)
     }
 
     /// Leaves a chat; later messages are sealed with keys this user does not get.
-    public func leaveChat(_ chatID: String) async throws { try await messenger.leave(chatID) }
+    public func leaveChat(_ chatID: String) async throws { try await messenger.chats.leave(chatID) }
 
     /// Invites users (admins only).
-    public func invite(_ users: [String], to chatID: String) async throws { try await messenger.invite(users, to: chatID) }
+    public func invite(_ users: [String], to chatID: String) async throws { try await messenger.chats.invite(users, to: chatID) }
 
     /// Removes a participant (admins only); the keys rotate so they cannot read what follows.
     public func removeParticipant(_ user: String, from chatID: String) async throws {
-        try await messenger.remove(user, from: chatID)
+        try await messenger.chats.remove(user, from: chatID)
     }
 
     /// Renames a chat.
     public func updateChatSubject(_ chatID: String, subject: String) async throws {
-        try await messenger.rename(chatID, subject: subject)
+        try await messenger.chats.rename(chatID, subject: subject)
     }
 
     /// The latest messages of a chat as a flow (the newest 200; page back with
@@ -177,19 +177,19 @@ public final class BBMAccess: Sendable {
     /// Changes the text of a message this user sent; every member's device shows the new text
     /// (an edit travels as an authenticated message naming the edited message's id).
     public func editMessage(_ messageID: String, content: String) async throws {
-        try await messenger.edit(messageID, content: content)
+        try await messenger.outbox.edit(messageID, content: content)
     }
 
     /// Adds this user's reaction `emoji` (one emoji) to a message of a chat; every member's
     /// device counts it in ``ChatMessage/reactions``. A user has one of each emoji on a message
     /// (adding it again changes nothing), and at most 20 different ones.
     public func react(to messageID: String, emoji: String) async throws {
-        try await messenger.react(messageID, emoji: emoji, added: true)
+        try await messenger.outbox.react(messageID, emoji: emoji, added: true)
     }
 
     /// Removes this user's reaction `emoji` from a message (nothing happens when it has none).
     public func removeReaction(from messageID: String, emoji: String) async throws {
-        try await messenger.react(messageID, emoji: emoji, added: false)
+        try await messenger.outbox.react(messageID, emoji: emoji, added: false)
     }
 
     /// Recalls a message this user sent (deletes it for everyone): every device of every member
@@ -197,7 +197,7 @@ public final class BBMAccess: Sendable {
     /// Only its sender may; a recall from anyone else is dropped by every device. A device that
     /// already shows the message keeps no copy of it, though a person may have read or copied it.
     public func recallMessage(_ messageID: String) async throws {
-        try await messenger.recall(messageID)
+        try await messenger.outbox.recall(messageID)
     }
 
     /// Sets the chat's disappearing-messages timer, or turns it off (nil): each message sent from
@@ -211,7 +211,7 @@ public final class BBMAccess: Sendable {
         if let timer, timer.components.attoseconds != 0 || seconds == 0 {
             throw MessagingError(.invalidArgument, "a disappearing-messages timer is whole seconds, 5 seconds to 365 days")
         }
-        try await messenger.setTimer(chatID, seconds: seconds)
+        try await messenger.chats.setTimer(chatID, seconds: seconds)
     }
 
     /// Reports `userID`, a participant of the chat, to the domain's operator, revealing
@@ -220,7 +220,7 @@ public final class BBMAccess: Sendable {
     /// keys): the report is the user's word. `spark-admin reports` lists reports.
     @discardableResult
     public func report(_ userID: String, in chatID: String, messages: [ChatMessage], reason: String) async throws -> Int64 {
-        try await messenger.report(userID, in: chatID, messages: messages, reason: reason)
+        try await messenger.outbox.report(userID, in: chatID, messages: messages, reason: reason)
     }
 
     /// How long an app shows a user as typing after their last notice
@@ -232,7 +232,7 @@ public final class BBMAccess: Sendable {
     /// that are online get ``MessagingEvent/typing(chatID:userID:isTyping:)``; nothing is stored,
     /// by the domain only for seconds.
     public func sendTyping(in chatID: String, isTyping: Bool = true) async throws {
-        try await messenger.sendTyping(in: chatID, isTyping: isTyping)
+        try await messenger.outbox.sendTyping(in: chatID, isTyping: isTyping)
     }
 
     /// Sends an app-defined live event to the chat (Spark's `chatEventSend`): `tag` names it (1 to
@@ -242,7 +242,7 @@ public final class BBMAccess: Sendable {
     /// its mailbox more than a few seconds later never gets it. The domain refuses more than 120
     /// typing notices and events a minute from one user.
     public func sendChatEvent(_ tag: String, data: String? = nil, to chatID: String) async throws {
-        try await messenger.sendChatEvent(tag: tag, data: data, in: chatID)
+        try await messenger.outbox.sendChatEvent(tag: tag, data: data, in: chatID)
     }
 
     /// Reads the mailbox now instead of at the next poll, then does what follows a read: sends
@@ -253,12 +253,12 @@ public final class BBMAccess: Sendable {
 
     /// The user's devices, each with its approval as this device sees it: a device awaiting
     /// approval (`EndpointApproval.awaitingApproval(code:)`) joins no chat and gets no history.
-    public func devices() async throws -> [EndpointInfo] { try await messenger.devices() }
+    public func devices() async throws -> [EndpointInfo] { try await messenger.identities.devices() }
 
     /// The code this device and the user's device `endpointID` both show when one approves the
     /// other: a new device shows it beside each device it can be approved on.
     public func approvalCode(with endpointID: String) async throws -> String {
-        try await messenger.approvalCode(with: endpointID)
+        try await messenger.identities.approvalCode(with: endpointID)
     }
 
     /// Approves the user's device `endpointID` once this screen and the device's show the same
@@ -275,12 +275,12 @@ public final class BBMAccess: Sendable {
     // MARK: Identities
 
     /// A contact: how far their identity key is trusted, and the safety number to compare.
-    public func contact(_ userID: String) async throws -> Contact { try await messenger.contact(userID) }
+    public func contact(_ userID: String) async throws -> Contact { try await messenger.identities.contact(userID) }
 
     /// The safety number of the signed-in user and `userID`: the two compare it (read aloud, or
     /// side by side) to know that neither key was substituted by the domain or anyone else.
     public func safetyNumber(with userID: String) async throws -> SafetyNumber {
-        try await messenger.safetyNumber(with: userID)
+        try await messenger.identities.safetyNumber(with: userID)
     }
 
     /// Marks `userID` verified once the user compared `number` with theirs. It must be the
@@ -298,10 +298,10 @@ public final class BBMAccess: Sendable {
 
     /// Whether contacts met for the first time are trusted at once (the default) or held until
     /// accepted; kept in this endpoint's store.
-    public func identityTrustPolicy() async throws -> IdentityTrustPolicy { try await messenger.identityTrustPolicy() }
+    public func identityTrustPolicy() async throws -> IdentityTrustPolicy { try await messenger.identities.identityTrustPolicy() }
 
     /// Sets the first-contact policy for contacts met from now on.
     public func setIdentityTrustPolicy(_ policy: IdentityTrustPolicy) async throws {
-        try await messenger.setIdentityTrustPolicy(policy)
+        try await messenger.identities.setIdentityTrustPolicy(policy)
     }
 }

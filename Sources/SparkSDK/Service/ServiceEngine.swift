@@ -426,7 +426,7 @@ actor ServiceEngine {
     func endpoints() async throws -> [EndpointInfo] {
         let (domain, token) = try await requireSession()
         if machine.setupState == .deviceSwitchRequired || machine.setupState == .full { return offeredEndpoints }
-        if let messenger { return try await messenger.devices() }
+        if let messenger { return try await messenger.identities.devices() }
         return try await call { try await domain.endpoints(token: token, endpointID: try endpointID()) }
     }
 
@@ -451,7 +451,7 @@ actor ServiceEngine {
         }
         let me = try endpointID()
         // Another device's removal is signed by this device's key: a token alone evicts no device.
-        let signature = target == me ? nil : try await messenger?.removalSignature(of: target)
+        let signature = target == me ? nil : try await messenger?.identities.removalSignature(of: target)
         try await call {
             try await domain.deregisterEndpoint(token: token, endpointID: me, target: target, signature: signature)
         }

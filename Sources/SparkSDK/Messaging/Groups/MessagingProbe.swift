@@ -39,7 +39,7 @@ import SparkStore
     /// most `sessions` chats live.
     public init(directory: URL, trusting devices: [Device], sessions: Int = 256) throws {
         store = try EndpointStore(directory: directory, key: .provided(SymmetricKey(size: .bits256)))
-        groups = GroupStore(sessions: ChatSessions(capacity: sessions))
+        groups = GroupStore(cache: GroupCache(capacity: sessions))
         validator = DeviceCredentialValidator(identityKeys: Dictionary(devices.map { ($0.user, $0.identityKey) }) { a, _ in a })
     }
 
@@ -50,7 +50,7 @@ import SparkStore
     public static func groupID(_ chatID: String) -> Data { ChatGroup.groupID(chatID) }
 
     /// How many chats are live now.
-    public var liveSessions: Int { groups.sessions.count }
+    public var liveSessions: Int { groups.cache.count }
 
     /// Keeps `group` as the chat's group (made or joined outside the probe).
     public func keep(_ group: MLSGroup, as chatID: String) throws {

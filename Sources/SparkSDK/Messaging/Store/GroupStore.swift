@@ -4,11 +4,11 @@ import SparkDomain
 import SparkMLS
 
 /// Chats as MLS groups, over a ``MessagingStore``: each chat's group parsed from its row and
-/// kept live in ``ChatSessions`` (checked against the row's `version` on every load), saved in
+/// kept live in ``GroupCache`` (checked against the row's `version` on every load), saved in
 /// two parts (the epoch state, changed by commits, and the ratchets, changed by every message),
 /// and the group after a commit this device posted and has not yet seen answered.
 struct GroupStore: Sendable {
-    let sessions: ChatSessions
+    let cache: GroupCache
 
     /// One chat's stored group.
     struct Stored: Sendable {
@@ -25,7 +25,7 @@ struct GroupStore: Sendable {
     /// since it was loaded or saved here, else the row, parsed (and kept live).
     func load(_ store: some MessagingStore, chatID: String, validator: any MLSCredentialValidator) throws -> Stored? {
         guard let version = try store.groupVersion(chatID: chatID) else { return nil }
-        if var live = sessions.session(chatID, version: version) {
+        if var live = cache.session(chatID, version: version) {
             live.group = live.group.judged(by: validator)
             return live
         }
@@ -47,7 +47,7 @@ struct GroupStore: Sendable {
         let stored = Stored(
             group: ChatGroup(chatID: chatID, group: group), sentSinceUpdate: record.sentSinceUpdate,
             updatedAt: record.updatedAt, lastNumber: record.lastNumber)
-        sessions.remember(stored, version: record.version)
+        cache.remember(stored, version: record.version)
         return stored
     }
 
@@ -60,9 +60,9 @@ struct GroupStore: Sendable {
         var record = GroupRecord(
             chatID: chatID, epoch: group.epoch, ratchets: group.serializedRatchets().unsafeData(),
             sentSinceUpdate: stored.sentSinceUpdate, updatedAt: stored.updatedAt, lastNumber: stored.lastNumber,
-            version: ChatSessions.newVersion())
+            version: GroupCache.newVersion())
         if let current = try store.groupVersion(chatID: chatID),
-            let live = sessions.session(chatID, version: current), live.group.group.epoch == group.epoch,
+            let live = cache.session(chatID, version: current), live.group.group.epoch == group.epoch,
             live.group.group.epochAuthenticator == group.epochAuthenticator, live.group.group.isActive == group.isActive
         {
             // The row holds this epoch's state already: the session at the row's version is of
@@ -70,26 +70,26 @@ struct GroupStore: Sendable {
             // epoch secret, itself from the whole group context), and the row is in two parts
             // (not a whole state from before they were split).
             if try store.saveRatchets(record, expected: current) {
-                sessions.remember(stored, version: record.version)
+                cache.remember(stored, version: record.version)
                 return
             }
         }
         record.epochState = nil
         try store.saveGroup(record, epochState: group.serializedEpoch().unsafeData())
-        sessions.remember(stored, version: record.version)
+        cache.remember(stored, version: record.version)
     }
 
     /// Notes a chat number seen in the mailbox (one of this device's own messages).
     func noteNumber(_ store: some MessagingStore, chatID: String, number: Int64) throws {
         let current = try store.groupVersion(chatID: chatID)
-        let version = ChatSessions.newVersion()
+        let version = GroupCache.newVersion()
         try store.noteNumber(chatID: chatID, number: number, version: version)
-        sessions.update(chatID, from: current, to: version) { $0.lastNumber = max($0.lastNumber, number) }
+        cache.update(chatID, from: current, to: version) { $0.lastNumber = max($0.lastNumber, number) }
     }
 
     /// This user left the chat: its group goes, with its pending work.
     func leave(_ store: some MessagingStore, chatID: String) throws {
-        sessions.forget(chatID)
+        cache.forget(chatID)
         try store.leaveChat(chatID, epoch: try store.group(chatID: chatID)?.epoch)
     }
 

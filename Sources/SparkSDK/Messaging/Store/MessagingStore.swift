@@ -17,7 +17,7 @@ import SparkDomain
 /// - a message id is taken once, and a chat's number once: a second insert throws
 ///   `MessagingError(.conflict)` and changes nothing (or, `ignoringTaken`, is left out);
 /// - a message's state moves only by a ``MessageStep``, from the step's sources;
-/// - a group's row changes its `version` at every write (see ``ChatSessions``), and its
+/// - a group's row changes its `version` at every write (see ``GroupCache``), and its
 ///   ratchets are replaced alone only while the row is at the version and epoch the caller names.
 protocol MessagingStore {
     /// Runs `body` in a savepoint of the transaction: what it changed is undone, alone, when it

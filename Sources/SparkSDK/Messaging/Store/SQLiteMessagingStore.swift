@@ -718,7 +718,7 @@ struct SQLiteMessagingStore: MessagingStore {
     // MARK: Schema
 
     /// The group's state in two parts (the epoch state in a table of its own) and the row's
-    /// version (see ``ChatSessions``), added by the endpoint store's migration `v9-chat-sessions`.
+    /// version (see ``GroupCache``), added by the endpoint store's migration `v9-chat-sessions`.
     /// A row from before keeps its whole state in `chat_groups.state`, with no ratchets, until
     /// it is next saved.
     static let sessionsSchema = """

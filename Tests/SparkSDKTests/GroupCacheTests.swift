@@ -8,7 +8,7 @@ import Testing
 
 @testable import SparkSDK
 
-/// Live chat sessions (`ChatSessions` under `GroupStore`): a group stays parsed between messages,
+/// Live chat sessions (`GroupCache` under `GroupStore`): a group stays parsed between messages,
 /// a message writes only its ratchets, and a session is never used once the row moved on, by
 /// another process on the same data directory or by a transaction that rolled back. A stale
 /// session would seal with a ratchet key already used (the worst failure a messenger can have),
@@ -29,8 +29,8 @@ struct ChatSessionTests {
             let key = SymmetricKey(size: .bits256)
             let stores = try (0..<2).map { _ in try EndpointStore(directory: directory, key: .provided(key)) }
             sealer = stores[0].sealer
-            first = (stores[0].queue, GroupStore(sessions: ChatSessions(capacity: capacity)))
-            second = (stores[1].queue, GroupStore(sessions: ChatSessions(capacity: capacity)))
+            first = (stores[0].queue, GroupStore(cache: GroupCache(capacity: capacity)))
+            second = (stores[1].queue, GroupStore(cache: GroupCache(capacity: capacity)))
             let world = try ChatGroupTests.World()
             bob = try #require(world.groups["bob"])
             validator = DeviceCredentialValidator(identityKeys: [
@@ -155,13 +155,13 @@ struct ChatSessionTests {
                         GroupStore.Stored(group: group, sentSinceUpdate: 0, updatedAt: Date(), lastNumber: 0))
                 }
             }
-            #expect(groups.sessions.count == 2)
+            #expect(groups.cache.count == 2)
             // The chat no longer live is read from the store, as it was.
             let loaded = try fixture.first.queue.read { db in
                 try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)
             }
             #expect(try #require(loaded).group.group.epochAuthenticator == fixture.bob.group.epochAuthenticator)
-            #expect(groups.sessions.count == 2)
+            #expect(groups.cache.count == 2)
         }
     }
 
@@ -223,7 +223,7 @@ struct ChatSessionTests {
     @Test func untrustedUsersAreKnownForOneEpochAndOneVersionOfTheContacts() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let fixture = try Fixture(directory)
-            let (sessions, sealer) = (fixture.first.groups.sessions, fixture.sealer)
+            let (sessions, sealer) = (fixture.first.groups.cache, fixture.sealer)
             _ = try fixture.first.queue.read { db in
                 try fixture.first.groups.load(
                     SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: fixture.validator)

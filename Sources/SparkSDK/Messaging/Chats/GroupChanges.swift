@@ -12,53 +12,40 @@ import SparkStore
 /// conflict another commit came first, so the device applies it from its mailbox and commits
 /// again. A commit is kept, pending, before it is posted, so that a lost answer (a crash, the
 /// network) is completed by the commit's echo in the mailbox.
-extension Messenger {
-    // MARK: Blocking
+actor GroupChanges: MessagingPart {
+    nonisolated let context: MessagingContext
+    let identities: Identities
+    /// Checks a chat is live and not held before a change; hands a new device its history.
+    let outbox: Outbox
+    /// Read on a conflict, and after a commit up to its echo.
+    let mailbox: MailboxSync
+    /// The latest group change per chat; each waits for the one before it (see `change`).
+    private var changes: [String: Task<Void, any Error>] = [:]
+    /// The pass of `reconcile(force:)` in progress; each waits for the one before it.
+    private var reconciling: Task<Void, Never>?
+    /// When every chat was last looked at.
+    private var lastReconcile: ContinuousClock.Instant?
+    /// How often every chat is looked at when nothing asked for it (this user's devices may
+    /// have changed; an update may be due).
+    static let reconcileInterval: Duration = .seconds(60)
 
-    /// Refuses to start a chat with, or invite, a user this user blocked.
-    private func requireNotBlocked(_ users: [String]) throws {
-        let refused = users.filter(blocked.contains)
-        guard refused.isEmpty else {
-            throw MessagingError(.invalidArgument, "\(refused.joined(separator: ", ")) is blocked: unblock them first")
-        }
+    init(context: MessagingContext, identities: Identities, outbox: Outbox, mailbox: MailboxSync) {
+        self.context = context
+        self.identities = identities
+        self.outbox = outbox
+        self.mailbox = mailbox
     }
-
-    /// Blocks (or unblocks) a user: in the domain, which tells this user's other devices, and here.
-    func setBlocked(_ user: String, _ isBlocked: Bool) async throws {
-        guard user != me, !user.isEmpty else { throw MessagingError(.invalidArgument, "a user blocks another user") }
-        try await domainCall {
-            try await domain.setBlocked(token: try await token(), endpointID: endpointID, userID: user, blocked: isBlocked)
-        }
-        var users = blocked
-        if isBlocked { users.insert(user) } else { users.remove(user) }
-        try await keepBlocked(users)
-    }
-
-    /// Reads the block list from the domain again.
-    func refreshBlocked() async throws {
-        let users = try await domainCall { try await domain.blockedUsers(token: try await token(), endpointID: endpointID) }
-        try await keepBlocked(Set(users))
-    }
-
-    private func keepBlocked(_ users: Set<String>) async throws {
-        guard users != blocked else { return }
-        try await write { store in try store.replaceBlockedUsers(users.sorted()) }
-        blockedList.withLock { $0 = users }
-    }
-
-    /// The users this user blocked, sorted.
-    func blockedUsers() -> [String] { blocked.sorted() }
 
     // MARK: Making and changing chats
 
     func startChat(with users: [String], subject: String) async throws -> Chat {
         let others = Array(Set(users)).filter { $0 != me }.sorted()
         guard !others.isEmpty else { throw MessagingError(.unknownUser, "a chat needs at least one other user") }
-        try requireNotBlocked(others)
+        try await identities.requireNotBlocked(others)
         try await requireTrusted(others)
         let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
         // Every device of every member, and this user's other devices that this device trusts.
-        let approved = try await ownDeviceView().approvedIDs
+        let approved = try await identities.ownDeviceView().approvedIDs
         let devices = try await claimDevices(of: others + [me]).filter {
             $0.device.user != me || approved.contains($0.device.device)
         }
@@ -66,10 +53,10 @@ extension Messenger {
         guard missing.isEmpty else {
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
         }
-        let signer = try await deviceSigner()
+        let signer = try await identities.deviceSigner()
         // The subject is in the group context: every member has it from the moment they join.
-        let (created, commit, welcome, next) = try Self.newGroup(
-            chatID: chatID, signer: signer, validator: try await read { store in try self.groupValidator(store) },
+        let (created, commit, welcome, next) = try ChatSession.newGroup(
+            chatID: chatID, signer: signer, validator: try await read { store in try self.validators.current(store).group },
             subject: subject,
             keyPackages: devices.map(\.keyPackage))
         let groups = self.groups
@@ -91,24 +78,24 @@ extension Messenger {
                     token: try await token(), endpointID: endpointID, chatID: chatID, epoch: 0, commit: commit,
                     welcome: welcome, add: others, remove: [])
             }
-        } catch let error where !Self.isRetryable(error) {
+        } catch let error where !MessagingContext.isRetryable(error) {
             // Refused: there is no such chat. (Left unanswered, the domain may have taken it:
             // the group and its pending commit stay, and the commit's echo completes the chat.)
             try? await write { store in try groups.leave(store, chatID: chatID) }
             throw error
         }
         try await write { store in try self.adopt(next, in: store, updated: true) }
-        await reloadChats()
-        return try await chat(chatID)
+        await flows.reloadChats()
+        return try await flows.chat(chatID)
     }
 
     func invite(_ users: [String], to chatID: String) async throws {
         let added = Array(Set(users)).filter { $0 != me }.sorted()
         guard !added.isEmpty else { return }
-        try requireNotBlocked(added)
+        try await identities.requireNotBlocked(added)
         // Everyone is looked up again: an invitation is refused while anyone's identity in the
         // chat changed, as a send is held.
-        let current = try await chat(chatID).participants.map(\.userID).filter { $0 != me }
+        let current = try await flows.chat(chatID).participants.map(\.userID).filter { $0 != me }
         try await requireTrusted(Array(Set(added + current)).sorted())
         let devices = try await claimDevices(of: added)
         let missing = added.filter { user in !devices.contains { $0.device.user == user } }
@@ -119,13 +106,13 @@ extension Messenger {
             let present = Set(group.devices)
             return (devices.filter { !present.contains($0.device) }.map(\.keyPackage), [])
         }
-        await reloadChats()
+        await flows.reloadChats()
     }
 
     func remove(_ user: String, from chatID: String) async throws {
         guard user != me else { return try await leave(chatID) }
         try await change(chatID, domainRemove: [user]) { group in ([], Set(group.devices.filter { $0.user == user })) }
-        await reloadChats()
+        await flows.reloadChats()
     }
 
     /// Leaves: the domain takes this user out, and this device forgets the group. (A member
@@ -137,16 +124,16 @@ extension Messenger {
                 token: try await token(), endpointID: endpointID, chatID: chatID, add: [], remove: [me], posts: [])
         }
         try await write { store in try self.leftChat(store, chatID: chatID) }
-        await reloadChats()
+        await flows.reloadChats()
     }
 
     /// Changes the subject, by a commit (it is in the group context); refused while the chat
     /// holds a device this device does not trust, since that device would read it.
     func rename(_ chatID: String, subject: String) async throws {
-        try await requireActive(chatID)
-        try await requireNotHeld(chatID)
+        try await outbox.requireActive(chatID)
+        try await outbox.requireNotHeld(chatID)
         try await change(chatID, context: ChatGroup.ContextChange(subject: subject)) { _ in ([], []) }
-        await reloadChats()
+        await flows.reloadChats()
     }
 
     /// Sets the chat's disappearing-messages timer (0: off), by a commit (it is in the group
@@ -155,17 +142,17 @@ extension Messenger {
         guard seconds == 0 || ChatGroup.timerRange.contains(seconds) else {
             throw MessagingError(.invalidArgument, "a disappearing-messages timer is 5 seconds to 365 days, or off")
         }
-        try await requireActive(chatID)
-        try await requireNotHeld(chatID)
+        try await outbox.requireActive(chatID)
+        try await outbox.requireNotHeld(chatID)
         try await change(chatID, context: ChatGroup.ContextChange(timer: seconds)) { _ in ([], []) }
-        await reloadChats()
+        await flows.reloadChats()
     }
 
     /// Looks up each user's identity now and refuses, before anything is made, when one is not
     /// trusted (a changed key, or a first contact the policy holds).
     func requireTrusted(_ users: [String]) async throws {
         var unconfirmed: [String] = []
-        for user in users where !(try await contactRecord(of: user, refresh: true)).state.isTrusted {
+        for user in users where !(try await identities.contactRecord(of: user, refresh: true)).state.isTrusted {
             unconfirmed.append(user)
         }
         guard unconfirmed.isEmpty else {
@@ -183,10 +170,7 @@ extension Messenger {
 
     /// The chat's group as this device holds it (nil when it is in no group of that chat).
     func storedGroup(_ chatID: String) async throws -> ChatGroup? {
-        let groups = self.groups
-        return try await read { store in
-            try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))?.group
-        }
+        try await read { store in try self.session(chatID, in: store)?.group }
     }
 
     /// A device to add: its KeyPackage, as the domain handed it out and this device checked it.
@@ -219,37 +203,6 @@ extension Messenger {
             }
         }
         return claimed
-    }
-
-    /// The validator of leaves a chat's group follows: each contact's trusted key, or the changed
-    /// one while the user has not decided (the group must follow what the others commit; this
-    /// device holds its own sends, see `heldBy`), and this user's own key.
-    nonisolated func groupValidator(_ store: any MessagingStore) throws -> DeviceCredentialValidator {
-        try validators.current(store).group
-    }
-
-    /// The validator of devices this device sends to and adds: trusted keys only.
-    nonisolated func trustedValidator(_ store: any MessagingStore) throws -> DeviceCredentialValidator {
-        try validators.current(store).trusted
-    }
-
-    /// The users with a device in the chat's group that this device does not trust (their
-    /// identity changed, the policy holds a first contact, or a device is of an identity no
-    /// longer trusted). Found once per epoch and version of the contacts while the chat is live,
-    /// not by checking every member's credential at every send.
-    nonisolated func untrustedUsers(in stored: GroupStore.Stored, _ store: any MessagingStore) throws -> [String] {
-        let current = try validators.current(store)
-        let (chatID, authenticator) = (stored.group.chatID, stored.group.group.epochAuthenticator)
-        if let contacts = current.contacts,
-            let known = groups.sessions.untrusted(chatID, contacts: contacts, authenticator: authenticator)
-        {
-            return known
-        }
-        let users = Set(stored.group.devices(refusedBy: current.trusted).map(\.user)).sorted()
-        if let contacts = current.contacts {
-            groups.sessions.rememberUntrusted(chatID, users, contacts: contacts, authenticator: authenticator)
-        }
-        return users
     }
 
     // MARK: Commits
@@ -289,14 +242,9 @@ extension Messenger {
         // however many there are under load; five in a row that move nothing are not.
         var stalled = 0
         for _ in 0..<50 where stalled < 5 {
-            let stored = try await read { store in
-                try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))
-            }
-            guard let stored, stored.group.group.isActive else {
-                throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
-            }
+            let stored = try await read { store in try self.activeSession(chatID, in: store).stored }
             let (add, remove) = try plan(stored.group)
-            let (commit, welcome, next) = try Self.commit(stored.group, adding: add, removing: remove, context: context)
+            let (commit, welcome, next) = try ChatSession.commit(stored.group, adding: add, removing: remove, context: context)
             try await write { store in
                 try groups.setPending(store, chatID: chatID, digest: SHA256.hash(commit), next: next)
                 try store.recordSent(chatID: chatID, payload: commit, localID: nil)
@@ -314,21 +262,19 @@ extension Messenger {
                     try store.clearPendingCommit(chatID: chatID, digest: SHA256.hash(commit))
                     try store.forgetSent(payload: commit)
                 }
-                _ = try await syncOnce()
+                _ = try await mailbox.syncOnce()
                 if replacingRefused { return }
-                let epoch = try await read { store in
-                    try groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential())?.group.group.epoch
-                }
+                let epoch = try await read { store in try self.session(chatID, in: store, for: .probe)?.group.group.epoch }
                 if epoch == stored.group.group.epoch { stalled += 1 } else { stalled = 0 }
                 continue
             }
             // What the domain ordered before the commit was sealed in the epoch it leaves: read
             // up to the commit's echo, which adopts it (`ownCommit`), so none of it is dropped.
-            _ = try? await syncOnce()
+            _ = try? await mailbox.syncOnce()
             try await write { store in
                 // The mailbox has moved the group (this commit's echo), or could not be read: only
                 // the epoch the commit was made for is replaced.
-                let now = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))
+                let now = try self.session(chatID, in: store)
                 guard now?.group.group.epoch == stored.group.group.epoch else { return }
                 try self.adopt(next, in: store, updated: true)
             }
@@ -338,78 +284,7 @@ extension Messenger {
             .refused, "the chat's group kept changing under this device's commit; try again", domainCode: .conflict)
     }
 
-    /// A new chat's group and the commit that adds its first devices.
-    nonisolated static func newGroup(
-        chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, subject: String, keyPackages: [Data]
-    ) throws -> (created: ChatGroup, commit: Data, welcome: Data?, next: ChatGroup) {
-        var random = MLSSystemRandom()
-        let created = try ChatGroup.create(
-            chatID: chatID, signer: signer, validator: validator, subject: subject, random: &random)
-        let (commit, welcome, next) = try created.commit(
-            adding: keyPackages, removing: Set<ChatGroup.Device>(), now: Date(), random: &random)
-        return (created, commit, welcome, next)
-    }
-
-    /// A commit of `group`, with fresh randomness.
-    nonisolated static func commit(
-        _ group: ChatGroup, adding keyPackages: [Data], removing devices: Set<ChatGroup.Device>,
-        context: ChatGroup.ContextChange
-    ) throws -> (commit: Data, welcome: Data?, next: ChatGroup) {
-        var random = MLSSystemRandom()
-        return try group.commit(
-            adding: keyPackages, removing: devices, subject: context.subject, timer: context.timer, now: Date(),
-            random: &random)
-    }
-
-    /// Keeps `group` as the chat's group, in the next epoch, and shows its members and subject.
-    nonisolated func adopt(_ group: ChatGroup, in store: any MessagingStore, updated: Bool) throws {
-        let previous = try groups.load(store, chatID: group.chatID, validator: MLSAcceptAnyCredential())
-        try groups.save(
-            store,
-            GroupStore.Stored(
-                group: group, sentSinceUpdate: updated ? 0 : previous?.sentSinceUpdate ?? 0,
-                updatedAt: updated ? Date() : previous?.updatedAt ?? Date(), lastNumber: previous?.lastNumber ?? 0))
-        try Self.applyMembership(store, group: group, now: Date())
-        try applySubject(of: group, in: store)
-    }
-
-    /// Shows the group's subject when it changed, and applies its timer.
-    nonisolated func applySubject(of group: ChatGroup, in store: any MessagingStore) throws {
-        if try store.subject(chatID: group.chatID) != group.subject {
-            try store.setSubject(group.subject, chatID: group.chatID, at: Date())
-        }
-        if try store.timer(chatID: group.chatID) != group.disappearingTimer {
-            try store.setTimer(group.disappearingTimer, chatID: group.chatID)
-        }
-    }
-
-    static func newID() -> String { UUID().uuidString.lowercased() }
-
     // MARK: Keeping groups right
-
-    /// What a newly trusted key changes: chats where this device is an admin evict the
-    /// contact's devices of an identity no longer trusted and add those of the new one, and held
-    /// messages go once nothing holds them.
-    func trustChanged() async {
-        if let chats = try? await read({ store in try store.groupChats() }) { needsReconcile.withLock { $0.formUnion(chats) } }
-        await reconcile(force: false)
-        await releaseHeld()
-    }
-
-    /// After each mailbox read: delivery receipts, the chats that need a look, and what is
-    /// left sending.
-    func afterSync(force: Bool) async {
-        await flushReceipts()
-        await reconcile(force: force)
-        await resendPending()
-    }
-
-    /// Reads the mailbox now, then does what follows a read (see ``afterSync(force:)``), looking
-    /// at every chat.
-    func refresh() async throws {
-        _ = try await syncOnce()
-        await afterSync(force: true)
-    }
 
     /// Looks at the chats that asked for it (or every chat, when `force` or when the last look
     /// was long ago) and commits what each needs (see `reconcile(_:devices:)`).
@@ -427,12 +302,10 @@ extension Messenger {
     }
 
     private func reconcilePass(force: Bool) async {
-        guard !stopped else { return }
+        guard !isStopped else { return }
         let clock = ContinuousClock()
         // KeyPackages on a timer: a device that stays up tops up and rotates as they age.
-        if lastKeyPackageCheck.map({ clock.now - $0 >= Self.keyPackageCheckInterval }) ?? true {
-            try? await ensureKeyPackages()
-        }
+        if await identities.keyPackagesDue { try? await identities.ensureKeyPackages() }
         let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true
         if force || due {
             lastReconcile = clock.now
@@ -444,20 +317,22 @@ extension Messenger {
             defer { asked = [] }
             return asked
         }
-        guard !asked.isEmpty || devicesChanged else { return }
+        let changed = context.devicesChanged.withLock { changed in
+            defer { changed = false }
+            return changed
+        }
+        guard !asked.isEmpty || changed else { return }
         let chats = asked.sorted()
-        let changed = devicesChanged
-        devicesChanged = false
-        guard let view = try? await ownDeviceView() else {
+        guard let view = try? await identities.ownDeviceView() else {
             needsReconcile.withLock { $0.formUnion(chats) }
-            devicesChanged = devicesChanged || changed
+            if changed { context.devicesChanged.withLock { $0 = true } }
             return
         }
         let devices = Set(view.listed.map(\.endpoint.endpointID))
         for chatID in chats {
             do {
                 try await reconcile(chatID, devices: devices, approved: view.approvedIDs)
-            } catch let error where Self.isRetryable(error) {
+            } catch let error where MessagingContext.isRetryable(error) {
                 needsReconcile.withLock { _ = $0.insert(chatID) }
             } catch {
                 eventSinks.yield(.dropped(chatID: chatID, reason: "the chat's group could not be brought up to date: \(error)"))
@@ -471,13 +346,9 @@ extension Messenger {
     /// device's key update when due; then this user's new devices get the chat's history. Of
     /// this user's devices (`mine`, as the domain lists them), only the `approved` are added.
     func reconcile(_ chatID: String, devices mine: Set<String>, approved: Set<String>) async throws {
-        let groups = self.groups
         guard
             let (found, noted) = try await read({ store -> (MessagingCore.GroupReview, Bool)? in
-                guard
-                    let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store)),
-                    stored.group.group.isActive
-                else { return nil }
+                guard let stored = try self.session(chatID, in: store)?.stored, stored.group.group.isActive else { return nil }
                 let group = stored.group
                 let refusedCommit = try store.refusedCommit(chatID: chatID)
                 let review = MessagingCore.GroupReview(
@@ -522,13 +393,13 @@ extension Messenger {
                 let now = Set(current.devices)
                 return (adding.filter { !now.contains($0.device) }.map(\.keyPackage), removing.intersection(now))
             }
-        } catch let error where !Self.isRetryable(error) {
+        } catch let error where !MessagingContext.isRetryable(error) {
             if noted { try await write { store in try store.forgetRefusedCommit(chatID: chatID) } }
             throw error
         }
         if noted { try await write { store in try store.forgetRefusedCommit(chatID: chatID) } }
         if !review.departed.isEmpty { try await write { store in try store.forgetDeparted(chatID: chatID) } }
-        await sendHistory(
+        await outbox.sendHistory(
             of: chatID, to: core.historyRecipients(before: review.devices, after: try await groupDevices(of: chatID)))
     }
 }

@@ -8,19 +8,42 @@ import SparkStore
 /// (state sending) in the same transaction that moves the group's ratchet, and posted under its
 /// id until the domain answers; the domain answers a repeated id with the number it gave, so a
 /// message is sent exactly once across crashes and outages. A message the domain refuses because
-/// a commit overtook it (its epoch is gone) is sealed again in the new epoch, under the same id.
+/// a commit overtook it (its epoch is gone) is sealed again in the new epoch, under the same id,
+/// after the mailbox brought the group up to the commit that won.
 ///
 /// Nothing is sealed while the chat holds a device this device does not trust (a changed
 /// identity, or a device of a previous one): a message waits, held, until the user accepts the
-/// change; a subject change is refused.
-extension Messenger {
+/// change; a subject change is refused (`ChatSession.requireTrusted()` decides).
+///
+/// The outbox reads the mailbox on a conflict, in one direction: the mailbox sync never calls
+/// the outbox (the messenger's loop resends and flushes receipts after each read).
+actor Outbox: MessagingPart {
+    nonisolated let context: MessagingContext
+    /// The contacts, looked up again when one holds a chat.
+    let identities: Identities
+    /// The attachments' blobs, deleted from the domain when their message is recalled.
+    let attachments: AttachmentTransfers
+    /// Read on a conflict, to bring the chat's group up to the commit that won.
+    let mailbox: MailboxSync
+    /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
+    private var deliveries: [String: Task<(settled: Bool, accepted: [String: ChatMessage]), Never>] = [:]
+    /// When this device last told each chat that its user is typing (see `sendTyping`).
+    var typingSentAt: [String: ContinuousClock.Instant] = [:]
+
+    init(context: MessagingContext, identities: Identities, attachments: AttachmentTransfers, mailbox: MailboxSync) {
+        self.context = context
+        self.identities = identities
+        self.attachments = attachments
+        self.mailbox = mailbox
+    }
+
     func send(
         _ content: String, tag: String, data: String?, ref: Int64?, attachment: AttachmentDescriptor? = nil, to chatID: String
     ) async throws -> ChatMessage {
-        guard content.utf8.count + (data?.utf8.count ?? 0) <= Self.maximumContentSize else {
+        guard content.utf8.count + (data?.utf8.count ?? 0) <= MessagingContext.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
-        let id = Self.newID()
+        let id = newID()
         let now = clock.now()
         let outgoing = OutgoingMessage(
             id: id, chatID: chatID, sender: me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
@@ -28,17 +51,17 @@ extension Messenger {
         // The usual case in one transaction: nothing holds the chat and nothing waits held in it,
         // so the message is sealed and stored at once, and what is to be posted read with it.
         if let sent = try await sendAtOnce(outgoing) {
-            if sent.expiring { noteExpiring() }
-            showMessages([sent.message], in: chatID)
+            if sent.expiring { await noteExpiring() }
+            await flows.showMessages([sent.message], in: chatID)
             let accepted = await deliverPending(in: chatID, pending: sent.pending)
             if let shown = accepted[id] { return shown }
-            return try await self.message(id: id)
+            return try await self.stored(id)
         }
         // One read: the chat, the message referred to, what holds the chat, and whether messages
         // wait held in it.
         let (payload, untrusted, waiting) = try await read { store -> (ChatPayload, [String], Bool) in
-            let (stored, payload) = try self.prepare(outgoing, in: store)
-            return (payload, try self.untrustedUsers(in: stored, store), try !store.held(chatID: chatID).isEmpty)
+            let (session, payload) = try self.prepare(outgoing, in: store)
+            return (payload, try session.untrustedUsers(), try !store.held(chatID: chatID).isEmpty)
         }
         // A contact that holds the chat is looked up again first (see `heldBy`).
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
@@ -57,10 +80,18 @@ extension Messenger {
             try store.insertOutgoing(outgoing, sealed: sealed)
             return outgoing.shown(as: sealed == nil ? .held : .sending)
         }
-        noteExpiring()
-        showMessages([message], in: chatID)
+        await noteExpiring()
+        await flows.showMessages([message], in: chatID)
         _ = await deliverPending(in: chatID)
-        return try await self.message(id: id)
+        return try await self.stored(id)
+    }
+
+    /// The message `id` as stored now.
+    private func stored(_ id: String) async throws -> ChatMessage {
+        guard let message = try await read({ store in try store.message(id) }) else {
+            throw MessagingError(.unknownChat, "no message \(id)")
+        }
+        return message
     }
 
     /// A message sealed and stored in one transaction, with what is to be posted in its chat.
@@ -77,9 +108,9 @@ extension Messenger {
     private func sendAtOnce(_ outgoing: OutgoingMessage) async throws -> SentAtOnce? {
         try await write { store -> SentAtOnce? in
             let chatID = outgoing.chatID
-            let (stored, payload) = try self.prepare(outgoing, in: store)
-            guard try self.untrustedUsers(in: stored, store).isEmpty, try store.held(chatID: chatID).isEmpty else { return nil }
-            let sealed = try self.sealNext(payload, chatID: chatID, localID: outgoing.id, in: store)
+            var (session, payload) = try self.prepare(outgoing, in: store)
+            guard try session.untrustedUsers().isEmpty, try store.held(chatID: chatID).isEmpty else { return nil }
+            let sealed = try session.seal(payload, localID: outgoing.id)
             try store.insertOutgoing(outgoing, sealed: sealed)
             return SentAtOnce(
                 message: outgoing.shown(as: .sending), pending: try store.sending(chatID: chatID),
@@ -91,9 +122,9 @@ extension Messenger {
     /// number), checked: what a send needs before it seals.
     private nonisolated func prepare(
         _ outgoing: OutgoingMessage, in store: any MessagingStore
-    ) throws -> (stored: GroupStore.Stored, payload: ChatPayload) {
+    ) throws -> (session: ChatSession, payload: ChatPayload) {
         let chatID = outgoing.chatID
-        guard let stored = try groups.load(store, chatID: chatID, validator: try groupValidator(store)) else {
+        guard let session = try session(chatID, in: store) else {
             throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
         }
         let refID = try outgoing.ref.map { number in
@@ -106,7 +137,7 @@ extension Messenger {
             kind: .text, id: outgoing.id, content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: refID,
             attachment: outgoing.attachment)
         try payload.validate()
-        return (stored, payload)
+        return (session, payload)
     }
 
     func requireActive(_ chatID: String) async throws {
@@ -120,18 +151,14 @@ extension Messenger {
     /// while there are any, nothing is sealed in the chat. The domain may publish the trusted
     /// key again (a substitution withdrawn), so untrusted contacts are looked up once more.
     func heldBy(_ chatID: String) async throws -> [String] {
-        let groups = self.groups
         let check = { @Sendable (store: any MessagingStore) throws -> [String] in
-            guard
-                let stored = try groups.load(store, chatID: chatID, validator: try self.groupValidator(store))
-            else { return [] }
             // Every device must be signed by a key this device trusts: a changed or unconfirmed
             // contact's key is not among them, nor a key a contact had before a reset.
-            return try self.untrustedUsers(in: stored, store)
+            try self.session(chatID, in: store)?.untrustedUsers() ?? []
         }
         let first = try await read(check)
         guard !first.isEmpty else { return [] }
-        for user in first where user != me { _ = try? await contactRecord(of: user, refresh: true) }
+        for user in first where user != me { _ = try? await identities.contactRecord(of: user, refresh: true) }
         return try await read(check)
     }
 
@@ -144,45 +171,6 @@ extension Messenger {
                 .identityUnconfirmed,
                 "the identity of \(holding.joined(separator: ", ")) changed: accept it or confirm the safety number first")
         }
-    }
-
-    /// Seals `payload` as this device's next message in the chat; the group's ratchet moves in
-    /// the same transaction, and the bytes are remembered as this device's (for their echo).
-    ///
-    /// It is also where "nothing is sealed to a device this device does not trust" holds: the
-    /// group is checked in the same transaction (a commit applied while the caller awaited may
-    /// have added such a device), and a group holding one is refused with `identityUnconfirmed`.
-    /// Only a history, whose records are sealed to one device of this user, goes regardless.
-    nonisolated func sealNext(
-        _ payload: ChatPayload, chatID: String, localID: String?, in store: any MessagingStore, requireTrusted: Bool = true
-    ) throws -> Data {
-        guard var stored = try groups.load(store, chatID: chatID, validator: try groupValidator(store)),
-            stored.group.group.isActive
-        else { throw MessagingError(.unknownChat, "this device is not in chat \(chatID)") }
-        if requireTrusted {
-            let refused = try untrustedUsers(in: stored, store)
-            guard refused.isEmpty else {
-                throw MessagingError(
-                    .identityUnconfirmed,
-                    "the identity of \(refused.joined(separator: ", ")) is not confirmed: accept it or confirm the safety number first"
-                )
-            }
-        }
-        // A text carries its place among this device's texts in the chat, and the places of
-        // those the domain refused, so that recipients see one the domain withholds.
-        var payload = payload
-        if payload.kind == .text, let localID {
-            let sequence = try store.sendingSequence(chatID: chatID, localID: localID)
-            payload.sequence = sequence
-            payload.withdrawn = try store.withdrawnSequences(chatID: chatID).filter { $0 < sequence }
-        }
-        var random = MLSSystemRandom()
-        let sealed = try stored.group.seal(payload, random: &random)
-        stored.sentSinceUpdate += 1
-        if stored.sentSinceUpdate >= MessagingCore.updateAfterMessages { needsReconcile.withLock { _ = $0.insert(chatID) } }
-        try groups.save(store, stored)
-        try store.recordSent(chatID: chatID, payload: sealed, localID: localID)
-        return sealed
     }
 
     /// The payload of a stored message of this device (to seal it again, or for the first time
@@ -217,7 +205,7 @@ extension Messenger {
                     return (events, try store.message(localID))
                 }
                 if let accepted {
-                    showMessages([accepted], in: chatID)
+                    await flows.showMessages([accepted], in: chatID)
                     shown = accepted
                 }
                 report(events)
@@ -229,7 +217,7 @@ extension Messenger {
                     settled = false
                     break
                 }
-                _ = try? await syncOnce()
+                _ = try? await mailbox.syncOnce()
                 let resealed: Data?
                 do {
                     resealed = try await write { store in try self.reseal(localID, in: store) }
@@ -241,7 +229,7 @@ extension Messenger {
                 guard let resealed else { break }
                 sealed = resealed
                 continue
-            } catch let error as DomainError where !Self.transientDomainCodes.contains(error.code) {
+            } catch let error as DomainError where !MessagingContext.transientDomainCodes.contains(error.code) {
                 let failed = try? await write { store in try store.refuse(localID, reason: error.reason) }
                 if failed == true {
                     report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
@@ -252,7 +240,7 @@ extension Messenger {
             }
             break
         }
-        if shown == nil { await reloadMessages(chatID, changed: .some([localID])) }
+        if shown == nil { await flows.reloadMessages(chatID, changed: .some([localID])) }
         return (settled, shown)
     }
 
@@ -298,7 +286,7 @@ extension Messenger {
     private func postPending(
         in chatID: String, pending known: [(id: String, sealed: Data)]?
     ) async -> (settled: Bool, accepted: [String: ChatMessage]) {
-        guard !stopped else { return (false, [:]) }
+        guard !isStopped else { return (false, [:]) }
         var pending = known ?? []
         if known == nil { pending = (try? await read { store in try store.sending(chatID: chatID) }) ?? [] }
         var accepted: [String: ChatMessage] = [:]
@@ -334,166 +322,45 @@ extension Messenger {
             return held.count
         }
         guard (released ?? 0) > 0 else { return }
-        await reloadMessages(chatID)
+        await flows.reloadMessages(chatID)
         _ = await deliverPending(in: chatID)
     }
 
-    // MARK: Events and receipts
+    // MARK: Files
 
-    /// Seals and posts a payload that is not stored for retry (a receipt, an edit): refused
-    /// while something holds the chat, sealed again when a commit overtook it.
-    func postEvent(_ payload: ChatPayload, in chatID: String) async throws {
-        let kind: MailboxKind = payload.kind == .receipt ? .receipt : .event
-        for attempt in 0..<5 {
-            // Sealing checks that this device is in the chat and that nothing holds it; a chat held
-            // has its holders looked up again first (the domain may publish the trusted key again).
-            let sealed: Data
-            do {
-                sealed = try await seal(payload, in: chatID)
-            } catch let error as MessagingError where error.code == .identityUnconfirmed {
-                try await requireNotHeld(chatID)
-                sealed = try await seal(payload, in: chatID)
-            }
-            do {
-                _ = try await domainCall {
-                    try await domain.post(
-                        token: try await token(), endpointID: endpointID, chatID: chatID, kind: kind, payload: sealed,
-                        recipient: nil, clientID: nil)
-                }
-                return
-            } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
-                try? await write { store in try store.forgetSent(payload: sealed) }
-                _ = try await syncOnce()
+    /// Sends the file at `path` to the chat with `caption`; the transfer's value is the message.
+    nonisolated func sendFile(
+        at path: String, to chatID: String, caption: String, tag: String, fileName: String?, mediaType: String?,
+        thumbnail: Thumbnail?
+    ) throws -> AttachmentTransfer<ChatMessage> {
+        let file = try TransferFile(reading: path)
+        let name = fileName ?? (path as NSString).lastPathComponent
+        let type = mediaType ?? AttachmentDescriptor.mediaType(forFileName: name)
+        guard AttachmentDescriptor.isFileName(name) else {
+            throw MessagingError(.invalidArgument, "a file name is 1 to 255 bytes without '/' or control characters")
+        }
+        guard AttachmentDescriptor.isMediaType(type) else {
+            throw MessagingError(.invalidArgument, "a media type is type/subtype, such as image/png")
+        }
+        if let thumbnail {
+            guard thumbnail.data.count <= Thumbnail.maximumSize, AttachmentDescriptor.isMediaType(thumbnail.mediaType) else {
+                throw MessagingError(.invalidArgument, "a thumbnail is at most 256 KiB with a media type such as image/jpeg")
             }
         }
-    }
-
-    /// Edits one of this user's sent messages: the new text goes as an authenticated edit that
-    /// names the message's id, and every member's device shows it.
-    func edit(_ messageID: String, content: String) async throws {
-        guard content.utf8.count <= Self.maximumContentSize else {
-            throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
-        }
-        guard let chatID = try await read({ store in try store.chatOfNumbered(id: messageID, sender: self.me) }) else {
-            throw MessagingError(.unknownChat, "no message \(messageID) this user sent to edit")
-        }
-        guard try await read({ store in try store.known(chatID: chatID, id: messageID)?.recalled }) != true else {
-            throw MessagingError(.invalidArgument, "message \(messageID) was recalled")
-        }
-        try await postEvent(ChatPayload(kind: .edit, id: Self.newID(), content: content, ref: messageID), in: chatID)
-        try await write { store in try store.setContent(messageID, content: content) }
-        await reloadMessages(chatID, changed: .some([messageID]))
-    }
-
-    /// Adds (or removes) this user's reaction `emoji` to a numbered message of a chat: it goes as
-    /// an authenticated reaction naming the message's id, and every member's device counts it.
-    func react(_ messageID: String, emoji: String, added: Bool) async throws {
-        guard ChatPayload.isReaction(emoji) else { throw MessagingError(.invalidArgument, "a reaction is one emoji") }
-        guard let message = try await read({ store in try store.message(messageID) }), message.number != nil,
-            !message.isRecalled
-        else { throw MessagingError(.unknownChat, "no message \(messageID) here to react to") }
-        let current = try await read { store in try store.reactions(of: messageID) }
-        guard Reaction.applying(current, user: me, emoji: emoji, added: added) != nil else {
-            let has = current.contains { $0.emoji == emoji && $0.userIDs.contains(me) }
-            if has == added { return }
-            throw MessagingError(.invalidArgument, "a message takes at most \(Reaction.maximumPerUser) reactions of one user")
-        }
-        try await postEvent(
-            ChatPayload(kind: added ? .reaction : .unreaction, id: Self.newID(), content: emoji, ref: messageID),
-            in: message.chatID)
-        // Applied to the reactions as they are now: others' may have arrived while it was posted.
-        try await write { store in
-            if let reactions = Reaction.applying(try store.reactions(of: messageID), user: self.me, emoji: emoji, added: added) {
-                try store.setReactions(messageID, reactions)
+        return AttachmentTransfer(total: file.size) { report in
+            defer { file.close() }
+            try await self.requireActive(chatID)
+            let blob = try await self.attachments.upload(
+                to: chatID, size: file.size, mediaType: type, read: { try await file.read(at: $0, count: $1) },
+                progress: report)
+            let preview = try await thumbnail.asyncMap { thumbnail in
+                try await self.attachments.upload(
+                    to: chatID, size: Int64(thumbnail.data.count), mediaType: thumbnail.mediaType,
+                    read: { offset, count in thumbnail.data.subdata(in: Int(offset)..<(Int(offset) + count)) }, progress: { _ in }
+                )
             }
-        }
-        await reloadMessages(message.chatID, changed: .some([messageID]))
-    }
-
-    /// Recalls one of this user's sent messages (deletes it for everyone): an authenticated
-    /// recall naming its id goes to every member's device, each of which removes its content;
-    /// this device removes it once the domain took the recall.
-    func recall(_ messageID: String) async throws {
-        guard let chatID = try await read({ store in try store.chatOfNumbered(id: messageID, sender: self.me) }) else {
-            throw MessagingError(.unknownChat, "no message \(messageID) this user sent to recall")
-        }
-        guard try await read({ store in try store.known(chatID: chatID, id: messageID)?.recalled }) != true else { return }
-        let attachment = try await read { store in try store.attachment(of: messageID) }
-        try await postEvent(ChatPayload(kind: .recall, id: Self.newID(), ref: messageID), in: chatID)
-        try await write { store in try store.recall(messageID) }
-        await reloadMessages(chatID, changed: .some([messageID]))
-        // The file goes from the domain too (the members' devices forgot its key already).
-        if let attachment { await deleteBlobs(of: attachment) }
-    }
-
-    /// Reports a participant with messages of theirs this device holds (read again from the store,
-    /// so what is revealed is what arrived, not what the app passed).
-    func report(_ userID: String, in chatID: String, messages: [ChatMessage], reason: String) async throws -> Int64 {
-        let stored = try await read { store in try store.messages(chatID: chatID, ids: messages.map(\.id)) }
-        guard !messages.isEmpty, stored.count == messages.count,
-            stored.allSatisfy({ $0.sender == userID && $0.isIncoming && !$0.isRecalled })
-        else { throw MessagingError(.invalidArgument, "a report reveals received messages of the reported user in this chat") }
-        let revealed = stored.sorted { ($0.number ?? 0) < ($1.number ?? 0) }.map {
-            ReportedMessage(id: $0.id, sender: $0.sender, number: $0.number, content: $0.content, sentAt: $0.timestamp)
-        }
-        return try await domainCall {
-            try await domain.report(
-                token: try await token(), endpointID: endpointID, chatID: chatID, user: userID, reason: reason,
-                messages: revealed)
-        }
-    }
-
-    /// Seals a payload that is not stored as a message (see `sealNext`).
-    func seal(_ payload: ChatPayload, in chatID: String) async throws -> Data {
-        try await write { store in try self.sealNext(payload, chatID: chatID, localID: nil, in: store) }
-    }
-
-    func markRead(_ chatID: String, upTo number: Int64?) async throws {
-        try requireRunning()
-        let newest = try await read { store in try store.newestReceived(chatID: chatID) }
-        let upTo = number ?? newest ?? 0
-        guard upTo > 0 else { return }
-        let read = try await write { store in
-            let unread = try store.unreadReceived(chatID: chatID, upTo: upTo)
-            try store.readReceived(chatID: chatID, upTo: upTo)
-            try store.startExpiry(chatID: chatID, at: self.clock.now())
-            return unread
-        }
-        noteExpiring()
-        await reloadMessages(chatID)
-        await reloadChats()
-        do {
-            try await sendReceipts(chatID: chatID, receipt: .read, covering: read)
-        } catch let error as MessagingError where error.code == .identityUnconfirmed {
-            // Read here all the same; the chat holds a device this one does not trust, so the
-            // receipt is not sealed to it (the senders see these messages delivered, not read).
-        }
-    }
-
-    /// Receipts for exactly `messages` (received ones of the chat), at most
-    /// ``ChatPayload/maximumCovered`` to a receipt, each naming the messages by their
-    /// authenticated ids: the receiving device moves those and no other (never a range, which a
-    /// domain withholding one message could have counted as delivered).
-    func sendReceipts(chatID: String, receipt: ChatPayload.Receipt, covering messages: [CoveredMessage]) async throws {
-        let ordered = messages.sorted { $0.number < $1.number }
-        for start in stride(from: 0, to: ordered.count, by: ChatPayload.maximumCovered) {
-            let chunk = ordered[start..<min(start + ChatPayload.maximumCovered, ordered.count)]
-            guard let newest = chunk.last else { continue }
-            try await postEvent(
-                ChatPayload(
-                    kind: .receipt, id: Self.newID(), ref: newest.id, receipt: receipt, upTo: newest.number,
-                    covers: chunk.map(\.id)),
-                in: chatID)
-        }
-    }
-
-    /// Sends the delivery receipts the last reads found due (per chat, for the messages they
-    /// brought); one that fails now is not retried (the sender sees those messages sent).
-    func flushReceipts() async {
-        let due = receiptsDue
-        receiptsDue = [:]
-        for (chatID, messages) in due.sorted(by: { $0.key < $1.key }) {
-            try? await sendReceipts(chatID: chatID, receipt: .delivered, covering: messages)
+            let descriptor = AttachmentDescriptor(file: blob, fileName: name, thumbnail: preview)
+            return try await self.send(caption, tag: tag, data: nil, ref: nil, attachment: descriptor, to: chatID)
         }
     }
 }

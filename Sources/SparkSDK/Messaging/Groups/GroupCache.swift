@@ -16,7 +16,7 @@ import SparkLock
 ///
 /// Bounded: at most `capacity` sessions stay, the least recently used going first, so a device in
 /// 10,000 chats keeps a bounded amount of memory and loads the others on demand.
-final class ChatSessions: Sendable {
+final class GroupCache: Sendable {
     private struct Entry {
         var version: Data
         var stored: GroupStore.Stored

@@ -11,49 +11,15 @@ import SparkStore
 /// digest matched. Both ways hold one part (a mebibyte) at a time, whatever the file's size. A
 /// part whose call fails for want of the domain is sent (or read) again from where the transfer
 /// stands, after a pause, so a lost connection costs that part and no more.
-extension Messenger {
+struct AttachmentTransfers: MessagingPart {
+    let context: MessagingContext
+
     /// Failed calls in a row, for want of the domain, before a transfer gives up.
     static let transferAttempts = 8
 
-    /// Sends the file at `path` to the chat with `caption`; the transfer's value is the message.
-    nonisolated func sendFile(
-        at path: String, to chatID: String, caption: String, tag: String, fileName: String?, mediaType: String?,
-        thumbnail: Thumbnail?
-    ) throws -> AttachmentTransfer<ChatMessage> {
-        let file = try TransferFile(reading: path)
-        let name = fileName ?? (path as NSString).lastPathComponent
-        let type = mediaType ?? AttachmentDescriptor.mediaType(forFileName: name)
-        guard AttachmentDescriptor.isFileName(name) else {
-            throw MessagingError(.invalidArgument, "a file name is 1 to 255 bytes without '/' or control characters")
-        }
-        guard AttachmentDescriptor.isMediaType(type) else {
-            throw MessagingError(.invalidArgument, "a media type is type/subtype, such as image/png")
-        }
-        if let thumbnail {
-            guard thumbnail.data.count <= Thumbnail.maximumSize, AttachmentDescriptor.isMediaType(thumbnail.mediaType) else {
-                throw MessagingError(.invalidArgument, "a thumbnail is at most 256 KiB with a media type such as image/jpeg")
-            }
-        }
-        return AttachmentTransfer(total: file.size) { report in
-            defer { file.close() }
-            try await self.requireActive(chatID)
-            let blob = try await self.upload(
-                to: chatID, size: file.size, mediaType: type, read: { try await file.read(at: $0, count: $1) },
-                progress: report)
-            let preview = try await thumbnail.asyncMap { thumbnail in
-                try await self.upload(
-                    to: chatID, size: Int64(thumbnail.data.count), mediaType: thumbnail.mediaType,
-                    read: { offset, count in thumbnail.data.subdata(in: Int(offset)..<(Int(offset) + count)) }, progress: { _ in }
-                )
-            }
-            let descriptor = AttachmentDescriptor(file: blob, fileName: name, thumbnail: preview)
-            return try await self.send(caption, tag: tag, data: nil, ref: nil, attachment: descriptor, to: chatID)
-        }
-    }
-
     /// Saves the attachment of message `messageID` at `path` (replacing what is there once the
     /// whole file checked out).
-    nonisolated func saveAttachment(of messageID: String, to path: String) throws -> AttachmentTransfer<Void> {
+    func saveAttachment(of messageID: String, to path: String) throws -> AttachmentTransfer<Void> {
         let descriptor = try attachment(of: messageID)
         let file = try TransferFile(writingBeside: path)
         return AttachmentTransfer(total: descriptor.size) { report in
@@ -77,7 +43,7 @@ extension Messenger {
     }
 
     /// The attachment of a message this device has, while it has one.
-    nonisolated func attachment(of messageID: String) throws -> AttachmentDescriptor {
+    func attachment(of messageID: String) throws -> AttachmentDescriptor {
         guard let descriptor = try storage.readNow({ store in try store.attachment(of: messageID) }) else {
             throw MessagingError(
                 .invalidArgument, "message \(messageID) has no attachment here (or it was recalled or has expired)")
@@ -97,7 +63,7 @@ extension Messenger {
 
     /// Seals `size` bytes, as `read` hands them over, into a new blob of the chat, part by part;
     /// `progress` gets the file's bytes done.
-    private nonisolated func upload(
+    func upload(
         to chatID: String, size: Int64, mediaType: String,
         read: @Sendable (_ offset: Int64, _ count: Int) async throws -> Data, progress: (Int64) -> Void
     ) async throws -> AttachmentDescriptor.Blob {
@@ -149,12 +115,14 @@ extension Messenger {
 
     /// Uploads one part; after a call that failed for want of the domain, asks where the upload
     /// stands (the part may have landed) and sends it again if it did not.
-    private nonisolated func uploadPart(_ blobID: String, at offset: Int64, _ bytes: Data) async throws {
+    private func uploadPart(_ blobID: String, at offset: Int64, _ bytes: Data) async throws {
         try await resuming {
             do {
                 _ = try await self.domain.uploadBlob(
                     token: try await self.token(), endpointID: self.endpointID, blobID: blobID, offset: offset, bytes: bytes)
-            } catch let error as DomainError where Self.transientDomainCodes.contains(error.code) || error.code == .conflict {
+            } catch let error as DomainError
+                where MessagingContext.transientDomainCodes.contains(error.code) || error.code == .conflict
+            {
                 let status = try? await self.domain.blobStatus(
                     token: try await self.token(), endpointID: self.endpointID, blobID: blobID)
                 if let status, status.received >= offset + Int64(bytes.count) { return }
@@ -164,7 +132,7 @@ extension Messenger {
     }
 
     /// Reads a blob part by part, opens it chunk by chunk into `write`, and checks its digest.
-    nonisolated func download(
+    func download(
         _ blob: AttachmentDescriptor.Blob, write: (Data) async throws -> Void, progress: (Int64) -> Void
     ) async throws {
         var opener = AttachmentCipher.Opener(key: SymmetricKey(data: blob.key), fileSize: blob.size)
@@ -197,14 +165,14 @@ extension Messenger {
     /// Runs a call of a transfer until it succeeds, pausing after each that failed for want of
     /// the domain (a lost connection, a restart, a rate limit), up to ``transferAttempts`` in a
     /// row; other refusals are the caller's.
-    private nonisolated func resuming<T>(_ call: () async throws -> T) async throws -> T {
+    private func resuming<T>(_ call: () async throws -> T) async throws -> T {
         var failures = 0
         while true {
             try Task.checkCancellation()
             do {
                 return try await call()
             } catch let error as DomainError
-                where Self.transientDomainCodes.contains(error.code) || error.code == .tooManyAttempts
+                where MessagingContext.transientDomainCodes.contains(error.code) || error.code == .tooManyAttempts
             {
                 failures += 1
                 guard failures < Self.transferAttempts else {
@@ -222,7 +190,7 @@ extension Messenger {
 
 extension Optional where Wrapped: Sendable {
     /// The value mapped by an async transform, or nil.
-    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
         guard let self else { return nil }
         return try await transform(self)
     }

@@ -1,0 +1,192 @@
+import Foundation
+import SparkObservable
+
+/// The app's view of the store: the chat list's flow and each chat's message flow, changed by
+/// deltas (the messages a step touched, read again by id and put in their places) on the
+/// storage's thread right after the read they show, so that a flow never goes back to an older
+/// snapshot when two reloads cross. Observers run outside the transaction.
+actor MessageFlows {
+    let storage: MessagingStorage
+    nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
+    private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
+    /// The first read of a chat's flow, while it runs.
+    private var messageLoads: [String: Task<Void, any Error>] = [:]
+    /// How many of a chat's newest messages its flow holds.
+    static let flowWindow = 200
+
+    init(storage: MessagingStorage) { self.storage = storage }
+
+    /// The chat as the app sees it (see ``loadChats(_:only:)``).
+    nonisolated func chat(_ chatID: String) async throws -> Chat {
+        guard let chat = try await storage.read({ store in try self.loadChats(store, only: chatID).first }) else {
+            throw MessagingError(.unknownChat, "no chat \(chatID)")
+        }
+        return chat
+    }
+
+    func messageFlow(_ chatID: String) async throws -> StateFlow<[ChatMessage]> {
+        if let owner = messageOwners[chatID] {
+            // Made by a call still reading its first window: shown once that is in.
+            try await messageLoads[chatID]?.value
+            return owner.flow
+        }
+        let owner = MutableStateFlow<[ChatMessage]>([], label: "Messaging.messages")
+        messageOwners[chatID] = owner
+        let load = Task {
+            try await self.storage.show { store in
+                let page = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow)
+                return { owner.value = page }
+            }
+        }
+        messageLoads[chatID] = load
+        defer { messageLoads[chatID] = nil }
+        do {
+            try await load.value
+        } catch {
+            messageOwners[chatID] = nil
+            throw error
+        }
+        return owner.flow
+    }
+
+    /// Brings the chat's flow up to date with what changed: the messages named are read again
+    /// (by id) and put in their place in the window, the rest of it untouched; `.all` reads the
+    /// window again.
+    ///
+    /// The flow changes on the storage's thread, inside the read: reads run there one at a time
+    /// in the order they were asked for, so a flow never goes back to an older snapshot when two
+    /// reloads cross.
+    func reloadMessages(_ chatID: String, changed: MessageChanges = .all) async {
+        guard let owner = messageOwners[chatID], changed != .none else { return }
+        try? await storage.show { store in try Self.reload(owner, chatID: chatID, changed: changed, store: store) }
+    }
+
+    /// What a page of the mailbox touched, shown in one read: each chat's flow by what changed in
+    /// it, and the chat list's rows of those chats.
+    func reloadFlows(_ touched: [String: MessageChanges]) async {
+        guard !touched.isEmpty else { return }
+        let flows = touched.compactMap { chatID, changed in
+            messageOwners[chatID].map { (chatID: chatID, changed: changed, owner: $0) }
+        }
+        let chats = chatsOwner
+        let chatIDs = Set(touched.keys)
+        try? await storage.show { store in
+            let updates = try flows.map { flow in
+                try Self.reload(flow.owner, chatID: flow.chatID, changed: flow.changed, store: store)
+            }
+            let rows = try self.replaceChats(chatIDs, in: chats, store: store)
+            return {
+                for update in updates { update() }
+                rows()
+            }
+        }
+    }
+
+    /// Reads what `changed` asks of the flow of `chatID`, and returns the change of `owner` (run
+    /// by ``MessagingStorage/show(_:)`` on the storage's thread).
+    nonisolated static func reload(
+        _ owner: MutableStateFlow<[ChatMessage]>, chatID: String, changed: MessageChanges, store: any MessagingStore
+    ) throws -> @Sendable () -> Void {
+        switch changed {
+        case .none:
+            return {}
+        case .all:
+            let page = try store.page(chatID: chatID, before: nil, limit: flowWindow)
+            return { owner.value = page }
+        case .some(let ids):
+            guard !ids.isEmpty else { return {} }
+            let found = try store.messages(chatID: chatID, ids: Array(ids))
+            return {
+                owner.update { window in
+                    window = merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: flowWindow)
+                }
+            }
+        }
+    }
+
+    /// Puts `messages`, as just written, in their places in the chat's flow, without reading them
+    /// back.
+    func showMessages(_ messages: [ChatMessage], in chatID: String) {
+        guard let owner = messageOwners[chatID], !messages.isEmpty else { return }
+        owner.update { window in window = Self.merge(messages, removing: [], into: window, limit: Self.flowWindow) }
+    }
+
+    /// `window` with `changed` in their places (replaced, or added where they sort) and
+    /// `removed` taken out, in the flow's order (numbered messages by number, then those without a
+    /// number yet by time), keeping the newest `limit`: what ``messages(in:before:limit:)`` reads.
+    static func merge(_ changed: [ChatMessage], removing removed: Set<String>, into window: [ChatMessage], limit: Int)
+        -> [ChatMessage]
+    {
+        let merged = replacing(changed, removing: removed, in: window) { a, b in
+            switch (a.number, b.number) {
+            case (let x?, let y?): x < y
+            case (.some, .none): true
+            case (.none, .some): false
+            case (.none, .none): a.timestamp < b.timestamp
+            }
+        }
+        return Array(merged.suffix(limit))
+    }
+
+    /// `list` with `changed` in place of the items of the same id, the new ones added, those of
+    /// `removed` taken out, sorted by `order`: how a flow changes by a delta.
+    static func replacing<Item: Identifiable>(
+        _ changed: [Item], removing removed: Set<Item.ID>, in list: [Item], sortedBy order: (Item, Item) -> Bool
+    ) -> [Item] {
+        let replacement = Dictionary(changed.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+        var merged = list.compactMap { item in removed.contains(item.id) ? nil : (replacement[item.id] ?? item) }
+        let present = Set(list.map(\.id))
+        merged += changed.filter { !present.contains($0.id) }
+        merged.sort(by: order)
+        return merged
+    }
+
+    /// Brings the chat list up to date: every chat, or only `chatIDs` (each read again and put
+    /// in its place, most recent activity first).
+    func reloadChats(_ chatIDs: Set<String>? = nil) async {
+        let owner = chatsOwner
+        guard let chatIDs else {
+            try? await storage.show { store in
+                let chats = try self.loadChats(store, only: nil)
+                return { owner.value = chats }
+            }
+            return
+        }
+        guard !chatIDs.isEmpty else { return }
+        // On the storage's thread, as ``reloadMessages(_:changed:)`` does.
+        try? await storage.show { store in try self.replaceChats(chatIDs, in: owner, store: store) }
+    }
+
+    /// Reads `chatIDs` again; the change returned puts each in its place in the chat list (most
+    /// recent activity first), or takes it out when it is gone.
+    nonisolated func replaceChats(
+        _ chatIDs: Set<String>, in owner: MutableStateFlow<[Chat]>, store: any MessagingStore
+    ) throws -> @Sendable () -> Void {
+        guard !chatIDs.isEmpty else { return {} }
+        let found = try chatIDs.flatMap { try self.loadChats(store, only: $0) }
+        return {
+            owner.update { chats in
+                chats = Self.replacing(
+                    found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
+                    sortedBy: { $0.lastActivity > $1.lastActivity })
+            }
+        }
+    }
+
+    /// The chat `chatID`, or every chat, as the app sees it: the store's rows, each participant
+    /// with the trust the contacts give them.
+    nonisolated func loadChats(_ store: any MessagingStore, only chatID: String?) throws -> [Chat] {
+        let chats = try store.chats(only: chatID)
+        let trust = try store.verifications(of: Set(chats.flatMap { $0.participants.map(\.userID) }))
+        return try chats.map { chat in
+            Chat(
+                chatID: chat.chatID, subject: chat.subject,
+                participants: chat.participants.map {
+                    Participant(userID: $0.userID, isAdmin: $0.isAdmin, verification: trust[$0.userID] ?? .unverified)
+                }, unreadCount: chat.unreadCount,
+                missingMessageCount: try store.missingTexts(chatID: chat.chatID).values.reduce(0, +),
+                lastActivity: chat.lastActivity, isActive: chat.isActive,
+                disappearingTimer: chat.timer > 0 ? .seconds(chat.timer) : nil)
+        }
+    }
+}
