@@ -114,8 +114,10 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "\(kind.rawValue) entries are made by the domain")
         }
         let now = clock.now()
+        // Group commit: posts that arrive together share one transaction, each in a savepoint,
+        // and each is answered once that transaction committed (see `GroupCommit`).
         let (receipt, routed) = try await storage {
-            try await store.write(Self.chatScope(chatID)) { db -> (PostReceipt, [String]) in
+            try await posts.write(locks: Self.chatLocks(chatID)) { db -> (PostReceipt, [String]) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 let info = try Self.chatInfo(db, chatID)
                 guard info.members.contains(where: { $0.userID == user }) else {
@@ -488,7 +490,9 @@ extension DomainEngine {
     /// A chat's transactions (creation, membership, posts) run one at a time per chat: under
     /// the chat's lock, membership, message numbers and idempotency records are read and written
     /// without another transaction of the same chat in between; mailbox heads move atomically.
-    static func chatScope(_ chatID: String) -> WriteScope { .locking(["chat:" + chatID]) }
+    static func chatScope(_ chatID: String) -> WriteScope { .locking(chatLocks(chatID)) }
+    /// The lock a chat's writes take (see `WriteScope.locking`).
+    static func chatLocks(_ chatID: String) -> [String] { ["chat:" + chatID] }
 
     static func standing(_ db: any DomainStatements, user: String, now: Date) throws -> UserStatus.State {
         guard

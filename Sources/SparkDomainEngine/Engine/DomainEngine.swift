@@ -45,6 +45,8 @@ package final class DomainEngine: DomainService {
     let settingsLifetime: Duration?
     /// What each user wrote lately, against the policy's limits.
     let usage = UsageLimits()
+    /// The posts' group commit: those that arrive together share a transaction (`GroupCommit`).
+    package let posts: GroupCommit
     /// The long-polls waiting in this process, woken per user by the posts that reach them.
     package let mailboxWaiters = MailboxWaiters()
     /// When each endpoint's mailbox cursor was last recorded, and where it was (see `pruneMailbox`).
@@ -68,11 +70,15 @@ package final class DomainEngine: DomainService {
     ///   - allowUnsafePasswordHashing: accept a policy with fewer than OWASP's password-hash
     ///     iterations (tests only).
     ///   - sharedWithOtherProcesses: whether other processes write the store's file too.
+    ///   - beforePostCommit: runs in each posts' transaction before it commits (tests make it
+    ///     throw, as a failing commit would).
     package init(
         store: any DomainStore, location: String, passcodeKeys: PasscodeKeys, clock: WallClock = .system,
-        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false, sharedWithOtherProcesses: Bool = false
+        mailer: (any Mailer)? = nil, allowUnsafePasswordHashing: Bool = false, sharedWithOtherProcesses: Bool = false,
+        beforePostCommit: @escaping @Sendable (any DomainStatements) throws -> Void = { _ in }
     ) throws {
         self.path = location
+        posts = GroupCommit(store: store, beforeCommit: beforePostCommit)
         self.passcodeKeys = passcodeKeys
         self.store = store
         self.sharedWithOtherProcesses = sharedWithOtherProcesses
