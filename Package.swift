@@ -57,12 +57,14 @@ let package = Package(
         .target(name: "COpenSSLRuntime", linkerSettings: [.linkedLibrary("crypto")]),
         // The one lock of the project: a pthread mutex, which ThreadSanitizer sees (see the file).
         .target(name: "SparkLock", swiftSettings: swiftSettings),
+        // The one shape of the project's errors (`CodedError`): a code, a reason.
+        .target(name: "SparkError", swiftSettings: swiftSettings),
         .target(
-            name: "SparkCrypto", dependencies: ["COpenSSL", "COpenSSLRuntime", "CSodium", "SparkLock"],
+            name: "SparkCrypto", dependencies: ["COpenSSL", "COpenSSLRuntime", "CSodium", "SparkLock", "SparkError"],
             swiftSettings: swiftSettings),
         // Messaging Layer Security (RFC 9420): sans-I/O group state over SparkCrypto (and the one lock).
-        .target(name: "SparkMLS", dependencies: ["SparkCrypto", "SparkLock"], swiftSettings: swiftSettings),
-        .target(name: "SparkStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "SparkMLS", dependencies: ["SparkCrypto", "SparkLock", "SparkError"], swiftSettings: swiftSettings),
+        .target(name: "SparkStore", dependencies: ["CSQLite", "SparkError"], swiftSettings: swiftSettings),
         .target(name: "CSparkThreadLocal"),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal", "SparkLock"], swiftSettings: swiftSettings),
         // The domain client's HTTP transport: libcurl's multi interface (see the header).
@@ -73,7 +75,7 @@ let package = Package(
         // (package access only) and RemoteDomain.
         .target(
             name: "SparkDomain",
-            dependencies: ["SparkCrypto", "SparkMLS", "SparkLock", "CSparkCurl"],
+            dependencies: ["SparkCrypto", "SparkMLS", "SparkLock", "SparkError", "CSparkCurl"],
             swiftSettings: swiftSettings
         ),
         // What the domain runs: its rules, stores and the embedded domain. Linked by SparkSDK for
@@ -104,7 +106,7 @@ let package = Package(
             name: "SparkSDK",
             dependencies: [
                 "SparkCrypto", "SparkMLS", "SparkStore", "SparkObservable", "SparkDomain", "SparkDomainEngine", "CSparkSecret",
-                "SparkLock",
+                "SparkLock", "SparkError",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,6 +1,8 @@
+@_exported public import SparkError
+
 /// An error from the domain (the service side). Compare by ``code``; the ``reason`` is for people
 /// and never contains a token, password, code or key.
-public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConvertible {
+public struct DomainError: CodedError, Codable {
     /// What went wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, Codable, CustomStringConvertible, RawRepresentable {
         /// The code's stable name, as sent over the wire.
@@ -94,13 +96,6 @@ public struct DomainError: Error, Hashable, Sendable, Codable, CustomStringConve
         self.reason = reason
         self.retryAfter = retryAfter
     }
-
-    /// Errors are equal when their codes are equal.
-    public static func == (lhs: DomainError, rhs: DomainError) -> Bool { lhs.code == rhs.code }
-    /// Hashes the code only, consistent with equality.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    /// `DomainError.<code>: <reason>`.
-    public var description: String { "DomainError.\(code): \(reason)" }
 
     private enum CodingKeys: String, CodingKey {
         case code

@@ -1,5 +1,7 @@
+@_exported public import SparkError
+
 /// Why SparkMLS refused an input or an operation. The group is unchanged whenever one is thrown.
-public struct MLSError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct MLSError: CodedError {
     /// The kind of refusal, for programs; ``reason`` says more, for people.
     public enum Code: String, Sendable, Hashable {
         /// The bytes are not a valid encoding (truncated, trailing bytes, a non-minimal length, an
@@ -33,13 +35,9 @@ public struct MLSError: Error, Hashable, Sendable, CustomStringConvertible {
         self.code = code
         self.reason = reason
     }
+}
 
-    /// Errors are equal when their codes are: the reason is for people.
-    public static func == (lhs: MLSError, rhs: MLSError) -> Bool { lhs.code == rhs.code }
-
-    /// Hashes the code only, as `==` compares it.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-
-    /// `MLSError.code: reason`.
-    public var description: String { "MLSError.\(code.rawValue): \(reason)" }
+extension MLSError.Code: CustomStringConvertible {
+    /// The code's name.
+    public var description: String { rawValue }
 }

@@ -1,6 +1,8 @@
+@_exported public import SparkError
+
 /// An error from SparkStore: SQLite's extended result code and message, and the SQL that failed
 /// (never the values bound to it, which may be secrets).
-public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct StoreError: CodedError {
     /// What kind of failure this is. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Backing: Hashable, Sendable {
@@ -53,11 +55,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         self.line = line
     }
 
-    /// Errors are equal when their codes are equal.
-    public static func == (lhs: StoreError, rhs: StoreError) -> Bool { lhs.code == rhs.code }
-
-    /// Hashes the code only, consistent with equality.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    /// The message, as every coded error names it.
+    public var reason: String { message }
 
     /// `StoreError.<code> (SQLite <n>): <message> in <sql>`.
     public var description: String {

@@ -1,8 +1,10 @@
+@_exported public import SparkError
+
 /// An error thrown by SparkCrypto.
 ///
 /// Modelled on swift-asn1's `ASN1Error`: compare errors by ``code``; the ``reason`` is for people
 /// and never contains key material, plaintext or passwords.
-public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct CryptoError: CodedError {
     /// What kind of failure this is. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Backing: Hashable, Sendable {
@@ -54,13 +56,4 @@ public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
         self.file = file
         self.line = line
     }
-
-    /// Errors are equal when their codes are equal.
-    public static func == (lhs: CryptoError, rhs: CryptoError) -> Bool { lhs.code == rhs.code }
-
-    /// Hashes the code only, consistent with equality.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-
-    /// `CryptoError.<code>: <reason>`.
-    public var description: String { "CryptoError.\(code): \(reason)" }
 }

@@ -2,7 +2,7 @@ public import SparkDomain
 
 /// An error from authentication: signing in, refreshing tokens, the accounts assistant.
 /// Compare by ``code``; when the domain refused something, ``domainCode`` says what.
-public struct AuthError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct AuthError: CodedError {
     /// What went wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String

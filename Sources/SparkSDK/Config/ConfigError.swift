@@ -1,7 +1,7 @@
 /// A problem with `ConfigSettings.plist`: it names the file and the key path and says what is
 /// expected, for example `ConfigSettings.plist: key 'testAuth.domain' is missing (expected a
 /// string: the domain id)`.
-public struct ConfigError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct ConfigError: CodedError {
     /// What kind of problem. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
@@ -42,6 +42,9 @@ public struct ConfigError: Error, Hashable, Sendable, CustomStringConvertible {
         self.keyPath = keyPath
         self.message = message
     }
+
+    /// The message, as every coded error names it.
+    public var reason: String { message }
 
     /// Errors are equal when their codes and key paths are.
     public static func == (lhs: ConfigError, rhs: ConfigError) -> Bool { lhs.code == rhs.code && lhs.keyPath == rhs.keyPath }

@@ -2,7 +2,7 @@ public import SparkDomain
 
 /// An error from key management: creating, unlocking, re-protecting or resetting the user's
 /// keys. It never contains key material or the passcode.
-public struct KeyManagementError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct KeyManagementError: CodedError {
     /// What went wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
@@ -55,13 +55,6 @@ public struct KeyManagementError: Error, Hashable, Sendable, CustomStringConvert
         self.retryAfter = retryAfter
     }
 
-    /// Errors are equal when their codes are.
-    public static func == (lhs: KeyManagementError, rhs: KeyManagementError) -> Bool { lhs.code == rhs.code }
-    /// Hashes the code.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-
-    /// `KeyManagementError.<code>: <reason>`.
-    public var description: String { "KeyManagementError.\(code): \(reason)" }
 }
 
 extension KeyManagementError {

@@ -1,7 +1,8 @@
 public import SparkDomain
+@_exported public import SparkError
 
 /// An error from messaging. Compare by ``code``.
-public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct MessagingError: CodedError {
     /// What went wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
@@ -54,11 +55,4 @@ public struct MessagingError: Error, Hashable, Sendable, CustomStringConvertible
         self.reason = reason
         self.domainCode = domainCode
     }
-
-    /// Errors are equal when their codes are.
-    public static func == (lhs: MessagingError, rhs: MessagingError) -> Bool { lhs.code == rhs.code }
-    /// Hashes the code.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    /// `MessagingError.<code>: <reason>`.
-    public var description: String { "MessagingError.\(code): \(reason)" }
 }

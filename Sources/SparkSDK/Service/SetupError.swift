@@ -1,7 +1,7 @@
 public import SparkDomain
 
 /// A setup step failed in a way retrying the same step will not fix (Spark's `setupError`).
-public struct SetupError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct SetupError: CodedError {
     /// What went wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
