@@ -58,18 +58,26 @@ struct GroupCommitTests {
     @Test func aPostIsAnsweredOnlyAfterItsTransactionCommitted() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let pair = try await MailboxWaitTests.pair(directory)
-            // The first posts' transaction fails at its end, as a commit that fails would.
-            let fail = Locked(true)
+            // The first two transactions fail at their end, as a commit that fails would.
+            let failures = Locked(2)
             let engine = try Self.engine(pair) { _ in
-                if fail.withLock({ was in
-                    defer { was = false }
-                    return was
-                }) {
-                    throw DomainError(.storageFailure, "the commit failed")
+                let fail = failures.withLock { left in
+                    defer { left = max(0, left - 1) }
+                    return left > 0
                 }
+                if fail { throw DomainError(.storageFailure, "the commit failed") }
             }
+            // A post that finds a lane free, in its own task.
             await #expect(throws: DomainError.self, "a post whose transaction did not commit is not answered as taken") {
                 try await Self.post(engine, pair.alice, "alice-1", "lost")
+            }
+            // A post that queued for a lane, answered by the lane.
+            await engine.posts.hold()
+            let queued = Task { try await Self.post(engine, pair.alice, "alice-1", "lost") }
+            #expect(await eventuallyAwaiting { await engine.posts.queued == 1 })
+            await engine.posts.release()
+            await #expect(throws: DomainError.self, "a queued post whose transaction did not commit is not answered as taken") {
+                try await queued.value
             }
             #expect(try await Self.texts(pair).isEmpty, "nothing of it is in the store")
             let retried = try await Self.post(engine, pair.alice, "alice-1", "lost")

@@ -7,10 +7,11 @@ import SparkLock
 /// SQLite, one `COMMIT` round on PostgreSQL) instead of one each.
 ///
 /// - Transactions run in lanes, as many as the store has connections (one for SQLite, which has
-///   one writer), each on a thread of its own, never on Swift's cooperative pool. A write that
-///   finds a lane free goes at once, alone; writes that find every lane busy queue, and the next
-///   lane to finish takes them together. So a transaction held in the database (a lock wait, a
-///   slow disk) holds up only the writes in it.
+///   one writer), where the store runs its transactions (`DomainStore.write`: PostgreSQL's on its
+///   connections' threads). A write that finds a lane free goes at once, alone, in its caller's
+///   task; writes that find every lane busy queue, and the next lane to finish takes them
+///   together. So a transaction held in the database (a lock wait, a slow disk) holds up only
+///   the writes in it, and an idle domain pays nothing for the batching.
 /// - A write's answer is given only after the transaction that holds it committed: a caller never
 ///   holds a receipt for what a failed commit took back.
 /// - A write the engine refuses (it throws a `DomainError`: not a member, a stale epoch, over a
@@ -28,14 +29,13 @@ package actor GroupCommit {
     private struct Job: Sendable {
         let locks: [String]
         let body: @Sendable (any DomainStatements) throws -> any Sendable
-        let answer: CheckedContinuation<any Sendable, any Error>
+        /// Where the answer goes; nil for a write that runs its transaction in its own task.
+        let answer: CheckedContinuation<any Sendable, any Error>?
         /// Whether it was answered (once only).
         let answered = Locked(false)
     }
 
     private let store: any DomainStore
-    /// Where the transactions run: a thread per lane (blocking there, never on the pool).
-    private let commitThread = DispatchQueue(label: "spark.group-commit", attributes: .concurrent)
     private var queue: [Job] = []
     /// Lanes running, and those started that have not taken their batch yet.
     private var lanes = 0
@@ -70,9 +70,25 @@ package actor GroupCommit {
     package func write<T: Sendable>(locks: [String], _ body: @escaping @Sendable (any DomainStatements) throws -> T)
         async throws -> T
     {
-        let value = try await withCheckedThrowingContinuation { (answer: CheckedContinuation<any Sendable, any Error>) in
-            queue.append(Job(locks: locks, body: { db in try body(db) }, answer: answer))
+        let job = { (answer: CheckedContinuation<any Sendable, any Error>?) in
+            Job(locks: locks, body: { db in try body(db) }, answer: answer)
+        }
+        let value: any Sendable
+        if lanes < laneLimit, queue.isEmpty, !held {
+            // A lane is free and no one waits: this write goes at once, in its own task, with no
+            // hand-over; what arrives meanwhile queues for the lanes.
+            lanes += 1
+            let outcomes = await commit([job(nil)])
+            transactions += 1
+            writes += 1
+            lanes -= 1
             startDraining()
+            value = try outcomes[0].get()
+        } else {
+            value = try await withCheckedThrowingContinuation { answer in
+                queue.append(job(answer))
+                startDraining()
+            }
         }
         guard let typed = value as? T else { preconditionFailure("a write's answer is of its own type") }
         return typed
@@ -91,9 +107,7 @@ package actor GroupCommit {
         startDraining()
     }
 
-    /// Starts a lane for what is queued while one is free: a write that finds a lane free goes at
-    /// once, in a transaction of its own; writes that find every lane busy queue, and the next
-    /// lane to finish takes them together.
+    /// Starts a lane for what is queued while one is free.
     private func startDraining() {
         while lanes < laneLimit, !held, queue.count > taking {
             lanes += 1
@@ -121,14 +135,6 @@ package actor GroupCommit {
         lanes -= 1
     }
 
-    /// Runs `body` on the thread the transactions run on (blocking there, never on Swift's
-    /// cooperative pool, whatever the store) and awaits it.
-    private func onCommitThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            commitThread.async { continuation.resume(with: Result { try body() }) }
-        }
-    }
-
     /// Answers each write of `jobs` not answered yet with its outcome.
     private static func answer(_ jobs: [Job], _ outcomes: [Result<any Sendable, any Error>]) {
         for (job, outcome) in zip(jobs, outcomes) {
@@ -136,7 +142,7 @@ package actor GroupCommit {
                 defer { answered = true }
                 return !answered
             }
-            if first { job.answer.resume(with: outcome) }
+            if first { job.answer?.resume(with: outcome) }
         }
     }
 
@@ -163,26 +169,23 @@ package actor GroupCommit {
     private func transaction(_ batch: [Job]) async throws -> [Result<any Sendable, any Error>] {
         let locks = Array(Set(batch.flatMap(\.locks))).sorted()
         let beforeCommit = self.beforeCommit
-        let store = self.store
-        let outcomes = try await onCommitThread {
-            try store.blockingWrite(.locking(locks)) { db -> [Outcome] in
-                // Built again on each run: a store may run the body again after a serialization failure.
-                var outcomes: [Outcome] = []
-                for job in batch {
-                    try db.execute("SAVEPOINT group_commit")
-                    do {
-                        let value = try job.body(db)
-                        try db.execute("RELEASE SAVEPOINT group_commit")
-                        outcomes.append(Outcome(value: value, refusal: nil))
-                    } catch let refusal as DomainError {
-                        try db.execute("ROLLBACK TO SAVEPOINT group_commit")
-                        try db.execute("RELEASE SAVEPOINT group_commit")
-                        outcomes.append(Outcome(value: nil, refusal: refusal))
-                    }
+        let outcomes = try await store.write(.locking(locks)) { db -> [Outcome] in
+            // Built again on each run: a store may run the body again after a serialization failure.
+            var outcomes: [Outcome] = []
+            for job in batch {
+                try db.execute("SAVEPOINT group_commit")
+                do {
+                    let value = try job.body(db)
+                    try db.execute("RELEASE SAVEPOINT group_commit")
+                    outcomes.append(Outcome(value: value, refusal: nil))
+                } catch let refusal as DomainError {
+                    try db.execute("ROLLBACK TO SAVEPOINT group_commit")
+                    try db.execute("RELEASE SAVEPOINT group_commit")
+                    outcomes.append(Outcome(value: nil, refusal: refusal))
                 }
-                try beforeCommit(db)
-                return outcomes
             }
+            try beforeCommit(db)
+            return outcomes
         }
         return outcomes.map(\.result)
     }
