@@ -37,7 +37,7 @@ struct DeviceKeysTests {
             // The device's key is its own, kept, and its credential is signed by bob's identity.
             let signer = try await bob.messenger.identities.deviceSigner()
             #expect(try await bob.messenger.identities.deviceSigner().signatureKey == signer.signatureKey)
-            #expect(signer.signatureKey != (await bob.messenger.keys.signing.publicKey.rawRepresentation))
+            #expect(signer.signatureKey != bob.messenger.keys.signing.publicKey.rawRepresentation)
 
             let aliceToken = try await world.real.testToken(userID: "alice").token
             let aliceEndpoint = try await aliceService.endpointID
