@@ -397,6 +397,44 @@ struct MessagingTests {
         }
     }
 
+    /// A page's messages of one chat each move its group's ratchets; the group is written once
+    /// for the page, at its end, not once a message (`GroupStore.deferringSaves`).
+    @Test func aPageWritesEachChatsGroupOnce() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "one write")
+            #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
+            try await bob.refresh()
+            // Bob is off while five messages come, so that his next read is one page of them.
+            await bobService.stop()
+            for index in 1...5 { try await alice.sendMessage("m\(index)", to: chat.chatID) }
+            let bobFile = try DatabaseQueue(path: directory.appendingPathComponent("bob-phone/endpoint.sqlite").path)
+            try bobFile.write { db in
+                try db.execute("CREATE TABLE group_writes(chat_id TEXT)")
+                try db.execute(
+                    "CREATE TRIGGER counted AFTER UPDATE ON chat_groups BEGIN INSERT INTO group_writes VALUES (NEW.chat_id); END")
+            }
+            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
+            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
+            let again = try await restarted.messaging()
+            try await again.refresh()
+            let messages = try await again.messages(in: chat.chatID)
+            #expect(await waitFor("the page arrives") { messages.value.count == 5 })
+            #expect(messages.value.map(\.content) == (1...5).map { "m\($0)" }, "each opened, in order")
+            let writes = try bobFile.read { db in
+                try db.scalar("SELECT count(*) FROM group_writes WHERE chat_id = ?", [chat.chatID], as: Int.self)
+            }
+            // Once for the page of five, and once more when bob seals its delivery receipt (it may
+            // not have yet); not once a message.
+            #expect((1...2).contains(writes ?? 0), "the chat's group was written \(writes ?? 0) times")
+            try bobFile.write { db in try db.execute("DROP TRIGGER counted") }
+        }
+    }
+
     @Test func aStorageFailureWhileReceivingLosesNothing() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try ChatWorld(directory)

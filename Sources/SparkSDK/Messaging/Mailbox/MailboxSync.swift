@@ -180,14 +180,22 @@ actor MailboxSync: MessagingPart {
             notices.append(refused)
         }
         let prepared = steps
+        let groups = self.groups
         let outcomes = try await write { store -> [(effects: Effects, conflict: String?)] in
-            var outcomes: [(effects: Effects, conflict: String?)] = []
-            for step in prepared {
-                do {
-                    outcomes.append((try store.savepoint { try step.changes?(store) ?? Effects(changed: .none) }, nil))
-                } catch let error as MessagingError where error.code == .conflict {
-                    outcomes.append((Effects(changed: .none), error.reason))
+            // Each chat's group is written once, at the end of the page (see `GroupStore.deferringSaves`).
+            let outcomes = try groups.deferringSaves(store) {
+                var outcomes: [(effects: Effects, conflict: String?)] = []
+                for step in prepared {
+                    let held = groups.heldSavesSnapshot()
+                    do {
+                        outcomes.append((try store.savepoint { try step.changes?(store) ?? Effects(changed: .none) }, nil))
+                    } catch let error as MessagingError where error.code == .conflict {
+                        // Rolled back alone: so is what it did to the groups held back.
+                        groups.restoreHeldSaves(held)
+                        outcomes.append((Effects(changed: .none), error.reason))
+                    }
                 }
+                return outcomes
             }
             try store.setMailboxCursor(last.sequence)
             return outcomes

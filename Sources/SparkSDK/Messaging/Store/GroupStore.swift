@@ -1,14 +1,22 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkMLS
 
 /// Chats as MLS groups, over a ``MessagingStore``: each chat's group parsed from its row and
 /// kept live in ``GroupCache`` (checked against the row's `version` on every load), saved in
 /// two parts (the epoch state, changed by commits, and the ratchets, changed by every message),
 /// and the group after a commit this device posted and has not yet seen answered.
+///
+/// Inside a page of the mailbox (``deferringSaves(_:_:)``), a chat's group is written once, at
+/// the end of the page's transaction, however many of the page's messages moved its ratchets.
 struct GroupStore: Sendable {
     let cache: GroupCache
+    /// The groups saved inside ``deferringSaves(_:_:)``, written when it ends; nil outside.
+    private let heldSaves = Locked<[String: Stored]?>(nil)
+
+    init(cache: GroupCache) { self.cache = cache }
 
     /// One chat's stored group.
     struct Stored: Sendable {
@@ -24,6 +32,10 @@ struct GroupStore: Sendable {
     /// The chat's group, judged by `validator`: the live session when the row has not changed
     /// since it was loaded or saved here, else the row, parsed (and kept live).
     func load(_ store: some MessagingStore, chatID: String, validator: any MLSCredentialValidator) throws -> Stored? {
+        if var held = heldSaves.withLock({ $0?[chatID] }) {
+            held.group = held.group.judged(by: validator)
+            return held
+        }
         guard let version = try store.groupVersion(chatID: chatID) else { return nil }
         if var live = cache.session(chatID, version: version) {
             live.group = live.group.judged(by: validator)
@@ -55,6 +67,41 @@ struct GroupStore: Sendable {
     /// are forgotten: the epoch moved). When only its ratchets moved since the live session
     /// (a message sent or opened), only the ratchets are written.
     func save(_ store: some MessagingStore, _ stored: Stored) throws {
+        let held = heldSaves.withLock { saves -> Bool in
+            guard saves != nil else { return false }
+            saves?[stored.group.chatID] = stored
+            return true
+        }
+        if !held { try write(store, stored) }
+    }
+
+    /// Runs `body` (a page of the mailbox, inside its transaction) with the groups it saves held
+    /// back and written once each when it returns, in the same transaction: a chat whose ratchets
+    /// moved with each of a page's messages is written once, not once a message. When `body`
+    /// throws, nothing held is written (the transaction rolls back).
+    func deferringSaves<T>(_ store: some MessagingStore, _ body: () throws -> T) throws -> T {
+        heldSaves.withLock { $0 = [:] }
+        defer { heldSaves.withLock { $0 = nil } }
+        let result = try body()
+        let saves = heldSaves.withLock { saves in
+            defer { saves = nil }
+            return saves ?? [:]
+        }
+        for chatID in saves.keys.sorted() {
+            if let stored = saves[chatID] { try write(store, stored) }
+        }
+        return result
+    }
+
+    /// The groups held back so far (to restore them when one entry of the page is rolled back
+    /// alone, with ``restoreHeldSaves(_:)``).
+    func heldSavesSnapshot() -> [String: Stored]? { heldSaves.withLock { $0 } }
+
+    /// Puts back what ``heldSavesSnapshot()`` returned.
+    func restoreHeldSaves(_ snapshot: [String: Stored]?) { heldSaves.withLock { $0 = snapshot } }
+
+    /// Writes `stored` as the chat's group now.
+    private func write(_ store: some MessagingStore, _ stored: Stored) throws {
         let chatID = stored.group.chatID
         let group = stored.group.group
         var record = GroupRecord(
@@ -81,6 +128,13 @@ struct GroupStore: Sendable {
 
     /// Notes a chat number seen in the mailbox (one of this device's own messages).
     func noteNumber(_ store: some MessagingStore, chatID: String, number: Int64) throws {
+        let held = heldSaves.withLock { saves -> Bool in
+            guard var stored = saves?[chatID] else { return false }
+            stored.lastNumber = max(stored.lastNumber, number)
+            saves?[chatID] = stored
+            return true
+        }
+        if held { return }
         let current = try store.groupVersion(chatID: chatID)
         let version = GroupCache.newVersion()
         try store.noteNumber(chatID: chatID, number: number, version: version)
@@ -89,6 +143,7 @@ struct GroupStore: Sendable {
 
     /// This user left the chat: its group goes, with its pending work.
     func leave(_ store: some MessagingStore, chatID: String) throws {
+        heldSaves.withLock { _ = $0?.removeValue(forKey: chatID) }
         cache.forget(chatID)
         try store.leaveChat(chatID, epoch: try store.group(chatID: chatID)?.epoch)
     }
