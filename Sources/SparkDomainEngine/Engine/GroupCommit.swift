@@ -50,7 +50,7 @@ package actor GroupCommit {
     /// Runs inside each transaction after the writes and before its commit (tests make it throw,
     /// as a commit that fails would).
     private let beforeCommit: @Sendable (any DomainStatements) throws -> Void
-    /// How many transactions held how many writes, for the metrics and the tests.
+    /// How many transactions held how many writes (the tests read them).
     package private(set) var transactions = 0
     package private(set) var writes = 0
 

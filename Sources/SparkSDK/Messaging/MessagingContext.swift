@@ -201,6 +201,5 @@ extension MessagingPart {
     }
 
     /// A new id for a message or a payload.
-    static func newID() -> String { UUID().uuidString.lowercased() }
     func newID() -> String { UUID().uuidString.lowercased() }
 }

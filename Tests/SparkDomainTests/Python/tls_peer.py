@@ -184,6 +184,9 @@ for line in [ask, b"K\n", ask, b"k\n", ask]:
     client.stdin.write(line)
     client.stdin.flush()
     time.sleep(0.4)
+# s_client ends at the end of its input: the last answer gets time to arrive first (a daemon
+# under AddressSanitizer took longer than the pause above).
+time.sleep(2)
 client.stdin.close()
 output = client.stdout.read().decode(errors="replace")
 client.wait()

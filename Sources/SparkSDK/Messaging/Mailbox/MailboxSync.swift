@@ -48,9 +48,6 @@ actor MailboxSync: MessagingPart {
         return receiptsDue
     }
 
-    /// Stops the long-poll in flight, if any (a read wanted now, or the messenger stopping).
-    func cancelLongPoll() { longPoll?.cancel() }
-
     /// Reads and applies the mailbox after the stored cursor; returns how many entries came from
     /// elsewhere (this device's own echoes bring nothing new: after a read of only those, the
     /// poll loop goes back to a long-poll at once instead of reading again in `pollInterval`).
