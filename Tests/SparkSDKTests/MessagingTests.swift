@@ -353,34 +353,50 @@ struct MessagingTests {
         }
     }
 
+    /// Bob's device, off while alice sends `texts` to their chat (so that its next read is one
+    /// page of them): the world, the chat, bob's store file (to set triggers on before he comes
+    /// back), and `back`, which starts his device again.
+    struct OfflinePage {
+        let world: ChatWorld
+        let chat: Chat
+        let bobFile: DatabaseQueue
+        let back: @Sendable () async throws -> BBMAccess
+    }
+
+    static func offlinePage(_ directory: URL, subject: String, texts: [String]) async throws -> OfflinePage {
+        let world = try ChatWorld(directory)
+        let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+        let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
+        let chat = try await alice.startChat(with: ["bob"], subject: subject)
+        #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
+        try await bob.refresh()
+        await bobService.stop()
+        for text in texts { try await alice.sendMessage(text, to: chat.chatID) }
+        let bobFile = try DatabaseQueue(path: directory.appendingPathComponent("bob-phone/endpoint.sqlite").path)
+        return OfflinePage(world: world, chat: chat, bobFile: bobFile) {
+            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
+            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
+            return try await restarted.messaging()
+        }
+    }
+
     /// A page of mailbox entries is applied with the cursor in one transaction: a store that
     /// fails on the page's third message leaves none of the page applied and the cursor where it
     /// was (not the first two kept and the rest lost, nor the cursor moved past them); once it
     /// recovers, the whole page arrives, each message once, in order.
     @Test func aPageIsAppliedWholeWithItsCursorOrNotAtAll() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
-            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
-            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
-            let chat = try await alice.startChat(with: ["bob"], subject: "one page")
-            #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
-            try await bob.refresh()
-            // Bob is off while three messages come, so that his next read is one page of them.
-            await bobService.stop()
-            for text in ["one", "two", "three"] { try await alice.sendMessage(text, to: chat.chatID) }
-            let file = directory.appendingPathComponent("bob-phone/endpoint.sqlite").path
-            let bobFile = try DatabaseQueue(path: file)
+            let page = try await Self.offlinePage(directory, subject: "one page", texts: ["one", "two", "three"])
+            let (chat, bobFile) = (page.chat, page.bobFile)
             try bobFile.write { db in
                 try db.execute(
                     "CREATE TRIGGER full BEFORE INSERT ON messages WHEN NEW.number = 3 BEGIN SELECT RAISE(ABORT, 'disk full'); END"
                 )
             }
             let cursor = try bobFile.read { db in try db.scalar("SELECT sequence FROM mailbox_cursor", as: Int64.self) }
-            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
-            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
-            try await restarted.start(domain: world.domain, environment: .sandbox)
-            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
-            let again = try await restarted.messaging()
+            let again = try await page.back()
             let events = EventRecorder(again)
             let refused = await #expect(throws: MessagingError.self) { try await again.refresh() }
             #expect(refused?.code == .storageFailure)
@@ -401,26 +417,14 @@ struct MessagingTests {
     /// for the page, at its end, not once a message (`GroupStore.deferringSaves`).
     @Test func aPageWritesEachChatsGroupOnce() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory)
-            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
-            let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
-            let chat = try await alice.startChat(with: ["bob"], subject: "one write")
-            #expect(await waitFor("bob has the chat") { bob.chats.value.first?.chatID == chat.chatID })
-            try await bob.refresh()
-            // Bob is off while five messages come, so that his next read is one page of them.
-            await bobService.stop()
-            for index in 1...5 { try await alice.sendMessage("m\(index)", to: chat.chatID) }
-            let bobFile = try DatabaseQueue(path: directory.appendingPathComponent("bob-phone/endpoint.sqlite").path)
+            let page = try await Self.offlinePage(directory, subject: "one write", texts: (1...5).map { "m\($0)" })
+            let (chat, bobFile) = (page.chat, page.bobFile)
             try bobFile.write { db in
                 try db.execute("CREATE TABLE group_writes(chat_id TEXT)")
                 try db.execute(
                     "CREATE TRIGGER counted AFTER UPDATE ON chat_groups BEGIN INSERT INTO group_writes VALUES (NEW.chat_id); END")
             }
-            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
-            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
-            try await restarted.start(domain: world.domain, environment: .sandbox)
-            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
-            let again = try await restarted.messaging()
+            let again = try await page.back()
             try await again.refresh()
             let messages = try await again.messages(in: chat.chatID)
             #expect(await waitFor("the page arrives") { messages.value.count == 5 })
