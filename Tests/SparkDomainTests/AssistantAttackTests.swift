@@ -168,37 +168,46 @@ struct AssistantAttackTests {
             try await domain.signUp(Self.alice)
             let hashTime = await Self.fastest(5, [{ _ = try PasswordHasher(unsafeIterations: 40_000).hash("x") }])[0]
             let rounds = 15
-            let resets = await Self.fastest(
-                rounds,
-                [
-                    {
-                        try await domain.resetPassword(
-                            email: "alice@example.com", code: "000000", newPassword: "Battery-Staple-42")
-                    },
-                    {
-                        try await domain.resetPassword(
-                            email: "nobody@example.com", code: "000000", newPassword: "Battery-Staple-42")
-                    },
-                ])
-            let requests = await Self.fastest(
-                rounds,
-                [
-                    { try await domain.requestPasswordReset(email: "alice@example.com") },
-                    { try await domain.requestPasswordReset(email: "nobody@example.com") },
-                ])
-            let activations = await Self.fastest(
-                rounds,
-                [
-                    { try await domain.activate(userName: "alice", code: "000000") },
-                    { try await domain.activate(userName: "nobody", code: "000000") },
-                ])
-            let logins = await Self.fastest(
-                rounds,
-                [
-                    { _ = try await domain.logIn(userName: "alice", password: "Wrong-Horse-77") },
-                    { _ = try await domain.logIn(userName: "nobody", password: "Wrong-Horse-77") },
-                ])
-            for (path, pair) in [("reset", resets), ("reset request", requests), ("activation", activations), ("login", logins)] {
+            // Each kind's fastest of `rounds`, alternating. A whole suite under ThreadSanitizer on
+            // two cores can still leave one kind without a quiet sample: a pair over the bound is
+            // measured once more, and only a second miss fails (a path that hashes for one kind
+            // and not the other misses every time).
+            let measure = { () async -> [(String, [Double])] in
+                let resets = await Self.fastest(
+                    rounds,
+                    [
+                        {
+                            try await domain.resetPassword(
+                                email: "alice@example.com", code: "000000", newPassword: "Battery-Staple-42")
+                        },
+                        {
+                            try await domain.resetPassword(
+                                email: "nobody@example.com", code: "000000", newPassword: "Battery-Staple-42")
+                        },
+                    ])
+                let requests = await Self.fastest(
+                    rounds,
+                    [
+                        { try await domain.requestPasswordReset(email: "alice@example.com") },
+                        { try await domain.requestPasswordReset(email: "nobody@example.com") },
+                    ])
+                let activations = await Self.fastest(
+                    rounds,
+                    [
+                        { try await domain.activate(userName: "alice", code: "000000") },
+                        { try await domain.activate(userName: "nobody", code: "000000") },
+                    ])
+                let logins = await Self.fastest(
+                    rounds,
+                    [
+                        { _ = try await domain.logIn(userName: "alice", password: "Wrong-Horse-77") },
+                        { _ = try await domain.logIn(userName: "nobody", password: "Wrong-Horse-77") },
+                    ])
+                return [("reset", resets), ("reset request", requests), ("activation", activations), ("login", logins)]
+            }
+            let first = await measure()
+            let pairs = first.allSatisfy({ abs($0.1[0] - $0.1[1]) < hashTime / 2 }) ? first : await measure()
+            for (path, pair) in pairs {
                 // The two kinds differ by far less than one password hash.
                 #expect(
                     abs(pair[0] - pair[1]) < hashTime / 2,
