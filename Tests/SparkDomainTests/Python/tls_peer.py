@@ -19,6 +19,8 @@ the server does not share code with) and openssl s_client:
 import json
 import socket
 import ssl
+import os
+import select
 import subprocess
 import sys
 import time
@@ -180,15 +182,31 @@ client = subprocess.Popen(
     ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-CAfile", ca],
     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 ask = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-for line in [ask, b"K\n", ask, b"k\n", ask]:
+output = ""
+
+
+def until(text, count, seconds=20):
+    """Reads s_client's output until `text` has appeared `count` times (or the time is up)."""
+    global output
+    deadline = time.monotonic() + seconds
+    while output.count(text) < count and time.monotonic() < deadline:
+        ready, _, _ = select.select([client.stdout], [], [], 0.2)
+        if ready:
+            chunk = os.read(client.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            output += chunk.decode(errors="replace")
+
+
+# Each line goes once s_client has acted on the one before (its answer, or its KEYUPDATE), so
+# that a slow peer never reads a command and a request as one.
+for line, text, count in [(ask, "HTTP/1.1", 1), (b"K\n", "KEYUPDATE", 1), (ask, "HTTP/1.1", 2),
+                          (b"k\n", "KEYUPDATE", 2), (ask, "HTTP/1.1", 3)]:
     client.stdin.write(line)
     client.stdin.flush()
-    time.sleep(0.4)
-# s_client ends at the end of its input: the last answer gets time to arrive first (a daemon
-# under AddressSanitizer took longer than the pause above).
-time.sleep(2)
+    until(text, count)
 client.stdin.close()
-output = client.stdout.read().decode(errors="replace")
+output += client.stdout.read().decode(errors="replace")
 client.wait()
 print("key-update", ",".join(line.split(" ")[1] for line in output.splitlines() if line.startswith("HTTP/1.1")),
       output.count("KEYUPDATE"))
