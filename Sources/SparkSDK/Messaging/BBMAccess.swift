@@ -245,6 +245,35 @@ public final class BBMAccess: Sendable {
         try await messenger.outbox.sendChatEvent(tag: tag, data: data, in: chatID)
     }
 
+    // MARK: Search
+
+    /// Searches this device's messages: every word of `query.text` (see ``SearchQuery`` for
+    /// prefixes, phrases and scripts without spaces), narrowed by its filters, best first, a page
+    /// at a time. The index behind it holds no word in the clear (`docs/SEARCH.md`).
+    ///
+    /// ```swift
+    /// var page = try await access.search(SearchQuery("lunch tomorrow", sender: "bob"))
+    /// while let next = page.next { page = try await access.search(SearchQuery("lunch tomorrow", sender: "bob", cursor: next)) }
+    /// ```
+    ///
+    /// - Throws: ``MessagingError/Code/invalidArgument`` for a query with nothing to look for, a
+    ///   text over ``SearchQuery/longestText`` characters, a prefix shorter than three letters,
+    ///   or a cursor of another query.
+    public func search(_ query: SearchQuery) async throws -> SearchPage { try await messenger.search.search(query) }
+
+    /// The messages of `messageID`'s chat around it, oldest first: up to `limit`, about half of
+    /// them after it (to open a chat at a search result).
+    public func messages(around messageID: String, limit: Int = 50) async throws -> [ChatMessage] {
+        try await messenger.search.messages(around: messageID, limit: limit)
+    }
+
+    /// Rebuilds the search index from the stored messages (after damage; an upgrade that changes
+    /// the index rebuilds it by itself at start), telling `progress` how many of how many are
+    /// done after each batch. Search goes on meanwhile, finding what is indexed so far.
+    public func rebuildSearchIndex(progress: @escaping @Sendable (_ done: Int, _ total: Int) -> Void = { _, _ in }) async throws {
+        try await messenger.search.rebuild(progress: progress)
+    }
+
     /// Reads the mailbox now instead of at the next poll, then does what follows a read: sends
     /// delivery receipts, brings every chat's group up to date and resends what is left sending.
     public func refresh() async throws { try await messenger.refresh() }

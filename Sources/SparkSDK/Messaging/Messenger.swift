@@ -30,12 +30,16 @@ actor Messenger: MessagingPart {
     nonisolated let mailbox: MailboxSync
     nonisolated let outbox: Outbox
     nonisolated let chats: GroupChanges
+    nonisolated let search: MessageSearch
     let pollInterval: Duration
     /// Told after each mailbox read whether it reached the domain (connectivity).
     let onMailbox: @Sendable (Bool) async -> Void
     private var syncTask: Task<Void, Never>?
     /// Re-examines the chats when a contact is trusted again (see `MessagingContext.trustRestored`).
     private var trustTask: Task<Void, Never>?
+    /// Brings the search index up to date at start (an index of an older version, or a rebuild
+    /// an exit interrupted); messages stored meanwhile are indexed as they come.
+    private var indexTask: Task<Void, Never>?
     /// How long an idle endpoint's mailbox read waits for an entry (a long-poll).
     static let longPoll: Duration = .seconds(25)
     /// How long the loop pauses after a failed read.
@@ -56,6 +60,7 @@ actor Messenger: MessagingPart {
         mailbox = MailboxSync(context: context, identities: identities)
         outbox = Outbox(context: context, identities: identities, attachments: attachments, mailbox: mailbox)
         chats = GroupChanges(context: context, identities: identities, outbox: outbox, mailbox: mailbox)
+        search = MessageSearch(context: context)
         self.pollInterval = pollInterval
         self.onMailbox = onMailbox
     }
@@ -86,6 +91,8 @@ actor Messenger: MessagingPart {
         let interval = pollInterval
         // Messages may have been counting down while this device was off.
         await noteExpiring()
+        let search = self.search
+        indexTask = Task { try? await search.resumeIfNeeded() }
         let restored = context.trustRestored
         trustTask = Task { [weak self] in
             for await _ in restored {
@@ -139,6 +146,7 @@ actor Messenger: MessagingPart {
         syncTask = nil
         loop?.cancel()
         trustTask?.cancel()
+        indexTask?.cancel()
         context.trustRestoredSink.finish()
         await storage.close()
         await loop?.value

@@ -381,6 +381,23 @@ public final class EndpointStore: Sendable {
             // user reads the same list).
             try db.execute("CREATE TABLE blocked_users (user_id TEXT PRIMARY KEY)")
         }
+        migrator.register("v16-search-index") { db in
+            // The search index (`SQLiteMessagingStore+Search`): keyed tokens only, no text, no
+            // positions; a message's `search_doc` is its row in it (rowids may change in a VACUUM).
+            // Messages stored before are indexed by the rebuild the state row asks for.
+            try db.execute(
+                """
+                ALTER TABLE messages ADD COLUMN search_doc INTEGER;
+                CREATE UNIQUE INDEX messages_by_search_doc ON messages(search_doc) WHERE search_doc IS NOT NULL;
+                CREATE VIRTUAL TABLE message_search USING fts5(tokens, tokenize = 'ascii', content = '', detail = column);
+                CREATE TABLE search_index_state (
+                    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                    version INTEGER NOT NULL,
+                    building INTEGER NOT NULL
+                );
+                INSERT INTO search_index_state VALUES (1, 0, 1);
+                """)
+        }
         return migrator
     }
 
@@ -539,6 +556,8 @@ extension EndpointStore {
         do {
             try queue.write { db in
                 for table in Self.userDataTables { try db.execute("DELETE FROM \(table)") }
+                // The index is a contentless FTS5 table: emptied by its own command.
+                try db.execute("INSERT INTO message_search(message_search) VALUES ('delete-all')")
                 if !kept.contains(.registration) { try db.execute("DELETE FROM registration") }
                 if !kept.contains(.credentials) { try db.execute("DELETE FROM credentials") }
             }

@@ -29,6 +29,13 @@ public enum StoreKeySource: Sendable {
 /// as matrix-rust-sdk's store encryption does. Layout: `0x01 ‖ nonce (12) ‖ ciphertext ‖ tag (16)`.
 struct StoreSealer: Sendable {
     let key: SymmetricKey
+    /// The key of the search index's tokens, derived from the store key.
+    let searchKey: SearchKey
+
+    init(key: SymmetricKey) {
+        self.key = key
+        searchKey = SearchKey(storeKey: key)
+    }
 
     func seal(_ plaintext: Data, _ context: String) throws -> Data {
         let box = try AESGCM.seal(plaintext, using: key, authenticating: Data(context.utf8))

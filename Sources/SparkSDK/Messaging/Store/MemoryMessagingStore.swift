@@ -21,6 +21,9 @@ final class MemoryMessagingStore: Sendable {
             var expired = false
             /// Its attachment, while it has one.
             var attachment: AttachmentDescriptor? = nil
+            /// Its place in the search index, and its tokens there, while it is indexed.
+            var searchDoc: Int64? = nil
+            var searchTokens: Set<String> = []
         }
         struct Chat: Sendable {
             var timer = 0
@@ -54,9 +57,14 @@ final class MemoryMessagingStore: Sendable {
         var signer: StoredSigner?
         var bundles: [Data: (bundle: Data, lastResort: Bool, createdAt: Date)] = [:]
         var ownDevices: Set<OwnDevices.Trusted> = []
+        var nextSearchDoc: Int64 = 1
+        var searchIndexBuilding = false
     }
 
     private let state = Locked(State())
+    /// The search index's token key (the index is in memory; the key keeps the tokens the same
+    /// as on disk).
+    private let searchKey = SearchKey(key: SymmetricKey(size: .bits256))
 
     init() {}
 
@@ -65,13 +73,13 @@ final class MemoryMessagingStore: Sendable {
 
     /// Runs `body` on the state as it is.
     func read<T>(_ body: (Transaction) throws -> T) rethrows -> T {
-        try state.withLock { state in try body(Transaction(state)) }
+        try state.withLock { state in try body(Transaction(state, searchKey: searchKey)) }
     }
 
     /// Runs `body` on a copy of the state, kept when `body` returns.
     func write<T>(_ body: (Transaction) throws -> T) rethrows -> T {
         try state.withLock { state in
-            let transaction = Transaction(state)
+            let transaction = Transaction(state, searchKey: searchKey)
             let result = try body(transaction)
             state = transaction.state
             return result
@@ -81,8 +89,12 @@ final class MemoryMessagingStore: Sendable {
     /// One transaction's view of the state.
     final class Transaction: MessagingStore {
         fileprivate(set) var state: State
+        let searchKey: SearchKey
 
-        fileprivate init(_ state: State) { self.state = state }
+        fileprivate init(_ state: State, searchKey: SearchKey) {
+            self.state = state
+            self.searchKey = searchKey
+        }
 
         func savepoint<T>(_ body: () throws -> T) throws -> T {
             let saved = state
@@ -144,6 +156,7 @@ final class MemoryMessagingStore: Sendable {
             try insert(
                 message.shown(as: sealed == nil ? .held : .sending), sealed: sealed, ignoringTaken: false,
                 sentAt: message.timestamp, attachment: message.attachment)
+            index(message.id)
         }
 
         func startExpiry(chatID: String, at now: Date) throws {
@@ -156,6 +169,7 @@ final class MemoryMessagingStore: Sendable {
         func expireDue(at now: Date) throws -> [(chatID: String, id: String)] {
             let due = state.messages.values.filter { !$0.expired && $0.message.expiresAt.map { $0 <= now } == true }
             for entry in due {
+                unindex(entry.message.id)
                 var message = entry.message
                 (message.content, message.data, message.reactions, message.attachment) = ("", nil, [], nil)
                 state.messages[message.id]?.message = message
@@ -259,10 +273,13 @@ final class MemoryMessagingStore: Sendable {
                     content: message.content, tag: message.tag, data: message.data, ref: message.ref, state: message.state,
                     timestamp: message.timestamp, attachment: message.attachment.map(Attachment.init)), sealed: nil,
                 ignoringTaken: ignoringTaken, sentAt: incoming ? nil : message.timestamp, attachment: message.attachment)
+            if state.messages[message.id]?.searchDoc == nil { index(message.id) }
         }
 
         func setContent(_ id: String, content: String) throws {
+            let indexed = unindex(id)
             state.messages[id]?.message.content = content
+            if indexed { index(id) }
         }
 
         func reactions(of id: String) throws -> [Reaction] { state.messages[id]?.message.reactions ?? [] }
@@ -275,6 +292,7 @@ final class MemoryMessagingStore: Sendable {
 
         func recall(_ id: String) throws {
             guard var message = state.messages[id]?.message else { return }
+            unindex(id)
             (message.content, message.data, message.reactions, message.isRecalled) = ("", nil, [], true)
             message.attachment = nil
             state.messages[id]?.message = message
@@ -360,6 +378,70 @@ final class MemoryMessagingStore: Sendable {
             state.refusedCommits[chatID] = nil
             state.pendingCommits = state.pendingCommits.filter { $0.value.chatID != chatID }
             state.chats[chatID]?.isActive = false
+            for entry in inChat(chatID) { unindex(entry.message.id) }
+        }
+
+        // MARK: Search (BM25 over the same tokens as SQLite's index)
+
+        private func index(_ id: String) {
+            guard let entry = state.messages[id], !entry.expired, !entry.message.isRecalled,
+                state.chats[entry.message.chatID]?.isActive ?? true
+            else { return }
+            state.messages[id]?.searchDoc = state.nextSearchDoc
+            state.nextSearchDoc += 1
+            state.messages[id]?.searchTokens = Set(SearchDocument(entry.message).tokens(searchKey))
+        }
+
+        @discardableResult
+        private func unindex(_ id: String) -> Bool {
+            guard state.messages[id]?.searchDoc != nil else { return false }
+            state.messages[id]?.searchDoc = nil
+            state.messages[id]?.searchTokens = []
+            return true
+        }
+
+        func searchCandidates(_ tokens: [String], since: Date?, until: Date?, offset: Int, limit: Int) throws -> [String] {
+            let indexed = state.messages.values.filter { $0.searchDoc != nil }
+            guard !indexed.isEmpty else { return [] }
+            let count = Double(indexed.count)
+            let averageLength = Double(indexed.map(\.searchTokens.count).reduce(0, +)) / count
+            // FTS5's bm25(): k1 1.2, b 0.75, idf log((N - n + 0.5) / (n + 0.5)) at least 1e-6, a
+            // token counted once per document (the index keeps no positions).
+            let idf = Dictionary(
+                uniqueKeysWithValues: tokens.map { token in
+                    let containing = Double(indexed.filter { $0.searchTokens.contains(token) }.count)
+                    return (token, max(1e-6, log((count - containing + 0.5) / (containing + 0.5))))
+                })
+            let scored = indexed.filter { entry in
+                tokens.allSatisfy(entry.searchTokens.contains) && since.map { entry.message.timestamp >= $0 } != false
+                    && until.map { entry.message.timestamp < $0 } != false
+            }.map { entry in
+                let length = Double(entry.searchTokens.count)
+                let score = tokens.reduce(0.0) { sum, token in
+                    sum + idf[token]! * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * length / averageLength))
+                }
+                return (id: entry.message.id, score: score, doc: entry.searchDoc!)
+            }.sorted { ($0.score, $0.doc) > ($1.score, $1.doc) }
+            return scored.dropFirst(offset).prefix(limit).map(\.id)
+        }
+
+        func searchIndexState() throws -> SearchIndexState {
+            SearchIndexState(current: true, building: state.searchIndexBuilding)
+        }
+
+        func resetSearchIndex() throws {
+            for id in state.messages.keys { unindex(id) }
+            state.searchIndexBuilding = true
+        }
+
+        func indexUnindexed(limit: Int) throws -> (indexed: Int, remaining: Int) {
+            let waiting = state.messages.values.filter {
+                $0.searchDoc == nil && !$0.expired && !$0.message.isRecalled && state.chats[$0.message.chatID]?.isActive ?? true
+            }.sorted { $0.row < $1.row }
+            for entry in waiting.prefix(limit) { index(entry.message.id) }
+            let remaining = max(0, waiting.count - limit)
+            if remaining == 0 { state.searchIndexBuilding = false }
+            return (min(limit, waiting.count), remaining)
         }
 
         func leftEpoch(chatID: String) throws -> UInt64? { state.leftEpochs[chatID] }

@@ -136,8 +136,14 @@ final class MessagingStorage: Sendable {
         do {
             switch backend {
             case .sqlite(let queue, let sealer):
-                let statements = { (db: Database) in try body(SQLiteMessagingStore(db: db, sealer: sealer)) }
-                return writing ? try queue.write(statements) : try queue.read(statements)
+                guard writing else { return try queue.read { db in try body(SQLiteMessagingStore(db: db, sealer: sealer)) } }
+                let purged = Locked(false)
+                let result = try queue.write { db in try body(SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)) }
+                if purged.withLock({ $0 }) {
+                    // What was taken out of the search index is also in the log's old pages.
+                    _ = try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+                }
+                return result
             case .memory(let store):
                 return writing ? try store.write(body) : try store.read(body)
             }

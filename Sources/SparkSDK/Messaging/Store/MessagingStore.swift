@@ -113,6 +113,21 @@ protocol MessagingStore {
     /// The chat's received messages numbered up to `number` not yet read, oldest first.
     func unreadReceived(chatID: String, upTo number: Int64) throws -> [CoveredMessage]
 
+    // MARK: Search (see `MessageSearch`; the message statements above keep the index in step)
+
+    /// The key of the index's tokens.
+    var searchKey: SearchKey { get }
+    /// The messages that hold every one of `tokens`, sent in `since..<until`, best first (BM25,
+    /// then the latest indexed), from `offset`.
+    func searchCandidates(_ tokens: [String], since: Date?, until: Date?, offset: Int, limit: Int) throws -> [String]
+    /// Whether the index is of the current version, and whether a rebuild is under way.
+    func searchIndexState() throws -> SearchIndexState
+    /// Empties the index for a rebuild (``indexUnindexed(limit:)`` then fills it).
+    func resetSearchIndex() throws
+    /// Indexes up to `limit` of the messages the index lacks (oldest first); returns how many,
+    /// and how many are left. None left ends the rebuild.
+    func indexUnindexed(limit: Int) throws -> (indexed: Int, remaining: Int)
+
     // MARK: Chats
 
     /// The chat `chatID`, or every chat, most recent activity first.
@@ -355,4 +370,12 @@ private struct StoreLookup<Store: MessagingStore>: MessageLookup {
     func isTaken(_ number: Int64, in chatID: String) throws -> Bool {
         try store.messageID(chatID: chatID, number: number) != nil
     }
+}
+
+/// The search index's state (``MessagingStore/searchIndexState()``).
+struct SearchIndexState: Sendable, Equatable {
+    /// Its tokens are of the current version.
+    var current: Bool
+    /// A rebuild has not finished.
+    var building: Bool
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkLock
 import SparkStore
 
 /// The messaging store on the endpoint store's SQLite tables, bound to one transaction: this
@@ -20,6 +21,9 @@ import SparkStore
 struct SQLiteMessagingStore: MessagingStore {
     let db: Database
     let sealer: StoreSealer
+    /// Set when the transaction merged the search index after taking messages out of it: the
+    /// storage then truncates the write-ahead log, which holds the pages as they were.
+    var purged: Locked<Bool>? = nil
 
     /// The labels of the group's sealed values (a message's and a chat's are the endpoint
     /// store's, `EndpointStore.Seal`, since its migrations seal them too).
@@ -166,6 +170,10 @@ struct SQLiteMessagingStore: MessagingStore {
                     sealed, try sealedAttachment(message.attachment, id: id),
                 ] + (try expiry(chatID: message.chatID, sentAt: message.timestamp)))
         }
+        try index(
+            SearchDocument(
+                content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
+                chatID: message.chatID, sender: message.sender), id: id)
     }
 
     func outgoing(_ id: String) throws -> OutgoingMessage? {
@@ -250,8 +258,9 @@ struct SQLiteMessagingStore: MessagingStore {
     func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws {
         let (id, state) = (message.id, message.state)
         let failure: String? = if case .failed(let reason) = state { reason } else { nil }
+        var inserted = 0
         try conflictsRefused {
-            try db.execute(
+            inserted = try db.execute(
                 """
                 INSERT \(ignoringTaken ? "OR IGNORE " : "")INTO messages(local_id, chat_id, number, sender, incoming, content, tag,
                     data, ref, state, failure, timestamp, attachment, expire_after, expires_at)
@@ -265,11 +274,22 @@ struct SQLiteMessagingStore: MessagingStore {
                     failure, message.timestamp.timeIntervalSince1970, try sealedAttachment(message.attachment, id: id),
                 ] + (try expiry(chatID: chatID, sentAt: incoming ? nil : message.timestamp)))
         }
+        guard inserted > 0 else { return }
+        try index(
+            SearchDocument(
+                content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
+                chatID: chatID, sender: message.sender), id: id)
     }
 
+    /// The index then holds the new text alone (the old text's tokens are merged away).
     func setContent(_ id: String, content: String) throws {
+        let indexed = try unindex(id)
         try db.execute(
             "UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
+        if indexed {
+            try reindex(id)
+            try purgeSearchIndex()
+        }
     }
 
     func reactions(of id: String) throws -> [Reaction] {
@@ -291,6 +311,7 @@ struct SQLiteMessagingStore: MessagingStore {
 
     /// The content's and data's sealed bytes are overwritten in place (`secure_delete`).
     func recall(_ id: String) throws {
+        if try unindex(id) { try purgeSearchIndex() }
         try db.execute(
             "UPDATE messages SET content = ?, data = NULL, reactions = NULL, attachment = NULL, recalled = 1 WHERE local_id = ?",
             [try sealer.seal("", EndpointStore.Seal.content(id)), id])
@@ -331,7 +352,9 @@ struct SQLiteMessagingStore: MessagingStore {
         let due = try db.rows(
             "SELECT chat_id, local_id FROM messages WHERE expired = 0 AND expires_at <= ?", [now.timeIntervalSince1970]
         ).map { (chatID: try $0.get(0, as: String.self), id: try $0.get(1, as: String.self)) }
+        var unindexed = false
         for (_, id) in due {
+            if try unindex(id) { unindexed = true }
             try db.execute(
                 """
                 UPDATE messages SET content = ?, data = NULL, reactions = NULL, attachment = NULL, sealed = NULL, expired = 1
@@ -339,6 +362,7 @@ struct SQLiteMessagingStore: MessagingStore {
                 """,
                 [try sealer.seal("", EndpointStore.Seal.content(id)), id])
         }
+        if unindexed { try purgeSearchIndex() }
         return due
     }
 
@@ -467,7 +491,9 @@ struct SQLiteMessagingStore: MessagingStore {
             "UPDATE chats SET last_activity = max(last_activity, ?) WHERE chat_id = ?", [date.timeIntervalSince1970, chatID])
     }
 
+    /// The chat's messages stay to be read, but search no longer finds them.
     func leaveChat(_ chatID: String, epoch: UInt64?) throws {
+        try unindexChat(chatID)
         for table in [
             "chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits", "refused_commits",
         ] {

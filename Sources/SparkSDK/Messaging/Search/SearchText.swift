@@ -1,0 +1,205 @@
+import Foundation
+import SparkCrypto
+
+/// Text as search sees it: units, normalised terms, and the keyed tokens the index holds.
+///
+/// - A **unit** is a word (a run of letters and digits) or one character of a script written
+///   without spaces (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar, Tibetan), which search
+///   finds by substring.
+/// - A unit's **term** is its text in compatibility composition (NFKC), case-folded, without
+///   diacritics and at one width: `Crème`, `CRÈME` and `creme` are one term.
+/// - The index holds **keyed tokens** only: `HMAC-SHA256(indexKey, kind ‖ 0x00 ‖ term)`, the
+///   first 10 bytes in hex. Without the key a token says nothing of its word; with the key a
+///   query's tokens are computed the same way (``SearchMatch``), so the query's own text never
+///   reaches the index's query syntax.
+///
+/// What one message puts in the index (``SearchDocument``): `w` each word, `p` the first three
+/// characters of each word of three or more (prefix queries), `g1` each character of a script
+/// without spaces and `g2` each two such characters in a row (substrings), `a` when it has an
+/// attachment, `m` its media type and `t` the type's first part, `c` its chat and `s` its sender
+/// (filters). See `docs/SEARCH.md`.
+enum SearchText {
+    /// A word, or one character of a script without spaces, in a text.
+    struct Unit: Sendable, Equatable {
+        /// Where it is in the text searched.
+        var range: Range<String.Index>
+        /// Its normalised form.
+        var term: String
+        /// One character of a script written without spaces.
+        var isGram: Bool
+    }
+
+    /// The most characters of a word that make its term (a longer one is cut there).
+    static let longestTerm = 64
+
+    /// The units of `text`, in order.
+    static func units(of text: String) -> [Unit] {
+        var units: [Unit] = []
+        var wordStart: String.Index?
+        var index = text.startIndex
+        func closeWord(at end: String.Index) {
+            guard let start = wordStart else { return }
+            units.append(Unit(range: start..<end, term: normalize(text[start..<end]), isGram: false))
+            wordStart = nil
+        }
+        while index < text.endIndex {
+            let character = text[index]
+            let next = text.index(after: index)
+            if let scalar = character.unicodeScalars.first, isWrittenWithoutSpaces(scalar) {
+                closeWord(at: index)
+                units.append(Unit(range: index..<next, term: normalize(text[index..<next]), isGram: true))
+            } else if character.isLetter || character.isNumber {
+                if wordStart == nil { wordStart = index }
+            } else {
+                closeWord(at: index)
+            }
+            index = next
+        }
+        closeWord(at: text.endIndex)
+        return units
+    }
+
+    /// A unit's term: NFKC, case-folded, without diacritics, at one width, at most
+    /// ``longestTerm`` characters. ASCII takes a shorter path to the same result.
+    static func normalize(_ text: Substring) -> String {
+        let cut = text.count > longestTerm ? text.prefix(longestTerm) : text
+        if cut.utf8.allSatisfy({ $0 < 0x80 }) {
+            return String(decoding: cut.utf8.map { (65...90).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+        }
+        return String(cut).precomposedStringWithCompatibilityMapping
+            .folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil)
+            .precomposedStringWithCanonicalMapping
+    }
+
+    /// Whether `scalar` belongs to a script written without spaces between words.
+    static func isWrittenWithoutSpaces(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x0E00...0x0EFF,  // Thai, Lao
+            0x0F00...0x0FFF,  // Tibetan
+            0x1000...0x109F,  // Myanmar
+            0x1780...0x17FF,  // Khmer
+            0x2E80...0x2FDF,  // CJK radicals
+            0x3005...0x3007, 0x3021...0x3029, 0x3031...0x3035,  // ideographic marks
+            0x3040...0x30FF,  // Hiragana, Katakana
+            0x31F0...0x31FF,  // Katakana extensions
+            0x3400...0x4DBF,  // CJK extension A
+            0x4E00...0x9FFF,  // CJK unified ideographs
+            0xF900...0xFAFF,  // CJK compatibility ideographs
+            0xFF66...0xFF9F,  // half-width Katakana
+            0x20000...0x3134F:  // CJK extensions B–G
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+/// The key the index's tokens are made with, derived from the store key (HKDF-SHA256, info
+/// `spark search index v1`), so that a store whose key is gone (a reset) has an index nobody can
+/// query.
+struct SearchKey: Sendable {
+    private let key: SymmetricKey
+
+    /// The kinds of token (see ``SearchText``).
+    enum Kind: String, Sendable {
+        case word = "w"
+        case prefix = "p"
+        case gram = "g1"
+        case pair = "g2"
+        case attachment = "a"
+        case mediaType = "m"
+        case majorType = "t"
+        case chat = "c"
+        case sender = "s"
+    }
+
+    /// The length of a prefix token's prefix, and so the shortest prefix a query may use.
+    static let prefixLength = 3
+
+    init(key: SymmetricKey) { self.key = key }
+
+    /// The key of the index of the store sealed under `storeKey`.
+    init(storeKey: SymmetricKey) {
+        let derived = try? HKDF.deriveKey(
+            inputKeyMaterial: storeKey, salt: Data(), info: Data("spark search index v1".utf8), outputByteCount: 32,
+            hash: .sha256)
+        // HKDF of 32 bytes from a key never fails (the output length is in range).
+        key = SymmetricKey(secureBytes: derived!)
+    }
+
+    /// The token of `term` of `kind`: 20 lower-case hex digits.
+    func token(_ kind: Kind, _ term: String) -> String {
+        var message = Data(kind.rawValue.utf8)
+        message.append(0)
+        message.append(contentsOf: term.utf8)
+        let mac = HMAC.authenticationCode(for: message, using: key, hash: .sha256)
+        return mac.prefix(10).map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+        }.joined()
+    }
+}
+
+/// What one message puts in the index: its searchable text (the content, and the attachment's
+/// file name) and the tokens made from it.
+struct SearchDocument: Sendable, Equatable {
+    /// The fields searched, in order: the content, then the file name, if any.
+    var fields: [String]
+    var chatID: String
+    var sender: String
+    /// The attachment's media type, if it has one.
+    var mediaType: String?
+
+    init(content: String, fileName: String?, mediaType: String?, chatID: String, sender: String) {
+        fields = [content] + (fileName.map { [$0] } ?? [])
+        self.mediaType = mediaType
+        self.chatID = chatID
+        self.sender = sender
+    }
+
+    /// The document of `message`.
+    init(_ message: ChatMessage) {
+        self.init(
+            content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
+            chatID: message.chatID, sender: message.sender)
+    }
+
+    /// Its tokens, each once, in the order first met: the index's text for it (the same text
+    /// again takes it out, see `SQLiteMessagingStore+Search`).
+    func tokens(_ key: SearchKey) -> [String] {
+        var seen: Set<String> = []
+        var tokens: [String] = []
+        func add(_ kind: SearchKey.Kind, _ term: String) {
+            let token = key.token(kind, term)
+            if seen.insert(token).inserted { tokens.append(token) }
+        }
+        for field in fields {
+            var previousGram: SearchText.Unit?
+            for unit in SearchText.units(of: field) {
+                if unit.isGram {
+                    add(.gram, unit.term)
+                    if let previous = previousGram, previous.range.upperBound == unit.range.lowerBound {
+                        add(.pair, previous.term + unit.term)
+                    }
+                    previousGram = unit
+                } else {
+                    previousGram = nil
+                    add(.word, unit.term)
+                    if unit.term.count >= SearchKey.prefixLength { add(.prefix, String(unit.term.prefix(SearchKey.prefixLength))) }
+                }
+            }
+        }
+        if let mediaType {
+            let type = mediaType.lowercased()
+            add(.attachment, "")
+            add(.mediaType, type)
+            add(.majorType, String(type.prefix { $0 != "/" }))
+        }
+        add(.chat, chatID)
+        add(.sender, sender)
+        return tokens
+    }
+
+    /// Whether it is worth indexing: a message with text or a file.
+    var isEmpty: Bool { fields.allSatisfy(\.isEmpty) && mediaType == nil }
+}
