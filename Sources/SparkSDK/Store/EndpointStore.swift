@@ -388,6 +388,7 @@ public final class EndpointStore: Sendable {
             try db.execute(
                 """
                 ALTER TABLE messages ADD COLUMN search_doc INTEGER;
+                ALTER TABLE messages ADD COLUMN search_length INTEGER;
                 CREATE UNIQUE INDEX messages_by_search_doc ON messages(search_doc) WHERE search_doc IS NOT NULL;
                 CREATE VIRTUAL TABLE message_search USING fts5(tokens, tokenize = 'ascii', content = '', detail = column);
                 CREATE TABLE search_index_state (

@@ -84,7 +84,8 @@ struct MessageSearch: MessagingPart {
         described.cursor = nil
         let text = [
             described.text, described.chatID ?? "", described.sender ?? "",
-            described.since.map { "\($0.timeIntervalSince1970)" } ?? "", described.until.map { "\($0.timeIntervalSince1970)" } ?? "",
+            described.since.map { "\($0.timeIntervalSince1970)" } ?? "",
+            described.until.map { "\($0.timeIntervalSince1970)" } ?? "",
             "\(described.hasAttachment)", described.mediaType ?? "", "\(described.limit)",
         ].joined(separator: "\u{0}")
         return SHA256.hash(Data(text.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()

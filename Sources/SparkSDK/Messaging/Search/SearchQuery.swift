@@ -81,7 +81,8 @@ public struct SearchResult: Sendable, Equatable {
     public var snippet: String
 }
 
-/// A page of results, best first (by BM25; the newest first among equals).
+/// A page of results, best first: BM25 without term frequencies (the index keeps none), so of
+/// the messages that hold every word the shorter first, and the newest first among equals.
 public struct SearchPage: Sendable, Equatable {
     /// The results.
     public var results: [SearchResult]

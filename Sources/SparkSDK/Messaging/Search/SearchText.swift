@@ -185,7 +185,9 @@ struct SearchDocument: Sendable, Equatable {
                 } else {
                     previousGram = nil
                     add(.word, unit.term)
-                    if unit.term.count >= SearchKey.prefixLength { add(.prefix, String(unit.term.prefix(SearchKey.prefixLength))) }
+                    if unit.term.count >= SearchKey.prefixLength {
+                        add(.prefix, String(unit.term.prefix(SearchKey.prefixLength)))
+                    }
                 }
             }
         }

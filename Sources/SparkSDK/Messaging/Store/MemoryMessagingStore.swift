@@ -381,14 +381,15 @@ final class MemoryMessagingStore: Sendable {
             for entry in inChat(chatID) { unindex(entry.message.id) }
         }
 
-        // MARK: Search (BM25 over the same tokens as SQLite's index)
+        // MARK: Search (the same tokens and order as SQLite's index)
 
         private func index(_ id: String) {
             guard let entry = state.messages[id], !entry.expired, !entry.message.isRecalled,
                 state.chats[entry.message.chatID]?.isActive ?? true
             else { return }
-            state.messages[id]?.searchDoc = state.nextSearchDoc
+            let doc = state.nextSearchDoc
             state.nextSearchDoc += 1
+            state.messages[id]?.searchDoc = doc
             state.messages[id]?.searchTokens = Set(SearchDocument(entry.message).tokens(searchKey))
         }
 
@@ -401,28 +402,12 @@ final class MemoryMessagingStore: Sendable {
         }
 
         func searchCandidates(_ tokens: [String], since: Date?, until: Date?, offset: Int, limit: Int) throws -> [String] {
-            let indexed = state.messages.values.filter { $0.searchDoc != nil }
-            guard !indexed.isEmpty else { return [] }
-            let count = Double(indexed.count)
-            let averageLength = Double(indexed.map(\.searchTokens.count).reduce(0, +)) / count
-            // FTS5's bm25(): k1 1.2, b 0.75, idf log((N - n + 0.5) / (n + 0.5)) at least 1e-6, a
-            // token counted once per document (the index keeps no positions).
-            let idf = Dictionary(
-                uniqueKeysWithValues: tokens.map { token in
-                    let containing = Double(indexed.filter { $0.searchTokens.contains(token) }.count)
-                    return (token, max(1e-6, log((count - containing + 0.5) / (containing + 0.5))))
-                })
-            let scored = indexed.filter { entry in
-                tokens.allSatisfy(entry.searchTokens.contains) && since.map { entry.message.timestamp >= $0 } != false
-                    && until.map { entry.message.timestamp < $0 } != false
-            }.map { entry in
-                let length = Double(entry.searchTokens.count)
-                let score = tokens.reduce(0.0) { sum, token in
-                    sum + idf[token]! * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * length / averageLength))
-                }
-                return (id: entry.message.id, score: score, doc: entry.searchDoc!)
-            }.sorted { ($0.score, $0.doc) > ($1.score, $1.doc) }
-            return scored.dropFirst(offset).prefix(limit).map(\.id)
+            // As SQLite's: BM25 without term frequencies, so the shorter first, then the later.
+            state.messages.values.filter { entry in
+                entry.searchDoc != nil && tokens.allSatisfy(entry.searchTokens.contains)
+                    && since.map { entry.message.timestamp >= $0 } != false && until.map { entry.message.timestamp < $0 } != false
+            }.sorted { ($0.searchTokens.count, -$0.searchDoc!) < ($1.searchTokens.count, -$1.searchDoc!) }
+                .dropFirst(offset).prefix(limit).map(\.message.id)
         }
 
         func searchIndexState() throws -> SearchIndexState {

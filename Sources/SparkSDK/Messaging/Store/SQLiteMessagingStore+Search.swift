@@ -27,10 +27,9 @@ extension SQLiteMessagingStore {
             return
         }
         let doc = try db.scalar("SELECT coalesce(max(search_doc), 0) + 1 FROM messages", as: Int64.self) ?? 1
-        try db.execute("UPDATE messages SET search_doc = ? WHERE local_id = ?", [doc, id])
-        try db.execute(
-            "INSERT INTO message_search(rowid, tokens) VALUES (?, ?)",
-            [doc, document.tokens(sealer.searchKey).joined(separator: " ")])
+        let tokens = document.tokens(sealer.searchKey)
+        try db.execute("UPDATE messages SET search_doc = ?, search_length = ? WHERE local_id = ?", [doc, tokens.count, id])
+        try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [doc, tokens.joined(separator: " ")])
     }
 
     /// Takes message `id` out of the index, if it is there; ``purgeSearchIndex()`` then drops
@@ -41,7 +40,7 @@ extension SQLiteMessagingStore {
         try db.execute(
             "INSERT INTO message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
             [doc, document.tokens(sealer.searchKey).joined(separator: " ")])
-        try db.execute("UPDATE messages SET search_doc = NULL WHERE local_id = ?", [id])
+        try db.execute("UPDATE messages SET search_doc = NULL, search_length = NULL WHERE local_id = ?", [id])
         return true
     }
 
@@ -80,37 +79,23 @@ extension SQLiteMessagingStore {
         if !ids.isEmpty { try purgeSearchIndex() }
     }
 
+    /// Ranked by BM25 as it stands without term frequencies (the index keeps none): every
+    /// candidate holds every token of the query, so the shorter message ranks first, then the
+    /// later indexed. (FTS5's own `bm25()` needs positions, which would keep each message's
+    /// tokens in order.)
     func searchCandidates(_ tokens: [String], since: Date?, until: Date?, offset: Int, limit: Int) throws -> [String] {
         // Tokens are hex: nothing of the query's text is in the MATCH expression.
-        let match = tokens.joined(separator: " AND ")
-        let docs: [Int64]
-        if since == nil && until == nil {
-            docs = try db.rows(
-                "SELECT rowid FROM message_search WHERE message_search MATCH ? ORDER BY rank, rowid DESC LIMIT ? OFFSET ?",
-                [match, limit, offset]
-            ).map { try $0.get(0) }
-        } else {
-            docs = try db.rows(
-                """
-                SELECT s.rowid FROM message_search s JOIN messages m ON m.search_doc = s.rowid
-                WHERE message_search MATCH ? AND m.timestamp >= ? AND m.timestamp < ?
-                ORDER BY s.rank, s.rowid DESC LIMIT ? OFFSET ?
-                """,
-                [
-                    match, since?.timeIntervalSince1970 ?? -Double.greatestFiniteMagnitude,
-                    until?.timeIntervalSince1970 ?? Double.greatestFiniteMagnitude, limit, offset,
-                ]
-            ).map { try $0.get(0) }
-        }
-        guard !docs.isEmpty else { return [] }
-        var ids: [Int64: String] = [:]
-        for row in try db.rows(
-            "SELECT search_doc, local_id FROM messages WHERE search_doc IN (\(Array(repeating: "?", count: docs.count).joined(separator: ", ")))",
-            docs)
-        {
-            ids[try row.get(0)] = try row.get(1)
-        }
-        return docs.compactMap { ids[$0] }
+        try db.rows(
+            """
+            SELECT m.local_id FROM message_search s JOIN messages m ON m.search_doc = s.rowid
+            WHERE message_search MATCH ? AND m.timestamp >= ? AND m.timestamp < ?
+            ORDER BY m.search_length, s.rowid DESC LIMIT ? OFFSET ?
+            """,
+            [
+                tokens.joined(separator: " AND "), since?.timeIntervalSince1970 ?? -Double.greatestFiniteMagnitude,
+                until?.timeIntervalSince1970 ?? Double.greatestFiniteMagnitude, limit, offset,
+            ]
+        ).map { try $0.get(0) }
     }
 
     func searchIndexState() throws -> SearchIndexState {
@@ -122,7 +107,7 @@ extension SQLiteMessagingStore {
 
     func resetSearchIndex() throws {
         try db.execute("INSERT INTO message_search(message_search) VALUES ('delete-all')")
-        try db.execute("UPDATE messages SET search_doc = NULL WHERE search_doc IS NOT NULL", [])
+        try db.execute("UPDATE messages SET search_doc = NULL, search_length = NULL WHERE search_doc IS NOT NULL", [])
         try db.execute(
             """
             INSERT INTO search_index_state VALUES (1, ?, 1)

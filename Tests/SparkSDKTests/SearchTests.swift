@@ -1,0 +1,268 @@
+import Foundation
+import SparkCrypto
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkSDK
+
+/// Search: what is found (words, prefixes, phrases, scripts without spaces, each filter, pages),
+/// what is no longer found (an edit's old text, a recall, an expiry, a chat left), and what the
+/// files hold (keyed tokens, and none left of what was taken out).
+@Suite("Search")
+struct SearchTests {
+    // MARK: Text and queries
+
+    @Test func termsAreFoldedAndScriptsWithoutSpacesAreSplitIntoCharacters() {
+        let units = SearchText.units(of: "Crème BRÛLÉE, ｆｕｌｌ-width 東京都に e-mail")
+        #expect(units.map(\.term) == ["creme", "brulee", "full", "width", "東", "京", "都", "に", "e", "mail"])
+        #expect(units.filter(\.isGram).count == 4)
+        #expect(SearchText.units(of: "  ,.!? ").isEmpty)
+        let long = String(repeating: "a", count: 500)
+        #expect(SearchText.units(of: long).first?.term.count == SearchText.longestTerm)
+    }
+
+    @Test func theIndexHoldsKeyedTokensThatDependOnTheKey() {
+        let document = SearchDocument(
+            content: "lunch at noon", fileName: "menu.pdf", mediaType: "application/pdf", chatID: "c1", sender: "bob")
+        let key = SearchKey(key: SymmetricKey(size: .bits256))
+        let tokens = document.tokens(key)
+        #expect(tokens.allSatisfy { $0.count == 20 && $0.allSatisfy(\.isHexDigit) })
+        #expect(!tokens.joined().contains("lunch"))
+        // w lunch, p lun, w at, w noon, p noo, w menu, p men, w pdf, p pdf, a, m, t, c, s
+        #expect(tokens.count == 14)
+        #expect(Set(tokens).isDisjoint(with: document.tokens(SearchKey(key: SymmetricKey(size: .bits256)))))
+        #expect(tokens == document.tokens(key), "the same text gives the same tokens: how it is taken out again")
+    }
+
+    @Test func hostileQueriesGetALiteralMatchOrAClearError() throws {
+        for text in [String(repeating: "a", count: 10_000), "", "   ", "*", "\"\"", "lu*", "a*"] {
+            #expect(throws: MessagingError(.invalidArgument, ""), "\(text.prefix(20))") { try SearchMatch(SearchQuery(text)) }
+        }
+        // The index's own syntax is words, or punctuation that ends one.
+        let match = try SearchMatch(SearchQuery("lunch OR \"NEAR(a b)\" -dinner ( \"open"))
+        #expect(
+            match.clauses.map(\.terms) == [["lunch"], ["or"], ["near", "a", "b"], ["dinner"], ["open"]], "\(match.clauses)")
+        let key = SearchKey(key: SymmetricKey(size: .bits256))
+        #expect(match.tokens(key).allSatisfy { $0.count == 20 && $0.allSatisfy(\.isHexDigit) })
+        #expect(throws: MessagingError(.invalidArgument, "")) { try SearchMatch(SearchQuery("lunch", limit: 0)) }
+        // Invalid UTF-8 reaches Swift repaired (U+FFFD is neither letter nor digit).
+        let repaired = String(decoding: [0x6C, 0x75, 0xFF, 0x6E, 0x63, 0x68], as: UTF8.self)
+        #expect(try SearchMatch(SearchQuery(repaired)).clauses.map(\.terms) == [["lu", "nch"]])
+    }
+
+    // MARK: End to end
+
+    /// A world where alice sent bob `texts`, all arrived on bob's device.
+    private static func conversation(
+        _ directory: URL, _ kind: MessagingStoreKind, _ texts: [String]
+    ) async throws -> (world: ChatWorld, alice: BBMAccess, bob: BBMAccess, chatID: String, ids: [String]) {
+        let world = try ChatWorld(directory, messaging: kind)
+        let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+        let (_, bob) = try await world.endpoint("bob", "bob-phone")
+        let chat = try await alice.startChat(with: ["bob"], subject: "Weekend plans")
+        var ids: [String] = []
+        for text in texts { ids.append(try await alice.sendMessage(text, to: chat.chatID).id) }
+        let bobMessages = try await bob.messages(in: chat.chatID)
+        #expect(await waitFor("bob has them all") { bobMessages.value.count == texts.count })
+        return (world, alice, bob, chat.chatID, ids)
+    }
+
+    private static func found(_ access: BBMAccess, _ query: SearchQuery) async throws -> [String] {
+        try await access.search(query).results.map(\.messageID)
+    }
+
+    @Test(arguments: MessagingStoreKind.tested)
+    func wordsPrefixesPhrasesAndSubstringsAreFound(_ kind: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let texts = [
+                "Let's have lunch tomorrow at the Crème café", "Lunchtime!", "lunch plans", "東京都に行きます",
+                "nothing to see",
+            ]
+            let (_, alice, bob, chatID, ids) = try await Self.conversation(directory, kind, texts)
+            for access in [alice, bob] {
+                #expect(Set(try await Self.found(access, SearchQuery("lunch"))) == [ids[0], ids[2]])
+                #expect(Set(try await Self.found(access, SearchQuery("LUNCH*"))) == [ids[0], ids[1], ids[2]])
+                #expect(try await Self.found(access, SearchQuery("\"lunch tomorrow\"")) == [ids[0]])
+                #expect(try await Self.found(access, SearchQuery("\"tomorrow lunch\"")).isEmpty)
+                #expect(try await Self.found(access, SearchQuery("creme CAFE")) == [ids[0]])
+                #expect(try await Self.found(access, SearchQuery("東京")) == [ids[3]])
+                #expect(try await Self.found(access, SearchQuery("京都")) == [ids[3]])
+                #expect(try await Self.found(access, SearchQuery("都東")).isEmpty)
+                #expect(try await Self.found(access, SearchQuery("lunch nothing")).isEmpty, "every word must be there")
+            }
+            let page = try await bob.search(SearchQuery("lunch tomorrow", marks: ("<", ">")))
+            #expect(page.results.first?.snippet == "Let's have <lunch> <tomorrow> at the Crème café")
+            #expect(page.results.first?.chatID == chatID && page.results.first?.sender == "alice")
+            // The chat's subject is found too.
+            #expect(try await bob.search(SearchQuery("weekend")).chats.map(\.chatID) == [chatID])
+            // A result opens its chat around it.
+            let around = try await bob.messages(around: ids[2], limit: 3)
+            #expect(around.map(\.id) == [ids[1], ids[2], ids[3]])
+        }
+    }
+
+    @Test(arguments: MessagingStoreKind.tested)
+    func filtersRankingAndPages(_ kind: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let texts =
+                (1...5).map { "report number \($0)" } + ["report " + (1...30).map { "filler\($0)" }.joined(separator: " ")]
+            let (world, alice, bob, chatID, ids) = try await Self.conversation(directory, kind, texts)
+            // Equal matches come newest first; the long message (the word a smaller part of it) last.
+            let ranked = try await Self.found(bob, SearchQuery("report"))
+            #expect(ranked == Array(ids[0..<5].reversed()) + [ids[5]], "\(ranked) \(ids)")
+            // Pages: two at a time, each result once, and the cursor belongs to its query.
+            var seen: [String] = []
+            var page = try await bob.search(SearchQuery("report", limit: 2))
+            seen += page.results.map(\.messageID)
+            while let next = page.next {
+                page = try await bob.search(SearchQuery("report", limit: 2, cursor: next))
+                seen += page.results.map(\.messageID)
+            }
+            #expect(seen == ranked)
+            let first = try #require(try await bob.search(SearchQuery("report", limit: 2)).next)
+            await #expect(throws: MessagingError(.invalidArgument, "")) {
+                try await bob.search(SearchQuery("number", limit: 2, cursor: first))
+            }
+            await #expect(throws: MessagingError(.invalidArgument, "")) {
+                try await bob.search(SearchQuery("report", cursor: "bm90IGEgY3Vyc29y"))
+            }
+            // Sender and chat.
+            let (_, carol) = try await world.endpoint("carol", "carol-phone")
+            let other = try await bob.startChat(with: ["carol"])
+            let reply = try await bob.sendMessage("my report is late", to: other.chatID)
+            #expect(await waitFor("carol has it") { carol.chats.value.count == 1 })
+            #expect(try await Self.found(bob, SearchQuery("report", sender: "bob")) == [reply.id])
+            #expect(try await Self.found(bob, SearchQuery("report", chatID: other.chatID)) == [reply.id])
+            #expect(try await Self.found(bob, SearchQuery("report", chatID: chatID)).count == 6)
+            // Dates.
+            let sent = try await bob.message(reply.id).timestamp
+            #expect(try await Self.found(bob, SearchQuery("report", since: sent)) == [reply.id])
+            #expect(try await Self.found(bob, SearchQuery("report", until: sent)).count == 6)
+            // Attachments: by having one, by media type, and by the file's name.
+            let path = directory.appendingPathComponent("holiday.png").path
+            try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: path))
+            let file = try await alice.sendFile(at: path, to: chatID, caption: "the beach report").value
+            #expect(await waitFor("bob has the file") { (try? bob.messenger.storage.readNow { try $0.message(file.id) }) != nil })
+            #expect(try await Self.found(bob, SearchQuery("", hasAttachment: true)) == [file.id])
+            #expect(try await Self.found(bob, SearchQuery("report", mediaType: "image")) == [file.id])
+            #expect(try await Self.found(bob, SearchQuery("report", mediaType: "image/png")) == [file.id])
+            #expect(try await Self.found(bob, SearchQuery("report", mediaType: "video")).isEmpty)
+            #expect(try await Self.found(bob, SearchQuery("holiday")) == [file.id])
+            #expect(try await bob.search(SearchQuery("holiday")).results.first?.snippet == "[holiday].png")
+        }
+    }
+
+    /// The tokens of `word` that would be in bob's index (a word, its prefix).
+    private static func tokens(of word: String, in access: BBMAccess) async throws -> [Data] {
+        let key = try await access.messenger.read { store in store.searchKey }
+        return [key.token(.word, word), key.token(.prefix, String(word.prefix(3)))].map { Data($0.utf8) }
+    }
+
+    /// Whether any of `tokens` is in the endpoint's files (the store and its write-ahead log).
+    private static func inFiles(_ tokens: [Data], _ directory: URL, device: String) -> Bool {
+        ["endpoint.sqlite", "endpoint.sqlite-wal"].contains { file in
+            let bytes = (try? Data(contentsOf: directory.appendingPathComponent(device).appendingPathComponent(file))) ?? Data()
+            return tokens.contains { bytes.range(of: $0) != nil }
+        }
+    }
+
+    @Test(arguments: MessagingStoreKind.tested)
+    func editsRecallsExpiriesAndLeavingTakeMessagesOutLeavingNoToken(_ kind: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let texts = ["the zanzibar plan", "quokka sighting", "meet at the walrus", "the ocelot memo"]
+            let (_, alice, bob, chatID, ids) = try await Self.conversation(directory, kind, texts)
+            let words = ["zanzibar", "quokka", "walrus", "ocelot"]
+            for (word, id) in zip(words, ids) { #expect(try await Self.found(bob, SearchQuery(word)) == [id]) }
+            let scanned = kind == .sqlite
+            if scanned {
+                // No word of a message is in the files; its keyed tokens are (the scan below can fail).
+                let checkpoint = {
+                    try bob.messenger.storage.sqliteQueue?.withConnection { try $0.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+                }
+                try checkpoint()
+                for word in words + ["sighting", "memo"] {
+                    #expect(!Self.inFiles([Data(word.utf8)], directory, device: "bob-phone"), "\(word) in the clear")
+                }
+                #expect(Self.inFiles(try await Self.tokens(of: "quokka", in: bob), directory, device: "bob-phone"))
+            }
+
+            // An edit: the old word is gone, the new one found.
+            try await alice.editMessage(ids[0], content: "the madagascar plan")
+            let bobMessages = try await bob.messages(in: chatID)
+            #expect(await waitFor("bob has the edit") { bobMessages.value.first?.content == "the madagascar plan" })
+            #expect(try await Self.found(bob, SearchQuery("zanzibar")).isEmpty)
+            #expect(try await Self.found(bob, SearchQuery("madagascar")) == [ids[0]])
+            // A recall.
+            try await alice.recallMessage(ids[1])
+            #expect(await waitFor("bob's device recalls it") { bobMessages.value.contains { $0.id == ids[1] && $0.isRecalled } })
+            #expect(try await Self.found(bob, SearchQuery("quokka")).isEmpty)
+            #expect(try await Self.found(alice, SearchQuery("quokka")).isEmpty)
+            if scanned {
+                for word in ["zanzibar", "quokka"] {
+                    #expect(!Self.inFiles(try await Self.tokens(of: word, in: bob), directory, device: "bob-phone"), "\(word)")
+                }
+                #expect(Self.inFiles(try await Self.tokens(of: "walrus", in: bob), directory, device: "bob-phone"))
+            }
+            // Leaving: the messages stay to be read, search no longer finds them.
+            try await bob.leaveChat(chatID)
+            #expect(try await Self.found(bob, SearchQuery("walrus")).isEmpty)
+            #expect(try await Self.found(bob, SearchQuery("ocelot")).isEmpty)
+            #expect(try await bob.message(ids[2]).content == "meet at the walrus")
+            if scanned {
+                for word in ["walrus", "ocelot", "madagascar"] {
+                    #expect(!Self.inFiles(try await Self.tokens(of: word, in: bob), directory, device: "bob-phone"), "\(word)")
+                }
+            }
+        }
+    }
+
+    @Test func anExpiredMessageLeavesNoTokenBehind() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let clock = TestClock(Date())
+            let world = try ChatWorld(directory, clock: clock.wallClock)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"])
+            try await alice.setDisappearingTimer(.seconds(60), in: chat.chatID)
+            let secret = try await alice.sendMessage("the armadillo password", to: chat.chatID)
+            try await alice.setDisappearingTimer(nil, in: chat.chatID)
+            let kept = try await alice.sendMessage("armadillo facts", to: chat.chatID)
+            #expect(try await Self.found(alice, SearchQuery("armadillo")).count == 2)
+            clock.advance(by: 61)
+            let aliceMessages = try await alice.messages(in: chat.chatID)
+            #expect(await waitFor("alice's device removes it") { !aliceMessages.value.contains { $0.id == secret.id } })
+            #expect(try await Self.found(alice, SearchQuery("armadillo")) == [kept.id])
+            #expect(try await Self.found(alice, SearchQuery("password")).isEmpty)
+            #expect(!Self.inFiles(try await Self.tokens(of: "password", in: alice), directory, device: "alice-laptop"))
+            #expect(Self.inFiles(try await Self.tokens(of: "facts", in: alice), directory, device: "alice-laptop"))
+            _ = bob
+        }
+    }
+
+    @Test(arguments: MessagingStoreKind.tested)
+    func theIndexIsRebuiltFromTheStore(_ kind: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let texts = (1...12).map { "entry \($0) of the ledger" }
+            let (_, _, bob, _, ids) = try await Self.conversation(directory, kind, texts)
+            let before = try await Self.found(bob, SearchQuery("ledger", limit: 100))
+            #expect(Set(before) == Set(ids))
+            // Damage: the index emptied behind the messenger's back.
+            try await bob.messenger.storage.write { store in
+                try store.resetSearchIndex()
+                _ = try store.indexUnindexed(limit: 0)
+            }
+            #expect(try await Self.found(bob, SearchQuery("ledger")).isEmpty)
+            let reports = Box<[Int]>([])
+            try await bob.rebuildSearchIndex { done, total in
+                #expect(total == 12)
+                reports.update { $0.append(done) }
+            }
+            #expect(reports.value.last == 12)
+            #expect(try await Self.found(bob, SearchQuery("ledger", limit: 100)) == before)
+            #expect(
+                try await bob.messenger.read { store in try store.searchIndexState() }
+                    == SearchIndexState(current: true, building: false))
+        }
+    }
+}
