@@ -153,10 +153,12 @@ struct SearchTests {
         }
     }
 
-    /// The tokens of `word` that would be in bob's index (a word, its prefix).
+    /// What the files would hold of `word` in the device's index: its word and prefix tokens,
+    /// each as its last 14 digits (FTS5 stores a term after the first on a page as the part it
+    /// does not share with the term before it; random tokens share a few digits at most).
     private static func tokens(of word: String, in access: BBMAccess) async throws -> [Data] {
         let key = try await access.messenger.read { store in store.searchKey }
-        return [key.token(.word, word), key.token(.prefix, String(word.prefix(3)))].map { Data($0.utf8) }
+        return [key.token(.word, word), key.token(.prefix, String(word.prefix(3)))].map { Data($0.suffix(14).utf8) }
     }
 
     /// Whether any of `tokens` is in the endpoint's files (the store and its write-ahead log).

@@ -56,6 +56,7 @@ public struct SearchQuery: Sendable, Equatable {
         self.marks = marks
     }
 
+    /// Whether two queries ask the same (marks included).
     public static func == (lhs: SearchQuery, rhs: SearchQuery) -> Bool {
         lhs.text == rhs.text && lhs.chatID == rhs.chatID && lhs.sender == rhs.sender && lhs.since == rhs.since
             && lhs.until == rhs.until && lhs.hasAttachment == rhs.hasAttachment && lhs.mediaType == rhs.mediaType
