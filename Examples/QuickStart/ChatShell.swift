@@ -43,6 +43,8 @@ final class ChatShell: @unchecked Sendable {
           typing                      tell the current chat you are typing (others' typing shows by itself)
           timer SECONDS               make new messages of the current chat disappear after SECONDS (0: off)
           messages                    show the current chat's messages with their states
+          search WORDS [in N] [from USER]
+                                      find messages (`lunch*` a prefix, "a phrase"), in chat N, from USER
           read                        mark the current chat read
           invite USER…                invite users to the current chat (admins)
           leave                       leave the current chat
@@ -262,6 +264,8 @@ final class ChatShell: @unchecked Sendable {
                 case "typing":
                     try await access.sendTyping(in: try requireChat())
                     console.say("They see you typing.")
+                case "search":
+                    try await search(rest, access: access)
                 case "recall":
                     guard let number = Int64(rest) else {
                         console.say("usage: recall N")
@@ -474,6 +478,44 @@ final class ChatShell: @unchecked Sendable {
     }
 
     /// The current chat's message numbered `number`.
+    /// `search WORDS [in N] [from USER]`: the words, then the chat (by its number in `chats`)
+    /// and the sender, if given; each result with its chat, number and snippet.
+    private func search(_ line: String, access: BBMAccess) async throws {
+        var words: [String] = []
+        var chatID: String?
+        var sender: String?
+        var parts = line.split(separator: " ").map(String.init)[...]
+        while let part = parts.popFirst() {
+            if part == "in", let value = parts.first, let index = Int(value) {
+                let chats = access.chats.value
+                guard chats.indices.contains(index - 1) else {
+                    console.say("no chat \(index) (see `chats`)")
+                    return
+                }
+                chatID = chats[index - 1].chatID
+                parts.removeFirst()
+            } else if part == "from", let value = parts.first {
+                sender = value
+                parts.removeFirst()
+            } else {
+                words.append(part)
+            }
+        }
+        guard !words.isEmpty else {
+            console.say("usage: search WORDS [in N] [from USER]")
+            return
+        }
+        let page = try await access.search(SearchQuery(words.joined(separator: " "), chatID: chatID, sender: sender))
+        let chats = access.chats.value
+        for chat in page.chats { console.say("chat: \(title(chat))") }
+        for result in page.results {
+            let chat = chats.first { $0.chatID == result.chatID }.map(title) ?? result.chatID
+            let number = result.number.map { "#\($0)" } ?? "(sending)"
+            console.say("[\(chat)] \(number) \(result.sender): \(result.snippet)")
+        }
+        if page.results.isEmpty && page.chats.isEmpty { console.say("Nothing found.") }
+    }
+
     private func numbered(_ number: Int64, access: BBMAccess) async throws -> ChatMessage {
         let chat = try requireChat()
         guard let message = try await access.messages(in: chat, before: number + 1, limit: 1).first, message.number == number

@@ -351,6 +351,39 @@ public func sparkGetMessage(
     }
 }
 
+/// `spark_search`, declared and documented in `spark/spark.h`.
+@_cdecl("spark_search")
+public func sparkSearch(
+    _ pointer: OpaquePointer?, _ query: UnsafePointer<CChar>?, _ chatID: UnsafePointer<CChar>?,
+    _ sender: UnsafePointer<CChar>?, _ limit: Int, _ cursor: UnsafePointer<CChar>?,
+    _ messageIDs: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?,
+    _ snippets: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?,
+    _ count: UnsafeMutablePointer<Int>?, _ next: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let text = try text(query, "query")
+        let chat = try chatID.map { try SparkC.text($0, "chat_id") }
+        let from = try sender.map { try SparkC.text($0, "sender") }
+        let after = try cursor.map { try SparkC.text($0, "cursor") }
+        guard let messageIDs, let snippets, let count, let next else {
+            throw CArgumentError(message: "message_ids, snippets, count or next is NULL")
+        }
+        let page = try Client.wait {
+            try await access(client).search(SearchQuery(text, chatID: chat, sender: from, limit: limit, cursor: after))
+        }
+        func strings(_ values: [String]) -> UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> {
+            let array = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: max(values.count, 1))
+            for (index, value) in values.enumerated() { (array + index).initialize(to: strdup(value)) }
+            return array
+        }
+        messageIDs.pointee = strings(page.results.map(\.messageID))
+        snippets.pointee = strings(page.results.map(\.snippet))
+        count.pointee = page.results.count
+        next.pointee = page.next.map { strdup($0) }
+    }
+}
+
 /// `spark_mark_read`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_mark_read")
 public func sparkMarkRead(_ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?) -> spark_status {

@@ -219,13 +219,17 @@ struct QuickStartTests {
             #expect(alice.stdout.contains("status: valid"))
             let bobAgain = try await Self.run(
                 ["--config", config, "--data-dir", directory.appendingPathComponent("bob").path],
-                input: "chats\nopen 1\nread\nquit\n")
+                input: "chats\nopen 1\nread\nsearch HELLO from alice in 1\nsearch oops\nsearch lu*\nsearch dinner\nquit\n")
             #expect(
                 bobAgain.stdout.contains("1. “Dinner” with alice, bob ⏱ messages disappear after 3600 s · 1 unread"),
                 "\(bobAgain.stdout)")
             #expect(bobAgain.stdout.contains("#1 alice: hello bob"))
             #expect(bobAgain.stdout.contains("#2 alice: (recalled)"), "\(bobAgain.stdout)")
             #expect(!bobAgain.stdout.contains("oops"), "bob's device never shows the recalled text")
+            #expect(bobAgain.stdout.contains("#1 alice: [hello] bob"), "\(bobAgain.stdout)")
+            #expect(bobAgain.stdout.contains("Nothing found."), "a recalled message is not found")
+            #expect(bobAgain.stdout.contains("a prefix search needs at least 3 letters"), "\(bobAgain.stdout)")
+            #expect(bobAgain.stdout.contains("chat: “Dinner”"), "\(bobAgain.stdout)")
         }
     }
 

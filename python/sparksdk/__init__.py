@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterator, List, Optional, Sequence, Union
 
 __all__ = [
-    "Attachment", "Chat", "Client", "Event", "EventKind", "Message", "MessageState", "Reaction", "SparkError", "Status",
+    "Attachment", "Chat", "Client", "Event", "EventKind", "Message", "MessageState", "Reaction", "SearchPage",
+    "SearchResult", "SparkError", "Status",
     "library_path",
 ]
 
@@ -72,6 +73,22 @@ class SparkError(Exception):
         except ValueError:
             self.status = status
         super().__init__(f"{message} ({getattr(self.status, 'name', status)})")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A message a search found: its id (Client.message) and where it matched, between [ and ]."""
+
+    message_id: str
+    snippet: str
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """A page of search results, best first, and the cursor of the next (None after the last)."""
+
+    results: List[SearchResult]
+    next: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -230,6 +247,8 @@ def _load() -> ctypes.CDLL:
         "spark_block": ([P, S], I), "spark_unblock": ([P, S], I),
         "spark_blocked_users": ([P, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p)), ctypes.POINTER(SZ)], I),
         "spark_strings_free": ([ctypes.POINTER(ctypes.c_char_p), SZ], None),
+        "spark_search": ([P, S, S, S, SZ, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p)),
+                          ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p)), ctypes.POINTER(SZ), ctypes.POINTER(ctypes.c_void_p)], I),
         "spark_report": ([P, S, S, ctypes.POINTER(S), SZ, S, ctypes.POINTER(I64)], I),
     }
     for name, (arguments, result) in signatures.items():
@@ -392,6 +411,27 @@ class Client:
             return [_message(array[i]) for i in range(count.value)]
         finally:
             lib.spark_messages_free(array, count)
+
+    def search(self, query: str, chat_id: Optional[str] = None, sender: Optional[str] = None, limit: int = 20,
+               cursor: Optional[str] = None) -> "SearchPage":
+        """This device's messages with every word of `query` (`lunch*`, "a phrase", 東京 by substring),
+        best first; `page.next` is the cursor of the next page (None after the last)."""
+        lib = _library()
+        ids, snippets = ctypes.POINTER(ctypes.c_char_p)(), ctypes.POINTER(ctypes.c_char_p)()
+        count, next_cursor = ctypes.c_size_t(), ctypes.c_void_p()
+        self._check(lib.spark_search(
+            self._handle, query.encode(), chat_id.encode() if chat_id is not None else None,
+            sender.encode() if sender is not None else None, limit, cursor.encode() if cursor is not None else None,
+            ctypes.byref(ids), ctypes.byref(snippets), ctypes.byref(count), ctypes.byref(next_cursor)))
+        try:
+            results = [SearchResult(_text(ids[i]), _text(snippets[i])) for i in range(count.value)]
+            following = ctypes.cast(next_cursor, ctypes.c_char_p).value.decode() if next_cursor.value else None
+            return SearchPage(results, following)
+        finally:
+            lib.spark_strings_free(ids, count)
+            lib.spark_strings_free(snippets, count)
+            if next_cursor.value:
+                lib.spark_free(next_cursor)
 
     def mark_read(self, chat_id: str) -> None:
         self._check(_library().spark_mark_read(self._handle, chat_id.encode()))

@@ -161,3 +161,24 @@ def test_a_client_signed_out_and_in_again_messages_again(directory):
         alice.complete_setup(passcode="alice-passcode-2026")
         alice.send(chat_id, "after")
         wait_for(bob, sparksdk.EventKind.MESSAGE, lambda e: e.message.content == "after")
+
+
+def test_search_finds_words_prefixes_and_pages(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        chat_id = alice.start_chat(["bob"], "Plans")
+        ids = [alice.send(chat_id, text).message_id
+               for text in ["Lunch tomorrow?", "lunchtime at the Crème café", "dinner instead", "東京都に行きます"]]
+        page = alice.search("lunch")
+        assert [r.message_id for r in page.results] == [ids[0]] and page.next is None
+        assert page.results[0].snippet == "[Lunch] tomorrow?"
+        assert {r.message_id for r in alice.search("lunch*").results} == {ids[0], ids[1]}
+        assert [r.message_id for r in alice.search("creme CAFE").results] == [ids[1]]
+        assert [r.message_id for r in alice.search("京都").results] == [ids[3]]
+        assert alice.search("dinner", sender="bob").results == []
+        first = alice.search("lunch*", limit=1)
+        second = alice.search("lunch*", limit=1, cursor=first.next)
+        assert len(first.results) == 1 and len(second.results) == 1
+        assert first.results[0].message_id != second.results[0].message_id
+        with pytest.raises(sparksdk.SparkError) as refused:
+            alice.search("lu*")
+        assert refused.value.status == sparksdk.Status.INVALID_ARGUMENT

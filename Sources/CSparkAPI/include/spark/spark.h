@@ -267,6 +267,18 @@ void spark_messages_free(spark_message *messages, size_t count);
  * when this device has none. */
 spark_status spark_get_message(spark_client *client, const char *message_id, spark_message **message);
 
+/* Searches this device's messages for every word of `query` (a prefix as `lunch*`, a phrase in
+ * double quotes, text of scripts without spaces as a substring; case and diacritics do not
+ * count; see docs/SEARCH.md). `chat_id` and `sender` narrow it (NULL: any). Up to `limit` (1 to
+ * 100) results, best first: `*message_ids` and `*snippets` get `*count` strings each (free each
+ * with spark_strings_free); a snippet is where the message matched, each match between [ and ].
+ * `cursor` is NULL for the first page, else the `*next` of the page before; `*next` gets the next
+ * page's cursor, or NULL after the last (free with spark_free). A query with nothing to look for,
+ * a prefix shorter than three letters, or text that is not UTF-8 is SPARK_ERR_INVALID_ARGUMENT. */
+spark_status spark_search(
+    spark_client *client, const char *query, const char *chat_id, const char *sender, size_t limit, const char *cursor,
+    char ***message_ids, char ***snippets, size_t *count, char **next);
+
 /* Marks the chat's messages read (the senders see it). */
 spark_status spark_mark_read(spark_client *client, const char *chat_id);
 
