@@ -25,7 +25,7 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--child-many-c
 let benchmarks =
     CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all + MessagingBenchmarks.all
     + DomainServerBenchmarks.all + PostgreSQLBenchmarks.all + MLSBenchmarks.all + ChatScaleBenchmarks.all
-    + AttachmentBenchmarks.all + CAPIBenchmarks.all + CatchUpBenchmarks.all
+    + AttachmentBenchmarks.all + CAPIBenchmarks.all + CatchUpBenchmarks.all + SearchBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

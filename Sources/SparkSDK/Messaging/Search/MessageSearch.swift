@@ -35,37 +35,46 @@ struct MessageSearch: MessagingPart {
         let limit = query.limit
         let marks = query.marks
         let start = offset
-        let (results, next, chats) = try await read { store -> ([SearchResult], Int?, [StoredChat]) in
-            let tokens = match.tokens(store.searchKey)
-            var results: [SearchResult] = []
-            var position = start
-            var more = true
-            while results.count < limit, more {
-                let candidates = try store.searchCandidates(
-                    tokens, since: match.since, until: match.until, offset: position, limit: Self.candidateBatch)
-                more = candidates.count == Self.candidateBatch
-                for (index, id) in candidates.enumerated() {
-                    position += 1
-                    guard let message = try store.message(id),
-                        let snippet = match.snippet(of: SearchDocument(message), marks: marks)
-                    else { continue }
-                    results.append(
-                        SearchResult(
-                            messageID: id, chatID: message.chatID, sender: message.sender, timestamp: message.timestamp,
-                            number: message.number, snippet: snippet))
-                    if results.count == limit {
-                        // Candidates left in this batch: there may be another page.
-                        if index < candidates.count - 1 { more = true }
-                        break
-                    }
-                }
-            }
-            return (results, more ? position : nil, try Self.chats(store, match, first: start == 0, limit: limit))
+        let (results, next, chats) = try await read { store in
+            try Self.page(store, match, from: start, limit: limit, marks: marks)
         }
         let cursor = next.map { Data("\($0):\(fingerprint)".utf8).base64URLEncodedString() }
         var shown: [Chat] = []
         for chat in chats { shown.append(try await flows.chat(chat.chatID)) }
         return SearchPage(results: results, chats: shown, next: cursor)
+    }
+
+    /// A page of results from candidate `start` on: candidates read from the store in batches,
+    /// each checked on its text; the position after the last one looked at when there may be
+    /// more; and, on a first page, the chats whose subject matches.
+    static func page(
+        _ store: any MessagingStore, _ match: SearchMatch, from start: Int, limit: Int, marks: (open: String, close: String)
+    ) throws -> (results: [SearchResult], next: Int?, chats: [StoredChat]) {
+        let tokens = match.tokens(store.searchKey)
+        var results: [SearchResult] = []
+        var position = start
+        var more = true
+        while results.count < limit, more {
+            let candidates = try store.searchCandidates(
+                tokens, since: match.since, until: match.until, offset: position, limit: candidateBatch)
+            more = candidates.count == candidateBatch
+            for (index, id) in candidates.enumerated() {
+                position += 1
+                guard let message = try store.message(id),
+                    let snippet = match.snippet(of: SearchDocument(message), marks: marks)
+                else { continue }
+                results.append(
+                    SearchResult(
+                        messageID: id, chatID: message.chatID, sender: message.sender, timestamp: message.timestamp,
+                        number: message.number, snippet: snippet))
+                if results.count == limit {
+                    // Candidates left in this batch: there may be another page.
+                    if index < candidates.count - 1 { more = true }
+                    break
+                }
+            }
+        }
+        return (results, more ? position : nil, try chats(store, match, first: start == 0, limit: limit))
     }
 
     /// The live chats whose subject holds every clause, on a first page without message filters.
