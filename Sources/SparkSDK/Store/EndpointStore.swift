@@ -394,9 +394,10 @@ public final class EndpointStore: Sendable {
                 CREATE TABLE search_index_state (
                     singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
                     version INTEGER NOT NULL,
-                    building INTEGER NOT NULL
+                    building INTEGER NOT NULL,
+                    next_doc INTEGER NOT NULL
                 );
-                INSERT INTO search_index_state VALUES (1, 0, 1);
+                INSERT INTO search_index_state VALUES (1, 0, 1, 1);
                 """)
         }
         return migrator

@@ -162,6 +162,7 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
             data, file: "fuzz.plist", baseDirectory: URL(fileURLWithPath: "/nonexistent"), environment: [:])
     },
     "chat-payload": { data in _ = ChatProbe.decodePayload(data) },
+    "search-query": { data in _ = SearchProbe.run(String(decoding: data, as: UTF8.self)) },
     "chat-entry": { data in
         // The first byte picks the entry's kind and sender; the rest is the payload.
         guard let first = data.first else { return }
@@ -373,6 +374,9 @@ func seeds() throws -> [String: [Data]] {
         "jwkset": [try Fixture.issuer.jwks.jsonData()],
         "plist": [Data(plist.utf8)],
         "chat-payload": [chatPayloadSeed],
+        "search-query": [
+            Data("lunch tomorrow".utf8), Data("\"lunch tomorrow\" caf*".utf8), Data("東京 OR NEAR(a b) -x *".utf8),
+        ],
         "chat-entry": [Data([0]) + chat.message, Data([3]) + chat.commit, Data([4]) + chat.ephemeral],
         "mailbox-entry": [
             try entry(.message, chat.message),

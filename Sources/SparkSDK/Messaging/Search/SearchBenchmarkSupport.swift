@@ -1,4 +1,5 @@
 public import Foundation
+import SparkCrypto
 
 /// What `spark-bench`'s search rows drive: an endpoint store's messaging tables filled and
 /// searched directly, without a domain or MLS (the rows measure the index, not the network).
@@ -6,11 +7,17 @@ public import Foundation
 @_spi(Benchmarks) public final class SearchBenchmarkStore: Sendable {
     /// A message to store, as a device stores one it received.
     public struct Message: Sendable {
+        /// Its id.
         public var id: String
+        /// Its chat.
         public var chatID: String
+        /// Its number in the chat.
         public var number: Int64
+        /// Who sent it.
         public var sender: String
+        /// Its text.
         public var text: String
+        /// When it was sent.
         public var timestamp: Date
 
         /// Message `id`, number `number` of `chatID`, from `sender`.
@@ -71,5 +78,23 @@ public import Foundation
         let (limit, marks) = (query.limit, query.marks)
         let page = try await storage.read { store in try MessageSearch.page(store, match, from: 0, limit: limit, marks: marks) }
         return SearchPage(results: page.results, chats: [], next: page.next.map(String.init))
+    }
+}
+
+/// The query parser and the check on a message's text, for the `search-query` fuzz harness.
+@_spi(Fuzzing) public enum SearchProbe {
+    private static let key = SearchKey(key: SymmetricKey(data: Data(repeating: 9, count: 32)))
+    private static let document = SearchDocument(
+        content: "Let's have lunch tomorrow at the Crème café 東京都 e-mail NEAR \"quoted\" *", fileName: "menu (1).pdf",
+        mediaType: "application/pdf", chatID: "c1", sender: "alice")
+
+    /// Parses `text` as a query and checks it against a fixed message; returns the number of
+    /// tokens (0 when the query is refused). Never crashes: that is what is fuzzed.
+    public static func run(_ text: String) -> Int {
+        guard let match = try? SearchMatch(SearchQuery(text)) else { return 0 }
+        let tokens = match.tokens(key)
+        _ = match.snippet(of: document, marks: ("[", "]"))
+        _ = document.tokens(key)
+        return tokens.count
     }
 }

@@ -26,7 +26,10 @@ extension SQLiteMessagingStore {
         guard try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [document.chatID], as: Bool.self) ?? true else {
             return
         }
-        let doc = try db.scalar("SELECT coalesce(max(search_doc), 0) + 1 FROM messages", as: Int64.self) ?? 1
+        // The next document number, kept in the state row (a max() over the messages would be a
+        // scan: the doc-id index is partial).
+        let doc =
+            try db.scalar("UPDATE search_index_state SET next_doc = next_doc + 1 RETURNING next_doc - 1", as: Int64.self) ?? 1
         let tokens = document.tokens(sealer.searchKey)
         try db.execute("UPDATE messages SET search_doc = ?, search_length = ? WHERE local_id = ?", [doc, tokens.count, id])
         try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [doc, tokens.joined(separator: " ")])
@@ -110,7 +113,7 @@ extension SQLiteMessagingStore {
         try db.execute("UPDATE messages SET search_doc = NULL, search_length = NULL WHERE search_doc IS NOT NULL", [])
         try db.execute(
             """
-            INSERT INTO search_index_state VALUES (1, ?, 1)
+            INSERT INTO search_index_state VALUES (1, ?, 1, 1)
             ON CONFLICT(singleton) DO UPDATE SET version = excluded.version, building = 1
             """, [Self.searchIndexVersion])
     }
