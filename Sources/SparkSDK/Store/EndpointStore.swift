@@ -60,9 +60,11 @@ public final class EndpointStore: Sendable {
         do {
             try Self.migrator(sealer).migrate(queue)
             if !wasSealed {
-                // Values sealed in place leave their plaintext in free pages and the WAL.
+                // Values sealed in place leave their plaintext in free pages and the WAL. The
+                // VACUUM may renumber messages' rowids, the search index's documents: rebuilt.
                 try queue.withConnection { db in
                     try db.execute("VACUUM")
+                    try db.execute("UPDATE search_index_state SET version = 0")
                     try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 }
             }
@@ -383,21 +385,21 @@ public final class EndpointStore: Sendable {
         }
         migrator.register("v16-search-index") { db in
             // The search index (`SQLiteMessagingStore+Search`): keyed tokens only, no text, no
-            // positions; a message's `search_doc` is its row in it (rowids may change in a VACUUM).
-            // Messages stored before are indexed by the rebuild the state row asks for.
+            // positions, no sizes; a message's document is its rowid there, and `search_length`
+            // its number of tokens (NULL: not indexed). A VACUUM may renumber rowids: each one
+            // this store runs empties the index or asks for a rebuild. Messages stored before are
+            // indexed by the rebuild the state row asks for.
             try db.execute(
                 """
-                ALTER TABLE messages ADD COLUMN search_doc INTEGER;
                 ALTER TABLE messages ADD COLUMN search_length INTEGER;
-                CREATE UNIQUE INDEX messages_by_search_doc ON messages(search_doc) WHERE search_doc IS NOT NULL;
-                CREATE VIRTUAL TABLE message_search USING fts5(tokens, tokenize = 'ascii', content = '', detail = column);
+                CREATE VIRTUAL TABLE message_search USING fts5(
+                    tokens, tokenize = 'ascii', content = '', detail = none, columnsize = 0);
                 CREATE TABLE search_index_state (
                     singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
                     version INTEGER NOT NULL,
-                    building INTEGER NOT NULL,
-                    next_doc INTEGER NOT NULL
+                    building INTEGER NOT NULL
                 );
-                INSERT INTO search_index_state VALUES (1, 0, 1, 1);
+                INSERT INTO search_index_state VALUES (1, 0, 1);
                 """)
         }
         return migrator

@@ -55,8 +55,7 @@ struct MessageSearch: MessagingPart {
         var position = start
         var more = true
         while results.count < limit, more {
-            let candidates = try store.searchCandidates(
-                tokens, since: match.since, until: match.until, offset: position, limit: candidateBatch)
+            let candidates = try store.searchCandidates(tokens, match, offset: position, limit: candidateBatch)
             more = candidates.count == candidateBatch
             for (index, id) in candidates.enumerated() {
                 position += 1
@@ -81,7 +80,9 @@ struct MessageSearch: MessagingPart {
     private static func chats(
         _ store: any MessagingStore, _ match: SearchMatch, first: Bool, limit: Int
     ) throws -> [StoredChat] {
-        guard first, !match.clauses.isEmpty, match.filters.isEmpty, match.since == nil, match.until == nil else { return [] }
+        guard first, !match.clauses.isEmpty, match.filters.isEmpty, match.chatID == nil, match.sender == nil,
+            match.since == nil, match.until == nil
+        else { return [] }
         return try store.chats(only: nil).filter { chat in
             chat.isActive && match.matches(in: SearchText.units(of: chat.subject)) != nil
         }.prefix(limit).map { $0 }

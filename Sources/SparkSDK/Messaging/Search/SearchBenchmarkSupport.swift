@@ -1,5 +1,6 @@
 public import Foundation
 import SparkCrypto
+import SparkStore
 
 /// What `spark-bench`'s search rows drive: an endpoint store's messaging tables filled and
 /// searched directly, without a domain or MLS (the rows measure the index, not the network).
@@ -58,16 +59,27 @@ import SparkCrypto
         try await storage.write { store in try store.resetSearchIndex() }
     }
 
-    /// Indexes stored `messages` in one transaction with the text in hand, as a mailbox page
-    /// does after storing them: the index's own part of a catch-up.
-    public func index(_ messages: [Message]) async throws {
+    /// The rows `messages` are stored in (a page has them from its inserts).
+    public func rows(of messages: [Message]) async throws -> [Int64] {
+        let ids = messages.map(\.id)
+        return try await storage.read { store in
+            guard let store = store as? SQLiteMessagingStore else { return [] }
+            return try ids.map { id in
+                try store.db.scalar("SELECT rowid FROM messages WHERE local_id = ?", [id], as: Int64.self) ?? 0
+            }
+        }
+    }
+
+    /// Indexes stored `messages` (in `rows`) in one transaction with the text in hand, as a
+    /// mailbox page does after storing them: the index's own part of a catch-up.
+    public func index(_ messages: [Message], rows: [Int64]) async throws {
         try await storage.write { store in
             guard let store = store as? SQLiteMessagingStore else { return }
-            for message in messages {
+            for (message, row) in zip(messages, rows) {
                 try store.index(
                     SearchDocument(
                         content: message.text, fileName: nil, mediaType: nil, chatID: message.chatID, sender: message.sender),
-                    id: message.id)
+                    row: row)
             }
         }
     }

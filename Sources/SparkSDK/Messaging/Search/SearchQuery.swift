@@ -104,9 +104,11 @@ struct SearchMatch: Sendable {
     }
 
     var clauses: [Clause]
-    /// The filters that are tokens (attachment, media type, chat, sender).
+    /// The filters that are tokens (attachment, media type).
     var filters: [(SearchKey.Kind, String)]
-    /// The time range, checked against the stored message.
+    /// The filters the message row answers: its chat, its sender, when it was sent.
+    var chatID: String?
+    var sender: String?
     var since: Date?
     var until: Date?
 
@@ -130,11 +132,11 @@ struct SearchMatch: Sendable {
         } else if query.hasAttachment {
             filters.append((.attachment, ""))
         }
-        if let chatID = query.chatID { filters.append((.chat, chatID)) }
-        if let sender = query.sender { filters.append((.sender, sender)) }
+        chatID = query.chatID
+        sender = query.sender
         since = query.since
         until = query.until
-        guard !clauses.isEmpty || filters.contains(where: { [.attachment, .mediaType, .majorType].contains($0.0) }) else {
+        guard !clauses.isEmpty || !filters.isEmpty else {
             throw MessagingError(.invalidArgument, "a search needs a word to look for (or an attachment filter)")
         }
     }

@@ -8,16 +8,16 @@ import SparkCrypto
 ///   finds by substring.
 /// - A unit's **term** is its text in compatibility composition (NFKC), case-folded, without
 ///   diacritics and at one width: `Crème`, `CRÈME` and `creme` are one term.
-/// - The index holds **keyed tokens** only: `HMAC-SHA256(indexKey, kind ‖ 0x00 ‖ term)`, the
-///   first 10 bytes in hex. Without the key a token says nothing of its word; with the key a
+/// - The index holds **keyed tokens** only: `BLAKE2b(indexKey, kind ‖ 0x00 ‖ term)` (keyed,
+///   RFC 7693), the first 10 bytes in hex. Without the key a token says nothing of its word; with the key a
 ///   query's tokens are computed the same way (``SearchMatch``), so the query's own text never
 ///   reaches the index's query syntax.
 ///
 /// What one message puts in the index (``SearchDocument``): `w` each word, `p` the first three
 /// characters of each word of three or more (prefix queries), `g1` each character of a script
 /// without spaces and `g2` each two such characters in a row (substrings), `a` when it has an
-/// attachment, `m` its media type and `t` the type's first part, `c` its chat and `s` its sender
-/// (filters). See `docs/SEARCH.md`.
+/// attachment, `m` its media type and `t` the type's first part (filters; chat, sender and time
+/// are the message row's). See `docs/SEARCH.md`.
 enum SearchText {
     /// A word, or one character of a script without spaces, in a text.
     struct Unit: Sendable, Equatable {
@@ -66,10 +66,37 @@ enum SearchText {
         if cut.utf8.allSatisfy({ $0 < 0x80 }) {
             return String(decoding: cut.utf8.map { (65...90).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
         }
-        return String(cut).precomposedStringWithCompatibilityMapping
+        // Latin letters with diacritics (U+00C0–U+017F) from a table made once by the same rule.
+        if cut.unicodeScalars.allSatisfy({ $0.value < 0x80 || latin[$0.value] != nil }) {
+            var folded = ""
+            for scalar in cut.unicodeScalars {
+                if scalar.value < 0x80 {
+                    folded.unicodeScalars.append((65...90).contains(scalar.value) ? Unicode.Scalar(scalar.value + 32)! : scalar)
+                } else {
+                    folded += latin[scalar.value]!
+                }
+            }
+            return folded
+        }
+        return fold(String(cut))
+    }
+
+    /// The rule, for any text.
+    private static func fold(_ text: String) -> String {
+        text.precomposedStringWithCompatibilityMapping
             .folding(options: [.caseInsensitive, .diacriticInsensitive, .widthInsensitive], locale: nil)
             .precomposedStringWithCanonicalMapping
     }
+
+    /// Each Latin-1 and Latin Extended-A letter, folded (`é` → `e`, `Ł` → `l`).
+    private static let latin: [UInt32: String] = {
+        var table: [UInt32: String] = [:]
+        for value in UInt32(0xC0)...0x17F {
+            guard let scalar = Unicode.Scalar(value), scalar.properties.isAlphabetic else { continue }
+            table[value] = fold(String(Character(scalar)))
+        }
+        return table
+    }()
 
     /// Whether `scalar` belongs to a script written without spaces between words.
     static func isWrittenWithoutSpaces(_ scalar: Unicode.Scalar) -> Bool {
@@ -98,7 +125,7 @@ enum SearchText {
 /// `spark search index v1`), so that a store whose key is gone (a reset) has an index nobody can
 /// query.
 struct SearchKey: Sendable {
-    private let key: SymmetricKey
+    private let hash: KeyedBLAKE2b
 
     /// The kinds of token (see ``SearchText``).
     enum Kind: String, Sendable {
@@ -109,14 +136,16 @@ struct SearchKey: Sendable {
         case attachment = "a"
         case mediaType = "m"
         case majorType = "t"
-        case chat = "c"
-        case sender = "s"
     }
 
     /// The length of a prefix token's prefix, and so the shortest prefix a query may use.
     static let prefixLength = 3
 
-    init(key: SymmetricKey) { self.key = key }
+    /// A key of 32 bytes (tests, the memory store).
+    init(key: SymmetricKey) {
+        // 32 bytes is in BLAKE2b's range.
+        hash = try! KeyedBLAKE2b(key: key)
+    }
 
     /// The key of the index of the store sealed under `storeKey`.
     init(storeKey: SymmetricKey) {
@@ -124,19 +153,30 @@ struct SearchKey: Sendable {
             inputKeyMaterial: storeKey, salt: Data(), info: Data("spark search index v1".utf8), outputByteCount: 32,
             hash: .sha256)
         // HKDF of 32 bytes from a key never fails (the output length is in range).
-        key = SymmetricKey(secureBytes: derived!)
+        self.init(key: SymmetricKey(secureBytes: derived!))
     }
 
-    /// The token of `term` of `kind`: 20 lower-case hex digits.
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// The token of `term` of `kind`: the first 10 bytes of `BLAKE2b(K, kind ‖ 0x00 ‖ term)`
+    /// (16-byte output), in 20 lower-case hex digits.
     func token(_ kind: Kind, _ term: String) -> String {
-        var message = Data(kind.rawValue.utf8)
+        var message = Array(kind.rawValue.utf8)
         message.append(0)
         message.append(contentsOf: term.utf8)
-        let mac = HMAC.authenticationCode(for: message, using: key, hash: .sha256)
-        return mac.prefix(10).map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
-        }.joined()
+        var code = (UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &code) { output in
+            message.withUnsafeBytes { message in hash.authenticationCode(for: message, into: output) }
+        }
+        return withUnsafeBytes(of: code) { bytes in
+            String(unsafeUninitializedCapacity: 20) { text in
+                for index in 0..<10 {
+                    text[2 * index] = Self.digits[Int(bytes[index] >> 4)]
+                    text[2 * index + 1] = Self.digits[Int(bytes[index] & 15)]
+                }
+                return 20
+            }
+        }
     }
 }
 
@@ -197,8 +237,6 @@ struct SearchDocument: Sendable, Equatable {
             add(.mediaType, type)
             add(.majorType, String(type.prefix { $0 != "/" }))
         }
-        add(.chat, chatID)
-        add(.sender, sender)
         return tokens
     }
 

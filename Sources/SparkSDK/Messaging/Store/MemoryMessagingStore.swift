@@ -401,11 +401,14 @@ final class MemoryMessagingStore: Sendable {
             return true
         }
 
-        func searchCandidates(_ tokens: [String], since: Date?, until: Date?, offset: Int, limit: Int) throws -> [String] {
+        func searchCandidates(_ tokens: [String], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
             // As SQLite's: BM25 without term frequencies, so the shorter first, then the later.
             state.messages.values.filter { entry in
                 entry.searchDoc != nil && tokens.allSatisfy(entry.searchTokens.contains)
-                    && since.map { entry.message.timestamp >= $0 } != false && until.map { entry.message.timestamp < $0 } != false
+                    && match.chatID.map { entry.message.chatID == $0 } != false
+                    && match.sender.map { entry.message.sender == $0 } != false
+                    && match.since.map { entry.message.timestamp >= $0 } != false
+                    && match.until.map { entry.message.timestamp < $0 } != false
             }.sorted { ($0.searchTokens.count, -$0.searchDoc!) < ($1.searchTokens.count, -$1.searchDoc!) }
                 .dropFirst(offset).prefix(limit).map(\.message.id)
         }

@@ -173,7 +173,7 @@ struct SQLiteMessagingStore: MessagingStore {
         try index(
             SearchDocument(
                 content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
-                chatID: message.chatID, sender: message.sender), id: id)
+                chatID: message.chatID, sender: message.sender), row: db.lastInsertedRowID)
     }
 
     func outgoing(_ id: String) throws -> OutgoingMessage? {
@@ -278,7 +278,7 @@ struct SQLiteMessagingStore: MessagingStore {
         try index(
             SearchDocument(
                 content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
-                chatID: chatID, sender: message.sender), id: id)
+                chatID: chatID, sender: message.sender), row: db.lastInsertedRowID)
     }
 
     /// The index then holds the new text alone (the old text's tokens are merged away).
