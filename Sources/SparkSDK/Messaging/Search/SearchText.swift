@@ -29,40 +29,67 @@ enum SearchText {
         var isGram: Bool
     }
 
-    /// The most characters of a word that make its term (a longer one is cut there).
+    /// The most Unicode scalars of a word that make its term (a longer one is cut there).
     static let longestTerm = 64
 
-    /// The units of `text`, in order.
+    /// The units of `text`, in order. Walked by Unicode scalar (a combining mark stays with the
+    /// unit before it), which is several times faster than by `Character` on Linux.
     static func units(of text: String) -> [Unit] {
         var units: [Unit] = []
         var wordStart: String.Index?
-        var index = text.startIndex
+        let scalars = text.unicodeScalars
+        var index = scalars.startIndex
         func closeWord(at end: String.Index) {
             guard let start = wordStart else { return }
             units.append(Unit(range: start..<end, term: normalize(text[start..<end]), isGram: false))
             wordStart = nil
         }
-        while index < text.endIndex {
-            let character = text[index]
-            let next = text.index(after: index)
-            if let scalar = character.unicodeScalars.first, isWrittenWithoutSpaces(scalar) {
+        while index < scalars.endIndex {
+            let scalar = scalars[index]
+            var next = scalars.index(after: index)
+            let value = scalar.value
+            if value < 0x80 {
+                if (0x30...0x39).contains(value) || (0x41...0x5A).contains(value) || (0x61...0x7A).contains(value) {
+                    if wordStart == nil { wordStart = index }
+                } else {
+                    closeWord(at: index)
+                }
+            } else if isWrittenWithoutSpaces(scalar) {
                 closeWord(at: index)
+                // With the combining marks that follow it.
+                while next < scalars.endIndex, isMark(scalars[next]) { next = scalars.index(after: next) }
                 units.append(Unit(range: index..<next, term: normalize(text[index..<next]), isGram: true))
-            } else if character.isLetter || character.isNumber {
+            } else if scalar.properties.isAlphabetic || scalar.properties.numericType != nil {
                 if wordStart == nil { wordStart = index }
+            } else if isMark(scalar), wordStart != nil {
+                // A combining mark inside a word stays with it.
             } else {
                 closeWord(at: index)
             }
             index = next
         }
-        closeWord(at: text.endIndex)
+        closeWord(at: scalars.endIndex)
         return units
     }
 
+    private static func isMark(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: true
+        default: false
+        }
+    }
+
     /// A unit's term: NFKC, case-folded, without diacritics, at one width, at most
-    /// ``longestTerm`` characters. ASCII takes a shorter path to the same result.
+    /// ``longestTerm`` scalars. ASCII takes a shorter path to the same result.
     static func normalize(_ text: Substring) -> String {
-        let cut = text.count > longestTerm ? text.prefix(longestTerm) : text
+        // At most `longestTerm` scalars (a text of that many bytes has no more).
+        var cut = text
+        if text.utf8.count > longestTerm,
+            let end = text.unicodeScalars.index(
+                text.unicodeScalars.startIndex, offsetBy: longestTerm, limitedBy: text.unicodeScalars.endIndex)
+        {
+            cut = text[..<end]
+        }
         if cut.utf8.allSatisfy({ $0 < 0x80 }) {
             return String(decoding: cut.utf8.map { (65...90).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
         }
