@@ -95,6 +95,19 @@ static int rich(spark_client *alice, spark_client *bob, const char *chat_id, con
     printf("alice's message has %s from %s\n", reacted->reactions[0].emoji, reacted->reactions[0].user_ids);
     spark_messages_free(reacted, 1);
 
+    /* Bob searches his messages: the best match first, its match marked; a short prefix is refused. */
+    char **ids, **snippets, *next;
+    size_t found;
+    if (check("search", spark_search(bob, "USUAL place", NULL, "alice", 5, NULL, &ids, &snippets, &found, &next))) return 1;
+    if (found == 0) return fprintf(stderr, "c-chat: bob's search found nothing\n"), 1;
+    printf("bob found: %s\n", snippets[0]);
+    spark_strings_free(ids, found);
+    spark_strings_free(snippets, found);
+    spark_free(next);
+    if (spark_search(bob, "lu*", NULL, NULL, 5, NULL, &ids, &snippets, &found, &next) != SPARK_ERR_INVALID_ARGUMENT)
+        return fprintf(stderr, "c-chat: a two-letter prefix was not refused\n"), 1;
+    printf("bob's short prefix: %s\n", spark_last_error());
+
     /* A file: alice sends it (with progress), bob saves it. */
     char original[4096], saved[4096];
     snprintf(original, sizeof original, "%s/notes.txt", directory);

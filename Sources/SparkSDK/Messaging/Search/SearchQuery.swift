@@ -171,9 +171,9 @@ struct SearchMatch: Sendable {
         return Clause(terms: units.map(\.term), grams: units.map(\.isGram), lastIsPrefix: isPrefix)
     }
 
-    /// Every token a message must have.
-    func tokens(_ key: SearchKey) -> [String] {
-        var tokens: [String] = []
+    /// Every token a message must have, as codes (``SearchKey/code(_:_:)``).
+    func tokens(_ key: SearchKey) -> [UInt64] {
+        var tokens: [UInt64] = []
         for clause in clauses {
             var index = 0
             while index < clause.terms.count {
@@ -182,23 +182,23 @@ struct SearchMatch: Sendable {
                     var end = index
                     while end + 1 < clause.terms.count, clause.grams[end + 1] { end += 1 }
                     if end == index {
-                        tokens.append(key.token(.gram, clause.terms[index]))
+                        tokens.append(key.code(.gram, clause.terms[index]))
                     } else {
-                        for pair in index..<end { tokens.append(key.token(.pair, clause.terms[pair] + clause.terms[pair + 1])) }
+                        for pair in index..<end { tokens.append(key.code(.pair, clause.terms[pair] + clause.terms[pair + 1])) }
                     }
                     index = end + 1
                     continue
                 }
                 let term = clause.terms[index]
                 if clause.lastIsPrefix, index == clause.terms.count - 1 {
-                    tokens.append(key.token(.prefix, String(term.prefix(SearchKey.prefixLength))))
+                    tokens.append(key.code(.prefix, String(term.prefix(SearchKey.prefixLength))))
                 } else {
-                    tokens.append(key.token(.word, term))
+                    tokens.append(key.code(.word, term))
                 }
                 index += 1
             }
         }
-        for (kind, value) in filters { tokens.append(key.token(kind, value)) }
+        for (kind, value) in filters { tokens.append(key.code(kind, value)) }
         return Array(Set(tokens)).sorted()
     }
 

@@ -9,7 +9,7 @@ import SparkCrypto
 /// - A unit's **term** is its text in compatibility composition (NFKC), case-folded, without
 ///   diacritics and at one width: `Crème`, `CRÈME` and `creme` are one term.
 /// - The index holds **keyed tokens** only: `BLAKE2b(indexKey, kind ‖ 0x00 ‖ term)` (keyed,
-///   RFC 7693), the first 10 bytes in hex. Without the key a token says nothing of its word; with the key a
+///   RFC 7693), the first 8 bytes in hex. Without the key a token says nothing of its word; with the key a
 ///   query's tokens are computed the same way (``SearchMatch``), so the query's own text never
 ///   reaches the index's query syntax.
 ///
@@ -185,24 +185,54 @@ struct SearchKey: Sendable {
 
     private static let digits = Array("0123456789abcdef".utf8)
 
-    /// The token of `term` of `kind`: the first 10 bytes of `BLAKE2b(K, kind ‖ 0x00 ‖ term)`
-    /// (16-byte output), in 20 lower-case hex digits.
-    func token(_ kind: Kind, _ term: String) -> String {
-        var message = Array(kind.rawValue.utf8)
-        message.append(0)
-        message.append(contentsOf: term.utf8)
-        var code = (UInt64(0), UInt64(0))
-        withUnsafeMutableBytes(of: &code) { output in
-            message.withUnsafeBytes { message in hash.authenticationCode(for: message, into: output) }
-        }
-        return withUnsafeBytes(of: code) { bytes in
-            String(unsafeUninitializedCapacity: 20) { text in
-                for index in 0..<10 {
-                    text[2 * index] = Self.digits[Int(bytes[index] >> 4)]
-                    text[2 * index + 1] = Self.digits[Int(bytes[index] & 15)]
+    /// The code of `term` of `kind`: the first 8 bytes of `BLAKE2b(K, kind ‖ 0x00 ‖ term)`
+    /// (16-byte output), as they lie in memory. 64 bits: two words sharing a code would only make
+    /// extra candidates, which the check on the text drops.
+    func code(_ kind: Kind, _ term: String) -> UInt64 {
+        var term = term
+        return term.withUTF8 { term in
+            let kindBytes = kind.rawValue.utf8
+            let count = kindBytes.count + 1 + term.count
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { message in
+                var position = 0
+                for byte in kindBytes {
+                    message[position] = byte
+                    position += 1
                 }
-                return 20
+                message[position] = 0
+                _ = UnsafeMutableBufferPointer(rebasing: message[(position + 1)...]).initialize(from: term)
+                var code = (UInt64(0), UInt64(0))
+                withUnsafeMutableBytes(of: &code) { output in
+                    hash.authenticationCode(for: UnsafeRawBufferPointer(message), into: output)
+                }
+                return code.0
             }
+        }
+    }
+
+    /// The token of `term` of `kind` as the index holds it: its code in 16 hex digits.
+    func token(_ kind: Kind, _ term: String) -> String { Self.hex([code(kind, term)]) }
+
+    /// `codes` in hex, 16 digits each, separated by spaces: a document's text in the index, or a
+    /// token.
+    static func hex(_ codes: [UInt64]) -> String {
+        guard !codes.isEmpty else { return "" }
+        return String(unsafeUninitializedCapacity: codes.count * 17 - 1) { text in
+            var position = 0
+            for (index, code) in codes.enumerated() {
+                if index > 0 {
+                    text[position] = 0x20
+                    position += 1
+                }
+                withUnsafeBytes(of: code) { bytes in
+                    for byte in bytes {
+                        text[position] = digits[Int(byte >> 4)]
+                        text[position + 1] = digits[Int(byte & 15)]
+                        position += 2
+                    }
+                }
+            }
+            return position
         }
     }
 }
@@ -231,14 +261,14 @@ struct SearchDocument: Sendable, Equatable {
             chatID: message.chatID, sender: message.sender)
     }
 
-    /// Its tokens, each once, in the order first met: the index's text for it (the same text
-    /// again takes it out, see `SQLiteMessagingStore+Search`).
-    func tokens(_ key: SearchKey) -> [String] {
-        var seen: Set<String> = []
-        var tokens: [String] = []
+    /// Its tokens' codes, each once, in the order first met (``SearchKey/hex(_:)`` of them is its
+    /// text in the index; the same text again takes it out, see `SQLiteMessagingStore+Search`).
+    func tokens(_ key: SearchKey) -> [UInt64] {
+        var seen: Set<UInt64> = []
+        var tokens: [UInt64] = []
         func add(_ kind: SearchKey.Kind, _ term: String) {
-            let token = key.token(kind, term)
-            if seen.insert(token).inserted { tokens.append(token) }
+            let code = key.code(kind, term)
+            if seen.insert(code).inserted { tokens.append(code) }
         }
         for field in fields {
             var previousGram: SearchText.Unit?

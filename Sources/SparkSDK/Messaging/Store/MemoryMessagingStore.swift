@@ -23,7 +23,7 @@ final class MemoryMessagingStore: Sendable {
             var attachment: AttachmentDescriptor? = nil
             /// Its place in the search index, and its tokens there, while it is indexed.
             var searchDoc: Int64? = nil
-            var searchTokens: Set<String> = []
+            var searchTokens: Set<UInt64> = []
         }
         struct Chat: Sendable {
             var timer = 0
@@ -401,7 +401,7 @@ final class MemoryMessagingStore: Sendable {
             return true
         }
 
-        func searchCandidates(_ tokens: [String], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
+        func searchCandidates(_ tokens: [UInt64], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
             // As SQLite's: BM25 without term frequencies, so the shorter first, then the later.
             state.messages.values.filter { entry in
                 entry.searchDoc != nil && tokens.allSatisfy(entry.searchTokens.contains)

@@ -20,19 +20,31 @@ import SparkStore
 ///   index emptied) or asks for a rebuild (`EndpointStore`).
 extension SQLiteMessagingStore {
     /// The tokens' version: a store indexed by another is rebuilt (``resetSearchIndex()``).
-    static let searchIndexVersion = 2
+    static let searchIndexVersion = 3
 
     var searchKey: SearchKey { sealer.searchKey }
+
+    /// The tokens `document` puts in the index, or nil when its chat is not live (a message
+    /// stored in a chat this user left is not found).
+    func searchTokens(_ document: SearchDocument) throws -> [UInt64]? {
+        guard try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [document.chatID], as: Bool.self) ?? true else {
+            return nil
+        }
+        return document.tokens(sealer.searchKey)
+    }
+
+    /// Puts `tokens` in the index as the document of the message in row `row` (whose
+    /// `search_length` the caller sets).
+    func addToIndex(_ tokens: [UInt64], row: Int64) throws {
+        try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, SearchKey.hex(tokens)])
+    }
 
     /// Indexes the message stored in row `row`, with what the caller holds of it, when its chat
     /// is live.
     func index(_ document: SearchDocument, row: Int64) throws {
-        guard try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [document.chatID], as: Bool.self) ?? true else {
-            return
-        }
-        let tokens = document.tokens(sealer.searchKey)
+        guard let tokens = try searchTokens(document) else { return }
         try db.execute("UPDATE messages SET search_length = ? WHERE rowid = ?", [tokens.count, row])
-        try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, tokens.joined(separator: " ")])
+        try addToIndex(tokens, row: row)
     }
 
     /// Takes message `id` out of the index, if it is there; ``purgeSearchIndex()`` then drops
@@ -42,7 +54,7 @@ extension SQLiteMessagingStore {
         guard let (row, indexed, document) = try storedDocument(id), indexed else { return false }
         try db.execute(
             "INSERT INTO message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
-            [row, document.tokens(sealer.searchKey).joined(separator: " ")])
+            [row, SearchKey.hex(document.tokens(sealer.searchKey))])
         try db.execute("UPDATE messages SET search_length = NULL WHERE rowid = ?", [row])
         return true
     }
@@ -86,10 +98,10 @@ extension SQLiteMessagingStore {
     /// candidate holds every token of the query, so the idf sum is the same for all and the
     /// message with fewer tokens ranks first, then the later stored. (FTS5's own `bm25()`
     /// needs positions, which would keep each message's tokens in order.)
-    func searchCandidates(_ tokens: [String], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
+    func searchCandidates(_ tokens: [UInt64], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
         var filters = ""
         // Tokens are hex: nothing of the query's text is in the MATCH expression.
-        var arguments: [any DatabaseValueConvertible] = [tokens.joined(separator: " AND ")]
+        var arguments: [any DatabaseValueConvertible] = [SearchKey.hex(tokens).replacingOccurrences(of: " ", with: " AND ")]
         if let chatID = match.chatID {
             filters += " AND m.chat_id = ?"
             arguments.append(chatID)

@@ -155,25 +155,26 @@ struct SQLiteMessagingStore: MessagingStore {
 
     func insertOutgoing(_ message: OutgoingMessage, sealed: Data?) throws {
         let id = message.id
+        let tokens = try searchTokens(
+            SearchDocument(
+                content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
+                chatID: message.chatID, sender: message.sender))
         try conflictsRefused {
             try db.execute(
                 """
                 INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed,
-                    attachment, expire_after, expires_at)
-                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    attachment, search_length, expire_after, expires_at)
+                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
                     message.tag,
                     try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     (sealed == nil ? MessageState.held : .sending).storedName, message.timestamp.timeIntervalSince1970,
-                    sealed, try sealedAttachment(message.attachment, id: id),
+                    sealed, try sealedAttachment(message.attachment, id: id), tokens?.count,
                 ] + (try expiry(chatID: message.chatID, sentAt: message.timestamp)))
         }
-        try index(
-            SearchDocument(
-                content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
-                chatID: message.chatID, sender: message.sender), row: db.lastInsertedRowID)
+        if let tokens { try addToIndex(tokens, row: db.lastInsertedRowID) }
     }
 
     func outgoing(_ id: String) throws -> OutgoingMessage? {
@@ -258,13 +259,17 @@ struct SQLiteMessagingStore: MessagingStore {
     func insertReceived(_ message: ChatHistory.Record, chatID: String, incoming: Bool, ignoringTaken: Bool) throws {
         let (id, state) = (message.id, message.state)
         let failure: String? = if case .failed(let reason) = state { reason } else { nil }
+        let tokens = try searchTokens(
+            SearchDocument(
+                content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
+                chatID: chatID, sender: message.sender))
         var inserted = 0
         try conflictsRefused {
             inserted = try db.execute(
                 """
                 INSERT \(ignoringTaken ? "OR IGNORE " : "")INTO messages(local_id, chat_id, number, sender, incoming, content, tag,
-                    data, ref, state, failure, timestamp, attachment, expire_after, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    data, ref, state, failure, timestamp, attachment, search_length, expire_after, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, chatID, message.number, message.sender, incoming,
@@ -272,13 +277,10 @@ struct SQLiteMessagingStore: MessagingStore {
                     message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     state.storedName,
                     failure, message.timestamp.timeIntervalSince1970, try sealedAttachment(message.attachment, id: id),
+                    tokens?.count,
                 ] + (try expiry(chatID: chatID, sentAt: incoming ? nil : message.timestamp)))
         }
-        guard inserted > 0 else { return }
-        try index(
-            SearchDocument(
-                content: message.content, fileName: message.attachment?.fileName, mediaType: message.attachment?.mediaType,
-                chatID: chatID, sender: message.sender), row: db.lastInsertedRowID)
+        if inserted > 0, let tokens { try addToIndex(tokens, row: db.lastInsertedRowID) }
     }
 
     /// The index then holds the new text alone (the old text's tokens are merged away).
