@@ -75,14 +75,29 @@ import SparkStore
     public func index(_ messages: [Message], rows: [Int64]) async throws {
         try await storage.write { store in
             guard let store = store as? SQLiteMessagingStore else { return }
+            // What `insertReceived` adds for the index: the tokens, and their row in the index
+            // (the token count goes in the message's own INSERT).
             for (message, row) in zip(messages, rows) {
-                try store.index(
-                    SearchDocument(
-                        content: message.text, fileName: nil, mediaType: nil, chatID: message.chatID, sender: message.sender),
-                    row: row)
+                let document = SearchDocument(
+                    content: message.text, fileName: nil, mediaType: nil, chatID: message.chatID, sender: message.sender)
+                if let tokens = try store.searchTokens(document) { try store.addToIndex(tokens, row: row) }
             }
         }
     }
+
+    /// Makes the tokens of `messages` and nothing else; returns how many (to tell the hashing's
+    /// share of ``index(_:rows:)`` from the database's).
+    public func tokenize(_ messages: [Message]) -> Int {
+        return messages.reduce(0) { count, message in
+            count
+                + SearchDocument(
+                    content: message.text, fileName: nil, mediaType: nil, chatID: message.chatID, sender: message.sender
+                ).tokens(key).count
+        }
+    }
+
+    /// The key of this store's index.
+    private var key: SearchKey { store.sealer.searchKey }
 
     /// One page of `query`'s results (no chats: subjects are not the row's business).
     public func search(_ query: SearchQuery) async throws -> SearchPage {

@@ -164,7 +164,7 @@ struct SearchMatch: Sendable {
         guard let last = units.last else { return nil }
         // A prefix of a word: the index holds each word's first three characters.
         let isPrefix = prefix && !last.isGram
-        if isPrefix, last.term.count < SearchKey.prefixLength {
+        if isPrefix, SearchKey.prefix(of: last.term) == nil {
             throw MessagingError(
                 .invalidArgument, "a prefix search needs at least \(SearchKey.prefixLength) letters before the *")
         }
@@ -191,7 +191,8 @@ struct SearchMatch: Sendable {
                 }
                 let term = clause.terms[index]
                 if clause.lastIsPrefix, index == clause.terms.count - 1 {
-                    tokens.append(key.code(.prefix, String(term.prefix(SearchKey.prefixLength))))
+                    // A term of at least `prefixLength` scalars (checked when parsed).
+                    tokens.append(key.code(.prefix, SearchKey.prefix(of: term) ?? term))
                 } else {
                     tokens.append(key.code(.word, term))
                 }

@@ -91,7 +91,11 @@ enum SearchText {
             cut = text[..<end]
         }
         if cut.utf8.allSatisfy({ $0 < 0x80 }) {
-            return String(decoding: cut.utf8.map { (65...90).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+            let count = cut.utf8.count
+            return String(unsafeUninitializedCapacity: count) { output in
+                for (index, byte) in cut.utf8.enumerated() { output[index] = (65...90).contains(byte) ? byte + 32 : byte }
+                return count
+            }
         }
         // Latin letters with diacritics (U+00C0–U+017F) from a table made once by the same rule.
         if cut.unicodeScalars.allSatisfy({ $0.value < 0x80 || latin[$0.value] != nil }) {
@@ -165,13 +169,27 @@ struct SearchKey: Sendable {
         case majorType = "t"
     }
 
-    /// The length of a prefix token's prefix, and so the shortest prefix a query may use.
+    /// The length of a prefix token's prefix, in Unicode scalars of the term, and so the shortest
+    /// prefix a query may use.
     static let prefixLength = 3
+
+    /// The first ``prefixLength`` scalars of `term`, when it has as many.
+    static func prefix(of term: String) -> String? {
+        let utf8 = term.utf8
+        if utf8.count >= prefixLength, utf8.prefix(prefixLength).allSatisfy({ $0 < 0x80 }) {
+            return String(term.utf8.prefix(prefixLength))
+        }
+        let scalars = term.unicodeScalars
+        guard let end = scalars.index(scalars.startIndex, offsetBy: prefixLength, limitedBy: scalars.endIndex) else {
+            return nil
+        }
+        return String(scalars[..<end])
+    }
 
     /// A key of 32 bytes (tests, the memory store).
     init(key: SymmetricKey) {
-        // 32 bytes is in BLAKE2b's range.
-        hash = try! KeyedBLAKE2b(key: key)
+        // 32 bytes of key and 16 of code are in BLAKE2b's range.
+        hash = try! KeyedBLAKE2b(key: key, outputCount: 16)
     }
 
     /// The key of the index of the store sealed under `storeKey`.
@@ -282,9 +300,7 @@ struct SearchDocument: Sendable, Equatable {
                 } else {
                     previousGram = nil
                     add(.word, unit.term)
-                    if unit.term.count >= SearchKey.prefixLength {
-                        add(.prefix, String(unit.term.prefix(SearchKey.prefixLength)))
-                    }
+                    if let prefix = SearchKey.prefix(of: unit.term) { add(.prefix, prefix) }
                 }
             }
         }
