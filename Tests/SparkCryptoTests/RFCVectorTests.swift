@@ -207,21 +207,13 @@ struct RFCVectorTests {
         #expect(!HMAC.isValidAuthenticationCode(mac.prefix(8), for: message, using: key, hash: .sha256))
     }
 
-    /// Keyed BLAKE2b (RFC 7693 §2.5): the reference KAT's first keyed entry (key 00…3f, empty
-    /// input, 64 bytes), and a 16-byte code of three bytes; a key out of range is refused.
-    @Test func keyedBLAKE2b() throws {
-        let key = SymmetricKey(data: Data(0..<64))
-        let hash = try KeyedBLAKE2b(key: key, outputCount: 64)
-        #expect(
-            hash.authenticationCode(for: Data())
-                == Data(
-                    hex:
-                        "10ebb67700b1868efb4417987acf4690ae9d972fb7a590c2f02871799aaa4786b5e996e8f0f4eb981fc214b005f42d2ff4233499391653df7aefcbc13fc51568"
-                ))
-        let short = try KeyedBLAKE2b(key: key, outputCount: 16)
-        #expect(short.authenticationCode(for: Data([0, 1, 2])) == Data(hex: "ccf63a654ecd4b2e373ef98b7e8776f0"))
-        // The keyed state is copied for each code: the same input twice gives the same code.
-        #expect(short.authenticationCode(for: Data([0, 1, 2])) == short.authenticationCode(for: Data([0, 1, 2])))
-        #expect(throws: CryptoError.self) { try KeyedBLAKE2b(key: SymmetricKey(data: Data(count: 8))) }
+    /// SipHash-2-4: the paper's vector (key 00…0f, message 00…0e) and the reference
+    /// implementation's first (the empty message); a key of another length is refused.
+    @Test func sipHash24() throws {
+        let hash = try SipHash24(key: SymmetricKey(data: Data(0..<16)))
+        #expect(hash.value(of: Data(0..<15)) == 0xa129_ca61_49be_45e5)
+        #expect(hash.value(of: Data()) == UInt64(littleEndian: 0x726f_db47_dd0e_0e31))
+        #expect(hash.value(of: Data([1])) != hash.value(of: Data([2])))
+        #expect(throws: CryptoError.self) { try SipHash24(key: SymmetricKey(size: .bits256)) }
     }
 }

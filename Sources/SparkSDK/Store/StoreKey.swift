@@ -34,7 +34,7 @@ struct StoreSealer: Sendable {
 
     init(key: SymmetricKey) {
         self.key = key
-        searchKey = SearchKey(storeKey: key)
+        searchKey = SearchKey(key: key)
     }
 
     func seal(_ plaintext: Data, _ context: String) throws -> Data {

@@ -8,8 +8,8 @@ import SparkCrypto
 ///   finds by substring.
 /// - A unit's **term** is its text in compatibility composition (NFKC), case-folded, without
 ///   diacritics and at one width: `Crème`, `CRÈME` and `creme` are one term.
-/// - The index holds **keyed tokens** only: `BLAKE2b(indexKey, kind ‖ 0x00 ‖ term)` (keyed,
-///   RFC 7693), the first 8 bytes in hex. Without the key a token says nothing of its word; with the key a
+/// - The index holds **keyed tokens** only: `SipHash-2-4(indexKey, kind ‖ 0x00 ‖ term)`, a
+///   64-bit pseudorandom function, in hex. Without the key a token says nothing of its word; with the key a
 ///   query's tokens are computed the same way (``SearchMatch``), so the query's own text never
 ///   reaches the index's query syntax.
 ///
@@ -152,11 +152,11 @@ enum SearchText {
     }
 }
 
-/// The key the index's tokens are made with, derived from the store key (HKDF-SHA256, info
-/// `spark search index v1`), so that a store whose key is gone (a reset) has an index nobody can
-/// query.
+/// The key the index's tokens are made with: a SipHash-2-4 key derived from the store key
+/// (HKDF-SHA256, info `spark search index v2`), so that a store whose key is gone (a reset) has an
+/// index nobody can query.
 struct SearchKey: Sendable {
-    private let hash: KeyedBLAKE2b
+    private let hash: SipHash24
 
     /// The kinds of token (see ``SearchText``).
     enum Kind: String, Sendable {
@@ -186,26 +186,19 @@ struct SearchKey: Sendable {
         return String(scalars[..<end])
     }
 
-    /// A key of 32 bytes (tests, the memory store).
+    /// The index key derived from `key` (the store key, or a test's).
     init(key: SymmetricKey) {
-        // 32 bytes of key and 16 of code are in BLAKE2b's range.
-        hash = try! KeyedBLAKE2b(key: key, outputCount: 16)
-    }
-
-    /// The key of the index of the store sealed under `storeKey`.
-    init(storeKey: SymmetricKey) {
         let derived = try? HKDF.deriveKey(
-            inputKeyMaterial: storeKey, salt: Data(), info: Data("spark search index v1".utf8), outputByteCount: 32,
+            inputKeyMaterial: key, salt: Data(), info: Data("spark search index v2".utf8), outputByteCount: 16,
             hash: .sha256)
-        // HKDF of 32 bytes from a key never fails (the output length is in range).
-        self.init(key: SymmetricKey(secureBytes: derived!))
+        // HKDF of 16 bytes never fails, and 16 bytes is SipHash's key.
+        hash = try! SipHash24(key: SymmetricKey(secureBytes: derived!))
     }
 
     private static let digits = Array("0123456789abcdef".utf8)
 
-    /// The code of `term` of `kind`: the first 8 bytes of `BLAKE2b(K, kind ‖ 0x00 ‖ term)`
-    /// (16-byte output), as they lie in memory. 64 bits: two words sharing a code would only make
-    /// extra candidates, which the check on the text drops.
+    /// The code of `term` of `kind`: `SipHash-2-4(K, kind ‖ 0x00 ‖ term)`. 64 bits: two words
+    /// sharing a code would only make extra candidates, which the check on the text drops.
     func code(_ kind: Kind, _ term: String) -> UInt64 {
         var term = term
         return term.withUTF8 { term in
@@ -219,11 +212,7 @@ struct SearchKey: Sendable {
                 }
                 message[position] = 0
                 _ = UnsafeMutableBufferPointer(rebasing: message[(position + 1)...]).initialize(from: term)
-                var code = (UInt64(0), UInt64(0))
-                withUnsafeMutableBytes(of: &code) { output in
-                    hash.authenticationCode(for: UnsafeRawBufferPointer(message), into: output)
-                }
-                return code.0
+                return hash.value(of: UnsafeRawBufferPointer(message))
             }
         }
     }

@@ -20,7 +20,7 @@ import SparkStore
 ///   index emptied) or asks for a rebuild (`EndpointStore`).
 extension SQLiteMessagingStore {
     /// The tokens' version: a store indexed by another is rebuilt (``resetSearchIndex()``).
-    static let searchIndexVersion = 3
+    static let searchIndexVersion = 4
 
     var searchKey: SearchKey { sealer.searchKey }
 
