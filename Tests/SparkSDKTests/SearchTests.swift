@@ -27,11 +27,16 @@ struct SearchTests {
             content: "lunch at noon", fileName: "menu.pdf", mediaType: "application/pdf", chatID: "c1", sender: "bob")
         let key = SearchKey(key: SymmetricKey(size: .bits256))
         let tokens = document.tokens(key)
-        let text = SearchKey.hex(tokens)
-        #expect(text.split(separator: " ").allSatisfy { $0.count == 16 && $0.allSatisfy(\.isHexDigit) })
+        let text = SearchToken.text(tokens)
+        #expect(text.split(separator: " ").map(\.count) == [32, 16, 32, 32, 32, 16, 16, 16])
+        #expect(text.allSatisfy { $0 == " " || $0.isHexDigit })
         #expect(!text.contains("lunch") && !text.contains("menu"))
-        // w lunch, p lun, w at, w noon, p noo, w menu, p men, w pdf, p pdf, a, m, t
-        #expect(tokens.count == 12)
+        // lun+lunch, at, noo+noon, men+menu, pdf+pdf, a, m, t: a word's term begins with its
+        // prefix's code, so words of one prefix share their first 16 digits.
+        #expect(tokens.count == 8)
+        #expect(tokens[0].first != tokens[2].first && tokens[0].second != nil && tokens[1].second == nil)
+        #expect(
+            SearchToken.text([key.wordToken("lunar")]).prefix(16) == SearchToken.text([key.wordToken("lunch")]).prefix(16))
         #expect(Set(tokens).isDisjoint(with: document.tokens(SearchKey(key: SymmetricKey(size: .bits256)))))
         #expect(tokens == document.tokens(key), "the same text gives the same tokens: how it is taken out again")
     }
@@ -45,8 +50,10 @@ struct SearchTests {
         #expect(
             match.clauses.map(\.terms) == [["lunch"], ["or"], ["near", "a", "b"], ["dinner"], ["open"]], "\(match.clauses)")
         let key = SearchKey(key: SymmetricKey(size: .bits256))
-        #expect(
-            SearchKey.hex(match.tokens(key)).split(separator: " ").allSatisfy { $0.count == 16 && $0.allSatisfy(\.isHexDigit) })
+        let expression = SearchMatch.expression(match.terms(key))
+        #expect(expression.allSatisfy { $0 == " " || $0.isHexDigit || "ADN".contains($0) })
+        #expect(!expression.lowercased().contains("near") && !expression.contains("\""))
+        #expect(SearchMatch.expression(try SearchMatch(SearchQuery("lunch*")).terms(key)).hasSuffix("*"))
         #expect(throws: MessagingError(.invalidArgument, "")) { try SearchMatch(SearchQuery("lunch", limit: 0)) }
         // Invalid UTF-8 reaches Swift repaired (U+FFFD is neither letter nor digit).
         let repaired = String(decoding: [0x6C, 0x75, 0xFF, 0x6E, 0x63, 0x68], as: UTF8.self)
@@ -155,12 +162,13 @@ struct SearchTests {
         }
     }
 
-    /// What the files would hold of `word` in the device's index: its word and prefix tokens,
-    /// each as its last 12 of 16 digits (FTS5 stores a term after the first on a page as the part
-    /// it does not share with the term before it: random tokens of a small index share 1 or 2).
+    /// What the files would hold of `word` in the device's index: the last 12 digits of its
+    /// term (FTS5 stores a term after the first on a page as the part it does not share with the
+    /// term before it: the prefix's code is shared with words of the same prefix, and the word's
+    /// own code with hardly a digit of its neighbour's).
     private static func tokens(of word: String, in access: BBMAccess) async throws -> [Data] {
         let key = try await access.messenger.read { store in store.searchKey }
-        return [key.token(.word, word), key.token(.prefix, String(word.prefix(3)))].map { Data($0.suffix(12).utf8) }
+        return [Data(key.token(.word, word).suffix(12).utf8)]
     }
 
     /// Whether any of `tokens` is in the endpoint's files (the store and its write-ahead log).

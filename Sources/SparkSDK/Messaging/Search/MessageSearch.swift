@@ -50,12 +50,12 @@ struct MessageSearch: MessagingPart {
     static func page(
         _ store: any MessagingStore, _ match: SearchMatch, from start: Int, limit: Int, marks: (open: String, close: String)
     ) throws -> (results: [SearchResult], next: Int?, chats: [StoredChat]) {
-        let tokens = match.tokens(store.searchKey)
+        let terms = match.terms(store.searchKey)
         var results: [SearchResult] = []
         var position = start
         var more = true
         while results.count < limit, more {
-            let candidates = try store.searchCandidates(tokens, match, offset: position, limit: candidateBatch)
+            let candidates = try store.searchCandidates(terms, match, offset: position, limit: candidateBatch)
             more = candidates.count == candidateBatch
             for (index, id) in candidates.enumerated() {
                 position += 1

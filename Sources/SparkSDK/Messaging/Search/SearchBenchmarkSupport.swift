@@ -119,7 +119,7 @@ import SparkStore
     /// tokens (0 when the query is refused). Never crashes: that is what is fuzzed.
     public static func run(_ text: String) -> Int {
         guard let match = try? SearchMatch(SearchQuery(text)) else { return 0 }
-        let tokens = match.tokens(key)
+        let tokens = match.terms(key)
         _ = match.snippet(of: document, marks: ("[", "]"))
         _ = document.tokens(key)
         return tokens.count

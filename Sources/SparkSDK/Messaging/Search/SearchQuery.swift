@@ -171,9 +171,16 @@ struct SearchMatch: Sendable {
         return Clause(terms: units.map(\.term), grams: units.map(\.isGram), lastIsPrefix: isPrefix)
     }
 
-    /// Every token a message must have, as codes (``SearchKey/code(_:_:)``).
-    func tokens(_ key: SearchKey) -> [UInt64] {
-        var tokens: [UInt64] = []
+    /// A term a message must have: one token, or (`lun*`) every term that begins with a
+    /// prefix's code.
+    enum Term: Hashable, Sendable {
+        case token(SearchToken)
+        case prefix(UInt64)
+    }
+
+    /// Every term a message must have.
+    func terms(_ key: SearchKey) -> [Term] {
+        var terms: [Term] = []
         for clause in clauses {
             var index = 0
             while index < clause.terms.count {
@@ -182,25 +189,39 @@ struct SearchMatch: Sendable {
                     var end = index
                     while end + 1 < clause.terms.count, clause.grams[end + 1] { end += 1 }
                     if end == index {
-                        tokens.append(key.code(.gram, clause.terms[index]))
+                        terms.append(.token(SearchToken(key.code(.gram, clause.terms[index]))))
                     } else {
-                        for pair in index..<end { tokens.append(key.code(.pair, clause.terms[pair] + clause.terms[pair + 1])) }
+                        for pair in index..<end {
+                            terms.append(.token(SearchToken(key.code(.pair, clause.terms[pair] + clause.terms[pair + 1]))))
+                        }
                     }
                     index = end + 1
                     continue
                 }
                 let term = clause.terms[index]
                 if clause.lastIsPrefix, index == clause.terms.count - 1 {
-                    // A term of at least `prefixLength` scalars (checked when parsed).
-                    tokens.append(key.code(.prefix, SearchKey.prefix(of: term) ?? term))
+                    // At least `prefixLength` scalars (checked when parsed); a longer prefix is
+                    // checked on the text.
+                    terms.append(.prefix(key.code(.prefix, SearchKey.prefix(of: term) ?? term)))
                 } else {
-                    tokens.append(key.code(.word, term))
+                    terms.append(.token(key.wordToken(term)))
                 }
                 index += 1
             }
         }
-        for (kind, value) in filters { tokens.append(key.code(kind, value)) }
-        return Array(Set(tokens)).sorted()
+        for (kind, value) in filters { terms.append(.token(SearchToken(key.code(kind, value)))) }
+        return Array(Set(terms))
+    }
+
+    /// The FTS5 expression of `terms`: each term's hex (a prefix's followed by `*`), joined by
+    /// `AND`. Nothing of the query's text is in it.
+    static func expression(_ terms: [Term]) -> String {
+        terms.map { term in
+            switch term {
+            case .token(let token): token.text
+            case .prefix(let code): SearchToken(code).text + "*"
+            }
+        }.sorted().joined(separator: " AND ")
     }
 
     /// The units of `text` that the clauses match, or nil when a clause matches none of them

@@ -13,8 +13,9 @@ import SparkCrypto
 ///   query's tokens are computed the same way (``SearchMatch``), so the query's own text never
 ///   reaches the index's query syntax.
 ///
-/// What one message puts in the index (``SearchDocument``): `w` each word, `p` the first three
-/// characters of each word of three or more (prefix queries), `g1` each character of a script
+/// What one message puts in the index (``SearchDocument``): each word as one term, its first
+/// three characters' code then its own (`p`, `w`: a prefix query is a range of terms, as in a
+/// plaintext index), or its own alone when shorter; `g1` each character of a script
 /// without spaces and `g2` each two such characters in a row (substrings), `a` when it has an
 /// attachment, `m` its media type and `t` the type's first part (filters; chat, sender and time
 /// are the message row's). See `docs/SEARCH.md`.
@@ -195,8 +196,6 @@ struct SearchKey: Sendable {
         hash = try! SipHash24(key: SymmetricKey(secureBytes: derived!))
     }
 
-    private static let digits = Array("0123456789abcdef".utf8)
-
     /// The code of `term` of `kind`: `SipHash-2-4(K, kind ‖ 0x00 ‖ term)`. 64 bits: two words
     /// sharing a code would only make extra candidates, which the check on the text drops.
     func code(_ kind: Kind, _ term: String) -> UInt64 {
@@ -217,20 +216,43 @@ struct SearchKey: Sendable {
         }
     }
 
-    /// The token of `term` of `kind` as the index holds it: its code in 16 hex digits.
-    func token(_ kind: Kind, _ term: String) -> String { Self.hex([code(kind, term)]) }
+    /// The token of a word, as the index holds it: for a word of ``prefixLength`` scalars or
+    /// more, its prefix's code then its own (so that `lun*` is a range of the index's terms, as
+    /// in a plaintext index); a shorter word's code alone.
+    func wordToken(_ term: String) -> SearchToken {
+        if let prefix = Self.prefix(of: term) { return SearchToken(code(.prefix, prefix), code(.word, term)) }
+        return SearchToken(code(.word, term))
+    }
 
-    /// `codes` in hex, 16 digits each, separated by spaces: a document's text in the index, or a
-    /// token.
-    static func hex(_ codes: [UInt64]) -> String {
-        guard !codes.isEmpty else { return "" }
-        return String(unsafeUninitializedCapacity: codes.count * 17 - 1) { text in
+    /// The token of `term` of `kind`, as the index holds it (words: ``wordToken(_:)``).
+    func token(_ kind: Kind, _ term: String) -> String {
+        kind == .word ? wordToken(term).text : SearchToken(code(kind, term)).text
+    }
+}
+
+/// One term of the index: one 64-bit code in 16 hex digits, or two (a word's prefix, then the
+/// word) in 32.
+struct SearchToken: Hashable, Sendable {
+    var first: UInt64
+    var second: UInt64?
+
+    init(_ first: UInt64, _ second: UInt64? = nil) {
+        self.first = first
+        self.second = second
+    }
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// Its text in the index.
+    var text: String { Self.text([self]) }
+
+    /// The text of `tokens`, separated by spaces: a document's text in the index.
+    static func text(_ tokens: [SearchToken]) -> String {
+        guard !tokens.isEmpty else { return "" }
+        let capacity = tokens.reduce(0) { $0 + ($1.second == nil ? 17 : 33) }
+        return String(unsafeUninitializedCapacity: capacity) { text in
             var position = 0
-            for (index, code) in codes.enumerated() {
-                if index > 0 {
-                    text[position] = 0x20
-                    position += 1
-                }
+            func write(_ code: UInt64) {
                 withUnsafeBytes(of: code) { bytes in
                     for byte in bytes {
                         text[position] = digits[Int(byte >> 4)]
@@ -238,6 +260,14 @@ struct SearchKey: Sendable {
                         position += 2
                     }
                 }
+            }
+            for (index, token) in tokens.enumerated() {
+                if index > 0 {
+                    text[position] = 0x20
+                    position += 1
+                }
+                write(token.first)
+                if let second = token.second { write(second) }
             }
             return position
         }
@@ -268,15 +298,15 @@ struct SearchDocument: Sendable, Equatable {
             chatID: message.chatID, sender: message.sender)
     }
 
-    /// Its tokens' codes, each once, in the order first met (``SearchKey/hex(_:)`` of them is its
+    /// Its tokens, each once, in the order first met (``SearchToken/text(_:)`` of them is its
     /// text in the index; the same text again takes it out, see `SQLiteMessagingStore+Search`).
-    func tokens(_ key: SearchKey) -> [UInt64] {
-        var seen: Set<UInt64> = []
-        var tokens: [UInt64] = []
-        func add(_ kind: SearchKey.Kind, _ term: String) {
-            let code = key.code(kind, term)
-            if seen.insert(code).inserted { tokens.append(code) }
+    func tokens(_ key: SearchKey) -> [SearchToken] {
+        var seen: Set<SearchToken> = []
+        var tokens: [SearchToken] = []
+        func add(_ token: SearchToken) {
+            if seen.insert(token).inserted { tokens.append(token) }
         }
+        func add(_ kind: SearchKey.Kind, _ term: String) { add(SearchToken(key.code(kind, term))) }
         for field in fields {
             var previousGram: SearchText.Unit?
             for unit in SearchText.units(of: field) {
@@ -288,8 +318,7 @@ struct SearchDocument: Sendable, Equatable {
                     previousGram = unit
                 } else {
                     previousGram = nil
-                    add(.word, unit.term)
-                    if let prefix = SearchKey.prefix(of: unit.term) { add(.prefix, prefix) }
+                    add(key.wordToken(unit.term))
                 }
             }
         }
@@ -302,6 +331,4 @@ struct SearchDocument: Sendable, Equatable {
         return tokens
     }
 
-    /// Whether it is worth indexing: a message with text or a file.
-    var isEmpty: Bool { fields.allSatisfy(\.isEmpty) && mediaType == nil }
 }

@@ -23,7 +23,7 @@ final class MemoryMessagingStore: Sendable {
             var attachment: AttachmentDescriptor? = nil
             /// Its place in the search index, and its tokens there, while it is indexed.
             var searchDoc: Int64? = nil
-            var searchTokens: Set<UInt64> = []
+            var searchTokens: Set<SearchToken> = []
         }
         struct Chat: Sendable {
             var timer = 0
@@ -401,10 +401,16 @@ final class MemoryMessagingStore: Sendable {
             return true
         }
 
-        func searchCandidates(_ tokens: [UInt64], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
+        func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
             // As SQLite's: BM25 without term frequencies, so the shorter first, then the later.
             state.messages.values.filter { entry in
-                entry.searchDoc != nil && tokens.allSatisfy(entry.searchTokens.contains)
+                entry.searchDoc != nil
+                    && terms.allSatisfy { term in
+                        switch term {
+                        case .token(let token): entry.searchTokens.contains(token)
+                        case .prefix(let code): entry.searchTokens.contains { $0.first == code && $0.second != nil }
+                        }
+                    }
                     && match.chatID.map { entry.message.chatID == $0 } != false
                     && match.sender.map { entry.message.sender == $0 } != false
                     && match.since.map { entry.message.timestamp >= $0 } != false

@@ -117,10 +117,10 @@ protocol MessagingStore {
 
     /// The key of the index's tokens.
     var searchKey: SearchKey { get }
-    /// The messages that hold every one of `tokens` and pass `match`'s row filters (chat, sender,
+    /// The messages that hold every one of `terms` and pass `match`'s row filters (chat, sender,
     /// time), best first (BM25 without term frequencies: the fewest tokens, then the latest
     /// stored), from `offset`.
-    func searchCandidates(_ tokens: [UInt64], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String]
+    func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String]
     /// Whether the index is of the current version, and whether a rebuild is under way.
     func searchIndexState() throws -> SearchIndexState
     /// Empties the index for a rebuild (``indexUnindexed(limit:)`` then fills it).

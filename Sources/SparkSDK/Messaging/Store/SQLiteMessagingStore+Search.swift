@@ -20,13 +20,13 @@ import SparkStore
 ///   index emptied) or asks for a rebuild (`EndpointStore`).
 extension SQLiteMessagingStore {
     /// The tokens' version: a store indexed by another is rebuilt (``resetSearchIndex()``).
-    static let searchIndexVersion = 4
+    static let searchIndexVersion = 5
 
     var searchKey: SearchKey { sealer.searchKey }
 
     /// The tokens `document` puts in the index, or nil when its chat is not live (a message
     /// stored in a chat this user left is not found).
-    func searchTokens(_ document: SearchDocument) throws -> [UInt64]? {
+    func searchTokens(_ document: SearchDocument) throws -> [SearchToken]? {
         guard try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [document.chatID], as: Bool.self) ?? true else {
             return nil
         }
@@ -35,8 +35,8 @@ extension SQLiteMessagingStore {
 
     /// Puts `tokens` in the index as the document of the message in row `row` (whose
     /// `search_length` the caller sets).
-    func addToIndex(_ tokens: [UInt64], row: Int64) throws {
-        try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, SearchKey.hex(tokens)])
+    func addToIndex(_ tokens: [SearchToken], row: Int64) throws {
+        try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, SearchToken.text(tokens)])
     }
 
     /// Indexes the message stored in row `row`, with what the caller holds of it, when its chat
@@ -54,7 +54,7 @@ extension SQLiteMessagingStore {
         guard let (row, indexed, document) = try storedDocument(id), indexed else { return false }
         try db.execute(
             "INSERT INTO message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
-            [row, SearchKey.hex(document.tokens(sealer.searchKey))])
+            [row, SearchToken.text(document.tokens(sealer.searchKey))])
         try db.execute("UPDATE messages SET search_length = NULL WHERE rowid = ?", [row])
         return true
     }
@@ -98,10 +98,10 @@ extension SQLiteMessagingStore {
     /// candidate holds every token of the query, so the idf sum is the same for all and the
     /// message with fewer tokens ranks first, then the later stored. (FTS5's own `bm25()`
     /// needs positions, which would keep each message's tokens in order.)
-    func searchCandidates(_ tokens: [UInt64], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
+    func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
         var filters = ""
-        // Tokens are hex: nothing of the query's text is in the MATCH expression.
-        var arguments: [any DatabaseValueConvertible] = [SearchKey.hex(tokens).replacingOccurrences(of: " ", with: " AND ")]
+        // Terms are hex: nothing of the query's text is in the MATCH expression.
+        var arguments: [any DatabaseValueConvertible] = [SearchMatch.expression(terms)]
         if let chatID = match.chatID {
             filters += " AND m.chat_id = ?"
             arguments.append(chatID)
