@@ -22,6 +22,23 @@ struct SearchTests {
         #expect(SearchText.units(of: long).first?.term.count == SearchText.longestTerm)
     }
 
+    /// ASCII text takes a shorter path to its tokens: the same tokens as the general one.
+    @Test func asciiTextHasTheTokensOfTheGeneralPath() {
+        let key = SearchKey(key: SymmetricKey(size: .bits256))
+        let texts = [
+            "Lunch at NOON, don't be late!", "x", "ab abc ABCD", String(repeating: "Long", count: 40) + " tail",
+            "under_score 12:30 e-mail", "",
+        ]
+        for text in texts {
+            let fast = SearchDocument(content: text, fileName: nil, mediaType: nil, chatID: "c", sender: "s").tokens(key)
+            var general: [SearchToken] = []
+            for unit in SearchText.units(of: text) where !general.contains(key.wordToken(unit.term)) {
+                general.append(key.wordToken(unit.term))
+            }
+            #expect(fast == general, "\(text)")
+        }
+    }
+
     @Test func theIndexHoldsKeyedTokensThatDependOnTheKey() {
         let document = SearchDocument(
             content: "lunch at noon", fileName: "menu.pdf", mediaType: "application/pdf", chatID: "c1", sender: "bob")

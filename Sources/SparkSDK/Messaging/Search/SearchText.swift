@@ -200,20 +200,30 @@ struct SearchKey: Sendable {
     /// sharing a code would only make extra candidates, which the check on the text drops.
     func code(_ kind: Kind, _ term: String) -> UInt64 {
         var term = term
-        return term.withUTF8 { term in
-            let kindBytes = kind.rawValue.utf8
-            let count = kindBytes.count + 1 + term.count
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { message in
-                var position = 0
-                for byte in kindBytes {
-                    message[position] = byte
-                    position += 1
-                }
-                message[position] = 0
-                _ = UnsafeMutableBufferPointer(rebasing: message[(position + 1)...]).initialize(from: term)
-                return hash.value(of: UnsafeRawBufferPointer(message))
+        return term.withUTF8 { code(kind, $0) }
+    }
+
+    /// ``code(_:_:)`` of a term's UTF-8.
+    func code(_ kind: Kind, _ term: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        let kindBytes = kind.rawValue.utf8
+        let count = kindBytes.count + 1 + term.count
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { message in
+            var position = 0
+            for byte in kindBytes {
+                message[position] = byte
+                position += 1
             }
+            message[position] = 0
+            _ = UnsafeMutableBufferPointer(rebasing: message[(position + 1)...]).initialize(from: term)
+            return hash.value(of: UnsafeRawBufferPointer(message))
         }
+    }
+
+    /// ``wordToken(_:)`` of an ASCII word already folded (lower case, at most
+    /// ``SearchText/longestTerm`` bytes).
+    func wordToken(ascii term: UnsafeBufferPointer<UInt8>) -> SearchToken {
+        guard term.count >= Self.prefixLength else { return SearchToken(code(.word, term)) }
+        return SearchToken(code(.prefix, UnsafeBufferPointer(rebasing: term[..<Self.prefixLength])), code(.word, term))
     }
 
     /// The token of a word, as the index holds it: for a word of ``prefixLength`` scalars or
@@ -308,6 +318,12 @@ struct SearchDocument: Sendable, Equatable {
         }
         func add(_ kind: SearchKey.Kind, _ term: String) { add(SearchToken(key.code(kind, term))) }
         for field in fields {
+            if field.utf8.allSatisfy({ $0 < 0x80 }) {
+                // ASCII, the usual case: words folded in place and hashed from their bytes, the
+                // same tokens as `SearchText.units` makes.
+                Self.asciiWords(of: field) { add(key.wordToken(ascii: $0)) }
+                continue
+            }
             var previousGram: SearchText.Unit?
             for unit in SearchText.units(of: field) {
                 if unit.isGram {
@@ -329,6 +345,42 @@ struct SearchDocument: Sendable, Equatable {
             add(.majorType, String(type.prefix { $0 != "/" }))
         }
         return tokens
+    }
+
+    /// Calls `body` with each word of ASCII `text`, lower-cased and cut at
+    /// ``SearchText/longestTerm`` bytes, as ``SearchText/units(of:)`` and
+    /// ``SearchText/normalize(_:)`` would make it.
+    static func asciiWords(of text: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        var text = text
+        text.withUTF8 { bytes in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: SearchText.longestTerm) { word in
+                var length = 0
+                var inWord = false
+                func close() {
+                    if inWord { body(UnsafeBufferPointer(rebasing: word[..<length])) }
+                    (inWord, length) = (false, 0)
+                }
+                for byte in bytes {
+                    switch byte {
+                    case 0x30...0x39, 0x61...0x7A:
+                        inWord = true
+                        if length < SearchText.longestTerm {
+                            word[length] = byte
+                            length += 1
+                        }
+                    case 0x41...0x5A:
+                        inWord = true
+                        if length < SearchText.longestTerm {
+                            word[length] = byte + 32
+                            length += 1
+                        }
+                    default:
+                        close()
+                    }
+                }
+                close()
+            }
+        }
     }
 
 }
