@@ -99,16 +99,16 @@ enum SearchText {
             }
         }
         // Latin letters with diacritics (U+00C0–U+017F) from a table made once by the same rule.
-        if cut.unicodeScalars.allSatisfy({ $0.value < 0x80 || latin[$0.value] != nil }) {
-            var folded = ""
+        if cut.unicodeScalars.allSatisfy({ $0.value < 0x80 || latinLetter($0) != nil }) {
+            var folded: [UInt8] = []
             for scalar in cut.unicodeScalars {
                 if scalar.value < 0x80 {
-                    folded.unicodeScalars.append((65...90).contains(scalar.value) ? Unicode.Scalar(scalar.value + 32)! : scalar)
+                    folded.append((65...90).contains(scalar.value) ? UInt8(scalar.value + 32) : UInt8(scalar.value))
                 } else {
-                    folded += latin[scalar.value]!
+                    folded += latinLetter(scalar)!.bytes
                 }
             }
-            return folded
+            return String(decoding: folded, as: UTF8.self)
         }
         return fold(String(cut))
     }
@@ -120,15 +120,25 @@ enum SearchText {
             .precomposedStringWithCanonicalMapping
     }
 
-    /// Each Latin-1 and Latin Extended-A letter, folded (`é` → `e`, `Ł` → `l`).
-    private static let latin: [UInt32: String] = {
-        var table: [UInt32: String] = [:]
-        for value in UInt32(0xC0)...0x17F {
-            guard let scalar = Unicode.Scalar(value), scalar.properties.isAlphabetic else { continue }
-            table[value] = fold(String(Character(scalar)))
+    /// Each Latin-1 and Latin Extended-A letter (U+00C0–U+017F), folded by the rule: its UTF-8
+    /// and where each of its scalars ends in it (`é` → `e`; `Ĳ` → `ij`, two), by value − 0xC0;
+    /// nil for what is not a letter.
+    static let latin: [(bytes: [UInt8], scalarEnds: [Int])?] = (UInt32(0xC0)...0x17F).map { value in
+        guard let scalar = Unicode.Scalar(value), scalar.properties.isAlphabetic else { return nil }
+        let folded = fold(String(Character(scalar)))
+        var ends: [Int] = []
+        var end = 0
+        for scalar in folded.unicodeScalars {
+            end += String(scalar).utf8.count
+            ends.append(end)
         }
-        return table
-    }()
+        return (Array(folded.utf8), ends)
+    }
+
+    /// The folded form of a Latin letter `scalar`, if it is one.
+    static func latinLetter(_ scalar: Unicode.Scalar) -> (bytes: [UInt8], scalarEnds: [Int])? {
+        (0xC0...0x17F).contains(scalar.value) ? latin[Int(scalar.value - 0xC0)] : nil
+    }
 
     /// Whether `scalar` belongs to a script written without spaces between words.
     static func isWrittenWithoutSpaces(_ scalar: Unicode.Scalar) -> Bool {
@@ -219,11 +229,11 @@ struct SearchKey: Sendable {
         }
     }
 
-    /// ``wordToken(_:)`` of an ASCII word already folded (lower case, at most
-    /// ``SearchText/longestTerm`` bytes).
-    func wordToken(ascii term: UnsafeBufferPointer<UInt8>) -> SearchToken {
-        guard term.count >= Self.prefixLength else { return SearchToken(code(.word, term)) }
-        return SearchToken(code(.prefix, UnsafeBufferPointer(rebasing: term[..<Self.prefixLength])), code(.word, term))
+    /// ``wordToken(_:)`` of a word already folded, given as UTF-8 with where its third scalar
+    /// ends (nil: it has fewer).
+    func wordToken(folded term: UnsafeBufferPointer<UInt8>, prefixEnd: Int?) -> SearchToken {
+        guard let prefixEnd else { return SearchToken(code(.word, term)) }
+        return SearchToken(code(.prefix, UnsafeBufferPointer(rebasing: term[..<prefixEnd])), code(.word, term))
     }
 
     /// The token of a word, as the index holds it: for a word of ``prefixLength`` scalars or
@@ -318,10 +328,9 @@ struct SearchDocument: Sendable, Equatable {
         }
         func add(_ kind: SearchKey.Kind, _ term: String) { add(SearchToken(key.code(kind, term))) }
         for field in fields {
-            if field.utf8.allSatisfy({ $0 < 0x80 }) {
-                // ASCII, the usual case: words folded in place and hashed from their bytes, the
-                // same tokens as `SearchText.units` makes.
-                Self.asciiWords(of: field) { add(key.wordToken(ascii: $0)) }
+            // Latin text, the usual case: words folded in place and hashed from their bytes, the
+            // same tokens as `SearchText.units` makes.
+            if Self.latinWords(of: field, { word, prefixEnd in add(key.wordToken(folded: word, prefixEnd: prefixEnd)) }) {
                 continue
             }
             var previousGram: SearchText.Unit?
@@ -347,40 +356,58 @@ struct SearchDocument: Sendable, Equatable {
         return tokens
     }
 
-    /// Calls `body` with each word of ASCII `text`, lower-cased and cut at
-    /// ``SearchText/longestTerm`` bytes, as ``SearchText/units(of:)`` and
-    /// ``SearchText/normalize(_:)`` would make it.
-    static func asciiWords(of text: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
-        var text = text
-        text.withUTF8 { bytes in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: SearchText.longestTerm) { word in
-                var length = 0
-                var inWord = false
-                func close() {
-                    if inWord { body(UnsafeBufferPointer(rebasing: word[..<length])) }
-                    (inWord, length) = (false, 0)
-                }
-                for byte in bytes {
-                    switch byte {
-                    case 0x30...0x39, 0x61...0x7A:
-                        inWord = true
-                        if length < SearchText.longestTerm {
-                            word[length] = byte
-                            length += 1
-                        }
-                    case 0x41...0x5A:
-                        inWord = true
-                        if length < SearchText.longestTerm {
-                            word[length] = byte + 32
-                            length += 1
-                        }
-                    default:
-                        close()
-                    }
-                }
-                close()
-            }
+    /// Calls `body` with each word of `text` folded (its UTF-8, and where its third folded scalar
+    /// ends, if it has three), as ``SearchText/units(of:)`` and ``SearchText/normalize(_:)``
+    /// would make it, when every letter and digit of `text` is ASCII or a Latin letter of
+    /// U+00C0–U+017F; otherwise calls nothing and returns false (the general path then runs).
+    static func latinWords(of text: String, _ body: (UnsafeBufferPointer<UInt8>, Int?) -> Void) -> Bool {
+        func isWordPart(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.properties.isAlphabetic || scalar.properties.numericType != nil
+                || [.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
         }
+        for scalar in text.unicodeScalars where scalar.value >= 0x80 && SearchText.latinLetter(scalar) == nil {
+            if SearchText.isWrittenWithoutSpaces(scalar) || isWordPart(scalar) { return false }
+        }
+        let capacity = SearchText.longestTerm * 4
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { word in
+            var (length, scalars, folded, prefixEnd) = (0, 0, 0, Int?.none)
+            func close() {
+                if scalars > 0 { body(UnsafeBufferPointer(rebasing: word[..<length]), prefixEnd) }
+                (length, scalars, folded, prefixEnd) = (0, 0, 0, nil)
+            }
+            func append(_ bytes: [UInt8], ends: [Int]) {
+                for (index, end) in ends.enumerated() {
+                    let start = index == 0 ? 0 : ends[index - 1]
+                    for byte in bytes[start..<end] {
+                        word[length] = byte
+                        length += 1
+                    }
+                    folded += 1
+                    if folded == SearchKey.prefixLength { prefixEnd = length }
+                }
+            }
+            for scalar in text.unicodeScalars {
+                let value = scalar.value
+                let letter: (bytes: [UInt8], scalarEnds: [Int])?
+                if value < 0x80 {
+                    switch value {
+                    case 0x30...0x39, 0x61...0x7A: letter = ([UInt8(value)], [1])
+                    case 0x41...0x5A: letter = ([UInt8(value + 32)], [1])
+                    default: letter = nil
+                    }
+                } else {
+                    letter = SearchText.latinLetter(scalar)
+                }
+                guard let letter else {
+                    close()
+                    continue
+                }
+                // The general path cuts a word at `longestTerm` scalars of the text, then folds.
+                if scalars < SearchText.longestTerm { append(letter.bytes, ends: letter.scalarEnds) }
+                scalars += 1
+            }
+            close()
+        }
+        return true
     }
-
 }
