@@ -388,23 +388,29 @@ struct SearchDocument: Sendable, Equatable {
             }
             for scalar in text.unicodeScalars {
                 let value = scalar.value
-                let letter: (bytes: [UInt8], scalarEnds: [Int])?
                 if value < 0x80 {
+                    let byte: UInt8
                     switch value {
-                    case 0x30...0x39, 0x61...0x7A: letter = ([UInt8(value)], [1])
-                    case 0x41...0x5A: letter = ([UInt8(value + 32)], [1])
-                    default: letter = nil
+                    case 0x30...0x39, 0x61...0x7A: byte = UInt8(value)
+                    case 0x41...0x5A: byte = UInt8(value + 32)
+                    default:
+                        close()
+                        continue
                     }
+                    // The general path cuts a word at `longestTerm` scalars of the text, then folds.
+                    if scalars < SearchText.longestTerm {
+                        word[length] = byte
+                        length += 1
+                        folded += 1
+                        if folded == SearchKey.prefixLength { prefixEnd = length }
+                    }
+                    scalars += 1
+                } else if let letter = SearchText.latinLetter(scalar) {
+                    if scalars < SearchText.longestTerm { append(letter.bytes, ends: letter.scalarEnds) }
+                    scalars += 1
                 } else {
-                    letter = SearchText.latinLetter(scalar)
-                }
-                guard let letter else {
                     close()
-                    continue
                 }
-                // The general path cuts a word at `longestTerm` scalars of the text, then folds.
-                if scalars < SearchText.longestTerm { append(letter.bytes, ends: letter.scalarEnds) }
-                scalars += 1
             }
             close()
         }
