@@ -66,7 +66,7 @@ public struct SearchQuery: Sendable, Equatable {
 
 /// One message a search found.
 public struct SearchResult: Sendable, Equatable {
-    /// The message (``BBMAccess/message(id:)``; ``BBMAccess/messages(around:limit:)`` opens its
+    /// The message (``BBMAccess/message(_:)``; ``BBMAccess/messages(around:limit:)`` opens its
     /// chat there).
     public var messageID: String
     /// Its chat.
