@@ -2,7 +2,7 @@ import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
-import SparkSDK
+@testable import SparkSDK
 import SparkStore
 import SparkTestSupport
 import Testing
@@ -45,11 +45,15 @@ struct EndpointWipeTests {
                 try db.scalar("SELECT signing_key FROM local_keys LIMIT 1", as: Data.self)
             )
         }
+        // The search index's term for a word of it (its last 12 digits: see `SearchTests`).
+        let searchKey = try await bobAccess.messenger.read { store in store.searchKey }
+        try store.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
         return Prepared(
             world: world, alice: alice, bob: bob, bobDirectory: bobDirectory,
             secrets: [
                 "a message": try #require(stored.1), "the identity key": try #require(stored.2),
                 "a chat's group state": try #require(stored.0),
+                "a search token": Data(searchKey.token(.word, "secret").suffix(12).utf8),
             ])
     }
 
@@ -72,6 +76,7 @@ struct EndpointWipeTests {
             // The scan finds what is there: the message and the keys, before the wipe.
             #expect(try Self.leaks(prepared).contains { $0.hasPrefix("a message") }, "the scan sees the message first")
             #expect(try Self.leaks(prepared).contains { $0.hasPrefix("the identity key") })
+            #expect(try Self.leaks(prepared).contains { $0.hasPrefix("a search token") })
             let bob = prepared.bob
             switch path {
             case .reset:

@@ -300,6 +300,18 @@ struct SearchTests {
             #expect(
                 try await bob.messenger.read { store in try store.searchIndexState() }
                     == SearchIndexState(current: true, building: false))
+            // An index of another version (an upgrade) is rebuilt when messaging starts.
+            if let queue = bob.messenger.storage.sqliteQueue {
+                try queue.write { db in
+                    try db.execute("INSERT INTO message_search(message_search) VALUES ('delete-all')")
+                    try db.execute("UPDATE messages SET search_length = NULL")
+                    try db.execute("UPDATE search_index_state SET version = 1")
+                }
+                #expect(try await bob.messenger.read { store in try store.searchIndexState().current } == false)
+                #expect(try await Self.found(bob, SearchQuery("ledger")).isEmpty)
+                try await bob.messenger.search.resumeIfNeeded()
+                #expect(try await Self.found(bob, SearchQuery("ledger", limit: 100)) == before)
+            }
         }
     }
 }
