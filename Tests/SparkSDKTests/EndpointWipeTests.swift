@@ -2,10 +2,11 @@ import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
-@testable import SparkSDK
 import SparkStore
 import SparkTestSupport
 import Testing
+
+@testable import SparkSDK
 
 /// Every path that wipes an endpoint leaves no byte of the user's messages or keys in the
 /// store's files, and the next user of the directory starts clean.

@@ -9,9 +9,9 @@ import SparkCrypto
 /// - A unit's **term** is its text in compatibility composition (NFKC), case-folded, without
 ///   diacritics and at one width: `Crème`, `CRÈME` and `creme` are one term.
 /// - The index holds **keyed tokens** only: `SipHash-2-4(indexKey, kind ‖ 0x00 ‖ term)`, a
-///   64-bit pseudorandom function, in hex. Without the key a token says nothing of its word; with the key a
-///   query's tokens are computed the same way (``SearchMatch``), so the query's own text never
-///   reaches the index's query syntax.
+///   64-bit pseudorandom function, in hex. Without the key a token says nothing of its word;
+///   with the key a query's tokens are computed the same way (``SearchMatch``), so the query's
+///   own text never reaches the index's query syntax.
 ///
 /// What one message puts in the index (``SearchDocument``): each word as one term, its first
 /// three characters' code then its own (`p`, `w`: a prefix query is a range of terms, as in a
