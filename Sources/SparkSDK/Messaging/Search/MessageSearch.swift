@@ -57,15 +57,13 @@ struct MessageSearch: MessagingPart {
         while results.count < limit, more {
             let candidates = try store.searchCandidates(terms, match, offset: position, limit: candidateBatch)
             more = candidates.count == candidateBatch
-            for (index, id) in candidates.enumerated() {
+            for (index, hit) in candidates.enumerated() {
                 position += 1
-                guard let message = try store.message(id),
-                    let snippet = match.snippet(of: SearchDocument(message), marks: marks)
-                else { continue }
+                guard let snippet = match.snippet(of: hit.document, marks: marks) else { continue }
                 results.append(
                     SearchResult(
-                        messageID: id, chatID: message.chatID, sender: message.sender, timestamp: message.timestamp,
-                        number: message.number, snippet: snippet))
+                        messageID: hit.id, chatID: hit.document.chatID, sender: hit.sender, timestamp: hit.timestamp,
+                        number: hit.number, snippet: snippet))
                 if results.count == limit {
                     // Candidates left in this batch: there may be another page.
                     if index < candidates.count - 1 { more = true }

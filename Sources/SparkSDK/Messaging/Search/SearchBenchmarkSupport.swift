@@ -121,7 +121,6 @@ import SparkStore
         guard let match = try? SearchMatch(SearchQuery(text)) else { return 0 }
         let tokens = match.terms(key)
         _ = match.snippet(of: document, marks: ("[", "]"))
-        _ = document.tokens(key)
         return tokens.count
     }
 }

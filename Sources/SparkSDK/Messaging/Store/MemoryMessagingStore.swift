@@ -401,7 +401,7 @@ final class MemoryMessagingStore: Sendable {
             return true
         }
 
-        func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
+        func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [SearchHit] {
             // As SQLite's: BM25 without term frequencies, so the shorter first, then the later.
             state.messages.values.filter { entry in
                 entry.searchDoc != nil
@@ -416,7 +416,11 @@ final class MemoryMessagingStore: Sendable {
                     && match.since.map { entry.message.timestamp >= $0 } != false
                     && match.until.map { entry.message.timestamp < $0 } != false
             }.sorted { ($0.searchTokens.count, -$0.searchDoc!) < ($1.searchTokens.count, -$1.searchDoc!) }
-                .dropFirst(offset).prefix(limit).map(\.message.id)
+                .dropFirst(offset).prefix(limit).map { entry in
+                    SearchHit(
+                        id: entry.message.id, sender: entry.message.sender, timestamp: entry.message.timestamp,
+                        number: entry.message.number, document: SearchDocument(entry.message))
+                }
         }
 
         func searchIndexState() throws -> SearchIndexState {

@@ -120,7 +120,7 @@ protocol MessagingStore {
     /// The messages that hold every one of `terms` and pass `match`'s row filters (chat, sender,
     /// time), best first (BM25 without term frequencies: the fewest tokens, then the latest
     /// stored), from `offset`.
-    func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String]
+    func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [SearchHit]
     /// Whether the index is of the current version, and whether a rebuild is under way.
     func searchIndexState() throws -> SearchIndexState
     /// Empties the index for a rebuild (``indexUnindexed(limit:)`` then fills it).
@@ -371,6 +371,15 @@ private struct StoreLookup<Store: MessagingStore>: MessageLookup {
     func isTaken(_ number: Int64, in chatID: String) throws -> Bool {
         try store.messageID(chatID: chatID, number: number) != nil
     }
+}
+
+/// A message a search's terms found: what its result shows, and its text to check and quote.
+struct SearchHit: Sendable {
+    var id: String
+    var sender: String
+    var timestamp: Date
+    var number: Int64?
+    var document: SearchDocument
 }
 
 /// The search index's state (``MessagingStore/searchIndexState()``).

@@ -98,7 +98,7 @@ extension SQLiteMessagingStore {
     /// candidate holds every token of the query, so the idf sum is the same for all and the
     /// message with fewer tokens ranks first, then the later stored. (FTS5's own `bm25()`
     /// needs positions, which would keep each message's tokens in order.)
-    func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [String] {
+    func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [SearchHit] {
         var filters = ""
         // Terms are hex: nothing of the query's text is in the MATCH expression.
         var arguments: [any DatabaseValueConvertible] = [SearchMatch.expression(terms)]
@@ -118,12 +118,33 @@ extension SQLiteMessagingStore {
             filters += " AND m.timestamp < ?"
             arguments.append(until.timeIntervalSince1970)
         }
-        return try db.rows(
+        let rows = try db.rows(
             """
-            SELECT m.local_id FROM message_search s JOIN messages m ON m.rowid = s.rowid
+            SELECT m.rowid FROM message_search s JOIN messages m ON m.rowid = s.rowid
             WHERE message_search MATCH ?\(filters) ORDER BY m.search_length, m.rowid DESC LIMIT ? OFFSET ?
             """, arguments + [limit, offset]
-        ).map { try $0.get(0) }
+        ).map { try $0.get(0, as: Int64.self) }
+        guard !rows.isEmpty else { return [] }
+        // What a result shows, for the batch in one statement (not each message whole).
+        var hits: [Int64: SearchHit] = [:]
+        for row in try db.rows(
+            """
+            SELECT rowid, local_id, chat_id, sender, timestamp, number, content, attachment FROM messages
+            WHERE rowid IN (\(Array(repeating: "?", count: rows.count).joined(separator: ", ")))
+            """, rows)
+        {
+            let id = try row.get(1, as: String.self)
+            let attachment = try row.get(7, as: Data?.self).map {
+                try AttachmentDescriptor(encoded: try sealer.open($0, EndpointStore.Seal.attachment(id)))
+            }
+            hits[try row.get(0)] = SearchHit(
+                id: id, sender: try row.get(3), timestamp: Date(timeIntervalSince1970: try row.get(4)), number: try row.get(5),
+                document: SearchDocument(
+                    content: try sealer.openText(try row.get(6), EndpointStore.Seal.content(id)),
+                    fileName: attachment?.fileName, mediaType: attachment?.mediaType, chatID: try row.get(2),
+                    sender: try row.get(3)))
+        }
+        return rows.compactMap { hits[$0] }
     }
 
     func searchIndexState() throws -> SearchIndexState {
