@@ -111,7 +111,7 @@ struct SearchTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let texts = [
                 "Let's have lunch tomorrow at the Crème café", "Lunchtime!", "lunch plans", "東京都に行きます",
-                "nothing to see",
+                "nothing to see", "สวัสดีครับ",
             ]
             let (_, alice, bob, chatID, ids) = try await Self.conversation(directory, kind, texts)
             for access in [alice, bob] {
@@ -123,6 +123,10 @@ struct SearchTests {
                 #expect(try await Self.found(access, SearchQuery("東京")) == [ids[3]])
                 #expect(try await Self.found(access, SearchQuery("京都")) == [ids[3]])
                 #expect(try await Self.found(access, SearchQuery("都東")).isEmpty)
+                // Thai, with its combining vowels: by substring too.
+                #expect(try await Self.found(access, SearchQuery("สวัส")) == [ids[5]])
+                #expect(try await Self.found(access, SearchQuery("ดีคร")) == [ids[5]])
+                #expect(try await Self.found(access, SearchQuery("ครดี")).isEmpty)
                 #expect(try await Self.found(access, SearchQuery("lunch nothing")).isEmpty, "every word must be there")
             }
             let page = try await bob.search(SearchQuery("lunch tomorrow", marks: ("<", ">")))

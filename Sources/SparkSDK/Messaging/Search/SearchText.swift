@@ -34,7 +34,8 @@ enum SearchText {
     static let longestTerm = 64
 
     /// The units of `text`, in order. Walked by Unicode scalar (a combining mark stays with the
-    /// unit before it), which is several times faster than by `Character` on Linux.
+    /// word before it; in a script without spaces each scalar is a unit), which is several times
+    /// faster than by `Character` on Linux.
     static func units(of text: String) -> [Unit] {
         var units: [Unit] = []
         var wordStart: String.Index?
@@ -47,7 +48,7 @@ enum SearchText {
         }
         while index < scalars.endIndex {
             let scalar = scalars[index]
-            var next = scalars.index(after: index)
+            let next = scalars.index(after: index)
             let value = scalar.value
             if value < 0x80 {
                 if (0x30...0x39).contains(value) || (0x41...0x5A).contains(value) || (0x61...0x7A).contains(value) {
@@ -57,8 +58,8 @@ enum SearchText {
                 }
             } else if isWrittenWithoutSpaces(scalar) {
                 closeWord(at: index)
-                // With the combining marks that follow it.
-                while next < scalars.endIndex, isMark(scalars[next]) { next = scalars.index(after: next) }
+                // Each scalar alone, its script's combining vowels and tone marks too: a substring
+                // may end inside a cluster (`คร` in `ครับ`).
                 units.append(Unit(range: index..<next, term: normalize(text[index..<next]), isGram: true))
             } else if scalar.properties.isAlphabetic || scalar.properties.numericType != nil {
                 if wordStart == nil { wordStart = index }

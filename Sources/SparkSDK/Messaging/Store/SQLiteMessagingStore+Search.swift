@@ -20,7 +20,7 @@ import SparkStore
 ///   index emptied) or asks for a rebuild (`EndpointStore`).
 extension SQLiteMessagingStore {
     /// The tokens' version: a store indexed by another is rebuilt (``resetSearchIndex()``).
-    static let searchIndexVersion = 5
+    static let searchIndexVersion = 6
 
     var searchKey: SearchKey { sealer.searchKey }
 
