@@ -112,7 +112,11 @@ public final class DomainDaemon: Sendable {
     }
 
     /// A client of it.
-    public func client() throws -> RemoteDomain { try RemoteDomain(url: url, domainID: domainID, trust: trust) }
+    public func client() throws -> RemoteDomain {
+        // A daemon under a sanitizer, among a whole suite on two cores, can take longer than the
+        // SDK's 15 s for one call (a password hashed 600,000 times while dozens of tests run).
+        try RemoteDomain(url: url, domainID: domainID, trust: trust, requestTimeout: .seconds(60))
+    }
 
     /// An operator client of it.
     public func administration() throws -> RemoteAdministration {

@@ -40,6 +40,14 @@ public final class RemoteDomain: DomainService {
         client = try WireClient(urls: urls, trust: trust)
     }
 
+    /// A client whose calls may take `requestTimeout` (15 s otherwise): the package's tests give
+    /// a daemon under a sanitizer on a loaded machine longer.
+    package init(url: URL, domainID: String, trust: DomainTrust, requestTimeout: Duration) throws {
+        urls = [url]
+        self.domainID = domainID
+        client = try WireClient(urls: [url], trust: trust, requestTimeout: requestTimeout)
+    }
+
     /// Whether the last request reached the domain (any answer, errors included), or nil
     /// before the first.
     public var isReachable: Bool? { client.isReachable }

@@ -17,8 +17,11 @@ final class WireClient: Sendable {
     let credential: String?
     private let reachable = Locked<Bool?>(nil)
 
-    /// The time a call may take besides a long-poll's wait.
-    static let requestTimeout: Duration = .seconds(15)
+    /// The time a call may take besides a long-poll's wait, unless the client was made with
+    /// another (``requestTimeout``).
+    static let defaultRequestTimeout: Duration = .seconds(15)
+    /// The time a call of this client may take besides a long-poll's wait.
+    let requestTimeout: Duration
     /// Attempts per call, the first included.
     static let attempts = 4
     /// The longest `Retry-After` waited out here; a longer one reaches the caller.
@@ -28,7 +31,10 @@ final class WireClient: Sendable {
         try self.init(urls: [url], trust: trust, credential: credential)
     }
 
-    init(urls: [URL], trust: DomainTrust, credential: String? = nil) throws {
+    init(
+        urls: [URL], trust: DomainTrust, credential: String? = nil, requestTimeout: Duration = WireClient.defaultRequestTimeout
+    ) throws {
+        self.requestTimeout = requestTimeout
         guard !urls.isEmpty else { throw DomainError(.invalidRequest, "a domain client needs at least one URL") }
         bases = try urls.map { try Self.base(of: $0, trust: trust) }
         transport = try HTTPTransport(trust: trust)
@@ -138,7 +144,7 @@ final class WireClient: Sendable {
             do {
                 response = try await transport.send(
                     method: operation.method, url: base + path, headers: headers, body: payload,
-                    timeout: Self.requestTimeout + extraTime)
+                    timeout: requestTimeout + extraTime)
             } catch let failure as HTTPTransport.Failure {
                 reachable.withLock { $0 = false }
                 moveOn(from: index)
