@@ -291,7 +291,6 @@ struct SearchTests {
             // Damage: the index emptied behind the messenger's back.
             try await bob.messenger.storage.write { store in
                 try store.resetSearchIndex()
-                _ = try store.indexUnindexed(limit: 0)
             }
             #expect(try await Self.found(bob, SearchQuery("ledger")).isEmpty)
             let reports = Box<[Int]>([])
@@ -304,6 +303,19 @@ struct SearchTests {
             #expect(
                 try await bob.messenger.read { store in try store.searchIndexState() }
                     == SearchIndexState(current: true, building: false))
+            // A rebuild walks the rows once, a batch after another: five, five, then the last two.
+            let walked = try await bob.messenger.storage.write { store -> [Int] in
+                try store.resetSearchIndex()
+                var (counts, after) = ([Int](), Int64(0))
+                while true {
+                    let (indexed, last) = try store.indexUnindexed(after: after, limit: 5)
+                    counts.append(indexed)
+                    guard let last else { return counts }
+                    after = last
+                }
+            }
+            #expect(walked == [5, 5, 2])
+            #expect(try await Self.found(bob, SearchQuery("ledger", limit: 100)) == before)
             // An index of another version (an upgrade) is rebuilt when messaging starts.
             if let queue = bob.messenger.storage.sqliteQueue {
                 try queue.write { db in

@@ -118,13 +118,18 @@ struct MessageSearch: MessagingPart {
     }
 
     private func finishRebuild(progress: @escaping @Sendable (Int, Int) -> Void) async throws {
-        var done = 0
+        let total = try await read { store in try store.unindexedCount() }
+        var (done, after) = (0, Int64(0))
         while true {
             try requireRunning()
-            let (indexed, remaining) = try await write { store in try store.indexUnindexed(limit: Self.rebuildBatch) }
+            let from = after
+            let (indexed, last) = try await write { store in
+                try store.indexUnindexed(after: from, limit: Self.rebuildBatch)
+            }
             done += indexed
-            progress(done, done + remaining)
-            if remaining == 0 { return }
+            progress(done, max(total, done))
+            guard let last else { return }
+            after = last
         }
     }
 

@@ -432,15 +432,23 @@ final class MemoryMessagingStore: Sendable {
             state.searchIndexBuilding = true
         }
 
-        func indexUnindexed(limit: Int) throws -> (indexed: Int, remaining: Int) {
-            let waiting = state.messages.values.filter {
+        private var unindexed: [State.Message] {
+            state.messages.values.filter {
                 $0.searchDoc == nil && !$0.expired && !$0.message.isRecalled && state.chats[$0.message.chatID]?.isActive ?? true
             }.sorted { $0.row < $1.row }
-            for entry in waiting.prefix(limit) { index(entry.message.id) }
-            let remaining = max(0, waiting.count - limit)
-            if remaining == 0 { state.searchIndexBuilding = false }
-            return (min(limit, waiting.count), remaining)
         }
+
+        func indexUnindexed(after row: Int64, limit: Int) throws -> (indexed: Int, last: Int64?) {
+            let found = Array(unindexed.filter { $0.row > row }.prefix(limit))
+            for entry in found { index(entry.message.id) }
+            guard found.count == limit, let last = found.last else {
+                state.searchIndexBuilding = false
+                return (found.count, nil)
+            }
+            return (found.count, last.row)
+        }
+
+        func unindexedCount() throws -> Int { unindexed.count }
 
         func leftEpoch(chatID: String) throws -> UInt64? { state.leftEpochs[chatID] }
 

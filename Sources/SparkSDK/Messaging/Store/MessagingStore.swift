@@ -123,11 +123,14 @@ protocol MessagingStore {
     func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [SearchHit]
     /// Whether the index is of the current version, and whether a rebuild is under way.
     func searchIndexState() throws -> SearchIndexState
-    /// Empties the index for a rebuild (``indexUnindexed(limit:)`` then fills it).
+    /// Empties the index for a rebuild (``indexUnindexed(after:limit:)`` then fills it).
     func resetSearchIndex() throws
-    /// Indexes up to `limit` of the messages the index lacks (oldest first); returns how many,
-    /// and how many are left. None left ends the rebuild.
-    func indexUnindexed(limit: Int) throws -> (indexed: Int, remaining: Int)
+    /// Indexes up to `limit` of the messages the index lacks stored after row `row` (in the
+    /// order stored); returns how many, and the last row it looked at (nil: none is left, and
+    /// the rebuild is over). A rebuild walks the rows once.
+    func indexUnindexed(after row: Int64, limit: Int) throws -> (indexed: Int, last: Int64?)
+    /// How many messages the index lacks (a rebuild's total).
+    func unindexedCount() throws -> Int
 
     // MARK: Chats
 

@@ -164,16 +164,23 @@ extension SQLiteMessagingStore {
             """, [Self.searchIndexVersion])
     }
 
-    func indexUnindexed(limit: Int) throws -> (indexed: Int, remaining: Int) {
-        let unindexed = """
-            FROM messages m JOIN chats c ON c.chat_id = m.chat_id
-            WHERE m.search_length IS NULL AND m.expired = 0 AND m.recalled = 0 AND c.active = 1
-            """
-        let ids = try db.rows("SELECT m.local_id \(unindexed) ORDER BY m.rowid LIMIT ?", [limit])
-            .map { try $0.get(0, as: String.self) }
-        for id in ids { try reindex(id) }
-        let remaining = try db.scalar("SELECT count(*) \(unindexed)", as: Int.self) ?? 0
-        if remaining == 0 { try db.execute("UPDATE search_index_state SET building = 0", []) }
-        return (ids.count, remaining)
+    /// The messages a rebuild indexes: live, in a live chat, not yet in the index.
+    private static let unindexed = """
+        FROM messages m JOIN chats c ON c.chat_id = m.chat_id
+        WHERE m.search_length IS NULL AND m.expired = 0 AND m.recalled = 0 AND c.active = 1
+        """
+
+    func indexUnindexed(after row: Int64, limit: Int) throws -> (indexed: Int, last: Int64?) {
+        let found = try db.rows(
+            "SELECT m.rowid, m.local_id \(Self.unindexed) AND m.rowid > ? ORDER BY m.rowid LIMIT ?", [row, limit]
+        ).map { (row: try $0.get(0, as: Int64.self), id: try $0.get(1, as: String.self)) }
+        for message in found { try reindex(message.id) }
+        guard found.count == limit, let last = found.last else {
+            try db.execute("UPDATE search_index_state SET building = 0", [])
+            return (found.count, nil)
+        }
+        return (found.count, last.row)
     }
+
+    func unindexedCount() throws -> Int { try db.scalar("SELECT count(*) \(Self.unindexed)", as: Int.self) ?? 0 }
 }
