@@ -258,6 +258,30 @@ struct SearchTests {
         }
     }
 
+    /// A chat is live or not as the transaction stands: a savepoint that left it, stored a message
+    /// there (not indexed) and was rolled back leaves the chat live for the next message.
+    @Test(arguments: MessagingStoreKind.tested)
+    func aRolledBackLeaveDoesNotKeepTheChatFromTheIndex(_ kind: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (_, _, bob, _, _) = try await Self.conversation(directory, kind, [])
+            let now = Date()
+            @Sendable func record(_ id: String, _ number: Int64, _ text: String) -> ChatHistory.Record {
+                ChatHistory.Record(
+                    id: id, number: number, sender: "alice", content: text, tag: "Text", state: .delivered, timestamp: now)
+            }
+            try await bob.messenger.storage.write { store in
+                try store.setMembership(chatID: "side", participants: [], active: true, at: now)
+                _ = try? store.savepoint {
+                    try store.setMembership(chatID: "side", participants: [], active: false, at: now)
+                    try store.insertReceived(record("r1", 1, "pelican one"), chatID: "side", incoming: true, ignoringTaken: false)
+                    throw MessagingError(.conflict, "rolled back")
+                }
+                try store.insertReceived(record("r2", 2, "pelican two"), chatID: "side", incoming: true, ignoringTaken: false)
+            }
+            #expect(try await Self.found(bob, SearchQuery("pelican")) == ["r2"])
+        }
+    }
+
     @Test func anExpiredMessageLeavesNoTokenBehind() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let clock = TestClock(Date())

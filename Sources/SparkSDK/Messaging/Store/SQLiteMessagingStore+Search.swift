@@ -27,10 +27,15 @@ extension SQLiteMessagingStore {
     /// The tokens `document` puts in the index, or nil when its chat is not live (a message
     /// stored in a chat this user left is not found).
     func searchTokens(_ document: SearchDocument) throws -> [SearchToken]? {
-        guard try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [document.chatID], as: Bool.self) ?? true else {
-            return nil
+        let chatID = document.chatID
+        let live: Bool
+        if let known = liveChats.known[chatID] {
+            live = known
+        } else {
+            live = try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [chatID], as: Bool.self) ?? true
+            liveChats.known[chatID] = live
         }
-        return document.tokens(sealer.searchKey)
+        return live ? document.tokens(sealer.searchKey) : nil
     }
 
     /// Puts `tokens` in the index as the document of the message in row `row` (whose

@@ -24,6 +24,15 @@ struct SQLiteMessagingStore: MessagingStore {
     /// Set when the transaction merged the search index after taking messages out of it: the
     /// storage then truncates the write-ahead log, which holds the pages as they were.
     var purged: Locked<Bool>? = nil
+    /// Whether each chat is live, as this transaction read it for the search index (a page's
+    /// messages are mostly of one chat); forgotten when a statement changes it or a savepoint
+    /// rolls back.
+    let liveChats = LiveChats()
+
+    /// See ``liveChats``: one transaction's, on its one thread.
+    final class LiveChats: @unchecked Sendable {
+        var known: [String: Bool] = [:]
+    }
 
     /// The labels of the group's sealed values (a message's and a chat's are the endpoint
     /// store's, `EndpointStore.Seal`, since its migrations seal them too).
@@ -42,6 +51,7 @@ struct SQLiteMessagingStore: MessagingStore {
             try db.execute("RELEASE entry")
             return result
         } catch {
+            liveChats.known = [:]
             try db.execute("ROLLBACK TO entry")
             try db.execute("RELEASE entry")
             if let failure = error as? StoreError, Self.dataConflicts.contains(failure.resultCode) {
@@ -464,6 +474,7 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func setMembership(chatID: String, participants: [ChatMember], active: Bool, at date: Date) throws {
+        liveChats.known[chatID] = nil
         try db.execute(
             "INSERT INTO chats(chat_id, last_activity) VALUES (?, ?) ON CONFLICT(chat_id) DO NOTHING",
             [chatID, date.timeIntervalSince1970])
@@ -495,6 +506,7 @@ struct SQLiteMessagingStore: MessagingStore {
 
     /// The chat's messages stay to be read, but search no longer finds them.
     func leaveChat(_ chatID: String, epoch: UInt64?) throws {
+        liveChats.known[chatID] = nil
         try unindexChat(chatID)
         for table in [
             "chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits", "refused_commits",
