@@ -74,7 +74,8 @@ enum SearchText {
         return units
     }
 
-    private static func isMark(_ scalar: Unicode.Scalar) -> Bool {
+    /// Whether `scalar` is a combining mark (it stays with the word before it).
+    static func isMark(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .nonspacingMark, .spacingMark, .enclosingMark: true
         default: false
@@ -363,8 +364,7 @@ struct SearchDocument: Sendable, Equatable {
     /// U+00C0–U+017F; otherwise calls nothing and returns false (the general path then runs).
     static func latinWords(of text: String, _ body: (UnsafeBufferPointer<UInt8>, Int?) -> Void) -> Bool {
         func isWordPart(_ scalar: Unicode.Scalar) -> Bool {
-            scalar.properties.isAlphabetic || scalar.properties.numericType != nil
-                || [.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
+            scalar.properties.isAlphabetic || scalar.properties.numericType != nil || SearchText.isMark(scalar)
         }
         for scalar in text.unicodeScalars where scalar.value >= 0x80 && SearchText.latinLetter(scalar) == nil {
             if SearchText.isWrittenWithoutSpaces(scalar) || isWordPart(scalar) { return false }
