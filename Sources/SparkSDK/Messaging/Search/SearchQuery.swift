@@ -268,8 +268,8 @@ struct SearchMatch: Sendable {
         }
         // Every clause must match within one field (a phrase does not run from the text into the
         // file name); the snippet shows the first field that matched.
-        for field in document.fields {
-            let units = SearchText.units(of: field)
+        let fields = document.fields.map { ($0, SearchText.units(of: $0)) }
+        for (field, units) in fields {
             if let marked = matches(in: units) {
                 best = (field, units, marked)
                 break
@@ -277,7 +277,6 @@ struct SearchMatch: Sendable {
         }
         if best == nil {
             // Words may be spread over the text and the file name: each clause in one of them.
-            let fields = document.fields.map { ($0, SearchText.units(of: $0)) }
             var union: [Int: Set<Int>] = [:]
             for clause in clauses {
                 let single = SearchMatch(clauses: [clause])

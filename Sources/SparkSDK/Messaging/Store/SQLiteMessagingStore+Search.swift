@@ -53,15 +53,16 @@ extension SQLiteMessagingStore {
     }
 
     /// Takes message `id` out of the index, if it is there; ``purgeSearchIndex()`` then drops
-    /// what the index held of it. Returns whether it was there.
+    /// what the index held of it. Returns its row and the document taken out (nil: it was not
+    /// there).
     @discardableResult
-    func unindex(_ id: String) throws -> Bool {
-        guard let (row, indexed, document) = try storedDocument(id), indexed else { return false }
+    func unindex(_ id: String) throws -> (row: Int64, document: SearchDocument)? {
+        guard let (row, indexed, document) = try storedDocument(id), indexed else { return nil }
         try db.execute(
             "INSERT INTO message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
             [row, SearchToken.text(document.tokens(sealer.searchKey))])
         try db.execute("UPDATE messages SET search_length = NULL WHERE rowid = ?", [row])
-        return true
+        return (row, document)
     }
 
     /// Indexes message `id` as stored now.

@@ -298,8 +298,11 @@ struct SQLiteMessagingStore: MessagingStore {
         let indexed = try unindex(id)
         try db.execute(
             "UPDATE messages SET content = ? WHERE local_id = ?", [try sealer.seal(content, EndpointStore.Seal.content(id)), id])
-        if indexed {
-            try reindex(id)
+        if let (row, taken) = indexed {
+            // The document taken out, with the new text (not the row read and opened again).
+            var document = taken
+            document.fields[0] = content
+            try index(document, row: row)
             try purgeSearchIndex()
         }
     }
@@ -323,7 +326,7 @@ struct SQLiteMessagingStore: MessagingStore {
 
     /// The content's and data's sealed bytes are overwritten in place (`secure_delete`).
     func recall(_ id: String) throws {
-        if try unindex(id) { try purgeSearchIndex() }
+        if try unindex(id) != nil { try purgeSearchIndex() }
         try db.execute(
             "UPDATE messages SET content = ?, data = NULL, reactions = NULL, attachment = NULL, recalled = 1 WHERE local_id = ?",
             [try sealer.seal("", EndpointStore.Seal.content(id)), id])
@@ -366,7 +369,7 @@ struct SQLiteMessagingStore: MessagingStore {
         ).map { (chatID: try $0.get(0, as: String.self), id: try $0.get(1, as: String.self)) }
         var unindexed = false
         for (_, id) in due {
-            if try unindex(id) { unindexed = true }
+            if try unindex(id) != nil { unindexed = true }
             try db.execute(
                 """
                 UPDATE messages SET content = ?, data = NULL, reactions = NULL, attachment = NULL, sealed = NULL, expired = 1
