@@ -63,8 +63,6 @@ actor Expiry {
         guard next <= now, !isStopped, let due = try? await storage.write({ store in try store.expireDue(at: now) }),
             !due.isEmpty
         else { return true }
-        // The log held the pages as they were: emptied, nothing of the content is left on disk.
-        await storage.checkpoint()
         for chatID in Set(due.map(\.chatID)) {
             await flows.reloadMessages(chatID)
             changes.yield(MessageChange(chatID: chatID, messageIDs: Set(due.filter { $0.chatID == chatID }.map(\.id))))

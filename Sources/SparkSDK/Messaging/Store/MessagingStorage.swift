@@ -108,18 +108,6 @@ final class MessagingStorage: Sendable {
         }
     }
 
-    /// Truncates the SQLite write-ahead log, so that what was just deleted is gone from the disk
-    /// too (nothing to do in memory).
-    func checkpoint() async {
-        guard case .sqlite(let queue, _) = backend else { return }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            thread.async {
-                _ = try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
-                done.resume()
-            }
-        }
-    }
-
     private func run<T: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (any MessagingStore) throws -> T
     ) async throws -> T {
@@ -140,7 +128,8 @@ final class MessagingStorage: Sendable {
                 let purged = Locked(false)
                 let result = try queue.write { db in try body(SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)) }
                 if purged.withLock({ $0 }) {
-                    // What was taken out of the search index is also in the log's old pages.
+                    // What was erased (expired content, the search index's old postings) is
+                    // still in the log's old pages: truncate it.
                     _ = try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
                 }
                 return result

@@ -21,8 +21,9 @@ import SparkStore
 struct SQLiteMessagingStore: MessagingStore {
     let db: Database
     let sealer: StoreSealer
-    /// Set when the transaction merged the search index after taking messages out of it: the
-    /// storage then truncates the write-ahead log, which holds the pages as they were.
+    /// Set when the transaction erased content (expired messages, or the search index merged after
+    /// messages were taken out of it): the storage then truncates the write-ahead log, which
+    /// holds the pages as they were.
     var purged: Locked<Bool>? = nil
     /// Whether each chat is live, as this transaction read it for the search index (a page's
     /// messages are mostly of one chat); forgotten when a statement changes it or a savepoint
@@ -378,6 +379,8 @@ struct SQLiteMessagingStore: MessagingStore {
                 [try sealer.seal("", EndpointStore.Seal.content(id)), id])
         }
         if unindexed { try purgeSearchIndex() }
+        // The log holds the pages as they were: the storage empties it after this transaction.
+        if !due.isEmpty { purged?.withLock { $0 = true } }
         return due
     }
 
