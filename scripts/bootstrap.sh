@@ -6,15 +6,17 @@
 # the schemathesis run, iproute2 for the two-host test's network namespaces, haproxy for the
 # PROXY protocol test, a Secret Service for the tests (GNOME Keyring, D-Bus, libsecret: SparkSDK loads
 # libsecret at run time and works without it), and the Python peers the interop tests talk
-# to. Safe to run again; run as root.
+# to, and a real OpenID provider for the sign-in tests (Glewlwyd, with rnbyc for its keys and
+# sqlite3 for its database) with headless Chromium and its driver to play the person at its
+# pages. Safe to run again; run as root.
 set -euo pipefail
 
 # gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
 packages=(libssl-dev libsodium-dev libsqlite3-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
     pkg-config iproute2 python3-venv haproxy
     gnome-keyring dbus libsecret-1-0)
-python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke)
-python_packages=(cryptography jwcrypto pyjwt vodozemac voprf pyhpke)
+python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke selenium)
+python_packages=(cryptography jwcrypto pyjwt vodozemac voprf pyhpke selenium)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -25,6 +27,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "bootstrap: installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The OpenID provider: without the debconf answer the package's postinst fails on a config file
+# it never wrote; without --no-install-recommends it pulls a MariaDB client and a system database.
+provider_packages=(glewlwyd rnbyc dbconfig-no-thanks sqlite3 chromium chromium-driver)
+provider_missing=()
+for package in "${provider_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || provider_missing+=("$package")
+done
+if [ "${#provider_missing[@]}" -gt 0 ]; then
+    echo "bootstrap: installing ${provider_missing[*]}"
+    [ "${#missing[@]}" -gt 0 ] || apt-get update -qq
+    echo "glewlwyd glewlwyd/config_type select No configuration" | debconf-set-selections
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${provider_missing[@]}" >/dev/null
 fi
 
 need_pip=0

@@ -4,7 +4,7 @@ HTTPS, on SQLite, in a directory of its own, set up through its admin API with n
 
     openid-provider.py start DIR        starts it; prints one JSON line (issuer, ca, port, pid)
     openid-provider.py stop DIR         stops it
-    openid-provider.py client DIR ID REDIRECT...   registers (or updates) a public client
+    openid-provider.py client DIR ID[:SECRET] REDIRECT...   registers (or updates) a client
     openid-provider.py rotate DIR       a new signing key, newest first; the old still verifies
     openid-provider.py browser-login URL USER PASSWORD   headless Chromium signs in as a person
                                         would (login page, consent) and prints where it ended
@@ -104,7 +104,7 @@ def plugin_parameters(issuer, jwks, kid):
         "scope-claim": "no", "scope-claim-scope": [], "allowed-scope": ["openid"],
         "pkce-allowed": True, "pkce-method-plain-allowed": False, "pkce-required": True,
         "pkce-required-public-client": True, "pkce-scopes": [],
-        "introspection-revocation-allowed": True, "introspection-revocation-auth-scope": [],
+        "introspection-revocation-allowed": True, "introspection-revocation-auth-scope": ["openid"],
         "introspection-revocation-allow-target-client": True,
         "register-client-allowed": False, "session-management-allowed": False,
         "device-authorization-expiration": 600, "device-authorization-interval": 1,
@@ -186,11 +186,15 @@ def load(d):
 
 
 def client(d, client_id, redirects):
+    """A client; `ID:SECRET` makes it a confidential one (as some providers' desktop clients are)."""
     state = load(d)
     admin = Admin(state["base"], state["ca"])
-    body = {"client_id": client_id, "name": client_id, "description": "Spark test client", "confidential": False,
+    client_id, _, secret = client_id.partition(":")
+    body = {"client_id": client_id, "name": client_id, "description": "Spark test client", "confidential": bool(secret),
             "enabled": True, "redirect_uri": list(redirects),
             "authorization_type": ["code", "refresh_token", "device_authorization"], "scope": ["openid"]}
+    if secret:
+        body["password"] = secret
     try:
         admin.call("GET", f"/api/client/{client_id}")
         admin.call("PUT", f"/api/client/{client_id}", body)

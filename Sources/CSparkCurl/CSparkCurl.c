@@ -24,6 +24,8 @@ struct transfer {
     int overflow;
     char retry_after[32];
     int has_retry_after;
+    char cache_control[256];
+    int has_cache_control;
     char error[CURL_ERROR_SIZE];
     spark_curl_done done;
     void *context;
@@ -39,6 +41,7 @@ struct spark_curl_client {
     char *ca_file;
     char *pinned_key;
     long connect_timeout_ms;
+    int system_store;
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -65,27 +68,34 @@ static size_t write_body(char *data, size_t size, size_t count, void *user) {
     return bytes;
 }
 
+/// Copies the value of header `name` (lower case, with its colon) from `data` into `out`.
+static int header_value(const char *data, size_t bytes, const char *name, char *out, size_t capacity) {
+    size_t name_length = strlen(name);
+    if (bytes <= name_length || strncasecmp(data, name, name_length) != 0) return 0;
+    size_t start = name_length;
+    while (start < bytes && (data[start] == ' ' || data[start] == '\t')) start++;
+    size_t end = bytes;
+    while (end > start && (data[end - 1] == '\r' || data[end - 1] == '\n' || data[end - 1] == ' ')) end--;
+    size_t length = end - start < capacity - 1 ? end - start : capacity - 1;
+    memcpy(out, data + start, length);
+    out[length] = 0;
+    return 1;
+}
+
 static size_t read_header(char *data, size_t size, size_t count, void *user) {
     struct transfer *transfer = user;
     size_t bytes = size * count;
-    static const char name[] = "retry-after:";
-    if (bytes > sizeof name - 1 && strncasecmp(data, name, sizeof name - 1) == 0) {
-        size_t start = sizeof name - 1;
-        while (start < bytes && (data[start] == ' ' || data[start] == '\t')) start++;
-        size_t end = bytes;
-        while (end > start && (data[end - 1] == '\r' || data[end - 1] == '\n' || data[end - 1] == ' ')) end--;
-        size_t length = end - start < sizeof transfer->retry_after - 1 ? end - start : sizeof transfer->retry_after - 1;
-        memcpy(transfer->retry_after, data + start, length);
-        transfer->retry_after[length] = 0;
+    if (header_value(data, bytes, "retry-after:", transfer->retry_after, sizeof transfer->retry_after))
         transfer->has_retry_after = 1;
-    }
+    if (header_value(data, bytes, "cache-control:", transfer->cache_control, sizeof transfer->cache_control))
+        transfer->has_cache_control = 1;
     return bytes;
 }
 
 static void finish(struct transfer *transfer, long status, const char *error) {
     transfer->done(
         transfer->context, status, transfer->body, transfer->length, transfer->has_retry_after ? transfer->retry_after : NULL,
-        error);
+        transfer->has_cache_control ? transfer->cache_control : NULL, error);
     curl_slist_free_all(transfer->headers);
     if (transfer->easy) curl_easy_cleanup(transfer->easy);
     free(transfer->request_body);
@@ -155,7 +165,8 @@ static void *run(void *argument) {
     return NULL;
 }
 
-spark_curl_client *spark_curl_client_new(const char *ca_file, const char *pinned_key, long connect_timeout_ms) {
+spark_curl_client *spark_curl_client_new(
+    const char *ca_file, const char *pinned_key, int system_store, long connect_timeout_ms) {
     pthread_once(&global_once, global_init);
     if (!global_ok) return NULL;
     struct spark_curl_client *client = calloc(1, sizeof *client);
@@ -164,6 +175,7 @@ spark_curl_client *spark_curl_client_new(const char *ca_file, const char *pinned
     client->ca_file = ca_file ? strdup(ca_file) : NULL;
     client->pinned_key = pinned_key ? strdup(pinned_key) : NULL;
     client->connect_timeout_ms = connect_timeout_ms;
+    client->system_store = system_store;
     pthread_mutex_init(&client->lock, NULL);
     if (!client->multi) {
         free(client);
@@ -223,14 +235,19 @@ int spark_curl_request(
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(easy, CURLOPT_CAPATH, NULL);
-    if (client->ca_file) {
+    if (!client->system_store) curl_easy_setopt(easy, CURLOPT_CAPATH, NULL);
+    if (client->ca_file && strncmp(client->ca_file, "-----BEGIN", 10) == 0) {
+        // The CA's PEM text itself (kept in a database, not in a file on this machine).
+        struct curl_blob blob = {client->ca_file, strlen(client->ca_file), CURL_BLOB_COPY};
+        curl_easy_setopt(easy, CURLOPT_CAINFO, NULL);
+        curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &blob);
+    } else if (client->ca_file) {
         curl_easy_setopt(easy, CURLOPT_CAINFO, client->ca_file);
     } else if (client->pinned_key) {
         // A pin alone: the key is the trust, so the chain and name are not checked.
         curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else {
+    } else if (!client->system_store) {
         curl_easy_setopt(easy, CURLOPT_CAINFO, NULL);
     }
     if (client->pinned_key) curl_easy_setopt(easy, CURLOPT_PINNEDPUBLICKEY, client->pinned_key);

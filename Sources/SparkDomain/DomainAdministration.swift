@@ -40,6 +40,16 @@ public protocol DomainAdministration: Sendable {
     func externalIssuers() async throws -> [ExternalIssuer]
     /// Trusts an external issuer's tokens, verified with the keys of `jwks` (a JWKS document).
     func trustIssuer(_ issuer: String, audience: String, jwks: Data) async throws
+    /// Trusts an OpenID provider by discovery: the domain fetches `issuerURL`'s discovery
+    /// document and its JWKS itself (over HTTPS), keeps them in its database, and fetches the
+    /// keys again as they age or when a token names a key they lack.
+    ///
+    /// - Parameters:
+    ///   - audience: the client id the provider's ID tokens name in `aud`.
+    ///   - userClaim: the claim that is the user id (`sub`, `email`, `preferred_username`).
+    ///   - caPEM: the provider's CA (PEM text), when it is not in the machine's store.
+    func discoverIssuer(_ issuerURL: String, audience: String, userClaim: String, caPEM: String?) async throws
+        -> ExternalIssuer
     /// Stops trusting an external issuer.
     func removeExternalIssuer(_ issuer: String) async throws
     /// The public keys of the domain's own `test` or `accounts` issuer.
@@ -57,12 +67,44 @@ public struct ExternalIssuer: Sendable, Codable, Equatable {
     /// The JWKS file with its public keys (on the domain's machine), or empty when the keys are
     /// kept in the domain's database (``DomainAdministration/trustIssuer(_:audience:jwks:)``).
     public var jwksPath: String
+    /// The claim that is the user id (`sub` unless the issuer was added with another).
+    public var userClaim: String
+    /// For an issuer trusted by discovery: where its keys are fetched from.
+    public var jwksURI: String?
+    /// For an issuer trusted by discovery: until when the keys in hand are fresh.
+    public var keysFreshUntil: Date?
+    /// For an issuer trusted by discovery: why the last fetch of its keys failed, if it did
+    /// (the last good keys stay in use).
+    public var lastFetchError: String?
 
     /// An issuer configuration.
-    public init(issuer: String, audience: String, jwksPath: String) {
+    public init(
+        issuer: String, audience: String, jwksPath: String, userClaim: String = "sub", jwksURI: String? = nil,
+        keysFreshUntil: Date? = nil, lastFetchError: String? = nil
+    ) {
         self.issuer = issuer
         self.audience = audience
         self.jwksPath = jwksPath
+        self.userClaim = userClaim
+        self.jwksURI = jwksURI
+        self.keysFreshUntil = keysFreshUntil
+        self.lastFetchError = lastFetchError
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case issuer, audience, jwksPath, userClaim, jwksURI, keysFreshUntil, lastFetchError
+    }
+
+    /// Decodes an issuer; what older domains did not send takes its default.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        issuer = try container.decode(String.self, forKey: .issuer)
+        audience = try container.decode(String.self, forKey: .audience)
+        jwksPath = try container.decode(String.self, forKey: .jwksPath)
+        userClaim = try container.decodeIfPresent(String.self, forKey: .userClaim) ?? "sub"
+        jwksURI = try container.decodeIfPresent(String.self, forKey: .jwksURI)
+        keysFreshUntil = try container.decodeIfPresent(Date.self, forKey: .keysFreshUntil)
+        lastFetchError = try container.decodeIfPresent(String.self, forKey: .lastFetchError)
     }
 }
 

@@ -611,6 +611,11 @@ package final class DomainRouter: Sendable {
             let body = try call.body(Wire.AddIssuer.self)
             try domain.trustIssuer(body.issuer, audience: body.audience, jwks: Data(body.jwks.utf8))
             return try call.empty()
+        case .adminDiscoverIssuer:
+            let body = try call.body(Wire.DiscoverIssuer.self)
+            return try WireCoder.encode(
+                try await domain.discoverIssuer(
+                    body.issuer, audience: body.audience, userClaim: body.userClaim, caPEM: body.caPEM))
         case .adminRemoveIssuer:
             try domain.removeExternalIssuer(try call.body(Wire.IssuerName.self).issuer)
             return try call.empty()

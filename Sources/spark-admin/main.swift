@@ -38,6 +38,9 @@ let usage = """
                                   show the mail the domain sent (activation and reset codes)
       issuer add ISSUER AUDIENCE JWKS_PATH
                                   trust an external identity provider's tokens
+      issuer add --discover ISSUER_URL --audience CLIENT_ID [--user-claim sub|email|preferred_username] [--ca FILE]
+                                  trust an OpenID provider: the domain fetches its discovery
+                                  document and keys itself, and again when they rotate
       issuer list                 list the trusted external issuers
       issuer remove ISSUER        stop trusting an external issuer
       jwks test|accounts          print the public keys of the domain's own issuer
@@ -256,6 +259,24 @@ func run(_ words: [String]) async throws {
         let verb = try arguments.next("add, list or remove")
         switch verb {
         case "add":
+            if let discover = try arguments.option("--discover") {
+                guard let audience = try arguments.option("--audience") else {
+                    throw Arguments.UsageError(message: "issuer add --discover needs --audience CLIENT_ID")
+                }
+                let userClaim = try arguments.option("--user-claim") ?? "sub"
+                let caPEM = try arguments.option("--ca").map { path -> String in
+                    guard let data = FileManager.default.contents(atPath: path) else {
+                        throw AdminFailure.failed("the CA file \(path) cannot be read")
+                    }
+                    return String(decoding: data, as: UTF8.self)
+                }
+                try arguments.finish()
+                let trusted = try await open().discoverIssuer(discover, audience: audience, userClaim: userClaim, caPEM: caPEM)
+                print(
+                    "trusting \(trusted.issuer) for audience \(audience), user id from \(userClaim), keys from \(trusted.jwksURI ?? "")"
+                )
+                return
+            }
             let issuer = try arguments.next("the issuer (iss)")
             let audience = try arguments.next("the audience")
             let jwks = try arguments.next("the JWKS file")
@@ -276,7 +297,17 @@ func run(_ words: [String]) async throws {
             try arguments.finish()
             let issuers = try await open().externalIssuers()
             if issuers.isEmpty { print("no external issuers") }
-            for issuer in issuers { print("\(issuer.issuer)\taudience \(issuer.audience)\t\(issuer.jwksPath)") }
+            let formatter = ISO8601DateFormatter()
+            for issuer in issuers {
+                guard let jwksURI = issuer.jwksURI else {
+                    print("\(issuer.issuer)\taudience \(issuer.audience)\t\(issuer.jwksPath)")
+                    continue
+                }
+                let fresh = issuer.keysFreshUntil.map { formatter.string(from: $0) } ?? "?"
+                print(
+                    "\(issuer.issuer)\taudience \(issuer.audience)\tuser \(issuer.userClaim)\tdiscovered, keys from \(jwksURI) fresh until \(fresh)"
+                        + (issuer.lastFetchError.map { "\tlast fetch failed: \($0)" } ?? ""))
+            }
         case "remove":
             let issuer = try arguments.next("the issuer (iss)")
             try arguments.finish()

@@ -119,7 +119,7 @@ struct ConfigTests {
 
         let wrongType = try #require(Self.error("<key>authProvider</key><integer>3</integer>\(Self.testAuth)"))
         #expect(wrongType.code == .wrongType && wrongType.keyPath == "authProvider")
-        #expect(wrongType.description.contains("expected a string: testAuth, accounts or custom"))
+        #expect(wrongType.description.contains("expected a string: testAuth, accounts, custom or oidc"))
 
         let nestedType = try #require(
             Self.error(

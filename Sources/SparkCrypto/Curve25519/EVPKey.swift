@@ -72,12 +72,26 @@ final class EVPKey: @unchecked Sendable {
     }
 
     /// Verifies a one-shot signature (`EVP_DigestVerify`), with `digest` nil for EdDSA.
-    func verify(signature: some ContiguousBytes, message: some ContiguousBytes, digest: OpaquePointer?) -> Bool {
+    func verify(signature: some ContiguousBytes, message: some ContiguousBytes, digest: OpaquePointer?, pss: Bool = false)
+        -> Bool
+    {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, digest, nil, pointer) == 1 else {
+        var keyContext: OpaquePointer?
+        guard EVP_DigestVerifyInit(context, &keyContext, digest, nil, pointer) == 1 else {
             OpenSSL.clearErrors()
             return false
+        }
+        // RSASSA-PSS as JOSE's PS256 has it (RFC 7518 §3.5): MGF1 with the same digest, a salt as
+        // long as the digest.
+        if pss {
+            guard EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
+                EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, RSA_PSS_SALTLEN_DIGEST) == 1,
+                EVP_PKEY_CTX_set_rsa_mgf1_md(keyContext, digest) == 1
+            else {
+                OpenSSL.clearErrors()
+                return false
+            }
         }
         let result = signature.withUnsafeBytes { signature in
             message.withUnsafeBytes { message in

@@ -19,6 +19,8 @@ public enum JWS {
         case es256 = "ES256"
         /// RSASSA-PKCS1-v1_5 SHA-256.
         case rs256 = "RS256"
+        /// RSASSA-PSS SHA-256 (an RSA key's JWK must say `alg: PS256`).
+        case ps256 = "PS256"
     }
 
     /// The largest compact JWS accepted, in bytes.
@@ -80,15 +82,16 @@ public enum JWS {
             algorithm = .es256
         }
 
-        /// An RSA key for `RS256`.
-        public init(_ key: RSA.PublicKey, keyID: String? = nil) {
+        /// An RSA key for `RS256`, or for `PS256` when `pss` (one algorithm per key, RFC 8725 §3.1).
+        public init(_ key: RSA.PublicKey, keyID: String? = nil, pss: Bool = false) {
             backing = .rsa(key)
             self.keyID = keyID
-            algorithm = .rs256
+            algorithm = pss ? .ps256 : .rs256
         }
 
-        /// A key from a JWK. The algorithm follows from the key type; a JWK `alg` member must
-        /// name that same algorithm, and a `use` member must be `sig`.
+        /// A key from a JWK. The algorithm follows from the key type (an RSA key's is `RS256`
+        /// unless its `alg` says `PS256`); a JWK `alg` member must name that same algorithm, and a
+        /// `use` member must be `sig`.
         ///
         /// - Throws: ``CryptoError/Code/unsupportedAlgorithm`` for a mismatching `alg` or a key
         ///   type that cannot sign (X25519, oct).
@@ -96,7 +99,7 @@ public enum JWS {
             switch (jwk.keyType, jwk.curve) {
             case (.okp, "Ed25519"): self.init(try jwk.ed25519PublicKey(), keyID: jwk.keyID)
             case (.ec, "P-256"): self.init(try jwk.p256PublicKey(), keyID: jwk.keyID)
-            case (.rsa, _): self.init(try jwk.rsaPublicKey(), keyID: jwk.keyID)
+            case (.rsa, _): self.init(try jwk.rsaPublicKey(), keyID: jwk.keyID, pss: jwk.algorithm == Algorithm.ps256.rawValue)
             default:
                 throw CryptoError(
                     .unsupportedAlgorithm, "a \(jwk.keyType.rawValue) \(jwk.curve ?? "") key cannot verify signatures")
@@ -123,7 +126,9 @@ public enum JWS {
             switch backing {
             case .ed25519(let key): key.isValidSignature(signature, for: message)
             case .p256(let key): key.isValidSignature(signature, for: message)
-            case .rsa(let key): key.isValidSignature(signature, for: message)
+            case .rsa(let key):
+                algorithm == .ps256
+                    ? key.isValidPSSSignature(signature, for: message) : key.isValidSignature(signature, for: message)
             }
         }
     }

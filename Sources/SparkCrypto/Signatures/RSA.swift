@@ -1,7 +1,8 @@
 internal import COpenSSL
 public import Foundation
 
-/// RSASSA-PKCS1-v1_5 with SHA-256 verification, as JOSE's `RS256` (RFC 7518 §3.3).
+/// RSA signature verification with SHA-256: RSASSA-PKCS1-v1_5 as JOSE's `RS256` (RFC 7518 §3.3)
+/// and RSASSA-PSS as its `PS256` (§3.5).
 public enum RSA {
     /// The smallest modulus accepted, per RFC 7518 §3.3.
     public static let minimumModulusBits = 2048
@@ -46,6 +47,13 @@ public enum RSA {
         public func isValidSignature(_ signature: some ContiguousBytes, for message: some ContiguousBytes) -> Bool {
             guard signature.withUnsafeBytes({ $0.count }) == (modulusBits + 7) / 8 else { return false }
             return key.verify(signature: signature, message: message, digest: EVP_sha256())
+        }
+
+        /// Whether `signature` is a valid RSASSA-PSS signature of `message` with SHA-256, MGF1
+        /// SHA-256 and a 32-byte salt, as JOSE's `PS256` (RFC 7518 §3.5).
+        public func isValidPSSSignature(_ signature: some ContiguousBytes, for message: some ContiguousBytes) -> Bool {
+            guard signature.withUnsafeBytes({ $0.count }) == (modulusBits + 7) / 8 else { return false }
+            return key.verify(signature: signature, message: message, digest: EVP_sha256(), pss: true)
         }
 
         /// Keys are equal when modulus and exponent are.

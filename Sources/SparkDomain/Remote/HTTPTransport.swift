@@ -25,6 +25,7 @@ final class HTTPTransport: Sendable {
         var status: Int
         var body: Data
         var retryAfter: String?
+        var cacheControl: String? = nil
     }
 
     /// No response arrived: the connection failed, timed out or was refused.
@@ -37,7 +38,13 @@ final class HTTPTransport: Sendable {
     /// The C client; freed in `deinit`, used from any thread (the C side locks).
     nonisolated(unsafe) private let client: OpaquePointer
 
-    init(trust: DomainTrust, connectTimeout: Duration = .seconds(5)) throws {
+    convenience init(trust: DomainTrust, connectTimeout: Duration = .seconds(5)) throws {
+        try self.init(trust: trust, systemStore: false, connectTimeout: connectTimeout)
+    }
+
+    /// A client that trusts the machine's CA store (`systemStore`), for a server on the public
+    /// internet such as an identity provider, or what `trust` names.
+    init(trust: DomainTrust, systemStore: Bool, connectTimeout: Duration) throws {
         let caFile: String?
         let pin: String?
         switch trust {
@@ -47,7 +54,7 @@ final class HTTPTransport: Sendable {
         case .plainLoopback: (caFile, pin) = (nil, nil)
         }
         let milliseconds = Int(connectTimeout.components.seconds * 1000)
-        guard let client = spark_curl_client_new(caFile, pin, milliseconds) else {
+        guard let client = spark_curl_client_new(caFile, pin, systemStore ? 1 : 0, milliseconds) else {
             throw DomainError(.unavailable, "libcurl cannot start")
         }
         self.client = client
@@ -111,7 +118,7 @@ final class HTTPTransport: Sendable {
 /// Called by the C client on its thread when a request ends.
 private func transportDone(
     _ context: UnsafeMutableRawPointer?, _ status: Int, _ body: UnsafePointer<UInt8>?, _ length: Int,
-    _ retryAfter: UnsafePointer<CChar>?, _ error: UnsafePointer<CChar>?
+    _ retryAfter: UnsafePointer<CChar>?, _ cacheControl: UnsafePointer<CChar>?, _ error: UnsafePointer<CChar>?
 ) {
     guard let context else { return }
     let box = Unmanaged<HTTPTransport.Pending>.fromOpaque(context).takeRetainedValue()
@@ -124,7 +131,11 @@ private func transportDone(
         return
     }
     let data = body.map { Data(bytes: $0, count: length) } ?? Data()
-    box.finish(.success(.init(status: status, body: data, retryAfter: retryAfter.map { String(cString: $0) })))
+    box.finish(
+        .success(
+            .init(
+                status: status, body: data, retryAfter: retryAfter.map { String(cString: $0) },
+                cacheControl: cacheControl.map { String(cString: $0) })))
 }
 
 /// Runs `body` with `strings` as an array of C strings.

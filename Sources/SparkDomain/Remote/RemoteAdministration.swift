@@ -111,6 +111,14 @@ public final class RemoteAdministration: DomainAdministration {
     }
 
     /// `POST /v1/admin/issuers/remove`.
+    public func discoverIssuer(_ issuerURL: String, audience: String, userClaim: String, caPEM: String?) async throws
+        -> ExternalIssuer
+    {
+        try await client.call(
+            .adminDiscoverIssuer, Wire.DiscoverIssuer(issuer: issuerURL, audience: audience, userClaim: userClaim, caPEM: caPEM))
+    }
+
+    /// Stops trusting an external issuer.
     public func removeExternalIssuer(_ issuer: String) async throws {
         let _: Wire.Empty = try await client.call(.adminRemoveIssuer, Wire.IssuerName(issuer: issuer))
     }

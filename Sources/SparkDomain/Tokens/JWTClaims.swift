@@ -21,10 +21,21 @@ public struct JWTClaims: Sendable, Equatable, Codable {
     public var name: String?
     /// `email`: an email address.
     public var email: String?
+    /// `email_verified` (OpenID Connect): whether the provider checked the address.
+    public var emailVerified: Bool?
+    /// `preferred_username` (OpenID Connect).
+    public var preferredUsername: String?
+    /// `picture` (OpenID Connect): the URL of a profile picture.
+    public var picture: String?
+    /// `azp` (OpenID Connect): the client the ID token was issued to.
+    public var authorizedParty: String?
+    /// `nonce` (OpenID Connect): the value the client sent in its authentication request.
+    public var nonce: String?
 
     enum CodingKeys: String, CodingKey {
         case issuer = "iss", subject = "sub", audience = "aud", expiresAt = "exp", notBefore = "nbf", issuedAt = "iat"
-        case tokenID = "jti", name, email
+        case tokenID = "jti", name, email, emailVerified = "email_verified", preferredUsername = "preferred_username"
+        case picture, authorizedParty = "azp", nonce
     }
 
     /// Claims with the given values.
@@ -68,7 +79,32 @@ public struct JWTClaims: Sendable, Equatable, Codable {
         tokenID = try container.decodeIfPresent(String.self, forKey: .tokenID)
         name = try container.decodeIfPresent(String.self, forKey: .name)
         email = try container.decodeIfPresent(String.self, forKey: .email)
+        // Optional profile claims: one of an unexpected type is absent, not an error.
+        emailVerified =
+            (try? container.decodeIfPresent(Bool.self, forKey: .emailVerified))
+            ?? (try? container.decodeIfPresent(String.self, forKey: .emailVerified)).flatMap { $0.map { $0 == "true" } }
+        preferredUsername = try? container.decodeIfPresent(String.self, forKey: .preferredUsername)
+        picture = try? container.decodeIfPresent(String.self, forKey: .picture)
+        authorizedParty = try container.decodeIfPresent(String.self, forKey: .authorizedParty)
+        nonce = try container.decodeIfPresent(String.self, forKey: .nonce)
     }
+
+    /// The value of the claim that names the user: `sub`, `email` (only when `email_verified`
+    /// is not false) or `preferred_username`; nil when absent or empty.
+    public func user(by claim: String) -> String? {
+        let value: String? =
+            switch claim {
+            case "sub": subject
+            case "email": emailVerified == false ? nil : email
+            case "preferred_username": preferredUsername
+            default: nil
+            }
+        guard let value, !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// The claims that may name a user (`oidc.userClaim`, `spark-admin issuer add --user-claim`).
+    public static let userClaims = ["sub", "email", "preferred_username"]
 
     /// Encodes claims; a single audience is written as a string.
     public func encode(to encoder: any Encoder) throws {
@@ -86,5 +122,10 @@ public struct JWTClaims: Sendable, Equatable, Codable {
         try container.encodeIfPresent(tokenID, forKey: .tokenID)
         try container.encodeIfPresent(name, forKey: .name)
         try container.encodeIfPresent(email, forKey: .email)
+        try container.encodeIfPresent(emailVerified, forKey: .emailVerified)
+        try container.encodeIfPresent(preferredUsername, forKey: .preferredUsername)
+        try container.encodeIfPresent(picture, forKey: .picture)
+        try container.encodeIfPresent(authorizedParty, forKey: .authorizedParty)
+        try container.encodeIfPresent(nonce, forKey: .nonce)
     }
 }

@@ -22,7 +22,7 @@ package enum DomainOperation: String, CaseIterable, Sendable {
     case createBlob, uploadBlob, blobStatus, downloadBlob, deleteBlob, setBlocked, blockedUsers
     case adminPolicy, adminSetPolicy, adminAccounts, adminEndpoints, adminEndpointUsers, adminIdentity, adminDeregister
     case adminModeration, adminInfraction, adminTimeOut, adminBan, adminUnban, adminOutbox, adminReports
-    case adminIssuers, adminTrustIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
+    case adminIssuers, adminTrustIssuer, adminDiscoverIssuer, adminRemoveIssuer, adminIssuerKeys, adminTestToken
 
     /// Who may call an operation.
     package enum Access: Sendable {
@@ -189,6 +189,7 @@ package enum DomainOperation: String, CaseIterable, Sendable {
         case .adminOutbox: return Route(path: "admin/outbox", access: .operator, summary: "The mail the domain sent", request: .query(.object([("recipient", .string, false), ("limit", .integer, true)])), response: .object([("mails", .array(.ref("Mail")), true)]))
         case .adminIssuers: return Route(path: "admin/issuers", access: .operator, summary: "The trusted external issuers", request: .none, response: .object([("issuers", .array(.ref("ExternalIssuer")), true)]))
         case .adminTrustIssuer: return Route(path: "admin/issuers/trust", access: .operator, summary: "Trusts an external issuer with its JWKS", request: .body(.object([("issuer", .string, true), ("audience", .string, true), ("jwks", .string, true)])), response: empty)
+        case .adminDiscoverIssuer: return Route(path: "admin/issuers/discover", access: .operator, summary: "Trusts an OpenID provider by discovery (the domain fetches its keys)", request: .body(.object([("issuer", .string, true), ("audience", .string, true), ("userClaim", .string, true), ("caPEM", .string, false)])), response: .ref("ExternalIssuer"))
         case .adminRemoveIssuer: return Route(path: "admin/issuers/remove", access: .operator, summary: "Stops trusting an external issuer", request: .body(.object([("issuer", .string, true)])), response: empty)
         case .adminIssuerKeys: return Route(path: "admin/issuer-keys", access: .operator, summary: "The public keys of the domain's test or accounts issuer", request: .query(.object([("kind", .string, true)])), response: .ref("JWKSet"))
         case .adminTestToken: return Route(path: "admin/test-tokens", access: .operator, summary: "A test token for any user id (sandbox domains)", request: .body(.object([("userID", .string, true)])), response: .ref("IssuedToken"))

@@ -213,7 +213,10 @@ package enum OpenAPIDocument {
             ("reason", .string, true), ("messages", .array(.ref("ReportedMessage")), true), ("createdAt", .time, true),
         ]),
         "Mail": .object([("to", .string, true), ("subject", .string, true), ("body", .string, true), ("sentAt", .time, true)]),
-        "ExternalIssuer": .object([("issuer", .string, true), ("audience", .string, true), ("jwksPath", .string, true)]),
+        "ExternalIssuer": .object([
+            ("issuer", .string, true), ("audience", .string, true), ("jwksPath", .string, true), ("userClaim", .string, false),
+            ("jwksURI", .string, false), ("keysFreshUntil", .string, false), ("lastFetchError", .string, false),
+        ]),
     ]
 
     /// The schemas the small language above does not express: enums and tagged unions.

@@ -617,6 +617,25 @@ package enum Wire {
         }
     }
 
+    /// An OpenID provider to trust by discovery.
+    package struct DiscoverIssuer: Codable, Sendable, Equatable {
+        /// Its issuer URL.
+        package var issuer: String
+        /// The client id its ID tokens name.
+        package var audience: String
+        /// The claim that is the user id.
+        package var userClaim: String
+        /// Its CA (PEM), when not in the machine's store.
+        package var caPEM: String?
+        /// A body.
+        package init(issuer: String, audience: String, userClaim: String, caPEM: String?) {
+            self.issuer = issuer
+            self.audience = audience
+            self.userClaim = userClaim
+            self.caPEM = caPEM
+        }
+    }
+
     /// An issuer's name.
     package struct IssuerName: Codable, Sendable, Equatable {
         /// Its `iss`.

@@ -43,7 +43,7 @@ extension DomainEngine: DomainAdministration {
         settingsChanged()
     }
 
-    private func checkExternal(issuer: String, audience: String) throws {
+    func checkExternal(issuer: String, audience: String) throws {
         guard !issuer.isEmpty, !audience.isEmpty else {
             throw DomainError(.invalidRequest, "an external issuer needs an issuer id and an audience")
         }
@@ -67,13 +67,7 @@ extension DomainEngine: DomainAdministration {
 
     /// The configured external issuers.
     package func externalIssuers() throws -> [ExternalIssuer] {
-        try blockingStorage {
-            try store.blockingRead { db in
-                try db.rows("SELECT issuer, audience, jwks_path FROM external_issuers ORDER BY issuer").map {
-                    ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2))
-                }
-            }
-        }
+        try blockingStorage { try store.blockingRead { db in try Self.issuerRows(db).map(\.issuer) } }
     }
 
     /// The accounts of the sign-up assistant.

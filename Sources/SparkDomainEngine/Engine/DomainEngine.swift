@@ -31,6 +31,8 @@ package final class DomainEngine: DomainService {
     /// The OPRF secrets that harden passcodes; held by this process, never in the store.
     let passcodeKeys: PasscodeKeys
     let jwksCache = JWKSCache()
+    /// When the keys of issuers trusted by discovery are next due to be fetched again.
+    let discovery = DiscoverySchedule()
     /// Tokens this process already verified (the signature check is the costly part of every
     /// call; time claims and the issuer's trust are checked on every use).
     let validatedTokens = ValidatedTokenCache()
@@ -287,6 +289,21 @@ package final class DomainEngine: DomainService {
     /// is checked once more against the rows as stored, so an issuer trusted through another
     /// instance a moment ago is trusted here too.
     package func validate(token: String) async throws -> VerifiedIdentity {
+        refreshDueKeys()
+        do {
+            return try await validateOnce(token)
+        } catch let error as DomainError where error.reason == TokenValidator.unknownKey {
+            // A provider trusted by discovery may have rotated its keys: fetch them (at most once
+            // a minute per issuer, across instances) and check once more.
+            guard let payload = try? JWS.unverifiedPayload(of: token),
+                let issuer = try? JSONDecoder().decode(JWTClaims.self, from: payload).issuer,
+                await refreshDiscoveredKeys(issuer)
+            else { throw error }
+            return try await validateOnce(token)
+        }
+    }
+
+    private func validateOnce(_ token: String) async throws -> VerifiedIdentity {
         let identity: VerifiedIdentity
         if let fresh = settings.withLock({ $0.fresh }), let kept = fresh.validator {
             do {
@@ -322,7 +339,7 @@ package final class DomainEngine: DomainService {
         } catch let error as DomainError {
             let settingsDecide =
                 [.userAuthenticationRequired, .unavailable, .wrongAudience].contains(error.code)
-                || error.reason == TokenValidator.untrustedIssuer
+                || error.reason == TokenValidator.untrustedIssuer || error.reason == TokenValidator.unknownKey
             return fresh || !settingsDecide ? error : nil
         } catch {
             return DomainError(.invalidToken, "the token is not valid")
@@ -369,11 +386,7 @@ package final class DomainEngine: DomainService {
             try await store.read { db in
                 (
                     try db.scalar("SELECT policy FROM domain", as: String.self),
-                    try db.rows("SELECT issuer, audience, jwks_path, jwks FROM external_issuers ORDER BY issuer").map {
-                        IssuerRow(
-                            issuer: ExternalIssuer(issuer: try $0.get(0), audience: try $0.get(1), jwksPath: try $0.get(2)),
-                            jwks: try $0.get(3, as: Data?.self))
-                    }
+                    try Self.issuerRows(db)
                 )
             }
         }
@@ -397,7 +410,11 @@ package final class DomainEngine: DomainService {
                 let keys =
                     try row.jwks.map { try jwksCache.keys(in: $0, source: "the stored JWKS of \(external.issuer)") }
                     ?? jwksCache.keys(at: external.jwksPath)
-                issuers.append(TrustedIssuer(issuer: external.issuer, audience: external.audience, keys: keys, kind: .external))
+                issuers.append(
+                    TrustedIssuer(
+                        issuer: external.issuer, audience: external.audience, keys: keys, kind: .external,
+                        userClaim: external.userClaim, discovered: external.jwksURI != nil))
+                if let freshUntil = external.keysFreshUntil { discovery.due(external.issuer, at: freshUntil) }
             } catch let error as DomainError {
                 unavailable[external.issuer] = error.reason
             }

@@ -383,6 +383,20 @@ package enum DomainMigrations {
                     """)
             ]
         ),
+        (
+            "v20-issuer-discovery",
+            [
+                // An OpenID provider trusted by discovery: where its keys come from (fetched by
+                // whichever instance claims the fetch, at most once a minute), until when the
+                // keys in `jwks` are fresh, the claim that names the user, its CA.
+                .both("ALTER TABLE external_issuers ADD COLUMN user_claim TEXT NOT NULL DEFAULT 'sub'"),
+                .both("ALTER TABLE external_issuers ADD COLUMN jwks_uri TEXT"),
+                .both("ALTER TABLE external_issuers ADD COLUMN ca_pem TEXT"),
+                .both("ALTER TABLE external_issuers ADD COLUMN keys_fresh_until REAL"),
+                .both("ALTER TABLE external_issuers ADD COLUMN fetch_claimed_at REAL"),
+                .both("ALTER TABLE external_issuers ADD COLUMN last_fetch_error TEXT"),
+            ]
+        ),
     ]
 
     /// `statement` as `dialect` takes it; nil when it is for the other one.

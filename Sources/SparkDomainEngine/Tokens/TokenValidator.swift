@@ -17,19 +17,29 @@ package struct TrustedIssuer: Sendable {
     package let keys: [JWS.VerificationKey]
     /// What kind of issuer this is.
     package let kind: Kind
+    /// The claim that is the user id (`sub`, `email`, `preferred_username`).
+    package let userClaim: String
+    /// Whether its keys are fetched from the issuer (by discovery): a token naming a key they
+    /// lack may be signed by a key published since.
+    package let discovered: Bool
 
     /// An issuer with its keys.
-    package init(issuer: String, audience: String, keys: [JWS.VerificationKey], kind: Kind) {
+    package init(
+        issuer: String, audience: String, keys: [JWS.VerificationKey], kind: Kind, userClaim: String = "sub",
+        discovered: Bool = false
+    ) {
         self.issuer = issuer
         self.audience = audience
         self.keys = keys
         self.kind = kind
+        self.userClaim = userClaim
+        self.discovered = discovered
     }
 
     /// A digest of everything that makes this issuer's tokens acceptable: its name, audience,
     /// and keys with their algorithms and ids.
     package var fingerprint: Data {
-        var data = Data("\(issuer)\u{0}\(audience)\u{0}".utf8)
+        var data = Data("\(issuer)\u{0}\(audience)\u{0}\(userClaim)\u{0}".utf8)
         for key in keys {
             data.append(Data("\(key.algorithm.rawValue)\u{0}\(key.keyID ?? "")\u{0}".utf8))
             data.append(key.publicKeyBytes)
@@ -49,6 +59,9 @@ package struct TokenValidator: Sendable {
     package static let maximumSubjectLength = 255
     /// Why a token of an issuer the domain does not trust is refused.
     package static let untrustedIssuer = "the token's issuer is not trusted by this domain"
+    /// Why a token of a discovered issuer that names a key not among its keys is refused (the
+    /// keys are then fetched again, at most once a minute).
+    package static let unknownKey = "the token names a key its issuer has not published (yet)"
 
     /// The issuers whose tokens are accepted.
     package var issuers: [TrustedIssuer]
@@ -126,6 +139,9 @@ package struct TokenValidator: Sendable {
         guard let issuerName = claims.issuer, let issuer = issuers.first(where: { $0.issuer == issuerName }) else {
             throw DomainError(.invalidToken, Self.untrustedIssuer)
         }
+        if issuer.discovered, let keyID = jws.header.keyID, !issuer.keys.contains(where: { $0.keyID == keyID }) {
+            throw DomainError(.invalidToken, Self.unknownKey)
+        }
         do {
             _ = try jws.verify(using: issuer.keys)
         } catch let error as CryptoError where error.code == .unsupportedAlgorithm {
@@ -145,10 +161,10 @@ package struct TokenValidator: Sendable {
         guard claims.audience.contains(issuer.audience) else {
             throw DomainError(.wrongAudience, "the token is for another audience, not \(issuer.audience)")
         }
-        guard let subject = claims.subject, !subject.isEmpty, subject.count <= Self.maximumSubjectLength,
+        guard let subject = claims.user(by: issuer.userClaim), subject.count <= Self.maximumSubjectLength,
             !subject.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else {
-            throw DomainError(.invalidToken, "the token's sub (user id) is missing or malformed")
+            throw DomainError(.invalidToken, "the token's \(issuer.userClaim) (user id) is missing or malformed")
         }
         return VerifiedIdentity(
             userID: subject, issuer: issuer.issuer, issuerKind: issuer.kind,

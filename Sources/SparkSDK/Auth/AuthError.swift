@@ -25,6 +25,9 @@ public struct AuthError: CodedError {
         /// Restore the key (the Secret Service entry, the key file, the app's key), or reset
         /// the device (`resetService()`), which starts over without the old data.
         public static let storeLocked = Code(name: "storeLocked")
+        /// The OpenID provider refused or failed the sign-in, or what it returned failed a check
+        /// (state, ID token); the reason says which.
+        public static let providerError = Code(name: "providerError")
         /// The local credential store failed.
         public static let storageFailure = Code(name: "storageFailure")
         /// The code's name.

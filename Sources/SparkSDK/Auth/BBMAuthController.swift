@@ -96,12 +96,15 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     ///   - url: the plist file.
     ///   - dataDirectory: this device's data directory, instead of the plist's `dataDirectory`.
     ///   - customTokenRefresh: for `authProvider` = `custom`: fetches the app's JWTs.
+    ///   - oidcPresenter: for `authProvider` = `oidc`: shows the sign-in URL or device code
+    ///     (by default ``BBMOIDCTokenManager/defaultPresenter``).
     ///   - keyStorage: required when `useBlackBerryKMS` is false.
     ///   - storeKey: where the key that encrypts this device's store comes from (the Secret
     ///     Service, else a key file, by default).
     public static func fromConfigFile(
         _ url: URL, dataDirectory: URL? = nil, customTokenRefresh: BBMCustomTokenManager.Refresh? = nil,
-        keyStorage: (any BBMKeyStorageProvider)? = nil, storeKey: StoreKeySource = .automatic
+        oidcPresenter: BBMOIDCTokenManager.Presenter? = nil, keyStorage: (any BBMKeyStorageProvider)? = nil,
+        storeKey: StoreKeySource = .automatic
     ) throws -> BBMAuthController {
         let settings = try ConfigSettings.load(from: url)
         let store = try EndpointStore(directory: dataDirectory ?? settings.dataDirectory, key: storeKey)
@@ -128,6 +131,10 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
                     "needs a token refresh closure from the app (customTokenRefresh:)")
             }
             manager = BBMCustomTokenManager(store: store, leeway: leeway, refresh: customTokenRefresh)
+        case .oidc:
+            manager = try BBMOIDCTokenManager(
+                configuration: settings.provider.openID!, store: store, leeway: leeway,
+                presenter: oidcPresenter ?? BBMOIDCTokenManager.defaultPresenter)
         }
         if !settings.useBlackBerryKMS, keyStorage == nil {
             throw ConfigError(
@@ -188,7 +195,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
 
     /// The app's own JWTs (`authProvider` = `custom`): signs in with `jwtToken` and hands it to
     /// the service. Later tokens come from the refresh closure given to
-    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:keyStorage:storeKey:)``.
+    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:oidcPresenter:keyStorage:storeKey:)``.
     ///
     /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; ``AuthError/Code/malformedToken``.
     @discardableResult

@@ -17,6 +17,8 @@ public struct ConfigSettings: Sendable, Equatable {
         case accounts
         /// The app's own identity provider hands the SDK a JWT.
         case custom
+        /// The organisation's OpenID Connect provider (``BBMOIDCTokenManager``).
+        case oidc
     }
 
     /// Spark's environments.
@@ -27,7 +29,7 @@ public struct ConfigSettings: Sendable, Equatable {
         case production
     }
 
-    /// One identity provider's dictionary (`testAuth`, `accounts` or `custom`).
+    /// One identity provider's dictionary (`testAuth`, `accounts`, `custom` or `oidc`).
     public struct Provider: Sendable, Equatable {
         /// The OAuth client id (Spark's `clientId`), when the provider has one.
         public var clientID: String?
@@ -35,8 +37,10 @@ public struct ConfigSettings: Sendable, Equatable {
         public var domain: String
         /// The environment.
         public var environment: Environment
-        /// For `custom`: the `iss` of the app's tokens.
+        /// For `custom`: the `iss` of the app's tokens; for `oidc`: the provider's issuer.
         public var issuer: String?
+        /// For `oidc`: everything else the token manager needs (`issuer` and `clientId` too).
+        public var openID: BBMOIDCTokenManager.Configuration?
     }
 
     /// The lowest passcode iteration count the plist may set (OWASP's figure for PBKDF2).
@@ -55,6 +59,8 @@ public struct ConfigSettings: Sendable, Equatable {
     public var accounts: Provider?
     /// `custom`.
     public var custom: Provider?
+    /// `oidc`.
+    public var oidc: Provider? = nil
     /// `dataDirectory`: this device's data (its endpoint store).
     public var dataDirectory: URL
     /// `embeddedDomainPath`: the embedded domain's SQLite file (used when there is no
@@ -86,6 +92,7 @@ public struct ConfigSettings: Sendable, Equatable {
         case .testAuth: testAuth!
         case .accounts: accounts!
         case .custom: custom!
+        case .oidc: oidc!
         }
     }
 
@@ -146,11 +153,12 @@ public struct ConfigSettings: Sendable, Equatable {
     }
 
     static let knownKeys: [String: String] = [
-        "authProvider": "a string: testAuth, accounts or custom",
+        "authProvider": "a string: testAuth, accounts, custom or oidc",
         "useBlackBerryKMS": "a boolean",
         "testAuth": "a dictionary with clientId, domain and environment",
         "accounts": "a dictionary with domain and environment",
         "custom": "a dictionary with domain, environment and issuer",
+        "oidc": "a dictionary with domain, environment, issuer and clientId",
         "dataDirectory": "a string: a directory path",
         "embeddedDomainPath": "a string: a file path",
         "domainURL": "a string: https://HOST:PORT of the domain's spark-domaind",
@@ -166,6 +174,12 @@ public struct ConfigSettings: Sendable, Equatable {
         "clientId": "a string", "domain": "a string: the domain id", "environment": "a string: sandbox or production",
         "issuer": "a string: the iss of your tokens",
     ]
+    static let knownOpenIDKeys: [String: String] = [
+        "clientId": "a string: this app's client id at the provider", "domain": "a string: the domain id",
+        "environment": "a string: sandbox or production", "issuer": "a string: the provider's issuer URL",
+        "clientSecret": "a string", "scopes": "an array of strings", "userClaim": "a string: sub, email or preferred_username",
+        "caFile": "a string: the provider's CA certificate (PEM), relative to this file", "flow": "a string: browser or device",
+    ]
 
     private static func checkUnknownKeys(_ root: [String: Any], file: String) throws {
         for key in root.keys.sorted() where knownKeys[key] == nil {
@@ -173,12 +187,13 @@ public struct ConfigSettings: Sendable, Equatable {
                 .unknownKey, file: file, keyPath: key,
                 "is not a known key; known keys: \(knownKeys.keys.sorted().joined(separator: ", "))")
         }
-        for providerKey in ["testAuth", "accounts", "custom"] {
+        for providerKey in ["testAuth", "accounts", "custom", "oidc"] {
             guard let dictionary = root[providerKey] as? [String: Any] else { continue }
-            for key in dictionary.keys.sorted() where knownProviderKeys[key] == nil {
+            let known = providerKey == "oidc" ? knownOpenIDKeys : knownProviderKeys
+            for key in dictionary.keys.sorted() where known[key] == nil {
                 throw ConfigError(
                     .unknownKey, file: file, keyPath: "\(providerKey).\(key)",
-                    "is not a known key; known keys: \(knownProviderKeys.keys.sorted().joined(separator: ", "))")
+                    "is not a known key; known keys: \(known.keys.sorted().joined(separator: ", "))")
             }
         }
     }
@@ -191,6 +206,11 @@ private struct RawSettings: Decodable {
         var domain: String
         var environment: String
         var issuer: String?
+        var clientSecret: String?
+        var scopes: [String]?
+        var userClaim: String?
+        var caFile: String?
+        var flow: String?
     }
 
     var authProvider: String
@@ -198,6 +218,7 @@ private struct RawSettings: Decodable {
     var testAuth: RawProvider?
     var accounts: RawProvider?
     var custom: RawProvider?
+    var oidc: RawProvider?
     var dataDirectory: String?
     var embeddedDomainPath: String?
     var domainURL: String?
@@ -212,7 +233,8 @@ private struct RawSettings: Decodable {
     func settings(file: String, baseDirectory: URL, environment: [String: String]) throws -> ConfigSettings {
         guard let provider = ConfigSettings.AuthProvider(rawValue: authProvider) else {
             throw ConfigError(
-                .outOfRange, file: file, keyPath: "authProvider", "is '\(authProvider)'; expected testAuth, accounts or custom")
+                .outOfRange, file: file, keyPath: "authProvider",
+                "is '\(authProvider)'; expected testAuth, accounts, custom or oidc")
         }
         func checked(_ raw: RawProvider?, _ key: String) throws -> ConfigSettings.Provider? {
             guard let raw else { return nil }
@@ -232,11 +254,16 @@ private struct RawSettings: Decodable {
         let testAuth = try checked(testAuth, "testAuth")
         let accounts = try checked(accounts, "accounts")
         let custom = try checked(custom, "custom")
+        var oidc = try checked(oidc, "oidc")
+        if oidc != nil, let raw = self.oidc {
+            oidc?.openID = try openID(raw, file: file, baseDirectory: baseDirectory)
+        }
         let selected: ConfigSettings.Provider? =
             switch provider {
             case .testAuth: testAuth
             case .accounts: accounts
             case .custom: custom
+            case .oidc: oidc
             }
         guard let selected else {
             throw ConfigError(
@@ -294,8 +321,54 @@ private struct RawSettings: Decodable {
                 default: sdkHome.appendingPathComponent("domains").appendingPathComponent("\(selected.domain).sqlite")),
             domainURLs: urls, domainTrust: trust, tokenLeeway: leeway, passcodeIterations: iterations,
             endpointDescription: description)
+        settings.oidc = oidc
         settings.ownDeviceApproval = approval
         return settings
+    }
+
+    /// The `oidc` dictionary as a token manager's configuration, each key checked.
+    func openID(_ raw: RawProvider, file: String, baseDirectory: URL) throws -> BBMOIDCTokenManager.Configuration {
+        guard let issuer = raw.issuer, let url = URL(string: issuer), let scheme = url.scheme?.lowercased(),
+            let host = url.host, !host.isEmpty, url.query == nil, url.fragment == nil,
+            scheme == "https" || (scheme == "http" && OpenIDClient.isLoopback(host))
+        else {
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "oidc.issuer",
+                "is \(raw.issuer.map { "'\($0)'" } ?? "missing"); expected the provider's https issuer URL")
+        }
+        guard let clientID = raw.clientId, !clientID.isEmpty, clientID.utf8.count <= 512 else {
+            throw ConfigError(
+                .missingKey, file: file, keyPath: "oidc.clientId", "is missing (this app's client id at the provider)")
+        }
+        let userClaim = raw.userClaim ?? "sub"
+        guard JWTClaims.userClaims.contains(userClaim) else {
+            throw ConfigError(
+                .outOfRange, file: file, keyPath: "oidc.userClaim",
+                "is '\(userClaim)'; expected \(JWTClaims.userClaims.joined(separator: ", "))")
+        }
+        guard let flow = BBMOIDCTokenManager.Flow(rawValue: raw.flow ?? "browser") else {
+            throw ConfigError(.outOfRange, file: file, keyPath: "oidc.flow", "is '\(raw.flow ?? "")'; expected browser or device")
+        }
+        let scopes = raw.scopes ?? ["openid", "profile", "email"]
+        guard scopes.allSatisfy({ !$0.isEmpty && !$0.contains(where: \.isWhitespace) }) else {
+            throw ConfigError(.outOfRange, file: file, keyPath: "oidc.scopes", "holds an empty scope or one with spaces")
+        }
+        var trust = ProviderTrust.systemStore
+        if let caFile = raw.caFile {
+            let path = caFile.hasPrefix("/") ? caFile : baseDirectory.appendingPathComponent(caFile).path
+            guard let pem = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }),
+                pem.hasPrefix("-----BEGIN")
+            else {
+                throw ConfigError(
+                    .outOfRange, file: file, keyPath: "oidc.caFile", "is '\(caFile)', which is not a readable PEM file")
+            }
+            trust = .certificateAuthority(pem: pem)
+        } else if scheme == "http" {
+            trust = .plainLoopback
+        }
+        return BBMOIDCTokenManager.Configuration(
+            issuer: issuer, clientID: clientID, clientSecret: raw.clientSecret, scopes: scopes, userClaim: userClaim,
+            trust: trust, flow: flow)
     }
 
     /// `domainURL` (or `domainURLs`) and how to trust it, checked: https with a CA file that
