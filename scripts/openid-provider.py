@@ -4,7 +4,7 @@ HTTPS, on SQLite, in a directory of its own, set up through its admin API with n
 
     openid-provider.py start DIR        starts it; prints one JSON line (issuer, ca, port, pid)
     openid-provider.py stop DIR         stops it
-    openid-provider.py client DIR ID[:SECRET] REDIRECT...   registers (or updates) a client
+    openid-provider.py client DIR ID REDIRECT...   registers (or updates) a public client
     openid-provider.py rotate DIR       a new signing key, newest first; the old still verifies
     openid-provider.py browser-login URL USER PASSWORD   headless Chromium signs in as a person
                                         would (login page, consent) and prints where it ended
@@ -186,15 +186,12 @@ def load(d):
 
 
 def client(d, client_id, redirects):
-    """A client; `ID:SECRET` makes it a confidential one (as some providers' desktop clients are)."""
+    """A public client (a native app: PKCE, no secret)."""
     state = load(d)
     admin = Admin(state["base"], state["ca"])
-    client_id, _, secret = client_id.partition(":")
-    body = {"client_id": client_id, "name": client_id, "description": "Spark test client", "confidential": bool(secret),
+    body = {"client_id": client_id, "name": client_id, "description": "Spark test client", "confidential": False,
             "enabled": True, "redirect_uri": list(redirects),
             "authorization_type": ["code", "refresh_token", "device_authorization"], "scope": ["openid"]}
-    if secret:
-        body["password"] = secret
     try:
         admin.call("GET", f"/api/client/{client_id}")
         admin.call("PUT", f"/api/client/{client_id}", body)

@@ -19,7 +19,18 @@ struct QuickStart {
         let dataDirectory = options.dataDirectory.map { URL(fileURLWithPath: $0) }
         let controller = try BBMAuthController.fromConfigFile(
             URL(fileURLWithPath: options.config), dataDirectory: dataDirectory,
-            customTokenRefresh: { _ in throw QuickStartExit(message: "paste a fresh token: start the quick start again") })
+            customTokenRefresh: { _ in throw QuickStartExit(message: "paste a fresh token: start the quick start again") },
+            oidcPresenter: { [console] prompt in
+                switch prompt {
+                case .enterCode(let code, let uri, let complete):
+                    console.say("To sign in, open \(uri.absoluteString) and enter the code \(code)")
+                    if let complete { console.say("(or open \(complete.absoluteString))") }
+                    console.say("waiting for you to sign in…")
+                case .openBrowser(let url):
+                    console.say("Sign in in your browser: \(url.absoluteString)")
+                    await BBMOIDCTokenManager.defaultPresenter(prompt)
+                }
+            })
         console.say(
             "SparkSDK quick start: domain \(settings.domain) (\(settings.authProvider.rawValue)), data in \((dataDirectory ?? settings.dataDirectory).path)"
         )
@@ -82,6 +93,13 @@ struct QuickStart {
                 throw QuickStartExit(message: "the token was refused: \(error.reason)")
             }
             _ = try await controller.signInSilently()
+        case is BBMOIDCTokenManager:
+            do {
+                let account = try await controller.signInWithOpenID()
+                console.say("signed in as \(account.accountId)\(account.name.map { " (\($0))" } ?? "")")
+            } catch let error as AuthError {
+                throw QuickStartExit(message: "sign-in failed: \(error.reason)")
+            }
         default:
             throw QuickStartExit(message: "unsupported token manager")
         }

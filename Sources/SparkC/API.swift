@@ -80,11 +80,21 @@ public func sparkClientOpen(
         let directory = try dataDirectory.map { URL(fileURLWithPath: try text($0, "data_directory")) }
         // The app's token refresh (authProvider custom), set by spark_sign_in_token.
         let refresh = TokenRefresh()
+        // The app's OpenID prompt (authProvider oidc), set by spark_sign_in_oidc on the client.
+        let prompt = Locked<OpenIDPrompt?>(nil)
         let opened = try Client.wait {
             let controller = try BBMAuthController.fromConfigFile(
-                URL(fileURLWithPath: path), dataDirectory: directory, customTokenRefresh: { _ in try await refresh.fetch() })
+                URL(fileURLWithPath: path), dataDirectory: directory, customTokenRefresh: { _ in try await refresh.fetch() },
+                oidcPresenter: { shown in
+                    if let prompt = prompt.withLock({ $0 }) {
+                        await prompt.show(shown)
+                    } else {
+                        await BBMOIDCTokenManager.defaultPresenter(shown)
+                    }
+                })
             try await controller.startBBMEnterpriseService()
             let client = Client(controller: controller, refresh: refresh)
+            prompt.withLock { $0 = client.openIDPrompt }
             // Signed in before on this device: setup goes on by itself, and messaging starts.
             if try await controller.signInSilently() != nil,
                 await controller.service.waitForSettledState().setupState == .success
@@ -140,6 +150,18 @@ public func sparkSignInToken(
         let token = try text(jwt, "jwt")
         client.refresh.set(refresh.map { UncheckedBox(($0, context)) }, on: client)
         _ = try Client.wait { try await client.controller.signIn(jwtToken: token) }
+    }
+}
+
+/// `spark_sign_in_oidc`, declared and documented in `spark/spark.h`.
+@_cdecl("spark_sign_in_oidc")
+public func sparkSignInOIDC(_ pointer: OpaquePointer?, _ prompt: spark_oidc_prompt?, _ context: UnsafeMutableRawPointer?)
+    -> spark_status
+{
+    call {
+        let client = try client(pointer)
+        client.openIDPrompt.set(prompt.map { UncheckedBox(($0, context)) }, on: client)
+        _ = try Client.wait { try await client.controller.signInWithOpenID() }
     }
 }
 

@@ -23,6 +23,8 @@ final class Client: Sendable {
 
     /// The app's token refresh, for `authProvider` custom.
     let refresh: TokenRefresh
+    /// The app's OpenID prompt (authProvider oidc), set by spark_sign_in_oidc.
+    let openIDPrompt = OpenIDPrompt()
 
     init(controller: BBMAuthController, refresh: TokenRefresh) {
         self.controller = controller
@@ -210,6 +212,37 @@ final class TokenRefresh: Sendable {
         }
         guard let token else { throw AuthError(.refreshFailed, "the app's token refresh returned no token") }
         return token
+    }
+}
+
+/// The app's `spark_oidc_prompt`, called on the callback thread with what the user must see.
+final class OpenIDPrompt: Sendable {
+    private let function = Locked<(UncheckedBox<(spark_oidc_prompt, UnsafeMutableRawPointer?)>, Client)?>(nil)
+
+    func set(_ prompt: UncheckedBox<(spark_oidc_prompt, UnsafeMutableRawPointer?)>?, on client: Client) {
+        function.withLock { $0 = prompt.map { ($0, client) } }
+    }
+
+    /// Shows `prompt` through the app's function, or as the SDK does by default without one.
+    func show(_ prompt: BBMOIDCTokenManager.Prompt) async {
+        guard let (function, client) = function.withLock({ $0 }) else {
+            await BBMOIDCTokenManager.defaultPresenter(prompt)
+            return
+        }
+        let (url, code): (String, String?) =
+            switch prompt {
+            case .openBrowser(let url): (url.absoluteString, nil)
+            case .enterCode(let code, let uri, let complete): ((complete ?? uri).absoluteString, code)
+            }
+        await client.onCallbackThread {
+            url.withCString { url in
+                if let code {
+                    code.withCString { function.value.0(function.value.1, url, $0) }
+                } else {
+                    function.value.0(function.value.1, url, nil)
+                }
+            }
+        }
     }
 }
 

@@ -411,6 +411,40 @@ struct QuickStartTests {
         }
     }
 
+    @Test func anOpenIDSignInShowsTheDeviceCodeWaitsThenSetsUp() async throws {
+        try await OpenIDTestProvider.with { provider in
+            try await Fixtures.withTemporaryDirectory { directory in
+                let domain = try EmbeddedDomain.create(
+                    at: directory.appendingPathComponent("domain.sqlite").path, domainID: "qs",
+                    policy: DomainPolicy(userAuthenticationEnabled: true))
+                _ = try await domain.discoverIssuer(
+                    provider.issuer, audience: provider.clientID, userClaim: "email", caPEM: provider.caPEM)
+                let config = directory.appendingPathComponent("ConfigSettings.plist")
+                let plist: [String: Any] = [
+                    "authProvider": "oidc",
+                    "oidc": [
+                        "domain": "qs", "environment": "production", "issuer": provider.issuer, "clientId": provider.clientID,
+                        "userClaim": "email", "caFile": provider.caFile, "flow": "device", "scopes": ["openid"],
+                    ],
+                    "embeddedDomainPath": "domain.sqlite",
+                ]
+                try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0).write(to: config)
+                let conversation = try Conversation(config: config.path, data: directory.appendingPathComponent("dev"))
+                #expect(await conversation.waitFor("waiting for you to sign in"), "\(conversation.text)")
+                let shown = try #require(conversation.text.firstMatch(of: /or open (\S+)\)/)?.1)
+                #expect(conversation.text.contains(/enter the code [A-Z0-9-]+/))
+                _ = try await provider.browser(try #require(URL(string: String(shown))), device: true)
+                #expect(await conversation.waitFor("signed in as alice@example.org (Alice Example)"), "\(conversation.text)")
+                #expect(await conversation.waitFor("new passcode: "))
+                conversation.send("alice-passcode-1", "alice-passcode-1")
+                #expect(await conversation.waitFor("Setup complete"), "\(conversation.text)")
+                conversation.send("quit")
+                await conversation.end()
+                #expect(conversation.process.terminationStatus == 0, "\(conversation.text)")
+            }
+        }
+    }
+
     /// The quick start as a live conversation: what it printed so far, and lines to send.
     final class Conversation: Sendable {
         let process = ChildProcess()

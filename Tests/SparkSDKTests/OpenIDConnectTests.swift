@@ -8,71 +8,12 @@ import Testing
 
 @testable import SparkSDK
 
-/// A real OpenID provider (Glewlwyd, Debian's package, over HTTPS with a CA of the test's own),
-/// started by `scripts/openid-provider.py` in a directory of the test's, with the test user
-/// `alice`. Chromium (headless, through Selenium) plays the person at its pages.
-struct OpenIDProviderFixture: Sendable {
-    let directory: URL
-    let issuer: String
-    let caPEM: String
-    let user = "alice"
-    let password = "correct horse"
-    let clientID = "spark-test"
-    /// For a confidential client (a desktop client with a secret, as some providers issue).
-    var clientSecret: String? = nil
+typealias OpenIDProviderFixture = OpenIDTestProvider
 
-    static let script = "scripts/openid-provider.py"
-
-    static func start(in directory: URL) async throws -> OpenIDProviderFixture {
-        let path = directory.appendingPathComponent("provider").path
-        let line = try await Fixtures.python(script, ["start", path])
-        let state = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-        let issuer = try #require(state["issuer"] as? String)
-        let ca = try String(contentsOfFile: try #require(state["ca"] as? String), encoding: .utf8)
-        let fixture = OpenIDProviderFixture(directory: URL(fileURLWithPath: path), issuer: issuer, caPEM: ca)
-        _ = try await fixture.admin(["client", path, fixture.clientID])
-        return fixture
-    }
-
-    /// Runs the provider for `body`, stopping it after.
-    static func with<T>(_ body: (OpenIDProviderFixture) async throws -> T) async throws -> T {
-        try await Fixtures.withTemporaryDirectory { directory in
-            let provider = try await start(in: directory)
-            do {
-                let result = try await body(provider)
-                await provider.stop()
-                return result
-            } catch {
-                await provider.stop()
-                throw error
-            }
-        }
-    }
-
-    func admin(_ arguments: [String]) async throws -> String { try await Fixtures.python(Self.script, arguments) }
-
-    func stop() async { _ = try? await admin(["stop", directory.path]) }
-
-    /// Registers `redirectURI` for the test client (the provider matches redirect URIs exactly,
-    /// port included).
-    func register(redirectURI: String) async throws {
-        _ = try await admin(["client", directory.path, clientID + (clientSecret.map { ":" + $0 } ?? ""), redirectURI])
-    }
-
-    /// A new signing key at the provider, newest first; tokens under the old one still verify.
-    func rotateKey() async throws -> String {
-        let answer = try await admin(["rotate", directory.path])
-        return try #require(try JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: String])["kid"] ?? ""
-    }
-
-    /// Headless Chromium at `url`: the login form, then the consent; returns where it ended.
-    func browser(_ url: URL, device: Bool) async throws -> String {
-        try await admin([device ? "browser-device" : "browser-login", url.absoluteString, user, password])
-    }
-
+extension OpenIDTestProvider {
     func configuration(flow: BBMOIDCTokenManager.Flow, userClaim: String = "email") -> BBMOIDCTokenManager.Configuration {
         .init(
-            issuer: issuer, clientID: clientID, clientSecret: clientSecret, scopes: ["openid"], userClaim: userClaim,
+            issuer: issuer, clientID: clientID, scopes: ["openid"], userClaim: userClaim,
             trust: .certificateAuthority(pem: caPEM), flow: flow, timeout: .seconds(60))
     }
 

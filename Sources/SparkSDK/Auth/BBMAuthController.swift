@@ -206,6 +206,21 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         return account
     }
 
+    /// The organisation's OpenID provider (`authProvider` = `oidc`): signs in with the plist's
+    /// flow (`oidc.flow`: the browser, or a device code), showing the URL or code through the
+    /// presenter given to ``fromConfigFile(_:dataDirectory:customTokenRefresh:oidcPresenter:keyStorage:storeKey:)``,
+    /// and hands the ID token to the service.
+    ///
+    /// - Throws: ``AuthError/Code/wrongProvider`` for another provider;
+    ///   ``AuthError/Code/providerError`` when the provider refuses or a check fails.
+    @discardableResult
+    public func signInWithOpenID() async throws -> BBMAuthenticatedAccount {
+        let manager = try manager(BBMOIDCTokenManager.self, for: "signInWithOpenID()")
+        let account = try await signingIn { try await manager.signIn() }
+        await send(account)
+        return account
+    }
+
     /// The accounts assistant (`authProvider` = `accounts`): logs in with a user name and
     /// password and hands the token to the service.
     ///
@@ -271,6 +286,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         case is BBMTestTokenManager.Type: "test auth (authProvider testAuth)"
         case is BBMAccountsTokenManager.Type: "the accounts assistant (authProvider accounts)"
         case is BBMCustomTokenManager.Type: "the app's own tokens (authProvider custom)"
+        case is BBMOIDCTokenManager.Type: "an OpenID provider (authProvider oidc)"
         default: "\(type)"
         }
     }

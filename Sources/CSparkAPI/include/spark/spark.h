@@ -134,6 +134,17 @@ spark_status spark_log_in(spark_client *client, const char *user_name, const cha
 typedef char *(*spark_token_refresh)(void *context);
 spark_status spark_sign_in_token(spark_client *client, const char *jwt, spark_token_refresh refresh, void *context);
 
+/* oidc: signs in through the organisation's OpenID provider, with the flow the plist names
+ * (oidc.flow: browser, or device for a code entered on another device). `prompt` is called once,
+ * on the library's thread, with what to show the user: the `url` to open and, for the device
+ * flow, the `user_code` to enter there (NULL for the browser flow, whose redirect comes back to
+ * a loopback address this call listens on). NULL `prompt`: the URL and code are printed on
+ * standard error (and the browser opened with xdg-open where there is a display). Returns once
+ * the user signed in: SPARK_ERR_AUTH when the provider refused, a check of what it returned
+ * failed, or nobody signed in within five minutes. */
+typedef void (*spark_oidc_prompt)(void *context, const char *url, const char *user_code);
+spark_status spark_sign_in_oidc(spark_client *client, spark_oidc_prompt prompt, void *context);
+
 /* Signs out. With `wipe_keys` nonzero the device's keys and messages are deleted. */
 spark_status spark_sign_out(spark_client *client, int wipe_keys);
 
