@@ -84,6 +84,10 @@ answers() {
 answers echo-bot "hello bot" "$work/echo-bot" "$work/echo/ConfigSettings.plist" "$work/echo/bot" echo-bot 1
 
 echo "check-c: the Python package"
+# The OpenID test drives the provider and Chromium with the system's Python (bootstrap.sh
+# installed selenium there) and trusts the provider through spark-admin.
+swift build --product spark-admin >/dev/null
+export SPARK_ADMIN="$PWD/.build/debug/spark-admin" SPARK_SYSTEM_PYTHON="$(command -v python3)"
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check ./python pytest
 export SPARKSDK_LIBRARY="$work/prefix/lib/libsparksdk.so"

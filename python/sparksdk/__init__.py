@@ -199,6 +199,7 @@ _PASSCODE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes
 _CONFIRM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CEndpoint), ctypes.c_size_t)
 _REMOVE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_CEndpoint), ctypes.c_size_t)
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_OIDC_PROMPT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
 
 
 class _CHandlers(ctypes.Structure):
@@ -225,7 +226,7 @@ def _load() -> ctypes.CDLL:
     signatures = {
         "spark_last_error": ([], S), "spark_version": ([], S), "spark_free": ([P], None),
         "spark_client_open": ([S, S, ctypes.POINTER(P)], I), "spark_client_close": ([P], None),
-        "spark_sign_in_test": ([P, S], I), "spark_log_in": ([P, S, S], I), "spark_sign_out": ([P, I], I),
+        "spark_sign_in_test": ([P, S], I), "spark_sign_in_oidc": ([P, _OIDC_PROMPT, P], I), "spark_log_in": ([P, S, S], I), "spark_sign_out": ([P, I], I),
         "spark_complete_setup": ([P, ctypes.POINTER(_CHandlers)], I), "spark_is_set_up": ([P, out_s], I),
         "spark_is_connected": ([P], I),
         "spark_list_chats": ([P, ctypes.POINTER(ctypes.POINTER(_CChat)), ctypes.POINTER(SZ)], I),
@@ -339,6 +340,18 @@ class Client:
     def log_in(self, user_name: str, password: str) -> None:
         """accounts: the domain's sign-up assistant's credentials."""
         self._check(_library().spark_log_in(self._handle, user_name.encode(), password.encode()))
+
+    def sign_in_oidc(self, prompt: Optional[Callable[[str, Optional[str]], None]] = None) -> None:
+        """oidc: signs in through the organisation's OpenID provider with the plist's flow.
+        `prompt(url, user_code)` shows the user what to do: open `url` (and, for the device flow,
+        enter `user_code` there; None for the browser flow). Without it the URL and code are
+        printed on standard error. Returns once the user signed in."""
+        def show(_context, url, user_code):
+            if prompt is not None:
+                prompt(_text(url), _text(user_code))
+
+        callback = _OIDC_PROMPT(show) if prompt is not None else _OIDC_PROMPT()
+        self._check(_library().spark_sign_in_oidc(self._handle, callback, None))
 
     def sign_out(self, wipe_keys: bool = False) -> None:
         self._check(_library().spark_sign_out(self._handle, 1 if wipe_keys else 0))

@@ -182,3 +182,49 @@ def test_search_finds_words_prefixes_and_pages(directory):
         with pytest.raises(sparksdk.SparkError) as refused:
             alice.search("lu*")
         assert refused.value.status == sparksdk.Status.INVALID_ARGUMENT
+
+
+def test_sign_in_through_an_openid_provider(tmp_path):
+    """A real OpenID provider (Glewlwyd, started by scripts/openid-provider.py), a device code
+    approved on its pages by headless Chromium, then setup: the oidc provider through Python."""
+    import json
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(root, "scripts", "openid-provider.py")
+    # The provider's script and Chromium's driver run on the system's Python (bootstrap.sh).
+    system_python = os.environ.get("SPARK_SYSTEM_PYTHON", "python3")
+    state = json.loads(subprocess.run([system_python, script, "start", str(tmp_path / "provider")],
+                                      check=True, capture_output=True, text=True).stdout)
+    try:
+        subprocess.run([system_python, script, "client", str(tmp_path / "provider"), "spark-test"], check=True)
+        with open(tmp_path / "ConfigSettings.plist", "w") as plist:
+            plist.write(f"""<?xml version="1.0" encoding="UTF-8"?>
+<plist version="1.0"><dict>
+  <key>authProvider</key><string>oidc</string>
+  <key>oidc</key><dict><key>domain</key><string>pyoidc</string><key>environment</key><string>production</string>
+    <key>issuer</key><string>{state["issuer"]}</string><key>clientId</key><string>spark-test</string>
+    <key>userClaim</key><string>email</string><key>caFile</key><string>{state["ca"]}</string>
+    <key>flow</key><string>device</string><key>scopes</key><array><string>openid</string></array></dict>
+  <key>embeddedDomainPath</key><string>domain.sqlite</string>
+</dict></plist>
+""")
+        shown = []
+
+        def prompt(url, user_code):
+            shown.append((url, user_code))
+            subprocess.Popen([system_python, script, "browser-device", url, state["user"], state["password"]],
+                             stdout=subprocess.DEVNULL)
+
+        with sparksdk.Client(str(tmp_path / "ConfigSettings.plist"), str(tmp_path / "device")) as client:
+            admin = os.environ.get("SPARK_ADMIN", os.path.join(root, ".build", "debug", "spark-admin"))
+            subprocess.run([admin, "--domain", str(tmp_path / "domain.sqlite"), "issuer", "add", "--discover",
+                            state["issuer"], "--audience", "spark-test", "--user-claim", "email", "--ca", state["ca"]],
+                           check=True, capture_output=True)
+            client.sign_in_oidc(prompt)
+            assert len(shown) == 1 and shown[0][0].startswith(state["issuer"]) and shown[0][1]
+            client.complete_setup(passcode="alice-passcode-2026")
+            assert client.is_set_up
+    finally:
+        subprocess.run([system_python, script, "stop", str(tmp_path / "provider")])
