@@ -101,6 +101,41 @@ struct ConfigTests {
         }
     }
 
+    /// An `oidc` dictionary with `extra` keys, and without the keys named in `without`.
+    static func openID(_ extra: [String: String] = [:], without: Set<String> = []) -> String {
+        var keys = [
+            "domain": "acme", "environment": "production", "issuer": "https://id.example.com", "clientId": "spark-app",
+        ]
+        keys.merge(extra) { $1 }
+        let body = keys.filter { !without.contains($0.key) }.sorted { $0.key < $1.key }
+            .map { "<key>\($0.key)</key><string>\($0.value)</string>" }.joined()
+        return "<key>authProvider</key><string>oidc</string><key>oidc</key><dict>\(body)</dict>"
+    }
+
+    @Test func anOpenIDProviderIsConfiguredAndItsBadKeysAreNamed() throws {
+        let settings = try Self.decode(Self.openID(["userClaim": "email", "flow": "device"]))
+        let openID = try #require(settings.provider.openID)
+        #expect(openID.issuer == "https://id.example.com" && openID.clientID == "spark-app")
+        #expect(openID.userClaim == "email" && openID.flow == .device && openID.trust == .systemStore)
+        #expect(openID.scopes == ["openid", "profile", "email"])
+        #expect(settings.domain == "acme")
+        for (body, keyPath) in [
+            (Self.openID(without: ["clientId"]), "oidc.clientId"),
+            (Self.openID(["issuer": "http://id.example.com"]), "oidc.issuer"),
+            (Self.openID(["issuer": "not a url"]), "oidc.issuer"),
+            (Self.openID(["userClaim": "name"]), "oidc.userClaim"),
+            (Self.openID(["flow": "implicit"]), "oidc.flow"),
+            (Self.openID(["caFile": "/nonexistent/ca.pem"]), "oidc.caFile"),
+            (Self.openID(["redirectUri": "x"]), "oidc.redirectUri"),
+        ] {
+            let error = try #require(Self.error(body), "\(keyPath) was accepted")
+            #expect(error.keyPath == keyPath, "\(error)")
+        }
+        // http is for a provider on this machine only.
+        let loopback = try Self.decode(Self.openID(["issuer": "http://127.0.0.1:5556/dex"]))
+        #expect(loopback.provider.openID?.trust == .plainLoopback)
+    }
+
     @Test func everyKindOfBadValueNamesItsKey() throws {
         let missingDomain = try #require(
             Self.error(

@@ -97,8 +97,14 @@ public final class BBMOIDCTokenManager: BBMTokenManager {
 
     /// A manager caching credentials in `store`.
     ///
-    /// - Parameter presenter: shows the browser URL or the device code; by default
-    ///   ``defaultPresenter`` (opens the browser with `xdg-open` and prints to standard error).
+    /// - Parameters:
+    ///   - configuration: the provider and this client's registration with it.
+    ///   - store: where the credential (the refresh token among it) is kept, sealed.
+    ///   - providerKey: the credential's name in the store.
+    ///   - leeway: refresh this long before the ID token expires; also the clock skew tolerated.
+    ///   - clock: the time source.
+    ///   - presenter: shows the browser URL or the device code; by default
+    ///     ``defaultPresenter`` (opens the browser with `xdg-open` and prints to standard error).
     public init(
         configuration: Configuration, store: EndpointStore, providerKey: String = "oidc", leeway: TimeInterval = 60,
         clock: WallClock = .system, presenter: @escaping Presenter = BBMOIDCTokenManager.defaultPresenter
