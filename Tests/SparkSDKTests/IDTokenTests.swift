@@ -167,3 +167,19 @@ struct IDTokenTests {
         #expect(bad.reason != TokenValidator.unknownKey)
     }
 }
+
+@Suite("OpenID: how long a provider's keys are kept")
+struct ProviderKeyFreshnessTests {
+    @Test func cacheControlIsReadAndBounded() {
+        #expect(OpenIDClient.maxAge("public, max-age=3600, must-revalidate") == 3600)
+        #expect(OpenIDClient.maxAge("no-store") == 0)
+        #expect(OpenIDClient.maxAge("max-age=\"60\", no-cache") == 0)
+        #expect(OpenIDClient.maxAge("private") == nil)
+        #expect(OpenIDClient.maxAge("max-age=-5") == nil)
+        // Within 5 minutes and a day whatever the provider says; an hour when it says nothing.
+        #expect(DomainEngine.freshness(0) == 300)
+        #expect(DomainEngine.freshness(10 * 86_400) == 86_400)
+        #expect(DomainEngine.freshness(nil) == 3600)
+        #expect(DomainEngine.freshness(7200) == 7200)
+    }
+}

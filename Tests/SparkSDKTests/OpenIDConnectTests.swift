@@ -180,6 +180,26 @@ struct OpenIDConnectTests {
                 #expect(await domain.refreshDiscoveredKeys(provider.issuer) == false)
                 clock.advance(by: 61)
                 #expect(await domain.refreshDiscoveredKeys(provider.issuer) == true)
+                // Keys older than their freshness (Glewlwyd sends no-store: 5 minutes) are fetched
+                // again in the background after a request, which went on with the keys in hand.
+                let before = try #require(try domain.externalIssuers().first?.keysFreshUntil)
+                clock.advance(by: 301)
+                _ = try await domain.validate(token: token)
+                #expect(
+                    await eventually {
+                        ((try? domain.externalIssuers().first?.keysFreshUntil) ?? nil).map { $0 > before } ?? false
+                    })
+                // Glewlwyd answers a refresh with no new ID token (Core §12.2 allows it): the
+                // manager says so and signs out, rather than keep an expired token.
+                let later = TestClock(Date().addingTimeInterval(7200))
+                let expired = try BBMOIDCTokenManager(
+                    configuration: provider.configuration(flow: .device, userClaim: "sub"), store: store,
+                    clock: later.wallClock, presenter: { _ in })
+                let error = await #expect(throws: AuthError.self) { try await expired.signInSilently() }
+                #expect(
+                    error?.code == .refreshFailed && error?.reason.contains("no new ID token") == true,
+                    "\(String(describing: error))")
+                #expect(await expired.account == nil)
                 return (token, provider.issuer)
             }
             // The provider is gone: the fetch fails, and the last good keys stay in use.

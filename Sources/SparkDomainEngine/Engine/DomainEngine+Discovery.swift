@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkLock
@@ -106,7 +106,7 @@ extension DomainEngine {
     }
 
     /// How long keys fetched with this `max-age` are used, within ``keyFreshness``.
-    static func freshness(_ maxAge: TimeInterval?) -> TimeInterval {
+    package static func freshness(_ maxAge: TimeInterval?) -> TimeInterval {
         min(max(maxAge ?? defaultKeyFreshness, keyFreshness.lowerBound), keyFreshness.upperBound)
     }
 

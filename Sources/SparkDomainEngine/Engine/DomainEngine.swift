@@ -289,7 +289,9 @@ package final class DomainEngine: DomainService {
     /// is checked once more against the rows as stored, so an issuer trusted through another
     /// instance a moment ago is trusted here too.
     package func validate(token: String) async throws -> VerifiedIdentity {
-        refreshDueKeys()
+        // Keys of providers trusted by discovery that aged past their freshness are fetched again
+        // in the background; this request goes on with the keys in hand.
+        defer { refreshDueKeys() }
         do {
             return try await validateOnce(token)
         } catch let error as DomainError where error.reason == TokenValidator.unknownKey {
