@@ -85,6 +85,12 @@ public protocol DomainService: Sendable {
     /// the challenge of one of this endpoint's passcode attempts. Each challenge works once. An
     /// endpoint waiting to take the profile over becomes the active one.
     func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws
+    /// Proves the unlock as ``proveUnlock(token:endpointID:challenge:signature:)`` does, with the
+    /// signature over ``passcodeRetireMessage(userID:endpointID:challenge:version:)``, and makes
+    /// `version` (the user's current passcode key version, or the next) the current one: the
+    /// domain then evaluates passcodes under no older version, so a backup made before a passcode
+    /// change opens nothing, even with the old passcode.
+    func retirePasscodeKeys(token: String, endpointID: String, challenge: Data, signature: Data, version: Int) async throws
     /// Publishes the user's public identity (signed by its own signing key).
     func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws
     /// Looks up a user's published identity.

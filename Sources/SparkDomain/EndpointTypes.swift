@@ -256,6 +256,57 @@ public func unlockProofMessage(userID: String, endpointID: String, challenge: Da
     Data("spark-unlock-v1".utf8) + [0] + Data(userID.utf8) + [0] + Data(endpointID.utf8) + [0] + challenge
 }
 
+/// What an Ed25519 signature by the identity key covers to make `version` the user's passcode
+/// key version (`docs/FORMATS.md`): `"spark-passcode-retire-v1" ‖ 0x00 ‖ userID ‖ 0x00 ‖
+/// endpointID ‖ 0x00 ‖ version (u64, big-endian) ‖ challenge`. After it the domain no longer
+/// evaluates passcodes under the user's older versions: backups made under them open nothing.
+public func passcodeRetireMessage(userID: String, endpointID: String, challenge: Data, version: Int) -> Data {
+    var number = UInt64(max(0, version)).bigEndian
+    var message = Data("spark-passcode-retire-v1".utf8)
+    message.append(0)
+    message.append(Data(userID.utf8))
+    message.append(0)
+    message.append(Data(endpointID.utf8))
+    message.append(0)
+    message.append(Data(bytes: &number, count: 8))
+    message.append(challenge)
+    return message
+}
+
+/// A user's passcode key as a backup names it: the domain's seed (`k1`, `k2`, … rotated by the
+/// operator) and the user's own version of it (bumped by each passcode change), written `k1` for
+/// version 1 and `k1~3` for version 3.
+public struct PasscodeKeyID: Sendable, Hashable, CustomStringConvertible {
+    /// The domain's seed id.
+    public var seed: String
+    /// The user's version, from 1.
+    public var version: Int
+
+    /// A key id.
+    public init(seed: String, version: Int) {
+        self.seed = seed
+        self.version = version
+    }
+
+    /// Parses `k1` or `k1~3`; nil for anything else (an empty seed, a version below 1 or not a
+    /// plain decimal number).
+    public init?(_ text: String) {
+        let parts = text.split(separator: "~", omittingEmptySubsequences: false)
+        guard let seed = parts.first, !seed.isEmpty, parts.count <= 2 else { return nil }
+        if parts.count == 2 {
+            guard parts[1].allSatisfy(\.isASCII), parts[1].allSatisfy(\.isNumber), parts[1].count <= 9,
+                let version = Int(parts[1]), version >= 1
+            else { return nil }
+            self.init(seed: String(seed), version: version)
+        } else {
+            self.init(seed: String(seed), version: 1)
+        }
+    }
+
+    /// `k1` for version 1, `k1~3` otherwise.
+    public var description: String { version == 1 ? seed : "\(seed)~\(version)" }
+}
+
 /// What an Ed25519 signature by the current identity key covers to reset the identity at once
 /// (`docs/FORMATS.md`): `"spark-identity-reset-v1" ‖ 0x00 ‖ userID ‖ 0x00 ‖ endpointID ‖ 0x00 ‖
 /// keyVersion (u64, big-endian)`.

@@ -373,6 +373,12 @@ package final class DomainRouter: Sendable {
             return try WireCoder.encode(
                 try await domain.evaluatePasscode(
                     token: token, endpointID: endpoint, blindedElement: body.blindedElement, keyID: body.keyID))
+        case .retirePasscodeKeys:
+            let body = try call.body(Wire.PasscodeRetirement.self)
+            let (token, endpoint) = try call.credential()
+            try await domain.retirePasscodeKeys(
+                token: token, endpointID: endpoint, challenge: body.challenge, signature: body.signature, version: body.version)
+            return try call.empty()
         case .proveUnlock:
             let body = try call.body(Wire.UnlockProof.self)
             let (token, endpoint) = try call.credential()

@@ -135,6 +135,13 @@ public final class HostileDomain: DomainService {
         try await inner.evaluatePasscode(token: token, endpointID: endpointID, blindedElement: blindedElement, keyID: keyID)
     }
     /// Forwarded, or rewritten as the test told it.
+    public func retirePasscodeKeys(token: String, endpointID: String, challenge: Data, signature: Data, version: Int)
+        async throws
+    {
+        try await inner.retirePasscodeKeys(
+            token: token, endpointID: endpointID, challenge: challenge, signature: signature, version: version)
+    }
+    /// Forwarded, or rewritten as the test told it.
     public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
         try await inner.proveUnlock(token: token, endpointID: endpointID, challenge: challenge, signature: signature)
     }

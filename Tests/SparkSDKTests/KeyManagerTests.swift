@@ -117,10 +117,10 @@ struct KeyManagerTests {
             #expect(throws: CryptoError(.authenticationFailure, "")) {
                 try JWE.decrypt(profileAfter.data, keyEncryptionKey: oldKey)
             }
-            // What an old copy still opens (docs/SECURITY.md, "What the passcode protects"): a copy of both
-            // old blobs, with the old passcode, opens the identity keys as they were, and until a
-            // reset replaces them those are the current ones. Changing the passcode does not
-            // revoke them; a reset does.
+            // What an old copy still opens with the operator's secret (docs/SECURITY.md, "What a
+            // malicious operator can still do"): whoever holds passcode.keys derives the retired
+            // key version too, and with the old passcode opens the identity keys as they were.
+            // Through the domain it opens nothing (aPasscodeChangeRetiresTheOldBackup).
             let managementAfter = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
             let newKey = try PasscodeHardeningTests.managementKey(
                 of: managementAfter.data, passcode: "second-passcode", userID: "alice", domain: keys.harness.domain)
@@ -158,6 +158,88 @@ struct KeyManagerTests {
             let (third, thirdCaller) = try await keys.device("tablet")
             let opened = try await third.unlock(passcode: try #require(winners.last), caller: thirdCaller)
             #expect(opened.signing.publicKey == created.signing.publicKey)
+        }
+    }
+
+    /// After a passcode change, a copy of both old blobs with the old passcode opens nothing: the
+    /// domain evaluates no passcode under the key version they were made with. Only the identity
+    /// key retires a version, so a stolen token cannot strand the user's backup.
+    @Test func aPasscodeChangeRetiresTheOldBackup() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let domain = keys.harness.domain
+            let (laptop, laptopCaller) = try await keys.device("laptop")
+            let created = try await laptop.createKeys(passcode: "first-passcode", caller: laptopCaller)
+            let profileBefore = try await keys.blob(KeyBlob.profileName, endpoint: "laptop")
+            let managementBefore = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
+            try await laptop.changePasscode(from: "first-passcode", to: "second-passcode", caller: laptopCaller)
+            let profileAfter = try await keys.blob(KeyBlob.profileName, endpoint: "laptop")
+            let managementAfter = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
+            let oldKeyID = try #require(try JWE.header(of: managementBefore.data).oprf?.keyID)
+            let newKeyID = try #require(try JWE.header(of: managementAfter.data).oprf?.keyID)
+            #expect(PasscodeKeyID(oldKeyID)?.version == 1 && PasscodeKeyID(newKeyID)?.version == 2, "\(oldKeyID) → \(newKeyID)")
+
+            // The old version is evaluated no more, and asking costs no attempt.
+            let blinded = try OPRF.passcodeHardening.blind(SecureBytes(randomCount: 32))
+            let refused = await #expect(throws: DomainError.self) {
+                try await domain.evaluatePasscode(
+                    token: keys.token, endpointID: "laptop", blindedElement: blinded.element, keyID: oldKeyID)
+            }
+            #expect(refused?.code == .notFound && refused?.reason.contains("retired") == true)
+
+            // A thief with a copy of the old blobs (put back where a device reads them) and the old
+            // passcode, through the SDK as any device: nothing opens.
+            let (thief, thiefCaller) = try await keys.device("thief")
+            _ = try await domain.putKeyBlobs(
+                token: keys.token, endpointID: "laptop",
+                writes: [
+                    KeyBlobWrite(name: KeyBlob.profileName, data: profileBefore.data, expectedVersion: profileAfter.version),
+                    KeyBlobWrite(
+                        name: KeyBlob.managementName, data: managementBefore.data, expectedVersion: managementAfter.version),
+                ])
+            let stolen = await #expect(throws: KeyManagementError.self) {
+                try await thief.unlock(passcode: "first-passcode", caller: thiefCaller)
+            }
+            #expect(stolen?.domainCode == .notFound, "\(String(describing: stolen))")
+            let restored = try await keys.blob(KeyBlob.profileName, endpoint: "laptop").version
+            let restoredManagement = try await keys.blob(KeyBlob.managementName, endpoint: "laptop").version
+            _ = try await domain.putKeyBlobs(
+                token: keys.token, endpointID: "laptop",
+                writes: [
+                    KeyBlobWrite(name: KeyBlob.profileName, data: profileAfter.data, expectedVersion: restored),
+                    KeyBlobWrite(name: KeyBlob.managementName, data: managementAfter.data, expectedVersion: restoredManagement),
+                ])
+
+            // A stolen token cannot retire a version: the identity key must sign it.
+            let attempt = try await domain.evaluatePasscode(
+                token: keys.token, endpointID: "thief", blindedElement: blinded.element, keyID: nil)
+            #expect(attempt.requested.keyID == newKeyID)
+            let forged = try Ed25519.PrivateKey().signature(
+                for: passcodeRetireMessage(userID: "alice", endpointID: "thief", challenge: attempt.challenge, version: 3))
+            await #expect(throws: DomainError.self) {
+                try await domain.retirePasscodeKeys(
+                    token: keys.token, endpointID: "thief", challenge: attempt.challenge, signature: forged, version: 3)
+            }
+            // Nor jump versions, even signed.
+            let signed = try created.signing.signature(
+                for: passcodeRetireMessage(userID: "alice", endpointID: "thief", challenge: attempt.challenge, version: 4))
+            let jump = await #expect(throws: DomainError.self) {
+                try await domain.retirePasscodeKeys(
+                    token: keys.token, endpointID: "thief", challenge: attempt.challenge, signature: signed, version: 4)
+            }
+            #expect(jump?.code == .conflict)
+
+            // The current backup and passcode open on a new device, and a second change retires again.
+            let (phone, phoneCaller) = try await keys.device("phone")
+            #expect(
+                try await phone.unlock(passcode: "second-passcode", caller: phoneCaller).signing.publicKey
+                    == created.signing.publicKey)
+            try await phone.changePasscode(from: "second-passcode", to: "third-passcode", caller: phoneCaller)
+            let third = try #require(try JWE.header(of: try await keys.blob(KeyBlob.managementName, endpoint: "phone").data).oprf)
+            #expect(PasscodeKeyID(third.keyID)?.version == 3)
+            await #expect(throws: KeyManagementError.self) {
+                try await thief.unlock(passcode: "second-passcode", caller: thiefCaller)
+            }
         }
     }
 

@@ -84,6 +84,10 @@ final class CountingDomain: DomainService {
     func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
         try await inner.proveUnlock(token: token, endpointID: endpointID, challenge: challenge, signature: signature)
     }
+    func retirePasscodeKeys(token: String, endpointID: String, challenge: Data, signature: Data, version: Int) async throws {
+        try await inner.retirePasscodeKeys(
+            token: token, endpointID: endpointID, challenge: challenge, signature: signature, version: version)
+    }
     func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
         try await inner.publishIdentity(token: token, endpointID: endpointID, identity: identity)
     }

@@ -186,6 +186,15 @@ public final class RemoteDomain: DomainService {
             endpoint: endpointID)
     }
 
+    /// `POST /v1/key-blobs/retire-passcode-keys`: proves the unlock and retires older passcode keys.
+    public func retirePasscodeKeys(token: String, endpointID: String, challenge: Data, signature: Data, version: Int)
+        async throws
+    {
+        let _: Wire.Empty = try await client.call(
+            .retirePasscodeKeys, Wire.PasscodeRetirement(challenge: challenge, signature: signature, version: version),
+            token: token, endpoint: endpointID)
+    }
+
     /// `POST /v1/key-blobs/prove-unlock`: proves the keys were unlocked.
     public func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
         let _: Wire.Empty = try await client.call(

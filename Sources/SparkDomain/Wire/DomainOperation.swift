@@ -14,7 +14,8 @@ package enum DomainOperation: String, CaseIterable, Sendable {
     case signUp, activate, resendActivationCode, logIn, refresh, revoke, requestPasswordReset, resetPassword
     case registerEndpoint, endpoints, setEndpointNickname, deregisterEndpoint, checkIn, publishEndpointCredential,
         approveEndpoint
-    case fetchKeyBlob, putKeyBlob, putKeyBlobs, evaluatePasscode, proveUnlock, publishIdentity, identity, resetIdentity,
+    case fetchKeyBlob, putKeyBlob, putKeyBlobs, evaluatePasscode, proveUnlock, retirePasscodeKeys, publishIdentity, identity,
+        resetIdentity,
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
     case publishKeyPackages, claimKeyPackages, keyPackageCount
@@ -68,7 +69,8 @@ package enum DomainOperation: String, CaseIterable, Sendable {
     /// the domain makes idempotent). The client retries only these.
     package var isIdempotent: Bool {
         switch self {
-        case .evaluatePasscode, .proveUnlock, .resetIdentity, .signUp, .activate, .resendActivationCode, .logIn, .refresh,
+        case .evaluatePasscode, .proveUnlock, .retirePasscodeKeys, .resetIdentity, .signUp, .activate, .resendActivationCode,
+            .logIn, .refresh,
             .requestPasswordReset, .resetPassword, .adminInfraction, .testToken, .adminTestToken, .claimKeyPackages:
             false
         default: true
@@ -147,6 +149,7 @@ package enum DomainOperation: String, CaseIterable, Sendable {
         case .putKeyBlob: return Route(path: "key-blobs/put", access: .endpoint, summary: "Writes a key blob if its version is the expected one", request: .body(.object([("name", .string, true), ("data", .bytes, true), ("expectedVersion", .integer, false)])), response: .object([("version", .integer, true)]))
         case .putKeyBlobs: return Route(path: "key-blobs/put-all", access: .endpoint, summary: "Writes several key blobs at once, each if its version is the expected one", request: .body(.object([("writes", .array(.ref("KeyBlobWrite")), true)])), response: .object([("versions", .array(.integer), true)]))
         case .evaluatePasscode: return Route(path: "passcodes/evaluate", access: .endpoint, summary: "One counted passcode attempt: the OPRF evaluation of a blinded passcode", request: .body(.object([("blindedElement", .bytes, true), ("keyID", .string, false)])), response: .ref("PasscodeEvaluation"))
+        case .retirePasscodeKeys: return Route(path: "key-blobs/retire-passcode-keys", access: .endpoint, summary: "Proves the keys were unlocked and retires the user's older passcode key versions", request: .body(.object([("challenge", .bytes, true), ("signature", .bytes, true), ("version", .integer, true)])), response: empty)
         case .proveUnlock: return Route(path: "key-blobs/prove-unlock", access: .endpoint, summary: "Proves the keys were unlocked", request: .body(.object([("challenge", .bytes, true), ("signature", .bytes, true)])), response: empty)
         case .publishIdentity: return Route(path: "identities/publish", access: .endpoint, summary: "Publishes the user's public identity", request: .body(.ref("PublishedIdentity")), response: empty)
         case .identity: return Route(path: "identities", access: .endpoint, summary: "A user's published identity", request: .query(.object([("userID", .string, true)])), response: .object([("identity", .ref("PublishedIdentity"), false)]))

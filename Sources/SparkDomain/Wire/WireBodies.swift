@@ -242,6 +242,22 @@ package enum Wire {
         }
     }
 
+    /// A proof of unlock that also retires the user's older passcode key versions.
+    package struct PasscodeRetirement: Codable, Sendable, Equatable {
+        /// The challenge of one of this endpoint's passcode attempts.
+        package var challenge: Data
+        /// The identity key's signature over ``passcodeRetireMessage(userID:endpointID:challenge:version:)``.
+        package var signature: Data
+        /// The version that becomes current.
+        package var version: Int
+        /// A body.
+        package init(challenge: Data, signature: Data, version: Int) {
+            self.challenge = challenge
+            self.signature = signature
+            self.version = version
+        }
+    }
+
     /// A commit to order.
     package struct PostCommit: Codable, Sendable, Equatable {
         /// The chat.

@@ -21,8 +21,11 @@ extension DomainEngine {
         -> PasscodeEvaluation
     {
         let user = try await validate(token: token).userID
-        let requestedID = keyID ?? passcodeKeys.currentKeyID
-        guard requestedID.count <= 64 else { throw DomainError(.invalidRequest, "a passcode key id is at most 64 characters") }
+        guard (keyID?.count ?? 0) <= 64 else { throw DomainError(.invalidRequest, "a passcode key id is at most 64 characters") }
+        let requestedKey = try keyID.map { text -> PasscodeKeyID in
+            guard let id = PasscodeKeyID(text) else { throw DomainError(.invalidRequest, "'\(text)' is no passcode key id") }
+            return id
+        }
         func evaluation(_ id: String) throws -> PasscodeEvaluation.Evaluation {
             let key = try passcodeKeys.userKey(id, userID: user)
             do {
@@ -36,10 +39,26 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         // The attempt is counted (or refused past the limit) before any OPRF work: a caller past
         // the limit costs the domain one transaction, not a scalar multiplication and a proof.
-        let (challenge, attemptsLeft) = try await storage {
+        let (challenge, attemptsLeft, version) = try await storage {
             // Serializable: two parallel attempts cannot both read the count below the limit.
-            try await store.write { db -> (Data, Int) in
+            try await store.write { db -> (Data, Int, Int) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
+                let version = try Self.passcodeKeyVersion(db, user: user)
+                if let requestedKey {
+                    // A backup made before the passcode changed names an older version: retired,
+                    // so the old blobs with the old passcode open nothing (and nothing is counted).
+                    guard requestedKey.version >= version else {
+                        throw DomainError(
+                            .notFound,
+                            "this backup was made under passcode key version \(requestedKey.version), retired when the passcode changed (now version \(version)): it opens nothing"
+                        )
+                    }
+                    guard requestedKey.version <= version + 1 else {
+                        throw DomainError(
+                            .invalidRequest,
+                            "passcode key version \(requestedKey.version) does not exist (the user's is \(version))")
+                    }
+                }
                 let recent = try db.row(
                     "SELECT count(*), min(issued_at) FROM unlock_challenges WHERE user_id = ? AND proven = 0 AND issued_at > ?",
                     [user, now - 3600])
@@ -61,12 +80,19 @@ extension DomainEngine {
                 try db.execute(
                     "INSERT INTO unlock_challenges(challenge, user_id, endpoint_id, issued_at) VALUES (?, ?, ?, ?)",
                     [challenge, user, endpointID, now])
-                return (challenge, policy.unlockAttemptsPerHour - count - 1)
+                return (challenge, policy.unlockAttemptsPerHour - count - 1, version)
             }
         }
+        let currentID = PasscodeKeyID(seed: passcodeKeys.currentKeyID, version: version).description
+        let requestedID = requestedKey?.description ?? currentID
         let requested = try evaluation(requestedID)
-        let current = requestedID == passcodeKeys.currentKeyID ? nil : try evaluation(passcodeKeys.currentKeyID)
+        let current = requestedID == currentID ? nil : try evaluation(currentID)
         return PasscodeEvaluation(requested: requested, current: current, challenge: challenge, attemptsLeft: attemptsLeft)
+    }
+
+    /// The user's passcode key version (1 until their first passcode change).
+    static func passcodeKeyVersion(_ db: any DomainStatements, user: String) throws -> Int {
+        try db.scalar("SELECT version FROM passcode_key_versions WHERE user_id = ?", [user], as: Int.self) ?? 1
     }
 
     /// Accepts a proof of unlock: a signature by the published identity over the challenge of
@@ -77,27 +103,64 @@ extension DomainEngine {
         let now = clock.now().timeIntervalSince1970
         try await storage {
             try await store.write { db in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
-                guard
-                    let issuedAt = try db.scalar(
-                        "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ? AND proven = 0",
-                        [challenge, user, endpointID], as: Double.self), issuedAt > now - Self.challengeLifetime
-                else { throw DomainError(.invalidProof, "the unlock challenge is unknown, already used or expired") }
-                guard let identity = try Self.identity(db, user: user),
-                    let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
-                    key.isValidSignature(
-                        signature, for: unlockProofMessage(userID: user, endpointID: endpointID, challenge: challenge))
-                else { throw DomainError(.invalidProof, "the unlock proof does not verify with the user's identity key") }
-                try db.execute("UPDATE unlock_challenges SET proven = 1 WHERE challenge = ?", [challenge])
-                let pending = try db.scalar(
-                    "SELECT takeover_pending FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Int.self)
-                if pending == 1 {
-                    try db.execute(
-                        "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL AND active = 1",
-                        ["superseded: another device took the profile over", user, endpointID])
-                    try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
-                }
+                try Self.acceptUnlockProof(
+                    db, user: user, endpointID: endpointID, challenge: challenge, now: now, signature: signature,
+                    message: unlockProofMessage(userID: user, endpointID: endpointID, challenge: challenge))
             }
+        }
+    }
+
+    /// A proof of unlock (as ``proveUnlock(token:endpointID:challenge:signature:)``) that makes
+    /// `version` the user's passcode key version: the current one or the next, never a jump and
+    /// never back. From then on no older version is evaluated. Only the identity key signs it, so
+    /// a stolen token cannot retire the backup the user's devices rely on.
+    package func retirePasscodeKeys(token: String, endpointID: String, challenge: Data, signature: Data, version: Int)
+        async throws
+    {
+        let user = try await validate(token: token).userID
+        let now = clock.now().timeIntervalSince1970
+        try await storage {
+            try await store.write { db in
+                let current = try Self.passcodeKeyVersion(db, user: user)
+                guard version == current || version == current + 1 else {
+                    throw DomainError(
+                        .conflict, "the user's passcode key version is \(current); \(version) is neither it nor the next")
+                }
+                try Self.acceptUnlockProof(
+                    db, user: user, endpointID: endpointID, challenge: challenge, now: now, signature: signature,
+                    message: passcodeRetireMessage(userID: user, endpointID: endpointID, challenge: challenge, version: version))
+                try db.execute(
+                    """
+                    INSERT INTO passcode_key_versions(user_id, version) VALUES (?, ?)
+                    ON CONFLICT(user_id) DO UPDATE SET version = excluded.version
+                    """, [user, version])
+            }
+        }
+    }
+
+    /// Checks a proof of unlock (a fresh challenge of this endpoint, signed by the published
+    /// identity over `message`), marks the challenge used and completes a pending take-over.
+    private static func acceptUnlockProof(
+        _ db: any DomainStatements, user: String, endpointID: String, challenge: Data, now: Double, signature: Data,
+        message: Data
+    ) throws {
+        try requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
+        guard
+            let issuedAt = try db.scalar(
+                "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ? AND proven = 0",
+                [challenge, user, endpointID], as: Double.self), issuedAt > now - challengeLifetime
+        else { throw DomainError(.invalidProof, "the unlock challenge is unknown, already used or expired") }
+        guard let identity = try identity(db, user: user),
+            let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
+            key.isValidSignature(signature, for: message)
+        else { throw DomainError(.invalidProof, "the unlock proof does not verify with the user's identity key") }
+        try db.execute("UPDATE unlock_challenges SET proven = 1 WHERE challenge = ?", [challenge])
+        let pending = try db.scalar("SELECT takeover_pending FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Int.self)
+        if pending == 1 {
+            try db.execute(
+                "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL AND active = 1",
+                ["superseded: another device took the profile over", user, endpointID])
+            try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
         }
     }
 

@@ -8,7 +8,9 @@ import SparkLock
 /// alone cannot test a single passcode guess.
 ///
 /// Each user gets their own key, `DeriveKeyPair(seed, "spark-passcode-v1" ‖ 0x00 ‖ userID)`, so
-/// an evaluation for one user says nothing about another's. The file is JSON, mode 0600:
+/// an evaluation for one user says nothing about another's; each passcode change moves the user
+/// to a new version of it (`… ‖ 0x00 ‖ "v" ‖ n`, key id `k1~n`), and the domain evaluates under
+/// no older version, so a backup made before the change opens nothing. The file is JSON, mode 0600:
 ///
 /// ```json
 /// {"current": "k2", "keys": {"k1": "<32 bytes, base64url>", "k2": "<32 bytes, base64url>"}}
@@ -63,14 +65,17 @@ package struct PasscodeKeys: Sendable {
     ///
     /// - Throws: ``DomainError/Code/notFound`` for a key this domain does not hold (retired).
     package func userKey(_ keyID: String, userID: String) throws -> OPRF.PrivateKey {
-        guard let seed = seeds[keyID] else {
-            throw DomainError(
-                .notFound, "the domain no longer holds passcode key \(keyID); the backup made under it cannot be opened")
+        guard let id = PasscodeKeyID(keyID) else {
+            throw DomainError(.invalidRequest, "'\(keyID.prefix(64))' is no passcode key id")
         }
-        let name = "\(keyID)\u{0}\(userID)"
+        guard let seed = seeds[id.seed] else {
+            throw DomainError(
+                .notFound, "the domain no longer holds passcode key \(id.seed); the backup made under it cannot be opened")
+        }
+        let name = "\(id)\u{0}\(userID)"
         if let known = derived.key(name) { return known }
         do {
-            let key = try OPRF.passcodeHardening.deriveKey(seed: seed, info: Self.keyInfo(userID: userID))
+            let key = try OPRF.passcodeHardening.deriveKey(seed: seed, info: Self.keyInfo(userID: userID, version: id.version))
             derived.keep(key, as: name)
             return key
         } catch {
@@ -78,8 +83,13 @@ package struct PasscodeKeys: Sendable {
         }
     }
 
-    /// `"spark-passcode-v1" ‖ 0x00 ‖ UTF8(userID)`, the info of each user's key.
-    package static func keyInfo(userID: String) -> Data { Data("spark-passcode-v1".utf8) + [0] + Data(userID.utf8) }
+    /// `"spark-passcode-v1" ‖ 0x00 ‖ UTF8(userID)`, the info of each user's key at version 1;
+    /// from version 2, followed by `0x00 ‖ "v" ‖ version` in decimal (a passcode change bumps it).
+    package static func keyInfo(userID: String, version: Int = 1) -> Data {
+        var info = Data("spark-passcode-v1".utf8) + [0] + Data(userID.utf8)
+        if version > 1 { info += [0] + Data("v\(version)".utf8) }
+        return info
+    }
 
     // MARK: The file
 

@@ -397,6 +397,14 @@ package enum DomainMigrations {
                 .both("ALTER TABLE external_issuers ADD COLUMN last_fetch_error TEXT"),
             ]
         ),
+        (
+            "v21-passcode-key-versions",
+            [
+                // Each user's passcode key version (absent: 1), bumped by a passcode change; the
+                // domain evaluates passcodes under this version or the next, never an older one.
+                .both("CREATE TABLE passcode_key_versions (user_id TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+            ]
+        ),
     ]
 
     /// `statement` as `dialect` takes it; nil when it is for the other one.

@@ -160,16 +160,29 @@ public final class BBMKeyManager: Sendable {
         return opened.keys
     }
 
-    /// Changes the passcode: the old one is required. A new management key is made and both
-    /// blobs are re-written in one step, so a backup copied before, opened with the old
-    /// passcode, no longer opens the current keys; refused with ``KeyManagementError/Code/conflict``
-    /// if another device changed them meanwhile.
+    /// Changes the passcode: the old one is required. A new management key is made under the
+    /// user's next passcode key version and both blobs are re-written in one step; then the
+    /// domain retires the older versions, so a backup copied before, even with the old passcode,
+    /// opens nothing (the domain no longer evaluates passcodes for it). Refused with
+    /// ``KeyManagementError/Code/conflict`` if another device changed them meanwhile.
     public func changePasscode(from old: String, to new: String, caller: Caller) async throws {
         try Self.checkPasscode(new, userID: caller.userID)
         let opened = try await openKeys(passcode: old, caller: caller)
-        try await prove(opened.attempt.challenge, with: opened.keys, caller: caller)
+        // The backup's version, and the domain's (its current key, when the backup is not under it).
+        let backup = PasscodeKeyID(opened.attempt.parameters.keyID)
+        let domainKey = opened.attempt.current.flatMap { PasscodeKeyID($0.parameters.keyID) } ?? backup
+        var version = domainKey?.version ?? 1
+        if let backup, backup.version > version {
+            // A change interrupted before its retirement: finish it with this unlock's proof.
+            try await retire(opened.attempt.challenge, version: backup.version, with: opened.keys, caller: caller)
+            version = backup.version
+        } else {
+            try await prove(opened.attempt.challenge, with: opened.keys, caller: caller)
+        }
+        // A backup from before the OPRF names no key: the new one is made under the current key.
+        let next = domainKey.map { PasscodeKeyID(seed: $0.seed, version: version + 1) }
         let managementKey = SymmetricKey(size: .bits256)
-        let (management, attempt) = try await protect(managementKey, passcode: new, caller: caller)
+        let (management, attempt) = try await protect(managementKey, passcode: new, caller: caller, keyID: next)
         let profile = try Self.wrapProfile(opened.keys, under: managementKey)
         do {
             try await storage.store(
@@ -182,8 +195,19 @@ public final class BBMKeyManager: Sendable {
         } catch let error as DomainError {
             throw KeyManagementError(.refused, error.reason, domainCode: error.code)
         }
-        // The change succeeded; a failed proof only leaves one attempt counted this hour.
-        try? await prove(attempt.challenge, with: opened.keys, caller: caller)
+        guard let next else {
+            // The change succeeded; a failed proof only leaves one attempt counted this hour.
+            try? await prove(attempt.challenge, with: opened.keys, caller: caller)
+            return
+        }
+        do {
+            try await retire(attempt.challenge, version: next.version, with: opened.keys, caller: caller)
+        } catch let error as KeyManagementError {
+            throw KeyManagementError(
+                .refused,
+                "the passcode changed, but the backup made under the old one is not retired yet (\(error.reason)); the next passcode change retires it",
+                domainCode: error.domainCode)
+        }
     }
 
     /// A forgotten passcode: new identity keys under a new passcode. Without the current keys
@@ -246,12 +270,12 @@ public final class BBMKeyManager: Sendable {
 
     /// The management key under `passcode`: a fresh salt, one evaluation (the domain's current
     /// key, pinned in the header from now on).
-    private func protect(_ managementKey: SymmetricKey, passcode: String, caller: Caller) async throws -> (
-        Data, PasscodeProtection.Attempt
-    ) {
+    private func protect(_ managementKey: SymmetricKey, passcode: String, caller: Caller, keyID: PasscodeKeyID? = nil)
+        async throws -> (Data, PasscodeProtection.Attempt)
+    {
         let salt = SystemRandom.bytes(count: 16)
         let attempt = try await PasscodeProtection(domain: domain, caller: caller).attempt(
-            passcode: passcode, salt: salt, iterations: passcodeIterations, keyID: nil, pinned: nil)
+            passcode: passcode, salt: salt, iterations: passcodeIterations, keyID: keyID?.description, pinned: nil)
         return (try Self.wrapManagement(managementKey, under: attempt.key, parameters: attempt.parameters), attempt)
     }
 
@@ -393,6 +417,19 @@ public final class BBMKeyManager: Sendable {
             return try body()
         } catch let error as CryptoError where error.code == .authenticationFailure {
             return nil
+        }
+    }
+
+    /// Signs a passcode attempt's challenge with `version` and sends it: the proof of unlock that
+    /// makes `version` the user's passcode key version and retires the older ones.
+    private func retire(_ challenge: Data, version: Int, with keys: UnlockedKeys, caller: Caller) async throws {
+        let signature = try keys.signing.signature(
+            for: passcodeRetireMessage(
+                userID: caller.userID, endpointID: caller.endpointID, challenge: challenge, version: version))
+        try await KeyManagementError.refusing {
+            try await domain.retirePasscodeKeys(
+                token: caller.token, endpointID: caller.endpointID, challenge: challenge, signature: signature,
+                version: version)
         }
     }
 
