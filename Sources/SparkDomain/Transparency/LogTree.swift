@@ -1,0 +1,128 @@
+public import Foundation
+import SparkCrypto
+
+/// Key transparency's log tree (draft-ietf-keytrans-protocol, "Log Tree"): a left-balanced
+/// binary Merkle tree over the log's entries, one a prefix-tree root per update, hashed with
+/// SHA-256 (`KT_128_SHA256_P256`):
+///
+/// ```text
+/// leaf value   = SHA-256(commitment ‖ prefix_tree_root)
+/// parent value = SHA-256(content(left) ‖ content(right))
+/// content(n)   = 0x00 ‖ value for a leaf, 0x01 ‖ value for a parent
+/// ```
+///
+/// Inclusion proofs are the copath of a leaf and consistency proofs the nodes of RFC 6962
+/// §2.1.2, both listed left to right as the draft asks. The tree is left-balanced (RFC 6962's
+/// shape: a tree of `n` leaves splits at the largest power of two below `n`), so the shape, and
+/// which proof element is a leaf, follow from the sizes alone.
+public enum LogTree {
+    /// Bytes of a node value.
+    public static let valueByteCount = 32
+
+    /// The value of a leaf: an entry's commitment and the prefix tree's root after it.
+    public static func leafValue(commitment: Data, prefixRoot: Data) -> Data {
+        SHA256.hash(commitment + prefixRoot)
+    }
+
+    /// The value of a parent of subtrees of `leftSize` and `rightSize` leaves.
+    static func parent(_ left: Data, leftSize: Int, _ right: Data, rightSize: Int) -> Data {
+        var input = Data([leftSize == 1 ? 0x00 : 0x01])
+        input.append(left)
+        input.append(rightSize == 1 ? 0x00 : 0x01)
+        input.append(right)
+        return SHA256.hash(input)
+    }
+
+    /// The largest power of two strictly below `n` (`n` ≥ 2): where a tree of `n` leaves splits.
+    static func split(_ n: Int) -> Int {
+        var k = 1
+        while k << 1 < n { k <<= 1 }
+        return k
+    }
+
+    /// The root value of the tree over `leaves` (leaf values), which must not be empty.
+    public static func root(_ leaves: ArraySlice<Data>) -> Data {
+        precondition(!leaves.isEmpty, "a log tree has at least one leaf")
+        if leaves.count == 1 { return leaves[leaves.startIndex] }
+        let k = split(leaves.count)
+        let middle = leaves.startIndex + k
+        return parent(root(leaves[..<middle]), leftSize: k, root(leaves[middle...]), rightSize: leaves.count - k)
+    }
+
+    /// The proof that leaf `index` is in the tree over `leaves`: its copath, left to right.
+    public static func inclusionProof(_ index: Int, _ leaves: ArraySlice<Data>) -> [Data] {
+        precondition(leaves.indices.contains(leaves.startIndex + index), "no leaf \(index)")
+        if leaves.count == 1 { return [] }
+        let k = split(leaves.count)
+        let middle = leaves.startIndex + k
+        return index < k
+            ? inclusionProof(index, leaves[..<middle]) + [root(leaves[middle...])]
+            : [root(leaves[..<middle])] + inclusionProof(index - k, leaves[middle...])
+    }
+
+    /// Whether `proof` shows the leaf of value `leaf` at `index` in a tree of `size` leaves
+    /// whose root is `root`.
+    public static func verifyInclusion(leaf: Data, index: Int, size: Int, proof: [Data], root: Data) -> Bool {
+        guard index >= 0, index < size, proof.allSatisfy({ $0.count == valueByteCount }) else { return false }
+        var remaining = proof[...]
+        func rebuild(_ index: Int, _ size: Int) -> Data? {
+            if size == 1 { return leaf }
+            let k = split(size)
+            if index < k {
+                // The right sibling is the last element: taken before the left path's own.
+                guard let right = remaining.popLast(), let left = rebuild(index, k) else { return nil }
+                return parent(left, leftSize: k, right, rightSize: size - k)
+            }
+            guard let left = remaining.popFirst(), let right = rebuild(index - k, size - k) else { return nil }
+            return parent(left, leftSize: k, right, rightSize: size - k)
+        }
+        // Elements left of the path come first, those right of it last: rebuilding from the root
+        // down takes the left ones from the front and the right ones from the back.
+        guard let rebuilt = rebuild(index, size), remaining.isEmpty else { return false }
+        return rebuilt == root
+    }
+
+    /// The proof that the tree over the first `oldSize` leaves is a prefix of the tree over all
+    /// `leaves` (RFC 6962 §2.1.2's nodes, listed left to right).
+    public static func consistencyProof(oldSize: Int, _ leaves: ArraySlice<Data>) -> [Data] {
+        precondition(oldSize >= 1 && oldSize <= leaves.count, "the old size is 1 … the new size")
+        func subproof(_ m: Int, _ leaves: ArraySlice<Data>, _ complete: Bool) -> [Data] {
+            let n = leaves.count
+            if m == n { return complete ? [] : [root(leaves)] }
+            let k = split(n)
+            let middle = leaves.startIndex + k
+            return m <= k
+                ? subproof(m, leaves[..<middle], complete) + [root(leaves[middle...])]
+                : [root(leaves[..<middle])] + subproof(m - k, leaves[middle...], false)
+        }
+        return subproof(oldSize, leaves, true)
+    }
+
+    /// Whether `proof` shows that the tree of `oldSize` leaves with root `oldRoot` is a prefix
+    /// of the tree of `newSize` leaves with root `newRoot`: nothing removed or changed, only
+    /// entries appended.
+    public static func verifyConsistency(oldSize: Int, oldRoot: Data, newSize: Int, newRoot: Data, proof: [Data]) -> Bool {
+        guard oldSize >= 1, oldSize <= newSize, proof.allSatisfy({ $0.count == valueByteCount }) else { return false }
+        var remaining = proof[...]
+        // Mirrors `consistencyProof`: each step gives the old subtree's value (nil where the old
+        // tree does not reach) and the new one's.
+        func rebuild(_ m: Int, _ n: Int, _ complete: Bool) -> (old: Data, new: Data)? {
+            if m == n {
+                if complete { return (oldRoot, oldRoot) }
+                guard let value = remaining.popFirst() else { return nil }
+                return (value, value)
+            }
+            let k = split(n)
+            if m <= k {
+                guard let right = remaining.popLast(), let left = rebuild(m, k, complete) else { return nil }
+                return (left.old, parent(left.new, leftSize: k, right, rightSize: n - k))
+            }
+            guard let left = remaining.popFirst(), let right = rebuild(m - k, n - k, false) else { return nil }
+            return (
+                parent(left, leftSize: k, right.old, rightSize: m - k), parent(left, leftSize: k, right.new, rightSize: n - k)
+            )
+        }
+        guard let rebuilt = rebuild(oldSize, newSize, true), remaining.isEmpty else { return false }
+        return rebuilt.old == oldRoot && rebuilt.new == newRoot
+    }
+}

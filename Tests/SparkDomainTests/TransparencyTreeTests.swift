@@ -1,0 +1,137 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import Testing
+
+/// Key transparency's trees: every inclusion, non-inclusion and consistency proof a log of up to
+/// 40 entries can give verifies, and a log that rewrote, removed or reordered anything, or a
+/// proof with any value changed, does not.
+@Suite("Key transparency: the log tree and the prefix tree")
+struct TransparencyTreeTests {
+    static func value(_ i: Int) -> Data { SHA256.hash(Data("entry \(i)".utf8)) }
+
+    @Test func everyInclusionAndConsistencyProofVerifiesAndNoForgeryDoes() {
+        let leaves = (0..<40).map(Self.value)
+        for n in 1...leaves.count {
+            let tree = leaves[..<n]
+            let root = LogTree.root(tree)
+            for index in 0..<n {
+                let proof = LogTree.inclusionProof(index, tree)
+                #expect(LogTree.verifyInclusion(leaf: leaves[index], index: index, size: n, proof: proof, root: root))
+                #expect(!LogTree.verifyInclusion(leaf: Self.value(99), index: index, size: n, proof: proof, root: root))
+                if n > 1 {
+                    #expect(
+                        !LogTree.verifyInclusion(leaf: leaves[index], index: (index + 1) % n, size: n, proof: proof, root: root))
+                    var forged = proof
+                    forged[0][0] ^= 1
+                    #expect(!LogTree.verifyInclusion(leaf: leaves[index], index: index, size: n, proof: forged, root: root))
+                }
+            }
+            for m in 1...n {
+                let proof = LogTree.consistencyProof(oldSize: m, tree)
+                let oldRoot = LogTree.root(leaves[..<m])
+                #expect(
+                    LogTree.verifyConsistency(oldSize: m, oldRoot: oldRoot, newSize: n, newRoot: root, proof: proof),
+                    "\(m) → \(n)")
+                // A past entry rewritten: the old head no longer follows.
+                var rewritten = Array(leaves[..<n])
+                rewritten[m - 1] = Self.value(1000)
+                let rewrittenRoot = LogTree.root(rewritten[...])
+                let rewrittenProof = LogTree.consistencyProof(oldSize: m, rewritten[...])
+                #expect(
+                    !LogTree.verifyConsistency(
+                        oldSize: m, oldRoot: oldRoot, newSize: n, newRoot: rewrittenRoot, proof: rewrittenProof))
+                if !proof.isEmpty {
+                    var forged = proof
+                    forged[forged.count - 1][5] ^= 0x80
+                    #expect(!LogTree.verifyConsistency(oldSize: m, oldRoot: oldRoot, newSize: n, newRoot: root, proof: forged))
+                    #expect(
+                        !LogTree.verifyConsistency(
+                            oldSize: m, oldRoot: oldRoot, newSize: n, newRoot: root, proof: proof + [Self.value(7)]))
+                }
+            }
+        }
+        // Sizes that make no sense are refused, not trapped on.
+        #expect(!LogTree.verifyConsistency(oldSize: 0, oldRoot: Data(), newSize: 3, newRoot: Data(), proof: []))
+        #expect(!LogTree.verifyConsistency(oldSize: 5, oldRoot: Data(), newSize: 3, newRoot: Data(), proof: []))
+        #expect(!LogTree.verifyInclusion(leaf: Data(), index: 3, size: 3, proof: [], root: Data()))
+    }
+
+    /// The draft's shape: a tree of five leaves is ((0 1)(2 3)) 4, with the leaf/parent prefixes.
+    @Test func theShapeAndHashingAreTheDrafts() {
+        let leaves = (0..<5).map(Self.value)
+        func node(_ left: Data, _ leftLeaf: Bool, _ right: Data, _ rightLeaf: Bool) -> Data {
+            SHA256.hash(Data([leftLeaf ? 0 : 1]) + left + Data([rightLeaf ? 0 : 1]) + right)
+        }
+        let left = node(node(leaves[0], true, leaves[1], true), false, node(leaves[2], true, leaves[3], true), false)
+        #expect(LogTree.root(leaves[...]) == node(left, false, leaves[4], true))
+        #expect(
+            LogTree.leafValue(commitment: Data(repeating: 1, count: 32), prefixRoot: Data(repeating: 2, count: 32))
+                == SHA256.hash(Data(repeating: 1, count: 32) + Data(repeating: 2, count: 32)))
+    }
+
+    @Test func prefixTreeSearchesProveInclusionAndAbsence() throws {
+        var tree = PrefixTree()
+        #expect(tree.root == Data(count: 32))
+        let empty = tree.search(Self.value(0))
+        #expect(empty.result == .nonInclusionParent && PrefixTree.verify(empty, key: Self.value(0), root: tree.root))
+        let keys = (0..<300).map(Self.value)
+        for (index, key) in keys.enumerated() { try tree.insert(key, index: UInt64(index)) }
+        #expect(throws: CryptoError.self) { try tree.insert(keys[7], index: 999) }
+        let root = tree.root
+        for (index, key) in keys.enumerated() {
+            let proof = tree.search(key)
+            #expect(proof.result == .inclusion(index: UInt64(index)))
+            #expect(PrefixTree.verify(proof, key: key, root: root))
+            // The same proof claiming another log entry, or for another key: refused.
+            var lying = proof
+            lying.result = .inclusion(index: UInt64(index) + 1)
+            #expect(!PrefixTree.verify(lying, key: key, root: root))
+            #expect(!PrefixTree.verify(proof, key: Self.value(index + 5000), root: root))
+        }
+        var sawLeaf = false
+        var sawParent = false
+        for absent in (5000..<5300).map(Self.value) {
+            let proof = tree.search(absent)
+            switch proof.result {
+            case .inclusion: Issue.record("an absent key was found")
+            case .nonInclusionLeaf: sawLeaf = true
+            case .nonInclusionParent: sawParent = true
+            }
+            #expect(PrefixTree.verify(proof, key: absent, root: root))
+            // A log hiding a present key behind a "non-inclusion": its proof does not verify.
+            if case .nonInclusionLeaf(let other, _) = proof.result {
+                #expect(!PrefixTree.verify(proof, key: other, root: root))
+            }
+            if !proof.elements.isEmpty {
+                var forged = proof
+                forged.elements[0][31] ^= 1
+                #expect(!PrefixTree.verify(forged, key: absent, root: root))
+            }
+        }
+        #expect(sawLeaf && sawParent)
+    }
+
+    @Test func commitmentsBindTheirOpeningLabelAndValue() throws {
+        let opening = Data(repeating: 0x42, count: 16)
+        let label = Data("bob".utf8)
+        let value = Data("bob's identity".utf8)
+        let commitment = try TransparencyCommitment.commitment(opening: opening, label: label, value: value)
+        // HMAC-SHA-256 under the suite's fixed key over opening ‖ u8 len ‖ label ‖ u32 len ‖ value.
+        var input = opening + Data([3]) + label
+        input.append(contentsOf: [0, 0, 0, UInt8(value.count)])
+        input.append(value)
+        let fixedKey = Data([0xd8, 0x21, 0xf8, 0x79, 0x0d, 0x97, 0x70, 0x97, 0x96, 0xb4, 0xd7, 0x90, 0x33, 0x57, 0xc3, 0xf5])
+        #expect(commitment == HMAC.authenticationCode(for: input, using: fixedKey, hash: .sha256))
+        #expect(
+            try TransparencyCommitment.commitment(opening: TransparencyCommitment.opening(), label: label, value: value)
+                != commitment)
+        #expect(
+            try TransparencyCommitment.commitment(opening: opening, label: Data("bo".utf8), value: Data("bbob's identity".utf8))
+                != commitment)
+        #expect(throws: CryptoError.self) {
+            try TransparencyCommitment.commitment(opening: Data(count: 15), label: label, value: value)
+        }
+        #expect(try TransparencyCommitment.vrfInput(label: label, version: 2) == Data([3]) + label + Data([0, 0, 0, 2]))
+    }
+}
