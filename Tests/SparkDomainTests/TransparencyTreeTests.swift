@@ -135,3 +135,50 @@ struct TransparencyTreeTests {
         #expect(try TransparencyCommitment.vrfInput(label: label, version: 2) == Data([3]) + label + Data([0, 0, 0, 2]))
     }
 }
+
+/// The implicit binary search tree and the binary ladders, with the draft's own examples.
+@Suite("Key transparency: searching the log")
+struct TransparencySearchTreeTests {
+    @Test func theDraftsExamples() {
+        // "in a search where the log has 50 entries … users would start at entry root(50) = 31 …
+        // right(31, 50) = 47 … the frontier would be entries: 31, 47, 49."
+        #expect(SearchTree.root(50) == 31)
+        #expect(SearchTree.right(31, 50) == 47)
+        #expect(SearchTree.frontier(50) == [31, 47, 49])
+        // "if the target version of a label to lookup is 20, a binary ladder would consist of the
+        // following versions: 0, 1, 3, 7, 15, 19, 20."
+        #expect(SearchTree.ladder(20) == [0, 1, 3, 7, 15, 19, 20])
+        #expect(SearchTree.ladder(0) == [0])
+        #expect(SearchTree.ladder(2) == [0, 1, 2])
+        // The 14-entry figure: leaves at even positions, 7 the root, 3 and 11 below it.
+        #expect(SearchTree.root(14) == 7)
+        #expect(SearchTree.left(7) == 3 && SearchTree.right(7, 14) == 11)
+        #expect(SearchTree.right(11, 14) == 13 && SearchTree.left(11) == 9)
+        #expect(SearchTree.level(12) == 0 && SearchTree.left(12) == nil && SearchTree.right(12, 14) == nil)
+    }
+
+    /// Every entry of logs up to 300 entries is reached from the root by exactly one path, and
+    /// the frontier ends at the last entry.
+    @Test func everyEntryIsReachableOnceAndTheFrontierEndsLast() {
+        for n in UInt64(1)...300 {
+            var seen = Set<UInt64>()
+            var pending = [SearchTree.root(n)]
+            while let x = pending.popLast() {
+                #expect(x < n && seen.insert(x).inserted, "\(x) in \(n)")
+                if let left = SearchTree.left(x) { pending.append(left) }
+                if let right = SearchTree.right(x, n), right != x { pending.append(right) }
+            }
+            #expect(seen.count == Int(n), "a log of \(n)")
+            #expect(SearchTree.frontier(n).last == n - 1)
+        }
+    }
+
+    @Test func aFullLadderFindsTheHighestVersion() {
+        for highest in UInt32(0)...70 {
+            let (lookups, found) = SearchTree.fullLadder { $0 <= highest }
+            #expect(found == highest)
+            #expect(lookups.count <= 16, "\(lookups)")
+        }
+        #expect(SearchTree.fullLadder { _ in false } == ([0], nil))
+    }
+}
