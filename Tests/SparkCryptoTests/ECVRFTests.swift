@@ -85,3 +85,28 @@ struct ECVRFTests {
         #expect(throws: CryptoError.self) { try ECVRF.PublicKey(compressedRepresentation: Data(count: 33)) }
     }
 }
+
+/// P-256 ECDSA signing (the transparency log's tree heads): RFC 6979 A.2.5's key gives its
+/// public key, signatures verify under it and under nothing else.
+@Suite("P-256 ECDSA signing")
+struct P256SigningTests {
+    @Test func signaturesVerifyAndForgeriesDoNot() throws {
+        let key = try P256.SigningKey(
+            rawRepresentation: Data(hex: "c9afa9d845ba75166b5c215767b1d6934e50c3db36e89b127b8a622b120f6721"))
+        #expect(key.publicKey.x == Data(hex: "60fed4ba255a9d31c961eb74c6356d68c049b8923b61fa6ce669622e60f29fb6"))
+        #expect(key.publicKey.y == Data(hex: "7903fe1008b8bc99a41ae9e95628bc64f2f1b20c2d7e9f5177a3c294d4462299"))
+        let message = Data("tree head 42".utf8)
+        for _ in 0..<20 {
+            let signature = try key.signature(for: message)
+            #expect(signature.count == 64)
+            #expect(key.publicKey.isValidSignature(signature, for: message))
+            #expect(!key.publicKey.isValidSignature(signature, for: Data("tree head 43".utf8)))
+            var forged = signature
+            forged[63] ^= 1
+            #expect(!key.publicKey.isValidSignature(forged, for: message))
+        }
+        #expect(!(try P256.SigningKey()).publicKey.isValidSignature(try key.signature(for: message), for: message))
+        #expect(throws: CryptoError.self) { try P256.SigningKey(rawRepresentation: Data(count: 32)) }
+        #expect(throws: CryptoError.self) { try P256.SigningKey(rawRepresentation: Data(repeating: 0xFF, count: 32)) }
+    }
+}
