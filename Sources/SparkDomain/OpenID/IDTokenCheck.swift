@@ -92,7 +92,9 @@ public struct IDTokenCheck: Sendable {
         return (claims, user)
     }
 
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    /// Whether two short secrets (a nonce, a `state`) are equal, in time that does not depend on
+    /// where they differ.
+    public static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let (x, y) = (Array(a.utf8), Array(b.utf8))
         guard x.count == y.count else { return false }
         return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0

@@ -182,7 +182,7 @@ public final class BBMOIDCTokenManager: BBMTokenManager {
         await presenter(.openBrowser(url))
         let answer = try await withTimeout(configuration.timeout, "the browser sign-in") { try await redirect.answer() }
         // RFC 6749 §10.12: a redirect that is not this request's answer is refused.
-        guard let returned = answer["state"], IDTokenCheckCompare.equal(returned, state) else {
+        guard let returned = answer["state"], IDTokenCheck.constantTimeEqual(returned, state) else {
             throw AuthError(.providerError, "the redirect's state is not this sign-in's (a forged or stale redirect)")
         }
         if let error = answer["error"] {
@@ -268,15 +268,6 @@ public final class BBMOIDCTokenManager: BBMTokenManager {
             defer { group.cancelAll() }
             return try await group.next()!
         }
-    }
-}
-
-/// Constant-time comparison of two short secrets (`state`).
-enum IDTokenCheckCompare {
-    static func equal(_ a: String, _ b: String) -> Bool {
-        let (x, y) = (Array(a.utf8), Array(b.utf8))
-        guard x.count == y.count else { return false }
-        return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }
 

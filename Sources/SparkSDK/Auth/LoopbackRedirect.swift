@@ -17,8 +17,12 @@ final class LoopbackRedirect: Sendable {
     let redirectURI: String
     private let socket: Int32
     private let path: String
-    private let state = Locked<(waiter: CheckedContinuation<Answer, any Error>?, result: Result<Answer, any Error>?)>(
-        (nil, nil))
+    /// The waiting task, the outcome, and whether the listening socket is closed: the socket is
+    /// shut down (to wake `accept`) and closed only under this lock, so neither happens to a
+    /// descriptor number the process has since reused.
+    private let state = Locked<
+        (waiter: CheckedContinuation<Answer, any Error>?, result: Result<Answer, any Error>?, closed: Bool)
+    >((nil, nil, false))
 
     /// A listener on `127.0.0.1:port` (`0`: a free port), answering at `path`.
     init(port: UInt16 = 0, path: String = "/callback") throws {
@@ -73,18 +77,23 @@ final class LoopbackRedirect: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<Answer, any Error>? in
             guard state.result == nil else { return nil }
             state.result = result
+            // Wakes the accept loop, which then closes the socket.
+            if !state.closed { shutdown(socket, Int32(SHUT_RDWR)) }
             defer { state.waiter = nil }
             return state.waiter
         }
-        // Wakes the accept loop, which then closes the socket.
-        shutdown(socket, Int32(SHUT_RDWR))
         waiter?.resume(with: result)
     }
 
     private var isFinished: Bool { state.withLock { $0.result != nil } }
 
     private func serve() {
-        defer { Glibc.close(socket) }
+        defer {
+            state.withLock { state in
+                state.closed = true
+                Glibc.close(socket)
+            }
+        }
         while !isFinished {
             let connection = accept(socket, nil, nil)
             if connection < 0 {
