@@ -1,7 +1,8 @@
 import Foundation
 import SparkCrypto
-import SparkDomain
 import Testing
+
+@testable import SparkDomain
 
 /// Key transparency's trees: every inclusion, non-inclusion and consistency proof a log of up to
 /// 40 entries can give verifies, and a log that rewrote, removed or reordered anything, or a
@@ -180,5 +181,86 @@ struct TransparencySearchTreeTests {
             #expect(lookups.count <= 16, "\(lookups)")
         }
         #expect(SearchTree.fullLadder { _ in false } == ([0], nil))
+    }
+}
+
+/// The combined tree: a label's latest value proved against the log's head, and what a log
+/// that lies about it cannot get past.
+@Suite("Key transparency: the combined tree's search")
+struct CombinedTreeTests {
+    static func log() throws -> (CombinedTree, ECVRF.PrivateKey) {
+        let vrf = try ECVRF.PrivateKey()
+        var tree = CombinedTree(vrf: vrf)
+        for round in 0..<4 {
+            for user in ["alice", "bob", "carol", "dave", "erin"] where round == 0 || user != "carol" {
+                try tree.append(label: Data(user.utf8), value: Data("\(user)'s key \(round)".utf8))
+            }
+        }
+        return (tree, vrf)
+    }
+
+    @Test func theLatestValueOfEveryLabelIsProvedAndAnAbsentOneToo() throws {
+        let (tree, vrf) = try Self.log()
+        let root = try #require(tree.root)
+        for (user, latest) in [("alice", 3), ("bob", 3), ("carol", 0), ("erin", 3)] {
+            let proof = try tree.searchLatest(Data(user.utf8))
+            let verified = try CombinedTree.verifyLatest(
+                proof, label: Data(user.utf8), size: tree.size, root: root, vrfKey: vrf.publicKey)
+            #expect(verified.version == UInt32(latest))
+            #expect(verified.value == Data("\(user)'s key \(latest)".utf8))
+            // The same proof for another label, another log size or under another VRF key: refused.
+            #expect(throws: CryptoError.self) {
+                try CombinedTree.verifyLatest(
+                    proof, label: Data("mallory".utf8), size: tree.size, root: root, vrfKey: vrf.publicKey)
+            }
+            #expect(throws: CryptoError.self) {
+                try CombinedTree.verifyLatest(
+                    proof, label: Data(user.utf8), size: tree.size + 1, root: root, vrfKey: vrf.publicKey)
+            }
+            #expect(throws: CryptoError.self) {
+                try CombinedTree.verifyLatest(
+                    proof, label: Data(user.utf8), size: tree.size, root: root, vrfKey: try ECVRF.PrivateKey().publicKey)
+            }
+        }
+        let absent = try CombinedTree.verifyLatest(
+            try tree.searchLatest(Data("zoe".utf8)), label: Data("zoe".utf8), size: tree.size, root: root, vrfKey: vrf.publicKey)
+        #expect(absent == CombinedTree.Verified(version: nil, value: nil))
+    }
+
+    /// A log that serves an older value, a value it never committed to, or hides the latest
+    /// version: each is caught.
+    @Test func aLyingLogIsCaught() throws {
+        let (tree, vrf) = try Self.log()
+        let root = try #require(tree.root)
+        let label = Data("bob".utf8)
+        let honest = try tree.searchLatest(label)
+        func refused(_ proof: CombinedTree.SearchProof) -> Bool {
+            (try? CombinedTree.verifyLatest(proof, label: label, size: tree.size, root: root, vrfKey: vrf.publicKey)) == nil
+        }
+        #expect(!refused(honest))
+        // A value the log did not commit to (a substituted key).
+        var substituted = honest
+        substituted.opened?.value = Data("mallory's key".utf8)
+        #expect(refused(substituted))
+        // An older version, opened in place of the latest.
+        let older = try #require(tree.updates[label]?.first)
+        var stale = honest
+        stale.opened = CombinedTree.Opened(
+            position: older.position, opening: older.opening, value: older.value,
+            prefixRoot: tree.entries[Int(older.position)].prefix.root,
+            inclusion: LogTree.inclusionProof(Int(older.position), tree.leaves[...]))
+        #expect(refused(stale))
+        // The latest version hidden: the last entry's ladder cut short.
+        var hidden = honest
+        hidden.frontier[hidden.frontier.count - 1].lookups.removeLast()
+        #expect(refused(hidden))
+        // Nothing opened for a label that has versions.
+        var unopened = honest
+        unopened.opened = nil
+        #expect(refused(unopened))
+        // A frontier entry's commitment changed (a rewritten past entry).
+        var rewritten = honest
+        rewritten.frontier[0].commitment[0] ^= 1
+        #expect(refused(rewritten))
     }
 }

@@ -1,0 +1,219 @@
+public import Foundation
+public import SparkCrypto
+
+/// Key transparency's combined tree, in memory (draft-ietf-keytrans-protocol, "Combined Tree"):
+/// each update of a label appends one log entry, the commitment to the label's new value and
+/// the root of the prefix tree after the label-version pair (its VRF output) was inserted. Every
+/// entry's prefix tree is kept (the trees share what did not change), so a proof can be given
+/// at any entry.
+///
+/// What the domain's log and the auditor build on, and the reference the tests and the bench
+/// check proofs against. A search for a label's latest version proves, at each entry of the
+/// log's frontier, a full binary ladder (so the versions seen only grow along it and the last
+/// entry fixes the highest), then opens the commitment of the entry that added that version.
+public struct CombinedTree: Sendable {
+    struct Entry: Sendable {
+        let commitment: Data
+        let prefix: PrefixTree
+        var leaf: Data { LogTree.leafValue(commitment: commitment, prefixRoot: prefix.root) }
+    }
+
+    struct Update: Sendable {
+        let opening: Data
+        let value: Data
+        let position: UInt64
+    }
+
+    /// The VRF key that hides labels.
+    let vrf: ECVRF.PrivateKey
+    var entries: [Entry] = []
+    var leaves: [Data] = []
+    var updates: [Data: [Update]] = [:]
+
+    /// An empty log whose labels are hidden by `vrf`.
+    public init(vrf: ECVRF.PrivateKey) { self.vrf = vrf }
+
+    /// The number of entries.
+    public var size: UInt64 { UInt64(entries.count) }
+
+    /// The log tree's root (nil while empty).
+    public var root: Data? { leaves.isEmpty ? nil : LogTree.root(leaves[...]) }
+
+    /// Appends `value` as `label`'s next version; returns the version.
+    @discardableResult
+    public mutating func append(label: Data, value: Data) throws -> UInt32 {
+        let version = UInt32(updates[label]?.count ?? 0)
+        let (_, key) = try vrf.prove(try TransparencyCommitment.vrfInput(label: label, version: version))
+        let opening = TransparencyCommitment.opening()
+        let commitment = try TransparencyCommitment.commitment(opening: opening, label: label, value: value)
+        var prefix = entries.last?.prefix ?? PrefixTree()
+        try prefix.insert(key, index: size)
+        updates[label, default: []].append(Update(opening: opening, value: value, position: size))
+        let entry = Entry(commitment: commitment, prefix: prefix)
+        entries.append(entry)
+        leaves.append(entry.leaf)
+        return version
+    }
+
+    /// The proof of `label`'s latest value in the log as it is now.
+    public func searchLatest(_ label: Data) throws -> SearchProof {
+        guard !entries.isEmpty else { throw CryptoError(.invalidParameter, "the log is empty") }
+        var vrfProofs: [UInt32: Data] = [:]
+        func lookups(at position: UInt64) throws -> [Lookup] {
+            let prefix = entries[Int(position)].prefix
+            var results: [Lookup] = []
+            _ = SearchTree.fullLadder { version in
+                let key = try? vrfKey(label, version, &vrfProofs)
+                let proof = key.map { prefix.search($0) }
+                if let proof { results.append(Lookup(version: version, proof: proof)) }
+                if case .inclusion = proof?.result { return true }
+                return false
+            }
+            return results
+        }
+        let frontier = try SearchTree.frontier(size).map { position in
+            FrontierEntry(
+                position: position, commitment: entries[Int(position)].commitment,
+                prefixRoot: entries[Int(position)].prefix.root, lookups: try lookups(at: position),
+                inclusion: LogTree.inclusionProof(Int(position), leaves[...]))
+        }
+        var opened: Opened?
+        if let latest = updates[label]?.last {
+            let entry = entries[Int(latest.position)]
+            opened = Opened(
+                position: latest.position, opening: latest.opening, value: latest.value, prefixRoot: entry.prefix.root,
+                inclusion: LogTree.inclusionProof(Int(latest.position), leaves[...]))
+        }
+        return SearchProof(size: size, vrfProofs: vrfProofs, frontier: frontier, opened: opened)
+    }
+
+    func vrfKey(_ label: Data, _ version: UInt32, _ proofs: inout [UInt32: Data]) throws -> Data {
+        let (proof, output) = try vrf.prove(try TransparencyCommitment.vrfInput(label: label, version: version))
+        proofs[version] = proof
+        return output
+    }
+
+    /// One lookup of a binary ladder: a version and the prefix tree's answer for it.
+    public struct Lookup: Sendable, Equatable {
+        /// The label's version looked up.
+        public var version: UInt32
+        /// The prefix tree's proof for its VRF output.
+        public var proof: PrefixTree.SearchProof
+    }
+
+    /// A frontier entry with its full binary ladder.
+    public struct FrontierEntry: Sendable, Equatable {
+        /// Its position in the log.
+        public var position: UInt64
+        /// Its commitment and prefix tree root (its leaf value follows).
+        public var commitment: Data
+        /// The root of the entry's prefix tree.
+        public var prefixRoot: Data
+        /// The full binary ladder's lookups, in order.
+        public var lookups: [Lookup]
+        /// Its inclusion proof in the log tree.
+        public var inclusion: [Data]
+    }
+
+    /// The entry that added the latest version, opened.
+    public struct Opened: Sendable, Equatable {
+        /// Its position in the log.
+        public var position: UInt64
+        /// The commitment's opening.
+        public var opening: Data
+        /// The label's value at that version.
+        public var value: Data
+        /// The root of the entry's prefix tree.
+        public var prefixRoot: Data
+        /// Its inclusion proof in the log tree.
+        public var inclusion: [Data]
+    }
+
+    /// A proof of a label's latest value.
+    public struct SearchProof: Sendable, Equatable {
+        /// The log's size the proof is for.
+        public var size: UInt64
+        /// The VRF proof of each version looked up.
+        public var vrfProofs: [UInt32: Data]
+        /// The frontier's entries, in order.
+        public var frontier: [FrontierEntry]
+        /// The latest version's entry, opened; nil when the label has none.
+        public var opened: Opened?
+    }
+
+    /// What a verified search proves: the label's latest version and its value, or nothing.
+    public struct Verified: Sendable, Equatable {
+        /// The latest version (nil: the label is not in the log).
+        public var version: UInt32?
+        /// Its value.
+        public var value: Data?
+    }
+
+    /// Verifies `proof` for `label` against a log of `size` entries with root `root`, whose
+    /// labels the VRF key `vrfKey` hides.
+    ///
+    /// - Throws: ``CryptoError/Code/invalidSignature`` naming the check that failed.
+    public static func verifyLatest(
+        _ proof: SearchProof, label: Data, size: UInt64, root: Data, vrfKey: ECVRF.PublicKey
+    ) throws -> Verified {
+        func fail(_ reason: String) -> CryptoError { CryptoError(.invalidSignature, "the search proof \(reason)") }
+        guard proof.size == size, size > 0 else { throw fail("is for another log size") }
+        let expected = SearchTree.frontier(size)
+        guard proof.frontier.map(\.position) == expected else { throw fail("does not follow the log's frontier") }
+        var keys: [UInt32: Data] = [:]
+        for (version, vrfProof) in proof.vrfProofs {
+            keys[version] = try vrfKey.verify(
+                vrfProof, for: try TransparencyCommitment.vrfInput(label: label, version: version))
+        }
+        var highest: UInt32?
+        var previous: UInt32? = nil
+        for entry in proof.frontier {
+            let leaf = LogTree.leafValue(commitment: entry.commitment, prefixRoot: entry.prefixRoot)
+            guard
+                LogTree.verifyInclusion(
+                    leaf: leaf, index: Int(entry.position), size: Int(size), proof: entry.inclusion, root: root)
+            else { throw fail("names an entry \(entry.position) that is not in the log") }
+            // The lookups must be exactly the full ladder their own answers call for.
+            var answers: [UInt32: Bool] = [:]
+            for lookup in entry.lookups {
+                guard let key = keys[lookup.version], PrefixTree.verify(lookup.proof, key: key, root: entry.prefixRoot)
+                else { throw fail("has a lookup of version \(lookup.version) that does not verify") }
+                if case .inclusion = lookup.proof.result {
+                    answers[lookup.version] = true
+                } else {
+                    answers[lookup.version] = false
+                }
+            }
+            var asked: [UInt32] = []
+            let ladder = SearchTree.fullLadder { version in
+                asked.append(version)
+                return answers[version] ?? false
+            }
+            guard asked == entry.lookups.map(\.version) else { throw fail("skips a lookup of the ladder") }
+            // Versions only grow along the frontier: a log cannot show an older version later.
+            if let before = previous, ladder.highest.map { $0 < before } ?? true {
+                throw fail("shows the label's versions going back along the frontier")
+            }
+            previous = ladder.highest
+            highest = ladder.highest
+        }
+        guard let version = highest else {
+            guard proof.opened == nil else { throw fail("opens a label it proved absent") }
+            return Verified(version: nil, value: nil)
+        }
+        guard let opened = proof.opened, let key = keys[version] else { throw fail("does not open the latest version") }
+        // The entry that added it: the prefix leaf of its key names that entry.
+        let last = proof.frontier[proof.frontier.count - 1]
+        guard let found = last.lookups.first(where: { $0.version == version }),
+            case .inclusion(let position) = found.proof.result, position == opened.position,
+            PrefixTree.verify(found.proof, key: key, root: last.prefixRoot)
+        else { throw fail("opens another entry than the one that added the version") }
+        let commitment = try TransparencyCommitment.commitment(opening: opened.opening, label: label, value: opened.value)
+        let leaf = LogTree.leafValue(commitment: commitment, prefixRoot: opened.prefixRoot)
+        guard
+            LogTree.verifyInclusion(
+                leaf: leaf, index: Int(opened.position), size: Int(size), proof: opened.inclusion, root: root)
+        else { throw fail("opens a value the log did not commit to") }
+        return Verified(version: version, value: opened.value)
+    }
+}
