@@ -1,0 +1,108 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+
+/// Key transparency's rows (issue 45), each against its goal (the reference column):
+///
+/// - `kt-epoch-10k`: an epoch of 10,000 updates published: each label's VRF output proved, its
+///   commitment made, the prefix tree and the log extended, then the log's root computed and the
+///   tree head signed (ECDSA P-256). Goal ≤ 2 s.
+/// - `kt-verify`: one search proof of a contact's latest key verified (VRF proofs, the full
+///   binary ladders along the frontier, the log inclusions, the commitment), in a log of 10,000
+///   entries. Goal ≤ 1 ms.
+/// - `kt-proof-size`: that proof's bytes at 1,000,000 users, one version each, on a simulated
+///   tree (random 32-byte keys for the VRF outputs; the latest prefix tree stands in for each
+///   frontier entry's, which holds as many or fewer keys). Goal ≤ 5 KB.
+enum TransparencyBenchmarks {
+    static let all: [Benchmark] = [
+        Benchmark(name: "kt-epoch-10k", run: { try epoch() }),
+        Benchmark(name: "kt-verify", run: { try verify() }),
+        Benchmark(name: "kt-proof-size", run: { try proofSize() }),
+    ]
+
+    static func epoch() throws -> BenchmarkResult {
+        let vrf = try ECVRF.PrivateKey()
+        let signing = try P256.SigningKey()
+        let start = ContinuousClock.now
+        var tree = CombinedTree(vrf: vrf)
+        for user in 0..<10_000 {
+            try tree.append(label: Data("user-\(user)".utf8), value: Data(repeating: UInt8(user & 0xFF), count: 100))
+        }
+        let root = try tree.root.map { $0 } ?? { throw CryptoError(.invalidParameter, "empty") }()
+        var head = Data(count: 8)
+        head.withUnsafeMutableBytes { $0.storeBytes(of: tree.size.bigEndian, as: UInt64.self) }
+        _ = try signing.signature(for: head + root)
+        let seconds = (ContinuousClock.now - start).seconds
+        return Harness.result(
+            "kt-epoch-10k", unit: "s", ours: seconds, reference: 2, higherIsBetter: false,
+            referenceName: "the goal: an epoch of 10,000 updates in ≤ 2 s")
+    }
+
+    static func verify() throws -> BenchmarkResult {
+        let vrf = try ECVRF.PrivateKey()
+        var tree = CombinedTree(vrf: vrf)
+        for user in 0..<10_000 {
+            try tree.append(label: Data("user-\(user % 4_000)".utf8), value: Data("key \(user)".utf8))
+        }
+        let root = try tree.root.map { $0 } ?? { throw CryptoError(.invalidParameter, "empty") }()
+        var samples: [Double] = []
+        for user in stride(from: 0, to: 4_000, by: 80) {
+            let label = Data("user-\(user)".utf8)
+            let proof = try tree.searchLatest(label)
+            let start = ContinuousClock.now
+            _ = try CombinedTree.verifyLatest(proof, label: label, size: tree.size, root: root, vrfKey: vrf.publicKey)
+            samples.append((ContinuousClock.now - start).seconds * 1000)
+        }
+        samples.sort()
+        return Harness.result(
+            "kt-verify", unit: "ms (median)", ours: samples[samples.count / 2], reference: 1, higherIsBetter: false,
+            referenceName: "the goal: a contact's search proof verified in ≤ 1 ms")
+    }
+
+    static func proofSize() throws -> BenchmarkResult {
+        let users = 1_000_000
+        var random = SearchBenchmarks.Random(state: 45)
+        var prefix = PrefixTree()
+        var leaves: [Data] = []
+        leaves.reserveCapacity(users)
+        var keys: [Data] = []
+        keys.reserveCapacity(users)
+        for index in 0..<users {
+            var key = Data(count: 32)
+            key.withUnsafeMutableBytes { bytes in
+                for word in 0..<4 { bytes.storeBytes(of: random.next(), toByteOffset: word * 8, as: UInt64.self) }
+            }
+            try prefix.insert(key, index: UInt64(index))
+            keys.append(key)
+            leaves.append(SHA256.hash(key))
+        }
+        // A contact added half-way: version 0 present from its entry on, version 1 never.
+        let position = users / 2
+        let key = keys[position]
+        var bytes = 0
+        let elementBytes = 32
+        for entry in SearchTree.frontier(UInt64(users)) {
+            bytes += 8 + 2 * elementBytes  // position, commitment, prefix root
+            bytes += LogTree.inclusionProof(Int(entry), leaves[...]).count * elementBytes
+            let present = entry >= UInt64(position)
+            // The full ladder: version 0, then (if present) version 1, absent.
+            var lookups = [prefix.search(key)]
+            if present {
+                var absent = key
+                absent[0] ^= 0xFF
+                lookups.append(prefix.search(absent))
+            }
+            for lookup in lookups {
+                bytes += 4 + 2  // the version, the result's kind and depth
+                if case .nonInclusionLeaf = lookup.result { bytes += 32 + 8 }
+                bytes += lookup.elements.count * elementBytes
+            }
+        }
+        bytes += 2 * ECVRF.proofByteCount  // versions 0 and 1
+        bytes += 8 + TransparencyCommitment.openingByteCount + elementBytes  // the opened entry
+        bytes += LogTree.inclusionProof(position, leaves[...]).count * elementBytes
+        return Harness.result(
+            "kt-proof-size", unit: "KB", ours: Double(bytes) / 1000, reference: 5, higherIsBetter: false,
+            referenceName: "the goal: a search proof at 1,000,000 users in ≤ 5 KB (simulated tree)")
+    }
+}
