@@ -58,6 +58,31 @@ struct TransparencyTreeTests {
         #expect(!LogTree.verifyInclusion(leaf: Data(), index: 3, size: 3, proof: [], root: Data()))
     }
 
+    /// One proof for several entries: every subset of up to three entries of logs up to 24
+    /// entries, and what it must not prove.
+    @Test func batchInclusionProofsVerifyAndShareNodes() {
+        let leaves = (0..<24).map(Self.value)
+        for n in 1...leaves.count {
+            let root = LogTree.root(leaves[..<n])
+            for a in 0..<n {
+                for b in a..<n where (b - a) % 3 == 0 {
+                    let indices: Set<Int> = [a, b, n - 1]
+                    let proof = LogTree.batchInclusionProof(indices, leaves[..<n])
+                    let values = Dictionary(uniqueKeysWithValues: indices.map { ($0, leaves[$0]) })
+                    #expect(LogTree.verifyBatchInclusion(values, size: n, proof: proof, root: root), "\(indices) of \(n)")
+                    // Never more than the separate proofs together; fewer when they share.
+                    #expect(proof.count <= indices.map { LogTree.inclusionProof($0, leaves[..<n]).count }.reduce(0, +))
+                    var wrong = values
+                    wrong[a] = Self.value(500)
+                    #expect(!LogTree.verifyBatchInclusion(wrong, size: n, proof: proof, root: root))
+                    if !proof.isEmpty {
+                        #expect(!LogTree.verifyBatchInclusion(values, size: n, proof: proof.dropLast(), root: root))
+                    }
+                }
+            }
+        }
+    }
+
     /// The draft's shape: a tree of five leaves is ((0 1)(2 3)) 4, with the leaf/parent prefixes.
     @Test func theShapeAndHashingAreTheDrafts() {
         let leaves = (0..<5).map(Self.value)
@@ -247,8 +272,9 @@ struct CombinedTreeTests {
         var stale = honest
         stale.opened = CombinedTree.Opened(
             position: older.position, opening: older.opening, value: older.value,
-            prefixRoot: tree.entries[Int(older.position)].prefix.root,
-            inclusion: LogTree.inclusionProof(Int(older.position), tree.leaves[...]))
+            prefixRoot: tree.entries[Int(older.position)].prefix.root)
+        stale.inclusion = LogTree.batchInclusionProof(
+            Set(stale.frontier.map { Int($0.position) } + [Int(older.position)]), tree.leaves[...])
         #expect(refused(stale))
         // The latest version hidden: the last entry's ladder cut short.
         var hidden = honest

@@ -74,17 +74,19 @@ public struct CombinedTree: Sendable {
         let frontier = try SearchTree.frontier(size).map { position in
             FrontierEntry(
                 position: position, commitment: entries[Int(position)].commitment,
-                prefixRoot: entries[Int(position)].prefix.root, lookups: try lookups(at: position),
-                inclusion: LogTree.inclusionProof(Int(position), leaves[...]))
+                prefixRoot: entries[Int(position)].prefix.root, lookups: try lookups(at: position))
         }
         var opened: Opened?
         if let latest = updates[label]?.last {
             let entry = entries[Int(latest.position)]
             opened = Opened(
-                position: latest.position, opening: latest.opening, value: latest.value, prefixRoot: entry.prefix.root,
-                inclusion: LogTree.inclusionProof(Int(latest.position), leaves[...]))
+                position: latest.position, opening: latest.opening, value: latest.value, prefixRoot: entry.prefix.root)
         }
-        return SearchProof(size: size, vrfProofs: vrfProofs, frontier: frontier, opened: opened)
+        // One proof for every entry the search visits: their copaths share most nodes.
+        let visited = Set(frontier.map { Int($0.position) } + (opened.map { [Int($0.position)] } ?? []))
+        return SearchProof(
+            size: size, vrfProofs: vrfProofs, frontier: frontier, opened: opened,
+            inclusion: LogTree.batchInclusionProof(visited, leaves[...]))
     }
 
     func vrfKey(_ label: Data, _ version: UInt32, _ proofs: inout [UInt32: Data]) throws -> Data {
@@ -111,8 +113,6 @@ public struct CombinedTree: Sendable {
         public var prefixRoot: Data
         /// The full binary ladder's lookups, in order.
         public var lookups: [Lookup]
-        /// Its inclusion proof in the log tree.
-        public var inclusion: [Data]
     }
 
     /// The entry that added the latest version, opened.
@@ -125,8 +125,6 @@ public struct CombinedTree: Sendable {
         public var value: Data
         /// The root of the entry's prefix tree.
         public var prefixRoot: Data
-        /// Its inclusion proof in the log tree.
-        public var inclusion: [Data]
     }
 
     /// A proof of a label's latest value.
@@ -139,6 +137,8 @@ public struct CombinedTree: Sendable {
         public var frontier: [FrontierEntry]
         /// The latest version's entry, opened; nil when the label has none.
         public var opened: Opened?
+        /// The log tree's proof of every entry above (``LogTree/batchInclusionProof(_:_:)``).
+        public var inclusion: [Data]
     }
 
     /// What a verified search proves: the label's latest version and its value, or nothing.
@@ -167,12 +167,10 @@ public struct CombinedTree: Sendable {
         }
         var highest: UInt32?
         var previous: UInt32? = nil
+        // Every entry's leaf, checked against the log's root at the end, in one proof.
+        var leaves: [Int: Data] = [:]
         for entry in proof.frontier {
-            let leaf = LogTree.leafValue(commitment: entry.commitment, prefixRoot: entry.prefixRoot)
-            guard
-                LogTree.verifyInclusion(
-                    leaf: leaf, index: Int(entry.position), size: Int(size), proof: entry.inclusion, root: root)
-            else { throw fail("names an entry \(entry.position) that is not in the log") }
+            leaves[Int(entry.position)] = LogTree.leafValue(commitment: entry.commitment, prefixRoot: entry.prefixRoot)
             // The lookups must be exactly the full ladder their own answers call for.
             var answers: [UInt32: Bool] = [:]
             for lookup in entry.lookups {
@@ -191,14 +189,21 @@ public struct CombinedTree: Sendable {
             }
             guard asked == entry.lookups.map(\.version) else { throw fail("skips a lookup of the ladder") }
             // Versions only grow along the frontier: a log cannot show an older version later.
-            if let before = previous, ladder.highest.map { $0 < before } ?? true {
+            let wentBack = previous.map { before in ladder.highest.map({ $0 < before }) ?? true } ?? false
+            if wentBack {
                 throw fail("shows the label's versions going back along the frontier")
             }
             previous = ladder.highest
             highest = ladder.highest
         }
+        func checkLeaves() throws {
+            guard LogTree.verifyBatchInclusion(leaves, size: Int(size), proof: proof.inclusion, root: root) else {
+                throw fail("names entries that are not the log's")
+            }
+        }
         guard let version = highest else {
             guard proof.opened == nil else { throw fail("opens a label it proved absent") }
+            try checkLeaves()
             return Verified(version: nil, value: nil)
         }
         guard let opened = proof.opened, let key = keys[version] else { throw fail("does not open the latest version") }
@@ -210,10 +215,15 @@ public struct CombinedTree: Sendable {
         else { throw fail("opens another entry than the one that added the version") }
         let commitment = try TransparencyCommitment.commitment(opening: opened.opening, label: label, value: opened.value)
         let leaf = LogTree.leafValue(commitment: commitment, prefixRoot: opened.prefixRoot)
-        guard
-            LogTree.verifyInclusion(
-                leaf: leaf, index: Int(opened.position), size: Int(size), proof: opened.inclusion, root: root)
-        else { throw fail("opens a value the log did not commit to") }
+        if let shown = leaves[Int(opened.position)], shown != leaf {
+            throw fail("opens a value the log did not commit to")
+        }
+        leaves[Int(opened.position)] = leaf
+        do {
+            try checkLeaves()
+        } catch {
+            throw fail("opens a value the log did not commit to, or names entries that are not the log's")
+        }
         return Verified(version: version, value: opened.value)
     }
 }

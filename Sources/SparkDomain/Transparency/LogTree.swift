@@ -82,6 +82,40 @@ public enum LogTree {
         return rebuilt == root
     }
 
+    /// The proof that the leaves at `indices` are in the tree over `leaves`: the fewest node
+    /// values that, with those leaves, give the root, left to right (the draft's proof for several
+    /// entries at once; one index gives ``inclusionProof(_:_:)``).
+    public static func batchInclusionProof(_ indices: Set<Int>, _ leaves: ArraySlice<Data>) -> [Data] {
+        func proof(_ start: Int, _ leaves: ArraySlice<Data>) -> [Data] {
+            let range = start..<(start + leaves.count)
+            guard indices.contains(where: { range.contains($0) }) else { return [root(leaves)] }
+            if leaves.count == 1 { return [] }
+            let k = split(leaves.count)
+            let middle = leaves.startIndex + k
+            return proof(start, leaves[..<middle]) + proof(start + k, leaves[middle...])
+        }
+        return proof(0, leaves)
+    }
+
+    /// Whether `proof` shows the leaves `values` (by index) in a tree of `size` leaves whose root
+    /// is `root`.
+    public static func verifyBatchInclusion(_ values: [Int: Data], size: Int, proof: [Data], root: Data) -> Bool {
+        guard size >= 1, !values.isEmpty, values.keys.allSatisfy({ $0 >= 0 && $0 < size }),
+            proof.allSatisfy({ $0.count == valueByteCount })
+        else { return false }
+        var remaining = proof[...]
+        func rebuild(_ start: Int, _ size: Int) -> Data? {
+            let range = start..<(start + size)
+            guard values.keys.contains(where: { range.contains($0) }) else { return remaining.popFirst() }
+            if size == 1 { return values[start] }
+            let k = split(size)
+            guard let left = rebuild(start, k), let right = rebuild(start + k, size - k) else { return nil }
+            return parent(left, leftSize: k, right, rightSize: size - k)
+        }
+        guard let rebuilt = rebuild(0, size), remaining.isEmpty else { return false }
+        return rebuilt == root
+    }
+
     /// The proof that the tree over the first `oldSize` leaves is a prefix of the tree over all
     /// `leaves` (RFC 6962 §2.1.2's nodes, listed left to right).
     public static func consistencyProof(oldSize: Int, _ leaves: ArraySlice<Data>) -> [Data] {
