@@ -4,9 +4,9 @@ import SparkDomain
 
 /// Key transparency's rows (issue 45), each against its goal (the reference column):
 ///
-/// - `kt-epoch-10k`: an epoch of 10,000 updates published: each label's VRF output proved, its
-///   commitment made, the prefix tree and the log extended, then the log's root computed and the
-///   tree head signed (ECDSA P-256). Goal ≤ 2 s.
+/// - `kt-epoch-10k`: an epoch of 10,000 updates published: each label's VRF output proved (on
+///   every core), its commitment made, the prefix tree and the log extended, then the log's root
+///   computed and the tree head signed (ECDSA P-256). Goal ≤ 2 s.
 /// - `kt-verify`: one search proof of a contact's latest key verified (VRF proofs, the full
 ///   binary ladders along the frontier, the log inclusions, the commitment), in a log of 10,000
 ///   entries. Goal ≤ 1 ms.
@@ -25,9 +25,10 @@ enum TransparencyBenchmarks {
         let signing = try P256.SigningKey()
         let start = ContinuousClock.now
         var tree = CombinedTree(vrf: vrf)
-        for user in 0..<10_000 {
-            try tree.append(label: Data("user-\(user)".utf8), value: Data(repeating: UInt8(user & 0xFF), count: 100))
-        }
+        try tree.append(
+            epoch: (0..<10_000).map { user in
+                (Data("user-\(user)".utf8), Data(repeating: UInt8(user & 0xFF), count: 100))
+            })
         let root = try tree.root.map { $0 } ?? { throw CryptoError(.invalidParameter, "empty") }()
         var head = Data(count: 8)
         head.withUnsafeMutableBytes { $0.storeBytes(of: tree.size.bigEndian, as: UInt64.self) }

@@ -252,6 +252,25 @@ struct CombinedTreeTests {
         #expect(absent == CombinedTree.Verified(version: nil, value: nil))
     }
 
+    /// An epoch appended at once (VRFs proved on every core) is the same log as its updates one
+    /// by one: versions in order, a label's latest value where it was last set.
+    @Test func anEpochAppendsItsUpdatesInOrder() throws {
+        let vrf = try ECVRF.PrivateKey()
+        var tree = CombinedTree(vrf: vrf)
+        let updates = (0..<50).map { i in (Data("user-\(i % 7)".utf8), Data("key \(i)".utf8)) }
+        let versions = try tree.append(epoch: updates)
+        #expect(versions == (0..<50).map { UInt32($0 / 7) })
+        var oneByOne = CombinedTree(vrf: vrf)
+        for (label, value) in updates { try oneByOne.append(label: label, value: value) }
+        // Same VRF outputs in the same places: the same prefix trees (openings differ, so leaves do).
+        #expect(tree.entries.map(\.prefix.root) == oneByOne.entries.map(\.prefix.root))
+        let root = try #require(tree.root)
+        let verified = try CombinedTree.verifyLatest(
+            try tree.searchLatest(Data("user-3".utf8)), label: Data("user-3".utf8), size: tree.size, root: root,
+            vrfKey: vrf.publicKey)
+        #expect(verified.version == 6 && verified.value == Data("key 45".utf8))
+    }
+
     /// A log that serves an older value, a value it never committed to, or hides the latest
     /// version: each is caught.
     @Test func aLyingLogIsCaught() throws {

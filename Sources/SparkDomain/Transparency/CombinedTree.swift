@@ -42,17 +42,51 @@ public struct CombinedTree: Sendable {
     /// Appends `value` as `label`'s next version; returns the version.
     @discardableResult
     public mutating func append(label: Data, value: Data) throws -> UInt32 {
-        let version = UInt32(updates[label]?.count ?? 0)
-        let (_, key) = try vrf.prove(try TransparencyCommitment.vrfInput(label: label, version: version))
-        let opening = TransparencyCommitment.opening()
-        let commitment = try TransparencyCommitment.commitment(opening: opening, label: label, value: value)
-        var prefix = entries.last?.prefix ?? PrefixTree()
-        try prefix.insert(key, index: size)
-        updates[label, default: []].append(Update(opening: opening, value: value, position: size))
-        let entry = Entry(commitment: commitment, prefix: prefix)
-        entries.append(entry)
-        leaves.append(entry.leaf)
-        return version
+        try append(epoch: [(label, value)])[0]
+    }
+
+    /// Appends an epoch's updates in order (a label may appear several times: each is its next
+    /// version); returns their versions. The VRF outputs, independent of each other and most of
+    /// the work, are proved on every core first.
+    @discardableResult
+    public mutating func append(epoch: [(label: Data, value: Data)]) throws -> [UInt32] {
+        var next: [Data: UInt32] = [:]
+        let inputs = try epoch.map { update -> (input: Data, version: UInt32) in
+            let version = next[update.label] ?? UInt32(updates[update.label]?.count ?? 0)
+            next[update.label] = version + 1
+            return (try TransparencyCommitment.vrfInput(label: update.label, version: version), version)
+        }
+        let keys = try Self.outputs(of: inputs.map(\.input), under: vrf)
+        for (index, update) in epoch.enumerated() {
+            let opening = TransparencyCommitment.opening()
+            let commitment = try TransparencyCommitment.commitment(opening: opening, label: update.label, value: update.value)
+            var prefix = entries.last?.prefix ?? PrefixTree()
+            try prefix.insert(keys[index], index: size)
+            updates[update.label, default: []].append(Update(opening: opening, value: update.value, position: size))
+            let entry = Entry(commitment: commitment, prefix: prefix)
+            entries.append(entry)
+            leaves.append(entry.leaf)
+        }
+        return inputs.map(\.version)
+    }
+
+    /// The VRF outputs of `inputs`, computed on every core (each a few P-256 multiplications).
+    static func outputs(of inputs: [Data], under vrf: ECVRF.PrivateKey) throws -> [Data] {
+        guard inputs.count > 1 else { return try inputs.map { try vrf.prove($0).output } }
+        let workers = min(inputs.count, max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let results = UnsafeMutableBufferPointer<Result<Data, any Error>>.allocate(capacity: inputs.count)
+        results.initialize(repeating: .failure(CryptoError(.invalidParameter, "not computed")))
+        defer {
+            results.deinitialize()
+            results.deallocate()
+        }
+        // Each worker writes its own contiguous range of the buffer, and only that.
+        nonisolated(unsafe) let shared = results
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            let range = (inputs.count * worker / workers)..<(inputs.count * (worker + 1) / workers)
+            for index in range { shared[index] = Result { try vrf.prove(inputs[index]).output } }
+        }
+        return try results.map { try $0.get() }
     }
 
     /// The proof of `label`'s latest value in the log as it is now.
