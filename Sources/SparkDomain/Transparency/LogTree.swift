@@ -21,16 +21,12 @@ public enum LogTree {
 
     /// The value of a leaf: an entry's commitment and the prefix tree's root after it.
     public static func leafValue(commitment: Data, prefixRoot: Data) -> Data {
-        SHA256.hash(commitment + prefixRoot)
+        TreeHash.hash(nil, commitment, nil, prefixRoot)
     }
 
     /// The value of a parent of subtrees of `leftSize` and `rightSize` leaves.
     static func parent(_ left: Data, leftSize: Int, _ right: Data, rightSize: Int) -> Data {
-        var input = Data([leftSize == 1 ? 0x00 : 0x01])
-        input.append(left)
-        input.append(rightSize == 1 ? 0x00 : 0x01)
-        input.append(right)
-        return SHA256.hash(input)
+        TreeHash.hash(leftSize == 1 ? 0x00 : 0x01, left, rightSize == 1 ? 0x00 : 0x01, right)
     }
 
     /// The largest power of two strictly below `n` (`n` ≥ 2): where a tree of `n` leaves splits.

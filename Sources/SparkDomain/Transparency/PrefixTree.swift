@@ -67,18 +67,10 @@ public struct PrefixTree: Sendable {
     public var root: Data { rootNode.value }
 
     static func leafValue(key: Data, index: UInt64) -> Data {
-        var input = Data([0x00])
-        input.append(key)
-        withUnsafeBytes(of: index.bigEndian) { input.append(contentsOf: $0) }
-        return SHA256.hash(input)
+        TreeHash.hash(0x00, key, nil, withUnsafeBytes(of: index.bigEndian) { Data($0) })
     }
 
-    static func parentValue(_ left: Data, _ right: Data) -> Data {
-        var input = Data([0x01])
-        input.append(left)
-        input.append(right)
-        return SHA256.hash(input)
-    }
+    static func parentValue(_ left: Data, _ right: Data) -> Data { TreeHash.hash(0x01, left, nil, right) }
 
     static func bit(_ key: Data, _ depth: Int) -> Bool {
         key[key.startIndex + depth / 8] & (0x80 >> UInt8(depth % 8)) != 0
@@ -216,5 +208,32 @@ public enum TransparencyCommitment {
         input.append(label)
         withUnsafeBytes(of: version.bigEndian) { input.append(contentsOf: $0) }
         return input
+    }
+}
+
+/// SHA-256 over `tag? ‖ a ‖ tag2? ‖ b`, assembled in one buffer on the stack: the trees hash a
+/// few hundred nodes per proof, and building each input as `Data` cost more than the hash.
+enum TreeHash {
+    static func hash(_ tag: UInt8?, _ a: Data, _ tag2: UInt8?, _ b: Data) -> Data {
+        let count = (tag == nil ? 0 : 1) + a.count + (tag2 == nil ? 0 : 1) + b.count
+        return withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { buffer in
+            var offset = 0
+            func put(_ byte: UInt8?) {
+                guard let byte else { return }
+                buffer[offset] = byte
+                offset += 1
+            }
+            func put(_ data: Data) {
+                data.withUnsafeBytes { bytes in
+                    buffer.baseAddress!.advanced(by: offset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                }
+                offset += data.count
+            }
+            put(tag)
+            put(a)
+            put(tag2)
+            put(b)
+            return SHA256.hash(UnsafeRawBufferPointer(buffer))
+        }
     }
 }
