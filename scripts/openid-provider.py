@@ -228,7 +228,20 @@ def stop(d):
 
 
 def browser(url, user, password, device):
-    """Headless Chromium on the provider's real pages: the login form, then the consent."""
+    """Headless Chromium on the provider's real pages: the login form, then the consent. A machine
+    busy with other tests can make Chromium slow to start or a page slow to run: the waits are
+    long, and a failed attempt is made once more with a fresh browser."""
+    for attempt in range(2):
+        try:
+            return browse_once(url, user, password, device)
+        except Exception as error:  # Selenium's timeouts and a browser that died
+            if attempt == 1:
+                raise
+            print(f"browser attempt failed ({type(error).__name__}: {str(error)[:200]}); trying again",
+                  file=sys.stderr, flush=True)
+
+
+def browse_once(url, user, password, device):
     from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -240,8 +253,8 @@ def browser(url, user, password, device):
                  "--ignore-certificate-errors"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    driver.set_page_load_timeout(20)
-    wait = WebDriverWait(driver, 20)
+    driver.set_page_load_timeout(90)
+    wait = WebDriverWait(driver, 90)
     try:
         driver.get(url)
         wait.until(lambda d: d.find_elements(By.ID, "username") and d.find_element(By.ID, "username").is_displayed())

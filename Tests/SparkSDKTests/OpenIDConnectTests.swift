@@ -14,7 +14,7 @@ extension OpenIDTestProvider {
     func configuration(flow: BBMOIDCTokenManager.Flow, userClaim: String = "email") -> BBMOIDCTokenManager.Configuration {
         .init(
             issuer: issuer, clientID: clientID, scopes: ["openid"], userClaim: userClaim,
-            trust: .certificateAuthority(pem: caPEM), flow: flow, timeout: .seconds(60))
+            trust: .certificateAuthority(pem: caPEM), flow: flow, timeout: .seconds(240))
     }
 
     /// A presenter that plays the person: registers the redirect, then signs in with Chromium.
@@ -28,10 +28,14 @@ extension OpenIDTestProvider {
                         .first { $0.name == "redirect_uri" }?.value ?? ""
                     try await register(redirectURI: redirect)
                     // Not awaited by the sign-in: the browser's redirect is what it waits for.
-                    Task { _ = try? await browser(url, device: false) }
+                    Task {
+                        do { _ = try await browser(url, device: false) } catch { Issue.record("the browser failed: \(error)") }
+                    }
                 case .enterCode(_, _, let complete):
                     let url = try #require(complete)
-                    Task { _ = try? await browser(url, device: true) }
+                    Task {
+                        do { _ = try await browser(url, device: true) } catch { Issue.record("the browser failed: \(error)") }
+                    }
                 }
             } catch {
                 Issue.record("the person could not act: \(error)")
