@@ -95,8 +95,6 @@ public struct IDTokenCheck: Sendable {
     /// Whether two short secrets (a nonce, a `state`) are equal, in time that does not depend on
     /// where they differ.
     public static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let (x, y) = (Array(a.utf8), Array(b.utf8))
-        guard x.count == y.count else { return false }
-        return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+        SecureBytes(Data(a.utf8)) == SecureBytes(Data(b.utf8))
     }
 }

@@ -92,17 +92,29 @@ public struct CombinedTree: Sendable {
     /// The proof of `label`'s latest value in the log as it is now.
     public func searchLatest(_ label: Data) throws -> SearchProof {
         guard !entries.isEmpty else { throw CryptoError(.invalidParameter, "the log is empty") }
+        // Each version's VRF output is proved once, whichever entries look it up.
         var vrfProofs: [UInt32: Data] = [:]
+        var vrfOutputs: [UInt32: Data] = [:]
         func lookups(at position: UInt64) throws -> [Lookup] {
             let prefix = entries[Int(position)].prefix
             var results: [Lookup] = []
+            var failure: (any Error)?
             _ = SearchTree.fullLadder { version in
-                let key = try? vrfKey(label, version, &vrfProofs)
-                let proof = key.map { prefix.search($0) }
-                if let proof { results.append(Lookup(version: version, proof: proof)) }
-                if case .inclusion = proof?.result { return true }
+                do {
+                    if vrfOutputs[version] == nil {
+                        let (proof, output) = try vrf.prove(try TransparencyCommitment.vrfInput(label: label, version: version))
+                        (vrfProofs[version], vrfOutputs[version]) = (proof, output)
+                    }
+                } catch {
+                    failure = failure ?? error
+                    return false
+                }
+                let proof = prefix.search(vrfOutputs[version]!)
+                results.append(Lookup(version: version, proof: proof))
+                if case .inclusion = proof.result { return true }
                 return false
             }
+            if let failure { throw failure }
             return results
         }
         let frontier = try SearchTree.frontier(size).map { position in
@@ -121,12 +133,6 @@ public struct CombinedTree: Sendable {
         return SearchProof(
             size: size, vrfProofs: vrfProofs, frontier: frontier, opened: opened,
             inclusion: LogTree.batchInclusionProof(visited, leaves[...]))
-    }
-
-    func vrfKey(_ label: Data, _ version: UInt32, _ proofs: inout [UInt32: Data]) throws -> Data {
-        let (proof, output) = try vrf.prove(try TransparencyCommitment.vrfInput(label: label, version: version))
-        proofs[version] = proof
-        return output
     }
 
     /// One lookup of a binary ladder: a version and the prefix tree's answer for it.

@@ -41,14 +41,11 @@ final class JWKSCache: Sendable {
 
     /// The verification keys of a JWKS document.
     static func parse(_ data: Data, source: String) throws -> [JWS.VerificationKey] {
-        let set: JWKSet
         do {
-            set = try JWKSet(json: data)
-        } catch {
-            throw DomainError(.invalidRequest, "\(source) is not a JWK Set: \(error)")
+            return try OpenIDClient.verificationKeys(in: data, source: source)
+        } catch let error as DomainError {
+            // The operator's document, not a provider's answer: a bad request, not unavailable.
+            throw DomainError(.invalidRequest, error.reason)
         }
-        let keys = set.keys.compactMap { try? JWS.VerificationKey(jwk: $0) }
-        guard !keys.isEmpty else { throw DomainError(.invalidRequest, "\(source) holds no signature verification key") }
-        return keys
     }
 }
