@@ -68,6 +68,17 @@ public protocol DomainService: Sendable {
 
     // MARK: Key store and identity directory
 
+    /// The domain's key-transparency keys: the VRF key that hides the log's labels and the key
+    /// that signs its tree heads.
+    func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys
+    /// `userID`'s identity as the transparency log holds it: the latest signed head, the
+    /// consistency proof from the head of `since` entries the caller holds, and the search proof
+    /// of the user's latest logged value (``IdentityProof/verify(userID:keys:previous:)``).
+    func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof
+    /// The latest signed tree head, its consistency proof from the head of `since` entries, and
+    /// that head as the domain signed it.
+    func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads
+
     /// Reads one of the user's key blobs (useless without the passcode and an evaluation).
     func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch
     /// Writes a key blob if its current version is `expectedVersion` (nil: it must not exist

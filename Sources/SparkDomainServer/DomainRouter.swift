@@ -254,6 +254,13 @@ package final class DomainRouter: Sendable {
 
     /// An error's wire form: `{"code","message","retryAfter"}` with its status and, for 429 and
     /// 503, `Retry-After`. A 503 carries ``unavailableMessage``, never the cause (it is logged).
+    /// A log size named in a query: absent, or 0 and up.
+    static func logSize(_ value: Int64?) throws -> UInt64? {
+        guard let value else { return nil }
+        guard value >= 0 else { throw DomainError(.invalidRequest, "a log size is 0 or more") }
+        return UInt64(value)
+    }
+
     static func refusal(_ error: DomainError, status: Int? = nil) -> HTTPResponse {
         let status = status ?? error.httpStatus
         var headers: [(String, String)] = []
@@ -410,6 +417,24 @@ package final class DomainRouter: Sendable {
             return try WireCoder.encode(
                 Wire.PendingReset(
                     pending: try await domain.pendingIdentityReset(token: token, endpointID: endpoint, userID: query.userID)))
+        case .transparencyKeys:
+            try call.none()
+            let (token, endpoint) = try call.credential()
+            return try WireCoder.encode(try await domain.transparencyKeys(token: token, endpointID: endpoint))
+        case .identityProof:
+            let query = try call.query(Wire.IdentityProofQuery.self)
+            let (token, endpoint) = try call.credential()
+            let proof = try await domain.identityProof(
+                token: token, endpointID: endpoint, userID: query.userID, since: try Self.logSize(query.since))
+            return try WireCoder.encode(Wire.EncodedProof(proof: TransparencyCodec.encode(proof)))
+        case .transparencyHeads:
+            let query = try call.query(Wire.HeadsQuery.self)
+            let (token, endpoint) = try call.credential()
+            let heads = try await domain.transparencyHeads(token: token, endpointID: endpoint, since: try Self.logSize(query.since))
+            return try WireCoder.encode(
+                Wire.EncodedHeads(
+                    latest: TransparencyCodec.encode(heads.latest), consistency: TransparencyCodec.encode(nodes: heads.consistency),
+                    at: heads.at.map(TransparencyCodec.encode)))
         case .identityKeyVersion:
             try call.none()
             let (token, endpoint) = try call.credential()

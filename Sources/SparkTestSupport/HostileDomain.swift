@@ -18,6 +18,11 @@ public final class HostileDomain: DomainService {
     /// How many of the next commits the domain takes and then loses the answer of (the caller
     /// sees the domain as unavailable, as when the connection drops after the commit).
     public let loseCommitAnswers = Locked(0)
+    /// Rewrites each identity proof (given the reading endpoint, the user read and the true
+    /// proof): a key the log does not hold, another head, a forked or rewritten log.
+    public let proofRewrite = Locked<(@Sendable (String, String, IdentityProof) throws -> IdentityProof)?>(nil)
+    /// Rewrites each answer of tree heads (given the reading endpoint and the true heads).
+    public let headsRewrite = Locked<(@Sendable (String, TransparencyHeads) throws -> TransparencyHeads)?>(nil)
     /// Rewrites each mailbox read of a user (given the user id and the true entries).
     public let mailboxRewrite = Locked<(@Sendable (String, [MailboxEntry]) -> [MailboxEntry])?>(nil)
     /// Rewrites each post's payload (given the chat, the kind and the true payload).
@@ -200,6 +205,22 @@ public final class HostileDomain: DomainService {
     /// Forwarded, or rewritten as the test told it.
     public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
         try await inner.keyPackageCount(token: token, endpointID: endpointID)
+    }
+    /// Forwarded.
+    public func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {
+        try await inner.transparencyKeys(token: token, endpointID: endpointID)
+    }
+    /// Forwarded, or rewritten as the test told it (``proofRewrite``).
+    public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
+        let proof = try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since)
+        guard let rewrite = proofRewrite.withLock({ $0 }) else { return proof }
+        return try rewrite(endpointID, userID, proof)
+    }
+    /// Forwarded, or rewritten as the test told it (``headsRewrite``).
+    public func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
+        let heads = try await inner.transparencyHeads(token: token, endpointID: endpointID, since: since)
+        guard let rewrite = headsRewrite.withLock({ $0 }) else { return heads }
+        return try rewrite(endpointID, heads)
     }
     /// Forwarded, or rewritten as the test told it.
     public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {

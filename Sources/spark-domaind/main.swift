@@ -94,7 +94,7 @@ func initialize(_ arguments: inout Arguments) throws {
 
 func passcodeKeys(_ arguments: inout Arguments) throws {
     let directory = try DomainDirectory(existing: URL(fileURLWithPath: try arguments.next("the domain directory")))
-    let action = arguments.isEmpty ? "list" : try arguments.next("list, rotate or retire")
+    let action = arguments.isEmpty ? "list" : try arguments.next("list, rotate, retire or transparency")
     let path = directory.passcodeKeysPath
     switch action {
     case "list":
@@ -112,8 +112,21 @@ func passcodeKeys(_ arguments: inout Arguments) throws {
         let keys = try PasscodeKeys.load(from: path).retiring(id)
         try keys.write(to: path)
         print("retired \(id); keys now: \(keys.keyIDs.joined(separator: ", "))")
+    case "transparency":
+        try arguments.finish()
+        let keys = try PasscodeKeys.load(from: path)
+        let added = try keys.withTransparency()
+        if keys.transparency == nil {
+            try added.write(to: path)
+            print("added transparency keys; give every instance this file, then restart them")
+        }
+        if let published = added.transparency?.publicKeys {
+            print("vrf key:  \(published.vrfKey.base64EncodedString())")
+            print("head key: \(published.headKey.base64EncodedString())")
+        }
     default:
-        throw Arguments.UsageError(message: "passcode-keys takes list, rotate or retire KEY, not '\(action)'")
+        throw Arguments.UsageError(
+            message: "passcode-keys takes list, rotate, retire KEY or transparency, not '\(action)'")
     }
 }
 

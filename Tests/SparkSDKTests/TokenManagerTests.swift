@@ -125,6 +125,15 @@ final class CountingDomain: DomainService {
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         try await inner.identityKeyVersion(token: token, endpointID: endpointID)
     }
+    func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {
+        try await inner.transparencyKeys(token: token, endpointID: endpointID)
+    }
+    func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
+        try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since)
+    }
+    func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
+        try await inner.transparencyHeads(token: token, endpointID: endpointID, since: since)
+    }
     func createChat(
         token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
     ) async throws -> ChatInfo {

@@ -213,6 +213,37 @@ public final class RemoteDomain: DomainService {
         return found.identity
     }
 
+    /// `GET /v1/transparency/keys`: the domain's key-transparency keys.
+    public func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {
+        try await client.call(.transparencyKeys, Wire.Empty(), token: token, endpoint: endpointID)
+    }
+
+    /// `GET /v1/transparency/identity`: a user's identity as the log holds it, with its proofs.
+    public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
+        let found: Wire.EncodedProof = try await client.call(
+            .identityProof, Wire.IdentityProofQuery(userID: userID, since: since.map { Int64(clamping: $0) }), token: token,
+            endpoint: endpointID)
+        do {
+            return try TransparencyCodec.decodeProof(found.proof)
+        } catch {
+            throw DomainError(.invalidProof, "the domain's identity proof is malformed: \(error)")
+        }
+    }
+
+    /// `GET /v1/transparency/heads`: the latest signed head and its consistency proof from `since`.
+    public func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
+        let found: Wire.EncodedHeads = try await client.call(
+            .transparencyHeads, Wire.HeadsQuery(since: since.map { Int64(clamping: $0) }), token: token, endpoint: endpointID)
+        do {
+            return TransparencyHeads(
+                latest: try TransparencyCodec.decodeHead(found.latest),
+                consistency: try TransparencyCodec.decodeNodes(found.consistency),
+                at: try found.at.map(TransparencyCodec.decodeHead))
+        } catch {
+            throw DomainError(.invalidProof, "the domain's tree heads are malformed: \(error)")
+        }
+    }
+
     /// `POST /v1/identities/reset`: resets the user's identity, at once if signed, else after the delay.
     public func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
         try await client.call(.resetIdentity, Wire.ResetRequest(signature: signature), token: token, endpoint: endpointID)

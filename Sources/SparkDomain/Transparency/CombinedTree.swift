@@ -39,10 +39,73 @@ public struct CombinedTree: Sendable {
     /// The log tree's root (nil while empty).
     public var root: Data? { leaves.isEmpty ? nil : LogTree.root(leaves[...]) }
 
+    /// One update as the log keeps it: what a replica needs to append it again without the VRF
+    /// key's work or a new opening (the domain's rows, an instance catching up).
+    public struct Logged: Sendable, Equatable {
+        /// The entry's position in the log.
+        public var position: UInt64
+        /// The label.
+        public var label: Data
+        /// The label's version the entry adds.
+        public var version: UInt32
+        /// The VRF output of (label, version): the prefix tree's key.
+        public var vrfOutput: Data
+        /// The commitment's opening.
+        public var opening: Data
+        /// The value.
+        public var value: Data
+
+        /// An update as logged.
+        public init(position: UInt64, label: Data, version: UInt32, vrfOutput: Data, opening: Data, value: Data) {
+            (self.position, self.label, self.version) = (position, label, version)
+            (self.vrfOutput, self.opening, self.value) = (vrfOutput, opening, value)
+        }
+    }
+
+    /// The versions `label` has in the log.
+    public func versionCount(of label: Data) -> UInt32 { UInt32(updates[label]?.count ?? 0) }
+
+    /// The log tree's root over its first `size` entries.
+    public func root(at size: UInt64) -> Data? {
+        size == 0 || size > self.size ? nil : LogTree.root(leaves[..<Int(size)])
+    }
+
+    /// The proof that the log of `oldSize` entries is a prefix of the log of `newSize` entries.
+    public func consistencyProof(from oldSize: UInt64, to newSize: UInt64) -> [Data]? {
+        guard oldSize >= 1, oldSize <= newSize, newSize <= size else { return nil }
+        return LogTree.consistencyProof(oldSize: Int(oldSize), leaves[..<Int(newSize)])
+    }
+
     /// Appends `value` as `label`'s next version; returns the version.
     @discardableResult
     public mutating func append(label: Data, value: Data) throws -> UInt32 {
         try append(epoch: [(label, value)])[0]
+    }
+
+    /// Appends updates logged elsewhere (another instance's epoch, read back from the domain's
+    /// rows), each at the position and version it names.
+    ///
+    /// - Throws: ``CryptoError/Code/invalidParameter`` when an update is not the next entry or not
+    ///   its label's next version: the rows are not this log's continuation.
+    public mutating func append(logged: [Logged]) throws {
+        for update in logged {
+            guard update.position == size, update.version == versionCount(of: update.label) else {
+                throw CryptoError(
+                    .invalidParameter, "logged update \(update.position) is not the log's next entry or its label's next version")
+            }
+            try insert(update)
+        }
+    }
+
+    private mutating func insert(_ update: Logged) throws {
+        let commitment = try TransparencyCommitment.commitment(opening: update.opening, label: update.label, value: update.value)
+        var prefix = entries.last?.prefix ?? PrefixTree()
+        try prefix.insert(update.vrfOutput, index: update.position)
+        updates[update.label, default: []].append(
+            Update(opening: update.opening, value: update.value, position: update.position))
+        let entry = Entry(commitment: commitment, prefix: prefix)
+        entries.append(entry)
+        leaves.append(entry.leaf)
     }
 
     /// Appends an epoch's updates in order (a label may appear several times: each is its next
@@ -50,24 +113,29 @@ public struct CombinedTree: Sendable {
     /// the work, are proved on every core first.
     @discardableResult
     public mutating func append(epoch: [(label: Data, value: Data)]) throws -> [UInt32] {
+        try appendLogging(epoch: epoch).map(\.version)
+    }
+
+    /// Appends an epoch's updates as ``append(epoch:)`` does and returns them as logged (what
+    /// the domain writes in its rows).
+    public mutating func appendLogging(epoch: [(label: Data, value: Data)]) throws -> [Logged] {
         var next: [Data: UInt32] = [:]
         let inputs = try epoch.map { update -> (input: Data, version: UInt32) in
-            let version = next[update.label] ?? UInt32(updates[update.label]?.count ?? 0)
+            let version = next[update.label] ?? versionCount(of: update.label)
             next[update.label] = version + 1
             return (try TransparencyCommitment.vrfInput(label: update.label, version: version), version)
         }
         let keys = try Self.outputs(of: inputs.map(\.input), under: vrf)
+        var logged: [Logged] = []
+        logged.reserveCapacity(epoch.count)
         for (index, update) in epoch.enumerated() {
-            let opening = TransparencyCommitment.opening()
-            let commitment = try TransparencyCommitment.commitment(opening: opening, label: update.label, value: update.value)
-            var prefix = entries.last?.prefix ?? PrefixTree()
-            try prefix.insert(keys[index], index: size)
-            updates[update.label, default: []].append(Update(opening: opening, value: update.value, position: size))
-            let entry = Entry(commitment: commitment, prefix: prefix)
-            entries.append(entry)
-            leaves.append(entry.leaf)
+            let record = Logged(
+                position: size, label: update.label, version: inputs[index].version, vrfOutput: keys[index],
+                opening: TransparencyCommitment.opening(), value: update.value)
+            try insert(record)
+            logged.append(record)
         }
-        return inputs.map(\.version)
+        return logged
     }
 
     /// The VRF outputs of `inputs`, computed on every core (each a few P-256 multiplications).
@@ -90,8 +158,12 @@ public struct CombinedTree: Sendable {
     }
 
     /// The proof of `label`'s latest value in the log as it is now.
-    public func searchLatest(_ label: Data) throws -> SearchProof {
-        guard !entries.isEmpty else { throw CryptoError(.invalidParameter, "the log is empty") }
+    public func searchLatest(_ label: Data) throws -> SearchProof { try searchLatest(label, size: size) }
+
+    /// The proof of `label`'s latest value in the log as it was at `size` entries (a signed
+    /// head the readers hold, which later entries may have passed).
+    public func searchLatest(_ label: Data, size: UInt64) throws -> SearchProof {
+        guard size > 0, size <= self.size else { throw CryptoError(.invalidParameter, "the log has no entry \(size)") }
         // Each version's VRF output is proved once, whichever entries look it up.
         var vrfProofs: [UInt32: Data] = [:]
         var vrfOutputs: [UInt32: Data] = [:]
@@ -123,7 +195,7 @@ public struct CombinedTree: Sendable {
                 prefixRoot: entries[Int(position)].prefix.root, lookups: try lookups(at: position))
         }
         var opened: Opened?
-        if let latest = updates[label]?.last {
+        if let latest = updates[label]?.last(where: { $0.position < size }) {
             let entry = entries[Int(latest.position)]
             opened = Opened(
                 position: latest.position, opening: latest.opening, value: latest.value, prefixRoot: entry.prefix.root)
@@ -132,7 +204,7 @@ public struct CombinedTree: Sendable {
         let visited = Set(frontier.map { Int($0.position) } + (opened.map { [Int($0.position)] } ?? []))
         return SearchProof(
             size: size, vrfProofs: vrfProofs, frontier: frontier, opened: opened,
-            inclusion: LogTree.batchInclusionProof(visited, leaves[...]))
+            inclusion: LogTree.batchInclusionProof(visited, leaves[..<Int(size)]))
     }
 
     /// One lookup of a binary ladder: a version and the prefix tree's answer for it.

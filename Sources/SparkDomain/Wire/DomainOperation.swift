@@ -18,6 +18,7 @@ package enum DomainOperation: String, CaseIterable, Sendable {
         resetIdentity,
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
+    case transparencyKeys, identityProof, transparencyHeads
     case publishKeyPackages, claimKeyPackages, keyPackageCount
     case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction, report
     case createBlob, uploadBlob, blobStatus, downloadBlob, deleteBlob, setBlocked, blockedUsers
@@ -156,6 +157,9 @@ package enum DomainOperation: String, CaseIterable, Sendable {
         case .resetIdentity: return Route(path: "identities/reset", access: .endpoint, summary: "Resets the user's identity: at once when signed by the current key, else after the reset delay", request: .body(.object([("signature", .bytes, false)])), response: .ref("IdentityResetOutcome"))
         case .cancelIdentityReset: return Route(path: "identities/reset/cancel", access: .endpoint, summary: "Cancels the user's pending identity reset", request: .body(empty), response: empty)
         case .pendingIdentityReset: return Route(path: "identities/reset/pending", access: .endpoint, summary: "A user's pending identity reset", request: .query(.object([("userID", .string, true)])), response: .object([("pending", .ref("PendingIdentityReset"), false)]))
+        case .transparencyKeys: return Route(path: "transparency/keys", access: .endpoint, summary: "The domain's key-transparency keys: the VRF key and the tree-head key", request: .none, response: .ref("TransparencyKeys"))
+        case .identityProof: return Route(path: "transparency/identity", access: .endpoint, summary: "A user's identity as the transparency log holds it: the latest signed head, its consistency proof from the head of `since` entries, the search proof (binary, docs/FORMATS.md)", request: .query(.object([("userID", .string, true), ("since", .integer, false)])), response: .object([("proof", .bytes, true)]))
+        case .transparencyHeads: return Route(path: "transparency/heads", access: .endpoint, summary: "The latest signed tree head, its consistency proof from the head of `since` entries, and that head (binary, docs/FORMATS.md)", request: .query(.object([("since", .integer, false)])), response: .object([("latest", .bytes, true), ("consistency", .bytes, true), ("at", .bytes, false)]))
         case .identityKeyVersion: return Route(path: "identities/key-version", access: .endpoint, summary: "The highest identity key version the user published", request: .none, response: .object([("version", .integer, true)]))
         case .publishKeyPackages: return Route(path: "key-packages/publish", access: .endpoint, summary: "Stores the endpoint's one-time KeyPackages and its last-resort one", request: .body(.object([("keyPackages", .array(.bytes), true), ("lastResort", .bytes, false)])), response: .object([("count", .integer, true)]))
         case .claimKeyPackages: return Route(path: "key-packages/claim", access: .endpoint, summary: "One KeyPackage per endpoint of a user (a one-time one is handed out once)", request: .body(.object([("userID", .string, true)])), response: .object([("keyPackages", .array(.ref("ClaimedKeyPackage")), true)]))

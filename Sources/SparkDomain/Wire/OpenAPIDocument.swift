@@ -188,6 +188,7 @@ package enum OpenAPIDocument {
             ("endpointID", .string, true), ("keyPackage", .bytes, true), ("lastResort", .boolean, true),
         ]),
         "ChatPost": .object([("kind", .ref("MailboxKind"), true), ("payload", .bytes, true), ("recipient", .string, false)]),
+        "TransparencyKeys": .object([("vrfKey", .bytes, true), ("headKey", .bytes, true)]),
         "ChatMember": .object([("userID", .string, true), ("isAdmin", .boolean, true)]),
         "ChatInfo": .object([
             ("chatID", .string, true), ("members", .array(.ref("ChatMember")), true), ("epoch", .integer, false),

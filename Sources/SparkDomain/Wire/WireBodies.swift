@@ -335,6 +335,49 @@ package enum Wire {
         package init(identity: PublishedIdentity?) { self.identity = identity }
     }
 
+    /// A user and the size of the transparency log's head the reader holds.
+    package struct IdentityProofQuery: Codable, Sendable, Equatable {
+        /// The user id.
+        package var userID: String
+        /// The size of the reader's head (absent: none yet).
+        package var since: Int64?
+        /// A query.
+        package init(userID: String, since: Int64?) {
+            self.userID = userID
+            self.since = since
+        }
+    }
+
+    /// The size of the transparency log's head the reader holds.
+    package struct HeadsQuery: Codable, Sendable, Equatable {
+        /// The size of the reader's head (absent: none yet).
+        package var since: Int64?
+        /// A query.
+        package init(since: Int64?) { self.since = since }
+    }
+
+    /// An identity proof, in its binary encoding (``TransparencyCodec``).
+    package struct EncodedProof: Codable, Sendable, Equatable {
+        /// The proof.
+        package var proof: Data
+        /// A body carrying `proof`.
+        package init(proof: Data) { self.proof = proof }
+    }
+
+    /// Signed tree heads and a consistency proof, each in its binary encoding (``TransparencyCodec``).
+    package struct EncodedHeads: Codable, Sendable, Equatable {
+        /// The latest head.
+        package var latest: Data
+        /// The consistency proof from the reader's head.
+        package var consistency: Data
+        /// The head at the reader's size, if an epoch ended there.
+        package var at: Data?
+        /// A body.
+        package init(latest: Data, consistency: Data, at: Data?) {
+            (self.latest, self.consistency, self.at) = (latest, consistency, at)
+        }
+    }
+
     /// A new chat.
     package struct CreateChat: Codable, Sendable, Equatable {
         /// The chat id the creator chose.

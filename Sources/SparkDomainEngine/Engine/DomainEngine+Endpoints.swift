@@ -317,12 +317,14 @@ extension DomainEngine {
                     INSERT INTO identities(user_id, document, key_version) VALUES (?, ?, ?)
                     ON CONFLICT(user_id) DO UPDATE SET document = excluded.document, key_version = excluded.key_version
                     """, [user, document, identity.keyVersion])
+                try TransparencyLog.queue(db, user: user, document: document)
                 // After a reset, the user's contacts hear that a new identity is published.
                 guard replacing else { return [] }
                 return try Self.tell(db, about: user, IdentityResetNotice(state: .replaced, pending: nil), now: now)
             }
         }
         announceEntries(to: told)
+        try await flushTransparency()
     }
 
     /// A user's published identity, if they have one.

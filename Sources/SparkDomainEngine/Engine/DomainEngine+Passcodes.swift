@@ -224,6 +224,8 @@ extension DomainEngine {
                 try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user])
                 try db.execute("DELETE FROM key_blobs WHERE user_id = ?", [user])
                 try db.execute("UPDATE identities SET document = ? WHERE user_id = ?", [Data(), user])
+                // The log records that the user has no identity now (the empty value).
+                if identity != nil { try TransparencyLog.queue(db, user: user, document: Data()) }
                 try db.execute(
                     "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL",
                     ["the user reset their keys (forgotten passcode) on another device", user, endpointID])
@@ -232,6 +234,7 @@ extension DomainEngine {
             }
         }
         announceEntries(to: notified)
+        if case .completed = outcome { try await flushTransparency() }
         return outcome
     }
 

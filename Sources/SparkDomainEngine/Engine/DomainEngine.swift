@@ -30,6 +30,8 @@ package final class DomainEngine: DomainService {
     let allowUnsafePasswordHashing: Bool
     /// The OPRF secrets that harden passcodes; held by this process, never in the store.
     let passcodeKeys: PasscodeKeys
+    /// The key-transparency log (its keys come with the passcode keys).
+    package let transparency: TransparencyLog
     let jwksCache = JWKSCache()
     /// When the keys of issuers trusted by discovery are next due to be fetched again.
     let discovery = DiscoverySchedule()
@@ -82,6 +84,13 @@ package final class DomainEngine: DomainService {
         self.path = location
         posts = GroupCommit(store: store, beforeCommit: beforePostCommit)
         self.passcodeKeys = passcodeKeys
+        guard let secrets = passcodeKeys.transparency else {
+            throw DomainError(
+                .unavailable,
+                "the passcode key file has no transparency keys: add them with `spark-domaind passcode-keys DIRECTORY transparency` and give every instance the file"
+            )
+        }
+        transparency = TransparencyLog(secrets: secrets)
         self.store = store
         self.sharedWithOtherProcesses = sharedWithOtherProcesses
         self.settingsLifetime = sharedWithOtherProcesses ? nil : store.settingsLifetime

@@ -1,6 +1,6 @@
 package import Foundation
 package import SparkCrypto
-import SparkDomain
+package import SparkDomain
 import SparkLock
 
 /// The domain's passcode-hardening secrets: the seeds of its OPRF keys (RFC 9497,
@@ -25,6 +25,9 @@ package struct PasscodeKeys: Sendable {
     package let currentKeyID: String
     /// Every key's seed by id.
     let seeds: [String: SecureBytes]
+    /// The key-transparency keys (the VRF's and the tree heads'), kept in the same file; nil in
+    /// a file written before key transparency (``withTransparency()`` adds them).
+    package let transparency: TransparencySecrets?
     /// Users' keys derived lately (a derivation is a hash to a scalar and a multiplication of
     /// the generator, a twentieth of an evaluation's cost), for this set of seeds only.
     private let derived = DerivedKeys()
@@ -32,14 +35,22 @@ package struct PasscodeKeys: Sendable {
     /// The ids of the keys held, sorted.
     package var keyIDs: [String] { seeds.keys.sorted() }
 
-    init(currentKeyID: String, seeds: [String: SecureBytes]) {
+    init(currentKeyID: String, seeds: [String: SecureBytes], transparency: TransparencySecrets?) {
         self.currentKeyID = currentKeyID
         self.seeds = seeds
+        self.transparency = transparency
     }
 
-    /// A fresh set with one random key, `k1`.
+    /// A fresh set with one random key, `k1`, and fresh transparency keys.
     package static func generate() -> PasscodeKeys {
-        PasscodeKeys(currentKeyID: "k1", seeds: ["k1": SecureBytes(randomCount: 32)])
+        PasscodeKeys(
+            currentKeyID: "k1", seeds: ["k1": SecureBytes(randomCount: 32)], transparency: try? TransparencySecrets.generate())
+    }
+
+    /// The set with transparency keys (fresh ones if it had none).
+    package func withTransparency() throws -> PasscodeKeys {
+        if transparency != nil { return self }
+        return PasscodeKeys(currentKeyID: currentKeyID, seeds: seeds, transparency: try TransparencySecrets.generate())
     }
 
     /// The set with a new random key, which becomes current (ids count up: `k2`, `k3`, …).
@@ -47,7 +58,7 @@ package struct PasscodeKeys: Sendable {
         let next = (seeds.keys.compactMap { Int($0.dropFirst()) }.max() ?? 0) + 1
         var seeds = seeds
         seeds["k\(next)"] = SecureBytes(randomCount: 32)
-        return PasscodeKeys(currentKeyID: "k\(next)", seeds: seeds)
+        return PasscodeKeys(currentKeyID: "k\(next)", seeds: seeds, transparency: transparency)
     }
 
     /// The set without `keyID`, which must not be current.
@@ -58,7 +69,7 @@ package struct PasscodeKeys: Sendable {
         }
         var seeds = seeds
         seeds[keyID] = nil
-        return PasscodeKeys(currentKeyID: currentKeyID, seeds: seeds)
+        return PasscodeKeys(currentKeyID: currentKeyID, seeds: seeds, transparency: transparency)
     }
 
     /// The user's OPRF key under `keyID`.
@@ -96,6 +107,8 @@ package struct PasscodeKeys: Sendable {
     private struct File: Codable {
         var current: String
         var keys: [String: String]
+        /// The transparency keys' scalars, base64url: `{"vrf": …, "head": …}`.
+        var transparency: [String: String]?
     }
 
     /// Reads the set from `path`; a file that others can read is refused.
@@ -120,7 +133,15 @@ package struct PasscodeKeys: Sendable {
         guard seeds[file.current] != nil else {
             throw DomainError(.unavailable, "\(path): the current key \(file.current) is not among its keys")
         }
-        return PasscodeKeys(currentKeyID: file.current, seeds: seeds)
+        var transparency: TransparencySecrets?
+        if let keys = file.transparency {
+            guard let vrf = keys["vrf"].flatMap({ try? Data(base64URLEncoded: $0) }),
+                let head = keys["head"].flatMap({ try? Data(base64URLEncoded: $0) }),
+                let secrets = try? TransparencySecrets(vrf: SecureBytes(vrf), head: SecureBytes(head))
+            else { throw DomainError(.unavailable, "\(path): the transparency keys are not two P-256 scalars") }
+            transparency = secrets
+        }
+        return PasscodeKeys(currentKeyID: file.current, seeds: seeds, transparency: transparency)
     }
 
     /// Writes the set to `path` with mode 0600, replacing the file atomically.
@@ -134,8 +155,10 @@ package struct PasscodeKeys: Sendable {
 
     /// Writes the set to a new file beside `path` (mode 0600) and returns its path.
     private func writeTemporary(beside path: String) throws -> String {
+        func encoded(_ secret: SecureBytes) -> String { secret.withUnsafeBytes { Data($0) }.base64URLEncodedString() }
         let file = File(
-            current: currentKeyID, keys: seeds.mapValues { $0.withUnsafeBytes { Data($0) }.base64URLEncodedString() })
+            current: currentKeyID, keys: seeds.mapValues(encoded),
+            transparency: transparency.map { ["vrf": encoded($0.vrf.rawRepresentation), "head": encoded($0.head.rawRepresentation)] })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         let temporary = "\(path).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).new"
@@ -157,7 +180,14 @@ package struct PasscodeKeys: Sendable {
     /// The set at `path`, made there first if there is none (the embedded domain's file beside
     /// its database).
     package static func loadOrCreate(at path: String) throws -> PasscodeKeys {
-        if FileManager.default.fileExists(atPath: path) { return try load(from: path) }
+        if FileManager.default.fileExists(atPath: path) {
+            let keys = try load(from: path)
+            guard keys.transparency == nil else { return keys }
+            // A file from before key transparency: the keys added, then read back (of two
+            // processes adding them at once, both end up with the one renamed last).
+            try keys.withTransparency().write(to: path)
+            return try load(from: path)
+        }
         // link(2) fails if the name exists: of two processes creating it at once, one wins and
         // the other reads the winner's keys.
         let keys = generate()
@@ -180,5 +210,35 @@ private final class DerivedKeys: Sendable {
             if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
             keys[name] = key
         }
+    }
+}
+
+/// The domain's key-transparency secrets: the VRF key that hides the log's labels and the P-256
+/// key that signs its tree heads.
+package struct TransparencySecrets: Sendable {
+    /// The VRF key.
+    package let vrf: ECVRF.PrivateKey
+    /// The tree-head signing key.
+    package let head: P256.SigningKey
+
+    /// The keys from their scalars.
+    package init(vrf: SecureBytes, head: SecureBytes) throws {
+        self.vrf = try ECVRF.PrivateKey(rawRepresentation: vrf)
+        self.head = try P256.SigningKey(rawRepresentation: head)
+    }
+
+    init(vrf: ECVRF.PrivateKey, head: P256.SigningKey) {
+        self.vrf = vrf
+        self.head = head
+    }
+
+    /// Fresh random keys.
+    package static func generate() throws -> TransparencySecrets {
+        TransparencySecrets(vrf: try ECVRF.PrivateKey(), head: try P256.SigningKey())
+    }
+
+    /// The public keys devices check against.
+    package var publicKeys: TransparencyKeys {
+        TransparencyKeys(vrfKey: vrf.publicKey.compressed, headKey: head.publicKey.x + head.publicKey.y)
     }
 }

@@ -405,6 +405,28 @@ package enum DomainMigrations {
                 .both("CREATE TABLE passcode_key_versions (user_id TEXT PRIMARY KEY, version INTEGER NOT NULL)")
             ]
         ),
+        (
+            "v22-key-transparency",
+            [
+                // The transparency log: each update of a label (its version, the VRF output that
+                // is its prefix-tree key, the commitment's opening, the value), the signed head at
+                // the end of each epoch, and what waits for the next epoch. Identities published
+                // before the log are queued for its first epoch.
+                .both(
+                    "CREATE TABLE kt_log (position INTEGER PRIMARY KEY, label BLOB NOT NULL, version INTEGER NOT NULL, vrf_output BLOB NOT NULL, opening BLOB NOT NULL, value BLOB NOT NULL)"
+                ),
+                .both(
+                    "CREATE TABLE kt_heads (size INTEGER PRIMARY KEY, root BLOB NOT NULL, timestamp INTEGER NOT NULL, signature BLOB NOT NULL)"
+                ),
+                .both("CREATE TABLE kt_pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, label BLOB NOT NULL, value BLOB NOT NULL)"),
+                .sqlite(
+                    "INSERT INTO kt_pending(label, value) SELECT CAST('identity:' || user_id AS BLOB), document FROM identities WHERE length(document) > 0 ORDER BY user_id"
+                ),
+                .postgres(
+                    "INSERT INTO kt_pending(label, value) SELECT convert_to('identity:' || user_id, 'UTF8'), document FROM identities WHERE length(document) > 0 ORDER BY user_id"
+                ),
+            ]
+        ),
     ]
 
     /// `statement` as `dialect` takes it; nil when it is for the other one.

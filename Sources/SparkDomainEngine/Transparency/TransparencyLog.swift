@@ -1,0 +1,201 @@
+import Foundation
+import SparkCrypto
+package import SparkDomain
+import SparkLock
+import SparkStore
+
+/// The domain's key-transparency log (draft-ietf-keytrans-protocol's combined tree): every
+/// version of every user's published identity, under the label `"identity:" ‖ userID`, each a log
+/// entry whose prefix tree holds the VRF outputs of every label-version pair so far.
+///
+/// **Rows are the log.** `kt_log` holds each update (label, version, VRF output, opening, value)
+/// and `kt_heads` the signed head at the end of each epoch, written in the same transaction; a
+/// change of identity queues its new value in `kt_pending` in the transaction that makes it.
+/// **One writer at a time**: an epoch is one write transaction under the `kt-epoch` lock (SQLite:
+/// its single writer; PostgreSQL: a transaction-scoped advisory lock), so several instances take
+/// turns and none can write position *n* twice. Each instance keeps the tree in memory as a
+/// replica and brings it up to the rows before it writes or proves (an instance catching up
+/// appends rows another wrote, without the VRF key's work).
+///
+/// The VRF and head keys are ``TransparencySecrets``, kept beside the passcode keys, never in the
+/// database.
+package final class TransparencyLog: Sendable {
+    /// The secret keys.
+    let secrets: TransparencySecrets
+    /// The public keys devices check against.
+    package let keys: TransparencyKeys
+    /// The tree as far as this instance read or wrote the rows.
+    private let replica: Locked<CombinedTree>
+    /// The most updates one epoch takes (the rest wait for the next).
+    static let epochLimit = 10_000
+    /// The lock that makes one writer at a time.
+    static let lockName = "kt-epoch"
+
+    /// The log hidden and signed by `secrets`.
+    package init(secrets: TransparencySecrets) {
+        self.secrets = secrets
+        keys = secrets.publicKeys
+        replica = Locked(CombinedTree(vrf: secrets.vrf))
+    }
+
+    /// The label of `userID`'s identity.
+    static func label(_ userID: String) -> Data { IdentityProof.label(of: userID) }
+
+    /// Queues `user`'s identity document (empty when a reset cleared it) for the next epoch; run
+    /// in the transaction that changes it.
+    static func queue(_ db: any DomainStatements, user: String, document: Data) throws {
+        try db.execute("INSERT INTO kt_pending(label, value) VALUES (?, ?)", [label(user), document])
+    }
+
+    /// The latest signed head (nil before the first epoch).
+    static func latestHead(_ db: any DomainStatements) throws -> TreeHead? {
+        guard let row = try db.row("SELECT size, root, timestamp, signature FROM kt_heads ORDER BY size DESC LIMIT 1") else {
+            return nil
+        }
+        return TreeHead(
+            size: UInt64(try row.get(0, as: Int64.self)), root: try row.get(1), timestamp: UInt64(try row.get(2, as: Int64.self)),
+            signature: try row.get(3))
+    }
+
+    /// The signed head of exactly `size` entries, if an epoch ended there.
+    static func head(_ db: any DomainStatements, size: UInt64) throws -> TreeHead? {
+        guard let row = try db.row("SELECT root, timestamp, signature FROM kt_heads WHERE size = ?", [Int64(size)]) else {
+            return nil
+        }
+        return TreeHead(
+            size: size, root: try row.get(0), timestamp: UInt64(try row.get(1, as: Int64.self)), signature: try row.get(2))
+    }
+
+    /// The replica brought up to the first `size` rows (read in the caller's transaction).
+    func tree(_ db: any DomainStatements, size: UInt64) throws -> CombinedTree {
+        var tree = replica.withLock { $0 }
+        guard tree.size < size else { return tree }
+        let rows = try db.rows(
+            "SELECT position, label, version, vrf_output, opening, value FROM kt_log WHERE position >= ? AND position < ? ORDER BY position",
+            [Int64(tree.size), Int64(size)])
+        try tree.append(
+            logged: rows.map { row in
+                CombinedTree.Logged(
+                    position: UInt64(try row.get(0, as: Int64.self)), label: try row.get(1),
+                    version: UInt32(try row.get(2, as: Int64.self)), vrfOutput: try row.get(3), opening: try row.get(4),
+                    value: try row.get(5))
+            })
+        guard tree.size == size else {
+            throw DomainError(.storageFailure, "the transparency log's rows end at \(tree.size), its head says \(size)")
+        }
+        keep(tree)
+        return tree
+    }
+
+    /// Keeps `tree` as the replica if it is further along (the rows it holds are committed).
+    func keep(_ tree: CombinedTree) {
+        replica.withLock { if $0.size < tree.size { $0 = tree } }
+    }
+
+    /// Writes one epoch of what is queued (at most ``epochLimit`` updates) in a transaction
+    /// under the writer's lock; returns the tree written (nil when nothing was queued), to keep
+    /// once the transaction committed.
+    func writeEpoch(_ db: any DomainStatements, now: Date) throws -> CombinedTree? {
+        let pending = try db.rows("SELECT seq, label, value FROM kt_pending ORDER BY seq LIMIT ?", [Self.epochLimit])
+        guard let last = pending.last else { return nil }
+        let head = try Self.latestHead(db)
+        var tree = try tree(db, size: head?.size ?? 0)
+        let logged = try tree.appendLogging(
+            epoch: try pending.map { row in (label: try row.get(1, as: Data.self), value: try row.get(2, as: Data.self)) })
+        for update in logged {
+            try db.execute(
+                "INSERT INTO kt_log(position, label, version, vrf_output, opening, value) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    Int64(update.position), update.label, Int64(update.version), update.vrfOutput, update.opening, update.value,
+                ])
+        }
+        guard let root = tree.root else { return nil }
+        let timestamp = UInt64(max(0, now.timeIntervalSince1970 * 1000))
+        let signature = try secrets.head.signature(
+            for: TreeHead.signedBytes(size: tree.size, root: root, timestamp: timestamp, vrfKey: keys.vrfKey))
+        try db.execute(
+            "INSERT INTO kt_heads(size, root, timestamp, signature) VALUES (?, ?, ?, ?)",
+            [Int64(tree.size), root, Int64(timestamp), signature])
+        try db.execute("DELETE FROM kt_pending WHERE seq <= ?", [try last.get(0, as: Int64.self)])
+        return tree
+    }
+
+    /// Whether anything waits for an epoch.
+    static func hasPending(_ db: any DomainStatements) throws -> Bool {
+        try db.scalar("SELECT count(*) FROM (SELECT 1 FROM kt_pending LIMIT 1) AS queued", as: Int.self) ?? 0 > 0
+    }
+
+    /// `userID`'s proof at the latest head, with the consistency proof from `since` (the size of
+    /// the head the reader holds; none when nil, 0, or not smaller than the latest).
+    func proof(_ db: any DomainStatements, userID: String, since: UInt64?) throws -> IdentityProof {
+        guard let head = try Self.latestHead(db) else {
+            throw DomainError(.unavailable, "the transparency log has no epoch yet")
+        }
+        let tree = try tree(db, size: head.size)
+        let search = try tree.searchLatest(Self.label(userID), size: head.size)
+        var consistency: [Data] = []
+        if let since, since > 0, since < head.size { consistency = tree.consistencyProof(from: since, to: head.size) ?? [] }
+        return IdentityProof(head: head, consistency: consistency, search: search)
+    }
+
+    /// The latest head with the consistency proof from `since`, and the head of `since` entries
+    /// as the domain signed it (what a device compares with a head gossiped to it).
+    func heads(_ db: any DomainStatements, since: UInt64?) throws -> (latest: TreeHead, consistency: [Data], at: TreeHead?) {
+        guard let head = try Self.latestHead(db) else {
+            throw DomainError(.unavailable, "the transparency log has no epoch yet")
+        }
+        guard let since, since > 0, since <= head.size else { return (head, [], nil) }
+        let tree = try tree(db, size: head.size)
+        return (head, since < head.size ? tree.consistencyProof(from: since, to: head.size) ?? [] : [], try Self.head(db, size: since))
+    }
+}
+
+extension DomainEngine {
+    /// Writes epochs until nothing is queued. Called after a change of identity commits (so that
+    /// the change is in the log when the call that made it returns) and before a proof is read
+    /// while updates wait; several instances take turns under the writer's lock.
+    func flushTransparency() async throws {
+        let log = transparency
+        let clock = clock
+        while true {
+            let written = try await storage {
+                try await store.write(.locking([TransparencyLog.lockName])) { db in
+                    try log.writeEpoch(db, now: clock.now())
+                }
+            }
+            guard let written else { return }
+            log.keep(written)
+        }
+    }
+
+    /// The domain's transparency keys (public).
+    package func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {
+        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+        return transparency.keys
+    }
+
+    /// `userID`'s identity as the log holds it, with its proof at the latest head and the
+    /// consistency proof from the head of `since` entries the caller holds.
+    package func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws
+        -> IdentityProof
+    {
+        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+        guard !userID.isEmpty, IdentityProof.label(of: userID).count <= 255 else {
+            throw DomainError(.invalidRequest, "a user id is 1 to 246 bytes")
+        }
+        if try await storage({ try await store.read { db in try TransparencyLog.hasPending(db) } }) {
+            try await flushTransparency()
+        }
+        let log = transparency
+        return try await storage { try await store.read { db in try log.proof(db, userID: userID, since: since) } }
+    }
+
+    /// The latest signed head, the proof that it extends the head of `since` entries, and that
+    /// head as the domain signed it (nil when no epoch ended there).
+    package func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
+        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+        let log = transparency
+        let heads = try await storage { try await store.read { db in try log.heads(db, since: since) } }
+        return TransparencyHeads(latest: heads.latest, consistency: heads.consistency, at: heads.at)
+    }
+}
