@@ -18,11 +18,13 @@ public final class HostileDomain: DomainService {
     /// How many of the next commits the domain takes and then loses the answer of (the caller
     /// sees the domain as unavailable, as when the connection drops after the commit).
     public let loseCommitAnswers = Locked(0)
-    /// Rewrites each identity proof (given the reading endpoint, the user read and the true
-    /// proof): a key the log does not hold, another head, a forked or rewritten log.
-    public let proofRewrite = Locked<(@Sendable (String, String, IdentityProof) throws -> IdentityProof)?>(nil)
-    /// Rewrites each answer of tree heads (given the reading endpoint and the true heads).
-    public let headsRewrite = Locked<(@Sendable (String, TransparencyHeads) throws -> TransparencyHeads)?>(nil)
+    /// Rewrites each identity proof (given the reading endpoint, the user read, the size of the
+    /// head the reader holds and the true proof): a key the log does not hold, another head, a
+    /// forked or rewritten log.
+    public let proofRewrite = Locked<(@Sendable (String, String, UInt64?, IdentityProof) throws -> IdentityProof)?>(nil)
+    /// Rewrites each answer of tree heads (given the reading endpoint, the size asked about and
+    /// the true heads).
+    public let headsRewrite = Locked<(@Sendable (String, UInt64?, TransparencyHeads) throws -> TransparencyHeads)?>(nil)
     /// Rewrites each mailbox read of a user (given the user id and the true entries).
     public let mailboxRewrite = Locked<(@Sendable (String, [MailboxEntry]) -> [MailboxEntry])?>(nil)
     /// Rewrites each post's payload (given the chat, the kind and the true payload).
@@ -212,15 +214,19 @@ public final class HostileDomain: DomainService {
     }
     /// Forwarded, or rewritten as the test told it (``proofRewrite``).
     public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
-        let proof = try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since)
+        var proof = try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since)
+        // A substituted identity is a key the log does not hold: passed off as the opened value.
+        if let substitute = substitutedIdentities.withLock({ $0[userID] }), proof.search.opened != nil {
+            proof.search.opened?.value = try IdentityProof.value(of: substitute)
+        }
         guard let rewrite = proofRewrite.withLock({ $0 }) else { return proof }
-        return try rewrite(endpointID, userID, proof)
+        return try rewrite(endpointID, userID, since, proof)
     }
     /// Forwarded, or rewritten as the test told it (``headsRewrite``).
     public func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
         let heads = try await inner.transparencyHeads(token: token, endpointID: endpointID, since: since)
         guard let rewrite = headsRewrite.withLock({ $0 }) else { return heads }
-        return try rewrite(endpointID, heads)
+        return try rewrite(endpointID, since, heads)
     }
     /// Forwarded, or rewritten as the test told it.
     public func identityKeyVersion(token: String, endpointID: String) async throws -> Int {

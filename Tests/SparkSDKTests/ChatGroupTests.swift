@@ -77,7 +77,7 @@ struct ChatGroupTests {
     }
 
     static func text(_ decision: ChatGroup.Decision) -> String? {
-        if case .message(let payload, _) = decision { return payload.content }
+        if case .message(let payload, _, _) = decision { return payload.content }
         return nil
     }
 
@@ -90,7 +90,7 @@ struct ChatGroupTests {
             decision
                 == .message(
                     ChatPayload(kind: .text, id: "m-1", content: "hello", tag: "Text"),
-                    sender: .init(user: "alice", device: "laptop")))
+                    sender: .init(user: "alice", device: "laptop"), gossip: Data()))
         #expect(Self.text(world.receive(World.entry(.message, message, from: "alice"), at: "carol")) == "hello")
     }
 

@@ -66,7 +66,7 @@ struct ChatSessionTests {
             let entry = MailboxEntry(
                 sequence: number, chatID: "c1", sender: "alice", kind: .message, messageNumber: number, payload: sealed,
                 members: nil, postedAt: Date())
-            guard case .message(let payload, _) = bob.receive(entry, now: Date()) else { return nil }
+            guard case .message(let payload, _, _) = bob.receive(entry, now: Date()) else { return nil }
             return payload.content
         }
 

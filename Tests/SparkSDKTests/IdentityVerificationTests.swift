@@ -196,8 +196,9 @@ struct IdentityVerificationTests {
         }
     }
 
-    /// The user accepts a changed key (a real reset, as far as they know): what was held is
-    /// sealed to the new key and sent.
+    /// The user accepts a changed key (a real reset, as far as they know: the log holds it, so
+    /// only bob's own devices can tell it is not his): what was held is sealed to the new key and
+    /// sent.
     @Test func acceptingAChangeSendsWhatWasHeld() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try HostileWorld(directory)
@@ -206,7 +207,8 @@ struct IdentityVerificationTests {
             _ = try await world.endpoint("carol", "carol-laptop")
             let chat = try await alice.startChat(with: ["bob"])
             let impostor = try HostileWorld.impostor(of: "bob")
-            world.substitute(impostor, for: "bob")
+            try await world.logForged(impostor.identity)
+            world.domain.substitutedKeyPackages.withLock { $0["bob"] = [impostor.claimed] }
             await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.invite(["carol"], to: chat.chatID) }
             let held = try await alice.sendMessage("held", to: chat.chatID)
             #expect(held.state == .held)

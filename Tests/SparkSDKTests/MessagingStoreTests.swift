@@ -395,7 +395,7 @@ struct MessagingStoreTests {
             let entry = MailboxEntry(
                 sequence: number, chatID: "c1", sender: "alice", kind: .message, messageNumber: number, payload: sealed,
                 members: nil, postedAt: Self.time)
-            guard case .message(let payload, _) = bob.receive(entry, now: Self.time) else {
+            guard case .message(let payload, _, _) = bob.receive(entry, now: Self.time) else {
                 Issue.record("bob refused message \(number)")
                 return
             }

@@ -44,6 +44,10 @@ public struct Contact: Sendable, Equatable, Identifiable {
     public var safetyNumber: SafetyNumber
     /// The version of that key (it rises with each reset of their identity).
     public var keyVersion: Int
+    /// Why the domain's transparency log did not prove that key (a key outside the log, a log
+    /// that forked or rewrote its past); nil when it did. While set, the contact is
+    /// ``ContactVerification/changed`` and only a safety number compared in person trusts the key.
+    public var transparencyFailure: String?
     /// The user id.
     public var id: String { userID }
 }
@@ -62,6 +66,10 @@ struct ContactDirectory {
         var state: ContactVerification
         /// The key the domain publishes when it is not the trusted one.
         var seen: PublishedIdentity?
+        /// Why the transparency log's proof for the key the domain publishes failed (nil: it
+        /// verified). While set the contact is ``ContactVerification/changed`` and cannot be
+        /// accepted.
+        var transparencyFailure: String? = nil
 
         /// What the domain publishes now, as far as this device knows.
         var current: PublishedIdentity { seen ?? trusted }
@@ -69,17 +77,39 @@ struct ContactDirectory {
 
     /// What meeting a published identity does to the stored record: the record to store and
     /// whether the contact's key just changed (an event for the app).
-    static func observe(_ published: PublishedIdentity, stored: Record?, policy: IdentityTrustPolicy) -> (
-        record: Record, changed: Bool
-    ) {
+    static func observe(
+        _ published: PublishedIdentity, stored: Record?, policy: IdentityTrustPolicy, failure: String? = nil
+    ) -> (record: Record, changed: Bool) {
+        if let failure {
+            // The log did not prove this key: it is kept as changed, beside the trusted one if
+            // there is one, and nothing is sealed to it.
+            guard var record = stored else {
+                // A first contact with an unproved key: the key is both the "trusted" and the
+                // seen one, which marks a record no proof ever backed (see below).
+                return (Record(trusted: published, state: .changed, seen: published, transparencyFailure: failure), true)
+            }
+            let already = record.state == .changed && record.transparencyFailure != nil
+            if !sameKeys(published, record.trusted) { record.seen = published }
+            record.state = .changed
+            record.transparencyFailure = failure
+            return (record, !already)
+        }
         guard var record = stored else {
             let state: ContactVerification = policy == .trustOnFirstUse ? .unverified : .unconfirmed
             return (Record(trusted: published, state: state, seen: nil), false)
         }
+        if record.transparencyFailure != nil, let seen = record.seen, sameKeys(seen, record.trusted) {
+            // Met first with a key the log did not prove: now that it proves one, this is the
+            // first contact.
+            return observe(published, stored: nil, policy: policy)
+        }
+        let failedBefore = record.transparencyFailure != nil
+        record.transparencyFailure = nil
         if sameKeys(published, record.trusted) {
-            // Back to the trusted key (a substitution withdrawn): the change is over, and the
-            // contact is unverified again (a verification is never restored by the domain).
-            if record.state == .changed { record.state = .unverified }
+            // Back to the trusted key (a substitution withdrawn, or the log proves it now): the
+            // change is over, and the contact is unverified again (a verification is never
+            // restored by the domain).
+            if record.state == .changed { record.state = failedBefore && policy == .confirmFirstContact ? .unconfirmed : .unverified }
             record.seen = nil
             return (record, false)
         }
@@ -109,6 +139,13 @@ struct ContactDirectory {
     /// Trusts what the domain publishes now for `user`; returns false when there is no contact.
     static func accept(_ store: some MessagingStore, _ user: String, verified: Bool) throws -> Bool {
         guard var record = try store.contact(user) else { return false }
+        // A key the log did not prove is trusted only after a comparison in person.
+        if let failure = record.transparencyFailure, !verified {
+            throw MessagingError(
+                .identityUnconfirmed,
+                "the domain's transparency log does not prove \(user)'s key (\(failure)): compare safety numbers in person to trust it")
+        }
+        record.transparencyFailure = nil
         // Accepting a contact that is already trusted changes nothing (a verified one stays so).
         if !verified, record.state.isTrusted, record.seen == nil { return true }
         record.trusted = record.current

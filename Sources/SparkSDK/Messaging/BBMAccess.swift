@@ -325,6 +325,18 @@ public final class BBMAccess: Sendable {
     /// ``ContactVerification/unverified`` until a safety number is confirmed.
     public func acceptIdentityChange(of userID: String) async throws { try await messenger.acceptIdentity(of: userID) }
 
+    /// Checks the domain's transparency log now, as the device does every hour: this user's own
+    /// identity (owner monitoring: a version none of the user's devices published raises the
+    /// alarm) and every contact's (a key the log no longer proves, or a newer one, marks the
+    /// contact changed). Returns the alarm, if one is raised.
+    @discardableResult
+    public func checkTransparency() async throws -> String? { try await messenger.identities.monitorTransparency() }
+
+    /// The alarm the monitoring of this user's own identity raised (nil: none): the log holds an
+    /// identity for this user that none of their devices published, or its proof failed. It
+    /// clears when a later check finds the log right.
+    public func transparencyAlarm() async throws -> String? { try await messenger.identities.transparencyAlarm() }
+
     /// Whether contacts met for the first time are trusted at once (the default) or held until
     /// accepted; kept in this endpoint's store.
     public func identityTrustPolicy() async throws -> IdentityTrustPolicy { try await messenger.identities.identityTrustPolicy() }

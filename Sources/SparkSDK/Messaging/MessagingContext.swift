@@ -39,6 +39,9 @@ final class MessagingContext: Sendable {
     /// The users this user blocked (the store's list, kept here for every arrival to check,
     /// inside its transaction).
     let blockedList = Locked<Set<String>>([])
+    /// The transparency log's head this device accepted last, encoded: what its messages carry
+    /// for the other members to compare (empty before the first).
+    let gossipHead = Locked(Data())
     /// Set by `Messenger.stop()`: from then on nothing is written (see `write`).
     let stopped = Locked(false)
     /// Every `events` stream handed out; each event goes to all of them.

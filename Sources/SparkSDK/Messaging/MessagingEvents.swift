@@ -6,6 +6,12 @@ public enum MessagingEvent: Sendable, Equatable {
     /// A contact's identity key changed (a reset, or an attack): shown on the contact and their
     /// chats until the user accepts it.
     case identityChanged(userID: String)
+    /// The domain's transparency log did not prove the key it gives for a contact (a key outside
+    /// the log, a forked or rewritten log): the contact is held as changed, with the reason.
+    case transparencyFailure(userID: String, reason: String)
+    /// The monitoring of this user's own identity found what none of their devices published
+    /// (or the log's proof of it failed): the reason. ``BBMAccess/transparencyAlarm()`` keeps it.
+    case transparencyAlarm(reason: String)
     /// Something arrived that failed its checks (forged, altered, replayed, reordered or for
     /// another chat) and was dropped; nothing was marked.
     case dropped(chatID: String, reason: String)

@@ -83,6 +83,8 @@ actor Messenger: MessagingPart {
         // its KeyPackages are in the domain before (topped up again at each start; a failure now
         // is retried at the next).
         try? await identities.ensureKeyPackages()
+        // Messages carry the transparency head this device last accepted (gossip).
+        await identities.loadGossip()
         // The user's other devices approve this one by the credential it publishes.
         try? await identities.publishCredential()
         // Every chat is looked at after the first read (this user's devices may have changed

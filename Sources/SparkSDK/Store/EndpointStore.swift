@@ -402,6 +402,22 @@ public final class EndpointStore: Sendable {
                 INSERT INTO search_index_state VALUES (1, 0, 1);
                 """)
         }
+        migrator.register("v17-key-transparency") { db in
+            // Key transparency (`docs/FORMATS.md`): the domain's transparency keys as first seen
+            // (pinned), the last tree head this device accepted, and the alarm its own identity's
+            // monitoring raised; on each contact, why the log's proof for their key failed.
+            try db.execute(
+                """
+                CREATE TABLE transparency_state (
+                    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                    keys BLOB,
+                    head BLOB,
+                    alarm TEXT,
+                    fork TEXT
+                );
+                ALTER TABLE contacts ADD COLUMN transparency_failure TEXT;
+                """)
+        }
         return migrator
     }
 

@@ -306,6 +306,8 @@ actor GroupChanges: MessagingPart {
         let clock = ContinuousClock()
         // KeyPackages on a timer: a device that stays up tops up and rotates as they age.
         if await identities.keyPackagesDue { try? await identities.ensureKeyPackages() }
+        // The transparency log on a timer: this user's label and the contacts' (monitoring).
+        if await identities.transparencyDue { _ = try? await identities.monitorTransparency() }
         let due = lastReconcile.map { clock.now - $0 >= Self.reconcileInterval } ?? true
         if force || due {
             lastReconcile = clock.now

@@ -34,8 +34,9 @@ struct ChatGroup: Sendable {
 
     /// What an entry does.
     enum Decision: Equatable, Sendable {
-        /// A message, from `sender`.
-        case message(ChatPayload, sender: Device)
+        /// A message, from `sender`, with the tree head its device gossiped (its MLS
+        /// `authenticated_data`; empty when it carried none).
+        case message(ChatPayload, sender: Device, gossip: Data)
         /// A commit moved the group to its next epoch.
         case commit(added: [Device], removed: [Device], by: Device)
         /// A commit removed this device: the group reads nothing more.
@@ -227,10 +228,12 @@ struct ChatGroup: Sendable {
     /// The users with a device in the group.
     var users: [String] { Array(Set(devices.map(\.user))).sorted() }
 
-    /// Seals a payload as this device's next message.
-    mutating func seal(_ payload: ChatPayload, random: inout some MLSRandomSource) throws -> Data {
+    /// Seals a payload as this device's next message, carrying `gossip` (the transparency log's
+    /// head this device holds, encoded) in the message's authenticated data: every member sees
+    /// the head its sender was shown, so a domain that shows them different logs is caught.
+    mutating func seal(_ payload: ChatPayload, gossip: Data = Data(), random: inout some MLSRandomSource) throws -> Data {
         try payload.validate()
-        return try group.protect(payload.encoded, random: &random)
+        return try group.protect(payload.encoded, authenticatedData: gossip, random: &random)
     }
 
     /// What an ephemeral entry (typing, a live chat event) does.
@@ -315,10 +318,10 @@ struct ChatGroup: Sendable {
             return .drop("signed by a device of another user than the domain names (\(entry.sender))")
         }
         switch received {
-        case .application(let bytes, _, _):
+        case .application(let bytes, _, let gossip):
             guard let payload = try? ChatPayload(encoded: bytes) else { return .drop("a malformed chat payload") }
             group = next
-            return .message(payload, sender: sender)
+            return .message(payload, sender: sender, gossip: gossip)
         case .commit:
             let (before, adminsBefore) = (Set(devices), admins)
             let candidate = ChatGroup(chatID: chatID, group: next)

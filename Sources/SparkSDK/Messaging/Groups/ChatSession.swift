@@ -102,7 +102,7 @@ struct ChatSession {
             payload.withdrawn = try store.withdrawnSequences(chatID: chatID).filter { $0 < sequence }
         }
         var random = MLSSystemRandom()
-        let sealed = try stored.group.seal(payload, random: &random)
+        let sealed = try stored.group.seal(payload, gossip: context.gossipHead.withLock { $0 }, random: &random)
         stored.sentSinceUpdate += 1
         if stored.sentSinceUpdate >= MessagingCore.updateAfterMessages {
             let chatID = chatID

@@ -89,7 +89,7 @@ import SparkStore
             let entry = MailboxEntry(
                 sequence: number, chatID: chatID, sender: sender, kind: .message, messageNumber: number, payload: sealed,
                 members: nil, postedAt: Date())
-            guard case .message(let payload, _) = stored.group.receive(entry, now: Date()) else { return nil }
+            guard case .message(let payload, _, _) = stored.group.receive(entry, now: Date()) else { return nil }
             stored.lastNumber = number
             try groups.save(store, stored)
             return payload.content

@@ -16,6 +16,13 @@ actor Identities: MessagingPart {
     private(set) var lastKeyPackageCheck: ContinuousClock.Instant?
     /// How often a running device looks at its KeyPackages.
     static let keyPackageCheckInterval: Duration = .seconds(3600)
+    /// When the transparency log was last checked for this user and the contacts
+    /// (``monitorTransparency()``).
+    private(set) var lastTransparencyCheck: ContinuousClock.Instant?
+    /// Roots of heads other members gossiped that the domain confirmed as its own, this run.
+    var confirmedHeads: Set<Data> = []
+    /// How often a running device checks its own and its contacts' labels in the log.
+    static let transparencyCheckInterval: Duration = .seconds(3600)
     /// The devices of the user already announced as awaiting approval, this run.
     private var announcedDevices: Set<String> = []
 
@@ -24,6 +31,20 @@ actor Identities: MessagingPart {
     /// Whether the KeyPackages are due a look (see ``keyPackageCheckInterval``).
     var keyPackagesDue: Bool {
         lastKeyPackageCheck.map { ContinuousClock.now - $0 >= Self.keyPackageCheckInterval } ?? true
+    }
+
+    /// Whether the log is due a look (see ``transparencyCheckInterval``).
+    var transparencyDue: Bool {
+        lastTransparencyCheck.map { ContinuousClock.now - $0 >= Self.transparencyCheckInterval } ?? true
+    }
+
+    /// Owner and contact monitoring, now: this user's label, then each contact's.
+    @discardableResult
+    func monitorTransparency() async throws -> String? {
+        lastTransparencyCheck = ContinuousClock.now
+        let alarm = try await monitorOwnIdentity()
+        try await monitorContacts()
+        return alarm
     }
 
     // MARK: Blocking
@@ -69,23 +90,24 @@ actor Identities: MessagingPart {
     func contactRecord(of user: String, refresh: Bool) async throws -> ContactDirectory.Record {
         let stored = try await read { store in try store.contact(user) }
         if let stored, !refresh { return stored }
-        guard
-            let published = try await domainCall({
-                try await domain.identity(token: try await token(), endpointID: endpointID, userID: user)
-            }),
-            published.userID == user, published.isSelfSigned
-        else {
+        // The key is the one the transparency log holds, proved; when the proof fails, the key
+        // the domain claims is kept as changed, with the reason, and nothing is sealed to it.
+        let proven = try await provenIdentity(of: user)
+        guard let published = proven.identity, published.userID == user, published.isSelfSigned else {
             if let stored { return stored }
             throw MessagingError(.unknownUser, "\(user) has no published identity (they have not set up a device)")
         }
         let (record, changed) = try await write { store in
             // Decided inside the write, on the row as it is now (another refresh may have run).
             let outcome = ContactDirectory.observe(
-                published, stored: try store.contact(user), policy: try store.identityPolicy())
+                published, stored: try store.contact(user), policy: try store.identityPolicy(), failure: proven.failure)
             try store.saveContact(outcome.record)
             return outcome
         }
         if changed { eventSinks.yield(.identityChanged(userID: user)) }
+        if let failure = proven.failure, stored?.transparencyFailure != failure {
+            eventSinks.yield(.transparencyFailure(userID: user, reason: failure))
+        }
         // Chats show each participant's state (unverified when no contact is stored yet): only a
         // different state is news, and reloading mid-batch would show a half-applied step.
         if record.state != (stored?.state ?? .unverified) { await flows.reloadChats() }
@@ -154,7 +176,7 @@ actor Identities: MessagingPart {
         let record = try await contactRecord(of: user, refresh: true)
         return Contact(
             userID: user, verification: record.state, safetyNumber: safetyNumber(for: record.current),
-            keyVersion: record.current.keyVersion)
+            keyVersion: record.current.keyVersion, transparencyFailure: record.transparencyFailure)
     }
 
     func identityTrustPolicy() async throws -> IdentityTrustPolicy { try await read { store in try store.identityPolicy() } }

@@ -209,9 +209,11 @@ extension MailboxSync {
             try ChatSession.applyMembership(store, group: session.group, now: entry.postedAt)
             try ChatSession.applySubject(of: session.group, in: store)
             return Effects(moved: true, reconcile: session.stored.sentSinceUpdate >= MessagingCore.updateAfterMessages)
-        case .message(let payload, let sender):
+        case .message(let payload, let sender, let gossip):
             // The ratchet moved: the group is kept whatever the payload turns out to be.
-            return try applyPayload(payload, from: sender, entry: entry, session: &session, in: store)
+            var effects = try applyPayload(payload, from: sender, entry: entry, session: &session, in: store)
+            if !gossip.isEmpty, sender.device != endpointID { effects.gossip.append(Gossip(user: sender.user, head: gossip)) }
+            return effects
         }
     }
 

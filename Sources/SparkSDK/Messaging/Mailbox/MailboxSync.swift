@@ -96,6 +96,14 @@ actor MailboxSync: MessagingPart {
         var arrived: [ChatMessage] = []
         /// A message may have started counting down (see `noteExpiring`).
         var expiring = false
+        /// The transparency heads other members' devices gossiped.
+        var gossip: [Gossip] = []
+    }
+
+    /// A tree head another member's device carried in a message.
+    struct Gossip: Sendable {
+        var user: String
+        var head: Data
     }
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
@@ -254,6 +262,7 @@ actor MailboxSync: MessagingPart {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         for message in effects.arrived { arrivalSinks.yield(message) }
         if effects.expiring { await noteExpiring() }
+        for gossip in effects.gossip { await identities.heard(gossip.head, from: gossip.user) }
         if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
         if effects.reconcile { needsReconcile.withLock { _ = $0.insert(entry.chatID) } }
         if effects.reconcileAll {

@@ -52,6 +52,7 @@ final class MemoryMessagingStore: Sendable {
         var blocked: Set<String> = []
         var nextRow: Int64 = 1
         var contacts: [String: ContactDirectory.Record] = [:]
+        var transparency = TransparencyState()
         var contactsVersion = SystemRandom.bytes(count: 16)
         var identityPolicy = IdentityTrustPolicy.trustOnFirstUse
         var signer: StoredSigner?
@@ -585,6 +586,7 @@ final class MemoryMessagingStore: Sendable {
         // MARK: Identities
 
         func contact(_ user: String) throws -> ContactDirectory.Record? { state.contacts[user] }
+        func contactUsers() throws -> [String] { state.contacts.keys.sorted() }
 
         func contactsVersion() throws -> Data? { state.contactsVersion }
 
@@ -606,6 +608,8 @@ final class MemoryMessagingStore: Sendable {
         }
 
         func identityPolicy() throws -> IdentityTrustPolicy { state.identityPolicy }
+        func transparencyState() throws -> TransparencyState { state.transparency }
+        func setTransparencyState(_ state: TransparencyState) throws { self.state.transparency = state }
 
         func setIdentityPolicy(_ policy: IdentityTrustPolicy) throws { state.identityPolicy = policy }
 

@@ -233,6 +233,8 @@ protocol MessagingStore {
 
     /// The contact `user`, as last stored.
     func contact(_ user: String) throws -> ContactDirectory.Record?
+    /// Every stored contact's user id, sorted.
+    func contactUsers() throws -> [String]
     /// The contacts' version: a fresh random value at every change of a contact, so that what is
     /// built from the contacts (the validators, a chat's untrusted users) is built again when they
     /// change, here or in another process. Nil on a store without one.
@@ -248,6 +250,10 @@ protocol MessagingStore {
     /// How far each of `users` is trusted, for those met (a state this code did not write is
     /// `changed`).
     func verifications(of users: Set<String>) throws -> [String: ContactVerification]
+    /// What key transparency keeps: the domain's keys, the last head accepted, the alarm.
+    func transparencyState() throws -> TransparencyState
+    /// Keeps what key transparency keeps.
+    func setTransparencyState(_ state: TransparencyState) throws
     /// The policy for first contacts, or the default.
     func identityPolicy() throws -> IdentityTrustPolicy
     /// Keeps the policy for first contacts.
@@ -275,6 +281,19 @@ protocol MessagingStore {
     func setTrustedOwnDevices(_ devices: Set<OwnDevices.Trusted>) throws
     /// Adds `device` to what this device trusts (it approved it).
     func trustOwnDevice(_ device: OwnDevices.Trusted) throws
+}
+
+/// What this device keeps of key transparency.
+struct TransparencyState: Sendable, Equatable {
+    /// The domain's transparency keys, pinned when first fetched.
+    var keys: TransparencyKeys?
+    /// The last tree head this device accepted: every later one must extend it.
+    var head: TreeHead?
+    /// Why the monitoring of this user's own identity raised an alarm (nil: none raised).
+    var alarm: String?
+    /// The fork this device found (a member's gossiped head that no single log can hold beside
+    /// this device's): evidence signed by the domain, never cleared.
+    var fork: String?
 }
 
 /// This device's MLS signer as stored: its key, and the credential the identity key signed.

@@ -1,10 +1,11 @@
 import Foundation
 import SparkCrypto
+import SparkDomain
 import SparkStore
 
 /// The identity statements of the SQLite messaging store: this file alone reads and writes
-/// `contacts`, `contacts_version`, `messaging_settings`, `device_signer`, `key_package_bundles`
-/// and `own_devices`. The device's signature key and its KeyPackages' private halves are sealed
+/// `contacts`, `contacts_version`, `messaging_settings`, `transparency_state`, `device_signer`,
+/// `key_package_bundles` and `own_devices`. The device's signature key and its KeyPackages' private halves are sealed
 /// (`DeviceKeys.Seal`); contacts hold public keys only.
 extension SQLiteMessagingStore {
     // MARK: Contacts
@@ -12,7 +13,8 @@ extension SQLiteMessagingStore {
     func contact(_ user: String) throws -> ContactDirectory.Record? {
         try db.row(
             """
-            SELECT signing_key, encryption_key, key_version, state, seen_signing_key, seen_encryption_key, seen_key_version
+            SELECT signing_key, encryption_key, key_version, state, seen_signing_key, seen_encryption_key, seen_key_version,
+                transparency_failure
             FROM contacts WHERE user_id = ?
             """, [user]
         ).map { row in
@@ -28,8 +30,13 @@ extension SQLiteMessagingStore {
                 trusted: PublishedIdentity(
                     userID: user, signingKey: try row.get(0), encryptionKey: try row.get(1), keyVersion: try row.get(2),
                     signature: Data()),
-                state: ContactVerification(rawValue: try row.get(3)) ?? .changed, seen: seen)
+                state: ContactVerification(rawValue: try row.get(3)) ?? .changed, seen: seen,
+                transparencyFailure: try row.get(7))
         }
+    }
+
+    func contactUsers() throws -> [String] {
+        try db.rows("SELECT user_id FROM contacts ORDER BY user_id").map { try $0.get(0) }
     }
 
     func contactsVersion() throws -> Data? {
@@ -41,14 +48,16 @@ extension SQLiteMessagingStore {
         try db.execute(
             """
             INSERT INTO contacts(user_id, signing_key, encryption_key, key_version, state, seen_signing_key,
-                seen_encryption_key, seen_key_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                seen_encryption_key, seen_key_version, transparency_failure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(user_id) DO UPDATE SET signing_key = excluded.signing_key, encryption_key = excluded.encryption_key,
                 key_version = excluded.key_version, state = excluded.state, seen_signing_key = excluded.seen_signing_key,
-                seen_encryption_key = excluded.seen_encryption_key, seen_key_version = excluded.seen_key_version
+                seen_encryption_key = excluded.seen_encryption_key, seen_key_version = excluded.seen_key_version,
+                transparency_failure = excluded.transparency_failure
             """,
             [
                 record.trusted.userID, record.trusted.signingKey, record.trusted.encryptionKey, record.trusted.keyVersion,
                 record.state.rawValue, record.seen?.signingKey, record.seen?.encryptionKey, record.seen?.keyVersion,
+                record.transparencyFailure,
             ])
     }
 
@@ -87,6 +96,29 @@ extension SQLiteMessagingStore {
             states[user] = ContactVerification(rawValue: try row.get(1, as: String.self)) ?? .changed
         }
         return states
+    }
+
+    func transparencyState() throws -> TransparencyState {
+        guard let row = try db.row("SELECT keys, head, alarm, fork FROM transparency_state WHERE singleton = 1") else {
+            return TransparencyState()
+        }
+        return TransparencyState(
+            keys: try row.get(0, as: Data?.self).flatMap { try? JSONDecoder().decode(TransparencyKeys.self, from: $0) },
+            head: try row.get(1, as: Data?.self).flatMap { try? TransparencyCodec.decodeHead($0) }, alarm: try row.get(2),
+            fork: try row.get(3))
+    }
+
+    func setTransparencyState(_ state: TransparencyState) throws {
+        try db.execute(
+            """
+            INSERT INTO transparency_state(singleton, keys, head, alarm, fork) VALUES (1, ?, ?, ?, ?)
+            ON CONFLICT(singleton) DO UPDATE SET keys = excluded.keys, head = excluded.head, alarm = excluded.alarm,
+                fork = excluded.fork
+            """,
+            [
+                try state.keys.map { try JSONEncoder().encode($0) }, state.head.map(TransparencyCodec.encode), state.alarm,
+                state.fork,
+            ])
     }
 
     func identityPolicy() throws -> IdentityTrustPolicy {

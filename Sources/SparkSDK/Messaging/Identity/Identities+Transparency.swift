@@ -1,0 +1,166 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkLock
+
+/// Key transparency on the device (`docs/FORMATS.md`, "Key transparency"): every identity read
+/// comes from the domain's log with its search proof, verified here against the domain's keys
+/// (pinned when first fetched) and the last tree head this device accepted, which every later
+/// head must extend. The user's own identity and the contacts' are checked again on a schedule
+/// (monitoring), so that a version none of the user's devices published raises an alarm.
+extension Identities {
+    /// What the log proves of a user: the identity it holds, or, when its proof failed, the
+    /// identity the domain claims and why it failed.
+    struct Proven: Sendable {
+        var identity: PublishedIdentity?
+        var failure: String?
+    }
+
+    /// `user`'s identity as the transparency log proves it; a failed proof is returned with the
+    /// identity the domain claims (to show, never to trust), not thrown.
+    func provenIdentity(of user: String) async throws -> Proven {
+        let keys = try await transparencyKeys()
+        let previous = try await read { store in try store.transparencyState().head }
+        let proof = try await domainCall {
+            try await domain.identityProof(token: try await token(), endpointID: endpointID, userID: user, since: previous?.size)
+        }
+        let verified: IdentityProof.Verified
+        do {
+            verified = try proof.verify(userID: user, keys: keys, previous: previous)
+        } catch {
+            let reason = (error as? CryptoError)?.reason ?? "\(error)"
+            let claimed = try await domainCall {
+                try await domain.identity(token: try await token(), endpointID: endpointID, userID: user)
+            }
+            return Proven(identity: claimed, failure: reason)
+        }
+        try await keep(verified.head)
+        return Proven(identity: verified.identity, failure: nil)
+    }
+
+    /// The domain's transparency keys: as pinned, or fetched and pinned now.
+    func transparencyKeys() async throws -> TransparencyKeys {
+        if let pinned = try await read({ store in try store.transparencyState().keys }) { return pinned }
+        let fetched = try await domainCall {
+            try await domain.transparencyKeys(token: try await token(), endpointID: endpointID)
+        }
+        guard (try? fetched.vrf()) != nil, (try? fetched.head()) != nil else {
+            throw MessagingError(.forged, "the domain's transparency keys are not P-256 keys")
+        }
+        return try await write { store in
+            var state = try store.transparencyState()
+            if let pinned = state.keys { return pinned }
+            state.keys = fetched
+            try store.setTransparencyState(state)
+            return fetched
+        }
+    }
+
+    /// Keeps `head` as the last accepted when it is further along than the one kept (it was
+    /// verified to extend the head kept when the proof was asked for), and gossips it from now on.
+    func keep(_ head: TreeHead) async throws {
+        let kept = try await write { store -> TreeHead in
+            var state = try store.transparencyState()
+            guard (state.head?.size ?? 0) < head.size else { return state.head ?? head }
+            state.head = head
+            try store.setTransparencyState(state)
+            return head
+        }
+        context.gossipHead.withLock { $0 = TransparencyCodec.encode(kept) }
+    }
+
+    /// Gossips the head kept in the store (at start).
+    func loadGossip() async {
+        guard let head = try? await read({ store in try store.transparencyState().head }) else { return }
+        context.gossipHead.withLock { $0 = TransparencyCodec.encode(head) }
+    }
+
+    /// A head another member's device carried in a message: signed by the domain's key, it must
+    /// be one the domain would give this device too. A head of this device's size with another
+    /// root, or one the domain does not name as its head of that size, is a fork (the domain
+    /// shows members different logs): the alarm is raised for good. A head that is not the
+    /// domain's (a member's garbage) is ignored.
+    func heard(_ encoded: Data, from user: String) async {
+        guard encoded != context.gossipHead.withLock({ $0 }),
+            let head = try? TransparencyCodec.decodeHead(encoded),
+            let state = try? await read({ store in try store.transparencyState() }),
+            let keys = state.keys, head.isSigned(by: keys), state.fork == nil
+        else { return }
+        if let mine = state.head, mine.size == head.size {
+            if mine.root != head.root {
+                await raiseFork("\(user)'s device was shown another log of \(head.size) entries than this device")
+            }
+            return
+        }
+        guard !confirmedHeads.contains(head.root) else { return }
+        guard
+            let heads = try? await domainCall({
+                try await domain.transparencyHeads(token: try await token(), endpointID: endpointID, since: head.size)
+            })
+        else { return }
+        guard let signed = heads.at, signed.root == head.root else {
+            await raiseFork("\(user)'s device was shown a log of \(head.size) entries that the domain does not show this device")
+            return
+        }
+        confirmedHeads.insert(head.root)
+    }
+
+    private func raiseFork(_ reason: String) async {
+        let alarm = "the domain shows members different logs (a fork): \(reason)"
+        let raised =
+            (try? await write { store -> Bool in
+                var state = try store.transparencyState()
+                guard state.fork == nil else { return false }
+                state.fork = alarm
+                try store.setTransparencyState(state)
+                return true
+            }) ?? false
+        if raised { eventSinks.yield(.transparencyAlarm(reason: alarm)) }
+    }
+
+    /// Checks this user's own label: the log's latest identity must be the one this device
+    /// holds (its signing and encryption keys). Anything else, or a proof that fails, raises the
+    /// alarm (kept, and told once as ``MessagingEvent/transparencyAlarm(reason:)``); a later
+    /// check that finds the log right again clears it.
+    @discardableResult
+    func monitorOwnIdentity() async throws -> String? {
+        let proven = try await provenIdentity(of: me)
+        let own = try keys.publishedIdentity()
+        let alarm: String? =
+            if let failure = proven.failure {
+                "the transparency log's proof of your own identity failed: \(failure)"
+            } else if let logged = proven.identity {
+                ContactDirectory.sameKeys(logged, own)
+                    ? nil
+                    : "the transparency log holds a version of your identity (key version \(logged.keyVersion)) that none of your devices published"
+            } else {
+                "the transparency log holds no identity for you: it was reset by no device of yours"
+            }
+        let raised = try await write { store -> Bool in
+            var state = try store.transparencyState()
+            guard state.alarm != alarm else { return false }
+            state.alarm = alarm
+            try store.setTransparencyState(state)
+            return alarm != nil
+        }
+        if raised, let alarm { eventSinks.yield(.transparencyAlarm(reason: alarm)) }
+        return alarm
+    }
+
+    /// The alarm monitoring or gossip raised, if any (a fork first: it is never cleared).
+    func transparencyAlarm() async throws -> String? {
+        try await read { store in
+            let state = try store.transparencyState()
+            return state.fork ?? state.alarm
+        }
+    }
+
+    /// Checks every stored contact's key against the log again (contact monitoring): a key the
+    /// log no longer proves, or a newer one, marks the contact changed as a read would.
+    func monitorContacts() async throws {
+        let users = try await read { store in try store.contactUsers() }
+        for user in users where user != me {
+            _ = try await contactRecord(of: user, refresh: true)
+        }
+    }
+}

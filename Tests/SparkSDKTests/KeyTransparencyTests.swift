@@ -1,0 +1,214 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkLock
+import SparkMLS
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkDomainEngine
+@testable import SparkSDK
+
+/// The transparency log as an operator holding the domain's database and keys can rewrite it:
+/// the tree rebuilt from the domain's rows with a change, its heads signed with the domain's own
+/// head key.
+struct ForgedLog: Sendable {
+    let tree: CombinedTree
+    let secrets: TransparencySecrets
+
+    /// The rows of `domain`'s log, as stored.
+    static func rows(of domain: EmbeddedDomain) async throws -> [CombinedTree.Logged] {
+        try await domain.store.read { db in
+            try db.rows("SELECT position, label, version, vrf_output, opening, value FROM kt_log ORDER BY position").map { row in
+                CombinedTree.Logged(
+                    position: UInt64(try row.get(0, as: Int64.self)), label: try row.get(1),
+                    version: UInt32(try row.get(2, as: Int64.self)), vrfOutput: try row.get(3), opening: try row.get(4),
+                    value: try row.get(5))
+            }
+        }
+    }
+
+    /// `domain`'s log with `rows` instead of its own, then `appended` updates (label, value).
+    init(_ domain: EmbeddedDomain, rows: [CombinedTree.Logged], appended: [(label: Data, value: Data)] = []) throws {
+        secrets = domain.transparency.secrets
+        var tree = CombinedTree(vrf: secrets.vrf)
+        try tree.append(logged: rows)
+        if !appended.isEmpty { _ = try tree.appendLogging(epoch: appended) }
+        self.tree = tree
+    }
+
+    /// The head of `size` entries (the whole log by default), signed with the domain's key.
+    func head(size: UInt64? = nil) throws -> TreeHead {
+        let size = size ?? tree.size
+        let root = try #require(tree.root(at: size))
+        let timestamp = UInt64(Date().timeIntervalSince1970 * 1000)
+        let signature = try secrets.head.signature(
+            for: TreeHead.signedBytes(size: size, root: root, timestamp: timestamp, vrfKey: secrets.publicKeys.vrfKey))
+        return TreeHead(size: size, root: root, timestamp: timestamp, signature: signature)
+    }
+
+    /// A proof of `user`'s latest value in this log, for a reader holding a head of `since` entries.
+    func proof(of user: String, since: UInt64?) throws -> IdentityProof {
+        let consistency = since.flatMap { $0 > 0 && $0 < tree.size ? tree.consistencyProof(from: $0, to: tree.size) : nil }
+        return IdentityProof(
+            head: try head(), consistency: consistency ?? [], search: try tree.searchLatest(IdentityProof.label(of: user)))
+    }
+
+    /// The heads a reader holding `since` entries is shown.
+    func heads(since: UInt64?) throws -> TransparencyHeads {
+        guard let since, since > 0, since <= tree.size else { return TransparencyHeads(latest: try head(), consistency: [], at: nil) }
+        return TransparencyHeads(
+            latest: try head(), consistency: since < tree.size ? tree.consistencyProof(from: since, to: tree.size) ?? [] : [],
+            at: try head(size: since))
+    }
+}
+
+extension HostileWorld {
+    /// What an operator with the database does to put its own identity for a user in the log:
+    /// the directory's row replaced and the identity queued as the user's next version, then an
+    /// epoch written (the domain signs it as any other).
+    func logForged(_ identity: PublishedIdentity) async throws {
+        let document = try JSONEncoder().encode(identity)
+        try await real.store.write { db in
+            try db.execute(
+                "UPDATE identities SET document = ?, key_version = ? WHERE user_id = ?",
+                [document, identity.keyVersion, identity.userID])
+            try TransparencyLog.queue(db, user: identity.userID, document: document)
+        }
+        try await real.flushTransparency()
+    }
+}
+
+/// Key transparency against a domain that lies: each of the four attacks of issue 45 is caught
+/// by the devices, without anyone comparing safety numbers.
+@Suite("Key transparency: a substituted key caught by the log's proofs, monitoring and gossip")
+struct KeyTransparencyTests {
+    /// The domain gives alice a key for bob that is not in its log (with the proof it has):
+    /// alice's first contact with bob (trusted on first use before key transparency) holds bob as
+    /// changed with the reason, nothing reaches the key, and accepting it is refused; once the
+    /// domain behaves, the log's key is trusted.
+    @Test func aKeyOutsideTheLogIsHeldWithTheReasonAtFirstContact() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            let events = EventRecorder(alice)
+            let impostor = try HostileWorld.impostor(of: "bob")
+            world.substitute(impostor, for: "bob")
+            await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.startChat(with: ["bob"]) }
+            let contact = try await alice.contact("bob")
+            #expect(contact.verification == .changed)
+            #expect(contact.transparencyFailure?.contains("did not commit to") == true, "\(contact.transparencyFailure ?? "none")")
+            await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.acceptIdentityChange(of: "bob") }
+            #expect(
+                await waitFor("the failure told") {
+                    events.value.contains { event in
+                        if case .transparencyFailure(userID: "bob", _) = event { return true }
+                        return false
+                    }
+                })
+            #expect(world.welcomesAdmitting(impostor) == 0, "nothing admits the substitute")
+
+            world.substitute(nil, for: "bob")
+            let restored = try await alice.contact("bob")
+            #expect(restored.verification == .unverified && restored.transparencyFailure == nil)
+            let chat = try await alice.startChat(with: ["bob"])
+            #expect(try await alice.sendMessage("hello", to: chat.chatID).state != .held)
+        }
+    }
+
+    /// The domain logs a version of bob's identity it holds (with KeyPackages signed by it). A new
+    /// contact cannot tell from the proof, but bob's own device, checking its label, raises the
+    /// alarm; alice, who trusted bob's real key, sees bob changed at her next check.
+    @Test func aFakeVersionInTheLogRaisesTheOwnersAlarm() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            _ = try await alice.startChat(with: ["bob"])
+            #expect(try await bob.checkTransparency() == nil, "the log holds bob's own key")
+            let bobEvents = EventRecorder(bob)
+
+            let keys = try UnlockedKeys.generate(userID: "bob", keyVersion: 2)
+            try await world.logForged(try keys.publishedIdentity())
+            let alarm = try await bob.checkTransparency()
+            #expect(alarm?.contains("none of your devices published") == true, "\(alarm ?? "none")")
+            #expect(try await bob.transparencyAlarm() == alarm, "the alarm is a state on the user")
+            #expect(
+                await waitFor("the alarm told") {
+                    bobEvents.value.contains { event in
+                        if case .transparencyAlarm = event { return true }
+                        return false
+                    }
+                })
+            _ = try await alice.checkTransparency()
+            #expect(try await alice.contact("bob").verification == .changed, "alice's contact monitoring sees the new version")
+        }
+    }
+
+    /// Alice holds the log's head; the domain then shows her a log whose past is rewritten (bob's
+    /// first identity replaced), signed with its own key: the new head does not extend hers.
+    @Test func aRewrittenPastIsCaught() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            _ = try await alice.startChat(with: ["bob"])
+            let impostor = try HostileWorld.impostor(of: "bob")
+            let label = IdentityProof.label(of: "bob")
+            let rows = try await ForgedLog.rows(of: world.real).map { row in
+                var row = row
+                if row.label == label { row.value = try! IdentityProof.value(of: impostor.identity) }
+                return row
+            }
+            let forged = try ForgedLog(world.real, rows: rows, appended: [(IdentityProof.label(of: "zed"), Data("z".utf8))])
+            world.domain.proofRewrite.withLock {
+                $0 = { _, user, since, _ in try forged.proof(of: user, since: since) }
+            }
+            _ = try await alice.checkTransparency()
+            let contact = try await alice.contact("bob")
+            #expect(contact.verification == .changed)
+            #expect(contact.transparencyFailure?.contains("does not extend") == true, "\(contact.transparencyFailure ?? "none")")
+        }
+    }
+
+    /// The domain shows carol a log of its own (the real one with an entry only she sees) and
+    /// alice the real one, which then grows. Alice's next message carries her head; carol's
+    /// device finds it cannot be in the log she was shown, and raises the alarm.
+    @Test func aForkIsCaughtByTheHeadsMembersGossip() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            let (carolService, carol) = try await world.endpoint("carol", "carol-laptop")
+            let chat = try await alice.startChat(with: ["bob", "carol"])
+            let carolEndpoint = try await carolService.endpointID
+            let forked = try ForgedLog(
+                world.real, rows: try await ForgedLog.rows(of: world.real),
+                appended: [(IdentityProof.label(of: "mallory"), Data("m".utf8))])
+            world.domain.proofRewrite.withLock {
+                $0 = { endpoint, user, since, proof in
+                    endpoint == carolEndpoint ? try forked.proof(of: user, since: since) : proof
+                }
+            }
+            world.domain.headsRewrite.withLock {
+                $0 = { endpoint, since, heads in endpoint == carolEndpoint ? try forked.heads(since: since) : heads }
+            }
+            #expect(try await carol.checkTransparency() == nil, "carol's view alone is consistent")
+            // The real log grows by as much: dave sets up.
+            _ = try await world.endpoint("dave", "dave-phone")
+            #expect(try await alice.checkTransparency() == nil)
+            let carolEvents = EventRecorder(carol)
+            _ = try await alice.sendMessage("hello", to: chat.chatID)
+            #expect(
+                await waitFor("carol's alarm") {
+                    carolEvents.value.contains { event in
+                        if case .transparencyAlarm(let reason) = event { return reason.contains("fork") && reason.contains("alice") }
+                        return false
+                    }
+                })
+            #expect(try await carol.transparencyAlarm()?.contains("a fork") == true, "the alarm stays on carol")
+        }
+    }
+}
