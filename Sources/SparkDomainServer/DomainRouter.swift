@@ -430,10 +430,12 @@ package final class DomainRouter: Sendable {
         case .transparencyHeads:
             let query = try call.query(Wire.HeadsQuery.self)
             let (token, endpoint) = try call.credential()
-            let heads = try await domain.transparencyHeads(token: token, endpointID: endpoint, since: try Self.logSize(query.since))
+            let heads = try await domain.transparencyHeads(
+                token: token, endpointID: endpoint, since: try Self.logSize(query.since))
             return try WireCoder.encode(
                 Wire.EncodedHeads(
-                    latest: TransparencyCodec.encode(heads.latest), consistency: TransparencyCodec.encode(nodes: heads.consistency),
+                    latest: TransparencyCodec.encode(heads.latest),
+                    consistency: TransparencyCodec.encode(nodes: heads.consistency),
                     at: heads.at.map(TransparencyCodec.encode)))
         case .identityKeyVersion:
             try call.none()

@@ -57,7 +57,9 @@ struct ForgedLog: Sendable {
 
     /// The heads a reader holding `since` entries is shown.
     func heads(since: UInt64?) throws -> TransparencyHeads {
-        guard let since, since > 0, since <= tree.size else { return TransparencyHeads(latest: try head(), consistency: [], at: nil) }
+        guard let since, since > 0, since <= tree.size else {
+            return TransparencyHeads(latest: try head(), consistency: [], at: nil)
+        }
         return TransparencyHeads(
             latest: try head(), consistency: since < tree.size ? tree.consistencyProof(from: since, to: tree.size) ?? [] : [],
             at: try head(size: since))
@@ -99,7 +101,8 @@ struct KeyTransparencyTests {
             await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.startChat(with: ["bob"]) }
             let contact = try await alice.contact("bob")
             #expect(contact.verification == .changed)
-            #expect(contact.transparencyFailure?.contains("did not commit to") == true, "\(contact.transparencyFailure ?? "none")")
+            #expect(
+                contact.transparencyFailure?.contains("did not commit to") == true, "\(contact.transparencyFailure ?? "none")")
             await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.acceptIdentityChange(of: "bob") }
             #expect(
                 await waitFor("the failure told") {
@@ -204,7 +207,9 @@ struct KeyTransparencyTests {
             #expect(
                 await waitFor("carol's alarm") {
                     carolEvents.value.contains { event in
-                        if case .transparencyAlarm(let reason) = event { return reason.contains("fork") && reason.contains("alice") }
+                        if case .transparencyAlarm(let reason) = event {
+                            return reason.contains("fork") && reason.contains("alice")
+                        }
                         return false
                     }
                 })

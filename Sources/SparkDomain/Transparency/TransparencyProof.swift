@@ -114,7 +114,9 @@ public struct IdentityProof: Sendable, Equatable {
         }
         guard let identity = try? JSONDecoder().decode(PublishedIdentity.self, from: value), identity.userID == userID,
             identity.isSelfSigned
-        else { throw CryptoError(.invalidSignature, "the log holds an identity for \(userID) that is not theirs or not self-signed") }
+        else {
+            throw CryptoError(.invalidSignature, "the log holds an identity for \(userID) that is not theirs or not self-signed")
+        }
         return Verified(head: head, identity: identity, version: verified.version)
     }
 
@@ -128,7 +130,8 @@ public struct IdentityProof: Sendable, Equatable {
         if head.size == previous.size {
             guard head.root == previous.root else {
                 throw CryptoError(
-                    .invalidSignature, "the domain signed two different logs of \(head.size) entries (a fork, or a rewritten past)")
+                    .invalidSignature,
+                    "the domain signed two different logs of \(head.size) entries (a fork, or a rewritten past)")
             }
             return
         }
@@ -143,7 +146,8 @@ public struct IdentityProof: Sendable, Equatable {
         else {
             throw CryptoError(
                 .invalidSignature,
-                "the log of \(head.size) entries does not extend the one of \(previous.size) already seen (a fork, or a rewritten past)")
+                "the log of \(head.size) entries does not extend the one of \(previous.size) already seen (a fork, or a rewritten past)"
+            )
         }
     }
 }
@@ -334,7 +338,8 @@ public enum TransparencyCodec {
                     lookups.append(CombinedTree.Lookup(version: try integer(UInt32.self), proof: try prefix()))
                 }
                 frontier.append(
-                    CombinedTree.FrontierEntry(position: position, commitment: commitment, prefixRoot: prefixRoot, lookups: lookups))
+                    CombinedTree.FrontierEntry(
+                        position: position, commitment: commitment, prefixRoot: prefixRoot, lookups: lookups))
             }
             var opened: CombinedTree.Opened?
             switch try integer(UInt8.self) {

@@ -158,7 +158,9 @@ package struct PasscodeKeys: Sendable {
         func encoded(_ secret: SecureBytes) -> String { secret.withUnsafeBytes { Data($0) }.base64URLEncodedString() }
         let file = File(
             current: currentKeyID, keys: seeds.mapValues(encoded),
-            transparency: transparency.map { ["vrf": encoded($0.vrf.rawRepresentation), "head": encoded($0.head.rawRepresentation)] })
+            transparency: transparency.map {
+                ["vrf": encoded($0.vrf.rawRepresentation), "head": encoded($0.head.rawRepresentation)]
+            })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         let temporary = "\(path).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).new"

@@ -418,7 +418,8 @@ package enum DomainMigrations {
                 .both(
                     "CREATE TABLE kt_heads (size INTEGER PRIMARY KEY, root BLOB NOT NULL, timestamp INTEGER NOT NULL, signature BLOB NOT NULL)"
                 ),
-                .both("CREATE TABLE kt_pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, label BLOB NOT NULL, value BLOB NOT NULL)"),
+                .both(
+                    "CREATE TABLE kt_pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, label BLOB NOT NULL, value BLOB NOT NULL)"),
                 .sqlite(
                     "INSERT INTO kt_pending(label, value) SELECT CAST('identity:' || user_id AS BLOB), document FROM identities WHERE length(document) > 0 ORDER BY user_id"
                 ),

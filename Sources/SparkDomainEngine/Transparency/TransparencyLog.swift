@@ -146,7 +146,9 @@ package final class TransparencyLog: Sendable {
         }
         guard let since, since > 0, since <= head.size else { return (head, [], nil) }
         let tree = try tree(db, size: head.size)
-        return (head, since < head.size ? tree.consistencyProof(from: since, to: head.size) ?? [] : [], try Self.head(db, size: since))
+        return (
+            head, since < head.size ? tree.consistencyProof(from: since, to: head.size) ?? [] : [], try Self.head(db, size: since)
+        )
     }
 }
 

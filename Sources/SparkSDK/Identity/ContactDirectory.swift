@@ -109,7 +109,9 @@ struct ContactDirectory {
             // Back to the trusted key (a substitution withdrawn, or the log proves it now): the
             // change is over, and the contact is unverified again (a verification is never
             // restored by the domain).
-            if record.state == .changed { record.state = failedBefore && policy == .confirmFirstContact ? .unconfirmed : .unverified }
+            if record.state == .changed {
+                record.state = failedBefore && policy == .confirmFirstContact ? .unconfirmed : .unverified
+            }
             record.seen = nil
             return (record, false)
         }
@@ -143,7 +145,8 @@ struct ContactDirectory {
         if let failure = record.transparencyFailure, !verified {
             throw MessagingError(
                 .identityUnconfirmed,
-                "the domain's transparency log does not prove \(user)'s key (\(failure)): compare safety numbers in person to trust it")
+                "the domain's transparency log does not prove \(user)'s key (\(failure)): compare safety numbers in person to trust it"
+            )
         }
         record.transparencyFailure = nil
         // Accepting a contact that is already trusted changes nothing (a verified one stays so).
