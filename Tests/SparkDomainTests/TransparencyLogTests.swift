@@ -1,0 +1,108 @@
+import Foundation
+import SparkCrypto
+import SparkDomain
+import SparkDomainEngine
+import SparkTestSupport
+import Testing
+
+/// The domain's transparency log: what a publish puts in it, the proofs it serves, several
+/// instances taking turns at its epochs, and the encodings a device decodes.
+@Suite("Key transparency: the domain's log")
+struct TransparencyLogTests {
+    /// Alice's endpoint with her identity published.
+    static func published(_ domain: EmbeddedDomain, _ user: String, endpoint: String) async throws -> (
+        token: String, identity: PublishedIdentity
+    ) {
+        let token = try await domain.testToken(userID: user).token
+        _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: endpoint, description: "test"))
+        let (identity, _) = try Fixtures.publishedIdentity(user)
+        try await domain.publishIdentity(token: token, endpointID: endpoint, identity: identity)
+        return (token, identity)
+    }
+
+    /// A publish is in the log when the call returns: its proof verifies under the domain's keys
+    /// and opens the identity published; a user without one is proved absent.
+    @Test func aPublishedIdentityIsProvedFromTheLog() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let (token, alice) = try await Self.published(domain, "alice", endpoint: "a1")
+            let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
+            let proof = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil)
+            let verified = try proof.verify(userID: "alice", keys: keys, previous: nil)
+            #expect(verified.identity == alice && verified.version == 0)
+            let absent = try await domain.identityProof(token: token, endpointID: "a1", userID: "nobody", since: nil)
+            #expect(try absent.verify(userID: "nobody", keys: keys, previous: proof.head).identity == nil)
+            // The proof is for its own label only.
+            #expect(throws: CryptoError.self) { try proof.verify(userID: "bob", keys: keys, previous: nil) }
+
+            // Bob publishes: the new head extends alice's, by the consistency proof it comes with.
+            _ = try await Self.published(domain, "bob", endpoint: "b1")
+            let later = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: proof.head.size)
+            #expect(later.head.size == proof.head.size + 1 && !later.consistency.isEmpty)
+            #expect(try later.verify(userID: "alice", keys: keys, previous: proof.head).identity == alice)
+            let heads = try await domain.transparencyHeads(token: token, endpointID: "a1", since: proof.head.size)
+            #expect(heads.latest == later.head && heads.at?.root == proof.head.root)
+        }
+    }
+
+    /// A head signed by any key but the domain's, or a proof whose bytes are cut or padded, is
+    /// refused.
+    @Test func aProofVerifiesOnlyUnderTheDomainsKeys() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let (token, _) = try await Self.published(domain, "alice", endpoint: "a1")
+            let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
+            let proof = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil)
+            let other = try P256.SigningKey()
+            var forged = proof
+            forged.head.signature = try other.signature(
+                for: TreeHead.signedBytes(
+                    size: proof.head.size, root: proof.head.root, timestamp: proof.head.timestamp, vrfKey: keys.vrfKey))
+            #expect(throws: CryptoError.self) { try forged.verify(userID: "alice", keys: keys, previous: nil) }
+            let otherKeys = TransparencyKeys(vrfKey: keys.vrfKey, headKey: other.publicKey.x + other.publicKey.y)
+            #expect(throws: CryptoError.self) { try proof.verify(userID: "alice", keys: otherKeys, previous: nil) }
+
+            let encoded = TransparencyCodec.encode(proof)
+            #expect(try TransparencyCodec.decodeProof(encoded) == proof)
+            for cut in [0, 1, encoded.count / 2, encoded.count - 1] {
+                #expect(throws: CryptoError.self) { try TransparencyCodec.decodeProof(encoded.prefix(cut)) }
+            }
+            #expect(throws: CryptoError.self) { try TransparencyCodec.decodeProof(encoded + [0]) }
+            // Random bytes never crash the decoder.
+            var random = SystemRandomNumberGenerator()
+            for _ in 0..<200 {
+                var noise = encoded
+                noise[Int.random(in: 0..<noise.count, using: &random)] ^= UInt8.random(in: 1...255, using: &random)
+                if let decoded = try? TransparencyCodec.decodeProof(noise) {
+                    _ = try? decoded.verify(userID: "alice", keys: keys, previous: nil)
+                }
+            }
+        }
+    }
+
+    /// Two instances on one database take turns at the epochs: every position is written once,
+    /// each instance's replica catches up from the rows the other wrote, and both prove the same
+    /// root.
+    @Test func twoInstancesShareOneLog() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let first = try makeDomain(directory)
+            let second = try EmbeddedDomain.open(
+                at: directory.appendingPathComponent("domain.sqlite").path, allowUnsafePasswordHashing: true)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<12 {
+                    group.addTask {
+                        _ = try await Self.published(index % 2 == 0 ? first : second, "user\(index)", endpoint: "e\(index)")
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let (token, _) = try await Self.published(first, "reader", endpoint: "r1")
+            let keys = try await first.transparencyKeys(token: token, endpointID: "r1")
+            #expect(try await second.transparencyKeys(token: token, endpointID: "r1") == keys, "one key file")
+            let fromFirst = try await first.identityProof(token: token, endpointID: "r1", userID: "user3", since: nil)
+            let fromSecond = try await second.identityProof(token: token, endpointID: "r1", userID: "user3", since: nil)
+            #expect(fromFirst.head == fromSecond.head && fromFirst.head.size == 13)
+            #expect(try fromSecond.verify(userID: "user3", keys: keys, previous: nil).identity?.userID == "user3")
+        }
+    }
+}
