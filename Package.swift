@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "spark-load", targets: ["spark-load"]),
         .executable(name: "spark-domaind", targets: ["spark-domaind"]),
         .executable(name: "spark-mls", targets: ["spark-mls"]),
+        .executable(name: "spark-kt-auditor", targets: ["spark-kt-auditor"]),
     ],
     targets: [
         .systemLibrary(
@@ -134,6 +135,9 @@ let package = Package(
             dependencies: ["SparkSDK"],
             path: "Examples/ChatApp",
             swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "spark-kt-auditor", dependencies: ["SparkCrypto", "SparkDomain", "SparkCLI"], swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "spark-admin",

@@ -74,7 +74,8 @@ public protocol DomainService: Sendable {
     /// `userID`'s identity as the transparency log holds it: the latest signed head, the
     /// consistency proof from the head of `since` entries the caller holds, and the search proof
     /// of the user's latest logged value (``IdentityProof/verify(userID:keys:previous:)``).
-    func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof
+    func identityProof(token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?) async throws
+        -> IdentityProof
     /// The latest signed tree head, its consistency proof from the head of `since` entries, and
     /// that head as the domain signed it.
     func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads

@@ -254,6 +254,26 @@ package final class DomainRouter: Sendable {
 
     /// An error's wire form: `{"code","message","retryAfter"}` with its status and, for 429 and
     /// 503, `Retry-After`. A 503 carries ``unavailableMessage``, never the cause (it is logged).
+    /// The bytes of lower- or upper-case hex; nil for anything else.
+    static func hexBytes(_ hex: String) -> Data? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0, digits.count <= 256 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case 48...57: digit - 48
+            case 97...102: digit - 87
+            case 65...70: digit - 55
+            default: nil
+            }
+        }
+        var bytes = Data(capacity: digits.count / 2)
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+
     /// A log size named in a query: absent, or 0 and up.
     static func logSize(_ value: Int64?) throws -> UInt64? {
         guard let value else { return nil }
@@ -424,9 +444,28 @@ package final class DomainRouter: Sendable {
         case .identityProof:
             let query = try call.query(Wire.IdentityProofQuery.self)
             let (token, endpoint) = try call.credential()
+            var auditor: Data?
+            if let hex = query.auditor {
+                guard let key = Self.hexBytes(hex), key.count == 64 else {
+                    throw DomainError(.invalidRequest, "an auditor key is 64 bytes in hex (P-256 x ‖ y)")
+                }
+                auditor = key
+            }
             let proof = try await domain.identityProof(
-                token: token, endpointID: endpoint, userID: query.userID, since: try Self.logSize(query.since))
+                token: token, endpointID: endpoint, userID: query.userID, since: try Self.logSize(query.since),
+                auditor: auditor)
             return try WireCoder.encode(Wire.EncodedProof(proof: TransparencyCodec.encode(proof)))
+        case .transparencyUpdates:
+            let query = try call.query(Wire.UpdatesQuery.self)
+            let found = try await domain.transparencyUpdates(after: query.after, limit: query.limit)
+            return try WireCoder.encode(
+                Wire.EncodedUpdates(
+                    updates: TransparencyAudit.encode(found.updates), head: found.head.map(TransparencyCodec.encode)))
+        case .postAudit:
+            let body = try call.body(Wire.Audit.self)
+            guard body.size >= 1 else { throw DomainError(.invalidRequest, "a head has 1 entry or more") }
+            try await domain.recordAudit(size: UInt64(body.size), auditorKey: body.auditorKey, signature: body.signature)
+            return try call.empty()
         case .transparencyHeads:
             let query = try call.query(Wire.HeadsQuery.self)
             let (token, endpoint) = try call.credential()

@@ -213,8 +213,11 @@ public final class HostileDomain: DomainService {
         try await inner.transparencyKeys(token: token, endpointID: endpointID)
     }
     /// Forwarded, or rewritten as the test told it (``proofRewrite``).
-    public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
-        var proof = try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since)
+    public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?) async throws
+        -> IdentityProof
+    {
+        var proof = try await inner.identityProof(
+            token: token, endpointID: endpointID, userID: userID, since: since, auditor: auditor)
         // A substituted identity is a key the log does not hold: passed off as the opened value.
         if let substitute = substitutedIdentities.withLock({ $0[userID] }), proof.search.opened != nil {
             proof.search.opened?.value = try IdentityProof.value(of: substitute)

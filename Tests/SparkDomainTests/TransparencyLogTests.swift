@@ -27,17 +27,19 @@ struct TransparencyLogTests {
             let domain = try makeDomain(directory)
             let (token, alice) = try await Self.published(domain, "alice", endpoint: "a1")
             let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
-            let proof = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil)
+            let proof = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil, auditor: nil)
             let verified = try proof.verify(userID: "alice", keys: keys, previous: nil)
             #expect(verified.identity == alice && verified.version == 0)
-            let absent = try await domain.identityProof(token: token, endpointID: "a1", userID: "nobody", since: nil)
+            let absent = try await domain.identityProof(
+                token: token, endpointID: "a1", userID: "nobody", since: nil, auditor: nil)
             #expect(try absent.verify(userID: "nobody", keys: keys, previous: proof.head).identity == nil)
             // The proof is for its own label only.
             #expect(throws: CryptoError.self) { try proof.verify(userID: "bob", keys: keys, previous: nil) }
 
             // Bob publishes: the new head extends alice's, by the consistency proof it comes with.
             _ = try await Self.published(domain, "bob", endpoint: "b1")
-            let later = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: proof.head.size)
+            let later = try await domain.identityProof(
+                token: token, endpointID: "a1", userID: "alice", since: proof.head.size, auditor: nil)
             #expect(later.head.size == proof.head.size + 1 && !later.consistency.isEmpty)
             #expect(try later.verify(userID: "alice", keys: keys, previous: proof.head).identity == alice)
             let heads = try await domain.transparencyHeads(token: token, endpointID: "a1", since: proof.head.size)
@@ -52,7 +54,7 @@ struct TransparencyLogTests {
             let domain = try makeDomain(directory)
             let (token, _) = try await Self.published(domain, "alice", endpoint: "a1")
             let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
-            let proof = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil)
+            let proof = try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil, auditor: nil)
             let other = try P256.SigningKey()
             var forged = proof
             forged.head.signature = try other.signature(
@@ -99,8 +101,10 @@ struct TransparencyLogTests {
             let (token, _) = try await Self.published(first, "reader", endpoint: "r1")
             let keys = try await first.transparencyKeys(token: token, endpointID: "r1")
             #expect(try await second.transparencyKeys(token: token, endpointID: "r1") == keys, "one key file")
-            let fromFirst = try await first.identityProof(token: token, endpointID: "r1", userID: "user3", since: nil)
-            let fromSecond = try await second.identityProof(token: token, endpointID: "r1", userID: "user3", since: nil)
+            let fromFirst = try await first.identityProof(
+                token: token, endpointID: "r1", userID: "user3", since: nil, auditor: nil)
+            let fromSecond = try await second.identityProof(
+                token: token, endpointID: "r1", userID: "user3", since: nil, auditor: nil)
             #expect(fromFirst.head == fromSecond.head && fromFirst.head.size == 13)
             #expect(try fromSecond.verify(userID: "user3", keys: keys, previous: nil).identity?.userID == "user3")
         }

@@ -33,11 +33,14 @@ struct HostileWorld {
 
     /// A device of `user`, set up with the user's passcode (`reset` makes a new identity, as a
     /// user who forgot it does).
-    func endpoint(_ user: String, _ device: String, reset: Bool = false) async throws -> (BBMEnterpriseService, BBMAccess) {
+    func endpoint(_ user: String, _ device: String, reset: Bool = false, auditor: Data? = nil) async throws -> (
+        BBMEnterpriseService, BBMAccess
+    ) {
         let store = try EndpointStore(directory: directory.appendingPathComponent(device))
         messaging.apply(to: store, device: device, stores: memoryStores)
         let service = BBMEnterpriseService(
-            store: store, endpointDescription: device, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50))
+            store: store, endpointDescription: device, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50),
+            transparencyAuditorKey: auditor)
         try await service.start(domain: domain, environment: .sandbox)
         await service.sendAuthToken(try await real.testToken(userID: user).token, userIdentifier: user)
         let state = await service.waitForSettledState()

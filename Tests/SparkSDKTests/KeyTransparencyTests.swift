@@ -216,4 +216,50 @@ struct KeyTransparencyTests {
             #expect(try await carol.transparencyAlarm()?.contains("a fork") == true, "the alarm stays on carol")
         }
     }
+
+    /// A device whose plist names an auditor accepts only heads that auditor co-signed; the
+    /// auditor, rebuilding the log from its updates, co-signs it while it only grows, and stops
+    /// at a log whose past was rewritten in the database.
+    @Test func anAuditorCosignsTheLogAndDevicesRequireIt() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let auditorKey = try P256.SigningKey()
+            let auditor = TransparencyAuditor(
+                source: world.real, keys: world.real.transparency.keys, signer: auditorKey, lastSigned: nil)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop", auditor: auditor.publicKey)
+            _ = try await world.endpoint("bob", "bob-phone")
+            await #expect(throws: (any Error).self, "no head is co-signed yet") { try await alice.startChat(with: ["bob"]) }
+            let signed = try #require(try await auditor.step())
+            #expect(signed.size == 2)
+            _ = try await alice.startChat(with: ["bob"])
+            #expect(try await alice.contact("bob").transparencyFailure == nil)
+
+            // The domain serves a head the auditor never signed: refused.
+            world.domain.proofRewrite.withLock {
+                $0 = { _, _, _, proof in
+                    var proof = proof
+                    proof.auditorSignature = try auditorKey.signature(for: Data("another head".utf8))
+                    return proof
+                }
+            }
+            _ = try await alice.checkTransparency()
+            #expect(try await alice.contact("bob").transparencyFailure?.contains("co-signed") == true)
+            world.domain.proofRewrite.withLock { $0 = nil }
+
+            // An operator rewrites bob's entry in the database; an instance started afterwards
+            // rebuilds its log from the rows and signs the next epoch over the rewritten past.
+            try await world.real.store.write { db in
+                try db.execute(
+                    "UPDATE kt_log SET value = ? WHERE label = ?", [Data("forged".utf8), IdentityProof.label(of: "bob")])
+            }
+            let restarted = try EmbeddedDomain.open(
+                at: directory.appendingPathComponent("domain.sqlite").path, allowUnsafePasswordHashing: true)
+            let carol = try await restarted.testToken(userID: "carol").token
+            _ = try await restarted.registerEndpoint(token: carol, registration: .init(endpointID: "c1", description: "test"))
+            try await restarted.publishIdentity(
+                token: carol, endpointID: "c1", identity: try Fixtures.publishedIdentity("carol").0)
+            await #expect(throws: CryptoError.self, "the auditor refuses to sign") { try await auditor.step() }
+            #expect(await auditor.lastSigned == signed)
+        }
+    }
 }

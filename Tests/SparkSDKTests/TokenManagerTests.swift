@@ -128,8 +128,10 @@ final class CountingDomain: DomainService {
     func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {
         try await inner.transparencyKeys(token: token, endpointID: endpointID)
     }
-    func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
-        try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since)
+    func identityProof(token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?) async throws
+        -> IdentityProof
+    {
+        try await inner.identityProof(token: token, endpointID: endpointID, userID: userID, since: since, auditor: auditor)
     }
     func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
         try await inner.transparencyHeads(token: token, endpointID: endpointID, since: since)

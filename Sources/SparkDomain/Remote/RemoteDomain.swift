@@ -219,15 +219,41 @@ public final class RemoteDomain: DomainService {
     }
 
     /// `GET /v1/transparency/identity`: a user's identity as the log holds it, with its proofs.
-    public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws -> IdentityProof {
+    public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?) async throws
+        -> IdentityProof
+    {
         let found: Wire.EncodedProof = try await client.call(
-            .identityProof, Wire.IdentityProofQuery(userID: userID, since: since.map { Int64(clamping: $0) }), token: token,
+            .identityProof,
+            Wire.IdentityProofQuery(
+                userID: userID, since: since.map { Int64(clamping: $0) },
+                auditor: auditor.map { $0.map { String(format: "%02x", $0) }.joined() }), token: token,
             endpoint: endpointID)
         do {
             return try TransparencyCodec.decodeProof(found.proof)
         } catch {
             throw DomainError(.invalidProof, "the domain's identity proof is malformed: \(error)")
         }
+    }
+
+    /// `GET /v1/transparency/updates`: the log's updates after `after` as an auditor sees them,
+    /// and the latest signed head (no credential needed).
+    public func transparencyUpdates(after: Int64, limit: Int) async throws -> (
+        updates: [TransparencyAudit.Update], head: TreeHead?
+    ) {
+        let found: Wire.EncodedUpdates = try await client.call(
+            .transparencyUpdates, Wire.UpdatesQuery(after: after, limit: limit), token: nil, endpoint: nil)
+        do {
+            return (try TransparencyAudit.decode(found.updates), try found.head.map(TransparencyCodec.decodeHead))
+        } catch {
+            throw DomainError(.invalidProof, "the domain's transparency updates are malformed: \(error)")
+        }
+    }
+
+    /// `POST /v1/transparency/audits`: an auditor's co-signature of the head of `size` entries.
+    public func postAudit(size: UInt64, auditorKey: Data, signature: Data) async throws {
+        let _: Wire.Empty = try await client.call(
+            .postAudit, Wire.Audit(size: Int64(clamping: size), auditorKey: auditorKey, signature: signature), token: nil,
+            endpoint: nil)
     }
 
     /// `GET /v1/transparency/heads`: the latest signed head and its consistency proof from `since`.

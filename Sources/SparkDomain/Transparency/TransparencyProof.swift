@@ -71,10 +71,13 @@ public struct IdentityProof: Sendable, Equatable {
     public var consistency: [Data]
     /// The search proof of the label's latest value (``CombinedTree/SearchProof``).
     public var search: CombinedTree.SearchProof
+    /// The auditor's co-signature of ``head`` (``TransparencyAudit/signedBytes(_:vrfKey:)``),
+    /// when the reader named an auditor.
+    public var auditorSignature: Data?
 
     /// A proof.
-    public init(head: TreeHead, consistency: [Data], search: CombinedTree.SearchProof) {
-        (self.head, self.consistency, self.search) = (head, consistency, search)
+    public init(head: TreeHead, consistency: [Data], search: CombinedTree.SearchProof, auditorSignature: Data? = nil) {
+        (self.head, self.consistency, self.search, self.auditorSignature) = (head, consistency, search, auditorSignature)
     }
 
     /// The label a user's identity is logged under: `"identity:" ‖ UTF-8(userID)`.
@@ -100,13 +103,19 @@ public struct IdentityProof: Sendable, Equatable {
     }
 
     /// Verifies the proof for `userID` under `keys`, requiring its head to extend `previous`
-    /// (the last head this reader accepted) and, with `auditor`, to be co-signed by it.
+    /// (the last head this reader accepted) and, with `auditor` (a P-256 key, `x ‖ y`), to be
+    /// co-signed by it.
     ///
     /// - Throws: ``CryptoError/Code/invalidSignature`` naming what failed: the head's signature,
     ///   its consistency with `previous`, the search proof, or an identity that is not
     ///   self-signed by its own user.
-    public func verify(userID: String, keys: TransparencyKeys, previous: TreeHead?) throws -> Verified {
+    public func verify(userID: String, keys: TransparencyKeys, previous: TreeHead?, auditor: Data? = nil) throws -> Verified {
         try Self.checkHead(head, keys: keys, previous: previous, consistency: consistency)
+        if let auditor {
+            guard let auditorSignature,
+                TransparencyAudit.isCosigned(head, signature: auditorSignature, auditorKey: auditor, vrfKey: keys.vrfKey)
+            else { throw CryptoError(.invalidSignature, "the tree head is not co-signed by the auditor this device requires") }
+        }
         let verified = try CombinedTree.verifyLatest(
             search, label: Self.label(of: userID), size: head.size, root: head.root, vrfKey: try keys.vrf())
         guard let value = verified.value, !value.isEmpty else {
@@ -181,6 +190,10 @@ public enum TransparencyCodec {
         writer.head(proof.head)
         writer.nodes(proof.consistency)
         writer.search(proof.search)
+        if let signature = proof.auditorSignature {
+            writer.integer(UInt16(signature.count))
+            writer.data.append(signature)
+        }
         return writer.data
     }
 
@@ -189,7 +202,12 @@ public enum TransparencyCodec {
     /// - Throws: ``CryptoError/Code/invalidParameter`` for a malformed encoding.
     public static func decodeProof(_ data: Data) throws -> IdentityProof {
         var reader = Reader(data)
-        let proof = IdentityProof(head: try reader.head(), consistency: try reader.nodes(), search: try reader.search())
+        var proof = IdentityProof(head: try reader.head(), consistency: try reader.nodes(), search: try reader.search())
+        if !reader.isAtEnd {
+            let length = Int(try reader.integer(UInt16.self))
+            guard length <= 128 else { throw reader.malformed("an auditor signature of \(length) bytes") }
+            proof.auditorSignature = try reader.bytes(length)
+        }
         try reader.finish()
         return proof
     }
@@ -369,6 +387,8 @@ public enum TransparencyCodec {
             guard depth <= 256 else { throw malformed("a prefix search of depth \(depth)") }
             return PrefixTree.SearchProof(result: result, depth: depth, elements: try nodes())
         }
+
+        var isAtEnd: Bool { offset == data.endIndex }
 
         func finish() throws {
             guard offset == data.endIndex else { throw malformed("\(data.endIndex - offset) bytes left over") }

@@ -18,7 +18,7 @@ package enum DomainOperation: String, CaseIterable, Sendable {
         resetIdentity,
         identityKeyVersion
     case cancelIdentityReset, pendingIdentityReset
-    case transparencyKeys, identityProof, transparencyHeads
+    case transparencyKeys, identityProof, transparencyHeads, transparencyUpdates, postAudit
     case publishKeyPackages, claimKeyPackages, keyPackageCount
     case createChat, updateMembers, post, postCommit, readMailbox, chat, userStatus, dismissInfraction, report
     case createBlob, uploadBlob, blobStatus, downloadBlob, deleteBlob, setBlocked, blockedUsers
@@ -158,7 +158,9 @@ package enum DomainOperation: String, CaseIterable, Sendable {
         case .cancelIdentityReset: return Route(path: "identities/reset/cancel", access: .endpoint, summary: "Cancels the user's pending identity reset", request: .body(empty), response: empty)
         case .pendingIdentityReset: return Route(path: "identities/reset/pending", access: .endpoint, summary: "A user's pending identity reset", request: .query(.object([("userID", .string, true)])), response: .object([("pending", .ref("PendingIdentityReset"), false)]))
         case .transparencyKeys: return Route(path: "transparency/keys", access: .endpoint, summary: "The domain's key-transparency keys: the VRF key and the tree-head key", request: .none, response: .ref("TransparencyKeys"))
-        case .identityProof: return Route(path: "transparency/identity", access: .endpoint, summary: "A user's identity as the transparency log holds it: the latest signed head, its consistency proof from the head of `since` entries, the search proof (binary, docs/FORMATS.md)", request: .query(.object([("userID", .string, true), ("since", .integer, false)])), response: .object([("proof", .bytes, true)]))
+        case .identityProof: return Route(path: "transparency/identity", access: .endpoint, summary: "A user's identity as the transparency log holds it: the latest signed head, its consistency proof from the head of `since` entries, the search proof (binary, docs/FORMATS.md)", request: .query(.object([("userID", .string, true), ("since", .integer, false), ("auditor", .string, false)])), response: .object([("proof", .bytes, true)]))
+        case .transparencyUpdates: return Route(path: "transparency/updates", access: .anyone, summary: "The transparency log's updates after position `after` as an auditor sees them (VRF outputs and commitments, binary, docs/FORMATS.md) and the latest signed head", request: .query(.object([("after", .integer, true), ("limit", .integer, true)])), response: .object([("updates", .bytes, true), ("head", .bytes, false)]))
+        case .postAudit: return Route(path: "transparency/audits", access: .anyone, summary: "An auditor's co-signature of the signed tree head of `size` entries", request: .body(.object([("size", .integer, true), ("auditorKey", .bytes, true), ("signature", .bytes, true)])), response: empty)
         case .transparencyHeads: return Route(path: "transparency/heads", access: .endpoint, summary: "The latest signed tree head, its consistency proof from the head of `since` entries, and that head (binary, docs/FORMATS.md)", request: .query(.object([("since", .integer, false)])), response: .object([("latest", .bytes, true), ("consistency", .bytes, true), ("at", .bytes, false)]))
         case .identityKeyVersion: return Route(path: "identities/key-version", access: .endpoint, summary: "The highest identity key version the user published", request: .none, response: .object([("version", .integer, true)]))
         case .publishKeyPackages: return Route(path: "key-packages/publish", access: .endpoint, summary: "Stores the endpoint's one-time KeyPackages and its last-resort one", request: .body(.object([("keyPackages", .array(.bytes), true), ("lastResort", .bytes, false)])), response: .object([("count", .integer, true)]))

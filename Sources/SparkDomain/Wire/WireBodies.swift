@@ -341,10 +341,13 @@ package enum Wire {
         package var userID: String
         /// The size of the reader's head (absent: none yet).
         package var since: Int64?
+        /// The auditor whose co-signed head the reader requires (P-256 `x ‖ y`, hex; absent: none).
+        package var auditor: String?
         /// A query.
-        package init(userID: String, since: Int64?) {
+        package init(userID: String, since: Int64?, auditor: String?) {
             self.userID = userID
             self.since = since
+            self.auditor = auditor
         }
     }
 
@@ -375,6 +378,46 @@ package enum Wire {
         /// A body.
         package init(latest: Data, consistency: Data, at: Data?) {
             (self.latest, self.consistency, self.at) = (latest, consistency, at)
+        }
+    }
+
+    /// Where an auditor reads the log from.
+    package struct UpdatesQuery: Codable, Sendable, Equatable {
+        /// The last position already read (-1: none).
+        package var after: Int64
+        /// The most updates to return (1 to 10,000).
+        package var limit: Int
+        /// A query.
+        package init(after: Int64, limit: Int) {
+            self.after = after
+            self.limit = limit
+        }
+    }
+
+    /// Updates and the latest head, in their binary encodings (``TransparencyAudit``).
+    package struct EncodedUpdates: Codable, Sendable, Equatable {
+        /// The updates.
+        package var updates: Data
+        /// The latest head (absent before the first epoch).
+        package var head: Data?
+        /// An answer.
+        package init(updates: Data, head: Data?) {
+            self.updates = updates
+            self.head = head
+        }
+    }
+
+    /// An auditor's co-signature of the head of `size` entries.
+    package struct Audit: Codable, Sendable, Equatable {
+        /// The head's size.
+        package var size: Int64
+        /// The auditor's P-256 key, `x ‖ y`.
+        package var auditorKey: Data
+        /// Its signature (raw `r ‖ s`).
+        package var signature: Data
+        /// A co-signature.
+        package init(size: Int64, auditorKey: Data, signature: Data) {
+            (self.size, self.auditorKey, self.signature) = (size, auditorKey, signature)
         }
     }
 

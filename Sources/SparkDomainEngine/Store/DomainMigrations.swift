@@ -420,6 +420,9 @@ package enum DomainMigrations {
                 ),
                 .both(
                     "CREATE TABLE kt_pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, label BLOB NOT NULL, value BLOB NOT NULL)"),
+                // Each auditor's latest co-signature (of the head of `size` entries).
+                .both(
+                    "CREATE TABLE kt_audits (auditor_key BLOB PRIMARY KEY, size INTEGER NOT NULL, signature BLOB NOT NULL)"),
                 .sqlite(
                     "INSERT INTO kt_pending(label, value) SELECT CAST('identity:' || user_id AS BLOB), document FROM identities WHERE length(document) > 0 ORDER BY user_id"
                 ),

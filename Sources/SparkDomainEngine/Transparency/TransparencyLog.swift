@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import SparkCrypto
 package import SparkDomain
 import SparkLock
@@ -125,17 +125,68 @@ package final class TransparencyLog: Sendable {
         try db.scalar("SELECT count(*) FROM (SELECT 1 FROM kt_pending LIMIT 1) AS queued", as: Int.self) ?? 0 > 0
     }
 
-    /// `userID`'s proof at the latest head, with the consistency proof from `since` (the size of
-    /// the head the reader holds; none when nil, 0, or not smaller than the latest).
-    func proof(_ db: any DomainStatements, userID: String, since: UInt64?) throws -> IdentityProof {
-        guard let head = try Self.latestHead(db) else {
+    /// `userID`'s proof at the latest head (or, with `auditor`, the latest head that auditor
+    /// co-signed, with its signature), with the consistency proof from `since` (the size of the
+    /// head the reader holds; none when nil, 0, or not smaller).
+    func proof(_ db: any DomainStatements, userID: String, since: UInt64?, auditor: Data? = nil) throws -> IdentityProof {
+        guard let latest = try Self.latestHead(db) else {
             throw DomainError(.unavailable, "the transparency log has no epoch yet")
         }
-        let tree = try tree(db, size: head.size)
+        var head = latest
+        var cosignature: Data?
+        if let auditor {
+            guard let row = try db.row("SELECT size, signature FROM kt_audits WHERE auditor_key = ?", [auditor]),
+                let audited = try Self.head(db, size: UInt64(try row.get(0, as: Int64.self)))
+            else { throw DomainError(.unavailable, "that auditor has not co-signed a tree head of this domain yet") }
+            head = audited
+            cosignature = try row.get(1, as: Data.self)
+        }
+        let tree = try tree(db, size: latest.size)
         let search = try tree.searchLatest(Self.label(userID), size: head.size)
         var consistency: [Data] = []
         if let since, since > 0, since < head.size { consistency = tree.consistencyProof(from: since, to: head.size) ?? [] }
-        return IdentityProof(head: head, consistency: consistency, search: search)
+        return IdentityProof(head: head, consistency: consistency, search: search, auditorSignature: cosignature)
+    }
+
+    /// The updates after position `after` (at most `limit`), as an auditor sees them, and the
+    /// latest head.
+    func updates(_ db: any DomainStatements, after: Int64, limit: Int) throws -> (
+        updates: [TransparencyAudit.Update], head: TreeHead?
+    ) {
+        let rows = try db.rows(
+            "SELECT position, label, vrf_output, opening, value FROM kt_log WHERE position > ? ORDER BY position LIMIT ?",
+            [after, limit])
+        let updates = try rows.map { row in
+            TransparencyAudit.Update(
+                position: UInt64(try row.get(0, as: Int64.self)), vrfOutput: try row.get(2),
+                commitment: try TransparencyCommitment.commitment(
+                    opening: try row.get(3), label: try row.get(1), value: try row.get(4)))
+        }
+        return (updates, try Self.latestHead(db))
+    }
+
+    /// The most auditors whose co-signatures the domain keeps.
+    static let maximumAuditors = 16
+
+    /// Keeps `auditorKey`'s co-signature of the head of `size` entries, once checked; an older
+    /// size than the one kept changes nothing.
+    func recordAudit(_ db: any DomainStatements, size: UInt64, auditorKey: Data, signature: Data) throws {
+        guard let head = try Self.head(db, size: size) else {
+            throw DomainError(.notFound, "no epoch of this log ended at \(size) entries")
+        }
+        guard TransparencyAudit.isCosigned(head, signature: signature, auditorKey: auditorKey, vrfKey: keys.vrfKey) else {
+            throw DomainError(.invalidProof, "the co-signature is not that auditor's over the head of \(size) entries")
+        }
+        if let kept = try db.scalar("SELECT size FROM kt_audits WHERE auditor_key = ?", [auditorKey], as: Int64.self) {
+            guard kept < Int64(size) else { return }
+        } else if try db.scalar("SELECT count(*) FROM kt_audits", as: Int.self) ?? 0 >= Self.maximumAuditors {
+            throw DomainError(.tooLarge, "the domain keeps the co-signatures of \(Self.maximumAuditors) auditors at most")
+        }
+        try db.execute(
+            """
+            INSERT INTO kt_audits(auditor_key, size, signature) VALUES (?, ?, ?)
+            ON CONFLICT(auditor_key) DO UPDATE SET size = excluded.size, signature = excluded.signature
+            """, [auditorKey, Int64(size), signature])
     }
 
     /// The latest head with the consistency proof from `since`, and the head of `since` entries
@@ -178,9 +229,9 @@ extension DomainEngine {
 
     /// `userID`'s identity as the log holds it, with its proof at the latest head and the
     /// consistency proof from the head of `since` entries the caller holds.
-    package func identityProof(token: String, endpointID: String, userID: String, since: UInt64?) async throws
-        -> IdentityProof
-    {
+    package func identityProof(
+        token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?
+    ) async throws -> IdentityProof {
         _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
         guard !userID.isEmpty, IdentityProof.label(of: userID).count <= 255 else {
             throw DomainError(.invalidRequest, "a user id is 1 to 246 bytes")
@@ -189,7 +240,32 @@ extension DomainEngine {
             try await flushTransparency()
         }
         let log = transparency
-        return try await storage { try await store.read { db in try log.proof(db, userID: userID, since: since) } }
+        return try await storage {
+            try await store.read { db in try log.proof(db, userID: userID, since: since, auditor: auditor) }
+        }
+    }
+
+    /// The log's updates after position `after` (at most `limit`, 1 to 10,000) as an auditor
+    /// sees them (VRF outputs and commitments: no label, no value), and the latest head. Open to
+    /// anyone: it reveals the number of updates and when they came, nothing more.
+    package func transparencyUpdates(after: Int64, limit: Int) async throws -> (
+        updates: [TransparencyAudit.Update], head: TreeHead?
+    ) {
+        guard after >= -1, (1...10_000).contains(limit) else {
+            throw DomainError(.invalidRequest, "updates are read after position -1 or more, 1 to 10,000 at a time")
+        }
+        let log = transparency
+        return try await storage { try await store.read { db in try log.updates(db, after: after, limit: limit) } }
+    }
+
+    /// Keeps an auditor's co-signature of the head of `size` entries (checked against the head
+    /// the domain signed). Open to anyone: a signature that is not the named key's over a head of
+    /// this log is refused, and the domain keeps at most 16 auditors.
+    package func recordAudit(size: UInt64, auditorKey: Data, signature: Data) async throws {
+        let log = transparency
+        try await storage {
+            try await store.write { db in try log.recordAudit(db, size: size, auditorKey: auditorKey, signature: signature) }
+        }
     }
 
     /// The latest signed head, the proof that it extends the head of `since` entries, and that
@@ -199,5 +275,12 @@ extension DomainEngine {
         let log = transparency
         let heads = try await storage { try await store.read { db in try log.heads(db, since: since) } }
         return TransparencyHeads(latest: heads.latest, consistency: heads.consistency, at: heads.at)
+    }
+}
+
+extension DomainEngine: TransparencyLogSource {
+    /// See ``recordAudit(size:auditorKey:signature:)``.
+    package func postAudit(size: UInt64, auditorKey: Data, signature: Data) async throws {
+        try await recordAudit(size: size, auditorKey: auditorKey, signature: signature)
     }
 }

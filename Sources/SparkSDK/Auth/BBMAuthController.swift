@@ -143,7 +143,8 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
         let service = BBMEnterpriseService(
             store: store, endpointDescription: settings.endpointDescription,
             keyStorage: settings.useBlackBerryKMS ? nil : keyStorage,
-            passcodeIterations: settings.passcodeIterations, ownDeviceApproval: settings.ownDeviceApproval)
+            passcodeIterations: settings.passcodeIterations, ownDeviceApproval: settings.ownDeviceApproval,
+            transparencyAuditorKey: settings.transparencyAuditorKey)
         return BBMAuthController(
             tokenManager: manager, domain: domain, environment: settings.provider.environment, service: service,
             settings: settings)

@@ -85,6 +85,10 @@ public struct ConfigSettings: Sendable, Equatable {
     /// `ownDeviceApproval`: `required` (the default: a new device of the user joins chats once a
     /// device the user has approves it) or `automatic` (Spark's model; weaker, see the README).
     public var ownDeviceApproval: OwnDeviceApproval = .required
+    /// `transparencyAuditorKey`: a third-party auditor's public key (P-256 `x ‖ y`, 64 bytes,
+    /// base64, as `spark-kt-auditor init` prints it); the device then accepts only transparency
+    /// heads that auditor co-signed. Absent: none required.
+    public var transparencyAuditorKey: Data?
 
     /// The selected provider's dictionary.
     public var provider: Provider {
@@ -169,6 +173,7 @@ public struct ConfigSettings: Sendable, Equatable {
         "passcodeIterations": "an integer, \(passcodeIterationsFloor) to \(passcodeIterationsCeiling)",
         "endpointDescription": "a string",
         "ownDeviceApproval": "a string: required or automatic",
+        "transparencyAuditorKey": "a string: the auditor's public key, 64 bytes in base64 (spark-kt-auditor init prints it)",
     ]
     static let knownProviderKeys: [String: String] = [
         "clientId": "a string", "domain": "a string: the domain id", "environment": "a string: sandbox or production",
@@ -229,6 +234,7 @@ private struct RawSettings: Decodable {
     var passcodeIterations: Int?
     var endpointDescription: String?
     var ownDeviceApproval: String?
+    var transparencyAuditorKey: String?
 
     func settings(file: String, baseDirectory: URL, environment: [String: String]) throws -> ConfigSettings {
         guard let provider = ConfigSettings.AuthProvider(rawValue: authProvider) else {
@@ -323,6 +329,14 @@ private struct RawSettings: Decodable {
             endpointDescription: description)
         settings.oidc = oidc
         settings.ownDeviceApproval = approval
+        if let encoded = transparencyAuditorKey {
+            guard let key = Data(base64Encoded: encoded), key.count == 64 else {
+                throw ConfigError(
+                    .outOfRange, file: file, keyPath: "transparencyAuditorKey",
+                    "is not 64 bytes of base64 (the P-256 key spark-kt-auditor init prints)")
+            }
+            settings.transparencyAuditorKey = key
+        }
         return settings
     }
 

@@ -42,6 +42,9 @@ final class MessagingContext: Sendable {
     /// The transparency log's head this device accepted last, encoded: what its messages carry
     /// for the other members to compare (empty before the first).
     let gossipHead = Locked(Data())
+    /// The auditor whose co-signature every tree head must carry (P-256 `x ‖ y`, from the
+    /// plist's `transparencyAuditorKey`); nil: none required.
+    let transparencyAuditor: Data?
     /// Set by `Messenger.stop()`: from then on nothing is written (see `write`).
     let stopped = Locked(false)
     /// Every `events` stream handed out; each event goes to all of them.
@@ -83,8 +86,10 @@ final class MessagingContext: Sendable {
 
     init(
         domain: any DomainService, storage: MessagingStorage, keys: UnlockedKeys, endpointID: String,
-        token: @escaping @Sendable () async throws -> String, ownDeviceApproval: OwnDeviceApproval, clock: WallClock
+        token: @escaping @Sendable () async throws -> String, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
+        transparencyAuditor: Data? = nil
     ) {
+        self.transparencyAuditor = transparencyAuditor
         self.domain = domain
         self.storage = storage
         self.keys = keys

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import SparkDomain
 public import SparkObservable
 
@@ -81,18 +81,21 @@ public final class BBMEnterpriseService: Sendable {
     ///   - ownDeviceApproval: whether a new device of the user joins chats only once a device
     ///     the user has approves it (``OwnDeviceApproval/required``, the default).
     ///   - clock: the wall clock this device's KeyPackages are made and rotated by.
+    ///   - transparencyAuditorKey: a third-party auditor's P-256 key (`x ‖ y`): the device then
+    ///     accepts only transparency heads it co-signed (``ConfigSettings/transparencyAuditorKey``).
     public convenience init(
         store: EndpointStore, endpointDescription: String, keyStorage: (any BBMKeyStorageProvider)? = nil,
         passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5),
         pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required,
-        clock: WallClock = .system
+        clock: WallClock = .system, transparencyAuditorKey: Data? = nil
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, storage: keyStorage, passcodeIterations: passcodeIterations)
             },
-            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock)
+            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
+            transparencyAuditorKey: transparencyAuditorKey)
     }
 
     /// A service whose passcode blobs use a low PBKDF2 count, for tests.
@@ -101,19 +104,21 @@ public final class BBMEnterpriseService: Sendable {
     public convenience init(
         store: EndpointStore, endpointDescription: String, unsafePasscodeIterations: Int, checkInInterval: Duration = .seconds(5),
         pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required,
-        clock: WallClock = .system
+        clock: WallClock = .system, transparencyAuditorKey: Data? = nil
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
             keyManager: { domain in
                 BBMKeyManager(domain: domain, store: store, unsafePasscodeIterations: unsafePasscodeIterations)
             },
-            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock)
+            checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
+            transparencyAuditorKey: transparencyAuditorKey)
     }
 
     private init(
         store: EndpointStore, endpointDescription: String, keyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
-        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock
+        checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
+        transparencyAuditorKey: Data?
     ) {
         let auth = authOwner
         let connected = connectedOwner
@@ -121,6 +126,7 @@ public final class BBMEnterpriseService: Sendable {
         engine = ServiceEngine(
             store: store, endpointDescription: endpointDescription, makeKeyManager: keyManager, checkInInterval: checkInInterval,
             pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
+            transparencyAuditorKey: transparencyAuditorKey,
             publish: { state in auth.value = state },
             setConnected: { value in connected.value = value },
             setStarted: { value in started.value = value })

@@ -37,6 +37,7 @@ actor ServiceEngine {
     private var messenger: Messenger?
     private let pollInterval: Duration
     private let ownDeviceApproval: OwnDeviceApproval
+    private let transparencyAuditorKey: Data?
     private let clock: WallClock
 
     private struct WeakListener { weak var listener: (any BBMConnectivityListener)? }
@@ -45,6 +46,7 @@ actor ServiceEngine {
         store: EndpointStore, endpointDescription: String,
         makeKeyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
         checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
+        transparencyAuditorKey: Data? = nil,
         publish: @escaping @Sendable (ServiceAuthState) -> Void, setConnected: @escaping @Sendable (Bool) -> Void,
         setStarted: @escaping @Sendable (Bool) -> Void
     ) {
@@ -54,6 +56,7 @@ actor ServiceEngine {
         self.checkInInterval = checkInInterval
         self.pollInterval = pollInterval
         self.ownDeviceApproval = ownDeviceApproval
+        self.transparencyAuditorKey = transparencyAuditorKey
         self.clock = clock
         self.publishState = publish
         self.setConnected = setConnected
@@ -317,7 +320,8 @@ actor ServiceEngine {
                         guard let self else { throw SetupError(.notStarted, "the service is gone") }
                         return try await self.currentToken()
                     }, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval,
-                    clock: clock, onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
+                    clock: clock, transparencyAuditor: transparencyAuditorKey,
+                    onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
                 self.messenger = messenger
                 await messenger.start()
             }

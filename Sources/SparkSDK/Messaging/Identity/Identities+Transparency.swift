@@ -22,11 +22,13 @@ extension Identities {
         let keys = try await transparencyKeys()
         let previous = try await read { store in try store.transparencyState().head }
         let proof = try await domainCall {
-            try await domain.identityProof(token: try await token(), endpointID: endpointID, userID: user, since: previous?.size)
+            try await domain.identityProof(
+                token: try await token(), endpointID: endpointID, userID: user, since: previous?.size,
+                auditor: context.transparencyAuditor)
         }
         let verified: IdentityProof.Verified
         do {
-            verified = try proof.verify(userID: user, keys: keys, previous: previous)
+            verified = try proof.verify(userID: user, keys: keys, previous: previous, auditor: context.transparencyAuditor)
         } catch {
             let reason = (error as? CryptoError)?.reason ?? "\(error)"
             let claimed = try await domainCall {
