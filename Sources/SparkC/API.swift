@@ -628,6 +628,19 @@ public func sparkReport(
     }
 }
 
+/// `spark_check_transparency`, declared and documented in `spark/spark.h`.
+@_cdecl("spark_check_transparency")
+public func sparkCheckTransparency(
+    _ pointer: OpaquePointer?, _ alarm: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        guard let alarm else { throw CArgumentError(message: "alarm is NULL") }
+        let raised = try Client.wait { try await access(client).checkTransparency() }
+        alarm.pointee = raised.map { strdup($0) } ?? nil
+    }
+}
+
 /// `spark_safety_number`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_safety_number")
 public func sparkSafetyNumber(

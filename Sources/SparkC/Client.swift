@@ -144,6 +144,13 @@ final class Client: Sendable {
                         event.userID = userID
                         event.text = tag
                         event.data = data
+                    case .transparencyFailure(let userID, let reason):
+                        event = CEvent(kind: SPARK_EVENT_TRANSPARENCY)
+                        event.userID = userID
+                        event.text = reason
+                    case .transparencyAlarm(let reason):
+                        event = CEvent(kind: SPARK_EVENT_TRANSPARENCY)
+                        event.text = reason
                     default:
                         event = CEvent(kind: SPARK_EVENT_NOTICE)
                         event.text = "\(notice)"

@@ -62,6 +62,7 @@ class EventKind(enum.IntEnum):
     NOTICE = 4
     CHAT_EVENT = 5
     MESSAGES_CHANGED = 6
+    TRANSPARENCY = 7
 
 
 class SparkError(Exception):
@@ -236,6 +237,7 @@ def _load() -> ctypes.CDLL:
         "spark_list_messages": ([P, S, I64, SZ, ctypes.POINTER(ctypes.POINTER(_CMessage)), ctypes.POINTER(SZ)], I),
         "spark_messages_free": ([ctypes.POINTER(_CMessage), SZ], None),
         "spark_mark_read": ([P, S], I), "spark_edit": ([P, S, S], I), "spark_safety_number": ([P, S, out_s], I),
+        "spark_check_transparency": ([P, out_s], I),
         "spark_event_fd": ([P], I), "spark_next_event": ([P, ctypes.POINTER(ctypes.POINTER(_CEvent))], I),
         "spark_event_free": ([ctypes.POINTER(_CEvent)], None),
         "spark_get_message": ([P, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
@@ -541,6 +543,13 @@ class Client:
         self._check(_library().spark_report(self._handle, chat_id.encode(), user_id.encode(), ids, len(message_ids),
                                             reason.encode(), ctypes.byref(number)))
         return number.value
+
+    def check_transparency(self) -> Optional[str]:
+        """Checks the domain's key-transparency log now: this user's identity and every
+        contact's. Returns the alarm raised, or None."""
+        alarm = ctypes.c_void_p()
+        self._check(_library().spark_check_transparency(self._handle, ctypes.byref(alarm)))
+        return _taken_string(alarm) if alarm.value else None
 
     def safety_number(self, user_id: str) -> str:
         number = ctypes.c_void_p()

@@ -184,6 +184,14 @@ def test_search_finds_words_prefixes_and_pages(directory):
         assert refused.value.status == sparksdk.Status.INVALID_ARGUMENT
 
 
+def test_transparency_checks_pass_on_an_honest_domain(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        alice.start_chat(["bob"], "Keys")
+        assert alice.check_transparency() is None
+        assert bob.check_transparency() is None
+        assert sparksdk.EventKind.TRANSPARENCY == 7
+
+
 def test_sign_in_through_an_openid_provider(tmp_path):
     """A real OpenID provider (Glewlwyd, started by scripts/openid-provider.py), a device code
     approved on its pages by headless Chromium, then setup: the oidc provider through Python."""

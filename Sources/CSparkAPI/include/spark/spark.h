@@ -361,6 +361,11 @@ spark_status spark_report(
     spark_client *client, const char *chat_id, const char *user_id, const char *const *message_ids, size_t count,
     const char *reason, int64_t *report_id);
 
+/* Checks the domain's key-transparency log now (as the device does every hour): this user's own
+ * identity and every contact's. `alarm` is set to the alarm raised (free with spark_free), or
+ * NULL when none is. */
+spark_status spark_check_transparency(spark_client *client, char **alarm);
+
 /* The safety number this user and `user_id` compare (60 digits in 12 groups of 5, spaced; free
  * with spark_free). */
 spark_status spark_safety_number(spark_client *client, const char *user_id, char **number);
@@ -385,7 +390,11 @@ typedef enum {
     /* Messages of `chat_id` changed after they arrived (an edit, a reaction, a recall, an expiry;
      * a step of this user's own message is SPARK_EVENT_MESSAGE_STATE): `message_id` names the
      * one, or is NULL when any may have. Read it again with spark_get_message. */
-    SPARK_EVENT_MESSAGES_CHANGED = 6
+    SPARK_EVENT_MESSAGES_CHANGED = 6,
+    /* Key transparency: the domain's log did not prove the key it gives for contact `user_id`
+     * (held as changed), or, with `user_id` NULL, this user's own identity or the log's heads
+     * raised the alarm (a version no device of the user published, a fork). `text` says why. */
+    SPARK_EVENT_TRANSPARENCY = 7
 } spark_event_kind;
 
 typedef struct {
