@@ -159,6 +159,51 @@ struct InstancesTests {
         }
     }
 
+    /// Identities published through both instances at once land in one transparency log on
+    /// PostgreSQL (the epochs take turns under the advisory lock; each instance's copy catches up
+    /// from the rows): both prove the same head over HTTPS, and an auditor reading the log
+    /// through one co-signs a head the other then serves to a device that requires it.
+    @Test func twoInstancesKeepOneTransparencyLog() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (first, second) = try await Self.twoInstances(in: directory, conninfo: conninfo)
+            let clients = [try first.client(), try second.client()]
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<10 {
+                    group.addTask {
+                        let domain = clients[index % 2]
+                        let token = try await domain.testToken(userID: "user\(index)").token
+                        _ = try await domain.registerEndpoint(
+                            token: token, registration: .init(endpointID: "e\(index)", description: "test"))
+                        try await domain.publishIdentity(
+                            token: token, endpointID: "e\(index)", identity: try Fixtures.publishedIdentity("user\(index)").0)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let token = try await clients[0].testToken(userID: "user0").token
+            let keys = try await clients[0].transparencyKeys(token: token, endpointID: "e0")
+            let one = try await clients[0].identityProof(
+                token: token, endpointID: "e0", userID: "user7", since: nil, auditor: nil)
+            let other = try await clients[1].identityProof(
+                token: token, endpointID: "e0", userID: "user7", since: nil, auditor: nil)
+            #expect(one.head == other.head && one.head.size == 10)
+            #expect(try other.verify(userID: "user7", keys: keys, previous: nil).identity?.userID == "user7")
+
+            let auditorKey = try P256.SigningKey()
+            let auditor = TransparencyAuditor(source: clients[0], keys: keys, signer: auditorKey, lastSigned: nil)
+            #expect(try await auditor.step()?.size == 10)
+            let audited = try await clients[1].identityProof(
+                token: token, endpointID: "e0", userID: "user3", since: nil, auditor: auditor.publicKey)
+            #expect(
+                try audited.verify(userID: "user3", keys: keys, previous: nil, auditor: auditor.publicKey).identity?.userID
+                    == "user3")
+            await first.stop()
+            await second.stop()
+            #expect(!first.log.contains(#""status":5"#) && !second.log.contains(#""status":5"#), "no 5xx")
+        }
+    }
+
     @Test func eightProcessesPostingToOneChatThroughTwoInstancesGetGaplessNumbers() async throws {
         let conninfo = try await PostgresCluster.newDatabase()
         try await Fixtures.withTemporaryDirectory { directory in

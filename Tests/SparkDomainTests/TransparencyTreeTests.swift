@@ -252,6 +252,43 @@ struct CombinedTreeTests {
         #expect(absent == CombinedTree.Verified(version: nil, value: nil))
     }
 
+    /// An abridged proof (the last entry's ladder, for audited heads) proves the same latest
+    /// value, at the current size and an earlier one; it is refused where a full proof is
+    /// required and the reverse, and one that hides the latest version is caught.
+    @Test func anAbridgedProofProvesTheLatestValueAtTheLastEntry() throws {
+        let (tree, vrf) = try Self.log()
+        for size in [tree.size, tree.size - 3] {
+            let root = try #require(tree.root(at: size))
+            for user in ["alice", "bob", "carol", "erin", "zoe"] {
+                let label = Data(user.utf8)
+                let abridged = try tree.searchLatest(label, size: size, abridged: true)
+                let full = try tree.searchLatest(label, size: size)
+                let expected = try CombinedTree.verifyLatest(full, label: label, size: size, root: root, vrfKey: vrf.publicKey)
+                #expect(
+                    try CombinedTree.verifyLatest(
+                        abridged, label: label, size: size, root: root, vrfKey: vrf.publicKey, abridged: true) == expected)
+                #expect(abridged.frontier.count == 1 && TransparencyCodec.encode(nodes: abridged.inclusion).count > 0)
+                #expect(throws: CryptoError.self) {
+                    try CombinedTree.verifyLatest(abridged, label: label, size: size, root: root, vrfKey: vrf.publicKey)
+                }
+                if full.frontier.count > 1 {
+                    #expect(throws: CryptoError.self) {
+                        try CombinedTree.verifyLatest(
+                            full, label: label, size: size, root: root, vrfKey: vrf.publicKey, abridged: true)
+                    }
+                }
+            }
+        }
+        // Alice's latest version's lookup dropped from the last entry's ladder: caught.
+        var hiding = try tree.searchLatest(Data("alice".utf8), size: tree.size, abridged: true)
+        hiding.frontier[0].lookups.removeLast()
+        #expect(throws: CryptoError.self) {
+            try CombinedTree.verifyLatest(
+                hiding, label: Data("alice".utf8), size: tree.size, root: try #require(tree.root), vrfKey: vrf.publicKey,
+                abridged: true)
+        }
+    }
+
     /// An epoch appended at once (VRFs proved on every core) is the same log as its updates one
     /// by one: versions in order, a label's latest value where it was last set.
     @Test func anEpochAppendsItsUpdatesInOrder() throws {

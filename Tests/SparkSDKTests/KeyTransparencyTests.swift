@@ -176,6 +176,28 @@ struct KeyTransparencyTests {
         }
     }
 
+    /// A device that requires no auditor takes no abridged proof (one that walks the last entry
+    /// only, which hides what earlier entries held): the domain that serves one is refused.
+    @Test func anAbridgedProofIsRefusedWithoutAnAuditor() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            _ = try await world.endpoint("carol", "carol-laptop")
+            let honest = try ForgedLog(world.real, rows: try await ForgedLog.rows(of: world.real))
+            world.domain.proofRewrite.withLock {
+                $0 = { _, user, _, proof in
+                    var proof = proof
+                    proof.search = try honest.tree.searchLatest(
+                        IdentityProof.label(of: user), size: proof.head.size, abridged: true)
+                    return proof
+                }
+            }
+            await #expect(throws: MessagingError(.identityUnconfirmed, "")) { try await alice.startChat(with: ["bob"]) }
+            #expect(try await alice.contact("bob").transparencyFailure?.contains("frontier") == true)
+        }
+    }
+
     /// The domain shows carol a log of its own (the real one with an entry only she sees) and
     /// alice the real one, which then grows. Alice's next message carries her head; carol's
     /// device finds it cannot be in the log she was shown, and raises the alarm.

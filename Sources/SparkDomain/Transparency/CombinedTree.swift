@@ -162,7 +162,11 @@ public struct CombinedTree: Sendable {
 
     /// The proof of `label`'s latest value in the log as it was at `size` entries (a signed
     /// head the readers hold, which later entries may have passed).
-    public func searchLatest(_ label: Data, size: UInt64) throws -> SearchProof {
+    ///
+    /// `abridged`: the full binary ladder at the last entry only, for a reader that requires an
+    /// auditor's co-signature on the head (the auditor has checked that every prefix tree only
+    /// adds keys, so the last one holds every version there is; see ``verifyLatest(_:label:size:root:vrfKey:abridged:)``).
+    public func searchLatest(_ label: Data, size: UInt64, abridged: Bool = false) throws -> SearchProof {
         guard size > 0, size <= self.size else { throw CryptoError(.invalidParameter, "the log has no entry \(size)") }
         // Each version's VRF output is proved once, whichever entries look it up.
         var vrfProofs: [UInt32: Data] = [:]
@@ -189,7 +193,7 @@ public struct CombinedTree: Sendable {
             if let failure { throw failure }
             return results
         }
-        let frontier = try SearchTree.frontier(size).map { position in
+        let frontier = try (abridged ? [size - 1] : SearchTree.frontier(size)).map { position in
             FrontierEntry(
                 position: position, commitment: entries[Int(position)].commitment,
                 prefixRoot: entries[Int(position)].prefix.root, lookups: try lookups(at: position))
@@ -264,13 +268,18 @@ public struct CombinedTree: Sendable {
     /// Verifies `proof` for `label` against a log of `size` entries with root `root`, whose
     /// labels the VRF key `vrfKey` hides.
     ///
+    /// `abridged`: the proof walks the last entry only (``searchLatest(_:size:abridged:)``); sound
+    /// only for a head an auditor co-signed, having rebuilt the log and seen every prefix tree
+    /// only add keys. Without it, the walk along the frontier shows that no entry ever held more
+    /// versions than the last, which no auditor is then needed for.
+    ///
     /// - Throws: ``CryptoError/Code/invalidSignature`` naming the check that failed.
     public static func verifyLatest(
-        _ proof: SearchProof, label: Data, size: UInt64, root: Data, vrfKey: ECVRF.PublicKey
+        _ proof: SearchProof, label: Data, size: UInt64, root: Data, vrfKey: ECVRF.PublicKey, abridged: Bool = false
     ) throws -> Verified {
         func fail(_ reason: String) -> CryptoError { CryptoError(.invalidSignature, "the search proof \(reason)") }
         guard proof.size == size, size > 0 else { throw fail("is for another log size") }
-        let expected = SearchTree.frontier(size)
+        let expected = abridged ? [size - 1] : SearchTree.frontier(size)
         guard proof.frontier.map(\.position) == expected else { throw fail("does not follow the log's frontier") }
         var keys: [UInt32: Data] = [:]
         for (version, vrfProof) in proof.vrfProofs {

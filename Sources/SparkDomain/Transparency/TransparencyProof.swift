@@ -116,8 +116,11 @@ public struct IdentityProof: Sendable, Equatable {
                 TransparencyAudit.isCosigned(head, signature: auditorSignature, auditorKey: auditor, vrfKey: keys.vrfKey)
             else { throw CryptoError(.invalidSignature, "the tree head is not co-signed by the auditor this device requires") }
         }
+        // With an auditor's co-signature the proof walks the last entry only (the auditor saw
+        // every prefix tree only add keys); without one, the whole frontier.
         let verified = try CombinedTree.verifyLatest(
-            search, label: Self.label(of: userID), size: head.size, root: head.root, vrfKey: try keys.vrf())
+            search, label: Self.label(of: userID), size: head.size, root: head.root, vrfKey: try keys.vrf(),
+            abridged: auditor != nil)
         guard let value = verified.value, !value.isEmpty else {
             return Verified(head: head, identity: nil, version: verified.version)
         }

@@ -142,7 +142,7 @@ package final class TransparencyLog: Sendable {
             cosignature = try row.get(1, as: Data.self)
         }
         let tree = try tree(db, size: latest.size)
-        let search = try tree.searchLatest(Self.label(userID), size: head.size)
+        let search = try tree.searchLatest(Self.label(userID), size: head.size, abridged: auditor != nil)
         var consistency: [Data] = []
         if let since, since > 0, since < head.size { consistency = tree.consistencyProof(from: since, to: head.size) ?? [] }
         return IdentityProof(head: head, consistency: consistency, search: search, auditorSignature: cosignature)
