@@ -52,6 +52,8 @@ final class ChatShell: @unchecked Sendable {
           verify USER                 show your safety number with USER and whether it is verified
           verify USER NUMBER          mark USER verified: NUMBER is the safety number they read to you
           accept USER                 trust USER's changed identity key (messages held for it go out)
+          keys                        check the domain's key-transparency log now: your key and your contacts'
+                                      (done every hour; an alarm means someone logged a key as yours)
           block USER                  drop everything USER sends, on all your devices (`unblock USER` undoes it)
           blocked                     the users you blocked
           status                      your status (a timeout shows the time left) and infractions
@@ -90,6 +92,10 @@ final class ChatShell: @unchecked Sendable {
                 case .typing(let chatID, let userID, let isTyping): self?.announceTyping(chatID, userID, isTyping, access: access)
                 case .chatEvent(let chatID, let userID, let tag, let data):
                     self?.announceInChat(chatID, "\(userID) sent the event \(tag)\(data.map { " \($0)" } ?? "")", access: access)
+                case .transparencyFailure(let userID, let reason):
+                    self?.console.say("⚠ the domain's key log does not prove \(userID)'s key (\(reason)): nothing goes to it")
+                case .transparencyAlarm(let reason):
+                    self?.console.say("⚠ ALARM: \(reason)")
                 default: continue
                 }
             }
@@ -318,9 +324,18 @@ final class ChatShell: @unchecked Sendable {
                     } else {
                         let contact = try await access.contact(user)
                         console.say("safety number with \(user) (\(contact.verification)):")
+                        if let failure = contact.transparencyFailure {
+                            console.say("⚠ the domain's key log does not prove this key: \(failure)")
+                        }
                         let groups = contact.safetyNumber.groups
                         console.say("  " + groups[0..<6].joined(separator: " ") + "\n  " + groups[6...].joined(separator: " "))
                         console.say("Compare it with \(user)'s (in person or on a call); if it matches: verify \(user) NUMBER")
+                    }
+                case "keys":
+                    if let alarm = try await access.checkTransparency() {
+                        console.say("⚠ ALARM: \(alarm)")
+                    } else {
+                        console.say("✔ the key log holds your key as your devices published it; your contacts' keys are checked")
                     }
                 case "accept":
                     guard !rest.isEmpty else {

@@ -1,4 +1,5 @@
 import Foundation
+import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
 import SparkObservable
@@ -259,6 +260,29 @@ struct Demo {
         step(
             "alice confirms bob's new number; the held message goes to his new tablet",
             await until { newBobMessages.value.contains { $0.content == "Is this still you, bob?" } })
+        // Key transparency: to read bob's chats, an operator must give his contacts a key it
+        // holds, and devices take keys only from the log, so it must log that key as bob's.
+        if let embedded = domain as? EmbeddedDomain {
+            let signing = try Ed25519.PrivateKey()
+            let encryption = try X25519.PrivateKey()
+            var forged = PublishedIdentity(
+                userID: names.bob, signingKey: signing.publicKey.rawRepresentation,
+                encryptionKey: encryption.publicKey.rawRepresentation, keyVersion: 3, signature: Data())
+            forged.signature = try signing.signature(for: forged.signedBytes)
+            try await embedded.logAsOperator(forged)
+            let alarm = try await newBob.checkTransparency()
+            step(
+                "the operator logs a key of its own as bob's; bob's tablet checks its label and raises the alarm, no number compared",
+                alarm?.contains("none of your devices published") == true, alarm ?? "no alarm")
+            _ = try await alice.checkTransparency()
+            let seen = try await alice.contact(names.bob)
+            let heldAgain = try await alice.sendMessage("Still you?", to: chat.chatID)
+            step(
+                "alice's phone sees bob's key change in the log and holds what she sends",
+                seen.verification == .changed && heldAgain.state == .held, "bob \(seen.verification), \(heldAgain.state)")
+        } else {
+            step("key transparency's attack needs the domain's database: shown on the embedded domain only", true)
+        }
         await newTablet.stop()
         await phone.stop()
         await tablet.stop()

@@ -77,7 +77,8 @@ struct QuickStartTests {
         for step in [
             "device switch", "wrong passcode is refused", "bob receives it live", "alice sees it read", "refused by the domain",
             "without gaps", "the same safety number", "bob is verified", "message is held, sealed to no one",
-            "the held message goes to his new tablet",
+            "the held message goes to his new tablet", "raises the alarm, no number compared",
+            "sees bob's key change in the log and holds what she sends",
         ] {
             #expect(result.stdout.contains(step), "missing: \(step)")
         }
@@ -297,12 +298,13 @@ struct QuickStartTests {
             wrong[0] = wrong[0] == "1" ? "2" : "1"
             let confirm = try await Self.device(
                 directory, config, "alice",
-                "verify bob 12345\nverify bob \(String(wrong))\nverify bob \(seenByAlice)\nverify bob\naccept bob\nquit\n")
+                "verify bob 12345\nverify bob \(String(wrong))\nverify bob \(seenByAlice)\nverify bob\naccept bob\nkeys\nquit\n")
             #expect(confirm.stdout.contains("✘ a safety number is 60 digits"), "\(confirm.stdout)")
             #expect(confirm.stdout.contains("✘ that is not the safety number of bob's current key"))
             #expect(confirm.stdout.contains("✔ bob is verified."))
             #expect(confirm.stdout.contains("safety number with bob (verified):"))
             #expect(confirm.stdout.contains("Trusting bob's current key"))
+            #expect(confirm.stdout.contains("✔ the key log holds your key"), "\(confirm.stdout)")
         }
     }
 

@@ -67,19 +67,9 @@ struct ForgedLog: Sendable {
 }
 
 extension HostileWorld {
-    /// What an operator with the database does to put its own identity for a user in the log:
-    /// the directory's row replaced and the identity queued as the user's next version, then an
-    /// epoch written (the domain signs it as any other).
-    func logForged(_ identity: PublishedIdentity) async throws {
-        let document = try JSONEncoder().encode(identity)
-        try await real.store.write { db in
-            try db.execute(
-                "UPDATE identities SET document = ?, key_version = ? WHERE user_id = ?",
-                [document, identity.keyVersion, identity.userID])
-            try TransparencyLog.queue(db, user: identity.userID, document: document)
-        }
-        try await real.flushTransparency()
-    }
+    /// What an operator with the database does to put its own identity for a user in the log
+    /// (``DomainEngine/logAsOperator(_:)``).
+    func logForged(_ identity: PublishedIdentity) async throws { try await real.logAsOperator(identity) }
 }
 
 /// Key transparency against a domain that lies: each of the four attacks of issue 45 is caught

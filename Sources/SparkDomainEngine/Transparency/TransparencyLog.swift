@@ -284,3 +284,22 @@ extension DomainEngine: TransparencyLogSource {
         try await recordAudit(size: size, auditorKey: auditorKey, signature: signature)
     }
 }
+
+extension DomainEngine {
+    /// The attack key transparency is for, as an operator holding the database (not any user's
+    /// keys) plays it: `identity` replaces its user's row in the directory and is logged as the
+    /// user's next version, in an epoch the domain signs like any other. No route reaches it: the
+    /// demo and the hostile-domain tests use it to show the user's own devices catching it.
+    package func logAsOperator(_ identity: PublishedIdentity) async throws {
+        let document = try JSONEncoder().encode(identity)
+        try await storage {
+            try await store.write { db in
+                try db.execute(
+                    "UPDATE identities SET document = ?, key_version = ? WHERE user_id = ?",
+                    [document, identity.keyVersion, identity.userID])
+                try TransparencyLog.queue(db, user: identity.userID, document: document)
+            }
+        }
+        try await flushTransparency()
+    }
+}
