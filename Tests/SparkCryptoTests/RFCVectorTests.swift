@@ -1,5 +1,6 @@
 import Foundation
 import SparkCrypto
+import SparkLock
 import SparkTestSupport
 import Testing
 
@@ -192,6 +193,33 @@ struct RFCVectorTests {
                 == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"
         )
         #expect(SHA256.hash(Data()).hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    /// SHA-256 keeps a context per thread: many threads at once, and threads that end (their
+    /// context freed), each get the digest of what they hashed, never another thread's.
+    @Test func sha256OnManyThreadsAndThreadsThatEnd() {
+        let inputs = (0..<64).map { Data("message \($0)".utf8) + Data(repeating: UInt8($0), count: $0 * 7) }
+        let expected = inputs.map { SHA256.hash($0) }
+        let results = Locked([Data?](repeating: nil, count: inputs.count))
+        DispatchQueue.concurrentPerform(iterations: inputs.count) { index in
+            var digest = Data()
+            for _ in 0..<50 { digest = SHA256.hash(inputs[index]) }
+            results.withLock { $0[index] = digest }
+        }
+        #expect(results.withLock { $0 } == expected)
+        let ended = DispatchGroup()
+        let fromThreads = Locked([Data]())
+        for index in 0..<8 {
+            ended.enter()
+            Thread.detachNewThread {
+                let digest = SHA256.hash(inputs[index])
+                fromThreads.withLock { $0.append(digest) }
+                ended.leave()
+            }
+        }
+        ended.wait()
+        #expect(Set(fromThreads.withLock { $0 }) == Set(expected.prefix(8)))
+        #expect(SHA256.hash(Data("abc".utf8)).hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 
     // RFC 4231 test case 2 ("what do ya want for nothing?").
