@@ -202,6 +202,7 @@ let package = Package(
             name: "SparkDomainTests",
             dependencies: [
                 "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkTestSupport", "domain-peer", "spark-domaind",
+                "spark-kt-auditor",
             ],
             exclude: ["Python"],
             swiftSettings: swiftSettings

@@ -110,3 +110,52 @@ struct TransparencyLogTests {
         }
     }
 }
+
+/// `spark-kt-auditor` as a second organisation runs it: the keys `spark-domaind` prints, `init`,
+/// then `run --once` against the served domain over HTTPS, whose co-signature then lets a device
+/// that requires the auditor read proofs.
+@Suite("spark-kt-auditor")
+struct AuditorCommandTests {
+    @Test func anAuditorFollowsAServedDomainAndCosignsItsHead() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory)
+            let domain = try daemon.client()
+            let token = try await domain.testToken(userID: "alice").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "test"))
+            try await domain.publishIdentity(token: token, endpointID: "a1", identity: try Fixtures.publishedIdentity("alice").0)
+
+            let printed = try await Fixtures.run(
+                Fixtures.executable("spark-domaind"), ["passcode-keys", daemon.directory.path, "transparency"])
+            #expect(printed.status == 0, "\(printed.stderr)")
+            func key(_ name: String) -> String? {
+                printed.stdout.split(separator: "\n").first { $0.hasPrefix(name) }.map {
+                    String($0.dropFirst(name.count)).trimmingCharacters(in: .whitespaces)
+                }
+            }
+            let vrf = try #require(key("vrf key:"))
+            let head = try #require(key("head key:"))
+            let auditor = Fixtures.executable("spark-kt-auditor")
+            let home = directory.appendingPathComponent("auditor").path
+            let made = try await Fixtures.run(auditor, ["init", home, "--vrf-key", vrf, "--head-key", head])
+            #expect(made.status == 0, "\(made.stderr)")
+            let auditorKey = try #require(Data(base64Encoded: made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(try await Fixtures.run(auditor, ["key", home]).stdout == made.stdout)
+            let ca = daemon.directory.appendingPathComponent("ca.pem").path
+            let run = try await Fixtures.run(auditor, ["run", home, "--domain", daemon.url.absoluteString, "--ca", ca, "--once"])
+            #expect(run.status == 0 && run.stdout.contains("co-signed the head of 1 entries"), "\(run.stdout)\(run.stderr)")
+
+            let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
+            let proof = try await domain.identityProof(
+                token: token, endpointID: "a1", userID: "alice", since: nil, auditor: auditorKey)
+            #expect(try proof.verify(userID: "alice", keys: keys, previous: nil, auditor: auditorKey).identity?.userID == "alice")
+            // Run again with nothing new: nothing to sign, still fine; a wrong key is refused at init.
+            let again = try await Fixtures.run(
+                auditor, ["run", home, "--domain", daemon.url.absoluteString, "--ca", ca, "--once"])
+            #expect(again.status == 0 && !again.stdout.contains("co-signed"), "\(again.stdout)\(again.stderr)")
+            let bad = try await Fixtures.run(
+                auditor, ["init", directory.appendingPathComponent("other").path, "--vrf-key", head, "--head-key", vrf])
+            #expect(bad.status == 64 && bad.stderr.contains("not the domain's transparency keys"), "\(bad.stderr)")
+            await daemon.stop()
+        }
+    }
+}
