@@ -43,6 +43,27 @@ enum Fixture {
     static let validator = TokenValidator(issuers: [issuer.trusted(audience: "fuzz", kind: .external)])
 }
 
+/// A transparency log of alice's identity under fixed keys, and its proof (the `kt-proof` seeds).
+enum TransparencyFixture {
+    static let vrf = try! ECVRF.PrivateKey(rawRepresentation: Data(repeating: 8, count: 32))
+    static let head = try! P256.SigningKey(rawRepresentation: Data(repeating: 9, count: 32))
+    static let keys = TransparencyKeys(vrfKey: vrf.publicKey.compressed, headKey: head.publicKey.x + head.publicKey.y)
+    static let auditor = head.publicKey.x + head.publicKey.y
+    static let proof: IdentityProof = {
+        var tree = CombinedTree(vrf: vrf)
+        _ = try! tree.append(
+            label: IdentityProof.label(of: "alice"), value: try! IdentityProof.value(of: try! Fixture.alice.publishedIdentity()))
+        _ = try! tree.append(label: IdentityProof.label(of: "bob"), value: Data("bob".utf8))
+        let root = tree.root!
+        let signature = try! head.signature(
+            for: TreeHead.signedBytes(size: tree.size, root: root, timestamp: 1, vrfKey: keys.vrfKey))
+        let treeHead = TreeHead(size: tree.size, root: root, timestamp: 1, signature: signature)
+        return IdentityProof(
+            head: treeHead, consistency: [], search: try! tree.searchLatest(IdentityProof.label(of: "alice")),
+            auditorSignature: try! head.signature(for: TransparencyAudit.signedBytes(treeHead, vrfKey: keys.vrfKey)))
+    }()
+}
+
 /// Bob's device's view of a chat with alice, from fixed keys (`ChatProbe`).
 enum ChatFixture {
     static let value = try! ChatProbe.fixture()
@@ -163,6 +184,20 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
     },
     "chat-payload": { data in _ = ChatProbe.decodePayload(data) },
     "search-query": { data in _ = SearchProbe.run(String(decoding: data, as: UTF8.self)) },
+    "kt-proof": { data in
+        if let proof = try? TransparencyCodec.decodeProof(data) {
+            _ = try? proof.verify(userID: "alice", keys: TransparencyFixture.keys, previous: nil)
+            _ = try? proof.verify(
+                userID: "alice", keys: TransparencyFixture.keys, previous: TransparencyFixture.proof.head,
+                auditor: TransparencyFixture.auditor)
+        }
+        if let head = try? TransparencyCodec.decodeHead(data) { _ = head.isSigned(by: TransparencyFixture.keys) }
+        if let updates = try? TransparencyAudit.decode(data) {
+            var audit = TransparencyAudit()
+            _ = try? audit.append(updates)
+        }
+        _ = try? TransparencyCodec.decodeNodes(data)
+    },
     "chat-entry": { data in
         // The first byte picks the entry's kind and sender; the rest is the payload.
         guard let first = data.first else { return }
@@ -374,6 +409,12 @@ func seeds() throws -> [String: [Data]] {
         "jwkset": [try Fixture.issuer.jwks.jsonData()],
         "plist": [Data(plist.utf8)],
         "chat-payload": [chatPayloadSeed],
+        "kt-proof": [
+            TransparencyCodec.encode(TransparencyFixture.proof), TransparencyCodec.encode(TransparencyFixture.proof.head),
+            TransparencyAudit.encode([
+                TransparencyAudit.Update(position: 0, vrfOutput: Data(repeating: 1, count: 32), commitment: Data(count: 32))
+            ]),
+        ],
         "search-query": [
             Data("lunch tomorrow".utf8), Data("\"lunch tomorrow\" caf*".utf8), Data("東京 OR NEAR(a b) -x *".utf8),
         ],
