@@ -83,6 +83,26 @@ struct TransparencyTreeTests {
         }
     }
 
+    /// The kept nodes (``LogTree/Nodes``) give the same roots and proofs as hashing every leaf,
+    /// at every size of a growing log.
+    @Test func keptNodesGiveTheSameRootsAndProofs() {
+        let leaves = (0..<70).map(Self.value)
+        var nodes = LogTree.Nodes()
+        for n in 1...leaves.count {
+            nodes.append(leaves[n - 1])
+            for size in Set([1, n / 2 + 1, n - 1, n]) where size >= 1 {
+                #expect(nodes.root(size: size) == LogTree.root(leaves[..<size]), "root of \(size) in \(n)")
+                let indices: Set<Int> = [0, size / 3, size - 1]
+                #expect(nodes.batchInclusionProof(indices, size: size) == LogTree.batchInclusionProof(indices, leaves[..<size]))
+                for old in Set([1, size / 2 + 1, size]) where old <= size {
+                    #expect(
+                        nodes.consistencyProof(oldSize: old, newSize: size)
+                            == LogTree.consistencyProof(oldSize: old, leaves[..<size]), "\(old) → \(size)")
+                }
+            }
+        }
+    }
+
     /// The draft's shape: a tree of five leaves is ((0 1)(2 3)) 4, with the leaf/parent prefixes.
     @Test func theShapeAndHashingAreTheDrafts() {
         let leaves = (0..<5).map(Self.value)
@@ -330,7 +350,7 @@ struct CombinedTreeTests {
             position: older.position, opening: older.opening, value: older.value,
             prefixRoot: tree.entries[Int(older.position)].prefix.root)
         stale.inclusion = LogTree.batchInclusionProof(
-            Set(stale.frontier.map { Int($0.position) } + [Int(older.position)]), tree.leaves[...])
+            Set(stale.frontier.map { Int($0.position) } + [Int(older.position)]), tree.nodes.leaves[...])
         #expect(refused(stale))
         // The latest version hidden: the last entry's ladder cut short.
         var hidden = honest

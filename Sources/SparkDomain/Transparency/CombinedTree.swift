@@ -27,7 +27,8 @@ public struct CombinedTree: Sendable {
     /// The VRF key that hides labels.
     let vrf: ECVRF.PrivateKey
     var entries: [Entry] = []
-    var leaves: [Data] = []
+    /// The log tree's leaves and complete subtrees (``LogTree/Nodes``).
+    var nodes = LogTree.Nodes()
     var updates: [Data: [Update]] = [:]
 
     /// An empty log whose labels are hidden by `vrf`.
@@ -37,7 +38,7 @@ public struct CombinedTree: Sendable {
     public var size: UInt64 { UInt64(entries.count) }
 
     /// The log tree's root (nil while empty).
-    public var root: Data? { leaves.isEmpty ? nil : LogTree.root(leaves[...]) }
+    public var root: Data? { nodes.count == 0 ? nil : nodes.root(size: nodes.count) }
 
     /// One update as the log keeps it: what a replica needs to append it again without the VRF
     /// key's work or a new opening (the domain's rows, an instance catching up).
@@ -67,13 +68,13 @@ public struct CombinedTree: Sendable {
 
     /// The log tree's root over its first `size` entries.
     public func root(at size: UInt64) -> Data? {
-        size == 0 || size > self.size ? nil : LogTree.root(leaves[..<Int(size)])
+        size == 0 || size > self.size ? nil : nodes.root(size: Int(size))
     }
 
     /// The proof that the log of `oldSize` entries is a prefix of the log of `newSize` entries.
     public func consistencyProof(from oldSize: UInt64, to newSize: UInt64) -> [Data]? {
         guard oldSize >= 1, oldSize <= newSize, newSize <= size else { return nil }
-        return LogTree.consistencyProof(oldSize: Int(oldSize), leaves[..<Int(newSize)])
+        return nodes.consistencyProof(oldSize: Int(oldSize), newSize: Int(newSize))
     }
 
     /// Appends `value` as `label`'s next version; returns the version.
@@ -105,7 +106,7 @@ public struct CombinedTree: Sendable {
             Update(opening: update.opening, value: update.value, position: update.position))
         let entry = Entry(commitment: commitment, prefix: prefix)
         entries.append(entry)
-        leaves.append(entry.leaf)
+        nodes.append(entry.leaf)
     }
 
     /// Appends an epoch's updates in order (a label may appear several times: each is its next
@@ -208,7 +209,7 @@ public struct CombinedTree: Sendable {
         let visited = Set(frontier.map { Int($0.position) } + (opened.map { [Int($0.position)] } ?? []))
         return SearchProof(
             size: size, vrfProofs: vrfProofs, frontier: frontier, opened: opened,
-            inclusion: LogTree.batchInclusionProof(visited, leaves[..<Int(size)]))
+            inclusion: nodes.batchInclusionProof(visited, size: Int(size)))
     }
 
     /// One lookup of a binary ladder: a version and the prefix tree's answer for it.

@@ -156,3 +156,81 @@ public enum LogTree {
         return rebuilt.old == oldRoot && rebuilt.new == newRoot
     }
 }
+
+extension LogTree {
+    /// A growing log tree's values, kept so that a root or a proof costs O(log² n) hashes instead
+    /// of hashing every leaf again: leaves are only appended, so each complete subtree (2^k leaves
+    /// starting at a multiple of 2^k), which is every left child of the left-balanced tree, never
+    /// changes once whole and is kept. Each append finishes at most one subtree per level.
+    public struct Nodes: Sendable {
+        /// `levels[k][i]`: the value of the complete subtree of 2^k leaves from leaf i·2^k.
+        private var levels: [[Data]] = [[]]
+
+        /// An empty tree.
+        public init() {}
+
+        /// The number of leaves.
+        public var count: Int { levels[0].count }
+
+        /// The leaf values.
+        public var leaves: [Data] { levels[0] }
+
+        /// Appends a leaf value.
+        public mutating func append(_ leaf: Data) {
+            levels[0].append(leaf)
+            var level = 0
+            while levels[level].count % 2 == 0 {
+                let values = levels[level]
+                let size = 1 << level
+                let value = LogTree.parent(
+                    values[values.count - 2], leftSize: size, values[values.count - 1], rightSize: size)
+                if levels.count == level + 1 { levels.append([]) }
+                levels[level + 1].append(value)
+                level += 1
+            }
+        }
+
+        /// The value of the subtree over leaves `start ..< start + size`, as the tree splits it.
+        func value(_ start: Int, _ size: Int) -> Data {
+            if size & (size - 1) == 0, start % size == 0 {
+                let level = size.trailingZeroBitCount
+                return levels[level][start >> level]
+            }
+            let k = LogTree.split(size)
+            return LogTree.parent(value(start, k), leftSize: k, value(start + k, size - k), rightSize: size - k)
+        }
+
+        /// The root over the first `size` leaves (1 … ``count``).
+        public func root(size: Int) -> Data {
+            precondition(size >= 1 && size <= count, "no tree of \(size) leaves here")
+            return value(0, size)
+        }
+
+        /// ``LogTree/batchInclusionProof(_:_:)`` over the first `size` leaves.
+        public func batchInclusionProof(_ indices: Set<Int>, size: Int) -> [Data] {
+            precondition(size >= 1 && size <= count, "no tree of \(size) leaves here")
+            func proof(_ start: Int, _ size: Int) -> [Data] {
+                let range = start..<(start + size)
+                guard indices.contains(where: { range.contains($0) }) else { return [value(start, size)] }
+                if size == 1 { return [] }
+                let k = LogTree.split(size)
+                return proof(start, k) + proof(start + k, size - k)
+            }
+            return proof(0, size)
+        }
+
+        /// ``LogTree/consistencyProof(oldSize:_:)`` from the first `oldSize` leaves to the first
+        /// `newSize`.
+        public func consistencyProof(oldSize: Int, newSize: Int) -> [Data] {
+            precondition(oldSize >= 1 && oldSize <= newSize && newSize <= count, "the old size is 1 … the new size")
+            func subproof(_ m: Int, _ start: Int, _ n: Int, _ complete: Bool) -> [Data] {
+                if m == n { return complete ? [] : [value(start, n)] }
+                let k = LogTree.split(n)
+                return m <= k
+                    ? subproof(m, start, k, complete) + [value(start + k, n - k)]
+                    : [value(start, k)] + subproof(m - k, start + k, n - k, false)
+            }
+            return subproof(oldSize, 0, newSize, true)
+        }
+    }
+}

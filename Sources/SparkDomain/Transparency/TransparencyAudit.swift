@@ -24,13 +24,13 @@ public struct TransparencyAudit: Sendable {
     }
 
     private var prefix = PrefixTree()
-    private var leaves: [Data] = []
+    private var nodes = LogTree.Nodes()
 
     /// An auditor that has seen nothing.
     public init() {}
 
     /// The entries rebuilt so far.
-    public var size: UInt64 { UInt64(leaves.count) }
+    public var size: UInt64 { UInt64(nodes.count) }
 
     /// Appends the next updates.
     ///
@@ -47,7 +47,7 @@ public struct TransparencyAudit: Sendable {
                 throw CryptoError(
                     .invalidSignature, "update \(update.position) adds a label-version pair the log already holds")
             }
-            leaves.append(LogTree.leafValue(commitment: update.commitment, prefixRoot: prefix.root))
+            nodes.append(LogTree.leafValue(commitment: update.commitment, prefixRoot: prefix.root))
         }
     }
 
@@ -58,7 +58,7 @@ public struct TransparencyAudit: Sendable {
         guard head.size >= 1, head.size <= size else {
             throw CryptoError(.invalidSignature, "the head names \(head.size) entries; \(size) are known")
         }
-        guard LogTree.root(leaves[..<Int(head.size)]) == head.root else {
+        guard nodes.root(size: Int(head.size)) == head.root else {
             throw CryptoError(
                 .invalidSignature, "the head of \(head.size) entries is not the root of the log's updates (a rewritten log)")
         }
