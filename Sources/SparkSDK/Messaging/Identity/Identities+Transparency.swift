@@ -83,18 +83,20 @@ extension Identities {
     /// shows members different logs): the alarm is raised for good. A head that is not the
     /// domain's (a member's garbage) is ignored.
     func heard(_ encoded: Data, from user: String) async {
+        // Most messages carry a head already seen: no read, no signature check for those.
         guard encoded != context.gossipHead.withLock({ $0 }),
-            let head = try? TransparencyCodec.decodeHead(encoded),
+            let head = try? TransparencyCodec.decodeHead(encoded), !confirmedHeads.contains(head.root),
             let state = try? await read({ store in try store.transparencyState() }),
             let keys = state.keys, head.isSigned(by: keys), state.fork == nil
         else { return }
         if let mine = state.head, mine.size == head.size {
             if mine.root != head.root {
                 await raiseFork("\(user)'s device was shown another log of \(head.size) entries than this device")
+            } else {
+                confirmedHeads.insert(head.root)
             }
             return
         }
-        guard !confirmedHeads.contains(head.root) else { return }
         guard
             let heads = try? await domainCall({
                 try await domain.transparencyHeads(token: try await token(), endpointID: endpointID, since: head.size)
@@ -104,6 +106,7 @@ extension Identities {
             await raiseFork("\(user)'s device was shown a log of \(head.size) entries that the domain does not show this device")
             return
         }
+        if confirmedHeads.count >= 4_096 { confirmedHeads.removeAll() }
         confirmedHeads.insert(head.root)
     }
 
