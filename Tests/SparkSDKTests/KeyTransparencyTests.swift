@@ -189,9 +189,11 @@ struct KeyTransparencyTests {
     }
 
     /// The domain shows carol a log of its own (the real one with an entry only she sees) and
-    /// alice the real one, which then grows. Alice's next message carries her head; carol's
-    /// device finds it cannot be in the log she was shown, and raises the alarm.
-    @Test func aForkIsCaughtByTheHeadsMembersGossip() async throws {
+    /// alice the real one, which then grows (by one: alice's head is the size of carol's, with
+    /// another root; by two: carol asks the domain for its head of alice's size, which her forked
+    /// view does not have). Alice's next message carries her head; carol's device finds it cannot
+    /// be in the log she was shown, and raises the alarm.
+    @Test(arguments: [1, 2]) func aForkIsCaughtByTheHeadsMembersGossip(growth: Int) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let world = try HostileWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
@@ -211,8 +213,8 @@ struct KeyTransparencyTests {
                 $0 = { endpoint, since, heads in endpoint == carolEndpoint ? try forked.heads(since: since) : heads }
             }
             #expect(try await carol.checkTransparency() == nil, "carol's view alone is consistent")
-            // The real log grows by as much: dave sets up.
-            _ = try await world.endpoint("dave", "dave-phone")
+            // The real log grows: dave sets up (and erin).
+            for user in ["dave", "erin"].prefix(growth) { _ = try await world.endpoint(user, "\(user)-phone") }
             #expect(try await alice.checkTransparency() == nil)
             let carolEvents = EventRecorder(carol)
             _ = try await alice.sendMessage("hello", to: chat.chatID)
