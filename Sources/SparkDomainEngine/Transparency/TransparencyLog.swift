@@ -97,7 +97,7 @@ package final class TransparencyLog: Sendable {
     /// once the transaction committed.
     func writeEpoch(_ db: any DomainStatements, now: Date) throws -> CombinedTree? {
         let pending = try db.rows("SELECT seq, label, value FROM kt_pending ORDER BY seq LIMIT ?", [Self.epochLimit])
-        guard let last = pending.last else { return nil }
+        guard !pending.isEmpty else { return nil }
         let head = try Self.latestHead(db)
         var tree = try tree(db, size: head?.size ?? 0)
         let logged = try tree.appendLogging(
@@ -116,7 +116,14 @@ package final class TransparencyLog: Sendable {
         try db.execute(
             "INSERT INTO kt_heads(size, root, timestamp, signature) VALUES (?, ?, ?, ?)",
             [Int64(tree.size), root, Int64(timestamp), signature])
-        try db.execute("DELETE FROM kt_pending WHERE seq <= ?", [try last.get(0, as: Int64.self)])
+        // Exactly the rows logged: under PostgreSQL's READ COMMITTED a range could also take a
+        // row committed since they were read (a lower sequence, committed late), unlogged.
+        let sequences = try pending.map { try $0.get(0, as: Int64.self) }
+        for start in stride(from: 0, to: sequences.count, by: 500) {
+            let chunk = Array(sequences[start..<min(start + 500, sequences.count)])
+            try db.execute(
+                "DELETE FROM kt_pending WHERE seq IN (\(chunk.map { _ in "?" }.joined(separator: ", ")))", chunk)
+        }
         return tree
     }
 
