@@ -47,6 +47,29 @@ struct TransparencyLogTests {
         }
     }
 
+    /// Before anyone publishes, the log is empty: a proof or a head is not found (a 404 on the
+    /// wire, never a 5xx), and an auditor that signed nothing is not found either.
+    @Test func anEmptyLogIsNotFound() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let token = try await domain.testToken(userID: "alice").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "test"))
+            await #expect(throws: DomainError(.notFound, "")) {
+                try await domain.identityProof(token: token, endpointID: "a1", userID: "alice", since: nil, auditor: nil)
+            }
+            await #expect(throws: DomainError(.notFound, "")) {
+                try await domain.transparencyHeads(token: token, endpointID: "a1", since: 5)
+            }
+            let (identity, _) = try Fixtures.publishedIdentity("alice")
+            try await domain.publishIdentity(token: token, endpointID: "a1", identity: identity)
+            await #expect(throws: DomainError(.notFound, "")) {
+                try await domain.identityProof(
+                    token: token, endpointID: "a1", userID: "alice", since: nil, auditor: Data(repeating: 7, count: 64))
+            }
+            #expect(try await domain.transparencyUpdates(after: -1, limit: 10).updates.count == 1)
+        }
+    }
+
     /// A head signed by any key but the domain's, or a proof whose bytes are cut or padded, is
     /// refused.
     @Test func aProofVerifiesOnlyUnderTheDomainsKeys() async throws {

@@ -137,14 +137,14 @@ package final class TransparencyLog: Sendable {
     /// head the reader holds; none when nil, 0, or not smaller).
     func proof(_ db: any DomainStatements, userID: String, since: UInt64?, auditor: Data? = nil) throws -> IdentityProof {
         guard let latest = try Self.latestHead(db) else {
-            throw DomainError(.unavailable, "the transparency log has no epoch yet")
+            throw DomainError(.notFound, "the transparency log is empty: no user has published an identity yet")
         }
         var head = latest
         var cosignature: Data?
         if let auditor {
             guard let row = try db.row("SELECT size, signature FROM kt_audits WHERE auditor_key = ?", [auditor]),
                 let audited = try Self.head(db, size: UInt64(try row.get(0, as: Int64.self)))
-            else { throw DomainError(.unavailable, "that auditor has not co-signed a tree head of this domain yet") }
+            else { throw DomainError(.notFound, "that auditor has not co-signed a tree head of this domain yet") }
             head = audited
             cosignature = try row.get(1, as: Data.self)
         }
@@ -200,7 +200,7 @@ package final class TransparencyLog: Sendable {
     /// as the domain signed it (what a device compares with a head gossiped to it).
     func heads(_ db: any DomainStatements, since: UInt64?) throws -> (latest: TreeHead, consistency: [Data], at: TreeHead?) {
         guard let head = try Self.latestHead(db) else {
-            throw DomainError(.unavailable, "the transparency log has no epoch yet")
+            throw DomainError(.notFound, "the transparency log is empty: no user has published an identity yet")
         }
         guard let since, since > 0, since <= head.size else { return (head, [], nil) }
         let tree = try tree(db, size: head.size)

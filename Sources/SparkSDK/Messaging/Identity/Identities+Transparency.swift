@@ -21,10 +21,16 @@ extension Identities {
     func provenIdentity(of user: String) async throws -> Proven {
         let keys = try await transparencyKeys()
         let previous = try await read { store in try store.transparencyState().head }
-        let proof = try await domainCall {
-            try await domain.identityProof(
-                token: try await token(), endpointID: endpointID, userID: user, since: previous?.size,
-                auditor: context.transparencyAuditor)
+        let proof: IdentityProof
+        do {
+            proof = try await domainCall {
+                try await domain.identityProof(
+                    token: try await token(), endpointID: endpointID, userID: user, since: previous?.size,
+                    auditor: context.transparencyAuditor)
+            }
+        } catch let error as MessagingError where error.domainCode == .notFound && context.transparencyAuditor == nil {
+            // An empty log (no user has published an identity yet): nobody to prove.
+            return Proven(identity: nil, failure: nil)
         }
         let verified: IdentityProof.Verified
         do {
