@@ -166,6 +166,24 @@ struct KeyTransparencyTests {
         }
     }
 
+    /// A domain that says its log is empty to a device that has seen a head of it (to hide a
+    /// change from its monitoring) is caught: the contact is held, and the owner's alarm raised.
+    @Test func aLogSaidToBeEmptyAfterAHeadIsCaught() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            _ = try await alice.startChat(with: ["bob"])
+            world.domain.proofRewrite.withLock {
+                $0 = { _, _, _, _ in throw DomainError(.notFound, "the transparency log is empty") }
+            }
+            let alarm = try await alice.checkTransparency()
+            #expect(alarm?.contains("empty") == true, "\(alarm ?? "none")")
+            let contact = try await alice.contact("bob")
+            #expect(contact.verification == .changed && contact.transparencyFailure?.contains("empty") == true)
+        }
+    }
+
     /// A device that requires no auditor takes no abridged proof (one that walks the last entry
     /// only, which hides what earlier entries held): the domain that serves one is refused.
     @Test func anAbridgedProofIsRefusedWithoutAnAuditor() async throws {

@@ -29,8 +29,12 @@ extension Identities {
                     auditor: context.transparencyAuditor)
             }
         } catch let error as MessagingError where error.domainCode == .notFound && context.transparencyAuditor == nil {
-            // An empty log (no user has published an identity yet): nobody to prove.
-            return Proven(identity: nil, failure: nil)
+            // An empty log (no user has published an identity yet): nobody to prove. A device
+            // that has seen a head takes no such answer: the log only grows.
+            guard let previous else { return Proven(identity: nil, failure: nil) }
+            return Proven(
+                identity: nil,
+                failure: "the domain says its transparency log is empty after showing one of \(previous.size) entries")
         }
         let verified: IdentityProof.Verified
         do {

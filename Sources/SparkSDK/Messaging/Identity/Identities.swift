@@ -93,7 +93,10 @@ actor Identities: MessagingPart {
         // The key is the one the transparency log holds, proved; when the proof fails, the key
         // the domain claims is kept as changed, with the reason, and nothing is sealed to it.
         let proven = try await provenIdentity(of: user)
-        guard let published = proven.identity, published.userID == user, published.isSelfSigned else {
+        // A failure that names no key (a log said to be empty) still marks the stored contact.
+        guard let published = proven.identity ?? (proven.failure == nil ? nil : stored?.current), published.userID == user,
+            published.isSelfSigned || proven.identity == nil
+        else {
             if let stored { return stored }
             throw MessagingError(.unknownUser, "\(user) has no published identity (they have not set up a device)")
         }
