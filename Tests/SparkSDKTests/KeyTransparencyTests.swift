@@ -80,9 +80,11 @@ struct KeyTransparencyTests {
     /// alice's first contact with bob (trusted on first use before key transparency) holds bob as
     /// changed with the reason, nothing reaches the key, and accepting it is refused; once the
     /// domain behaves, the log's key is trusted.
-    @Test func aKeyOutsideTheLogIsHeldWithTheReasonAtFirstContact() async throws {
+    @Test(arguments: MessagingStoreKind.tested) func aKeyOutsideTheLogIsHeldWithTheReasonAtFirstContact(
+        messaging: MessagingStoreKind
+    ) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             _ = try await world.endpoint("bob", "bob-phone")
             let events = EventRecorder(alice)
@@ -114,9 +116,11 @@ struct KeyTransparencyTests {
     /// The domain logs a version of bob's identity it holds (with KeyPackages signed by it). A new
     /// contact cannot tell from the proof, but bob's own device, checking its label, raises the
     /// alarm; alice, who trusted bob's real key, sees bob changed at her next check.
-    @Test func aFakeVersionInTheLogRaisesTheOwnersAlarm() async throws {
+    @Test(arguments: MessagingStoreKind.tested) func aFakeVersionInTheLogRaisesTheOwnersAlarm(messaging: MessagingStoreKind)
+        async throws
+    {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
             _ = try await alice.startChat(with: ["bob"])
@@ -142,9 +146,9 @@ struct KeyTransparencyTests {
 
     /// Alice holds the log's head; the domain then shows her a log whose past is rewritten (bob's
     /// first identity replaced), signed with its own key: the new head does not extend hers.
-    @Test func aRewrittenPastIsCaught() async throws {
+    @Test(arguments: MessagingStoreKind.tested) func aRewrittenPastIsCaught(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             _ = try await world.endpoint("bob", "bob-phone")
             _ = try await alice.startChat(with: ["bob"])
@@ -211,9 +215,10 @@ struct KeyTransparencyTests {
     /// another root; by two: carol asks the domain for its head of alice's size, which her forked
     /// view does not have). Alice's next message carries her head; carol's device finds it cannot
     /// be in the log she was shown, and raises the alarm.
-    @Test(arguments: [1, 2]) func aForkIsCaughtByTheHeadsMembersGossip(growth: Int) async throws {
+    @Test(arguments: [(1, MessagingStoreKind.sqlite), (2, MessagingStoreKind.memory)])
+    func aForkIsCaughtByTheHeadsMembersGossip(growth: Int, messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try HostileWorld(directory)
+            let world = try HostileWorld(directory, messaging: messaging)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             _ = try await world.endpoint("bob", "bob-phone")
             let (carolService, carol) = try await world.endpoint("carol", "carol-laptop")
