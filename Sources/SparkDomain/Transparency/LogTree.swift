@@ -39,21 +39,13 @@ public enum LogTree {
     /// The root value of the tree over `leaves` (leaf values), which must not be empty.
     public static func root(_ leaves: ArraySlice<Data>) -> Data {
         precondition(!leaves.isEmpty, "a log tree has at least one leaf")
-        if leaves.count == 1 { return leaves[leaves.startIndex] }
-        let k = split(leaves.count)
-        let middle = leaves.startIndex + k
-        return parent(root(leaves[..<middle]), leftSize: k, root(leaves[middle...]), rightSize: leaves.count - k)
+        return Nodes(leaves).root(size: leaves.count)
     }
 
     /// The proof that leaf `index` is in the tree over `leaves`: its copath, left to right.
     public static func inclusionProof(_ index: Int, _ leaves: ArraySlice<Data>) -> [Data] {
-        precondition(leaves.indices.contains(leaves.startIndex + index), "no leaf \(index)")
-        if leaves.count == 1 { return [] }
-        let k = split(leaves.count)
-        let middle = leaves.startIndex + k
-        return index < k
-            ? inclusionProof(index, leaves[..<middle]) + [root(leaves[middle...])]
-            : [root(leaves[..<middle])] + inclusionProof(index - k, leaves[middle...])
+        precondition(index >= 0 && index < leaves.count, "no leaf \(index)")
+        return Nodes(leaves).batchInclusionProof([index], size: leaves.count)
     }
 
     /// Whether `proof` shows the leaf of value `leaf` at `index` in a tree of `size` leaves
@@ -82,15 +74,7 @@ public enum LogTree {
     /// values that, with those leaves, give the root, left to right (the draft's proof for several
     /// entries at once; one index gives ``inclusionProof(_:_:)``).
     public static func batchInclusionProof(_ indices: Set<Int>, _ leaves: ArraySlice<Data>) -> [Data] {
-        func proof(_ start: Int, _ leaves: ArraySlice<Data>) -> [Data] {
-            let range = start..<(start + leaves.count)
-            guard indices.contains(where: { range.contains($0) }) else { return [root(leaves)] }
-            if leaves.count == 1 { return [] }
-            let k = split(leaves.count)
-            let middle = leaves.startIndex + k
-            return proof(start, leaves[..<middle]) + proof(start + k, leaves[middle...])
-        }
-        return proof(0, leaves)
+        Nodes(leaves).batchInclusionProof(indices, size: leaves.count)
     }
 
     /// Whether `proof` shows the leaves `values` (by index) in a tree of `size` leaves whose root
@@ -116,16 +100,7 @@ public enum LogTree {
     /// `leaves` (RFC 6962 §2.1.2's nodes, listed left to right).
     public static func consistencyProof(oldSize: Int, _ leaves: ArraySlice<Data>) -> [Data] {
         precondition(oldSize >= 1 && oldSize <= leaves.count, "the old size is 1 … the new size")
-        func subproof(_ m: Int, _ leaves: ArraySlice<Data>, _ complete: Bool) -> [Data] {
-            let n = leaves.count
-            if m == n { return complete ? [] : [root(leaves)] }
-            let k = split(n)
-            let middle = leaves.startIndex + k
-            return m <= k
-                ? subproof(m, leaves[..<middle], complete) + [root(leaves[middle...])]
-                : [root(leaves[..<middle])] + subproof(m - k, leaves[middle...], false)
-        }
-        return subproof(oldSize, leaves, true)
+        return Nodes(leaves).consistencyProof(oldSize: oldSize, newSize: leaves.count)
     }
 
     /// Whether `proof` shows that the tree of `oldSize` leaves with root `oldRoot` is a prefix
@@ -168,6 +143,11 @@ extension LogTree {
 
         /// An empty tree.
         public init() {}
+
+        /// The tree over `leaves`, in order.
+        public init(_ leaves: some Sequence<Data>) {
+            for leaf in leaves { append(leaf) }
+        }
 
         /// The number of leaves.
         public var count: Int { levels[0].count }
