@@ -19,8 +19,10 @@ extension Identities {
     /// `user`'s identity as the transparency log proves it; a failed proof is returned with the
     /// identity the domain claims (to show, never to trust), not thrown.
     func provenIdentity(of user: String) async throws -> Proven {
-        let keys = try await transparencyKeys()
-        let previous = try await read { store in try store.transparencyState().head }
+        let state = try await read { store in try store.transparencyState() }
+        let keys: TransparencyKeys
+        if let pinned = state.keys { keys = pinned } else { keys = try await transparencyKeys() }
+        let previous = state.head
         let proof: IdentityProof
         do {
             proof = try await domainCall {
