@@ -129,3 +129,49 @@ struct QueryDecoderTests {
             refusal(["after": .string("5"), "limit": .integer(1), "wait": .integer(0)]) == "field 'after' must be an integer")
     }
 }
+
+/// The route table: one row per operation, each checking the credential its operation's access
+/// names before its handler runs.
+@Suite("spark-domaind: route table")
+struct RouteTableTests {
+    @Test func everyOperationHasARowWithItsAccess() {
+        #expect(DomainRouter.routes.count == DomainOperation.allCases.count)
+        for operation in DomainOperation.allCases {
+            #expect(DomainRouter.routes[operation]?.access == operation.access, "\(operation)")
+        }
+    }
+
+    /// An attacker names alice's endpoint with a token that is not alice's (garbage, or signed
+    /// by another domain's issuer): no endpoint call runs its handler; each is refused as an
+    /// invalid token, whatever the endpoint says. A user's token is no operator credential.
+    @Test func noEndpointCallRunsWithoutAValidatedCaller() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("route-table-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let domain = try EmbeddedDomain.create(at: directory.appendingPathComponent("d.sqlite").path, domainID: "routes")
+        let other = try EmbeddedDomain.create(at: directory.appendingPathComponent("o.sqlite").path, domainID: "other")
+        let router = DomainRouter(domain: domain, operatorCredential: "operator")
+        let token = try await domain.testToken(userID: "alice").token
+        _ = try await domain.registerEndpoint(
+            token: token, registration: EndpointRegistration(endpointID: "alice-1", description: "alice"))
+        let forged = [
+            "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSJ9.AAAA", try await other.testToken(userID: "alice").token,
+        ]
+        let emptyCalls = DomainOperation.allCases.filter {
+            $0.access == .endpoint && $0.method == "GET" && $0.request.schema == nil
+        }
+        #expect(emptyCalls.count >= 5)
+        for operation in emptyCalls {
+            let headers = { (token: String) in ["authorization": "Bearer \(token)", "spark-endpoint": "alice-1"] }
+            let good = await router.handle(HTTPRequest(method: "GET", path: operation.path, headers: headers(token)))
+            #expect(good.status == 200 || good.status == 404, "\(operation) with alice's token: \(good.status)")
+            for bad in forged {
+                let refused = await router.handle(HTTPRequest(method: "GET", path: operation.path, headers: headers(bad)))
+                #expect(refused.status == 401, "\(operation) with a forged token: \(refused.status)")
+            }
+        }
+        let admin = await router.handle(
+            HTTPRequest(method: "GET", path: DomainOperation.adminAccounts.path, headers: ["authorization": "Bearer \(token)"]))
+        #expect(admin.status == 403)
+    }
+}

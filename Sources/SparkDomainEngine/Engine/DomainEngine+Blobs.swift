@@ -24,10 +24,10 @@ extension DomainEngine {
 
     /// Starts a blob of `size` bytes in a chat the caller is a member of; a repeat (same id,
     /// chat, size and uploader) answers where the upload stands.
-    package func createBlob(token: String, endpointID: String, chatID: String, blobID: String, size: Int64) async throws
+    package func createBlob(as caller: Caller, chatID: String, blobID: String, size: Int64) async throws
         -> BlobStatus
     {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try requestPolicy()
         try Self.checkBlobID(blobID)
         guard size >= 1 else { throw DomainError(.invalidRequest, "a blob has at least one byte") }
@@ -64,10 +64,10 @@ extension DomainEngine {
     /// Stores the part at `offset` (where the upload stands, a multiple of ``blobPartSize``):
     /// ``blobPartSize`` bytes, or what remains for the last. A part already stored is answered
     /// as it stands (a retry after a lost answer); any other offset is a conflict.
-    package func uploadBlob(token: String, endpointID: String, blobID: String, offset: Int64, bytes: Data) async throws
+    package func uploadBlob(as caller: Caller, blobID: String, offset: Int64, bytes: Data) async throws
         -> BlobStatus
     {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try requestPolicy()
         try Self.checkBlobID(blobID)
         let now = clock.now()
@@ -100,8 +100,8 @@ extension DomainEngine {
     }
 
     /// Where a blob's upload stands, for its uploader or a member of its chat.
-    package func blobStatus(token: String, endpointID: String, blobID: String) async throws -> BlobStatus {
-        let user = try await validate(token: token).userID
+    package func blobStatus(as caller: Caller, blobID: String) async throws -> BlobStatus {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         try Self.checkBlobID(blobID)
         return try await storage {
             try await store.read { db in
@@ -115,18 +115,18 @@ extension DomainEngine {
 
     /// Up to `length` bytes (at most ``blobPartSize``) of a whole blob from `offset`, for a
     /// member of its chat: fewer only at its end.
-    package func downloadBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
+    package func downloadBlob(as caller: Caller, blobID: String, offset: Int64, length: Int) async throws
         -> Data
     {
-        try await readBlob(token: token, endpointID: endpointID, blobID: blobID, offset: offset, length: length).bytes
+        try await readBlob(as: caller, blobID: blobID, offset: offset, length: length).bytes
     }
 
     /// ``downloadBlob(token:endpointID:blobID:offset:length:)`` with the blob's whole size (for a
     /// `Content-Range`).
-    package func readBlob(token: String, endpointID: String, blobID: String, offset: Int64, length: Int) async throws
+    package func readBlob(as caller: Caller, blobID: String, offset: Int64, length: Int) async throws
         -> (bytes: Data, size: Int64)
     {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         try Self.checkBlobID(blobID)
         guard (1...Self.blobPartSize).contains(length), offset >= 0 else {
             throw DomainError(.invalidRequest, "a read is 1 to \(Self.blobPartSize) bytes from an offset of 0 or more")
@@ -162,8 +162,8 @@ extension DomainEngine {
     }
 
     /// Deletes a blob: its uploader's call (a recall). A blob already gone is not an error.
-    package func deleteBlob(token: String, endpointID: String, blobID: String) async throws {
-        let user = try await validate(token: token).userID
+    package func deleteBlob(as caller: Caller, blobID: String) async throws {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         try Self.checkBlobID(blobID)
         try await storage {
             try await store.write(.locking(["blob:" + blobID])) { db in

@@ -13,8 +13,8 @@ extension DomainEngine {
 
     /// Blocks `target` for the caller (or unblocks them); the user's other devices are told to
     /// read the list again. Blocking a user blocked already changes nothing.
-    package func setBlocked(token: String, endpointID: String, userID target: String, blocked: Bool) async throws {
-        let user = try await validate(token: token).userID
+    package func setBlocked(as caller: Caller, userID target: String, blocked: Bool) async throws {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         guard target != user, !target.isEmpty, target.utf8.count <= 255 else {
             throw DomainError(.invalidRequest, "a user blocks another user, by a user id of 1 to 255 bytes")
         }
@@ -46,8 +46,8 @@ extension DomainEngine {
     }
 
     /// The users the caller blocked, sorted.
-    package func blockedUsers(token: String, endpointID: String) async throws -> [String] {
-        let user = try await validate(token: token).userID
+    package func blockedUsers(as caller: Caller) async throws -> [String] {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         return try await storage {
             try await store.read { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)

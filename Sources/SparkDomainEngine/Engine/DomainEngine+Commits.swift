@@ -45,10 +45,10 @@ extension DomainEngine {
     /// latest commit an admin made, so no commit of an admin is ever replaced, and an admin's
     /// replacement is final.
     package func postCommit(
-        token: String, endpointID: String, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String],
-        remove: [String], replacingRefused: Bool
+        as caller: Caller, chatID: String, epoch: Int64, commit: Data, welcome: Data?, add: [String], remove: [String],
+        replacingRefused: Bool
     ) async throws -> Int64 {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try requestPolicy()
         guard (1...Self.maximumWelcomeSize).contains(commit.count) else {
             throw DomainError(.tooLarge, "a commit is 1 to \(Self.maximumWelcomeSize) bytes")

@@ -14,8 +14,10 @@ extension DomainEngine {
     // MARK: Endpoints
 
     /// Registers the caller's device, or says why it must wait (device switch, full).
-    package func registerEndpoint(token: String, registration: EndpointRegistration) async throws -> RegistrationOutcome {
-        let user = try await validate(token: token).userID
+    package func registerEndpoint(as identity: VerifiedIdentity, registration: EndpointRegistration) async throws
+        -> RegistrationOutcome
+    {
+        let user = identity.userID
         guard Self.isValidIdentifier(registration.endpointID, maximum: 64) else {
             throw DomainError(.invalidRequest, "an endpoint id is 1 to 64 characters of a-z, A-Z, 0-9, '-' or '_'")
         }
@@ -96,15 +98,16 @@ extension DomainEngine {
     }
 
     /// The caller's registered endpoints, oldest first.
-    package func endpoints(token: String, endpointID: String) async throws -> [EndpointInfo] {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func endpoints(as caller: Caller) async throws -> [EndpointInfo] {
+        let user = try await requireEndpoint(caller)
         return try await storage { try await store.read { db in try Self.endpoints(db, user: user) } }
     }
 
     /// Renames the calling endpoint. An endpoint names only itself: a stolen token cannot label
     /// its own device "Alice's phone" and the real one something else while an approval is asked.
-    package func setEndpointNickname(token: String, endpointID: String, target: String, nickname: String) async throws {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func setEndpointNickname(as caller: Caller, target: String, nickname: String) async throws {
+        let user = try await requireEndpoint(caller)
+        let endpointID = caller.endpointID
         guard nickname.count <= 64, !nickname.contains(where: \.isNewline) else {
             throw DomainError(.invalidRequest, "a nickname is at most 64 characters on one line")
         }
@@ -123,8 +126,9 @@ extension DomainEngine {
 
     /// Removes one of the caller's endpoints: itself, or another for a device approved from the
     /// user's oldest that signed the removal (a stolen token alone evicts no device).
-    package func deregisterEndpoint(token: String, endpointID: String, target: String, signature: Data?) async throws {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func deregisterEndpoint(as caller: Caller, target: String, signature: Data?) async throws {
+        let user = try await requireEndpoint(caller)
+        let endpointID = caller.endpointID
         try await storage {
             try await store.write { db in
                 try Self.requireRegistered(db, endpoint: target, of: user)
@@ -145,8 +149,9 @@ extension DomainEngine {
     /// Keeps the calling endpoint's credential (its MLS signature key signed by the user's
     /// identity key; opaque here), replacing the one it published before, and tells the user's
     /// devices: they show it as awaiting approval.
-    package func publishEndpointCredential(token: String, endpointID: String, credential: Data) async throws {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func publishEndpointCredential(as caller: Caller, credential: Data) async throws {
+        let user = try await requireEndpoint(caller)
+        let endpointID = caller.endpointID
         guard (1...Self.maximumDeviceStatement).contains(credential.count) else {
             throw DomainError(.invalidRequest, "a credential is 1 to \(Self.maximumDeviceStatement) bytes")
         }
@@ -167,8 +172,9 @@ extension DomainEngine {
     /// Keeps `approval` of the user's endpoint `target`, signed by the calling endpoint (opaque
     /// here: each device checks the signature), replacing one this endpoint gave before, and tells
     /// the user's devices, which add the approved device to their chats.
-    package func approveEndpoint(token: String, endpointID: String, target: String, approval: Data) async throws {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func approveEndpoint(as caller: Caller, target: String, approval: Data) async throws {
+        let user = try await requireEndpoint(caller)
+        let endpointID = caller.endpointID
         guard (1...Self.maximumDeviceStatement).contains(approval.count) else {
             throw DomainError(.invalidRequest, "an approval is 1 to \(Self.maximumDeviceStatement) bytes")
         }
@@ -193,8 +199,8 @@ extension DomainEngine {
     /// When it was last seen is kept to ``lastSeenResolution``: a check-in within that of the
     /// time recorded only reads (a device checks in at every start and reconnection, and a write
     /// transaction is most of a check-in's cost).
-    package func checkIn(token: String, endpointID: String) async throws -> EndpointInfo {
-        let user = try await validate(token: token).userID
+    package func checkIn(as caller: Caller) async throws -> EndpointInfo {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let now = clock.now().timeIntervalSince1970
         let recorded = try await storage {
             try await store.read { db in
@@ -219,17 +225,17 @@ extension DomainEngine {
     // MARK: Key store
 
     /// Writes a key blob with compare-and-swap on its version.
-    package func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws
+    package func putKeyBlob(as caller: Caller, name: String, data: Data, expectedVersion: Int?) async throws
         -> Int
     {
         try await putKeyBlobs(
-            token: token, endpointID: endpointID, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)]
+            as: caller, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)]
         )[0]
     }
 
     /// Writes several key blobs in one transaction, each with compare-and-swap: all or none.
-    package func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
-        let user = try await validate(token: token).userID
+    package func putKeyBlobs(as caller: Caller, writes: [KeyBlobWrite]) async throws -> [Int] {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         guard !writes.isEmpty, writes.count <= 8, Set(writes.map(\.name)).count == writes.count else {
             throw DomainError(.invalidRequest, "a write names 1 to 8 different blobs")
         }
@@ -280,8 +286,8 @@ extension DomainEngine {
 
     /// Publishes the caller's identity; it must be self-signed, and a new version must be higher
     /// than any before (keys are never silently replaced).
-    package func publishIdentity(token: String, endpointID: String, identity: PublishedIdentity) async throws {
-        let user = try await validate(token: token).userID
+    package func publishIdentity(as caller: Caller, identity: PublishedIdentity) async throws {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         guard identity.userID == user else { throw DomainError(.forbidden, "an identity can only be published by its own user") }
         guard identity.isSelfSigned else {
             throw DomainError(.invalidRequest, "the identity is malformed or not signed by its own key")
@@ -328,14 +334,14 @@ extension DomainEngine {
     }
 
     /// A user's published identity, if they have one.
-    package func identity(token: String, endpointID: String, userID: String) async throws -> PublishedIdentity? {
-        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+    package func identity(as caller: Caller, userID: String) async throws -> PublishedIdentity? {
+        try await requireEndpoint(caller, unlocking: true)
         return try await storage { try await store.read { db in try Self.identity(db, user: userID) } }
     }
 
     /// The highest identity key version the user ever published (0 if none).
-    package func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
-        let user = try await caller(token: token, endpointID: endpointID, unlocking: true)
+    package func identityKeyVersion(as caller: Caller) async throws -> Int {
+        let user = try await requireEndpoint(caller, unlocking: true)
         return try await storage {
             try await store.read { db in
                 try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
@@ -374,14 +380,17 @@ extension DomainEngine {
         else { throw refusal }
     }
 
-    /// Validates `token` into its user and checks that `endpointID` is one of that user's
-    /// registered endpoints (every call after registration carries both).
-    func caller(token: String, endpointID: String, unlocking: Bool = false) async throws -> String {
-        let user = try await validate(token: token).userID
+    /// Refuses `caller` unless its endpoint is one of its user's registered endpoints (for reads:
+    /// a change checks it again inside its own transaction); `unlocking` admits an endpoint that
+    /// is still taking the profile over. The caller's user.
+    @discardableResult
+    func requireEndpoint(_ caller: Caller, unlocking: Bool = false) async throws -> String {
         try await storage {
-            try await store.read { db in try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: unlocking) }
+            try await store.read { db in
+                try Self.requireEndpoint(db, user: caller.userID, endpointID: caller.endpointID, unlocking: unlocking)
+            }
         }
-        return user
+        return caller.userID
     }
 
     static func isValidIdentifier(_ text: String, maximum: Int) -> Bool {

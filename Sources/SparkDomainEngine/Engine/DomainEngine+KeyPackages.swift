@@ -27,10 +27,10 @@ extension DomainEngine {
     package static let oneTimeClaimsPerUserPerHour = 10
 
     /// Stores KeyPackages of the caller's endpoint; see ``DomainService/publishKeyPackages(token:endpointID:keyPackages:lastResort:)``.
-    package func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws
+    package func publishKeyPackages(as caller: Caller, keyPackages: [Data], lastResort: Data?) async throws
         -> Int
     {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         guard keyPackages.count <= Self.maximumKeyPackages else {
             throw DomainError(.invalidRequest, "at most \(Self.maximumKeyPackages) KeyPackages are published at once")
         }
@@ -89,15 +89,15 @@ extension DomainEngine {
     }
 
     /// One KeyPackage per registered endpoint of `userID`; see ``DomainService/claimKeyPackages(token:endpointID:userID:)``.
-    package func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
-        let caller = try await validate(token: token).userID
+    package func claimKeyPackages(as caller: Caller, userID: String) async throws -> [ClaimedKeyPackage] {
+        let claimer = caller.userID
         guard !userID.isEmpty, userID.utf8.count <= 255 else {
             throw DomainError(.invalidRequest, "a user id is 1 to 255 bytes")
         }
         let now = clock.now().timeIntervalSince1970
         return try await storage {
             try await store.write { db -> [ClaimedKeyPackage] in
-                try Self.requireEndpoint(db, user: caller, endpointID: endpointID)
+                try Self.requireEndpoint(db, user: claimer, endpointID: caller.endpointID)
                 // The KeyPackages of removed endpoints are of no use to anyone: they go.
                 try db.execute(
                     """
@@ -107,10 +107,11 @@ extension DomainEngine {
                 // What this claimer took in the last hour decides whether it gets one-time ones.
                 try db.execute("DELETE FROM key_package_claims WHERE claimed_at < ?", [now - 3600])
                 var byClaimer =
-                    try db.scalar("SELECT count(*) FROM key_package_claims WHERE claimer = ?", [caller], as: Int.self) ?? 0
+                    try db.scalar("SELECT count(*) FROM key_package_claims WHERE claimer = ?", [claimer], as: Int.self) ?? 0
                 var ofUser =
                     try db.scalar(
-                        "SELECT count(*) FROM key_package_claims WHERE claimer = ? AND target = ?", [caller, userID], as: Int.self
+                        "SELECT count(*) FROM key_package_claims WHERE claimer = ? AND target = ?", [claimer, userID],
+                        as: Int.self
                     )
                     ?? 0
                 let endpoints = try db.rows(
@@ -131,7 +132,8 @@ extension DomainEngine {
                     {
                         claimed.append(ClaimedKeyPackage(endpointID: device, keyPackage: package, lastResort: false))
                         try db.execute(
-                            "INSERT INTO key_package_claims(claimer, target, claimed_at) VALUES (?, ?, ?)", [caller, userID, now])
+                            "INSERT INTO key_package_claims(claimer, target, claimed_at) VALUES (?, ?, ?)",
+                            [claimer, userID, now])
                         byClaimer += 1
                         ofUser += 1
                     } else if let package = try db.scalar(
@@ -146,8 +148,9 @@ extension DomainEngine {
     }
 
     /// How many one-time KeyPackages the caller's endpoint has left (young enough to hand out).
-    package func keyPackageCount(token: String, endpointID: String) async throws -> Int {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func keyPackageCount(as caller: Caller) async throws -> Int {
+        let user = try await requireEndpoint(caller)
+        let endpointID = caller.endpointID
         let now = clock.now().timeIntervalSince1970
         return try await storage {
             try await store.read { db in

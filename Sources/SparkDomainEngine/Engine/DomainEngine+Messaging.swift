@@ -12,10 +12,9 @@ extension DomainEngine {
     package static let maximumChatMembers = 1000
 
     /// Creates a chat with the caller as its admin.
-    package func createChat(
-        token: String, endpointID: String, chatID: String, participants: [String], posts: [ChatPost]
-    ) async throws -> ChatInfo {
-        let user = try await validate(token: token).userID
+    package func createChat(as caller: Caller, chatID: String, participants: [String], posts: [ChatPost]) async throws -> ChatInfo
+    {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try requestPolicy()
         guard Self.isValidIdentifier(chatID, maximum: 64) else {
             throw DomainError(.invalidRequest, "a chat id is 1 to 64 of a-z, A-Z, 0-9, '-', '_'")
@@ -64,10 +63,10 @@ extension DomainEngine {
     }
 
     /// Adds and removes members; the chat's members before and after hear of it.
-    package func updateMembers(
-        token: String, endpointID: String, chatID: String, add: [String], remove: [String], posts: [ChatPost]
-    ) async throws -> ChatInfo {
-        let user = try await validate(token: token).userID
+    package func updateMembers(as caller: Caller, chatID: String, add: [String], remove: [String], posts: [ChatPost]) async throws
+        -> ChatInfo
+    {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
         let (info, routed) = try await storage {
@@ -102,10 +101,10 @@ extension DomainEngine {
     }
 
     /// Posts to a chat; see ``DomainService/post(token:endpointID:chatID:kind:payload:recipient:clientID:)``.
-    package func post(
-        token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
-    ) async throws -> PostReceipt {
-        let user = try await validate(token: token).userID
+    package func post(as caller: Caller, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?)
+        async throws -> PostReceipt
+    {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try requestPolicy()
         guard payload.count <= Self.maximumPayloadSize else {
             throw DomainError(.tooLarge, "the payload is \(payload.count) bytes; at most \(Self.maximumPayloadSize)")
@@ -198,10 +197,10 @@ extension DomainEngine {
     /// The caller's mailbox after `cursor`; with a `wait`, returns once an entry for the caller
     /// arrives (posted by this process or, through the file, by another), or empty when the
     /// wait ends.
-    package func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
+    package func readMailbox(as caller: Caller, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]
     {
-        var step = try await beginMailboxRead(token: token, endpointID: endpointID, after: cursor, limit: limit, wait: wait)
+        var step = try await beginMailboxRead(as: caller, after: cursor, limit: limit, wait: wait)
         while case .wait(let poll) = step {
             await waitForMailbox(poll)
             step = try await continueMailboxRead(poll)
@@ -231,13 +230,13 @@ extension DomainEngine {
     /// ``readMailbox(token:endpointID:after:limit:wait:)`` up to its first wait: checks the
     /// token and the wait, records how far the endpoint read, and reads (or knows without
     /// reading that nothing came).
-    package func beginMailboxRead(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration)
+    package func beginMailboxRead(as caller: Caller, after cursor: Int64, limit: Int, wait: Duration)
         async throws -> MailboxStep
     {
         guard wait >= .zero, wait <= maximumMailboxWait else {
             throw DomainError(.invalidRequest, "a mailbox wait is 0 to 30 seconds")
         }
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         // A read after `cursor` says the endpoint applied everything up to it.
         if cursor > 0 { try await pruneMailbox(user: user, endpointID: endpointID, cursor: cursor) }
         // A long-poll sent again right after its answer need not read first: a read since the
@@ -413,8 +412,8 @@ extension DomainEngine {
     }
 
     /// A chat's members, for one of them.
-    package func chat(token: String, endpointID: String, chatID: String) async throws -> ChatInfo {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func chat(as caller: Caller, chatID: String) async throws -> ChatInfo {
+        let user = try await requireEndpoint(caller)
         return try await storage {
             try await store.read { db in
                 let info = try Self.chatInfo(db, chatID)

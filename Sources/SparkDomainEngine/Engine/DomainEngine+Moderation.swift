@@ -6,14 +6,14 @@ import SparkStore
 /// Moderation: a user's standing, reports, infractions, time-outs and bans.
 extension DomainEngine {
     /// The caller's status and open infractions.
-    package func userStatus(token: String, endpointID: String) async throws -> UserStatus {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func userStatus(as caller: Caller) async throws -> UserStatus {
+        let user = try await requireEndpoint(caller)
         return try moderationStatus(of: user)
     }
 
     /// Dismisses one of the caller's infractions.
-    package func dismissInfraction(token: String, endpointID: String, id: Int64) async throws {
-        let user = try await caller(token: token, endpointID: endpointID)
+    package func dismissInfraction(as caller: Caller, id: Int64) async throws {
+        let user = try await requireEndpoint(caller)
         try await storage {
             try await store.write { db in
                 let changed = try db.execute(
@@ -44,10 +44,10 @@ extension DomainEngine {
     package static let maximumReportReason = 1000
 
     /// Reports a member of a chat; see ``DomainService/report(token:endpointID:chatID:user:reason:messages:)``.
-    package func report(
-        token: String, endpointID: String, chatID: String, user reported: String, reason: String, messages: [ReportedMessage]
-    ) async throws -> Int64 {
-        let user = try await validate(token: token).userID
+    package func report(as caller: Caller, chatID: String, user reported: String, reason: String, messages: [ReportedMessage])
+        async throws -> Int64
+    {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try requestPolicy()
         guard reported != user, reason.utf8.count <= Self.maximumReportReason,
             (1...Self.maximumReportedMessages).contains(messages.count),

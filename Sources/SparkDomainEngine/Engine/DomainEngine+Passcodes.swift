@@ -17,10 +17,10 @@ extension DomainEngine {
     /// - Throws: ``DomainError/Code/tooManyAttempts`` (with `retryAfter`) past the limit,
     ///   ``DomainError/Code/invalidRequest`` for an element that is not a P-256 point,
     ///   ``DomainError/Code/notFound`` for a key the domain no longer holds.
-    package func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
+    package func evaluatePasscode(as caller: Caller, blindedElement: Data, keyID: String?) async throws
         -> PasscodeEvaluation
     {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         guard (keyID?.count ?? 0) <= 64 else { throw DomainError(.invalidRequest, "a passcode key id is at most 64 characters") }
         let requestedKey = try keyID.map { text -> PasscodeKeyID in
             guard let id = PasscodeKeyID(text) else { throw DomainError(.invalidRequest, "'\(text)' is no passcode key id") }
@@ -98,8 +98,8 @@ extension DomainEngine {
     /// Accepts a proof of unlock: a signature by the published identity over the challenge of
     /// one of this endpoint's passcode attempts, which stops counting against the limit. An
     /// endpoint waiting to take the profile over becomes the active one.
-    package func proveUnlock(token: String, endpointID: String, challenge: Data, signature: Data) async throws {
-        let user = try await validate(token: token).userID
+    package func proveUnlock(as caller: Caller, challenge: Data, signature: Data) async throws {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let now = clock.now().timeIntervalSince1970
         try await storage {
             try await store.write { db in
@@ -114,10 +114,10 @@ extension DomainEngine {
     /// `version` the user's passcode key version: the current one or the next, never a jump and
     /// never back. From then on no older version is evaluated. Only the identity key signs it, so
     /// a stolen token cannot retire the backup the user's devices rely on.
-    package func retirePasscodeKeys(token: String, endpointID: String, challenge: Data, signature: Data, version: Int)
+    package func retirePasscodeKeys(as caller: Caller, challenge: Data, signature: Data, version: Int)
         async throws
     {
-        let user = try await validate(token: token).userID
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let now = clock.now().timeIntervalSince1970
         try await storage {
             try await store.write { db in
@@ -166,8 +166,8 @@ extension DomainEngine {
 
     /// Reads a key blob. The blobs are useless without the passcode and the domain's OPRF
     /// evaluation, so reading one is not an attempt; ``evaluatePasscode(token:endpointID:blindedElement:keyID:)`` is.
-    package func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
-        let user = try await validate(token: token).userID
+    package func fetchKeyBlob(as caller: Caller, name: String) async throws -> BlobFetch {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         return try await storage {
             try await store.read { db -> BlobFetch in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
@@ -187,8 +187,8 @@ extension DomainEngine {
     ///
     /// Completing forgets the identity and the key backup and removes the user's other endpoints;
     /// the version is kept, so the next identity must be newer. Passcode attempts stay counted.
-    package func resetIdentity(token: String, endpointID: String, signature: Data?) async throws -> IdentityResetOutcome {
-        let user = try await validate(token: token).userID
+    package func resetIdentity(as caller: Caller, signature: Data?) async throws -> IdentityResetOutcome {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let policy = try currentPolicy()
         let now = clock.now().timeIntervalSince1970
         // The outcome, and whose mailboxes got an entry (announced once it committed).
@@ -241,8 +241,8 @@ extension DomainEngine {
     /// Cancels the user's pending identity reset, from any of their endpoints.
     ///
     /// - Throws: ``DomainError/Code/notFound`` when none is pending.
-    package func cancelIdentityReset(token: String, endpointID: String) async throws {
-        let user = try await validate(token: token).userID
+    package func cancelIdentityReset(as caller: Caller) async throws {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
         let now = clock.now().timeIntervalSince1970
         let notified = try await storage {
             try await store.write { db -> [String] in
@@ -275,8 +275,8 @@ extension DomainEngine {
 
     /// The pending identity reset of `userID`, if any: the user's devices and their contacts
     /// look before trusting a new identity.
-    package func pendingIdentityReset(token: String, endpointID: String, userID: String) async throws -> PendingIdentityReset? {
-        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+    package func pendingIdentityReset(as caller: Caller, userID: String) async throws -> PendingIdentityReset? {
+        try await requireEndpoint(caller, unlocking: true)
         return try await storage {
             try await store.read { db in
                 try db.row("SELECT endpoint_id, requested_at, effective_at FROM identity_resets WHERE user_id = ?", [userID])

@@ -314,6 +314,29 @@ package final class DomainEngine: DomainService {
         }
     }
 
+    /// Who makes a call: a user whose token this domain validated, and the endpoint the call
+    /// names. Only ``DomainEngine/caller(token:endpointID:)`` makes one, so an engine method that
+    /// takes a caller is never reached with a token unchecked. Whether the endpoint is the user's
+    /// (registered, not removed, done taking the profile over) each method checks where its
+    /// change needs it: inside its own transaction for a change, before its read for a read.
+    package struct Caller: Sendable, Hashable {
+        /// The user the token proves.
+        package let userID: String
+        /// The endpoint the call names (`Spark-Endpoint`).
+        package let endpointID: String
+
+        fileprivate init(userID: String, endpointID: String) {
+            self.userID = userID
+            self.endpointID = endpointID
+        }
+    }
+
+    /// Resolves a call's credential once: validates `token` (``validate(token:)``) into the
+    /// caller that names `endpointID`.
+    package func caller(token: String, endpointID: String) async throws -> Caller {
+        Caller(userID: try await validate(token: token).userID, endpointID: endpointID)
+    }
+
     private func validateOnce(_ token: String) async throws -> VerifiedIdentity {
         let identity: VerifiedIdentity
         if let fresh = settings.withLock({ $0.fresh }), let kept = fresh.validator {

@@ -229,17 +229,15 @@ extension DomainEngine {
     }
 
     /// The domain's transparency keys (public).
-    package func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {
-        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+    package func transparencyKeys(as caller: Caller) async throws -> TransparencyKeys {
+        try await requireEndpoint(caller, unlocking: true)
         return transparency.keys
     }
 
     /// `userID`'s identity as the log holds it, with its proof at the latest head and the
     /// consistency proof from the head of `since` entries the caller holds.
-    package func identityProof(
-        token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?
-    ) async throws -> IdentityProof {
-        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+    package func identityProof(as caller: Caller, userID: String, since: UInt64?, auditor: Data?) async throws -> IdentityProof {
+        try await requireEndpoint(caller, unlocking: true)
         guard !userID.isEmpty, IdentityProof.label(of: userID).count <= 255 else {
             throw DomainError(.invalidRequest, "a user id is 1 to 246 bytes")
         }
@@ -277,8 +275,8 @@ extension DomainEngine {
 
     /// The latest signed head, the proof that it extends the head of `since` entries, and that
     /// head as the domain signed it (nil when no epoch ended there).
-    package func transparencyHeads(token: String, endpointID: String, since: UInt64?) async throws -> TransparencyHeads {
-        _ = try await caller(token: token, endpointID: endpointID, unlocking: true)
+    package func transparencyHeads(as caller: Caller, since: UInt64?) async throws -> TransparencyHeads {
+        try await requireEndpoint(caller, unlocking: true)
         let log = transparency
         let heads = try await storage { try await store.read { db in try log.heads(db, since: since) } }
         return TransparencyHeads(latest: heads.latest, consistency: heads.consistency, at: heads.at)
