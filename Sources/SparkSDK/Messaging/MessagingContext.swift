@@ -61,6 +61,11 @@ final class MessagingContext: Sendable {
     /// above it.
     let trustRestored: AsyncStream<Void>
     let trustRestoredSink: AsyncStream<Void>.Continuation
+    /// A conflict, as an input to the core: a part whose post or commit the domain refused
+    /// because a commit came first asks the core to catch up, and returns once the core has
+    /// read what the domain ordered (the group is then at the commit that won). The parts do not
+    /// know how: the messenger wires it to its mailbox read (which ends a long-poll for it).
+    let catchUp = CatchUp()
 
     /// Domain failures that say nothing about what was sent: retry later.
     /// The domain's refusals that pass: a post over the user's limits (`tooManyAttempts`) stays in
@@ -107,6 +112,19 @@ final class MessagingContext: Sendable {
     }
 }
 
+/// The core's catch-up, bound late (the messenger makes the parts before it wires them): see
+/// `MessagingContext.catchUp`.
+final class CatchUp: Sendable {
+    private let reader = Locked<(@Sendable () async throws -> Void)?>(nil)
+
+    /// Binds the catch-up to the core's read.
+    func connect(_ read: @escaping @Sendable () async throws -> Void) { reader.withLock { $0 = read } }
+
+    /// Catches up: returns once the core's read has run (at once when nothing is connected: a
+    /// messenger that is stopping).
+    func callAsFunction() async throws { try await reader.withLock { $0 }?() }
+}
+
 /// A part of the messaging over one `MessagingContext`: what it shares is named as if it were
 /// the part's own (`storage`, `groups`, `me`, `read`, `write`, …).
 protocol MessagingPart: Sendable {
@@ -127,6 +145,8 @@ extension MessagingPart {
     var me: String { context.keys.userID }
     var needsReconcile: Locked<Set<String>> { context.needsReconcile }
     var blocked: Set<String> { context.blockedList.withLock { $0 } }
+    /// Asks the core to catch up after a conflict (see `MessagingContext.catchUp`).
+    func catchUp() async throws { try await context.catchUp() }
     var eventSinks: EventSinks<MessagingEvent> { context.eventSinks }
     var messageEventSinks: EventSinks<MessageEvent> { context.messageEventSinks }
     var arrivalSinks: EventSinks<ChatMessage> { context.arrivalSinks }

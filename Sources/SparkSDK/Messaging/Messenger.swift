@@ -16,10 +16,11 @@ import SparkObservable
 /// - `AttachmentTransfers` (`Attachments/`): blobs, sealed, part by part;
 /// - `MessageFlows` (`Flows/`) and `Expiry` (`Store/`): what the app sees, and the countdown.
 ///
-/// Calls go one way: the mailbox sync calls the contacts only; the outbox calls the contacts,
-/// the attachments and, on a conflict, the mailbox; group changes call those and the outbox. What
-/// follows a read (receipts, resends, group changes) and what follows a decision of the user's
-/// (held messages released, devices added) is done here, after it.
+/// Calls go one way: the mailbox sync calls the contacts only; the outbox calls the contacts and
+/// the attachments; group changes call those and the outbox. No part calls the mailbox sync: a
+/// conflict is an input to the core (`MessagingContext.catchUp`, wired here to the mailbox
+/// read). What follows a read (receipts, resends, group changes) and what follows a decision of
+/// the user's (held messages released, devices added) is done here, after it.
 ///
 /// All state is in the store (`MessagingStorage`: the endpoint store's tables, or memory), reached
 /// by awaited transactions on the storage's own thread, so a restart continues where it stopped.
@@ -57,9 +58,12 @@ actor Messenger: MessagingPart {
         self.context = context
         identities = Identities(context: context)
         attachments = AttachmentTransfers(context: context)
-        mailbox = MailboxSync(context: context, identities: identities)
-        outbox = Outbox(context: context, identities: identities, attachments: attachments, mailbox: mailbox)
-        chats = GroupChanges(context: context, identities: identities, outbox: outbox, mailbox: mailbox)
+        let mailbox = MailboxSync(context: context, identities: identities)
+        self.mailbox = mailbox
+        outbox = Outbox(context: context, identities: identities, attachments: attachments)
+        chats = GroupChanges(context: context, identities: identities, outbox: outbox)
+        // Weakly: the context outlives no part, and holds this closure.
+        context.catchUp.connect { [weak mailbox] in _ = try await mailbox?.syncOnce() }
         search = MessageSearch(context: context)
         self.pollInterval = pollInterval
         self.onMailbox = onMailbox

@@ -9,16 +9,14 @@ import SparkStore
 /// in line with the user's devices and with what this device trusts.
 ///
 /// Every change is a commit this device makes and the domain orders (one per epoch): on a
-/// conflict another commit came first, so the device applies it from its mailbox and commits
-/// again. A commit is kept, pending, before it is posted, so that a lost answer (a crash, the
+/// conflict another commit came first, so the core catches up to it (`MessagingContext.catchUp`:
+/// a conflict is an input to the core, which reads the mailbox) and the device commits again. A commit is kept, pending, before it is posted, so that a lost answer (a crash, the
 /// network) is completed by the commit's echo in the mailbox.
 actor GroupChanges: MessagingPart {
     nonisolated let context: MessagingContext
     let identities: Identities
     /// Checks a chat is live and not held before a change; hands a new device its history.
     let outbox: Outbox
-    /// Read on a conflict, and after a commit up to its echo.
-    let mailbox: MailboxSync
     /// The latest group change per chat; each waits for the one before it (see `change`).
     private var changes: [String: Task<Void, any Error>] = [:]
     /// The pass of `reconcile(force:)` in progress; each waits for the one before it.
@@ -29,11 +27,10 @@ actor GroupChanges: MessagingPart {
     /// have changed; an update may be due).
     static let reconcileInterval: Duration = .seconds(60)
 
-    init(context: MessagingContext, identities: Identities, outbox: Outbox, mailbox: MailboxSync) {
+    init(context: MessagingContext, identities: Identities, outbox: Outbox) {
         self.context = context
         self.identities = identities
         self.outbox = outbox
-        self.mailbox = mailbox
     }
 
     // MARK: Making and changing chats
@@ -262,7 +259,7 @@ actor GroupChanges: MessagingPart {
                     try store.clearPendingCommit(chatID: chatID, digest: SHA256.hash(commit))
                     try store.forgetSent(payload: commit)
                 }
-                _ = try await mailbox.syncOnce()
+                try await catchUp()
                 if replacingRefused { return }
                 let epoch = try await read { store in try self.session(chatID, in: store, for: .probe)?.group.group.epoch }
                 if epoch == stored.group.group.epoch { stalled += 1 } else { stalled = 0 }
@@ -270,7 +267,7 @@ actor GroupChanges: MessagingPart {
             }
             // What the domain ordered before the commit was sealed in the epoch it leaves: read
             // up to the commit's echo, which adopts it (`ownCommit`), so none of it is dropped.
-            _ = try? await mailbox.syncOnce()
+            try? await catchUp()
             try await write { store in
                 // The mailbox has moved the group (this commit's echo), or could not be read: only
                 // the epoch the commit was made for is replaced.

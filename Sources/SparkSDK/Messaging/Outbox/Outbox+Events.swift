@@ -35,7 +35,7 @@ extension Outbox {
                 return
             } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
                 try? await write { store in try store.forgetSent(payload: sealed) }
-                _ = try await mailbox.syncOnce()
+                try await catchUp()
             }
         }
     }
@@ -254,7 +254,7 @@ extension Outbox {
                 return
             } catch let error as MessagingError where error.domainCode == .conflict && attempt < 4 {
                 try? await write { store in try store.forgetSent(payload: sealed) }
-                _ = try await mailbox.syncOnce()
+                try await catchUp()
             }
         }
     }

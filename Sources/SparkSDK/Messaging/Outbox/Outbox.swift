@@ -9,32 +9,30 @@ import SparkStore
 /// id until the domain answers; the domain answers a repeated id with the number it gave, so a
 /// message is sent exactly once across crashes and outages. A message the domain refuses because
 /// a commit overtook it (its epoch is gone) is sealed again in the new epoch, under the same id,
-/// after the mailbox brought the group up to the commit that won.
+/// after the core caught up to the commit that won (`MessagingContext.catchUp`).
 ///
 /// Nothing is sealed while the chat holds a device this device does not trust (a changed
 /// identity, or a device of a previous one): a message waits, held, until the user accepts the
 /// change; a subject change is refused (`ChatSession.requireTrusted()` decides).
 ///
-/// The outbox reads the mailbox on a conflict, in one direction: the mailbox sync never calls
-/// the outbox (the messenger's loop resends and flushes receipts after each read).
+/// The outbox does not read the mailbox: a conflict goes to the core as an input
+/// (`MessagingContext.catchUp`), and the mailbox sync never calls the outbox (the messenger's
+/// loop resends and flushes receipts after each read).
 actor Outbox: MessagingPart {
     nonisolated let context: MessagingContext
     /// The contacts, looked up again when one holds a chat.
     let identities: Identities
     /// The attachments' blobs, deleted from the domain when their message is recalled.
     let attachments: AttachmentTransfers
-    /// Read on a conflict, to bring the chat's group up to the commit that won.
-    let mailbox: MailboxSync
     /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
     private var deliveries: [String: Task<(settled: Bool, accepted: [String: ChatMessage]), Never>] = [:]
     /// When this device last told each chat that its user is typing (see `sendTyping`).
     var typingSentAt: [String: ContinuousClock.Instant] = [:]
 
-    init(context: MessagingContext, identities: Identities, attachments: AttachmentTransfers, mailbox: MailboxSync) {
+    init(context: MessagingContext, identities: Identities, attachments: AttachmentTransfers) {
         self.context = context
         self.identities = identities
         self.attachments = attachments
-        self.mailbox = mailbox
     }
 
     func send(
@@ -217,7 +215,7 @@ actor Outbox: MessagingPart {
                     settled = false
                     break
                 }
-                _ = try? await mailbox.syncOnce()
+                try? await catchUp()
                 let resealed: Data?
                 do {
                     resealed = try await write { store in try self.reseal(localID, in: store) }
