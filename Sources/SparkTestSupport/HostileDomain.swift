@@ -27,6 +27,13 @@ public final class HostileDomain: DomainService {
     public let headsRewrite = Locked<(@Sendable (String, UInt64?, TransparencyHeads) throws -> TransparencyHeads)?>(nil)
     /// Rewrites each mailbox read of a user (given the user id and the true entries).
     public let mailboxRewrite = Locked<(@Sendable (String, [MailboxEntry]) -> [MailboxEntry])?>(nil)
+    /// Users whose long-polls never wake: a read with a wait answers nothing when the wait ends
+    /// (or when the reader gives it up), whatever arrived meanwhile; a read without one answers
+    /// as usual. A domain that is slow to tell, so that a device learns of a commit only when it
+    /// asks.
+    public let blindLongPolls = Locked<Set<String>>([])
+    /// How many blind long-polls began.
+    public let blindLongPollsBegun = Locked(0)
     /// Rewrites each post's payload (given the chat, the kind and the true payload).
     public let postRewrite = Locked<(@Sendable (String, MailboxKind, Data) -> Data)?>(nil)
     /// Everything endpoints posted, in order, as the domain sees it: what an attacker holding the
@@ -267,6 +274,13 @@ public final class HostileDomain: DomainService {
     public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]
     {
+        if wait > .zero, !blindLongPolls.withLock({ $0.isEmpty }),
+            blindLongPolls.withLock({ $0 }).contains(try await inner.validate(token: token).userID)
+        {
+            blindLongPollsBegun.withLock { $0 += 1 }
+            try await Task.sleep(for: wait)
+            return []
+        }
         let entries = try await inner.readMailbox(token: token, endpointID: endpointID, after: cursor, limit: limit, wait: wait)
         guard let rewrite = mailboxRewrite.withLock({ $0 }) else { return entries }
         return rewrite(try await inner.validate(token: token).userID, entries)

@@ -545,6 +545,44 @@ struct GroupKeysOverTimeTests {
         }
     }
 
+    /// A post overtaken by a commit is a conflict the core catches up from at once: alice's
+    /// long-polls never wake (a domain slow to tell), bob commits an update of his keys, and
+    /// alice sends in the epoch she holds. The domain refuses the post; the outbox gives the
+    /// conflict to the core, which reads the mailbox (ending the long-poll), and the message is
+    /// sealed again in bob's epoch and sent before `sendMessage` returns.
+    @Test(arguments: MessagingStoreKind.tested)
+    func aPostOvertakenByACommitCatchesUpAtOnce(messaging: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
+            let domain = chat.world.domain
+            _ = domain.blindLongPolls.withLock { $0.insert("alice") }
+            #expect(
+                await waitFor("alice's loop is in a long-poll that will not wake") {
+                    domain.blindLongPollsBegun.withLock { $0 } > 0
+                })
+            let epoch = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch
+            // Bob's last commit was 8 days ago: his next look at the chat commits an update.
+            let messenger = chat.bob.messenger
+            let chatID = chat.chatID
+            try await messenger.write { store in
+                var stored = try #require(try messenger.groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential()))
+                stored.updatedAt = Date() - 8 * 86400
+                try messenger.groups.save(store, stored)
+            }
+            try await chat.bob.refresh()
+            #expect(try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 1)
+            #expect(
+                try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch,
+                "alice has not heard of bob's commit")
+            let sent = try await chat.alice.sendMessage("after your update", to: chat.chatID)
+            #expect(sent.state == .sent, "sent, not left sending behind a commit it could have caught up with: \(sent.state)")
+            #expect(try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 1)
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob reads it") { bobMessages.value.last?.content == "after your update" })
+            domain.blindLongPolls.withLock { $0.removeAll() }
+        }
+    }
+
     /// Alice removes her phone from her laptop: the laptop removes the phone from every chat at
     /// once (the domain's `devices` notice), and the phone's state opens nothing that follows.
     @Test(arguments: MessagingStoreKind.tested) func aRemovedDeviceIsRemovedFromEveryChat(messaging: MessagingStoreKind)
