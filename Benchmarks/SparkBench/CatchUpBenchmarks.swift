@@ -30,6 +30,8 @@ enum CatchUpBenchmarks {
             }
             // Measured: bob's device starts (its setup already done), reads its mailbox and shows
             // every chat with all its messages unread.
+            Harness.profiling(true)
+            defer { Harness.profiling(false) }
             let clock = ContinuousClock()
             let started = clock.now
             let back = try await service("bob", directory: directory, domain: domain)

@@ -52,6 +52,17 @@ enum Harness {
     }
 
     /// Operations per second of `body`, run in batches for about `seconds`.
+    /// Turns a profiler on or off around what a row measures: `perf record -D -1 --control
+    /// fifo:PATH` started with `SPARK_PERF_CONTROL=PATH` records only the measured part (a row
+    /// that calls this). Nothing without the variable.
+    static func profiling(_ on: Bool) {
+        guard let path = ProcessInfo.processInfo.environment["SPARK_PERF_CONTROL"],
+            let control = FileHandle(forWritingAtPath: path)
+        else { return }
+        control.write(Data((on ? "enable\n" : "disable\n").utf8))
+        try? control.close()
+    }
+
     static func rate(seconds: Double = 1.0, batch: Int = 64, _ body: () throws -> Void) rethrows -> Double {
         // Warm up caches and lazy initialisation.
         for _ in 0..<batch { try body() }

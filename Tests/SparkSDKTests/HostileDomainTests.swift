@@ -57,6 +57,18 @@ struct HostileDomainTests {
         #expect(await waitFor("alice reads bob (\(note))") { aliceMessages.value.last?.content == "re: \(ping)" })
     }
 
+    /// Dates the device's last commit in the chat 8 days back, so that its next look at the chat
+    /// commits an update of its keys. (Whatever writes a group's row gives it a new version, so
+    /// that a live session of it is read again.)
+    static func makeUpdateDue(_ access: BBMAccess, in chatID: String) async throws {
+        let messenger = access.messenger
+        try await messenger.write { store in
+            var stored = try #require(try messenger.groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential()))
+            stored.updatedAt = Date() - 8 * 86400
+            try messenger.groups.save(store, stored)
+        }
+    }
+
     /// Puts an entry into `user`'s mailbox as the domain would.
     static func inject(_ world: HostileWorld, _ entry: MailboxEntry, to user: String) throws {
         try world.real.store.blockingWrite { db in
@@ -518,15 +530,10 @@ struct GroupKeysOverTimeTests {
             let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
             let start = try await Self.commits(chat).count
             let epoch = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch
-            // Alice's last commit was 8 days ago. (Whatever writes a group's row gives it a new
-            // version, so that a live session of it is read again.)
+            // Alice's last commit was 8 days ago.
+            try await HostileDomainTests.makeUpdateDue(chat.alice, in: chat.chatID)
             let messenger = chat.alice.messenger
             let chatID = chat.chatID
-            try await messenger.write { store in
-                var stored = try #require(try messenger.groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential()))
-                stored.updatedAt = Date() - 8 * 86400
-                try messenger.groups.save(store, stored)
-            }
             try await chat.alice.refresh()
             #expect(try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 1)
             #expect(try await Self.commits(chat).count == start + 1, "one update commit")
@@ -562,13 +569,7 @@ struct GroupKeysOverTimeTests {
                 })
             let epoch = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch
             // Bob's last commit was 8 days ago: his next look at the chat commits an update.
-            let messenger = chat.bob.messenger
-            let chatID = chat.chatID
-            try await messenger.write { store in
-                var stored = try #require(try messenger.groups.load(store, chatID: chatID, validator: MLSAcceptAnyCredential()))
-                stored.updatedAt = Date() - 8 * 86400
-                try messenger.groups.save(store, stored)
-            }
+            try await HostileDomainTests.makeUpdateDue(chat.bob, in: chat.chatID)
             try await chat.bob.refresh()
             #expect(try #require(try await chat.bob.messenger.chats.storedGroup(chat.chatID)).group.epoch == epoch + 1)
             #expect(
