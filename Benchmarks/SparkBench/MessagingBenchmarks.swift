@@ -269,9 +269,11 @@ enum MessagingBenchmarks {
             }
             let before = peakRSSMegabytes()
             var loaded = 0
+            Harness.profiling(true)
             let ours = try await bestTime {
                 loaded = try await access.messages(in: chat.chatID, before: nil, limit: 50).count
             }
+            Harness.profiling(false)
             precondition(loaded == 50)
             let floor = try Harness.bestTime(repeats: 5) {
                 _ = try queue.read { db in
