@@ -10,8 +10,13 @@ tests do not notice (they still pass) "survives": the script prints it and exits
                                                 what each mutant changes is built again; the
                                                 files it mutates must have no uncommitted
                                                 changes, and each is restored after its mutant)
+    python3 scripts/mutants/run.py --lanes 2    two mutants at a time, each lane in a checkout of
+                                                its own (the first is this one with --here; the
+                                                others are copies, built once): a mutant's time
+                                                is mostly its build and link, one core's work
+                                                for much of it, so two lanes keep both busy
 """
-import os, re, shutil, signal, subprocess, sys, tempfile, time
+import os, queue, re, shutil, signal, subprocess, sys, tempfile, threading, time
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 table = os.path.join(root, "scripts", "mutants", "mutants.tsv")
@@ -88,15 +93,46 @@ def killed_by_tests(command, cwd, log):
             tests.wait()
 
 
+def apply_mutant(copy, log, mutant, active, lane):
+    """Builds and tests one mutant in `copy`; its verdict. The mutated file is restored before
+    this returns (and by the signal handler, through `active`, if the run is stopped)."""
+    path = os.path.join(copy, mutant["file"])
+    original = open(path, encoding="utf-8").read()
+    if original.count(mutant["pattern"]) < mutant["occurrence"]:
+        return f"BROKEN (the pattern is not in {mutant['file']}: the code moved, update mutants.tsv)"
+    parts = original.split(mutant["pattern"])
+    index = mutant["occurrence"]
+    mutated = mutant["pattern"].join(parts[:index]) + mutant["replacement"] + mutant["pattern"].join(parts[index:])
+    active[lane] = (path, original)
+    open(path, "w", encoding="utf-8").write(mutated)
+    try:
+        with open(log, "a") as out:
+            out.write(f"\n===== {mutant['id']}\n")
+        if run(["swift", "build", "--build-tests"], copy, log) != 0:
+            # A mutant must compile: one that does not proves nothing about the tests.
+            return "BROKEN (does not compile: fix its replacement in mutants.tsv)"
+        if killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log):
+            return "killed"
+        return "SURVIVED"
+    finally:
+        open(path, "w", encoding="utf-8").write(original)
+        active.pop(lane, None)
+
+
 def main():
     arguments = sys.argv[1:]
     here = "--here" in arguments
+    lanes = 1
+    if "--lanes" in arguments:
+        at = arguments.index("--lanes")
+        lanes = max(1, int(arguments[at + 1]))
+        del arguments[at:at + 2]
     wanted = set(argument for argument in arguments if argument != "--here")
     selected = [m for m in mutants() if not wanted or m["id"] in wanted]
     if wanted - {m["id"] for m in selected}:
         sys.exit(f"no such mutant: {sorted(wanted - {m['id'] for m in selected})}")
+    lanes = min(lanes, len(selected)) or 1
     scratch = os.environ.get("SPARK_MUTANTS_DIR") or tempfile.mkdtemp(prefix="spark-mutants-")
-    log = os.path.join(scratch, "mutants.log")
     if here:
         # Mutating a file with uncommitted changes could lose them: only committed ones. (Other
         # files may have changed: CI's schemathesis run rewrites its cache.)
@@ -105,44 +141,65 @@ def main():
                                  capture_output=True, text=True).stdout
         if changed.strip():
             sys.exit(f"mutants: --here needs the files it mutates without uncommitted changes:\n{changed}")
-        copy = root
-        print(f"mutants: in this checkout, log in {log}")
-    else:
-        copy = os.path.join(scratch, "repo")
+    copies = []
+    for lane in range(lanes):
+        if here and lane == 0:
+            copies.append(root)
+            continue
+        copy = os.path.join(scratch, "repo" if lane == 0 else f"repo-{lane}")
         if os.path.exists(copy):
             shutil.rmtree(copy)
         shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".build", ".git"), symlinks=True)
-        print(f"mutants: scratch copy in {copy}, log in {log}")
-    if run(["swift", "build", "--build-tests"], copy, log) != 0:
-        sys.exit("mutants: the unmutated copy does not build; see the log")
-    # A stop (SIGTERM, as CI's timeout sends) still restores the mutated file (the finally below).
-    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(f"mutants: stopped by signal {number}"))
-    survivors = []
+        copies.append(copy)
+    logs = [os.path.join(scratch, "mutants.log" if lane == 0 else f"mutants-{lane}.log") for lane in range(lanes)]
+    print(f"mutants: {len(selected)} in {lanes} lane(s): {', '.join(copies)}; logs in {scratch}", flush=True)
+
+    work = queue.Queue()
     for mutant in selected:
-        path = os.path.join(copy, mutant["file"])
-        original = open(path, encoding="utf-8").read()
-        if original.count(mutant["pattern"]) < mutant["occurrence"]:
-            sys.exit(f"mutants: {mutant['id']}: the pattern is not in {mutant['file']} (the code moved: update mutants.tsv)")
-        parts = original.split(mutant["pattern"])
-        index = mutant["occurrence"]
-        mutated = mutant["pattern"].join(parts[:index]) + mutant["replacement"] + mutant["pattern"].join(parts[index:])
-        open(path, "w", encoding="utf-8").write(mutated)
-        start = time.time()
-        try:
-            with open(log, "a") as out:
-                out.write(f"\n===== {mutant['id']}\n")
-            if run(["swift", "build", "--build-tests"], copy, log) != 0:
-                # A mutant must compile: one that does not proves nothing about the tests.
-                verdict = "BROKEN (does not compile: fix its replacement in mutants.tsv)"
-                survivors.append(mutant["id"])
-            elif killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log):
-                verdict = "killed"
-            else:
-                verdict = "SURVIVED"
-                survivors.append(mutant["id"])
-        finally:
+        work.put(mutant)
+    verdicts = {}
+    active = {}
+    printing = threading.Lock()
+    failures = []
+
+    def lane_loop(lane):
+        # Each lane builds its checkout unmutated first (a copy from nothing; CI's own checkout
+        # has built), then takes mutants until none is left.
+        if run(["swift", "build", "--build-tests"], copies[lane], logs[lane]) != 0:
+            failures.append(f"the unmutated checkout of lane {lane} does not build; see {logs[lane]}")
+            return
+        while not failures:
+            try:
+                mutant = work.get_nowait()
+            except queue.Empty:
+                return
+            start = time.time()
+            verdict = apply_mutant(copies[lane], logs[lane], mutant, active, lane)
+            verdicts[mutant["id"]] = verdict
+            with printing:
+                print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} ({time.time() - start:.0f} s)", flush=True)
+
+    def stop(number, frame):
+        # A stop (SIGTERM, as CI's timeout sends) restores every mutated file first.
+        for path, original in list(active.values()):
             open(path, "w", encoding="utf-8").write(original)
-        print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} ({time.time() - start:.0f} s)", flush=True)
+        print(f"mutants: stopped by signal {number}", flush=True)
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    threads = [threading.Thread(target=lane_loop, args=(lane,), daemon=True) for lane in range(lanes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(timeout=1)
+    if failures:
+        sys.exit("mutants: " + "; ".join(failures))
+    missing = [m["id"] for m in selected if m["id"] not in verdicts]
+    if missing:
+        sys.exit(f"mutants: {len(missing)} never ran: {', '.join(missing)}")
+    survivors = [m["id"] for m in selected if verdicts[m["id"]] != "killed"]
     if survivors:
         print(f"mutants: {len(survivors)} of {len(selected)} survived: {', '.join(survivors)}")
         sys.exit(1)
