@@ -18,7 +18,7 @@ package final class DomainRouter: Sendable {
     private let operatorCredentialHash: Data
     /// Where each request's line goes; nil when nothing is logged (`--quiet`), so that no line
     /// is made.
-    let log: (@Sendable (String) -> Void)?
+    fileprivate let log: (@Sendable (String) -> Void)?
     private let draining = Locked(false)
     /// The server, once listening (for the connection gauge).
     let server = Locked<HTTPServer?>(nil)
@@ -316,7 +316,7 @@ package final class DomainRouter: Sendable {
     }
 
     /// Checks the operator credential in constant time.
-    func isOperator(_ credential: String) -> Bool {
+    private func isOperator(_ credential: String) -> Bool {
         SecureBytes(SHA256.hash(Data(credential.utf8))) == SecureBytes(operatorCredentialHash)
     }
 }

@@ -127,6 +127,4 @@ struct Call {
             throw DomainError(.tooManyAttempts, "too many \(kind) requests; try again in \(wait) s", retryAfter: wait)
         }
     }
-
-    func empty() throws -> Data { try WireCoder.encode(Wire.Empty()) }
 }
