@@ -62,7 +62,7 @@ actor Messenger: MessagingPart {
         self.mailbox = mailbox
         outbox = Outbox(context: context, identities: identities, attachments: attachments)
         chats = GroupChanges(context: context, identities: identities, outbox: outbox)
-        // Weakly: the context outlives no part, and holds this closure.
+        // Weakly: the mailbox sync holds the context, which holds this closure (no cycle).
         context.catchUp.connect { [weak mailbox] in _ = try await mailbox?.syncOnce() }
         search = MessageSearch(context: context)
         self.pollInterval = pollInterval
