@@ -274,9 +274,8 @@ public final class HostileDomain: DomainService {
     public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]
     {
-        if wait > .zero, !blindLongPolls.withLock({ $0.isEmpty }),
-            blindLongPolls.withLock({ $0 }).contains(try await inner.validate(token: token).userID)
-        {
+        let blind = blindLongPolls.withLock { $0 }
+        if wait > .zero, !blind.isEmpty, blind.contains(try await inner.validate(token: token).userID) {
             blindLongPollsBegun.withLock { $0 += 1 }
             try await Task.sleep(for: wait)
             return []
