@@ -94,7 +94,7 @@ enum MessagingBenchmarks {
                 }
             }
             guard let chat else { throw BenchError("bob's process never set up") }
-            for _ in 0..<burst { try await access.sendMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
+            for _ in 0..<burst { try await access.queueMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
             for _ in 0..<paced {
                 try await access.sendMessage(String(wallNanoseconds()), tag: "paced", to: chat.chatID)
                 try await Task.sleep(for: .milliseconds(20))

@@ -150,6 +150,13 @@ public protocol DomainService: Sendable {
     func post(
         token: String, endpointID: String, chatID: String, kind: MailboxKind, payload: Data, recipient: String?, clientID: String?
     ) async throws -> PostReceipt
+    /// Posts a sender's messages (``MailboxKind/message``) to a chat in the order given, as one:
+    /// each is numbered after the one before it, in one transaction. The first one refused (a
+    /// commit overtook its epoch, a limit) ends the batch: the answer holds the receipts of the
+    /// ones before it and that refusal, and the ones after it were not tried. A message whose
+    /// `clientID` was posted before is answered with its first receipt. At most 64 messages.
+    func postMessages(token: String, endpointID: String, chatID: String, messages: [MessagePost]) async throws
+        -> PostBatchReceipt
     /// Orders an MLS commit (MLS's Delivery Service): accepted only while the chat is at `epoch`,
     /// so exactly one commit wins each epoch (a loser gets ``DomainError/Code/conflict``,
     /// processes the winner and tries again); a repeat of the accepted one is answered as it was.
@@ -209,6 +216,26 @@ public protocol DomainService: Sendable {
 }
 
 extension DomainService {
+    /// Posts the messages one at a time, in order, until one is refused: the batch's answer for
+    /// a domain that has no batch of its own.
+    public func postMessages(token: String, endpointID: String, chatID: String, messages: [MessagePost]) async throws
+        -> PostBatchReceipt
+    {
+        var batch = PostBatchReceipt(receipts: [], refusal: nil)
+        for message in messages {
+            do {
+                batch.receipts.append(
+                    try await post(
+                        token: token, endpointID: endpointID, chatID: chatID, kind: .message, payload: message.payload,
+                        recipient: nil, clientID: message.clientID))
+            } catch let refusal as DomainError {
+                batch.refusal = refusal
+                break
+            }
+        }
+        return batch
+    }
+
     /// Orders a commit for the chat's current epoch (see
     /// ``postCommit(token:endpointID:chatID:epoch:commit:welcome:add:remove:replacingRefused:)``).
     public func postCommit(

@@ -170,6 +170,7 @@ extension DomainRouter {
         case .publishKeyPackages: return .endpoint(Wire.PublishKeyPackages.self) { domain, caller, body in Wire.Count(count: try await domain.publishKeyPackages(as: caller, keyPackages: body.keyPackages, lastResort: body.lastResort)) }
         case .claimKeyPackages: return .endpoint(Wire.UserID.self) { domain, caller, body in Wire.ClaimedKeyPackages(keyPackages: try await domain.claimKeyPackages(as: caller, userID: body.userID)) }
         case .keyPackageCount: return .endpoint(Empty.self) { domain, caller, _ in Wire.Count(count: try await domain.keyPackageCount(as: caller)) }
+        case .postMessages: return .endpoint(Wire.PostMessages.self) { domain, caller, body in try await domain.postMessages(as: caller, chatID: body.chatID, messages: body.messages) }
         case .postCommit:
             return .endpoint(Wire.PostCommit.self) { domain, caller, body in
                 Wire.Epoch(

@@ -55,6 +55,7 @@ public enum DomainConformance {
         Check(description: "commit ordering", run: commitOrdering),
         Check(description: "an admin replaces commits the members refused", run: refusedCommitReplacement),
         Check(description: "chats and retries", run: chats),
+        Check(description: "batches of messages", run: messageBatches),
         Check(description: "per-user write limits", run: writeLimits),
         Check(description: "mailboxes and long-polls", run: mailboxes),
         Check(description: "ephemeral entries", run: ephemeralEntries),

@@ -40,6 +40,10 @@ public final class HostileDomain: DomainService {
     /// domain's data has (posts, commits and Welcomes, and the posts that go with a chat's
     /// creation or a membership change).
     public let posted = Locked<[(chatID: String, kind: MailboxKind, payload: Data)]>([])
+    /// While true, a batch of messages waits before it reaches the domain (a post in flight).
+    public let messageBatchesHeld = Locked(false)
+    /// The size of each batch of messages posted, in order.
+    public let messageBatches = Locked<[Int]>([])
 
     /// Rewrites the bytes of each blob read (given the blob's id, the offset and the true bytes):
     /// a swapped or truncated attachment.
@@ -269,6 +273,19 @@ public final class HostileDomain: DomainService {
         return try await inner.post(
             token: token, endpointID: endpointID, chatID: chatID, kind: kind, payload: payload, recipient: recipient,
             clientID: clientID)
+    }
+    /// Forwarded, each message rewritten as the test told it.
+    public func postMessages(token: String, endpointID: String, chatID: String, messages: [MessagePost]) async throws
+        -> PostBatchReceipt
+    {
+        messageBatches.withLock { $0.append(messages.count) }
+        while messageBatchesHeld.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(2)) }
+        let rewrite = postRewrite.withLock { $0 }
+        let messages = messages.map { message in
+            MessagePost(clientID: message.clientID, payload: rewrite?(chatID, .message, message.payload) ?? message.payload)
+        }
+        posted.withLock { log in log += messages.map { (chatID, .message, $0.payload) } }
+        return try await inner.postMessages(token: token, endpointID: endpointID, chatID: chatID, messages: messages)
     }
     /// Forwarded, or rewritten as the test told it.
     public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws

@@ -584,6 +584,49 @@ struct GroupKeysOverTimeTests {
         }
     }
 
+    /// Alice queues five messages while her first post is in flight, and bob commits an update
+    /// of his keys meanwhile (alice's long-polls are blind to it). `queueMessage` returns each one
+    /// stored, sending; the four behind the post in flight wait for it; the post is refused (its
+    /// epoch is gone), the core catches up, every message still sending is sealed again in bob's
+    /// epoch, and all five go in one batch, in the order alice sent them.
+    @Test(arguments: MessagingStoreKind.tested)
+    func queuedMessagesGoInOrderSeveralInOneRequest(messaging: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
+            let domain = chat.world.domain
+            _ = domain.blindLongPolls.withLock { $0.insert("alice") }
+            #expect(
+                await waitFor("alice's loop is in a long-poll that will not wake") {
+                    domain.blindLongPollsBegun.withLock { $0 } > 0
+                })
+            domain.messageBatches.withLock { $0.removeAll() }
+            domain.messageBatchesHeld.withLock { $0 = true }
+            var queued: [ChatMessage] = []
+            for index in 0..<5 { queued.append(try await chat.alice.queueMessage("queued \(index)", to: chat.chatID)) }
+            #expect(queued.map(\.state) == Array(repeating: .sending, count: 5), "each returned once stored")
+            #expect(await waitFor("the first post is in flight") { domain.messageBatches.withLock { $0 } == [1] })
+            try await HostileDomainTests.makeUpdateDue(chat.bob, in: chat.chatID)
+            try await chat.bob.refresh()
+            domain.messageBatchesHeld.withLock { $0 = false }
+            let aliceMessages = try await chat.alice.messages(in: chat.chatID)
+            #expect(
+                await waitFor("all five sent") {
+                    aliceMessages.value.filter { $0.content.hasPrefix("queued") && $0.state == .sent }.count == 5
+                })
+            #expect(
+                domain.messageBatches.withLock { $0 } == [1, 5],
+                "the first refused alone (a left epoch), then all five sealed again and posted as one")
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(
+                await waitFor("bob reads all five") { bobMessages.value.filter { $0.content.hasPrefix("queued") }.count == 5 })
+            let received = bobMessages.value.filter { $0.content.hasPrefix("queued") }.sorted {
+                ($0.number ?? 0) < ($1.number ?? 0)
+            }
+            #expect(received.map(\.content) == (0..<5).map { "queued \($0)" }, "numbered in the order alice sent them")
+            domain.blindLongPolls.withLock { $0.removeAll() }
+        }
+    }
+
     /// Alice removes her phone from her laptop: the laptop removes the phone from every chat at
     /// once (the domain's `devices` notice), and the phone's state opens nothing that follows.
     @Test(arguments: MessagingStoreKind.tested) func aRemovedDeviceIsRemovedFromEveryChat(messaging: MessagingStoreKind)

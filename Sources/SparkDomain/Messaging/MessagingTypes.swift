@@ -177,6 +177,37 @@ public struct PostReceipt: Sendable, Codable, Equatable {
     }
 }
 
+/// A message of a batch (``DomainService/postMessages(token:endpointID:chatID:messages:)``):
+/// its ciphertext and its sender's id for it.
+public struct MessagePost: Sendable, Codable, Equatable {
+    /// The sender's id for it (1 to 64 bytes), which makes a retry idempotent.
+    public var clientID: String
+    /// The ciphertext.
+    public var payload: Data
+
+    /// A message to post under `clientID`.
+    public init(clientID: String, payload: Data) {
+        self.clientID = clientID
+        self.payload = payload
+    }
+}
+
+/// What the domain did with a batch of messages: the receipts of those it accepted (the first
+/// ones, in order) and why the one after them was refused, if one was.
+public struct PostBatchReceipt: Sendable, Codable {
+    /// The receipts of the messages accepted, one for each of the first `receipts.count`.
+    public var receipts: [PostReceipt]
+    /// Why the message after them was refused; nil when every message was accepted. The
+    /// messages after that one were not tried.
+    public var refusal: DomainError?
+
+    /// A batch's answer.
+    public init(receipts: [PostReceipt], refusal: DomainError?) {
+        self.receipts = receipts
+        self.refusal = refusal
+    }
+}
+
 /// A user's standing with the domain's moderation.
 public struct UserStatus: Sendable, Codable, Equatable {
     /// Whether the user may post.

@@ -360,6 +360,14 @@ public final class RemoteDomain: DomainService {
             token: token, endpoint: endpointID)
     }
 
+    /// `POST /v1/chats/post-messages`: posts a sender's messages in order, as one.
+    public func postMessages(token: String, endpointID: String, chatID: String, messages: [MessagePost]) async throws
+        -> PostBatchReceipt
+    {
+        try await client.call(
+            .postMessages, Wire.PostMessages(chatID: chatID, messages: messages), token: token, endpoint: endpointID)
+    }
+
     /// `GET /v1/mailbox`: reads the mailbox; waits up to `wait` seconds for an entry.
     public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]

@@ -193,6 +193,7 @@ package enum OpenAPIDocument {
         "ChatInfo": .object([
             ("chatID", .string, true), ("members", .array(.ref("ChatMember")), true), ("epoch", .integer, false),
         ]),
+        "MessagePost": .object([("clientID", .string, true), ("payload", .bytes, true)]),
         "PostReceipt": .object([("messageNumber", .integer, false), ("postedAt", .time, true)]),
         "MailboxEntry": .object([
             ("sequence", .integer, true), ("chatID", .string, true), ("sender", .string, true),

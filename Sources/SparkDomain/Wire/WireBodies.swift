@@ -478,6 +478,19 @@ package enum Wire {
         }
     }
 
+    /// A sender's messages to post as one.
+    package struct PostMessages: Codable, Sendable, Equatable {
+        /// The chat.
+        package var chatID: String
+        /// The messages, in the order they are to be numbered.
+        package var messages: [MessagePost]
+        /// A batch of messages.
+        package init(chatID: String, messages: [MessagePost]) {
+            self.chatID = chatID
+            self.messages = messages
+        }
+    }
+
     /// A mailbox read.
     package struct MailboxQuery: Codable, Sendable, Equatable {
         /// The last sequence number already read.

@@ -86,6 +86,13 @@ extension DomainEngine {
             clientID: clientID)
     }
 
+    /// ``DomainService/postMessages(token:endpointID:chatID:messages:)``, for the caller the token and endpoint name.
+    package func postMessages(token: String, endpointID: String, chatID: String, messages: [MessagePost]) async throws
+        -> PostBatchReceipt
+    {
+        try await postMessages(as: caller(token: token, endpointID: endpointID), chatID: chatID, messages: messages)
+    }
+
     /// ``DomainService/readMailbox(token:endpointID:after:limit:wait:)``, for the caller the token and endpoint name.
     package func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws
         -> [MailboxEntry]

@@ -73,12 +73,28 @@ public final class BBMAccess: Sendable {
         try await messenger.chats.startChat(with: users, subject: subject)
     }
 
-    /// Sends a message; at most 70 KB of content and data together.
+    /// Sends a message; at most 70 KB of content and data together. Returns once the domain
+    /// numbered it (state `sent`), or once it is left `sending` (the domain unreachable for now:
+    /// it is posted again, exactly once, when it can be) or `held` (the chat holds a changed
+    /// identity), or `failed`.
     @discardableResult
     public func sendMessage(
         _ content: String, tag: String = "Text", data: String? = nil, ref: Int64? = nil, to chatID: String
     ) async throws -> ChatMessage {
         try await messenger.outbox.send(content, tag: tag, data: data, ref: ref, to: chatID)
+    }
+
+    /// Sends a message without waiting for the domain: returns once the message is sealed and
+    /// stored on this device (state `sending`, or `held`), as ``sendMessage(_:tag:data:ref:to:)``
+    /// is before it posts. The chat's messages are posted in the order they were sent, several
+    /// in one request while one is in flight; each one's later states arrive on
+    /// ``messageEvents`` and in ``messages(in:)``. For an app that lets its user type the next
+    /// message at once, or sends many.
+    @discardableResult
+    public func queueMessage(
+        _ content: String, tag: String = "Text", data: String? = nil, ref: Int64? = nil, to chatID: String
+    ) async throws -> ChatMessage {
+        try await messenger.outbox.send(content, tag: tag, data: data, ref: ref, to: chatID, untilPosted: false)
     }
 
     /// Sends the file at `path` to a chat, with an optional caption and thumbnail: the file is

@@ -25,7 +25,14 @@ actor Outbox: MessagingPart {
     /// The attachments' blobs, deleted from the domain when their message is recalled.
     let attachments: AttachmentTransfers
     /// The latest delivery run per chat; each waits for the one before it (see `deliverPending`).
-    private var deliveries: [String: Task<(settled: Bool, accepted: [String: ChatMessage]), Never>] = [:]
+    private var deliveries: [String: (number: Int, task: DeliveryRun)] = [:]
+    /// How many delivery runs were started (each run's number).
+    private var runs = 0
+    /// A delivery run: whether it posted everything pending, and the messages accepted by id.
+    typealias DeliveryRun = Task<(settled: Bool, accepted: [String: ChatMessage]), Never>
+    /// The chats whose latest delivery run waits for the one before it and has not read what is
+    /// pending yet.
+    private var waitingToStart: Set<String> = []
     /// When this device last told each chat that its user is typing (see `sendTyping`).
     var typingSentAt: [String: ContinuousClock.Instant] = [:]
 
@@ -35,8 +42,12 @@ actor Outbox: MessagingPart {
         self.attachments = attachments
     }
 
+    /// Sends a message: sealed and stored at once (or held), then posted. With `untilPosted`,
+    /// returns once the domain answered (or the message was left sending); otherwise once it is
+    /// stored, while the chat's delivery run posts it with the others pending.
     func send(
-        _ content: String, tag: String, data: String?, ref: Int64?, attachment: AttachmentDescriptor? = nil, to chatID: String
+        _ content: String, tag: String, data: String?, ref: Int64?, attachment: AttachmentDescriptor? = nil, to chatID: String,
+        untilPosted: Bool = true
     ) async throws -> ChatMessage {
         guard content.utf8.count + (data?.utf8.count ?? 0) <= MessagingContext.maximumContentSize else {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
@@ -51,6 +62,10 @@ actor Outbox: MessagingPart {
         if let sent = try await sendAtOnce(outgoing) {
             if sent.expiring { await noteExpiring() }
             await flows.showMessages([sent.message], in: chatID)
+            guard untilPosted else {
+                startDelivery(in: chatID, pending: sent.pending)
+                return sent.message
+            }
             let accepted = await deliverPending(in: chatID, pending: sent.pending)
             if let shown = accepted[id] { return shown }
             return try await self.stored(id)
@@ -80,6 +95,10 @@ actor Outbox: MessagingPart {
         }
         await noteExpiring()
         await flows.showMessages([message], in: chatID)
+        guard untilPosted else {
+            startDelivery(in: chatID, pending: nil)
+            return message
+        }
         _ = await deliverPending(in: chatID)
         return try await self.stored(id)
     }
@@ -185,100 +204,49 @@ actor Outbox: MessagingPart {
         )
     }
 
-    /// Posts a stored message; the same id on every retry, so it is sent exactly once. Returns
-    /// false when it is left sending (the domain, its store or the token failed for now), and the
-    /// message as accepted, when it was.
-    private func deliver(localID: String, chatID: String, sealed first: Data) async -> (settled: Bool, accepted: ChatMessage?) {
-        var sealed = first
-        var settled = true
-        var shown: ChatMessage?
-        for attempt in 0..<5 {
-            do {
-                let receipt = try await domain.post(
-                    token: try await token(), endpointID: endpointID, chatID: chatID, kind: .message, payload: sealed,
-                    recipient: nil, clientID: localID)
-                let (events, accepted) = try await write { store in
-                    let events = try store.accept(localID, number: receipt.messageNumber, at: receipt.postedAt)
-                    try store.touchChat(chatID, at: receipt.postedAt)
-                    return (events, try store.message(localID))
-                }
-                if let accepted {
-                    await flows.showMessages([accepted], in: chatID)
-                    shown = accepted
-                }
-                report(events)
-            } catch let error as DomainError where error.code == .conflict {
-                // A commit was ordered after this was sealed: apply it, seal again, post again.
-                // Still behind after five (a commit the members refused holds the chat until an
-                // admin's device replaces it): the message stays sending, never failed.
-                guard attempt < 4 else {
-                    settled = false
-                    break
-                }
-                try? await catchUp()
-                let resealed: Data?
-                do {
-                    resealed = try await write { store in try self.reseal(localID, in: store) }
-                } catch {
-                    settled = false
-                    break
-                }
-                // The chat now holds a device this one does not trust: the message waits, held.
-                guard let resealed else { break }
-                sealed = resealed
-                continue
-            } catch let error as DomainError where !MessagingContext.transientDomainCodes.contains(error.code) {
-                let failed = try? await write { store in try store.refuse(localID, reason: error.reason) }
-                if failed == true {
-                    report([MessageEvent(messageID: localID, chatID: chatID, number: nil, state: .failed(reason: error.reason))])
-                }
-            } catch {
-                // Left as sending: retried with the same bytes until the domain answers.
-                settled = false
-            }
-            break
-        }
-        if shown == nil { await flows.reloadMessages(chatID, changed: .some([localID])) }
-        return (settled, shown)
-    }
+    /// The most bytes of sealed messages one batch carries (a single larger message goes alone;
+    /// a message is at most about 72 KB, a request body at most 1 MiB).
+    static let batchBytes = 512 * 1024
+    /// The most messages one batch carries (the domain's limit).
+    static let batchCount = 64
 
-    /// Seals a message still sending again, in the group's current epoch; nil when the group now
-    /// holds a device this one does not trust (the message is held instead).
-    private nonisolated func reseal(_ localID: String, in store: any MessagingStore) throws -> Data? {
-        guard let (chatID, payload) = try storedPayload(store, localID: localID) else {
-            throw MessagingError(.unknownChat, "no message \(localID)")
-        }
-        do {
-            let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: store)
-            try store.setSealed(localID, sealed)
-            return sealed
-        } catch let error as MessagingError where error.code == .identityUnconfirmed {
-            try store.hold(localID)
-            return nil
-        }
-    }
-
-    /// Posts every message of the chat still sending, oldest first, and stops at the first one
-    /// left sending, so that the chat's numbers follow the order the user sent in.
+    /// Posts every message of the chat still sending, oldest first, in batches that the domain
+    /// numbers in order in one transaction each (`DomainService.postMessages`), under their ids,
+    /// so that each is sent exactly once across retries and crashes. Stops where a message is
+    /// left sending (the domain, its store or the token failed for now), so that the chat's
+    /// numbers follow the order the user sent in.
     ///
-    /// Runs for one chat go one at a time, each after the one before it: concurrent sends would
-    /// otherwise each post every message still pending (harmless, the domain answers a repeated
-    /// id with its first number, but quadratic in the number of concurrent sends).
+    /// Runs for one chat go one at a time, each after the one before it; a send that finds a run
+    /// waiting to start joins it (that run reads what is pending when it starts). So messages
+    /// sent while a batch is in flight go together in the next one: several posts of a chat in
+    /// flight, in order, as many as arrive.
     ///
     /// `pending`, read with the send that called it, spares a read when no run is before it.
     /// Returns the messages accepted, by id.
     @discardableResult
     func deliverPending(in chatID: String, pending: [(id: String, sealed: Data)]? = nil) async -> [String: ChatMessage] {
-        let previous = deliveries[chatID]
+        await startDelivery(in: chatID, pending: pending).value.accepted
+    }
+
+    /// The chat's next delivery run, started (or joined, when one waits to start): see
+    /// ``deliverPending(in:pending:)``.
+    @discardableResult
+    private func startDelivery(in chatID: String, pending: [(id: String, sealed: Data)]?) -> DeliveryRun {
+        if waitingToStart.contains(chatID), let run = deliveries[chatID] { return run.task }
+        let previous = deliveries[chatID]?.task
         let known = previous == nil ? pending : nil
-        let run = Task {
+        if previous != nil { waitingToStart.insert(chatID) }
+        runs += 1
+        let number = runs
+        let task = Task {
             _ = await previous?.value
-            return await postPending(in: chatID, pending: known)
+            waitingToStart.remove(chatID)
+            let outcome = await postPending(in: chatID, pending: known)
+            if deliveries[chatID]?.number == number { deliveries[chatID] = nil }
+            return outcome
         }
-        deliveries[chatID] = run
-        let outcome = await run.value
-        if deliveries[chatID] == run { deliveries[chatID] = nil }
-        return outcome.accepted
+        deliveries[chatID] = (number, task)
+        return task
     }
 
     private func postPending(
@@ -288,12 +256,102 @@ actor Outbox: MessagingPart {
         var pending = known ?? []
         if known == nil { pending = (try? await read { store in try store.sending(chatID: chatID) }) ?? [] }
         var accepted: [String: ChatMessage] = [:]
-        for (id, sealed) in pending {
-            let outcome = await deliver(localID: id, chatID: chatID, sealed: sealed)
-            if let message = outcome.accepted { accepted[id] = message }
-            guard outcome.settled else { return (false, accepted) }
+        var conflicts = 0
+        while !pending.isEmpty {
+            var bytes = 0
+            let batch = pending.prefix(Self.batchCount).prefix { message in
+                defer { bytes += message.sealed.count }
+                return bytes == 0 || bytes + message.sealed.count <= Self.batchBytes
+            }
+            var answer: PostBatchReceipt
+            do {
+                answer = try await domain.postMessages(
+                    token: try await token(), endpointID: endpointID, chatID: chatID,
+                    messages: batch.map { MessagePost(clientID: $0.id, payload: $0.sealed) })
+            } catch let error as DomainError where !MessagingContext.transientDomainCodes.contains(error.code) {
+                // Refused as a whole (the caller, the chat): as the first message's refusal.
+                answer = PostBatchReceipt(receipts: [], refusal: error)
+            } catch {
+                // Left as sending: retried with the same bytes until the domain answers.
+                return (false, accepted)
+            }
+            let receipts = answer.receipts.prefix(batch.count)
+            if !receipts.isEmpty {
+                guard let shown = await accept(Array(zip(batch.map(\.id), receipts)), in: chatID) else {
+                    return (false, accepted)
+                }
+                for message in shown { accepted[message.id] = message }
+            }
+            pending.removeFirst(receipts.count)
+            guard let refusal = answer.refusal, let refused = pending.first else { continue }
+            if refusal.code == .conflict {
+                // A commit was ordered after these were sealed: apply it, seal every message
+                // still sending again, post again. Still behind after five (a commit the
+                // members refused holds the chat until an admin's device replaces it): they
+                // stay sending, never failed.
+                conflicts += 1
+                guard conflicts < 5 else { return (false, accepted) }
+                try? await catchUp()
+                do {
+                    // What the chat now holds held (a device this one does not trust) waits.
+                    pending = try await write { store in try self.resealPending(in: chatID, store) }
+                } catch {
+                    return (false, accepted)
+                }
+                await flows.reloadMessages(chatID)
+            } else if MessagingContext.transientDomainCodes.contains(refusal.code) {
+                return (false, accepted)
+            } else {
+                if (try? await write({ store in try store.refuse(refused.id, reason: refusal.reason) })) == true {
+                    report([
+                        MessageEvent(messageID: refused.id, chatID: chatID, number: nil, state: .failed(reason: refusal.reason))
+                    ])
+                }
+                await flows.reloadMessages(chatID, changed: .some([refused.id]))
+                pending.removeFirst()
+            }
         }
         return (true, accepted)
+    }
+
+    /// Records the domain's receipts of messages posted, in one transaction, and shows them;
+    /// nil when the store failed (they stay sending and are posted again, answered with the
+    /// same receipts).
+    private func accept(_ receipts: [(id: String, receipt: PostReceipt)], in chatID: String) async -> [ChatMessage]? {
+        guard let last = receipts.last?.receipt.postedAt else { return [] }
+        let accepted = try? await write { store -> (events: [MessageEvent], shown: [ChatMessage]) in
+            var events: [MessageEvent] = []
+            var shown: [ChatMessage] = []
+            for (id, receipt) in receipts {
+                events += try store.accept(id, number: receipt.messageNumber, at: receipt.postedAt)
+                if let message = try store.message(id) { shown.append(message) }
+            }
+            try store.touchChat(chatID, at: last)
+            return (events, shown)
+        }
+        guard let accepted else { return nil }
+        await flows.showMessages(accepted.shown, in: chatID)
+        report(accepted.events)
+        return accepted.shown
+    }
+
+    /// Seals every message of the chat still sending again, oldest first, in the group's current
+    /// epoch; returns them. When the group now holds a device this one does not trust, they are
+    /// held instead (and none is returned).
+    private nonisolated func resealPending(in chatID: String, _ store: any MessagingStore) throws -> [(id: String, sealed: Data)]
+    {
+        var resealed: [(id: String, sealed: Data)] = []
+        for (localID, _) in try store.sending(chatID: chatID) {
+            guard let (_, payload) = try storedPayload(store, localID: localID) else { continue }
+            do {
+                let sealed = try sealNext(payload, chatID: chatID, localID: localID, in: store)
+                try store.setSealed(localID, sealed)
+                resealed.append((localID, sealed))
+            } catch let error as MessagingError where error.code == .identityUnconfirmed {
+                try store.hold(localID)
+            }
+        }
+        return resealed
     }
 
     /// Messages still sending after a crash or an outage are posted again (idempotently).
