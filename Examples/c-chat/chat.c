@@ -154,6 +154,23 @@ static int rich(spark_client *alice, spark_client *bob, const char *chat_id, con
     printf("bob got the live event %s %s from %s\n", live->text, live->data, live->user_id);
     spark_event_free(live);
 
+    /* Two messages queued (each returned once stored) reach bob in the order alice sent them. */
+    spark_message *first, *second;
+    if (check("queue", spark_queue(alice, chat_id, "queued first", &first))) return 1;
+    if (check("queue", spark_queue(alice, chat_id, "queued second", &second))) return 1;
+    spark_event *queued = wait_for(bob, SPARK_EVENT_MESSAGE, second->message_id, -1);
+    if (!queued) return fprintf(stderr, "c-chat: bob never got the queued messages\n"), 1;
+    spark_event_free(queued);
+    spark_message *latest;
+    size_t latest_count;
+    if (check("latest", spark_list_messages(bob, chat_id, 0, 2, &latest, &latest_count))) return 1;
+    int in_order = latest_count == 2 && strcmp(latest[0].content, "queued first") == 0 &&
+                   strcmp(latest[1].content, "queued second") == 0 && latest[0].number < latest[1].number;
+    printf("bob got the queued messages in order: %s\n", in_order ? "yes" : "no");
+    spark_messages_free(latest, latest_count);
+    spark_messages_free(first, 1);
+    spark_messages_free(second, 1);
+
     /* Bob blocks alice, lists his blocks, and unblocks her. */
     if (check("block", spark_block(bob, "alice"))) return 1;
     char **blocked;

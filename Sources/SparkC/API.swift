@@ -332,6 +332,20 @@ public func sparkSend(
     }
 }
 
+/// `spark_queue`, declared and documented in `spark/spark.h`.
+@_cdecl("spark_queue")
+public func sparkQueue(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?,
+    _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let (chat, body) = (try text(chatID, "chat_id"), try text(content, "text"))
+        let queued = try Client.wait { try await access(client).queueMessage(body, to: chat) }
+        message?.pointee = CMessages.make([queued])
+    }
+}
+
 /// `spark_list_messages`, declared and documented in `spark/spark.h`.
 @_cdecl("spark_list_messages")
 public func sparkListMessages(

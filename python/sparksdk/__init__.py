@@ -234,6 +234,7 @@ def _load() -> ctypes.CDLL:
         "spark_chats_free": ([ctypes.POINTER(_CChat), SZ], None),
         "spark_start_chat": ([P, ctypes.POINTER(S), SZ, S, out_s], I),
         "spark_send": ([P, S, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
+        "spark_queue": ([P, S, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
         "spark_list_messages": ([P, S, I64, SZ, ctypes.POINTER(ctypes.POINTER(_CMessage)), ctypes.POINTER(SZ)], I),
         "spark_messages_free": ([ctypes.POINTER(_CMessage), SZ], None),
         "spark_mark_read": ([P, S], I), "spark_edit": ([P, S, S], I), "spark_safety_number": ([P, S, out_s], I),
@@ -416,6 +417,18 @@ class Client:
             return _message(sent[0])
         finally:
             lib.spark_messages_free(sent, 1)
+
+    def queue(self, chat_id: str, text: str) -> Message:
+        """Sends without waiting for the domain: returns the message once stored (state SENDING);
+        the chat's messages are posted in order, several in one request, and each one's later
+        states come as MESSAGE_STATE events."""
+        lib = _library()
+        queued = ctypes.POINTER(_CMessage)()
+        self._check(lib.spark_queue(self._handle, chat_id.encode(), text.encode(), ctypes.byref(queued)))
+        try:
+            return _message(queued[0])
+        finally:
+            lib.spark_messages_free(queued, 1)
 
     def messages(self, chat_id: str, before: int = 0, limit: int = 50) -> List[Message]:
         lib = _library()

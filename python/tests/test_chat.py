@@ -1,6 +1,7 @@
 """Two users chat through the Python package: setup, a chat, a message, events, a read receipt."""
 
 import asyncio
+import itertools
 import os
 import tempfile
 
@@ -61,6 +62,24 @@ def test_events_as_an_asyncio_iterator(directory):
         alice.send(chat_id, "over asyncio")
         event = asyncio.run(asyncio.wait_for(first_message(), 30))
         assert event.message.content == "over asyncio"
+
+
+def test_queued_messages_arrive_in_order(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        chat_id = alice.start_chat(["bob"])
+        queued = [alice.queue(chat_id, f"queued {index}") for index in range(20)]
+        assert all(message.content == f"queued {index}" for index, message in enumerate(queued))
+        assert queued[-1].state in (sparksdk.MessageState.SENDING, sparksdk.MessageState.SENT)
+        incoming = (e.message for e in bob.events(timeout=30) if e.kind == sparksdk.EventKind.MESSAGE)
+        arrived = list(itertools.islice(incoming, 20))
+        assert [m.content for m in arrived] == [f"queued {index}" for index in range(20)]
+        assert [m.number for m in arrived] == list(range(1, 21))
+        sent = wait_for(alice, sparksdk.EventKind.MESSAGE_STATE,
+                        lambda e: e.message_id == queued[-1].message_id and e.state == sparksdk.MessageState.SENT)
+        assert sent.message_id == queued[-1].message_id
+        with pytest.raises(sparksdk.SparkError) as refused:
+            alice.queue("no-such-chat", "hello")
+        assert refused.value.status == sparksdk.Status.NOT_FOUND
 
 
 def test_errors_carry_the_status(directory):

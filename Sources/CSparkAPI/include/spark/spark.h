@@ -268,6 +268,13 @@ spark_status spark_start_chat(
  * spark_messages_free(m, 1)). */
 spark_status spark_send(spark_client *client, const char *chat_id, const char *text, spark_message **message);
 
+/* Sends `text` to a chat without waiting for the domain: returns once the message is sealed and
+ * stored on this device (state SPARK_MESSAGE_SENDING, or held), as spark_send does before it
+ * posts. The chat's messages are posted in the order they were sent, several in one request
+ * while one is in flight; each one's later states come as SPARK_EVENT_MESSAGE_STATE events.
+ * `*message`, if not NULL, gets it as stored (free with spark_messages_free(m, 1)). */
+spark_status spark_queue(spark_client *client, const char *chat_id, const char *text, spark_message **message);
+
 /* Up to `limit` messages of a chat before `before_number` (0: the newest), oldest first. */
 spark_status spark_list_messages(
     spark_client *client, const char *chat_id, int64_t before_number, size_t limit, spark_message **messages,

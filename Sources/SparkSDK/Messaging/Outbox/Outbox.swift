@@ -59,7 +59,9 @@ actor Outbox: MessagingPart {
             attachment: attachment)
         // The usual case in one transaction: nothing holds the chat and nothing waits held in it,
         // so the message is sealed and stored at once, and what is to be posted read with it.
-        if let sent = try await sendAtOnce(outgoing) {
+        // What is pending is read with the send only for a run that will start at once (a run
+        // behind another reads it when it starts).
+        if let sent = try await sendAtOnce(outgoing, readingPending: deliveries[chatID] == nil) {
             if sent.expiring { await noteExpiring() }
             await flows.showMessages([sent.message], in: chatID)
             guard untilPosted else {
@@ -114,7 +116,7 @@ actor Outbox: MessagingPart {
     /// A message sealed and stored in one transaction, with what is to be posted in its chat.
     struct SentAtOnce: Sendable {
         var message: ChatMessage
-        var pending: [(id: String, sealed: Data)]
+        var pending: [(id: String, sealed: Data)]?
         /// The chat has a disappearing-messages timer.
         var expiring: Bool
     }
@@ -122,7 +124,7 @@ actor Outbox: MessagingPart {
     /// Seals and stores `outgoing` in one transaction when nothing holds its chat and nothing
     /// waits held in it; nil otherwise (then `send` looks the holders up first). The chat's
     /// messages still sending come back with it, oldest first.
-    private func sendAtOnce(_ outgoing: OutgoingMessage) async throws -> SentAtOnce? {
+    private func sendAtOnce(_ outgoing: OutgoingMessage, readingPending: Bool) async throws -> SentAtOnce? {
         try await write { store -> SentAtOnce? in
             let chatID = outgoing.chatID
             var (session, payload) = try self.prepare(outgoing, in: store)
@@ -130,7 +132,7 @@ actor Outbox: MessagingPart {
             let sealed = try session.seal(payload, localID: outgoing.id)
             try store.insertOutgoing(outgoing, sealed: sealed)
             return SentAtOnce(
-                message: outgoing.shown(as: .sending), pending: try store.sending(chatID: chatID),
+                message: outgoing.shown(as: .sending), pending: readingPending ? try store.sending(chatID: chatID) : nil,
                 expiring: try store.timer(chatID: chatID) > 0)
         }
     }
