@@ -44,6 +44,8 @@ public final class HostileDomain: DomainService {
     public let messageBatchesHeld = Locked(false)
     /// The size of each batch of messages posted, in order.
     public let messageBatches = Locked<[Int]>([])
+    /// Rewrites the domain's answer to a batch of messages.
+    public let messageBatchAnswer = Locked<(@Sendable (PostBatchReceipt) -> PostBatchReceipt)?>(nil)
 
     /// Rewrites the bytes of each blob read (given the blob's id, the offset and the true bytes):
     /// a swapped or truncated attachment.
@@ -285,7 +287,8 @@ public final class HostileDomain: DomainService {
             MessagePost(clientID: message.clientID, payload: rewrite?(chatID, .message, message.payload) ?? message.payload)
         }
         posted.withLock { log in log += messages.map { (chatID, .message, $0.payload) } }
-        return try await inner.postMessages(token: token, endpointID: endpointID, chatID: chatID, messages: messages)
+        let answer = try await inner.postMessages(token: token, endpointID: endpointID, chatID: chatID, messages: messages)
+        return messageBatchAnswer.withLock({ $0 })?(answer) ?? answer
     }
     /// Forwarded, or rewritten as the test told it.
     public func readMailbox(token: String, endpointID: String, after cursor: Int64, limit: Int, wait: Duration) async throws

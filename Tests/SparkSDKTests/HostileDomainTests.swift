@@ -627,6 +627,42 @@ struct GroupKeysOverTimeTests {
         }
     }
 
+    /// The domain takes alice's message but answers her batch with no receipt and no refusal:
+    /// the send returns with the message left sending (no loop posting it again and again), and
+    /// once the domain answers properly, the message posted again is the same post: bob has it
+    /// once, and alice's copy is numbered as his.
+    @Test(arguments: MessagingStoreKind.tested)
+    func aBatchAnsweredWithoutReceiptsIsLeftSendingAndSentOnce(messaging: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
+            let domain = chat.world.domain
+            domain.messageBatchAnswer.withLock { $0 = { _ in PostBatchReceipt(receipts: [], refusal: nil) } }
+            let returned = Locked<ChatMessage?>(nil)
+            let alice = chat.alice
+            let send = Task {
+                returned.withLock { $0 = nil }
+                let message = try await alice.sendMessage("unanswered", to: chat.chatID)
+                returned.withLock { $0 = message }
+            }
+            #expect(await waitFor("sendMessage returns") { returned.withLock { $0 } != nil })
+            #expect(returned.withLock { $0 }?.state == .sending, "left sending")
+            domain.messageBatchAnswer.withLock { $0 = nil }
+            await chat.alice.messenger.outbox.resendPending()
+            let aliceMessages = try await chat.alice.messages(in: chat.chatID)
+            #expect(
+                await waitFor("alice's copy is sent") {
+                    aliceMessages.value.first { $0.content == "unanswered" }?.state == .sent
+                }, "\(aliceMessages.value.map { ($0.content, $0.state, $0.number) })")
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has it") { bobMessages.value.contains { $0.content == "unanswered" } })
+            #expect(bobMessages.value.filter { $0.content == "unanswered" }.count == 1, "once")
+            #expect(
+                bobMessages.value.first { $0.content == "unanswered" }?.number
+                    == aliceMessages.value.first { $0.content == "unanswered" }?.number)
+            send.cancel()
+        }
+    }
+
     /// Alice removes her phone from her laptop: the laptop removes the phone from every chat at
     /// once (the domain's `devices` notice), and the phone's state opens nothing that follows.
     @Test(arguments: MessagingStoreKind.tested) func aRemovedDeviceIsRemovedFromEveryChat(messaging: MessagingStoreKind)

@@ -285,7 +285,13 @@ actor Outbox: MessagingPart {
                 for message in shown { accepted[message.id] = message }
             }
             pending.removeFirst(receipts.count)
-            guard let refusal = answer.refusal, let refused = pending.first else { continue }
+            // Every message accepted (a refusal after the batch is no message's).
+            if receipts.count == batch.count { continue }
+            guard let refusal = answer.refusal, let refused = pending.first else {
+                // Fewer receipts than messages and no reason (a domain gone wrong): the rest are
+                // left sending, posted again under the same ids later, never in a loop now.
+                return (false, accepted)
+            }
             if refusal.code == .conflict {
                 // A commit was ordered after these were sealed: apply it, seal every message
                 // still sending again, post again. Still behind after five (a commit the
