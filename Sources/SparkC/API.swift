@@ -324,12 +324,7 @@ public func sparkSend(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?,
     _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
 ) -> spark_status {
-    call {
-        let client = try client(pointer)
-        let (chat, body) = (try text(chatID, "chat_id"), try text(content, "text"))
-        let sent = try Client.wait { try await access(client).sendMessage(body, to: chat) }
-        message?.pointee = CMessages.make([sent])
-    }
+    send(pointer, chatID, content, message) { access, body, chat in try await access.sendMessage(body, to: chat) }
 }
 
 /// `spark_queue`, declared and documented in `spark/spark.h`.
@@ -338,11 +333,21 @@ public func sparkQueue(
     _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?,
     _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
 ) -> spark_status {
+    send(pointer, chatID, content, message) { access, body, chat in try await access.queueMessage(body, to: chat) }
+}
+
+/// `spark_send` and `spark_queue`: the text sent to the chat by `how`, and the message as it
+/// returned in `*message`.
+private func send(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ content: UnsafePointer<CChar>?,
+    _ message: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?,
+    how: @escaping @Sendable (BBMAccess, String, String) async throws -> ChatMessage
+) -> spark_status {
     call {
         let client = try client(pointer)
         let (chat, body) = (try text(chatID, "chat_id"), try text(content, "text"))
-        let queued = try Client.wait { try await access(client).queueMessage(body, to: chat) }
-        message?.pointee = CMessages.make([queued])
+        let sent = try Client.wait { try await how(try await access(client), body, chat) }
+        message?.pointee = CMessages.make([sent])
     }
 }
 

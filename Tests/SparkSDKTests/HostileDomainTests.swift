@@ -57,6 +57,16 @@ struct HostileDomainTests {
         #expect(await waitFor("alice reads bob (\(note))") { aliceMessages.value.last?.content == "re: \(ping)" })
     }
 
+    /// Makes the domain's long-polls for `user` never wake (a domain slow to tell) and waits until
+    /// the user's loop is in one.
+    static func blindLongPolls(of user: String, on domain: HostileDomain) async {
+        _ = domain.blindLongPolls.withLock { $0.insert(user) }
+        #expect(
+            await waitFor("\(user)'s loop is in a long-poll that will not wake") {
+                domain.blindLongPollsBegun.withLock { $0 } > 0
+            })
+    }
+
     /// Dates the device's last commit in the chat 8 days back, so that its next look at the chat
     /// commits an update of its keys. (Whatever writes a group's row gives it a new version, so
     /// that a live session of it is read again.)
@@ -562,11 +572,7 @@ struct GroupKeysOverTimeTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
             let domain = chat.world.domain
-            _ = domain.blindLongPolls.withLock { $0.insert("alice") }
-            #expect(
-                await waitFor("alice's loop is in a long-poll that will not wake") {
-                    domain.blindLongPollsBegun.withLock { $0 } > 0
-                })
+            await HostileDomainTests.blindLongPolls(of: "alice", on: domain)
             let epoch = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group.epoch
             // Bob's last commit was 8 days ago: his next look at the chat commits an update.
             try await HostileDomainTests.makeUpdateDue(chat.bob, in: chat.chatID)
@@ -594,11 +600,7 @@ struct GroupKeysOverTimeTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
             let domain = chat.world.domain
-            _ = domain.blindLongPolls.withLock { $0.insert("alice") }
-            #expect(
-                await waitFor("alice's loop is in a long-poll that will not wake") {
-                    domain.blindLongPollsBegun.withLock { $0 } > 0
-                })
+            await HostileDomainTests.blindLongPolls(of: "alice", on: domain)
             domain.messageBatches.withLock { $0.removeAll() }
             domain.messageBatchesHeld.withLock { $0 = true }
             var queued: [ChatMessage] = []
@@ -636,6 +638,8 @@ struct GroupKeysOverTimeTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
             let domain = chat.world.domain
+            // Alice's loop does not read her copy of the post meanwhile (which would complete it).
+            await HostileDomainTests.blindLongPolls(of: "alice", on: domain)
             domain.messageBatchAnswer.withLock { $0 = { _ in PostBatchReceipt(receipts: [], refusal: nil) } }
             let returned = Locked<ChatMessage?>(nil)
             let alice = chat.alice
@@ -656,6 +660,7 @@ struct GroupKeysOverTimeTests {
             let bobMessages = try await chat.bob.messages(in: chat.chatID)
             #expect(await waitFor("bob has it") { bobMessages.value.contains { $0.content == "unanswered" } })
             #expect(bobMessages.value.filter { $0.content == "unanswered" }.count == 1, "once")
+            domain.blindLongPolls.withLock { $0.removeAll() }
             #expect(
                 bobMessages.value.first { $0.content == "unanswered" }?.number
                     == aliceMessages.value.first { $0.content == "unanswered" }?.number)

@@ -410,25 +410,21 @@ class Client:
         return _taken_string(chat_id)
 
     def send(self, chat_id: str, text: str) -> Message:
-        lib = _library()
-        sent = ctypes.POINTER(_CMessage)()
-        self._check(lib.spark_send(self._handle, chat_id.encode(), text.encode(), ctypes.byref(sent)))
-        try:
-            return _message(sent[0])
-        finally:
-            lib.spark_messages_free(sent, 1)
+        return self._send(_library().spark_send, chat_id, text)
 
     def queue(self, chat_id: str, text: str) -> Message:
         """Sends without waiting for the domain: returns the message once stored (state SENDING);
         the chat's messages are posted in order, several in one request, and each one's later
         states come as MESSAGE_STATE events."""
-        lib = _library()
-        queued = ctypes.POINTER(_CMessage)()
-        self._check(lib.spark_queue(self._handle, chat_id.encode(), text.encode(), ctypes.byref(queued)))
+        return self._send(_library().spark_queue, chat_id, text)
+
+    def _send(self, function, chat_id: str, text: str) -> Message:
+        sent = ctypes.POINTER(_CMessage)()
+        self._check(function(self._handle, chat_id.encode(), text.encode(), ctypes.byref(sent)))
         try:
-            return _message(queued[0])
+            return _message(sent[0])
         finally:
-            lib.spark_messages_free(queued, 1)
+            _library().spark_messages_free(sent, 1)
 
     def messages(self, chat_id: str, before: int = 0, limit: int = 50) -> List[Message]:
         lib = _library()
