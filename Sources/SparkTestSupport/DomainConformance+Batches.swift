@@ -69,15 +69,20 @@ extension DomainConformance {
             delivered.map(\.messageNumber) == Array(1...7) && delivered.last?.payload == Data("b7".utf8),
             "nothing of a refused message was delivered: \(delivered.map(\.messageNumber))")
 
-        // Refused as a whole: a non-member, an empty or oversized batch, a message too large.
+        // Refused as a whole: a non-member, an empty or oversized batch, a client id missing.
         try await expectRefused(.notAMember, "a non-member's batch") { try await batch(carol, ["c1"]) }
         try await expectRefused(.invalidRequest, "an empty batch") { try await batch(alice, []) }
         try await expectRefused(.invalidRequest, "a batch of 65") { try await batch(alice, (0..<65).map { "x\($0)" }) }
         try await expectRefused(.invalidRequest, "a message without a client id") { try await batch(alice, [""]) }
-        try await expectRefused(.tooLarge, "an oversized message in a batch") {
-            try await batch(alice, ["big"]) { _ in Data(count: EmbeddedDomain.maximumPayloadSize + 1) }
-        }
         delivered = try await bobsMessages()
         try expect(delivered.count == 7, "the refused batches posted nothing: \(delivered.count)")
+        // A message too large is refused alone: the one before it is kept.
+        let oversized = try await batch(alice, ["b8", "big"]) {
+            $0 == "big" ? Data(count: EmbeddedDomain.maximumPayloadSize + 1) : Data($0.utf8)
+        }
+        try expect(
+            oversized.receipts.map(\.messageNumber) == [8] && oversized.refusal?.code == .tooLarge,
+            "an oversized message ends the batch: \(oversized.receipts.map(\.messageNumber)), \(String(describing: oversized.refusal))"
+        )
     }
 }

@@ -42,16 +42,15 @@ extension DomainEngine {
             throw DomainError(.invalidRequest, "a batch holds 1 to \(Self.maximumBatch) messages")
         }
         for message in messages {
-            try Self.checkPayload(message.payload)
             guard !message.clientID.isEmpty, message.clientID.utf8.count <= 64 else {
                 throw DomainError(.invalidRequest, "a message's clientID is 1 to 64 bytes")
             }
         }
         let now = clock.now()
         // One write of the group commit: the caller, the chat and the sender's standing are
-        // checked once; each message in a savepoint of its own, so that the first one refused
-        // ends the batch with the ones before it kept (those after it were sealed in the same
-        // epoch, or follow it in the sender's order: they are not tried).
+        // checked once; each message (its size, its epoch, the limits) in a savepoint of its own,
+        // so that the first one refused ends the batch with the ones before it kept (those after
+        // it were sealed in the same epoch, or follow it in the sender's order: not tried).
         let (receipt, routed) = try await storage {
             try await posts.write(locks: Self.chatLocks(chatID)) { db -> (PostBatchReceipt, [String]) in
                 let info = try Self.poster(db, caller, chatID: chatID, moderated: true, now: now)
@@ -60,6 +59,7 @@ extension DomainEngine {
                 for message in messages {
                     try db.execute("SAVEPOINT post_message")
                     do {
+                        try Self.checkPayload(message.payload)
                         let (receipt, audience) = try self.append(
                             Post(kind: .message, payload: message.payload, recipient: nil, clientID: message.clientID), db,
                             by: caller.userID, in: info, policy: policy, now: now)
