@@ -122,8 +122,8 @@ actor Outbox: MessagingPart {
     }
 
     /// Seals and stores `outgoing` in one transaction when nothing holds its chat and nothing
-    /// waits held in it; nil otherwise (then `send` looks the holders up first). The chat's
-    /// messages still sending come back with it, oldest first.
+    /// waits held in it; nil otherwise (then `send` looks the holders up first). With
+    /// `readingPending`, the chat's messages still sending come back with it, oldest first.
     private func sendAtOnce(_ outgoing: OutgoingMessage, readingPending: Bool) async throws -> SentAtOnce? {
         try await write { store -> SentAtOnce? in
             let chatID = outgoing.chatID
