@@ -360,4 +360,59 @@ extension RefusalTests {
         #expect(try simulation.members[1]!.process(rejoin) == .removed, "the old leaf learns it was replaced")
         #expect(simulation.members[2]!.epochAuthenticator == rejoined.epochAuthenticator)
     }
+
+    /// A checker that keeps what it is asked and answers as told.
+    final class Recorder: MLSSignatureChecker, @unchecked Sendable {
+        let answer: Bool
+        private let lock = NSLock()
+        private var kept: [MLSSignatureCheck] = []
+        init(answering answer: Bool) { self.answer = answer }
+        var checks: [MLSSignatureCheck] { lock.withLock { kept } }
+        func check(_ check: MLSSignatureCheck) -> Bool {
+            lock.withLock { kept.append(check) }
+            return answer
+        }
+    }
+
+    /// An application message signed by a key other than its sender leaf's (a member
+    /// impersonating another): refused when the group checks it; handed to a checker given for
+    /// application signatures, the group takes the checker's answer, and the check it handed on
+    /// fails when verified. A commit's signature is the group's to check, never handed on.
+    @Test func applicationSignaturesGoToTheCheckerAndNothingElse() throws {
+        var simulation = try Simulation(seed: "signature checks")
+        try simulation.commit(by: 0, adding: 1)
+        var mallory = simulation.members[0]!
+        mallory.signer = MLSSigner(credential: mallory.signer.credential, key: try Ed25519.PrivateKey())
+        let forged = try mallory.protect(Data("forged".utf8), random: &simulation.random)
+        var sender = simulation.members[0]!
+        let genuine = try sender.protect(Data("genuine".utf8), random: &simulation.random)
+        Self.expectRefused(forged, by: &simulation.members[1]!, .authentication)
+
+        var deferring = simulation.members[1]!
+        let recorder = Recorder(answering: true)
+        let taken = try deferring.processWithSender(forged, now: simulation.now, applicationSignatures: recorder).received
+        guard case .application(let data, _, _) = taken else {
+            Issue.record("not taken as an application message: \(taken)")
+            return
+        }
+        #expect(data == Data("forged".utf8))
+        #expect(recorder.checks.count == 1 && recorder.checks.allSatisfy { !$0.verify() }, "the check handed on fails")
+
+        var refusing = simulation.members[1]!
+        #expect(throws: MLSError(.authentication, "")) {
+            try refusing.processWithSender(forged, now: simulation.now, applicationSignatures: Recorder(answering: false))
+        }
+        let honest = Recorder(answering: true)
+        _ = try refusing.processWithSender(genuine, now: simulation.now, applicationSignatures: honest)
+        #expect(honest.checks.count == 1 && honest.checks.allSatisfy { $0.verify() }, "a genuine signature verifies")
+
+        // A commit: checked by the group whatever the checker would say.
+        let committed = try simulation.members[0]!.commit(
+            adding: [], removing: [], updatingPath: true, now: simulation.now, random: &simulation.random)
+        let lenient = Recorder(answering: true)
+        var receiver = simulation.members[1]!
+        _ = try receiver.processWithSender(committed.commit, now: simulation.now, applicationSignatures: lenient)
+        let handedOn = lenient.checks.count
+        #expect(handedOn == 0, "a commit's signature is not handed on")
+    }
 }

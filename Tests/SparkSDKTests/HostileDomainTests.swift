@@ -1,13 +1,13 @@
 import Foundation
 import SparkCrypto
 import SparkLock
-import SparkMLS
 import SparkStore
 import SparkTestSupport
 import Testing
 
 @testable import SparkDomain
 @testable import SparkDomainEngine
+@testable import SparkMLS
 @testable import SparkSDK
 
 /// A domain that attacks its users (``HostileDomain``), over real chats on MLS. Each attack is
@@ -587,6 +587,44 @@ struct GroupKeysOverTimeTests {
             let bobMessages = try await chat.bob.messages(in: chat.chatID)
             #expect(await waitFor("bob reads it") { bobMessages.value.last?.content == "after your update" })
             domain.blindLongPolls.withLock { $0.removeAll() }
+        }
+    }
+
+    /// A member that signs a message of alice's with a key other than her leaf's (alice's own
+    /// group state with a stranger's key: what a member impersonating her would send), between
+    /// two of her real messages in one page of bob's mailbox. The page's signatures are checked
+    /// beside its transaction (`DeferredSignatures`), so the forged message is opened, its
+    /// generation of alice's ratchet taken, and her next real message cannot open; the failed
+    /// signature rolls the page back and it is applied again with each signature checked in
+    /// line: the forgery is dropped, both real messages are kept, in order, once.
+    @Test(arguments: MessagingStoreKind.tested)
+    func aForgedSignatureInAPageIsDroppedAloneAndTheRestKept(messaging: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
+            let domain = chat.world.domain
+            await HostileDomainTests.blindLongPolls(of: "bob", on: domain)
+            let events = EventRecorder(chat.bob)
+            let one = try await chat.alice.sendMessage("one", to: chat.chatID)
+            var group = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group
+            group.signer = MLSSigner(credential: group.signer.credential, key: try Ed25519.PrivateKey())
+            var forger = ChatGroup(chatID: chat.chatID, group: group)
+            var random = MLSSystemRandom()
+            let forged = try forger.seal(ChatPayload(kind: .text, id: UUID().uuidString, content: "forged"), random: &random)
+            try HostileDomainTests.inject(
+                chat.world,
+                MailboxEntry(
+                    sequence: 0, chatID: chat.chatID, sender: "alice", kind: .message,
+                    messageNumber: try #require(one.number) + 1, payload: forged, members: nil, postedAt: Date()),
+                to: "bob")
+            _ = try await chat.alice.sendMessage("two", to: chat.chatID)
+            try await chat.bob.refresh()
+            let bobMessages = try await chat.bob.messages(in: chat.chatID)
+            #expect(bobMessages.value.map(\.content) == ["hi bob", "one", "two"])
+            #expect(
+                HostileDomainTests.drops(events, chat.chatID).contains { $0.contains("signature does not verify") },
+                "dropped for its signature: \(HostileDomainTests.drops(events, chat.chatID))")
+            domain.blindLongPolls.withLock { $0.removeAll() }
+            try await HostileDomainTests.expectOneGroup(chat, "after a forged signature")
         }
     }
 

@@ -37,7 +37,7 @@ struct MessagingStoreTests {
         func write<T: Sendable>(_ body: (any MessagingStore) throws -> T) throws -> T {
             guard let endpoint else { return try memory.write { try body($0) } }
             let sealer = endpoint.sealer
-            return try endpoint.queue.write { db in try body(SQLiteMessagingStore(db: db, sealer: sealer)) }
+            return try SQLiteMessagingStore.write(endpoint.queue, sealer: sealer) { store in try body(store) }
         }
 
         /// The sealed bytes each message keeps, read under the store's interface.

@@ -282,6 +282,39 @@ struct SearchTests {
         }
     }
 
+    /// The index's writes wait for the end of the transaction (one segment a page, not one a
+    /// message): a savepoint rolled back takes its own with it, and the rest are made.
+    @Test(arguments: MessagingStoreKind.tested)
+    func aRolledBackSavepointLeavesNothingInTheIndex(_ kind: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (_, _, bob, _, _) = try await Self.conversation(directory, kind, [])
+            let now = Date()
+            @Sendable func record(_ id: String, _ number: Int64, _ text: String) -> ChatHistory.Record {
+                ChatHistory.Record(
+                    id: id, number: number, sender: "alice", content: text, tag: "Text", state: .delivered, timestamp: now)
+            }
+            try await bob.messenger.storage.write { store in
+                try store.setMembership(chatID: "side", participants: [], active: true, at: now)
+                try store.insertReceived(record("h1", 1, "heron first"), chatID: "side", incoming: true, ignoringTaken: false)
+                _ = try? store.savepoint {
+                    try store.insertReceived(
+                        record("h2", 2, "heron second"), chatID: "side", incoming: true, ignoringTaken: false)
+                    throw MessagingError(.conflict, "rolled back")
+                }
+                try store.insertReceived(record("h3", 3, "heron third"), chatID: "side", incoming: true, ignoringTaken: false)
+            }
+            #expect(try await Self.found(bob, SearchQuery("heron", limit: 10)).sorted() == ["h1", "h3"])
+            #expect(try await Self.found(bob, SearchQuery("second")).isEmpty)
+            #expect(try await Self.found(bob, SearchQuery("third")) == ["h3"])
+            // Not a token of the message rolled back in the file (results are checked against
+            // the messages, so only the file shows one left behind).
+            if kind == .sqlite {
+                #expect(!Self.inFiles(try await Self.tokens(of: "second", in: bob), directory, device: "bob-phone"))
+                #expect(Self.inFiles(try await Self.tokens(of: "third", in: bob), directory, device: "bob-phone"))
+            }
+        }
+    }
+
     @Test func anExpiredMessageLeavesNoTokenBehind() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let clock = TestClock(Date())

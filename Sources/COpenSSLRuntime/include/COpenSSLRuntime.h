@@ -11,4 +11,13 @@ int spark_openssl_runtime_status(void);
 /// once per process and a context kept per thread; 1 on success.
 int spark_sha256(const void *data, size_t count, unsigned char *digest);
 
+
+/// HMAC of `count` bytes at `data` under the `keyCount` bytes at `key` with digest `digest`
+/// (0: SHA-256, 1: SHA-384, 2: SHA-512), into `mac` (room for `macCapacity` bytes; its length
+/// in `*macCount`), with the MAC fetched once per process and a context kept per digest and
+/// thread (left holding an all-zero key). 1 on success, 0 on failure, -1 when no context could
+/// be made (the caller then uses the one-shot `HMAC()`).
+int spark_hmac(
+    int digest, const void *key, size_t keyCount, const void *data, size_t count, unsigned char *mac, size_t macCapacity,
+    size_t *macCount);
 #endif

@@ -47,6 +47,15 @@ public enum HashFunction: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The digest's index in `spark_hmac` (COpenSSLRuntime).
+    var runtimeIndex: Int32 {
+        switch self {
+        case .sha256: 0
+        case .sha384: 1
+        case .sha512: 2
+        }
+    }
+
     /// Hashes `data` in one call.
     public func hash(_ data: some ContiguousBytes) -> Data {
         var digest = Data(count: digestCount)

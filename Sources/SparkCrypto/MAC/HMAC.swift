@@ -1,4 +1,5 @@
 internal import COpenSSL
+internal import COpenSSLRuntime
 public import Foundation
 
 /// HMAC (RFC 2104) with SHA-256 or SHA-512.
@@ -10,18 +11,28 @@ public enum HMAC {
         hash: HashFunction
     ) -> Data {
         var mac = Data(count: hash.digestCount)
-        var length: UInt32 = 0
+        var length = 0
         let result = key.withUnsafeBytes { key in
             message.withUnsafeBytes { message in
                 mac.withUnsafeMutableBytes { output in
-                    COpenSSL.HMAC(
-                        hash.evp, key.bytePointer, Int32(key.count),
-                        message.bytePointer, message.count, output.mutableBytePointer, &length)
+                    // The MAC fetched once and a context kept per thread (COpenSSLRuntime), or,
+                    // when no context could be made, OpenSSL's one-shot HMAC.
+                    let kept = spark_hmac(
+                        hash.runtimeIndex, key.baseAddress, key.count, message.baseAddress, message.count,
+                        output.mutableBytePointer, output.count, &length)
+                    guard kept < 0 else { return kept == 1 }
+                    var oneShotLength: UInt32 = 0
+                    let done =
+                        COpenSSL.HMAC(
+                            hash.evp, key.bytePointer, Int32(key.count), message.bytePointer, message.count,
+                            output.mutableBytePointer, &oneShotLength) != nil
+                    length = Int(oneShotLength)
+                    return done
                 }
             }
         }
-        // One-shot HMAC over memory only fails on allocation failure.
-        precondition(result != nil && Int(length) == hash.digestCount, "HMAC failed: \(OpenSSL.drainErrors())")
+        // HMAC over memory only fails on allocation failure.
+        precondition(result && length == hash.digestCount, "HMAC failed: \(OpenSSL.drainErrors())")
         return mac
     }
 

@@ -98,7 +98,8 @@ extension MLSCipherSuite {
         HMAC.isValidAuthenticationCode(tag, for: data, using: key, hash: .sha256) && tag.count == hashLength
     }
 
-    private func signContent(_ label: String, _ content: some ContiguousBytes) -> [UInt8] {
+    /// `SignContent`: what a signature with `label` covers.
+    func signContent(_ label: String, _ content: some ContiguousBytes) -> [UInt8] {
         var writer = TLSWriter()
         writer.opaque(Array(("MLS 1.0 " + label).utf8))
         writer.opaque(content)

@@ -59,6 +59,18 @@ enum Framing {
             authenticated.auth.signature)
     }
 
+    /// What ``verify(suite:_:context:signatureKey:)`` checks, to be checked elsewhere.
+    static func signatureCheck(
+        suite: MLSCipherSuite, _ authenticated: AuthenticatedContent, context: GroupContext, signatureKey: Data
+    ) -> MLSSignatureCheck {
+        MLSSignatureCheck(
+            publicKey: signatureKey,
+            content: suite.signContent(
+                "FramedContentTBS",
+                signedContent(wireFormat: authenticated.wireFormat, content: authenticated.content, context: context)),
+            signature: authenticated.auth.signature)
+    }
+
     /// `MAC(membership_key, AuthenticatedContentTBM)`.
     static func membershipTag(
         suite: MLSCipherSuite, membershipKey: SecureBytes, _ authenticated: AuthenticatedContent, context: GroupContext

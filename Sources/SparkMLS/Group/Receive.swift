@@ -27,17 +27,24 @@ extension MLSGroup {
     /// whose signature it carries, as the tree was before the message (for a commit, the
     /// committer before its own path changed its leaf); nil for a new member's or an external
     /// sender's message. The layer above checks the sender's rights (admins, for a commit).
-    public mutating func processWithSender(_ message: Data, now: Date = Date()) throws -> (
-        received: MLSReceived, sender: Member?
-    ) {
+    ///
+    /// `applicationSignatures`, when given, checks the sender's signature on an application
+    /// message in place of the group (see ``MLSSignatureChecker``: one that defers answers true
+    /// now, and its caller keeps nothing until the check held).
+    public mutating func processWithSender(
+        _ message: Data, now: Date = Date(), applicationSignatures: (any MLSSignatureChecker)? = nil
+    ) throws -> (received: MLSReceived, sender: Member?) {
         try requireActive()
         var next = self
-        let result = try next.processInPlace(try MLSMessageBody(tlsEncoded: message), now: now)
+        let result = try next.processInPlace(
+            try MLSMessageBody(tlsEncoded: message), now: now, applicationSignatures: applicationSignatures)
         self = next
         return result
     }
 
-    private mutating func processInPlace(_ body: MLSMessageBody, now: Date) throws -> (received: MLSReceived, sender: Member?) {
+    private mutating func processInPlace(
+        _ body: MLSMessageBody, now: Date, applicationSignatures: (any MLSSignatureChecker)?
+    ) throws -> (received: MLSReceived, sender: Member?) {
         let authenticated: AuthenticatedContent
         switch body {
         case .publicMessage(let message):
@@ -74,9 +81,16 @@ extension MLSGroup {
         case .external(let index):
             signatureKey = try externalSenderKey(index)
         }
-        guard Framing.verify(suite: suite, authenticated, context: context, signatureKey: signatureKey) else {
-            throw MLSError(.authentication, "the sender's signature does not verify")
+        let verified: Bool
+        if let checker = applicationSignatures, authenticated.wireFormat == .privateMessage,
+            case .application = authenticated.content.content
+        {
+            verified = checker.check(
+                Framing.signatureCheck(suite: suite, authenticated, context: context, signatureKey: signatureKey))
+        } else {
+            verified = Framing.verify(suite: suite, authenticated, context: context, signatureKey: signatureKey)
         }
+        guard verified else { throw MLSError(.authentication, "the sender's signature does not verify") }
         let sender: Member? =
             if case .member(let leaf) = authenticated.content.sender { member(at: leaf) } else { nil }
         switch authenticated.content.content {

@@ -114,11 +114,14 @@ actor Messenger: MessagingPart {
                 let started = clock.now
                 // Idle, the read is a long-poll: the domain answers as soon as an entry for
                 // this user arrives. While entries keep coming it does not wait, and reads come
-                // every `interval`: a burst then arrives in a few reads with one receipt each.
+                // every `interval`: a burst then arrives in a few reads with one receipt each. A
+                // full page means more wait already: the next read goes at once.
                 let received: Int
+                var full = false
                 var reached = true
                 do {
-                    received = try await self.mailbox.syncOnce(wait: idle ? Self.longPoll : .zero)
+                    let read = try await self.mailbox.syncOnce(wait: idle ? Self.longPoll : .zero)
+                    (received, full) = (read.fromOthers, read.full)
                 } catch {
                     received = -1
                     // A refusal is an answer; only a domain that did not answer is unreachable.
@@ -127,9 +130,9 @@ actor Messenger: MessagingPart {
                 if Task.isCancelled { return }
                 await self.onMailbox(reached)
                 await self.afterSync(force: false)
-                if received > 0 {
+                if received > 0 || full {
                     idle = false
-                    try? await clock.sleep(until: started + interval)
+                    if !full { try? await clock.sleep(until: started + interval) }
                 } else if received < 0 {
                     // The domain failed or is unreachable: try again shortly, and then resend
                     // what the outage left sending.

@@ -418,6 +418,16 @@ public final class EndpointStore: Sendable {
                 ALTER TABLE contacts ADD COLUMN transparency_failure TEXT;
                 """)
         }
+        migrator.register("v18-outgoing-index") { db in
+            // The messages still going out, found without reading every message: the outbox
+            // looks for them after each read of the mailbox (`chatsSending`, `chatsHolding`).
+            // The queries name the state as these indexes do, literally (`SQLiteMessagingStore`).
+            try db.execute(
+                """
+                CREATE INDEX messages_sending ON messages(chat_id, state) WHERE state = 'sending';
+                CREATE INDEX messages_held ON messages(chat_id, state) WHERE state = 'held';
+                """)
+        }
         return migrator
     }
 

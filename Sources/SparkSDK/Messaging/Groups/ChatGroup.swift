@@ -279,8 +279,10 @@ struct ChatGroup: Sendable {
         return .event(payload, sender: sender, nonce: opened.nonce)
     }
 
-    /// Decides what `entry` does, and applies it to the group when it is applied.
-    mutating func receive(_ entry: MailboxEntry, now: Date) -> Decision {
+    /// Decides what `entry` does, and applies it to the group when it is applied. `signatures`,
+    /// when given, checks the sender's signature on a message, receipt or event (a page's
+    /// ``DeferredSignatures``); the group checks every other signature itself.
+    mutating func receive(_ entry: MailboxEntry, now: Date, signatures: (any MLSSignatureChecker)? = nil) -> Decision {
         guard entry.chatID == chatID else { return .drop("an entry for another chat") }
         guard group.isActive else { return .drop("this device was removed from the chat's group") }
         // What every member refuses of a commit the domain ordered for the group's epoch.
@@ -307,7 +309,7 @@ struct ChatGroup: Sendable {
         let received: MLSReceived
         let signer: MLSGroup.Member?
         do {
-            (received, signer) = try next.processWithSender(entry.payload, now: now)
+            (received, signer) = try next.processWithSender(entry.payload, now: now, applicationSignatures: signatures)
         } catch {
             let reason = (error as? MLSError)?.reason ?? "\(error)"
             // Refused only for a credential this device does not trust: others may apply it.

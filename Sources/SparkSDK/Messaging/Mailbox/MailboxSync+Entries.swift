@@ -16,14 +16,14 @@ extension MailboxSync {
         switch entry.kind {
         case .membership:
             guard let members = entry.members else { return Applied() }
-            return Applied { store in try self.applyMembers(members, of: entry.chatID, in: store) }
+            return Applied { store, _ in try self.applyMembers(members, of: entry.chatID, in: store) }
         case .welcome:
             return try await welcome(entry)
         case .commit:
             let (mine, probed) = try await read { store in
                 (try store.sent(payload: entry.payload) != nil, try self.session(entry.chatID, in: store, for: .probe)?.group)
             }
-            if mine { return Applied { store in try self.ownCommit(entry, in: store) } }
+            if mine { return Applied { store, _ in try self.ownCommit(entry, in: store) } }
             // Not in this chat's group (not added yet, or no longer): nothing to apply.
             guard var probe = probed, probe.group.isActive else { return Applied() }
             // The users whose devices the commit adds are looked up first, so that their keys
@@ -33,11 +33,13 @@ extension MailboxSync {
                     _ = try? await identities.contactRecord(of: user, refresh: false)
                 }
             }
-            return Applied { store in try self.applyGroupEntry(entry, in: store) }
+            return Applied { store, _ in try self.applyGroupEntry(entry, in: store) }
         case .message, .event, .receipt:
             // Decided inside the page's transaction: no read of its own before it.
-            return Applied { store in
-                guard let mine = try store.sent(payload: entry.payload) else { return try self.applyGroupEntry(entry, in: store) }
+            return Applied { store, signatures in
+                guard let mine = try store.sent(payload: entry.payload) else {
+                    return try self.applyGroupEntry(entry, in: store, signatures: signatures)
+                }
                 // The echo of what this device sent: a message gets its number.
                 try store.forgetSent(payload: entry.payload)
                 guard entry.kind == .message, let localID = mine.localID else { return Effects(changed: .none, echo: true) }
@@ -53,7 +55,7 @@ extension MailboxSync {
             // This user's devices changed, or the users it blocked: every chat is looked at
             // after this read, and the block list read again.
             try? await identities.refreshBlocked()
-            return Applied { _ in Effects(reconcileAll: true) }
+            return Applied { _, _ in Effects(reconcileAll: true) }
         case .identityReset:
             guard let notice = try? JSONDecoder().decode(IdentityResetNotice.self, from: entry.payload) else {
                 throw MessagingError(.forged, "an identity reset notice is malformed")
@@ -132,7 +134,7 @@ extension MailboxSync {
         }
         // Everyone in the group is looked up first (a first contact is met here).
         for user in probe.users where user != me { _ = try? await identities.contactRecord(of: user, refresh: false) }
-        return Applied { store in
+        return Applied { store, _ in
             guard try store.groupVersion(chatID: entry.chatID) == nil else {
                 return Effects(notices: [.dropped(chatID: entry.chatID, reason: "a replayed Welcome")])
             }
@@ -181,10 +183,12 @@ extension MailboxSync {
     }
 
     /// A commit or an application message of a chat's group, decided by the group.
-    private nonisolated func applyGroupEntry(_ entry: MailboxEntry, in store: any MessagingStore) throws -> Effects {
+    private nonisolated func applyGroupEntry(
+        _ entry: MailboxEntry, in store: any MessagingStore, signatures: (any MLSSignatureChecker)? = nil
+    ) throws -> Effects {
         let chatID = entry.chatID
         guard var session = try session(chatID, in: store) else { return Effects() }
-        switch session.stored.group.receive(entry, now: Date()) {
+        switch session.stored.group.receive(entry, now: Date(), signatures: signatures) {
         case .retry(let reason):
             guard try store.deferredCount(chatID: chatID) < GroupStore.maximumDeferred else {
                 return Effects(

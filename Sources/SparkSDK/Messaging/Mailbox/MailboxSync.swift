@@ -26,9 +26,9 @@ actor MailboxSync: MessagingPart {
     /// The contacts: identities an entry brings are looked up before it is checked.
     let identities: Identities
     /// The latest mailbox read; each read waits for the one before it (see `syncOnce`).
-    private var lastSync: Task<Int, any Error>?
+    private var lastSync: Task<Read, any Error>?
     /// The long-poll in flight, if the latest read is one.
-    private var longPoll: Task<Int, any Error>?
+    private var longPoll: Task<Read, any Error>?
     /// Delivery receipts due, per chat, for the messages the reads brought (see
     /// ``takeReceiptsDue()``).
     private var receiptsDue: [String: [CoveredMessage]] = [:]
@@ -48,14 +48,25 @@ actor MailboxSync: MessagingPart {
         return receiptsDue
     }
 
-    /// Reads and applies the mailbox after the stored cursor; returns how many entries came from
-    /// elsewhere (this device's own echoes bring nothing new: after a read of only those, the
-    /// poll loop goes back to a long-poll at once instead of reading again in `pollInterval`).
+    /// The most entries one read asks for.
+    static let pageSize = 200
+
+    /// What one read of the mailbox brought.
+    struct Read: Sendable {
+        /// How many entries came from elsewhere (this device's own echoes bring nothing new: after
+        /// a read of only those, the poll loop goes back to a long-poll at once instead of reading
+        /// again in `pollInterval`).
+        var fromOthers = 0
+        /// Whether the page was full: more entries wait, and the poll loop reads again at once.
+        var full = false
+    }
+
+    /// Reads and applies the mailbox after the stored cursor (one page, see ``Read``).
     ///
     /// Reads run one at a time: the poll loop and `BBMAccess.refresh()` interleave at every
     /// `await`, and two reads from the same cursor would apply an entry twice (the second time
     /// refused as a replay and reported as dropped).
-    func syncOnce(wait: Duration = .zero) async throws -> Int {
+    func syncOnce(wait: Duration = .zero) async throws -> Read {
         // A read now must not queue behind a long-poll: the long-poll ends (empty) instead.
         if wait == .zero { longPoll?.cancel() }
         let previous = lastSync
@@ -64,7 +75,7 @@ actor MailboxSync: MessagingPart {
             do {
                 return try await readMailbox(wait: wait)
             } catch is CancellationError where wait > .zero {
-                return 0
+                return Read()
             }
         }
         lastSync = next
@@ -108,8 +119,12 @@ actor MailboxSync: MessagingPart {
 
     /// What one mailbox entry changes in the store; `process` writes it with the cursor.
     struct Applied {
-        var changes: (@Sendable (any MessagingStore) throws -> Effects)?
+        /// Run in the write, with the checker of the signatures on messages, receipts and events
+        /// when a page's run defers them (nil: the group checks them in line).
+        var changes: Changes?
     }
+
+    typealias Changes = @Sendable (any MessagingStore, (any MLSSignatureChecker)?) throws -> Effects
 
     /// What a batch touched, for the flows and the app.
     private struct Batch {
@@ -120,11 +135,11 @@ actor MailboxSync: MessagingPart {
         var echoes = 0
     }
 
-    private func readMailbox(wait: Duration) async throws -> Int {
+    private func readMailbox(wait: Duration) async throws -> Read {
         try requireRunning()
         let cursor = try await read { store in try store.mailboxCursor() }
         let entries = try await domain.readMailbox(
-            token: try await token(), endpointID: endpointID, after: cursor, limit: 200, wait: wait)
+            token: try await token(), endpointID: endpointID, after: cursor, limit: Self.pageSize, wait: wait)
         var batch = Batch()
         var failure: (any Error)?
         var start = 0
@@ -158,7 +173,7 @@ actor MailboxSync: MessagingPart {
         }
         report(batch.events)
         if let failure { throw failure }
-        return max(0, entries.count - batch.echoes)
+        return Read(fromOthers: max(0, entries.count - batch.echoes), full: entries.count >= Self.pageSize)
     }
 
     /// Whether an entry is applied in a transaction of its own: it moves a chat's group, or its
@@ -177,7 +192,7 @@ actor MailboxSync: MessagingPart {
     /// outside the entries.
     private func processRun(_ run: ArraySlice<MailboxEntry>, into batch: inout Batch) async throws {
         guard let last = run.last else { return }
-        var steps: [(entry: MailboxEntry, changes: (@Sendable (any MessagingStore) throws -> Effects)?)] = []
+        var steps: [(entry: MailboxEntry, changes: Changes?)] = []
         var notices: [[MessagingEvent]] = []
         for entry in run {
             let (applied, refused) = try await prepare(entry)
@@ -185,30 +200,49 @@ actor MailboxSync: MessagingPart {
             notices.append(refused)
         }
         let prepared = steps
+        let outcomes: [(effects: Effects, conflict: String?)]
+        do {
+            outcomes = try await write(prepared, through: last.sequence, signatures: DeferredSignatures())
+        } catch is DeferredSignatures.Failed {
+            // A signature failed, and nothing of the page was kept: the page again, every
+            // signature checked in line, so that what failed is dropped alone.
+            outcomes = try await write(prepared, through: last.sequence, signatures: nil)
+        }
+        for (index, outcome) in outcomes.enumerated() {
+            let entry = prepared[index].entry
+            let dropped = outcome.conflict.map { [MessagingEvent.dropped(chatID: entry.chatID, reason: $0)] } ?? []
+            await finish(entry, effects: outcome.effects, notices: notices[index] + dropped, into: &batch)
+        }
+    }
+
+    /// A run's transaction: each step in a savepoint, then the cursor. With `signatures`, the
+    /// signatures on its messages are verified beside it, and it commits only once they all held
+    /// (it throws ``DeferredSignatures/Failed``, rolled back, when one did not).
+    private func write(
+        _ prepared: [(entry: MailboxEntry, changes: Changes?)], through sequence: Int64, signatures: DeferredSignatures?
+    ) async throws -> [(effects: Effects, conflict: String?)] {
         let groups = self.groups
-        let outcomes = try await write { store -> [(effects: Effects, conflict: String?)] in
+        return try await write { store -> [(effects: Effects, conflict: String?)] in
             // Each chat's group is written once, at the end of the page (see `GroupStore.deferringSaves`).
             let outcomes = try groups.deferringSaves(store) {
                 var outcomes: [(effects: Effects, conflict: String?)] = []
                 for step in prepared {
                     let held = groups.heldSavesSnapshot()
                     do {
-                        outcomes.append((try store.savepoint { try step.changes?(store) ?? Effects(changed: .none) }, nil))
+                        outcomes.append(
+                            (try store.savepoint { try step.changes?(store, signatures) ?? Effects(changed: .none) }, nil))
                     } catch let error as MessagingError where error.code == .conflict {
                         // Rolled back alone: so is what it did to the groups held back.
                         groups.restoreHeldSaves(held)
                         outcomes.append((Effects(changed: .none), error.reason))
                     }
                 }
+                // Before the groups are written: a page rolled back leaves no session moved.
+                if let signatures, !signatures.allValid() { throw DeferredSignatures.Failed() }
                 return outcomes
             }
-            try store.setMailboxCursor(last.sequence)
+            try store.setMailboxCursor(sequence)
             return outcomes
-        }
-        for (index, outcome) in outcomes.enumerated() {
-            let entry = prepared[index].entry
-            let dropped = outcome.conflict.map { [MessagingEvent.dropped(chatID: entry.chatID, reason: $0)] } ?? []
-            await finish(entry, effects: outcome.effects, notices: notices[index] + dropped, into: &batch)
         }
     }
 
@@ -240,7 +274,7 @@ actor MailboxSync: MessagingPart {
         do {
             let changes = applied.changes
             effects = try await write { store in
-                let effects = try changes?(store) ?? Effects(changed: .none)
+                let effects = try changes?(store, nil) ?? Effects(changed: .none)
                 try done(store, effects)
                 return effects
             }

@@ -30,6 +30,10 @@ final class MessagingStorage: Sendable {
         case memory(MemoryMessagingStore)
     }
 
+    /// An error a body throws to roll its transaction back on purpose: ``write(_:)`` throws it
+    /// as it is (any other error of a body is a failure of the store).
+    protocol Rollback: Error {}
+
     private let backend: Backend
     private let thread = DispatchQueue(label: "spark.messaging-storage")
     /// Set on `thread` (a key of this storage's own), so that a call made there (an app's flow
@@ -126,7 +130,7 @@ final class MessagingStorage: Sendable {
             case .sqlite(let queue, let sealer):
                 guard writing else { return try queue.read { db in try body(SQLiteMessagingStore(db: db, sealer: sealer)) } }
                 let purged = Locked(false)
-                let result = try queue.write { db in try body(SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)) }
+                let result = try SQLiteMessagingStore.write(queue, sealer: sealer, purged: purged) { store in try body(store) }
                 if purged.withLock({ $0 }) {
                     // What was erased (expired content, the search index's old postings) is
                     // still in the log's old pages: truncate it.
@@ -137,6 +141,8 @@ final class MessagingStorage: Sendable {
                 return writing ? try store.write(body) : try store.read(body)
             }
         } catch let error as MessagingError {
+            throw error
+        } catch let error as any Rollback {
             throw error
         } catch let error as StoreError where SQLiteMessagingStore.dataConflicts.contains(error.resultCode) {
             throw MessagingError(.conflict, "it contradicts what this endpoint stored (\(error.message))")

@@ -41,7 +41,19 @@ extension SQLiteMessagingStore {
     /// Puts `tokens` in the index as the document of the message in row `row` (whose
     /// `search_length` the caller sets).
     func addToIndex(_ tokens: [SearchToken], row: Int64) throws {
-        try db.execute("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, SearchToken.text(tokens)])
+        writeSearchIndex("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, SearchToken.text(tokens)])
+    }
+
+    /// Keeps a write of the index for the end of the transaction (see ``searchWrites``).
+    private func writeSearchIndex(_ sql: String, _ arguments: [any DatabaseValueConvertible] = []) {
+        searchWrites.pending.append((sql, arguments))
+    }
+
+    /// Makes the index's writes kept so far, in order.
+    func flushSearchWrites() throws {
+        let pending = searchWrites.pending
+        searchWrites.pending = []
+        for write in pending { try db.execute(write.sql, write.arguments) }
     }
 
     /// Indexes the message stored in row `row`, with what the caller holds of it, when its chat
@@ -58,7 +70,7 @@ extension SQLiteMessagingStore {
     @discardableResult
     func unindex(_ id: String) throws -> (row: Int64, document: SearchDocument)? {
         guard let (row, indexed, document) = try storedDocument(id), indexed else { return nil }
-        try db.execute(
+        writeSearchIndex(
             "INSERT INTO message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
             [row, SearchToken.text(document.tokens(sealer.searchKey))])
         try db.execute("UPDATE messages SET search_length = NULL WHERE rowid = ?", [row])
@@ -89,7 +101,7 @@ extension SQLiteMessagingStore {
     /// Merges the index into one segment: what was taken out is then in no page of it (the
     /// pages it leaves are zeroed by `secure_delete`).
     func purgeSearchIndex() throws {
-        try db.execute("INSERT INTO message_search(message_search) VALUES ('optimize')")
+        writeSearchIndex("INSERT INTO message_search(message_search) VALUES ('optimize')")
         purged?.withLock { $0 = true }
     }
 
@@ -105,6 +117,7 @@ extension SQLiteMessagingStore {
     /// message with fewer tokens ranks first, then the later stored. (FTS5's own `bm25()`
     /// needs positions, which would keep each message's tokens in order.)
     func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [SearchHit] {
+        try flushSearchWrites()
         var filters = ""
         // Terms are hex: nothing of the query's text is in the MATCH expression.
         var arguments: [any DatabaseValueConvertible] = [SearchMatch.expression(terms)]
@@ -161,7 +174,7 @@ extension SQLiteMessagingStore {
     }
 
     func resetSearchIndex() throws {
-        try db.execute("INSERT INTO message_search(message_search) VALUES ('delete-all')")
+        writeSearchIndex("INSERT INTO message_search(message_search) VALUES ('delete-all')")
         try db.execute("UPDATE messages SET search_length = NULL WHERE search_length IS NOT NULL", [])
         try db.execute(
             """

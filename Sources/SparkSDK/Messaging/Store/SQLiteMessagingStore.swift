@@ -35,6 +35,33 @@ struct SQLiteMessagingStore: MessagingStore {
         var known: [String: Bool] = [:]
     }
 
+    /// The search index's writes of this transaction, in order, made when it ends
+    /// (``write(_:sealer:purged:_:)``) or before the index is read. FTS5 holds a transaction's
+    /// new documents in memory until a savepoint or the commit, and writes them then as a
+    /// segment of the index: a page of the mailbox runs a savepoint an entry, so writing each
+    /// message's tokens at once made a segment a message (and merges of them); written at the
+    /// end, a page's messages make one. A savepoint rolled back drops its own.
+    let searchWrites = SearchWrites()
+
+    /// See ``searchWrites``: one transaction's, on its one thread.
+    final class SearchWrites: @unchecked Sendable {
+        var pending: [(sql: String, arguments: [any DatabaseValueConvertible])] = []
+    }
+
+    /// Runs `body` in one write transaction of `queue` on a store over it, then makes the search
+    /// index's writes it left (``searchWrites``) before the transaction commits. Every write of
+    /// the messaging store goes through here.
+    static func write<T: Sendable>(
+        _ queue: DatabaseQueue, sealer: StoreSealer, purged: Locked<Bool>? = nil, _ body: (SQLiteMessagingStore) throws -> T
+    ) throws -> T {
+        try queue.write { db in
+            let store = SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)
+            let result = try body(store)
+            try store.flushSearchWrites()
+            return result
+        }
+    }
+
     /// The labels of the group's sealed values (a message's and a chat's are the endpoint
     /// store's, `EndpointStore.Seal`, since its migrations seal them too).
     enum Seal {
@@ -46,13 +73,16 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func savepoint<T>(_ body: () throws -> T) throws -> T {
-        try db.execute("SAVEPOINT entry")
+        let searchWritesBefore = searchWrites.pending.count
+        // Prepared once and kept (a page runs one savepoint an entry).
+        try db.execute("SAVEPOINT entry", [])
         do {
             let result = try body()
-            try db.execute("RELEASE entry")
+            try db.execute("RELEASE entry", [])
             return result
         } catch {
             liveChats.known = [:]
+            searchWrites.pending.removeSubrange(searchWritesBefore...)
             try db.execute("ROLLBACK TO entry")
             try db.execute("RELEASE entry")
             if let failure = error as? StoreError, Self.dataConflicts.contains(failure.resultCode) {
@@ -203,29 +233,28 @@ struct SQLiteMessagingStore: MessagingStore {
         }
     }
 
+    // The outgoing states are named literally, as the partial indexes `messages_sending` and
+    // `messages_held` are (SQLite uses a partial index only for a query that names its condition).
+
     func sending(chatID: String) throws -> [(id: String, sealed: Data)] {
         try db.rows(
-            "SELECT local_id, sealed FROM messages WHERE chat_id = ? AND state = ? AND sealed IS NOT NULL ORDER BY rowid",
-            [chatID, MessageState.sending.storedName]
+            "SELECT local_id, sealed FROM messages WHERE chat_id = ? AND state = 'sending' AND sealed IS NOT NULL ORDER BY rowid",
+            [chatID]
         ).map { (try $0.get(0, as: String.self), try $0.get(1, as: Data.self)) }
     }
 
     func chatsSending() throws -> [String] {
-        try db.rows(
-            "SELECT DISTINCT chat_id FROM messages WHERE state = ? AND sealed IS NOT NULL ORDER BY chat_id",
-            [MessageState.sending.storedName]
-        ).map { try $0.get(0, as: String.self) }
+        try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'sending' AND sealed IS NOT NULL ORDER BY chat_id")
+            .map { try $0.get(0, as: String.self) }
     }
 
     func held(chatID: String) throws -> [String] {
-        try db.rows(
-            "SELECT local_id FROM messages WHERE chat_id = ? AND state = ? ORDER BY rowid",
-            [chatID, MessageState.held.storedName]
-        ).map { try $0.get(0, as: String.self) }
+        try db.rows("SELECT local_id FROM messages WHERE chat_id = ? AND state = 'held' ORDER BY rowid", [chatID])
+            .map { try $0.get(0, as: String.self) }
     }
 
     func chatsHolding() throws -> [String] {
-        try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = ? ORDER BY chat_id", [MessageState.held.storedName])
+        try db.rows("SELECT DISTINCT chat_id FROM messages WHERE state = 'held' ORDER BY chat_id")
             .map { try $0.get(0, as: String.self) }
     }
 
