@@ -217,7 +217,10 @@ actor Messenger: MessagingPart {
 
     func chat(_ chatID: String) async throws -> Chat { try await flows.chat(chatID) }
 
-    func message(id: String) async throws -> ChatMessage {
+    // Reads of the store touch nothing of the messenger's own: they go straight to the storage's
+    // thread, without a hop onto the messenger first.
+
+    nonisolated func message(id: String) async throws -> ChatMessage {
         guard let message = try await read({ store in try store.message(id) }) else {
             throw MessagingError(.unknownChat, "no message \(id)")
         }
@@ -226,7 +229,7 @@ actor Messenger: MessagingPart {
 
     /// The latest `limit` messages before `number` (or the newest), oldest first (see
     /// `MessagingStore.page`).
-    func messages(in chatID: String, before number: Int64?, limit: Int) async throws -> [ChatMessage] {
+    nonisolated func messages(in chatID: String, before number: Int64?, limit: Int) async throws -> [ChatMessage] {
         try await read { store in try store.page(chatID: chatID, before: number, limit: limit) }
     }
 
