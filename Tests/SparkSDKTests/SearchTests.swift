@@ -258,6 +258,15 @@ struct SearchTests {
         }
     }
 
+    /// Stores a text of alice's in the chat "side" as received (the rollback tests' messages).
+    static func receive(_ id: String, _ number: Int64, _ text: String, in store: any MessagingStore) throws {
+        try store.insertReceived(
+            ChatHistory.Record(
+                id: id, number: number, sender: "alice", content: text, tag: "Text", state: .delivered,
+                timestamp: Date(timeIntervalSince1970: 1_790_000_000)),
+            chatID: "side", incoming: true, ignoringTaken: false)
+    }
+
     /// A chat is live or not as the transaction stands: a savepoint that left it, stored a message
     /// there (not indexed) and was rolled back leaves the chat live for the next message.
     @Test(arguments: MessagingStoreKind.tested)
@@ -265,18 +274,14 @@ struct SearchTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let (_, _, bob, _, _) = try await Self.conversation(directory, kind, [])
             let now = Date()
-            @Sendable func record(_ id: String, _ number: Int64, _ text: String) -> ChatHistory.Record {
-                ChatHistory.Record(
-                    id: id, number: number, sender: "alice", content: text, tag: "Text", state: .delivered, timestamp: now)
-            }
             try await bob.messenger.storage.write { store in
                 try store.setMembership(chatID: "side", participants: [], active: true, at: now)
                 _ = try? store.savepoint {
                     try store.setMembership(chatID: "side", participants: [], active: false, at: now)
-                    try store.insertReceived(record("r1", 1, "pelican one"), chatID: "side", incoming: true, ignoringTaken: false)
+                    try Self.receive("r1", 1, "pelican one", in: store)
                     throw MessagingError(.conflict, "rolled back")
                 }
-                try store.insertReceived(record("r2", 2, "pelican two"), chatID: "side", incoming: true, ignoringTaken: false)
+                try Self.receive("r2", 2, "pelican two", in: store)
             }
             #expect(try await Self.found(bob, SearchQuery("pelican")) == ["r2"])
         }
@@ -289,19 +294,14 @@ struct SearchTests {
         try await Fixtures.withTemporaryDirectory { directory in
             let (_, _, bob, _, _) = try await Self.conversation(directory, kind, [])
             let now = Date()
-            @Sendable func record(_ id: String, _ number: Int64, _ text: String) -> ChatHistory.Record {
-                ChatHistory.Record(
-                    id: id, number: number, sender: "alice", content: text, tag: "Text", state: .delivered, timestamp: now)
-            }
             try await bob.messenger.storage.write { store in
                 try store.setMembership(chatID: "side", participants: [], active: true, at: now)
-                try store.insertReceived(record("h1", 1, "heron first"), chatID: "side", incoming: true, ignoringTaken: false)
+                try Self.receive("h1", 1, "heron first", in: store)
                 _ = try? store.savepoint {
-                    try store.insertReceived(
-                        record("h2", 2, "heron second"), chatID: "side", incoming: true, ignoringTaken: false)
+                    try Self.receive("h2", 2, "heron second", in: store)
                     throw MessagingError(.conflict, "rolled back")
                 }
-                try store.insertReceived(record("h3", 3, "heron third"), chatID: "side", incoming: true, ignoringTaken: false)
+                try Self.receive("h3", 3, "heron third", in: store)
             }
             #expect(try await Self.found(bob, SearchQuery("heron", limit: 10)).sorted() == ["h1", "h3"])
             #expect(try await Self.found(bob, SearchQuery("second")).isEmpty)
