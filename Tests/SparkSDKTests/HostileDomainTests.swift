@@ -592,7 +592,7 @@ struct GroupKeysOverTimeTests {
 
     /// A member that signs a message of alice's with a key other than her leaf's (alice's own
     /// group state with a stranger's key: what a member impersonating her would send), between
-    /// two of her real messages in one page of bob's mailbox. The page's signatures are checked
+    /// her real messages in one page of bob's mailbox. The page's signatures are checked
     /// beside its transaction (`DeferredSignatures`), so the forged message is opened, its
     /// generation of alice's ratchet taken, and her next real message cannot open; the failed
     /// signature rolls the page back and it is applied again with each signature checked in
@@ -604,7 +604,9 @@ struct GroupKeysOverTimeTests {
             let domain = chat.world.domain
             await HostileDomainTests.blindLongPolls(of: "bob", on: domain)
             let events = EventRecorder(chat.bob)
-            let one = try await chat.alice.sendMessage("one", to: chat.chatID)
+            // Enough entries in the page for its signatures to be checked beside it.
+            var before: [ChatMessage] = []
+            for text in ["one", "two", "three", "four"] { before.append(try await chat.alice.sendMessage(text, to: chat.chatID)) }
             var group = try #require(try await chat.alice.messenger.chats.storedGroup(chat.chatID)).group
             group.signer = MLSSigner(credential: group.signer.credential, key: try Ed25519.PrivateKey())
             var forger = ChatGroup(chatID: chat.chatID, group: group)
@@ -614,12 +616,13 @@ struct GroupKeysOverTimeTests {
                 chat.world,
                 MailboxEntry(
                     sequence: 0, chatID: chat.chatID, sender: "alice", kind: .message,
-                    messageNumber: try #require(one.number) + 1, payload: forged, members: nil, postedAt: Date()),
+                    messageNumber: try #require(before.last?.number) + 1, payload: forged, members: nil, postedAt: Date()),
                 to: "bob")
-            _ = try await chat.alice.sendMessage("two", to: chat.chatID)
+            for text in ["five", "six", "seven", "eight"] { _ = try await chat.alice.sendMessage(text, to: chat.chatID) }
             try await chat.bob.refresh()
             let bobMessages = try await chat.bob.messages(in: chat.chatID)
-            #expect(bobMessages.value.map(\.content) == ["hi bob", "one", "two"])
+            #expect(
+                bobMessages.value.map(\.content) == ["hi bob", "one", "two", "three", "four", "five", "six", "seven", "eight"])
             #expect(
                 HostileDomainTests.drops(events, chat.chatID).contains { $0.contains("signature does not verify") },
                 "dropped for its signature: \(HostileDomainTests.drops(events, chat.chatID))")

@@ -202,7 +202,10 @@ actor MailboxSync: MessagingPart {
         let prepared = steps
         let outcomes: [(effects: Effects, conflict: String?)]
         do {
-            outcomes = try await write(prepared, through: last.sequence, signatures: DeferredSignatures())
+            // A short run gains nothing from checking beside it (its checks would wait for its
+            // end), and each message's latency would pay the hand-off: checked in line.
+            let deferred = prepared.count >= DeferredSignatures.handOff ? DeferredSignatures() : nil
+            outcomes = try await write(prepared, through: last.sequence, signatures: deferred)
         } catch is DeferredSignatures.Failed {
             // A signature failed, and nothing of the page was kept: the page again, every
             // signature checked in line, so that what failed is dropped alone.
