@@ -596,7 +596,7 @@ struct GroupKeysOverTimeTests {
     /// beside its transaction (`DeferredSignatures`), so the forged message is opened, its
     /// generation of alice's ratchet taken, and her next real message cannot open; the failed
     /// signature rolls the page back and it is applied again with each signature checked in
-    /// line: the forgery is dropped, both real messages are kept, in order, once.
+    /// line: the forgery is dropped, and every real message is kept, in order, once.
     @Test(arguments: MessagingStoreKind.tested)
     func aForgedSignatureInAPageIsDroppedAloneAndTheRestKept(messaging: MessagingStoreKind) async throws {
         try await Fixtures.withTemporaryDirectory { directory in
