@@ -49,8 +49,9 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     /// Runs `body` in one write transaction of `queue` on a store over it, then makes the search
-    /// index's writes it left (``searchWrites``) before the transaction commits. Every write of
-    /// the messaging store goes through here.
+    /// index's writes it left (``searchWrites``) before the transaction commits. The messenger's
+    /// writes (`MessagingStorage`) all go through here; a write made otherwise must flush them
+    /// itself (``flushSearchWrites()``) or they are lost.
     static func write<T: Sendable>(
         _ queue: DatabaseQueue, sealer: StoreSealer, purged: Locked<Bool>? = nil, _ body: (SQLiteMessagingStore) throws -> T
     ) throws -> T {
