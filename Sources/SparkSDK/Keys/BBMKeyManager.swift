@@ -167,22 +167,42 @@ public final class BBMKeyManager: Sendable {
     /// ``KeyManagementError/Code/conflict`` if another device changed them meanwhile.
     public func changePasscode(from old: String, to new: String, caller: Caller) async throws {
         try Self.checkPasscode(new, userID: caller.userID)
-        let opened = try await openKeys(passcode: old, caller: caller)
+        let changedElsewhere = KeyManagementError(
+            .conflict, "the passcode was changed on another device at the same time; try again")
+        let opened: Opened
+        do {
+            opened = try await openKeys(passcode: old, caller: caller)
+        } catch let error as KeyManagementError where error.code == .refused && error.domainCode == .notFound {
+            // The backup read here was retired before this device's attempt reached the domain:
+            // another device changed the passcode meanwhile.
+            throw changedElsewhere
+        }
         // The backup's version, and the domain's (its current key, when the backup is not under it).
         let backup = PasscodeKeyID(opened.attempt.parameters.keyID)
         let domainKey = opened.attempt.current.flatMap { PasscodeKeyID($0.parameters.keyID) } ?? backup
         var version = domainKey?.version ?? 1
-        if let backup, backup.version > version {
-            // A change interrupted before its retirement: finish it with this unlock's proof.
-            try await retire(opened.attempt.challenge, version: backup.version, with: opened.keys, caller: caller)
-            version = backup.version
-        } else {
-            try await prove(opened.attempt.challenge, with: opened.keys, caller: caller)
-        }
-        // A backup from before the OPRF names no key: the new one is made under the current key.
-        let next = domainKey.map { PasscodeKeyID(seed: $0.seed, version: version + 1) }
+        let next: PasscodeKeyID?
         let managementKey = SymmetricKey(size: .bits256)
-        let (management, attempt) = try await protect(managementKey, passcode: new, caller: caller, keyID: next)
+        let management: Data
+        let attempt: PasscodeProtection.Attempt
+        do {
+            if let backup, backup.version > version {
+                // A change interrupted before its retirement: finish it with this unlock's proof.
+                try await retire(opened.attempt.challenge, version: backup.version, with: opened.keys, caller: caller)
+                version = backup.version
+            } else {
+                try await prove(opened.attempt.challenge, with: opened.keys, caller: caller)
+            }
+            // A backup from before the OPRF names no key: the new one is made under the current key.
+            next = domainKey.map { PasscodeKeyID(seed: $0.seed, version: version + 1) }
+            (management, attempt) = try await protect(managementKey, passcode: new, caller: caller, keyID: next)
+        } catch let error as KeyManagementError where error.code == .refused {
+            // Refused because another device's change went first (its key retired the one this
+            // attempt was made under): the management key is no longer the one read here.
+            let now = try? await storage.fetch(name: KeyBlob.managementName, token: caller.token, endpointID: caller.endpointID)
+            if let now, now.blob?.version != opened.managementVersion { throw changedElsewhere }
+            throw error
+        }
         let profile = try Self.wrapProfile(opened.keys, under: managementKey)
         do {
             try await storage.store(
@@ -191,7 +211,7 @@ public final class BBMKeyManager: Sendable {
                     KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: opened.managementVersion),
                 ], token: caller.token, endpointID: caller.endpointID)
         } catch let error as DomainError where error.code == .conflict {
-            throw KeyManagementError(.conflict, "the passcode was changed on another device at the same time; try again")
+            throw changedElsewhere
         } catch let error as DomainError {
             throw KeyManagementError(.refused, error.reason, domainCode: error.code)
         }
