@@ -394,6 +394,132 @@ struct MailboxWaitTests {
         }
     }
 
+    /// A long-poll woken by a post made in its engine is answered with the entries the post
+    /// wrote, without reading the mailbox, and they are what a read returns (up to the poll's
+    /// limit); its next long-poll waits without a read too.
+    @Test func aPostHandsTheLongPollItWokeItsEntriesWithoutARead() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            var made: CountingStore?
+            let (domain, _, alice, bob) = try await Self.engine(in: directory) { sqlite in
+                made = CountingStore(sqlite)
+                return made!
+            }
+            let counts = try #require(made)
+            let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
+                .sequence
+            let poll = Task {
+                try await domain.readMailbox(token: bob, endpointID: "b1", after: head, limit: 2, wait: .seconds(30))
+            }
+            #expect(await eventually { domain.mailboxWaiters.waiting == 1 }, "bob's long-poll waits")
+            let reads = counts.mailboxReads.withLock { $0 }
+            let receipt = try await domain.postMessages(
+                token: alice, endpointID: "a1", chatID: "c1",
+                messages: ["one", "two", "three"].map { MessagePost(clientID: $0, payload: Data($0.utf8)) })
+            #expect(receipt.receipts.count == 3 && receipt.refusal == nil)
+            let answer = try await poll.value
+            #expect(answer.map(\.payload) == [Data("one".utf8), Data("two".utf8)], "the post's entries, up to the limit")
+            #expect(counts.mailboxReads.withLock { $0 } == reads, "answered without reading the mailbox")
+            let read = try await domain.readMailbox(token: bob, endpointID: "b1", after: head, limit: 2)
+            #expect(answer == read, "exactly what a read returns")
+
+            // All three taken: the next long-poll knows the end without a read.
+            let all = try await domain.readMailbox(token: bob, endpointID: "b1", after: head, limit: 10)
+            #expect(all.map(\.payload) == ["one", "two", "three"].map { Data($0.utf8) })
+            let end = try #require(all.last).sequence
+            let before = counts.mailboxReads.withLock { $0 }
+            #expect(try await Self.pollOrWait(domain, bob, after: end) == nil)
+            #expect(counts.mailboxReads.withLock { $0 } == before)
+        }
+    }
+
+    /// An endpoint removed (or taking the profile over) where this engine did not hear of it —
+    /// another instance, or `spark-admin` on the file — is not handed a post's entries by its
+    /// waiting long-poll: the post's transaction finds it unusable, so the poll reads, and is
+    /// refused as any read of that endpoint is.
+    @Test func aLongPollOfAnEndpointRemovedUnheardIsNotHandedAPostsEntries() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (domain, path, alice, bob) = try await Self.engine(in: directory)
+            let sqlite = try SQLiteDomainStore(path: path)
+            for (column, value, refusal) in [
+                ("takeover_pending", "1", DomainError.Code.forbidden), ("removed_reason", "'deregistered'", .endpointRemoved),
+            ] {
+                let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
+                    .sequence
+                let poll = Task {
+                    try await domain.readMailbox(token: bob, endpointID: "b1", after: head, limit: 10, wait: .seconds(30))
+                }
+                #expect(await eventually { domain.mailboxWaiters.waiting == 1 })
+                try sqlite.blockingWrite(.serializable) { db in
+                    try db.execute("UPDATE endpoints SET \(column) = \(value) WHERE endpoint_id = ?", ["b1"])
+                }
+                _ = try await domain.post(
+                    token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("secret".utf8), recipient: nil,
+                    clientID: nil)
+                await #expect(throws: DomainError(refusal, ""), "\(column): refused, not handed the entry") {
+                    try await poll.value
+                }
+                try sqlite.blockingWrite(.serializable) { db in
+                    try db.execute("UPDATE endpoints SET takeover_pending = 0 WHERE endpoint_id = ?", ["b1"])
+                }
+            }
+        }
+    }
+
+    /// A waiter is handed entries only where its cursor is just before them: announcements of
+    /// two posts may come in either order, and one whose entries do not follow the cursor
+    /// would skip the other's. Nor is it handed entries that are not one run of the mailbox, or
+    /// any for an endpoint not found usable.
+    @Test func aWaiterIsHandedOnlyEntriesThatFollowItsCursor() async {
+        let waiters = MailboxWaiters()
+        func entries(_ sequences: ClosedRange<Int64>, skipping: Int64? = nil) -> AppendedEntries {
+            var appended = AppendedEntries()
+            for sequence in sequences where sequence != skipping {
+                appended.add(
+                    MailboxEntry(
+                        sequence: sequence, chatID: "c", sender: "alice", kind: .message, messageNumber: sequence,
+                        payload: Data([UInt8(sequence)]), members: nil, postedAt: Date(timeIntervalSince1970: 1)),
+                    for: "bob")
+            }
+            return appended
+        }
+        let usable: Set<MailboxWaiters.Endpoint> = [.init(user: "bob", endpointID: "b1")]
+        func handed(cursor: Int64, endpoint: String = "b1", _ appended: AppendedEntries) -> [Int64]? {
+            let reader = MailboxWaiters.Reader(endpointID: endpoint, cursor: cursor, limit: 10)
+            let woken = Locked(false)
+            waiters.park(waiters.ticket(for: "bob"), reader: reader, timeout: .seconds(30)) { woken.withLock { $0 = true } }
+            #expect(waiters.waitingEndpoints(of: ["bob"]) == [.init(user: "bob", endpointID: endpoint)])
+            waiters.deliver(appended, usable: usable)
+            #expect(woken.withLock { $0 }, "woken either way")
+            return reader.take()?.map(\.sequence)
+        }
+        #expect(handed(cursor: 5, entries(6...7)) == [6, 7])
+        #expect(handed(cursor: 5, entries(7...8)) == nil, "an earlier post's entry 6 is not announced yet: read")
+        #expect(handed(cursor: 7, entries(6...8)) == nil, "behind the cursor: read")
+        #expect(handed(cursor: 5, entries(6...9, skipping: 8)) == nil, "not one run: read")
+        #expect(handed(cursor: 5, endpoint: "b2", entries(6...7)) == nil, "an endpoint not found usable: read")
+        #expect(waiters.waiting == 0)
+    }
+
+    /// A user's mailbox end known from a read moves with entries that follow it, and only those.
+    @Test func handedEntriesMoveTheKnownEndOnlyWhenTheyFollowIt() {
+        let waiters = MailboxWaiters()
+        func appended(_ sequence: Int64) -> AppendedEntries {
+            var appended = AppendedEntries()
+            appended.add(
+                MailboxEntry(
+                    sequence: sequence, chatID: "c", sender: "alice", kind: .message, messageNumber: nil, payload: Data(),
+                    members: nil, postedAt: Date(timeIntervalSince1970: 1)),
+                for: "bob")
+            return appended
+        }
+        waiters.settle(waiters.ticket(for: "bob"), at: 5)
+        waiters.deliver(appended(6), usable: [])
+        #expect(waiters.isSettled(waiters.ticket(for: "bob"), after: 6), "6 follows the end read: the end is 6")
+        #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 5))
+        waiters.deliver(appended(8), usable: [])
+        #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 8), "7 is unaccounted for: read")
+    }
+
     @Test func aWaitLongerThanThirtySecondsIsRefused() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let pair = try await Self.pair(directory)

@@ -66,8 +66,8 @@ extension DomainEngine {
         let digest = SHA256.hash(commit)
         let clockNow = clock.now()
         let now = clockNow.timeIntervalSince1970
-        let (accepted, routed) = try await storage {
-            try await store.write(Self.chatScope(chatID)) { db -> (Int64, [String]) in
+        let (accepted, appended, usable) = try await storage {
+            try await store.write(Self.chatScope(chatID)) { db -> (Int64, AppendedEntries, Set<MailboxWaiters.Endpoint>) in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
                 guard
                     let row = try db.row("SELECT epoch, last_commit, settled_epoch FROM chats WHERE chat_id = ?", [chatID])
@@ -76,7 +76,7 @@ extension DomainEngine {
                 }
                 let current = try row.get(0, as: Int64.self)
                 // A retry of the commit that won (its answer was lost) is answered as it was.
-                if current == epoch + 1, try row.get(1, as: Data?.self) == digest { return (current, []) }
+                if current == epoch + 1, try row.get(1, as: Data?.self) == digest { return (current, AppendedEntries(), []) }
                 // Only members learn the epoch.
                 let before = try Self.chatInfo(db, chatID)
                 guard let caller = before.members.first(where: { $0.userID == user }) else {
@@ -115,28 +115,31 @@ extension DomainEngine {
                     "UPDATE chats SET epoch = ?, last_commit = ?, settled_epoch = ? WHERE chat_id = ?",
                     [epoch + 1, digest, caller.isAdmin ? epoch + 1 : try row.get(2, as: Int64.self), chatID])
                 let audience = Array(Set(before.members.map(\.userID)).union(after.members.map(\.userID)))
+                var appended = AppendedEntries()
                 if change != nil {
-                    try Self.append(
+                    appended = try Self.append(
                         db, to: audience, chatID: chatID, sender: user, kind: .membership, messageNumber: nil, payload: Data(),
                         members: after.members, now: now, epoch: epoch)
                 }
-                try Self.append(
-                    db, to: audience, chatID: chatID, sender: user, kind: .commit, messageNumber: nil, payload: commit,
-                    members: nil, now: now, epoch: epoch)
+                appended.add(
+                    try Self.append(
+                        db, to: audience, chatID: chatID, sender: user, kind: .commit, messageNumber: nil, payload: commit,
+                        members: nil, now: now, epoch: epoch))
                 // The Welcome goes to every member after the commit: a commit may add devices of
                 // users who are members already (a user's new device), and each device looks for
                 // its own KeyPackage in the Welcome.
                 if let welcome {
-                    try Self.append(
-                        db, to: after.members.map(\.userID), chatID: chatID, sender: user, kind: .welcome, messageNumber: nil,
-                        payload: welcome,
-                        members: nil, now: now, epoch: epoch)
+                    appended.add(
+                        try Self.append(
+                            db, to: after.members.map(\.userID), chatID: chatID, sender: user, kind: .welcome, messageNumber: nil,
+                            payload: welcome,
+                            members: nil, now: now, epoch: epoch))
                 }
                 try db.announce(audience)
-                return (epoch + 1, audience)
+                return (epoch + 1, appended, try self.usableWaitingEndpoints(db, of: audience))
             }
         }
-        announceEntries(to: routed)
+        announceEntries(appended, usable: usable)
         return accepted
     }
 }

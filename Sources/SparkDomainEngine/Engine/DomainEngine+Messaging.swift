@@ -131,6 +131,8 @@ extension DomainEngine {
         let deadline: ContinuousClock.Instant
         let ticket: MailboxWaiters.Ticket
         let mayTrustSettled: Bool
+        /// Where a post made here leaves the entries that answer the wait.
+        let reader: MailboxWaiters.Reader
     }
 
     /// ``readMailbox(token:endpointID:after:limit:wait:)`` up to its first wait: checks the
@@ -159,18 +161,20 @@ extension DomainEngine {
 
     /// Waits for an entry for the poll's user, until its deadline.
     package func waitForMailbox(_ poll: MailboxPoll) async {
-        await mailboxWaiters.wait(poll.ticket, timeout: poll.deadline - ContinuousClock.now)
+        await mailboxWaiters.wait(poll.ticket, reader: poll.reader, timeout: poll.deadline - ContinuousClock.now)
     }
 
     /// ``waitForMailbox(_:)`` without a task: `wake` is called once when the wait would end.
     package func parkMailboxWait(_ poll: MailboxPoll, wake: @escaping MailboxWaiters.Wake) {
-        mailboxWaiters.park(poll.ticket, timeout: poll.deadline - ContinuousClock.now, wake: wake)
+        mailboxWaiters.park(poll.ticket, reader: poll.reader, timeout: poll.deadline - ContinuousClock.now, wake: wake)
     }
 
-    /// The read after a wait: what came, or another wait until the deadline.
+    /// The read after a wait: what came, or another wait until the deadline. What a post made
+    /// here handed the wait is the answer without a read (see ``MailboxWaiters/deliver(_:usable:)``).
     package func continueMailboxRead(_ poll: MailboxPoll) async throws -> MailboxStep {
         // Its client is gone (the connection closed): nobody would get what a read found.
         if Task.isCancelled { return .entries([]) }
+        if let delivered = poll.reader.take() { return .entries(delivered) }
         return try await mailboxStep(
             user: poll.user, endpointID: poll.endpointID, cursor: poll.cursor, limit: poll.limit, deadline: poll.deadline,
             mayTrustSettled: poll.mayTrustSettled)
@@ -195,7 +199,8 @@ extension DomainEngine {
         return .wait(
             MailboxPoll(
                 user: user, endpointID: endpointID, cursor: cursor, limit: limit, deadline: deadline, ticket: ticket,
-                mayTrustSettled: mayTrustSettled && store.hearsEveryWriter))
+                mayTrustSettled: mayTrustSettled && store.hearsEveryWriter,
+                reader: MailboxWaiters.Reader(endpointID: endpointID, cursor: cursor, limit: limit)))
     }
 
     /// How long an entry every endpoint of its user has read past is still kept (a device that
@@ -463,11 +468,15 @@ extension DomainEngine {
         }
     }
 
+    /// Appends one entry to each user's mailbox; returns them (for the announcement to hand
+    /// the long-polls waiting on them).
+    @discardableResult
     static func append(
         _ db: any DomainStatements, to users: [String], chatID: String, sender: String, kind: MailboxKind, messageNumber: Int64?,
         payload: Data,
         members: [ChatMember]?, now: TimeInterval, epoch: Int64? = nil
-    ) throws {
+    ) throws -> AppendedEntries {
+        var appended = AppendedEntries()
         let membersJSON = try members.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         // In one order for every transaction, so two that route to the same users never wait
         // on each other's mailbox heads; each head moves in one atomic statement. The users go
@@ -490,6 +499,11 @@ extension DomainEngine {
                     throw DomainError(.storageFailure, "the mailbox head of \(user) did not move")
                 }
                 arguments += [user, sequence, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now, epoch]
+                appended.add(
+                    MailboxEntry(
+                        sequence: sequence, chatID: chatID, sender: sender, kind: kind, messageNumber: messageNumber,
+                        payload: payload, members: members, postedAt: Date(timeIntervalSince1970: now), epoch: epoch),
+                    for: user)
             }
             try db.execute(
                 """
@@ -497,6 +511,7 @@ extension DomainEngine {
                 VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: size).joined(separator: ", "))
                 """, arguments)
         }
+        return appended
     }
 
     /// `users` once each, in order, in batches whose sizes are powers of two up to

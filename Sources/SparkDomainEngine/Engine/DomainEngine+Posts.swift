@@ -20,17 +20,18 @@ extension DomainEngine {
         let now = clock.now()
         // Group commit: posts that arrive together share one transaction, each in a savepoint,
         // and each is answered once that transaction committed (see `GroupCommit`).
-        let (receipt, routed) = try await storage {
-            try await posts.write(locks: Self.chatLocks(chatID)) { db -> (PostReceipt, [String]) in
+        let (receipt, appended, usable) = try await storage {
+            try await posts.write(locks: Self.chatLocks(chatID)) { db -> (PostReceipt, AppendedEntries, Set<MailboxWaiters.Endpoint>) in
                 let info = try Self.poster(db, caller, chatID: chatID, moderated: kind.isModerated, now: now)
-                let (receipt, audience) = try self.append(
+                let (receipt, appended) = try self.append(
                     Post(kind: kind, payload: payload, recipient: recipient, clientID: clientID), db, by: caller.userID,
                     in: info, policy: policy, now: now)
+                let audience = appended.users
                 if !audience.isEmpty { try db.announce(audience) }
-                return (receipt, audience)
+                return (receipt, appended, try self.usableWaitingEndpoints(db, of: audience))
             }
         }
-        announceEntries(to: routed)
+        announceEntries(appended, usable: usable)
         return receipt
     }
 
@@ -51,21 +52,22 @@ extension DomainEngine {
         // checked once; each message (its size, its epoch, the limits) in a savepoint of its own,
         // so that the first one refused ends the batch with the ones before it kept (those after
         // it were sealed in the same epoch, or follow it in the sender's order: not tried).
-        let (receipt, routed) = try await storage {
-            try await posts.write(locks: Self.chatLocks(chatID)) { db -> (PostBatchReceipt, [String]) in
+        let (receipt, appended, usable) = try await storage {
+            try await posts.write(locks: Self.chatLocks(chatID)) {
+                db -> (PostBatchReceipt, AppendedEntries, Set<MailboxWaiters.Endpoint>) in
                 let info = try Self.poster(db, caller, chatID: chatID, moderated: true, now: now)
                 var batch = PostBatchReceipt(receipts: [], refusal: nil)
-                var routed: Set<String> = []
+                var appended = AppendedEntries()
                 for message in messages {
                     try db.execute("SAVEPOINT post_message")
                     do {
                         try Self.checkPayload(message.payload)
-                        let (receipt, audience) = try self.append(
+                        let (receipt, entries) = try self.append(
                             Post(kind: .message, payload: message.payload, recipient: nil, clientID: message.clientID), db,
                             by: caller.userID, in: info, policy: policy, now: now)
                         try db.execute("RELEASE SAVEPOINT post_message")
                         batch.receipts.append(receipt)
-                        routed.formUnion(audience)
+                        appended.add(entries)
                     } catch let refusal as DomainError {
                         try db.execute("ROLLBACK TO SAVEPOINT post_message")
                         try db.execute("RELEASE SAVEPOINT post_message")
@@ -73,11 +75,12 @@ extension DomainEngine {
                         break
                     }
                 }
-                if !routed.isEmpty { try db.announce(Array(routed)) }
-                return (batch, Array(routed))
+                let routed = appended.users
+                if !routed.isEmpty { try db.announce(routed) }
+                return (batch, appended, try self.usableWaitingEndpoints(db, of: routed))
             }
         }
-        announceEntries(to: routed)
+        announceEntries(appended, usable: usable)
         return receipt
     }
 
@@ -111,11 +114,11 @@ extension DomainEngine {
     }
 
     /// Appends `post` by `user` to the mailboxes of its audience in the chat `info`; returns its
-    /// receipt and who was sent it (none for a repeat of a post accepted before, which is
+    /// receipt and the entries written (none for a repeat of a post accepted before, which is
     /// answered with its first receipt).
     private func append(
         _ post: Post, _ db: any DomainStatements, by user: String, in info: ChatInfo, policy: DomainPolicy, now: Date
-    ) throws -> (PostReceipt, [String]) {
+    ) throws -> (PostReceipt, AppendedEntries) {
         let chatID = info.chatID
         let kind = post.kind
         if let clientID = post.clientID, kind != .ephemeral {
@@ -123,7 +126,10 @@ extension DomainEngine {
                 "SELECT message_number, posted_at FROM posted WHERE chat_id = ? AND sender = ? AND client_id = ?",
                 [chatID, user, clientID])
             {
-                return (PostReceipt(messageNumber: try row.get(0), postedAt: Date(timeIntervalSince1970: try row.get(1))), [])
+                return (
+                    PostReceipt(messageNumber: try row.get(0), postedAt: Date(timeIntervalSince1970: try row.get(1))),
+                    AppendedEntries()
+                )
             }
         }
         // An MLS message of an epoch the chat has left (a commit was ordered after the sender
@@ -168,7 +174,7 @@ extension DomainEngine {
             try Self.chargeHeld(
                 db, recipients: audience.filter { $0 != user }, sender: user, bytes: bytes, cap: policy.unreadBytesPerSender)
         }
-        try Self.append(
+        let appended = try Self.append(
             db, to: audience, chatID: chatID, sender: user, kind: kind, messageNumber: number, payload: post.payload,
             members: nil,
             now: now.timeIntervalSince1970)
@@ -177,7 +183,7 @@ extension DomainEngine {
                 "INSERT INTO posted(chat_id, sender, client_id, message_number, posted_at) VALUES (?, ?, ?, ?, ?)",
                 [chatID, user, clientID, number, now.timeIntervalSince1970])
         }
-        return (PostReceipt(messageNumber: number, postedAt: now), audience)
+        return (PostReceipt(messageNumber: number, postedAt: now), appended)
     }
 }
 

@@ -168,14 +168,49 @@ package final class DomainEngine: DomainService {
         }
     }
 
-    /// Starts hearing of other processes' commits (once): the store's announcements (other
-    /// `spark-domaind` instances on one PostgreSQL database) wake the users they name, and, when
-    /// other processes may write the file, each change of it wakes every waiter here to read its
-    /// mailbox again.
     /// Entries reached these users' mailboxes, committed: wakes their long-polls in this process
     /// and, when other processes share the file, theirs.
     func announceEntries(to users: some Sequence<String>) {
         mailboxWaiters.notify(users)
+        pokeOtherProcesses()
+    }
+
+    /// Entries one transaction wrote, committed: wakes their users' long-polls here, handing
+    /// each whose endpoint is in `usable` the entries where they are what its read would
+    /// return (``MailboxWaiters/deliver(_:usable:)``), and, when other processes share the
+    /// file, wakes theirs to read.
+    func announceEntries(_ appended: AppendedEntries, usable: Set<MailboxWaiters.Endpoint>) {
+        mailboxWaiters.deliver(appended, usable: usable)
+        pokeOtherProcesses()
+    }
+
+    /// Of the endpoints whose long-polls wait here on `users`' mailboxes, those that may read
+    /// them, as the mailbox read checks (registered to the user, not removed, not taking the
+    /// profile over): called in the transaction that appends, so a removal committed before it
+    /// is seen; a long-poll that starts waiting after it reads the mailbox when woken.
+    func usableWaitingEndpoints(_ db: any DomainStatements, of users: some Sequence<String>) throws
+        -> Set<MailboxWaiters.Endpoint>
+    {
+        let waiting = mailboxWaiters.waitingEndpoints(of: users)
+        guard !waiting.isEmpty else { return [] }
+        let wanted = Set(waiting)
+        var usable: Set<MailboxWaiters.Endpoint> = []
+        try Self.inBatches(waiting.map(\.endpointID)) { batch in
+            let rows = try db.rows(
+                """
+                SELECT endpoint_id, user_id FROM endpoints WHERE endpoint_id IN (\(Array(repeating: "?", count: batch.count).joined(separator: ", ")))
+                AND removed_reason IS NULL AND takeover_pending = 0
+                """, Array(batch))
+            for row in rows {
+                let endpoint = MailboxWaiters.Endpoint(user: try row.get(1), endpointID: try row.get(0))
+                if wanted.contains(endpoint) { usable.insert(endpoint) }
+            }
+        }
+        return usable
+    }
+
+    /// Tells the other processes that share the embedded file that it changed.
+    private func pokeOtherProcesses() {
         guard sharedWithOtherProcesses else { return }
         let poke = poke.withLock { poke in
             if poke == nil { poke = FileChangeSignal.Poke(path: path) }
@@ -184,6 +219,10 @@ package final class DomainEngine: DomainService {
         poke?()
     }
 
+    /// Starts hearing of other processes' commits (once): the store's announcements (other
+    /// `spark-domaind` instances on one PostgreSQL database) wake the users they name, and, when
+    /// other processes may write the file, each change of it wakes every waiter here to read its
+    /// mailbox again.
     func startWatchingOtherProcesses() {
         let (waiters, settings) = (mailboxWaiters, settings)
         store.listen { announcement in
