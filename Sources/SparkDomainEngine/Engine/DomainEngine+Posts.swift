@@ -21,7 +21,8 @@ extension DomainEngine {
         // Group commit: posts that arrive together share one transaction, each in a savepoint,
         // and each is answered once that transaction committed (see `GroupCommit`).
         let (receipt, appended, usable) = try await storage {
-            try await posts.write(locks: Self.chatLocks(chatID)) { db -> (PostReceipt, AppendedEntries, Set<MailboxWaiters.Endpoint>) in
+            try await posts.write(locks: Self.chatLocks(chatID)) {
+                db -> (PostReceipt, AppendedEntries, Set<MailboxWaiters.Endpoint>) in
                 let info = try Self.poster(db, caller, chatID: chatID, moderated: kind.isModerated, now: now)
                 let (receipt, appended) = try self.append(
                     Post(kind: kind, payload: payload, recipient: recipient, clientID: clientID), db, by: caller.userID,
