@@ -368,24 +368,35 @@ struct KeyManagerTests {
         }
     }
 
-    /// The domain's key store, with a hook run once before the first read of the profile blob.
+    /// The domain's key store, with a hook run once: before the first read of the profile blob
+    /// (after the passcode's attempt), or right after the first read of the management blob
+    /// (before it).
     final class InterleavingStorage: BBMKeyStorageProvider {
         let inner: DomainKeyStorage
         let hook: Locked<(@Sendable () async throws -> Void)?>
+        let afterManagementRead: Bool
 
-        init(domain: any DomainService, beforeProfileRead hook: @escaping @Sendable () async throws -> Void) {
+        init(
+            domain: any DomainService, afterManagementRead: Bool = false,
+            beforeProfileRead hook: @escaping @Sendable () async throws -> Void
+        ) {
             inner = DomainKeyStorage(domain: domain)
             self.hook = Locked(hook)
+            self.afterManagementRead = afterManagementRead
+        }
+        private func takeHook() -> (@Sendable () async throws -> Void)? {
+            hook.withLock { hook in
+                defer { hook = nil }
+                return hook
+            }
         }
         func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch {
-            if name == KeyBlob.profileName,
-                let hook = hook.withLock({ hook in
-                    defer { hook = nil }
-                    return hook
-                })
-            {
-                try await hook()
+            if afterManagementRead {
+                let fetched = try await inner.fetch(name: name, token: token, endpointID: endpointID)
+                if name == KeyBlob.managementName, let hook = takeHook() { try await hook() }
+                return fetched
             }
+            if name == KeyBlob.profileName, let hook = takeHook() { try await hook() }
             return try await inner.fetch(name: name, token: token, endpointID: endpointID)
         }
         func store(name: String, data: Data, expectedVersion: Int?, token: String, endpointID: String) async throws -> Int {
@@ -393,6 +404,41 @@ struct KeyManagerTests {
         }
         func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws {
             try await inner.store(writes, token: token, endpointID: endpointID)
+        }
+    }
+
+    /// Two devices change the passcode, the second's steps falling at each point of the
+    /// first's: after the phone read the management blob (its attempt then meets a key the
+    /// laptop's change retired) and after its attempt (its proof meets the retired key). Each
+    /// time the phone is told `conflict`, not `refused`, and the laptop's change stands whole.
+    @Test func aPasscodeChangedElsewhereDuringAChangeIsAConflict() async throws {
+        for afterManagementRead in [true, false] {
+            try await Fixtures.withTemporaryDirectory { directory in
+                let keys = try await KeyHarness(directory)
+                let (laptop, laptopCaller) = try await keys.device("laptop")
+                let created = try await laptop.createKeys(passcode: "first-passcode", caller: laptopCaller)
+                _ = try await keys.harness.domain.registerEndpoint(
+                    token: keys.token, registration: .init(endpointID: "phone", description: "phone"))
+                let storage = InterleavingStorage(domain: keys.harness.domain, afterManagementRead: afterManagementRead) {
+                    try await laptop.changePasscode(from: "first-passcode", to: "second-passcode", caller: laptopCaller)
+                }
+                let phone = BBMKeyManager(
+                    domain: keys.harness.domain, store: try keys.harness.store("phone"), storage: storage,
+                    unsafePasscodeIterations: 1000)
+                let phoneCaller = BBMKeyManager.Caller(token: keys.token, userID: "alice", endpointID: "phone")
+                await #expect(
+                    throws: KeyManagementError(.conflict, ""), "interleaved after the management read: \(afterManagementRead)"
+                ) {
+                    try await phone.changePasscode(from: "first-passcode", to: "phone-passcode", caller: phoneCaller)
+                }
+                let (tablet, tabletCaller) = try await keys.device("tablet")
+                await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
+                    try await tablet.unlock(passcode: "phone-passcode", caller: tabletCaller)
+                }
+                #expect(
+                    try await tablet.unlock(passcode: "second-passcode", caller: tabletCaller).signing.publicKey
+                        == created.signing.publicKey)
+            }
         }
     }
 
