@@ -20,6 +20,11 @@ enum OpenSSLAESGCM {
     /// A cipher context keyed with `key` and set to `nonce`, taken from the key's pool of keyed
     /// contexts (or made and keyed now). Give it back with `finish(_:key:succeeded:)`.
     private static func context(encrypting: Bool, key: SymmetricKey, nonce: Data) throws -> KeyedContext {
+        try nonce.withUnsafeBytes { nonce in try context(encrypting: encrypting, key: key, nonce: nonce) }
+    }
+
+    /// ``context(encrypting:key:nonce:)`` with the nonce in place (no copy of it made).
+    private static func context(encrypting: Bool, key: SymmetricKey, nonce: UnsafeRawBufferPointer) throws -> KeyedContext {
         let enc: Int32 = encrypting ? 1 : 0
         let keyed: KeyedContext
         if let pooled = key.cipherContexts.take() {
@@ -43,9 +48,7 @@ enum OpenSSLAESGCM {
                     EVP_CIPHER_CTX_ctrl(keyed.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil), "GCM_SET_IVLEN")
                 keyed.ivLength = nonce.count
             }
-            try nonce.withUnsafeBytes { iv in
-                try OpenSSL.check(EVP_CipherInit_ex(keyed.pointer, nil, nil, nil, iv.bytePointer, enc), "EVP_CipherInit_ex(iv)")
-            }
+            try OpenSSL.check(EVP_CipherInit_ex(keyed.pointer, nil, nil, nil, nonce.bytePointer, enc), "EVP_CipherInit_ex(iv)")
             return keyed
         } catch {
             EVP_CIPHER_CTX_free(keyed.pointer)
@@ -159,7 +162,7 @@ extension OpenSSLAESGCM {
         guard count >= 0, output.count >= count, count <= Int(Int32.max) - 16 else {
             throw CryptoError(.malformedInput, "an AES-GCM box of \(combined.count) bytes does not fit \(output.count)")
         }
-        let keyed = try context(encrypting: false, key: key, nonce: Data(combined.prefix(12)))
+        let keyed = try context(encrypting: false, key: key, nonce: UnsafeRawBufferPointer(rebasing: combined.prefix(12)))
         var succeeded = false
         defer { finish(keyed, key: key, succeeded: succeeded) }
         let context = keyed.pointer

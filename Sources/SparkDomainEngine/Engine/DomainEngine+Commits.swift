@@ -135,7 +135,7 @@ extension DomainEngine {
                             payload: welcome,
                             members: nil, now: now, epoch: epoch))
                 }
-                try db.announce(audience)
+                try db.announce(appended)
                 return (epoch + 1, appended, try self.usableWaitingEndpoints(db, of: audience))
             }
         }

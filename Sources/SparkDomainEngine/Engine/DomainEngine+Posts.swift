@@ -27,9 +27,8 @@ extension DomainEngine {
                 let (receipt, appended) = try self.append(
                     Post(kind: kind, payload: payload, recipient: recipient, clientID: clientID), db, by: caller.userID,
                     in: info, policy: policy, now: now)
-                let audience = appended.users
-                if !audience.isEmpty { try db.announce(audience) }
-                return (receipt, appended, try self.usableWaitingEndpoints(db, of: audience))
+                if !appended.byUser.isEmpty { try db.announce(appended) }
+                return (receipt, appended, try self.usableWaitingEndpoints(db, of: appended.users))
             }
         }
         announceEntries(appended, usable: usable)
@@ -76,9 +75,8 @@ extension DomainEngine {
                         break
                     }
                 }
-                let routed = appended.users
-                if !routed.isEmpty { try db.announce(routed) }
-                return (batch, appended, try self.usableWaitingEndpoints(db, of: routed))
+                if !appended.byUser.isEmpty { try db.announce(appended) }
+                return (batch, appended, try self.usableWaitingEndpoints(db, of: appended.users))
             }
         }
         announceEntries(appended, usable: usable)

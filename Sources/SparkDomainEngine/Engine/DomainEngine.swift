@@ -191,7 +191,11 @@ package final class DomainEngine: DomainService {
     func usableWaitingEndpoints(_ db: any DomainStatements, of users: some Sequence<String>) throws
         -> Set<MailboxWaiters.Endpoint>
     {
-        let waiting = mailboxWaiters.waitingEndpoints(of: users)
+        try Self.usable(mailboxWaiters.waitingEndpoints(of: users), db)
+    }
+
+    /// Those of `waiting` that may read their user's mailbox now.
+    static func usable(_ waiting: [MailboxWaiters.Endpoint], _ db: any DomainStatements) throws -> Set<MailboxWaiters.Endpoint> {
         guard !waiting.isEmpty else { return [] }
         let wanted = Set(waiting)
         var usable: Set<MailboxWaiters.Endpoint> = []
@@ -224,10 +228,18 @@ package final class DomainEngine: DomainService {
     /// other processes may write the file, each change of it wakes every waiter here to read its
     /// mailbox again.
     func startWatchingOtherProcesses() {
-        let (waiters, settings) = (mailboxWaiters, settings)
+        let (waiters, settings, store) = (mailboxWaiters, settings, store)
         store.listen { announcement in
             switch announcement {
             case .users(let users): waiters.notify(users)
+            case .entries(let appended):
+                // Committed elsewhere: the waiting endpoints are checked by a read now, on the
+                // listener's thread (so announcements are handled in the order they came). A
+                // failed check hands nothing: every waiter reads.
+                let usable =
+                    (try? store.blockingReadEach { db in try Self.usable(waiters.waitingEndpoints(of: appended.users), db) })
+                    ?? []
+                waiters.deliver(appended, usable: usable)
             case .everyone:
                 settings.withLock { $0.changed() }
                 waiters.notifyEveryone()

@@ -3,7 +3,7 @@ import SparkLock
 
 /// Each user's entries one transaction wrote, in sequence order: what its announcement hands
 /// the long-polls waiting on them (``MailboxWaiters/deliver(_:usable:)``).
-package struct AppendedEntries: Sendable {
+package struct AppendedEntries: Sendable, Equatable {
     /// The entries by user.
     package private(set) var byUser: [String: [MailboxEntry]] = [:]
 
@@ -203,7 +203,7 @@ package final class MailboxWaiters: Sendable {
                 state.clock += 1
                 state.generations[user] = state.clock
                 guard let first = entries.first, let last = entries.last,
-                    last.sequence - first.sequence == Int64(entries.count - 1)
+                    zip(entries, entries.dropFirst()).allSatisfy({ $1.sequence == $0.sequence + 1 })
                 else {
                     // Not one run of the mailbox: every waiter reads.
                     woken.append(contentsOf: (state.waiters.removeValue(forKey: user) ?? [:]).values.map(\.wake))

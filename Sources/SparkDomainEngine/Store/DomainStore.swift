@@ -59,9 +59,13 @@ package enum WriteScope: Sendable, Hashable {
 }
 
 /// What another process told this one about the mailboxes.
-package enum Announcement: Sendable, Hashable {
+package enum Announcement: Sendable, Equatable {
     /// Entries reached these users' mailboxes.
     case users([String])
+    /// These entries reached their users' mailboxes (committed): a long-poll waiting on one of
+    /// them may be handed them (``MailboxWaiters/deliver(_:usable:)``, its endpoint checked by a
+    /// read after the commit).
+    case entries(AppendedEntries)
     /// Anything may have changed (the store lost touch and may have missed announcements).
     case everyone
     /// The policy or the trusted issuers changed.
@@ -131,6 +135,11 @@ package protocol DomainStatements {
     /// that entries reached these users' mailboxes. A store without other writers ignores it.
     func announce(_ users: [String]) throws
     /// Tells other processes on the same store, when (and only if) this transaction commits,
+    /// that these entries reached their users' mailboxes (what the transaction wrote since the
+    /// savepoints around it; entries a savepoint rolled back are not told). A store that cannot
+    /// carry the entries tells their users, as ``announce(_:)-([String])`` does.
+    func announce(_ appended: AppendedEntries) throws
+    /// Tells other processes on the same store, when (and only if) this transaction commits,
     /// that the policy or the trusted issuers changed. A store without other writers ignores it.
     func announceSettingsChange() throws
 }
@@ -138,6 +147,8 @@ package protocol DomainStatements {
 extension DomainStatements {
     /// No one else to tell.
     package func announce(_ users: [String]) throws {}
+    /// Tells the entries' users (``announce(_:)-([String])``).
+    package func announce(_ appended: AppendedEntries) throws { try announce(appended.users) }
     /// No one else to tell.
     package func announceSettingsChange() throws {}
     /// Runs a statement without arguments.

@@ -34,6 +34,8 @@ package final class PostgreSQLDomainStore: DomainStore {
 
     /// The channel every instance listens on; a payload is user ids, one per line.
     static let channel = "spark_mailbox"
+    /// The channel of the entries a transaction wrote (``EntryNotifications``).
+    static let entriesChannel = "spark_mailbox_entries"
     /// The channel that says the policy or the trusted issuers changed; its payload is empty.
     static let settingsChannel = "spark_settings"
     /// The longest payload PostgreSQL takes is 8000 bytes; longer lists go out in parts.
@@ -209,7 +211,8 @@ package final class PostgreSQLDomainStore: DomainStore {
         listener.withLock { listener in
             guard listener == nil else { return }
             listener = MailboxListener(
-                conninfo: conninfo, channel: Self.channel, settingsChannel: Self.settingsChannel, wake: wake)
+                conninfo: conninfo, channel: Self.channel, entriesChannel: Self.entriesChannel,
+                settingsChannel: Self.settingsChannel, wake: wake)
         }
     }
 
@@ -229,6 +232,10 @@ package final class PostgreSQLDomainStore: DomainStore {
     final class Statements: DomainStatements {
         let connection: PostgreSQLConnection
         private var announced: [String] = []
+        /// The entries announced, in order, and where each open savepoint began in them (a
+        /// savepoint rolled back takes its entries out: they were never written).
+        private var appended: [(user: String, entry: MailboxEntry)] = []
+        private var savepoints: [Int] = []
         private var settingsChanged = false
         private var numbered: [String: String] = [:]
 
@@ -246,7 +253,15 @@ package final class PostgreSQLDomainStore: DomainStore {
         }
 
         func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int {
-            try run(sql, arguments).changed
+            let changed = try run(sql, arguments).changed
+            if sql.hasPrefix("SAVEPOINT ") {
+                savepoints.append(appended.count)
+            } else if sql.hasPrefix("ROLLBACK TO SAVEPOINT "), let start = savepoints.last {
+                appended.removeSubrange(start...)
+            } else if sql.hasPrefix("RELEASE SAVEPOINT ") {
+                _ = savepoints.popLast()
+            }
+            return changed
         }
 
         func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [Row] {
@@ -271,6 +286,12 @@ package final class PostgreSQLDomainStore: DomainStore {
             announced.append(contentsOf: users)
         }
 
+        func announce(_ entries: AppendedEntries) throws {
+            for (user, list) in entries.byUser {
+                for entry in list { appended.append((user, entry)) }
+            }
+        }
+
         func announceSettingsChange() throws {
             settingsChanged = true
         }
@@ -280,6 +301,15 @@ package final class PostgreSQLDomainStore: DomainStore {
             if settingsChanged {
                 _ = try connection.run("SELECT pg_notify($1, '')", [.text(PostgreSQLDomainStore.settingsChannel)])
                 settingsChanged = false
+            }
+            if !appended.isEmpty {
+                let (payloads, uncarried) = EntryNotifications.payloads(appended, limit: PostgreSQLDomainStore.payloadLimit)
+                for payload in payloads {
+                    _ = try connection.run(
+                        "SELECT pg_notify($1, $2)", [.text(PostgreSQLDomainStore.entriesChannel), .text(payload)])
+                }
+                announced += uncarried
+                appended = []
             }
             guard !announced.isEmpty else { return }
             var part = ""
