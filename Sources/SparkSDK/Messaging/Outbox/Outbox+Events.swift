@@ -160,10 +160,14 @@ extension Outbox {
     }
 
     /// Sends the delivery receipts the last reads found due (per chat, for the messages they
-    /// brought); one that fails now is not retried (the sender sees those messages sent).
+    /// brought); one that fails now is not retried (the sender sees those messages sent). The
+    /// chats' receipts go at once, each chat's in order: their posts reach the domain together,
+    /// which writes them in one transaction (its group commit), instead of one after another.
     func flushReceipts(_ due: [String: [CoveredMessage]]) async {
-        for (chatID, messages) in due.sorted(by: { $0.key < $1.key }) {
-            try? await sendReceipts(chatID: chatID, receipt: .delivered, covering: messages)
+        await withTaskGroup(of: Void.self) { group in
+            for (chatID, messages) in due {
+                group.addTask { try? await self.sendReceipts(chatID: chatID, receipt: .delivered, covering: messages) }
+            }
         }
     }
 
