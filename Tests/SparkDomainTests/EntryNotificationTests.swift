@@ -235,6 +235,30 @@ struct EntryNotificationTests {
         var expected = AppendedEntries()
         for (user, entry) in log.dropLast() { expected.add(entry, for: user) }
         #expect(decoded == expected)
+        // Payloads packed to the byte: whatever the sizes, none is over the limit, and every
+        // entry comes back.
+        for (index, size) in stride(from: 40, through: 7_000, by: 373).enumerated() {
+            var many: [(user: String, entry: MailboxEntry)] = []
+            for post in 0..<(3 + index % 5) {
+                for user in 0..<(1 + (index * 7 + post) % 40) {
+                    many.append(
+                        (
+                            "u\(user)-\(String(repeating: "é", count: (user + index) % 9))",
+                            MailboxEntry(
+                                sequence: Int64(post + 1), chatID: "c", sender: "s", kind: .message, messageNumber: Int64(post),
+                                payload: Data(repeating: 9, count: size + post), members: nil,
+                                postedAt: Date(timeIntervalSince1970: 5))
+                        ))
+                }
+            }
+            let (packed, left) = EntryNotifications.payloads(many, limit: PostgreSQLDomainStore.payloadLimit)
+            #expect(packed.allSatisfy { $0.utf8.count <= PostgreSQLDomainStore.payloadLimit }, "payload size \(size)")
+            var back = AppendedEntries()
+            for payload in packed { back.add(try #require(EntryNotifications.entries(payload))) }
+            var carried = AppendedEntries()
+            for (user, entry) in many where !left.contains(user) { carried.add(entry, for: user) }
+            #expect(back == carried && (left.isEmpty || size > 5_000), "payload size \(size)")
+        }
         #expect(EntryNotifications.entries("not json") == nil)
         #expect(EntryNotifications.entries(#"[{"c":"c","s":"a","k":"message","p":"","t":1,"u":["bob"],"q":[]}]"#) == nil)
     }

@@ -112,7 +112,8 @@ enum EntryNotifications {
         var payloads: [String] = []
         var current = ""
         for piece in pieces {
-            if !current.isEmpty, current.utf8.count + piece.utf8.count + 2 > limit {
+            // What the payload would be with this piece: a comma and the brackets besides.
+            if !current.isEmpty, current.utf8.count + 1 + piece.utf8.count + 2 > limit {
                 payloads.append("[" + current + "]")
                 current = ""
             }
