@@ -13,52 +13,6 @@ import Testing
 /// they are exactly what its read would return.
 @Suite("Domain: entries handed to long-polls across instances", .serialized)
 struct EntryNotificationTests {
-    /// A store that counts the statements that read a mailbox, and passes everything else on
-    /// (the announcements it hears included).
-    final class CountingStore: DomainStore {
-        let inner: any DomainStore
-        let mailboxReads = Locked(0)
-
-        init(_ inner: any DomainStore) { self.inner = inner }
-
-        final class Statements: DomainStatements {
-            let inner: any DomainStatements
-            let store: CountingStore
-            init(_ inner: any DomainStatements, _ store: CountingStore) {
-                self.inner = inner
-                self.store = store
-            }
-            func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int {
-                try inner.execute(sql, arguments)
-            }
-            func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [Row] {
-                if sql.contains("FROM mailbox ") || sql.contains("FROM mailbox\n") { store.mailboxReads.withLock { $0 += 1 } }
-                return try inner.rows(sql, arguments)
-            }
-            func row(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Row? { try inner.row(sql, arguments) }
-            func scalar<T: DatabaseValueConvertible>(
-                _ sql: String, _ arguments: [any DatabaseValueConvertible], as type: T.Type
-            ) throws -> T? { try inner.scalar(sql, arguments, as: type) }
-            func announce(_ users: [String]) throws { try inner.announce(users) }
-            func announce(_ appended: AppendedEntries) throws { try inner.announce(appended) }
-            func announceSettingsChange() throws { try inner.announceSettingsChange() }
-        }
-
-        var threads: TransactionThreads { inner.threads }
-        func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.blockingWrite(scope) { db in try body(Statements(db, self)) }
-        }
-        func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.blockingRead { db in try body(Statements(db, self)) }
-        }
-        func blockingReadEach<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.blockingReadEach { db in try body(Statements(db, self)) }
-        }
-        func listen(_ wake: @escaping @Sendable (Announcement) -> Void) { inner.listen(wake) }
-        var settingsLifetime: Duration { inner.settingsLifetime }
-        var hearsEveryWriter: Bool { inner.hearsEveryWriter }
-    }
-
     /// Two engines on one new database, the second's reads counted; alice (a1) and bob (b1, b2)
     /// in chat c1.
     static func instances() async throws -> (
@@ -102,19 +56,23 @@ struct EntryNotificationTests {
         return (poll, head)
     }
 
-    @Test func aLongPollOnAnotherInstanceIsHandedThePostsEntriesWithoutARead() async throws {
-        let (first, second, counts, _, alice, bob) = try await Self.instances()
-        // Until the second engine's listener is in place a post may go unheard (then its wait
-        // would end in a read): one post it hears first.
+    /// Until the second engine's listener is in place a post through the first may go unheard
+    /// there (its long-poll would then end in a read): posts until one is heard.
+    static func untilHeard(_ first: DomainEngine, _ second: DomainEngine, _ alice: String, _ bob: String) async throws {
         var heard = false
         for attempt in 0..<50 where !heard {
-            let (poll, _) = try await Self.waitingPoll(second, bob, "b1")
+            let (poll, _) = try await waitingPoll(second, bob, "b1")
             _ = try await first.post(
                 token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("warm \(attempt)".utf8),
                 recipient: nil, clientID: nil)
             heard = try await poll.value.count == 1
         }
         #expect(heard)
+    }
+
+    @Test func aLongPollOnAnotherInstanceIsHandedThePostsEntriesWithoutARead() async throws {
+        let (first, second, counts, _, alice, bob) = try await Self.instances()
+        try await Self.untilHeard(first, second, alice, bob)
 
         let (poll, head) = try await Self.waitingPoll(second, bob, "b1", limit: 2)
         let reads = counts.mailboxReads.withLock { $0 }
@@ -133,15 +91,7 @@ struct EntryNotificationTests {
     /// that instance checks the waiting endpoints by a read after the post committed.
     @Test func aRemovedEndpointsLongPollOnAnotherInstanceIsRefusedNotHandedEntries() async throws {
         let (first, second, _, raw, alice, bob) = try await Self.instances()
-        var heard = false
-        for attempt in 0..<50 where !heard {
-            let (poll, _) = try await Self.waitingPoll(second, bob, "b1")
-            _ = try await first.post(
-                token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("warm \(attempt)".utf8),
-                recipient: nil, clientID: nil)
-            heard = try await poll.value.count == 1
-        }
-        #expect(heard)
+        try await Self.untilHeard(first, second, alice, bob)
         let (poll, _) = try await Self.waitingPoll(second, bob, "b2")
         _ = try await Fixtures.blocking {
             try raw.blockingWrite(.serializable) { db in

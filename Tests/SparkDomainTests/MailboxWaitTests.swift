@@ -225,43 +225,6 @@ struct MailboxWaitTests {
         #expect(!waiters.isSettled(waiters.ticket(for: "bob"), after: 6), "read before the last entry was announced")
     }
 
-    /// The SQLite store, counting the statements that read a mailbox.
-    final class CountingStore: DomainStore {
-        let inner: SQLiteDomainStore
-        let mailboxReads = Locked(0)
-
-        init(_ inner: SQLiteDomainStore) { self.inner = inner }
-
-        final class Statements: DomainStatements {
-            let inner: any DomainStatements
-            let store: CountingStore
-            init(_ inner: any DomainStatements, _ store: CountingStore) {
-                self.inner = inner
-                self.store = store
-            }
-            func execute(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int {
-                try inner.execute(sql, arguments)
-            }
-            func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [Row] {
-                if sql.contains("FROM mailbox") { store.mailboxReads.withLock { $0 += 1 } }
-                return try inner.rows(sql, arguments)
-            }
-            func row(_ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Row? { try inner.row(sql, arguments) }
-            func scalar<T: DatabaseValueConvertible>(
-                _ sql: String, _ arguments: [any DatabaseValueConvertible], as type: T.Type
-            ) throws -> T? { try inner.scalar(sql, arguments, as: type) }
-            func announce(_ users: [String]) throws { try inner.announce(users) }
-        }
-
-        var threads: TransactionThreads { inner.threads }
-        func blockingWrite<T: Sendable>(_ scope: WriteScope, _ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.blockingWrite(scope) { db in try body(Statements(db, self)) }
-        }
-        func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-            try inner.blockingRead { db in try body(Statements(db, self)) }
-        }
-    }
-
     /// An engine over a new SQLite domain file in `directory`, its store as `wrap` makes it, with
     /// alice's endpoint a1 and bob's b1 in chat c1: the engine, the file, alice's and bob's tokens.
     static func engine(in directory: URL, wrap: (SQLiteDomainStore) -> any DomainStore = { $0 }) async throws -> (
@@ -277,6 +240,18 @@ struct MailboxWaitTests {
         _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "b"))
         _ = try await domain.createChat(token: alice, endpointID: "a1", chatID: "c1", participants: ["bob"])
         return (domain, path, alice, bob)
+    }
+
+    /// ``engine(in:wrap:)`` with the mailbox reads counted, and bob's mailbox end.
+    static func countingEngine(in directory: URL) async throws -> (DomainEngine, CountingStore, String, String, Int64) {
+        var made: CountingStore?
+        let (domain, _, alice, bob) = try await engine(in: directory) { sqlite in
+            made = CountingStore(sqlite)
+            return made!
+        }
+        let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
+            .sequence
+        return (domain, try #require(made), alice, bob, head)
     }
 
     /// Bob's long-poll after `cursor`: what it returned, or nil if it waited (it is then
@@ -303,14 +278,7 @@ struct MailboxWaitTests {
     /// read at once, not at the end of the wait.
     @Test func aLongPollSentAgainReadsOnlyWhenSomethingCameOrWasMissed() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            var made: CountingStore?
-            let (domain, _, alice, bob) = try await Self.engine(in: directory) { sqlite in
-                made = CountingStore(sqlite)
-                return made!
-            }
-            let counts = try #require(made)
-            let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
-                .sequence
+            let (domain, counts, alice, bob, head) = try await Self.countingEngine(in: directory)
             func post(_ text: String) async throws {
                 _ = try await domain.post(
                     token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data(text.utf8), recipient: nil,
@@ -399,14 +367,7 @@ struct MailboxWaitTests {
     /// limit); its next long-poll waits without a read too.
     @Test func aPostHandsTheLongPollItWokeItsEntriesWithoutARead() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            var made: CountingStore?
-            let (domain, _, alice, bob) = try await Self.engine(in: directory) { sqlite in
-                made = CountingStore(sqlite)
-                return made!
-            }
-            let counts = try #require(made)
-            let head = try #require(try await domain.readMailbox(token: bob, endpointID: "b1", after: 0, limit: 100).last)
-                .sequence
+            let (domain, counts, alice, bob, head) = try await Self.countingEngine(in: directory)
             let poll = Task {
                 try await domain.readMailbox(token: bob, endpointID: "b1", after: head, limit: 2, wait: .seconds(30))
             }
