@@ -42,7 +42,7 @@ struct EntryNotificationTests {
     }
 
     /// Bob's long-poll on `engine` through `endpoint` after his mailbox's end, started once it
-    /// waits there.
+    /// waits there. Its wait (10 s) ends long after any notification would have woken it.
     static func waitingPoll(_ engine: DomainEngine, _ bob: String, _ endpoint: String, limit: Int = 10) async throws -> (
         Task<[MailboxEntry], any Error>, Int64
     ) {
@@ -50,37 +50,38 @@ struct EntryNotificationTests {
             .sequence
         let before = engine.mailboxWaiters.waiting
         let poll = Task {
-            try await engine.readMailbox(token: bob, endpointID: endpoint, after: head, limit: limit, wait: .seconds(30))
+            try await engine.readMailbox(token: bob, endpointID: endpoint, after: head, limit: limit, wait: .seconds(10))
         }
         #expect(await eventually { engine.mailboxWaiters.waiting == before + 1 }, "bob's long-poll waits")
         return (poll, head)
     }
 
-    /// Until the second engine's listener is in place a post through the first may go unheard
-    /// there (its long-poll would then end in a read): posts until one is heard.
-    static func untilHeard(_ first: DomainEngine, _ second: DomainEngine, _ alice: String, _ bob: String) async throws {
-        var heard = false
-        for attempt in 0..<50 where !heard {
-            let (poll, _) = try await waitingPoll(second, bob, "b1")
-            _ = try await first.post(
-                token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("warm \(attempt)".utf8),
-                recipient: nil, clientID: nil)
-            heard = try await poll.value.count == 1
-        }
-        #expect(heard)
+    /// Returns once the second engine listens: its first long-poll starts the listener, which
+    /// wakes every waiter once it listens (what was announced before was not heard).
+    static func listening(_ second: DomainEngine, _ bob: String) async throws {
+        let (poll, _) = try await waitingPoll(second, bob, "b1")
+        #expect(await eventually { second.mailboxWaiters.ticket(for: "bob").everyone > 0 }, "the listener is in place")
+        poll.cancel()
+        _ = try? await poll.value
     }
+
+    /// Whether a long-poll answered by `time` was woken rather than ended by its wait (a wake that
+    /// never came shows as the whole 10 s: the time is the evidence, not a measure of speed).
+    static func woken(since start: ContinuousClock.Instant) -> Bool { ContinuousClock.now - start < .seconds(8) }
 
     @Test func aLongPollOnAnotherInstanceIsHandedThePostsEntriesWithoutARead() async throws {
         let (first, second, counts, _, alice, bob) = try await Self.instances()
-        try await Self.untilHeard(first, second, alice, bob)
+        try await Self.listening(second, bob)
 
         let (poll, head) = try await Self.waitingPoll(second, bob, "b1", limit: 2)
         let reads = counts.mailboxReads.withLock { $0 }
+        let posted = ContinuousClock.now
         let receipt = try await first.postMessages(
             token: alice, endpointID: "a1", chatID: "c1",
             messages: ["one", "two", "three"].map { MessagePost(clientID: $0, payload: Data($0.utf8)) })
         #expect(receipt.receipts.count == 3)
         let answer = try await poll.value
+        #expect(Self.woken(since: posted), "woken by the entries' notification")
         #expect(answer.map(\.payload) == [Data("one".utf8), Data("two".utf8)], "the post's entries, up to the limit")
         #expect(counts.mailboxReads.withLock { $0 } == reads, "answered without reading the mailbox")
         let read = try await second.readMailbox(token: bob, endpointID: "b1", after: head, limit: 2)
@@ -91,7 +92,7 @@ struct EntryNotificationTests {
     /// that instance checks the waiting endpoints by a read after the post committed.
     @Test func aRemovedEndpointsLongPollOnAnotherInstanceIsRefusedNotHandedEntries() async throws {
         let (first, second, _, raw, alice, bob) = try await Self.instances()
-        try await Self.untilHeard(first, second, alice, bob)
+        try await Self.listening(second, bob)
         let (poll, _) = try await Self.waitingPoll(second, bob, "b2")
         _ = try await Fixtures.blocking {
             try raw.blockingWrite(.serializable) { db in
@@ -102,6 +103,23 @@ struct EntryNotificationTests {
             token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: Data("secret".utf8), recipient: nil,
             clientID: nil)
         await #expect(throws: DomainError(.endpointRemoved, "")) { try await poll.value }
+    }
+
+    /// An entry too large for a notification's payload is announced by its users' names: the
+    /// long-poll on the other instance is woken all the same, and reads it.
+    @Test func anEntryTooLargeToCarryWakesTheOtherInstanceByName() async throws {
+        let (first, second, counts, _, alice, bob) = try await Self.instances()
+        try await Self.listening(second, bob)
+        let (poll, _) = try await Self.waitingPoll(second, bob, "b1")
+        let reads = counts.mailboxReads.withLock { $0 }
+        let large = Data(repeating: 7, count: 20_000)
+        let posted = ContinuousClock.now
+        _ = try await first.post(
+            token: alice, endpointID: "a1", chatID: "c1", kind: .message, payload: large, recipient: nil, clientID: nil)
+        let answer = try await poll.value
+        #expect(Self.woken(since: posted), "woken by the names' notification")
+        #expect(answer.map(\.payload) == [large])
+        #expect(counts.mailboxReads.withLock { $0 } > reads, "read, not handed")
     }
 
     /// What a savepoint rolled back wrote is not announced: the entries channel carries only the
