@@ -187,7 +187,7 @@ package final class DomainEngine: DomainService {
     /// Of the endpoints whose long-polls wait here on `users`' mailboxes, those that may read
     /// them, as the mailbox read checks (registered to the user, not removed, not taking the
     /// profile over): called in the transaction that appends, so a removal committed before it
-    /// is seen; a long-poll that starts waiting after it reads the mailbox when woken.
+    /// is seen; a long-poll of an endpoint not checked here reads the mailbox when woken.
     func usableWaitingEndpoints(_ db: any DomainStatements, of users: some Sequence<String>) throws
         -> Set<MailboxWaiters.Endpoint>
     {
