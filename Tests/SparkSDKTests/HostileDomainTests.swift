@@ -408,6 +408,49 @@ struct HostileDomainTests {
         }
     }
 
+    /// The domain invites bob to a group of its own making, holding a device that calls itself
+    /// alice's (its credential signed by a key that is not alice's identity key): bob opens the
+    /// Welcome, looks alice up, and does not join; his chat with the real alice goes on.
+    @Test(arguments: MessagingStoreKind.tested) func aWelcomeToAGroupHoldingADeviceBobDoesNotAcceptIsDropped(
+        messaging: MessagingStoreKind
+    ) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await Self.chat(directory, messaging: messaging)
+            let events = EventRecorder(chat.bob)
+            let (carolService, _) = try await chat.world.endpoint("carol", "carol-pc")
+            let claimed = try #require(
+                try await chat.world.real.claimKeyPackages(
+                    token: try await chat.world.real.testToken(userID: "carol").token,
+                    endpointID: try await carolService.endpointID,
+                    userID: "bob"
+                ).first)
+            let forger = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
+            let device = try Ed25519.PrivateKey()
+            let credential = try DeviceCredential.issue(
+                userID: "alice", deviceID: "alice-impostor", signatureKey: device.publicKey.rawRepresentation,
+                identityKeyVersion: 1, identityKey: forger.signing)
+            var random = MLSSystemRandom()
+            let forged = "forged-chat"
+            let group = try MLSGroup.create(
+                groupID: ChatGroup.groupID(forged), signer: MLSSigner(credential: credential.mlsCredential, key: device),
+                random: &random)
+            let added = try group.commit(adding: [claimed.keyPackage], now: Date(), random: &random)
+            try Self.inject(
+                chat.world,
+                MailboxEntry(
+                    sequence: 0, chatID: forged, sender: "alice", kind: .welcome, messageNumber: nil,
+                    payload: try #require(added.welcome), members: nil, postedAt: Date()), to: "bob")
+            try await chat.bob.refresh()
+            #expect(
+                await waitFor("the Welcome is dropped") {
+                    Self.drops(events, forged).contains { $0.contains("holds a device this device does not accept") }
+                }, "\(events.value)")
+            #expect(try await chat.bob.messenger.chats.storedGroup(forged) == nil)
+            #expect(chat.bob.chats.value.map(\.chatID) == [chat.chatID])
+            try await Self.expectOneGroup(chat, "after a Welcome to a forged group")
+        }
+    }
+
     /// A removed device keeps the group state it had: it opens nothing sent after its removal,
     /// whether it applies the removal or not.
     @Test(arguments: MessagingStoreKind.tested) func aRemovedDeviceWithItsOldStateReadsNothingAfterItsRemoval(

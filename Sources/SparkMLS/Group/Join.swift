@@ -130,6 +130,21 @@ extension MLSGroup {
         return group
     }
 
+    /// This group judged by `validator` from now on, once every member's credential passes it:
+    /// what joining with `validator` checks of the members beyond joining with any other, for a
+    /// group joined first with a validator that accepts anyone (to learn who is in it, and look
+    /// them up) and then accepted without opening its Welcome a second time.
+    ///
+    /// - Throws: `credentialRefused` when `validator` refuses a member's credential.
+    public func revalidated(by validator: any MLSCredentialValidator) throws -> MLSGroup {
+        for leaf in tree.memberLeaves {
+            guard let node = tree.leaf(leaf),
+                validator.isValid(try MLSCredential(node.credential), signatureKey: node.signatureKey)
+            else { throw MLSError(.credentialRefused, "the credential validator refused a leaf's credential") }
+        }
+        return withValidator(validator)
+    }
+
     /// The tree of a GroupInfo, checked: hash, parent hashes, every leaf, and the signature.
     static func verifiedTree(
         info: GroupInfo, ratchetTree: Data?, suite: MLSCipherSuite, validator: any MLSCredentialValidator

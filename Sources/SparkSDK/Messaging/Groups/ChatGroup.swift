@@ -161,6 +161,12 @@ struct ChatGroup: Sendable {
         return ChatGroup(chatID: chatID, group: group)
     }
 
+    /// This group (joined from a Welcome with a validator that accepts anyone) judged by
+    /// `validator` from now on, once it accepts every device in it (see `MLSGroup.revalidated(by:)`).
+    func accepted(by validator: any MLSCredentialValidator) throws -> ChatGroup {
+        ChatGroup(chatID: chatID, group: try group.revalidated(by: validator))
+    }
+
     /// The devices of the group, each from its credential.
     var devices: [Device] { group.members.compactMap { Self.device(of: $0) }.sorted() }
 

@@ -138,11 +138,11 @@ extension MailboxSync {
             guard try store.groupVersion(chatID: entry.chatID) == nil else {
                 return Effects(notices: [.dropped(chatID: entry.chatID, reason: "a replayed Welcome")])
             }
+            // The Welcome opened once, above; its devices judged now by the contacts as stored.
+            let validator = try self.validators.current(store).group
             let joined: ChatGroup
             do {
-                joined = try ChatGroup.join(
-                    chatID: entry.chatID, welcome: entry.payload, bundle: bundle,
-                    validator: try self.validators.current(store).group)
+                joined = try probe.accepted(by: validator)
             } catch {
                 return Effects(notices: [
                     .dropped(
