@@ -136,6 +136,36 @@ struct MessagingStoreTests {
         #expect(try store.read { s in try s.message("mine")?.state } == .sending)
     }
 
+    /// A chat's timer as one transaction changes it (the SQLite store keeps what it read of it
+    /// for the transaction's next messages): a message stored after a change, or after a change
+    /// rolled back with its savepoint, counts down under the timer then in force.
+    @Test(arguments: Kind.allCases)
+    func aTimerChangedInATransactionRulesItsNextMessages(_ kind: Kind) throws {
+        let store = try Harness(kind)
+        struct Refused: Error {}
+        try store.write { s in
+            try s.setMembership(
+                chatID: "c1", participants: [ChatMember(userID: "alice", isAdmin: true)], active: true, at: Self.time)
+            try s.insertReceived(
+                Self.received("before", 1, from: "alice", state: .sent), chatID: "c1", incoming: false, ignoringTaken: false)
+            try s.setTimer(60, chatID: "c1")
+            try s.insertReceived(
+                Self.received("after", 2, from: "alice", state: .sent), chatID: "c1", incoming: false, ignoringTaken: false)
+            _ = try? s.savepoint {
+                try s.setTimer(600, chatID: "c1")
+                _ = try s.timer(chatID: "c1")
+                throw Refused()
+            }
+            try s.insertReceived(
+                Self.received("rolled", 3, from: "alice", state: .sent), chatID: "c1", incoming: false, ignoringTaken: false)
+        }
+        let expiry = try store.read { s in
+            try ["before", "after", "rolled"].map { id in try s.message(id)?.expiresAt?.timeIntervalSince(Self.time) }
+        }
+        #expect(expiry == [nil, 62, 63])
+        #expect(try store.read { s in try s.timer(chatID: "c1") } == 60)
+    }
+
     @Test(arguments: Kind.allCases)
     func statesMoveOnlyByStepsFromTheirSources(_ kind: Kind) throws {
         let store = try Harness(kind)

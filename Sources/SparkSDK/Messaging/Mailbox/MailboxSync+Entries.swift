@@ -233,7 +233,7 @@ extension MailboxSync {
         var (sequences, known): (TextSequences?, TextSequences?) = (nil, nil)
         var late = false
         if entry.kind == .message, payload.kind == .text, let sequence = payload.sequence, sender.device != endpointID {
-            known = try store.textSequences(chatID: chatID, device: sender.device)
+            known = try groups.textSequences(store, chatID: chatID, device: sender.device)
             late = known?.awaits(sequence) ?? false
             sequences = TextSequences.noting(
                 known, chatID: chatID, user: sender.user, device: sender.device, sequence: sequence,
@@ -242,7 +242,7 @@ extension MailboxSync {
         if sender.user != me, blocked.contains(sender.user) {
             // A blocked user's message, receipt or event: the ratchet moved (the group is kept)
             // and a text's place is noted (so it is not counted missing later); nothing else.
-            if let sequences { try store.saveTextSequences(sequences) }
+            if let sequences { try groups.saveTextSequences(store, sequences, previous: known) }
             try session.save()
             return Effects(changed: .none)
         }
@@ -252,7 +252,7 @@ extension MailboxSync {
         try session.save()
         var effects = Effects(changed: .none)
         if let sequences, outcome.actions.contains(where: { if case .insert = $0 { true } else { false } }) {
-            try store.saveTextSequences(sequences)
+            try groups.saveTextSequences(store, sequences, previous: known)
             // The user's count changes only when this device's does (the usual text changes neither).
             if sequences.missing != known?.missing ?? [] {
                 let count = try store.missingTexts(chatID: chatID)[sender.user] ?? 0

@@ -10,11 +10,27 @@ import SparkMLS
 /// and the group after a commit this device posted and has not yet seen answered.
 ///
 /// Inside a page of the mailbox (``deferringSaves(_:_:)``), a chat's group is written once, at
-/// the end of the page's transaction, however many of the page's messages moved its ratchets.
+/// the end of the page's transaction, however many of the page's messages moved its ratchets;
+/// so are the text sequences of each sending device (``saveTextSequences(_:_:previous:)``).
 struct GroupStore: Sendable {
     let cache: GroupCache
-    /// The groups saved inside ``deferringSaves(_:_:)``, written when it ends; nil outside.
-    private let heldSaves = Locked<[String: Stored]?>(nil)
+    /// What was saved inside ``deferringSaves(_:_:)``, written when it ends; nil outside.
+    private let heldSaves = Locked<Held?>(nil)
+
+    /// The saves a page holds back.
+    struct Held: Sendable {
+        /// Groups, by chat.
+        var groups: [String: Stored] = [:]
+        /// Text sequences, by chat and sending device.
+        var texts: [TextKey: TextSequences] = [:]
+    }
+
+    /// A chat and a sending device.
+    struct TextKey: Hashable, Comparable, Sendable {
+        var chatID: String
+        var device: String
+        static func < (left: TextKey, right: TextKey) -> Bool { (left.chatID, left.device) < (right.chatID, right.device) }
+    }
 
     init(cache: GroupCache) { self.cache = cache }
 
@@ -32,7 +48,7 @@ struct GroupStore: Sendable {
     /// The chat's group, judged by `validator`: the live session when the row has not changed
     /// since it was loaded or saved here, else the row, parsed (and kept live).
     func load(_ store: some MessagingStore, chatID: String, validator: any MLSCredentialValidator) throws -> Stored? {
-        if var held = heldSaves.withLock({ $0?[chatID] }) {
+        if var held = heldSaves.withLock({ $0?.groups[chatID] }) {
             held.group = held.group.judged(by: validator)
             return held
         }
@@ -69,10 +85,36 @@ struct GroupStore: Sendable {
     func save(_ store: some MessagingStore, _ stored: Stored) throws {
         let held = heldSaves.withLock { saves -> Bool in
             guard saves != nil else { return false }
-            saves?[stored.group.chatID] = stored
+            saves?.groups[stored.group.chatID] = stored
             return true
         }
         if !held { try write(store, stored) }
+    }
+
+    /// The text sequences of `device` in the chat: as held in this page, else as stored.
+    func textSequences(_ store: some MessagingStore, chatID: String, device: String) throws -> TextSequences? {
+        if let held = heldSaves.withLock({ $0?.texts[TextKey(chatID: chatID, device: device)] }) { return held }
+        return try store.textSequences(chatID: chatID, device: device)
+    }
+
+    /// Saves a device's text sequences, `previous` being what ``textSequences(_:chatID:device:)``
+    /// returned. Inside a page they are held (and written once, when the page ends) while the
+    /// texts they count missing are those stored: the store's count of missing texts
+    /// (`MessagingStore.missingTexts`) stays right at every step. A change of what is missing is
+    /// written at once.
+    func saveTextSequences(_ store: some MessagingStore, _ sequences: TextSequences, previous: TextSequences?) throws {
+        let key = TextKey(chatID: sequences.chatID, device: sequences.device)
+        let unchanged = sequences.missing == previous?.missing ?? []
+        let held = heldSaves.withLock { saves -> Bool in
+            guard saves != nil else { return false }
+            guard unchanged else {
+                saves?.texts[key] = nil
+                return false
+            }
+            saves?.texts[key] = sequences
+            return true
+        }
+        if !held { try store.saveTextSequences(sequences) }
     }
 
     /// Runs `body` (a page of the mailbox, inside its transaction) with the groups it saves held
@@ -80,25 +122,28 @@ struct GroupStore: Sendable {
     /// moved with each of a page's messages is written once, not once a message. When `body`
     /// throws, nothing held is written (the transaction rolls back).
     func deferringSaves<T>(_ store: some MessagingStore, _ body: () throws -> T) throws -> T {
-        heldSaves.withLock { $0 = [:] }
+        heldSaves.withLock { $0 = Held() }
         defer { heldSaves.withLock { $0 = nil } }
         let result = try body()
         let saves = heldSaves.withLock { saves in
             defer { saves = nil }
-            return saves ?? [:]
+            return saves ?? Held()
         }
-        for chatID in saves.keys.sorted() {
-            if let stored = saves[chatID] { try write(store, stored) }
+        for chatID in saves.groups.keys.sorted() {
+            if let stored = saves.groups[chatID] { try write(store, stored) }
+        }
+        for key in saves.texts.keys.sorted() {
+            if let sequences = saves.texts[key] { try store.saveTextSequences(sequences) }
         }
         return result
     }
 
-    /// The groups held back so far (to restore them when one entry of the page is rolled back
-    /// alone, with ``restoreHeldSaves(_:)``).
-    func heldSavesSnapshot() -> [String: Stored]? { heldSaves.withLock { $0 } }
+    /// What is held back so far (to restore it when one entry of the page is rolled back alone,
+    /// with ``restoreHeldSaves(_:)``).
+    func heldSavesSnapshot() -> Held? { heldSaves.withLock { $0 } }
 
     /// Puts back what ``heldSavesSnapshot()`` returned.
-    func restoreHeldSaves(_ snapshot: [String: Stored]?) { heldSaves.withLock { $0 = snapshot } }
+    func restoreHeldSaves(_ snapshot: Held?) { heldSaves.withLock { $0 = snapshot } }
 
     /// Writes `stored` as the chat's group now.
     private func write(_ store: some MessagingStore, _ stored: Stored) throws {
@@ -129,9 +174,9 @@ struct GroupStore: Sendable {
     /// Notes a chat number seen in the mailbox (one of this device's own messages).
     func noteNumber(_ store: some MessagingStore, chatID: String, number: Int64) throws {
         let held = heldSaves.withLock { saves -> Bool in
-            guard var stored = saves?[chatID] else { return false }
+            guard var stored = saves?.groups[chatID] else { return false }
             stored.lastNumber = max(stored.lastNumber, number)
-            saves?[chatID] = stored
+            saves?.groups[chatID] = stored
             return true
         }
         if held { return }
@@ -143,7 +188,7 @@ struct GroupStore: Sendable {
 
     /// This user left the chat: its group goes, with its pending work.
     func leave(_ store: some MessagingStore, chatID: String) throws {
-        heldSaves.withLock { _ = $0?.removeValue(forKey: chatID) }
+        heldSaves.withLock { _ = $0?.groups.removeValue(forKey: chatID) }
         cache.forget(chatID)
         try store.leaveChat(chatID, epoch: try store.group(chatID: chatID)?.epoch)
     }

@@ -44,7 +44,7 @@ extension SQLiteMessagingStore {
     }
 
     func setMembership(chatID: String, participants: [ChatMember], active: Bool, at date: Date) throws {
-        liveChats.known[chatID] = nil
+        chatsRead.live[chatID] = nil
         try db.execute(
             "INSERT INTO chats(chat_id, last_activity) VALUES (?, ?) ON CONFLICT(chat_id) DO NOTHING",
             [chatID, date.timeIntervalSince1970])
@@ -76,7 +76,7 @@ extension SQLiteMessagingStore {
 
     /// The chat's messages stay to be read, but search no longer finds them.
     func leaveChat(_ chatID: String, epoch: UInt64?) throws {
-        liveChats.known[chatID] = nil
+        chatsRead.live[chatID] = nil
         try unindexChat(chatID)
         for table in [
             "chat_groups", "chat_epoch_states", "deferred_entries", "departed_members", "pending_commits", "refused_commits",

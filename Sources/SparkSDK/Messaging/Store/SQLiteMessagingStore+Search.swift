@@ -29,11 +29,11 @@ extension SQLiteMessagingStore {
     func searchTokens(_ document: SearchDocument) throws -> [SearchToken]? {
         let chatID = document.chatID
         let live: Bool
-        if let known = liveChats.known[chatID] {
+        if let known = chatsRead.live[chatID] {
             live = known
         } else {
             live = try db.scalar("SELECT active FROM chats WHERE chat_id = ?", [chatID], as: Bool.self) ?? true
-            liveChats.known[chatID] = live
+            chatsRead.live[chatID] = live
         }
         return live ? document.tokens(sealer.searchKey) : nil
     }

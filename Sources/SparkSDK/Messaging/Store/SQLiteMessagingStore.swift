@@ -25,14 +25,15 @@ struct SQLiteMessagingStore: MessagingStore {
     /// messages were taken out of it): the storage then truncates the write-ahead log, which
     /// holds the pages as they were.
     var purged: Locked<Bool>? = nil
-    /// Whether each chat is live, as this transaction read it for the search index (a page's
-    /// messages are mostly of one chat); forgotten when a statement changes it or a savepoint
-    /// rolls back.
-    let liveChats = LiveChats()
+    /// What this transaction read of its chats' rows, for each of a page's messages (mostly of
+    /// one chat): whether each chat is live (for the search index) and its disappearing-messages
+    /// timer; forgotten when a statement changes it or a savepoint rolls back.
+    let chatsRead = ChatsRead()
 
-    /// See ``liveChats``: one transaction's, on its one thread.
-    final class LiveChats: @unchecked Sendable {
-        var known: [String: Bool] = [:]
+    /// See ``chatsRead``: one transaction's, on its one thread.
+    final class ChatsRead: @unchecked Sendable {
+        var live: [String: Bool] = [:]
+        var timers: [String: Int] = [:]
     }
 
     /// The search index's writes of this transaction, in order, made when it ends
@@ -82,7 +83,7 @@ struct SQLiteMessagingStore: MessagingStore {
             try db.execute("RELEASE entry", [])
             return result
         } catch {
-            liveChats.known = [:]
+            (chatsRead.live, chatsRead.timers) = ([:], [:])
             searchWrites.pending.removeSubrange(searchWritesBefore...)
             try db.execute("ROLLBACK TO entry")
             try db.execute("RELEASE entry")
@@ -420,10 +421,14 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func timer(chatID: String) throws -> Int {
-        try db.scalar("SELECT timer FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 0
+        if let known = chatsRead.timers[chatID] { return known }
+        let timer = try db.scalar("SELECT timer FROM chats WHERE chat_id = ?", [chatID], as: Int.self) ?? 0
+        chatsRead.timers[chatID] = timer
+        return timer
     }
 
     func setTimer(_ seconds: Int, chatID: String) throws {
+        chatsRead.timers[chatID] = nil
         try db.execute("UPDATE chats SET timer = ? WHERE chat_id = ?", [seconds, chatID])
     }
 
