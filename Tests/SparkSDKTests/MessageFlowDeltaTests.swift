@@ -39,6 +39,56 @@ struct MessageFlowDeltaTests {
         #expect(merged.map(\.id) == ["c", "p", "e", "x", "y"])
     }
 
+    /// A flow's window changed in place (each change put where it sorts) is the window the
+    /// changes applied and the whole list sorted again would be, over many random windows and
+    /// deltas: replacements that keep or move a message (a number given, an older or newer one),
+    /// new messages, removals, a message both changed and removed, and a window out of order.
+    @Test func aChangeInPlaceEqualsTheWholeListSortedAgain() {
+        struct SplitMix: RandomNumberGenerator {
+            var state: UInt64
+            mutating func next() -> UInt64 {
+                state &+= 0x9E37_79B9_7F4A_7C15
+                var z = state
+                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+                return z ^ (z >> 31)
+            }
+        }
+        var random = SplitMix(state: 42)
+        let order = { (a: ChatMessage, b: ChatMessage) -> Bool in
+            switch (a.number, b.number) {
+            case (let x?, let y?): x < y
+            case (.some, .none): true
+            case (.none, .some): false
+            case (.none, .none): a.timestamp < b.timestamp
+            }
+        }
+        for round in 0..<500 {
+            // Distinct numbers and times: no two messages tie.
+            var keys = Array(0..<60).shuffled(using: &random)
+            func key() -> Int { keys.popLast() ?? 0 }
+            func made(_ id: String) -> ChatMessage {
+                Bool.random(using: &random)
+                    ? Self.message(id, Int64(key()), "\(round)") : Self.message(id, nil, "\(round)", at: Double(key()))
+            }
+            var window = (0..<Int.random(in: 0...12, using: &random)).map { made("w\($0)") }
+            window.sort(by: order)
+            if round % 50 == 0 { window.shuffle(using: &random) }
+            let changed =
+                window.filter { _ in Int.random(in: 0..<4, using: &random) == 0 }.map { message in
+                    Bool.random(using: &random)
+                        ? made(message.id)
+                        : Self.message(message.id, message.number, "edited", at: message.timestamp.timeIntervalSince1970)
+                } + (0..<Int.random(in: 0...3, using: &random)).map { made("n\($0)") }
+            var removed = Set(window.filter { _ in Int.random(in: 0..<5, using: &random) == 0 }.map(\.id))
+            if let both = changed.first, Bool.random(using: &random) { removed.insert(both.id) }
+            var inPlace = window
+            MessageFlows.replace(changed, removing: removed, in: &inPlace, sortedBy: order)
+            let sorted = MessageFlows.replacing(changed, removing: removed, in: window, sortedBy: order)
+            #expect(inPlace == sorted, "round \(round)")
+        }
+    }
+
     @Test func changesOfOneMessageComeTogether() {
         var changes = MessageChanges.none
         changes.formUnion(.some(["a"]))

@@ -98,7 +98,7 @@ actor MessageFlows {
             let found = try store.messages(chatID: chatID, ids: Array(ids))
             return {
                 owner.update { window in
-                    window = merge(found, removing: ids.subtracting(found.map(\.id)), into: window, limit: flowWindow)
+                    merge(found, removing: ids.subtracting(found.map(\.id)), into: &window, limit: flowWindow)
                 }
             }
         }
@@ -108,7 +108,7 @@ actor MessageFlows {
     /// back.
     func showMessages(_ messages: [ChatMessage], in chatID: String) {
         guard let owner = messageOwners[chatID], !messages.isEmpty else { return }
-        owner.update { window in window = Self.merge(messages, removing: [], into: window, limit: Self.flowWindow) }
+        owner.update { window in Self.merge(messages, removing: [], into: &window, limit: Self.flowWindow) }
     }
 
     /// `window` with `changed` in their places (replaced, or added where they sort) and
@@ -117,7 +117,14 @@ actor MessageFlows {
     static func merge(_ changed: [ChatMessage], removing removed: Set<String>, into window: [ChatMessage], limit: Int)
         -> [ChatMessage]
     {
-        let merged = replacing(changed, removing: removed, in: window) { a, b in
+        var merged = window
+        merge(changed, removing: removed, into: &merged, limit: limit)
+        return merged
+    }
+
+    /// ``merge(_:removing:into:limit:)`` in place: a flow's window changes where it is kept.
+    static func merge(_ changed: [ChatMessage], removing removed: Set<String>, into window: inout [ChatMessage], limit: Int) {
+        replace(changed, removing: removed, in: &window) { a, b in
             switch (a.number, b.number) {
             case (let x?, let y?): x < y
             case (.some, .none): true
@@ -125,18 +132,62 @@ actor MessageFlows {
             case (.none, .none): a.timestamp < b.timestamp
             }
         }
-        return Array(merged.suffix(limit))
+        if window.count > limit { window.removeFirst(window.count - limit) }
     }
 
     /// `list` with `changed` in place of the items of the same id, the new ones added, those of
-    /// `removed` taken out, sorted by `order`: how a flow changes by a delta.
+    /// `removed` taken out, in the order of `order`: how a flow changes by a delta.
+    ///
+    /// A flow's list is kept in that order, so each change is put in its place (kept where it is
+    /// while it still sorts there, else taken out and inserted after every item it does not sort
+    /// before, as a stable sort of the list with it appended would place it): a few comparisons
+    /// and one move, where sorting the whole list again copied and compared every item. A list
+    /// found out of order is sorted whole.
+    static func replace<Item: Identifiable>(
+        _ changed: [Item], removing removed: Set<Item.ID>, in list: inout [Item], sortedBy order: (Item, Item) -> Bool
+    ) {
+        guard list.indices.dropFirst().allSatisfy({ !order(list[$0], list[$0 - 1]) }) else {
+            list = replacing(changed, removing: removed, in: list, sortedBy: order)
+            return
+        }
+        // An item both removed and changed stays out (when it was in).
+        var gone: Set<Item.ID> = []
+        if !removed.isEmpty {
+            list.removeAll { item in
+                guard removed.contains(item.id) else { return false }
+                gone.insert(item.id)
+                return true
+            }
+        }
+        for item in changed where !gone.contains(item.id) {
+            if let index = list.lastIndex(where: { $0.id == item.id }) {
+                let fitsBefore = index == 0 || !order(item, list[index - 1])
+                let fitsAfter = index == list.count - 1 || !order(list[index + 1], item)
+                if fitsBefore && fitsAfter {
+                    list[index] = item
+                    continue
+                }
+                list.remove(at: index)
+            }
+            var (low, high) = (0, list.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if order(item, list[middle]) { high = middle } else { low = middle + 1 }
+            }
+            list.insert(item, at: low)
+        }
+    }
+
+    /// ``replace(_:removing:in:sortedBy:)`` for any list: the changes applied, then the whole
+    /// list sorted (stably) by `order`.
     static func replacing<Item: Identifiable>(
         _ changed: [Item], removing removed: Set<Item.ID>, in list: [Item], sortedBy order: (Item, Item) -> Bool
     ) -> [Item] {
         let replacement = Dictionary(changed.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
         var merged = list.compactMap { item in removed.contains(item.id) ? nil : (replacement[item.id] ?? item) }
         let present = Set(list.map(\.id))
-        merged += changed.filter { !present.contains($0.id) }
+        var added: Set<Item.ID> = []
+        merged += changed.filter { !present.contains($0.id) && added.insert($0.id).inserted }
         merged.sort(by: order)
         return merged
     }
@@ -166,8 +217,8 @@ actor MessageFlows {
         let found = try chatIDs.flatMap { try self.loadChats(store, only: $0) }
         return {
             owner.update { chats in
-                chats = Self.replacing(
-                    found, removing: chatIDs.subtracting(found.map(\.chatID)), in: chats,
+                Self.replace(
+                    found, removing: chatIDs.subtracting(found.map(\.chatID)), in: &chats,
                     sortedBy: { $0.lastActivity > $1.lastActivity })
             }
         }
