@@ -84,6 +84,20 @@ public final class Database {
         return rows
     }
 
+    /// Runs a query and returns what `body` reads of each row, in order, reading the row where
+    /// SQLite holds it (no ``Row`` built; see ``ColumnReader``).
+    @inlinable public func rows<T>(
+        _ sql: String, _ arguments: [any DatabaseValueConvertible] = [], reading body: (borrowing ColumnReader) throws -> T
+    ) throws -> [T] {
+        let statement = try cachedStatement(sql)
+        try statement.bind(arguments)
+        defer { statement.reset() }
+        let reader = ColumnReader(statement: statement)
+        var read: [T] = []
+        while try statement.step() { read.append(try body(reader)) }
+        return read
+    }
+
     /// Runs a query and returns its first row, if any.
     public func row(_ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> Row? {
         let statement = try cachedStatement(sql)
@@ -143,7 +157,7 @@ public final class Database {
 
     // MARK: Internals
 
-    func cachedStatement(_ sql: String) throws -> Statement {
+    @usableFromInline func cachedStatement(_ sql: String) throws -> Statement {
         if let statement = statementCache[sql] { return statement }
         let statement = try Statement(database: self, sql: sql)
         statementCache[sql] = statement

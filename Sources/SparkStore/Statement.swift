@@ -2,10 +2,10 @@ internal import CSQLite
 import Foundation
 
 /// A prepared statement; the only owner of its `sqlite3_stmt`, finalized in `deinit`.
-final class Statement {
+@usableFromInline final class Statement {
     private let handle: OpaquePointer
     private unowned let database: Database
-    let sql: String
+    @usableFromInline let sql: String
     private lazy var columnNames: [String] = (0..<sqlite3_column_count(handle)).map {
         String(cString: sqlite3_column_name(handle, $0))
     }
@@ -21,7 +21,7 @@ final class Statement {
 
     deinit { sqlite3_finalize(handle) }
 
-    func bind(_ arguments: [any DatabaseValueConvertible]) throws {
+    @usableFromInline func bind(_ arguments: [any DatabaseValueConvertible]) throws {
         let expected = Int(sqlite3_bind_parameter_count(handle))
         guard arguments.count == expected else {
             throw StoreError(.misuse, message: "statement takes \(expected) arguments, got \(arguments.count)", sql: sql)
@@ -48,7 +48,7 @@ final class Statement {
     }
 
     /// Advances; true when a row is available.
-    func step() throws -> Bool {
+    @usableFromInline func step() throws -> Bool {
         let result = sqlite3_step(handle)
         switch result {
         case SQLITE_ROW: return true
@@ -57,7 +57,7 @@ final class Statement {
         }
     }
 
-    func reset() {
+    @usableFromInline func reset() {
         sqlite3_reset(handle)
     }
 
@@ -65,25 +65,81 @@ final class Statement {
         let count = sqlite3_column_count(handle)
         var values: [DatabaseValue] = []
         values.reserveCapacity(Int(count))
-        for column in 0..<count {
-            switch sqlite3_column_type(handle, column) {
-            case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(handle, column)))
-            case SQLITE_FLOAT: values.append(.real(sqlite3_column_double(handle, column)))
-            case SQLITE_TEXT:
-                let text = sqlite3_column_text(handle, column).map { String(cString: $0) } ?? ""
-                values.append(.text(text))
-            case SQLITE_BLOB:
-                // > The pointer returned by sqlite3_column_blob() is valid until the next step,
-                // > reset or finalize; the bytes are copied here.
-                let count = Int(sqlite3_column_bytes(handle, column))
-                if count > 0, let bytes = sqlite3_column_blob(handle, column) {
-                    values.append(.blob(Data(bytes: bytes, count: count)))
-                } else {
-                    values.append(.blob(Data()))
-                }
-            default: values.append(.null)
-            }
-        }
+        for column in 0..<count { values.append(value(at: column)) }
         return Row(columns: columnNames, values: values)
+    }
+
+    /// The current row's value in `column`, copied out of SQLite.
+    @usableFromInline func value(at column: Int32) -> DatabaseValue {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, column))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, column))
+        case SQLITE_TEXT: return .text(sqlite3_column_text(handle, column).map { String(cString: $0) } ?? "")
+        case SQLITE_BLOB:
+            // > The pointer returned by sqlite3_column_blob() is valid until the next step,
+            // > reset or finalize; the bytes are copied here.
+            let count = Int(sqlite3_column_bytes(handle, column))
+            guard count > 0, let bytes = sqlite3_column_blob(handle, column) else { return .blob(Data()) }
+            return .blob(Data(bytes: bytes, count: count))
+        default: return .null
+        }
+    }
+
+    @usableFromInline var columnCount: Int { Int(sqlite3_column_count(handle)) }
+
+    @usableFromInline func columnName(_ column: Int) -> String { columnNames[column] }
+
+    /// The current row's blob in `column` where SQLite holds it (nil when NULL), valid during
+    /// `body` only.
+    @usableFromInline func withBlob<T>(at column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_NULL: return nil
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(handle, column))
+            guard count > 0, let bytes = sqlite3_column_blob(handle, column) else {
+                return try body(UnsafeRawBufferPointer(start: nil, count: 0))
+            }
+            return try body(UnsafeRawBufferPointer(start: bytes, count: count))
+        default:
+            throw StoreError(
+                .misuse, message: "column \(columnNames[Int(column)]) holds \(value(at: column).typeName), not a blob", sql: sql)
+        }
+    }
+}
+
+/// The current row of a query, read where SQLite holds it (``Database/rows(_:_:reading:)``): no
+/// ``Row`` is built, and a blob can be read in place (a sealed value opened straight from
+/// SQLite's buffer, never copied). Valid only during the call it is handed to: the statement's
+/// next step moves it.
+public struct ColumnReader: ~Copyable {
+    @usableFromInline let statement: Statement
+
+    @usableFromInline init(statement: Statement) { self.statement = statement }
+
+    /// How many columns the row has.
+    @inlinable public var count: Int { statement.columnCount }
+
+    /// The value in `column`, converted as ``Row/get(_:as:)`` converts it; throws when the index
+    /// or the stored type is wrong.
+    @inlinable public func get<T: DatabaseValueConvertible>(_ column: Int, as type: T.Type = T.self) throws -> T {
+        guard column >= 0, column < count else {
+            throw StoreError(.misuse, message: "no column at index \(column) (the row has \(count))", sql: statement.sql)
+        }
+        let value = statement.value(at: Int32(column))
+        guard let converted = T.fromDatabaseValue(value) else {
+            throw StoreError(
+                .misuse, message: "column \(statement.columnName(column)) holds \(value.typeName), not \(T.self)",
+                sql: statement.sql)
+        }
+        return converted
+    }
+
+    /// Runs `body` on the blob in `column` where SQLite holds it (valid during `body` only); nil
+    /// when the column is NULL. Throws when the index is wrong or the value is not a blob.
+    @inlinable public func withBlob<T>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        guard column >= 0, column < count else {
+            throw StoreError(.misuse, message: "no column at index \(column) (the row has \(count))", sql: statement.sql)
+        }
+        return try statement.withBlob(at: Int32(column), body)
     }
 }

@@ -30,6 +30,45 @@ struct StoreTests {
         #expect(throws: StoreError(.misuse, message: "")) { try queue.read { db in try db.rows("SELECT ?", []) } }
     }
 
+    /// Rows read in place (``Database/rows(_:_:reading:)``) hold what ``Row`` holds: each value
+    /// converted alike, a blob read where it lies (an empty one empty, a NULL one nil), and the
+    /// same refusals of a wrong type or index.
+    @Test func rowsReadInPlaceMatchTheRowsBuilt() throws {
+        let queue = try DatabaseQueue.inMemory()
+        try queue.write { db in
+            try db.execute("CREATE TABLE t (i INTEGER, s TEXT, b BLOB, n BLOB)")
+            try db.execute("INSERT INTO t VALUES (?, ?, ?, ?)", [7, "héllo", Data([0, 1, 2]), Data?.none])
+            try db.execute("INSERT INTO t VALUES (?, ?, ?, ?)", [8, "", Data(), Data([9])])
+        }
+        struct Read: Equatable {
+            var i: Int64
+            var s: String
+            var b: [UInt8]?
+            var n: [UInt8]?
+        }
+        let read = try queue.read { db in
+            try db.rows("SELECT i, s, b, n FROM t ORDER BY rowid") { row in
+                Read(
+                    i: try row.get(0), s: try row.get(1), b: try row.withBlob(2) { Array($0) },
+                    n: try row.withBlob(3) { Array($0) })
+            }
+        }
+        #expect(read == [Read(i: 7, s: "héllo", b: [0, 1, 2], n: nil), Read(i: 8, s: "", b: [], n: [9])])
+        let built = try queue.read { db in try db.rows("SELECT i, s FROM t ORDER BY rowid") }
+        #expect(try built.map { try $0.get(1, as: String.self) } == read.map(\.s))
+        for column in [1, 9, -1] {
+            #expect(throws: StoreError(.misuse, message: "")) {
+                try queue.read { db in try db.rows("SELECT i, s FROM t") { row in try row.withBlob(column) { $0.count } } }
+            }
+        }
+        #expect(throws: StoreError(.misuse, message: "")) {
+            try queue.read { db in try db.rows("SELECT s FROM t") { row in try row.get(0, as: Int.self) } }
+        }
+        #expect(throws: StoreError(.misuse, message: "")) {
+            try queue.read { db in try db.rows("SELECT s FROM t") { row in try row.get(3, as: String.self) } }
+        }
+    }
+
     @Test func failedWriteRollsBackEverything() throws {
         let queue = try DatabaseQueue.inMemory()
         try queue.write { db in try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)") }

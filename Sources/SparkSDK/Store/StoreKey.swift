@@ -61,22 +61,26 @@ struct StoreSealer: Sendable {
     /// A sealed text, decrypted straight into the string's storage (the store reads many at once:
     /// a page of messages is fifty of them).
     func openText(_ sealed: Data, _ context: String) throws -> String {
+        try sealed.withUnsafeBytes { sealed in try openText(sealed, context) }
+    }
+
+    /// ``openText(_:_:)`` of sealed bytes where they lie (a column of the store's row, read in
+    /// place).
+    func openText(_ sealed: UnsafeRawBufferPointer, _ context: String) throws -> String {
         guard sealed.count >= 29, sealed.first == 1 else {
             throw AuthError(.storeLocked, "a value in the endpoint store is not sealed by this SDK (\(context))")
         }
         var context = context
         var opened = false
-        let text = sealed.withUnsafeBytes { sealed in
-            context.withUTF8 { aad in
-                String(unsafeUninitializedCapacity: max(sealed.count - 29, 1)) { output in
-                    guard
-                        let count = try? AESGCM.open(
-                            combined: UnsafeRawBufferPointer(rebasing: sealed.dropFirst()), using: key,
-                            authenticating: UnsafeRawBufferPointer(aad), into: UnsafeMutableRawBufferPointer(output))
-                    else { return 0 }
-                    opened = true
-                    return count
-                }
+        let text = context.withUTF8 { aad in
+            String(unsafeUninitializedCapacity: max(sealed.count - 29, 1)) { output in
+                guard
+                    let count = try? AESGCM.open(
+                        combined: UnsafeRawBufferPointer(rebasing: sealed.dropFirst()), using: key,
+                        authenticating: UnsafeRawBufferPointer(aad), into: UnsafeMutableRawBufferPointer(output))
+                else { return 0 }
+                opened = true
+                return count
             }
         }
         guard opened else {

@@ -102,12 +102,17 @@ struct SQLiteMessagingStore: MessagingStore {
             recalled, expires_at, attachment FROM messages
         """
 
-    private func message(_ row: Row) throws -> ChatMessage {
+    /// A message from a row of ``columns``, read in place: its sealed values are opened where
+    /// SQLite holds them (a page is fifty rows; no copy of each is made first).
+    private func message(_ row: borrowing ColumnReader) throws -> ChatMessage {
         let id = try row.get(0, as: String.self)
+        guard let content = try row.withBlob(5, { try sealer.openText($0, EndpointStore.Seal.content(id)) }) else {
+            throw StoreError(.misuse, message: "message \(id) has no content")
+        }
         return ChatMessage(
             id: id, chatID: try row.get(1), number: try row.get(2), sender: try row.get(3), isIncoming: try row.get(4),
-            content: try sealer.openText(try row.get(5), EndpointStore.Seal.content(id)), tag: try row.get(6),
-            data: try row.get(7, as: Data?.self).map { try sealer.openText($0, EndpointStore.Seal.data(id)) },
+            content: content, tag: try row.get(6),
+            data: try row.withBlob(7) { try sealer.openText($0, EndpointStore.Seal.data(id)) },
             ref: try row.get(8),
             state: MessageState(storedName: try row.get(9), failure: try row.get(10)),
             timestamp: Date(timeIntervalSince1970: try row.get(11)),
@@ -130,15 +135,14 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func message(_ id: String) throws -> ChatMessage? {
-        try db.row("\(Self.columns) WHERE local_id = ?", [id]).map(message)
+        try db.rows("\(Self.columns) WHERE local_id = ?", [id], reading: message).first
     }
 
     func messages(chatID: String, ids: [String]) throws -> [ChatMessage] {
         guard !ids.isEmpty else { return [] }
         return try db.rows(
             "\(Self.columns) WHERE chat_id = ? AND expired = 0 AND local_id IN (\(Self.placeholders(ids.count)))",
-            [chatID] + ids
-        ).map(message)
+            [chatID] + ids, reading: message)
     }
 
     /// Numbered messages come through the (chat, number) index, so a chat of a million messages
@@ -148,17 +152,17 @@ struct SQLiteMessagingStore: MessagingStore {
             if let number {
                 try db.rows(
                     "\(Self.columns) WHERE chat_id = ? AND number < ? AND expired = 0 ORDER BY number DESC LIMIT ?",
-                    [chatID, number, limit])
+                    [chatID, number, limit], reading: message)
             } else {
                 try db.rows(
                     "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL AND expired = 0 ORDER BY number DESC LIMIT ?",
-                    [chatID, limit])
+                    [chatID, limit], reading: message)
             }
-        var page = try numbered.reversed().map(message)
+        var page = Array(numbered.reversed())
         if number == nil {
             let pending = try db.rows(
-                "\(Self.columns) WHERE chat_id = ? AND number IS NULL AND expired = 0 ORDER BY timestamp", [chatID]
-            ).map(message)
+                "\(Self.columns) WHERE chat_id = ? AND number IS NULL AND expired = 0 ORDER BY timestamp", [chatID],
+                reading: message)
             page = Array((page + pending).suffix(limit))
         }
         return page
@@ -166,8 +170,8 @@ struct SQLiteMessagingStore: MessagingStore {
 
     func numbered(chatID: String) throws -> [ChatMessage] {
         try db.rows(
-            "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL AND expired = 0 AND recalled = 0 ORDER BY number", [chatID]
-        ).map(message)
+            "\(Self.columns) WHERE chat_id = ? AND number IS NOT NULL AND expired = 0 AND recalled = 0 ORDER BY number", [chatID],
+            reading: message)
     }
 
     func messageID(chatID: String, number: Int64) throws -> String? {
