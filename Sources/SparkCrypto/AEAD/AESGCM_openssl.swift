@@ -240,8 +240,22 @@ final class KeyedContext: @unchecked Sendable {
 final class CipherContextPool: @unchecked Sendable {
     private let contexts = Locked<[KeyedContext]>([])
     private static let capacity = 4
+    /// The key expanded for libsodium's AES-GCM (``SodiumAESGCM``), made at its first open:
+    /// `.some(nil)` once it turned out it cannot be.
+    private let expanded = Locked<SodiumAESGCM.ExpandedKey??>(nil)
 
     init() {}
+
+    /// `key` (whose pool this is) expanded for libsodium, made the first time; nil when
+    /// libsodium cannot take it (see ``SodiumAESGCM``).
+    func expandedKey(_ key: SymmetricKey) -> SodiumAESGCM.ExpandedKey? {
+        expanded.withLock { expanded in
+            if let known = expanded { return known }
+            let made = SodiumAESGCM.ExpandedKey(key)
+            expanded = .some(made)
+            return made
+        }
+    }
 
     func take() -> KeyedContext? { contexts.withLock { $0.popLast() } }
 
