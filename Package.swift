@@ -149,7 +149,7 @@ let package = Package(
             dependencies: [
                 "SparkCrypto", "SparkObservable", "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkSDK",
                 "SparkStore", "SparkLock",
-                "SparkMLS",
+                "SparkMLS", "SparkTestSupport",
             ],
             path: "Benchmarks/SparkBench",
             exclude: ["Python"],

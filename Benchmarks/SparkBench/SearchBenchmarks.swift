@@ -2,6 +2,7 @@ import Foundation
 import SparkLock
 @_spi(Benchmarks) import SparkSDK
 import SparkStore
+import SparkTestSupport
 
 /// Search against SQLite FTS5 over the same plaintext: 100,000 messages in 200 chats, made of
 /// words drawn from a Zipf distribution over 20,000 made-up words (so some words are in a tenth of
@@ -34,22 +35,9 @@ enum SearchBenchmarks {
 
     private static let cache = Locked<Measured?>(nil)
 
-    /// A deterministic generator (SplitMix64).
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-    }
-
     /// The made-up words, by rank, and the corpus's messages.
     static func corpus(count: Int) -> (words: [String], messages: [SearchBenchmarkStore.Message]) {
-        var random = Random(state: 2026)
+        var random = SplitMix64(seed: 2026)
         let onsets = ["b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "ch", "sh"]
         let vowels = ["a", "e", "i", "o", "u", "ai", "ou", "é"]
         var seen: Set<String> = []

@@ -1,6 +1,7 @@
 import Foundation
 import SparkCrypto
 import SparkDomain
+import SparkTestSupport
 
 /// Key transparency's rows (issue 45), each against its goal (the reference column):
 ///
@@ -109,7 +110,7 @@ enum TransparencyBenchmarks {
 
     static func proofSize(abridged: Bool) throws -> BenchmarkResult {
         let users = 1_000_000
-        var random = SearchBenchmarks.Random(state: 45)
+        var random = SplitMix64(seed: 45)
         var prefix = PrefixTree()
         var leaves: [Data] = []
         leaves.reserveCapacity(users)

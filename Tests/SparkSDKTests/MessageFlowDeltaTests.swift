@@ -44,17 +44,7 @@ struct MessageFlowDeltaTests {
     /// deltas: replacements that keep or move a message (a number given, an older or newer one),
     /// new messages, removals, a message both changed and removed, and a window out of order.
     @Test func aChangeInPlaceEqualsTheWholeListSortedAgain() {
-        struct SplitMix: RandomNumberGenerator {
-            var state: UInt64
-            mutating func next() -> UInt64 {
-                state &+= 0x9E37_79B9_7F4A_7C15
-                var z = state
-                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-                return z ^ (z >> 31)
-            }
-        }
-        var random = SplitMix(state: 42)
+        var random = SplitMix64(seed: 42)
         let order = { (a: ChatMessage, b: ChatMessage) -> Bool in
             switch (a.number, b.number) {
             case (let x?, let y?): x < y
