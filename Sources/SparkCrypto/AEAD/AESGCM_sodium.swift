@@ -1,6 +1,5 @@
 internal import CSodium
 import Foundation
-import SparkLock
 
 /// AES-256-GCM on libsodium, for opening many small values under one key (the endpoint store's
 /// sealed columns: a page of messages is fifty of them). The key is expanded once (its round
