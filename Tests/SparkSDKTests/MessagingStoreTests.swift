@@ -79,6 +79,60 @@ struct MessagingStoreTests {
 
     // MARK: Messages
 
+    /// A chat's row carries its count of unread messages (the SQLite store keeps it with
+    /// triggers rather than counting): it follows every change of what is unread, in random
+    /// order, and agrees with the messages counted one by one, also for a chat whose row is made
+    /// after its first messages.
+    @Test(arguments: Kind.allCases)
+    func aChatsUnreadCountFollowsItsMessages(_ kind: Kind) throws {
+        let store = try Harness(kind)
+        var random = SplitMix64(seed: 19)
+        var unread: [String: Set<String>] = ["c1": [], "c2": []]
+        var received: [String: [(id: String, number: Int64)]] = ["c1": [], "c2": []]
+        try store.write { s in try s.setMembership(chatID: "c1", participants: [], active: true, at: Self.time) }
+        for step in 0..<300 {
+            let chat = Bool.random(using: &random) ? "c1" : "c2"
+            if step == 150 {
+                try store.write { s in try s.setMembership(chatID: "c2", participants: [], active: true, at: Self.time) }
+            }
+            try store.write { s in
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<4:
+                    let number = Int64(received[chat]!.count + 1)
+                    let id = "\(chat)-r\(number)"
+                    let state: MessageState = Int.random(in: 0..<5, using: &random) == 0 ? .read : .delivered
+                    try s.insertReceived(
+                        Self.received(id, number, state: state), chatID: chat, incoming: true, ignoringTaken: false)
+                    received[chat]!.append((id, number))
+                    if state != .read { unread[chat]!.insert(id) }
+                case 4:
+                    try s.insertOutgoing(Self.outgoing("\(chat)-o\(step)", at: TimeInterval(step), chat: chat), sealed: Data([1]))
+                case 5:
+                    guard let last = received[chat]!.randomElement(using: &random) else { return }
+                    try s.readReceived(chatID: chat, upTo: last.number)
+                    for message in received[chat]! where message.number <= last.number { unread[chat]!.remove(message.id) }
+                case 6, 7:
+                    let some = Array(received[chat]!.shuffled(using: &random).prefix(3).map(\.id))
+                    try s.readReceived(chatID: chat, ids: some)
+                    unread[chat]!.subtract(some)
+                default:
+                    guard let message = received[chat]!.randomElement(using: &random) else { return }
+                    try s.recall(message.id)
+                    unread[chat]!.remove(message.id)
+                }
+            }
+            let (rows, counted) = try store.read { s in
+                (
+                    Dictionary(uniqueKeysWithValues: try s.chats(only: nil).map { ($0.chatID, $0.unreadCount) }),
+                    try ["c1", "c2"].map { try s.unreadCount(chatID: $0) }
+                )
+            }
+            #expect(counted == [unread["c1"]!.count, unread["c2"]!.count], "step \(step)")
+            #expect(rows["c1"] == unread["c1"]!.count, "step \(step)")
+            #expect(rows["c2"] == (step >= 150 ? unread["c2"]!.count : nil), "step \(step)")
+        }
+    }
+
     @Test(arguments: Kind.allCases)
     func messagesPageByNumberThenThoseWithoutOne(_ kind: Kind) throws {
         let store = try Harness(kind)

@@ -428,6 +428,43 @@ public final class EndpointStore: Sendable {
                 CREATE INDEX messages_held ON messages(chat_id, state) WHERE state = 'held';
                 """)
         }
+        migrator.register("v19-unread-counts") { db in
+            // Each chat's count of unread messages, kept by triggers as messages come, are read,
+            // are recalled or move, so that a chat's row is read without counting its messages
+            // (the chat list is read again after every page of the mailbox). A chat's row made
+            // after its messages counts them when it is made. `unreadCount(chatID:)` still
+            // counts, and the store suite checks the two agree.
+            try db.execute(
+                """
+                ALTER TABLE chats ADD COLUMN unread INTEGER NOT NULL DEFAULT 0;
+                UPDATE chats SET unread = (
+                    SELECT count(*) FROM messages m
+                    WHERE m.chat_id = chats.chat_id AND m.incoming = 1 AND m.state != 'read' AND m.recalled = 0);
+                CREATE TRIGGER chats_unread_made AFTER INSERT ON chats BEGIN
+                    UPDATE chats SET unread = (
+                        SELECT count(*) FROM messages m
+                        WHERE m.chat_id = new.chat_id AND m.incoming = 1 AND m.state != 'read' AND m.recalled = 0)
+                    WHERE chat_id = new.chat_id;
+                END;
+                CREATE TRIGGER messages_unread_added AFTER INSERT ON messages
+                WHEN new.incoming = 1 AND new.state != 'read' AND new.recalled = 0 BEGIN
+                    UPDATE chats SET unread = unread + 1 WHERE chat_id = new.chat_id;
+                END;
+                CREATE TRIGGER messages_unread_removed AFTER DELETE ON messages
+                WHEN old.incoming = 1 AND old.state != 'read' AND old.recalled = 0 BEGIN
+                    UPDATE chats SET unread = unread - 1 WHERE chat_id = old.chat_id;
+                END;
+                CREATE TRIGGER messages_unread_changed AFTER UPDATE OF chat_id, incoming, state, recalled ON messages
+                WHEN old.chat_id IS NOT new.chat_id
+                    OR (old.incoming = 1 AND old.state != 'read' AND old.recalled = 0)
+                        != (new.incoming = 1 AND new.state != 'read' AND new.recalled = 0) BEGIN
+                    UPDATE chats SET unread = unread - (old.incoming = 1 AND old.state != 'read' AND old.recalled = 0)
+                    WHERE chat_id = old.chat_id;
+                    UPDATE chats SET unread = unread + (new.incoming = 1 AND new.state != 'read' AND new.recalled = 0)
+                    WHERE chat_id = new.chat_id;
+                END;
+                """)
+        }
         return migrator
     }
 

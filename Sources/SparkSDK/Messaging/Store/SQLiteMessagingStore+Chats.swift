@@ -11,11 +11,13 @@ extension SQLiteMessagingStore {
     // MARK: Chats
 
     func chats(only chatID: String?) throws -> [StoredChat] {
+        // `unread` is kept by the store's triggers (`EndpointStore`, v19): no count of messages.
+        let columns = "SELECT chat_id, subject, active, last_activity, timer, unread FROM chats"
         let rows =
             if let chatID {
-                try db.rows("SELECT chat_id, subject, active, last_activity, timer FROM chats WHERE chat_id = ?", [chatID])
+                try db.rows("\(columns) WHERE chat_id = ?", [chatID])
             } else {
-                try db.rows("SELECT chat_id, subject, active, last_activity, timer FROM chats ORDER BY last_activity DESC")
+                try db.rows("\(columns) ORDER BY last_activity DESC")
             }
         return try rows.map { row in
             let id = try row.get(0, as: String.self)
@@ -24,7 +26,7 @@ extension SQLiteMessagingStore {
             return StoredChat(
                 chatID: id, subject: try subject(row.values[1], chatID: id), isActive: try row.get(2),
                 lastActivity: Date(timeIntervalSince1970: try row.get(3)), participants: participants,
-                unreadCount: try unreadCount(chatID: id), timer: try row.get(4))
+                unreadCount: try row.get(5), timer: try row.get(4))
         }
     }
 
