@@ -90,6 +90,40 @@ struct MessageFlowDeltaTests {
         #expect(changes == .all)
     }
 
+    /// A page of the mailbox is shown in the flows by the storage job that wrote it, before the
+    /// app hears of what it brought: each message `incomingMessages` gives is already in the
+    /// chat's flow, and counted unread in the chat list, when the app reads them.
+    @Test(arguments: MessagingStoreKind.allCases)
+    func anArrivalIsInTheFlowsWhenTheAppHearsOfIt(_ messaging: MessagingStoreKind) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory, messaging: messaging)
+            let flow = try await chat.bob.messages(in: chat.chatID)
+            let unreadBefore = chat.bob.chats.value.first { $0.chatID == chat.chatID }?.unreadCount ?? 0
+            let arrivals = chat.bob.incomingMessages
+            let checked = Task {
+                var seen: [(id: String, inFlow: Bool, unread: Int?)] = []
+                // The chat's first message (its flow showed it before the app heard of it) may
+                // come first: only those sent below are counted.
+                for await message in arrivals where message.content.hasPrefix("alice ") {
+                    let unread = chat.bob.chats.value.first { $0.chatID == chat.chatID }?.unreadCount
+                    seen.append((message.id, flow.value.contains { $0.id == message.id }, unread))
+                    if seen.count == 6 { break }
+                }
+                return seen
+            }
+            for index in 0..<6 {
+                try await chat.alice.sendMessage("alice \(index)", to: chat.chatID)
+                if index % 2 == 1 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            let seen = await checked.value
+            #expect(seen.count == 6)
+            for (index, arrival) in seen.enumerated() {
+                #expect(arrival.inFlow, "arrival \(index) was not in the flow yet")
+                #expect((arrival.unread ?? 0) >= unreadBefore + index + 1, "arrival \(index) was not counted unread yet")
+            }
+        }
+    }
+
     @Test func theFlowsMatchTheStoreAfterAConversation() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let chat = try await HostileDomainTests.chat(directory, messaging: .sqlite)

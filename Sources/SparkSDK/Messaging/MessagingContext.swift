@@ -174,6 +174,16 @@ extension MessagingPart {
         return try await storage.write(body)
     }
 
+    /// ``write(_:)``, and what it wrote shown in the flows in the same job of the storage's
+    /// thread (see `MessagingStorage.write(_:thenShowing:)`).
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (any MessagingStore) throws -> T,
+        thenShowing show: @escaping @Sendable (T, any MessagingStore) throws -> @Sendable () -> Void
+    ) async throws -> T {
+        try requireRunning()
+        return try await storage.write(body, thenShowing: show)
+    }
+
     /// Calls the domain, its refusals as the messenger's (`refused`, with the domain's code).
     nonisolated(nonsending) func domainCall<T>(_ body: () async throws -> T) async throws -> T {
         try requireRunning()

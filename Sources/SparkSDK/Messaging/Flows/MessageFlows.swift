@@ -1,4 +1,5 @@
 import Foundation
+import SparkLock
 import SparkObservable
 
 /// The app's view of the store: the chat list's flow and each chat's message flow, changed by
@@ -8,7 +9,9 @@ import SparkObservable
 actor MessageFlows {
     let storage: MessagingStorage
     nonisolated let chatsOwner = MutableStateFlow<[Chat]>([], label: "Messaging.chats")
-    private var messageOwners: [String: MutableStateFlow<[ChatMessage]>] = [:]
+    /// Each chat's message flow, by chat (read off the actor by a page's own storage job, see
+    /// ``showing(_:in:)``).
+    private nonisolated let messageOwners = Locked<[String: MutableStateFlow<[ChatMessage]>]>([:])
     /// The first read of a chat's flow, while it runs.
     private var messageLoads: [String: Task<Void, any Error>] = [:]
     /// How many of a chat's newest messages its flow holds.
@@ -25,13 +28,13 @@ actor MessageFlows {
     }
 
     func messageFlow(_ chatID: String) async throws -> StateFlow<[ChatMessage]> {
-        if let owner = messageOwners[chatID] {
+        if let owner = messageOwners.withLock({ $0[chatID] }) {
             // Made by a call still reading its first window: shown once that is in.
             try await messageLoads[chatID]?.value
             return owner.flow
         }
         let owner = MutableStateFlow<[ChatMessage]>([], label: "Messaging.messages")
-        messageOwners[chatID] = owner
+        messageOwners.withLock { $0[chatID] = owner }
         let load = Task {
             try await self.storage.show { store in
                 let page = try store.page(chatID: chatID, before: nil, limit: Self.flowWindow)
@@ -43,7 +46,7 @@ actor MessageFlows {
         do {
             try await load.value
         } catch {
-            messageOwners[chatID] = nil
+            messageOwners.withLock { $0[chatID] = nil }
             throw error
         }
         return owner.flow
@@ -57,28 +60,24 @@ actor MessageFlows {
     /// in the order they were asked for, so a flow never goes back to an older snapshot when two
     /// reloads cross.
     func reloadMessages(_ chatID: String, changed: MessageChanges = .all) async {
-        guard let owner = messageOwners[chatID], changed != .none else { return }
+        guard let owner = messageOwners.withLock({ $0[chatID] }), changed != .none else { return }
         try? await storage.show { store in try Self.reload(owner, chatID: chatID, changed: changed, store: store) }
     }
 
-    /// What a page of the mailbox touched, shown in one read: each chat's flow by what changed in
-    /// it, and the chat list's rows of those chats.
-    func reloadFlows(_ touched: [String: MessageChanges]) async {
-        guard !touched.isEmpty else { return }
-        let flows = touched.compactMap { chatID, changed in
-            messageOwners[chatID].map { (chatID: chatID, changed: changed, owner: $0) }
+    /// Reads what `touched` changed, in each chat's flow and in the chat list's rows of those
+    /// chats; the change returned shows it. Run on the storage's thread by the job of the write
+    /// that touched them, right after it commits (`MessagingStorage.write(_:thenShowing:)`): what
+    /// a page of the mailbox applied is shown before the app hears of it.
+    nonisolated func showing(_ touched: [String: MessageChanges], in store: any MessagingStore) throws -> @Sendable () -> Void {
+        guard !touched.isEmpty else { return {} }
+        let owners = messageOwners.withLock { $0 }
+        let updates = try touched.compactMap { chatID, changed in
+            try owners[chatID].map { owner in try Self.reload(owner, chatID: chatID, changed: changed, store: store) }
         }
-        let chats = chatsOwner
-        let chatIDs = Set(touched.keys)
-        try? await storage.show { store in
-            let updates = try flows.map { flow in
-                try Self.reload(flow.owner, chatID: flow.chatID, changed: flow.changed, store: store)
-            }
-            let rows = try self.replaceChats(chatIDs, in: chats, store: store)
-            return {
-                for update in updates { update() }
-                rows()
-            }
+        let rows = try replaceChats(Set(touched.keys), in: chatsOwner, store: store)
+        return {
+            for update in updates { update() }
+            rows()
         }
     }
 
@@ -107,7 +106,7 @@ actor MessageFlows {
     /// Puts `messages`, as just written, in their places in the chat's flow, without reading them
     /// back.
     func showMessages(_ messages: [ChatMessage], in chatID: String) {
-        guard let owner = messageOwners[chatID], !messages.isEmpty else { return }
+        guard let owner = messageOwners.withLock({ $0[chatID] }), !messages.isEmpty else { return }
         owner.update { window in Self.merge(messages, removing: [], into: &window, limit: Self.flowWindow) }
     }
 

@@ -126,9 +126,8 @@ actor MailboxSync: MessagingPart {
 
     typealias Changes = @Sendable (any MessagingStore, (any MLSSignatureChecker)?) throws -> Effects
 
-    /// What a batch touched, for the flows and the app.
+    /// What a batch changed, for the app (the flows show each write as it commits).
     private struct Batch {
-        var touched: [String: MessageChanges] = [:]
         /// What changed of messages already there (not this device's echoes, not new arrivals).
         var altered: [String: MessageChanges] = [:]
         var events: [MessageEvent] = []
@@ -161,9 +160,8 @@ actor MailboxSync: MessagingPart {
                 break
             }
         }
-        // What committed before a failure is shown and acknowledged all the same; the flows
-        // first, so that an app told of a step finds it there.
-        await flows.reloadFlows(batch.touched)
+        // What committed before a failure is reported all the same (each write showed itself in
+        // the flows as it committed, so an app told of a step finds it there).
         for (chatID, altered) in batch.altered {
             switch altered {
             case .none: break
@@ -220,12 +218,14 @@ actor MailboxSync: MessagingPart {
 
     /// A run's transaction: each step in a savepoint, then the cursor. With `signatures`, the
     /// signatures on its messages are verified beside it, and it commits only once they all held
-    /// (it throws ``DeferredSignatures/Failed``, rolled back, when one did not).
+    /// (it throws ``DeferredSignatures/Failed``, rolled back, when one did not). What it changed
+    /// is shown in the flows by the same job of the storage's thread, the moment it commits.
     private func write(
         _ prepared: [(entry: MailboxEntry, changes: Changes?)], through sequence: Int64, signatures: DeferredSignatures?
     ) async throws -> [(effects: Effects, conflict: String?)] {
         let groups = self.groups
-        return try await write { store -> [(effects: Effects, conflict: String?)] in
+        let flows = self.flows
+        let apply = { @Sendable (store: any MessagingStore) throws -> [(effects: Effects, conflict: String?)] in
             // Each chat's group is written once, at the end of the page (see `GroupStore.deferringSaves`).
             let outcomes = try groups.deferringSaves(store) {
                 var outcomes: [(effects: Effects, conflict: String?)] = []
@@ -246,6 +246,13 @@ actor MailboxSync: MessagingPart {
             }
             try store.setMailboxCursor(sequence)
             return outcomes
+        }
+        return try await write(apply) { outcomes, store in
+            var touched: [String: MessageChanges] = [:]
+            for (index, outcome) in outcomes.enumerated() where !prepared[index].entry.chatID.isEmpty {
+                touched[prepared[index].entry.chatID, default: .none].formUnion(outcome.effects.changed)
+            }
+            return try flows.showing(touched, in: store)
         }
     }
 
@@ -274,12 +281,15 @@ actor MailboxSync: MessagingPart {
             }
         }
         var effects = Effects()
+        let flows = self.flows
         do {
             let changes = applied.changes
             effects = try await write { store in
                 let effects = try changes?(store, nil) ?? Effects(changed: .none)
                 try done(store, effects)
                 return effects
+            } thenShowing: { effects, store in
+                try flows.showing(entry.chatID.isEmpty ? [:] : [entry.chatID: effects.changed], in: store)
             }
         } catch let error as MessagingError where error.code == .conflict {
             // The entry contradicts the store (an id or a number already taken): retrying cannot
@@ -293,8 +303,8 @@ actor MailboxSync: MessagingPart {
         return effects.moved
     }
 
-    /// What follows an applied entry, once its transaction committed: the app's events, the
-    /// receipts due, the chats to look at, and what the page touched.
+    /// What follows an applied entry, once its transaction committed and the flows show it: the
+    /// app's events, the receipts due, the chats to look at, and what the page changed.
     private func finish(_ entry: MailboxEntry, effects: Effects, notices: [MessagingEvent], into batch: inout Batch) async {
         for notice in notices + effects.notices { eventSinks.yield(notice) }
         for message in effects.arrived { arrivalSinks.yield(message) }
@@ -308,7 +318,6 @@ actor MailboxSync: MessagingPart {
                 needsReconcile.withLock { $0.formUnion(chats) }
             }
         }
-        if !entry.chatID.isEmpty { batch.touched[entry.chatID, default: .none].formUnion(effects.changed) }
         // Only what a member sent changes messages already there (a commit or a Welcome reloads
         // the flow, changing none of them; a receipt's step is a `messageEvents` event).
         if !entry.chatID.isEmpty, !effects.echo, [.message, .event].contains(entry.kind) {

@@ -101,6 +101,29 @@ final class MessagingStorage: Sendable {
         try await run(writing: true, body)
     }
 
+    /// ``write(_:)``, then, on the storage's thread before anything else runs there, a read by
+    /// `show` of what the write returned and the update it makes of the flows: what a step
+    /// stored is shown the moment it commits, with no hop to another thread and back in between
+    /// (a page of the mailbox, see `MailboxSync`). The update runs outside both transactions, in
+    /// the order of the snapshots, as ``show(_:)``'s; a read that fails shows nothing (the
+    /// write stands).
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (any MessagingStore) throws -> T,
+        thenShowing show: @escaping @Sendable (T, any MessagingStore) throws -> @Sendable () -> Void
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
+            thread.async {
+                let result = Result { try self.transaction(writing: true, body) }
+                if case .success(let written) = result,
+                    let update = try? self.transaction(writing: false, { store in try show(written, store) })
+                {
+                    update()
+                }
+                done.resume(with: result)
+            }
+        }
+    }
+
     /// Ends the storage: every write called before has finished when this returns, and none runs
     /// after (they throw `notReady`).
     func close() async {
