@@ -53,6 +53,7 @@ grep -q "^bob sees the file recalled$" "$work/chat.out"
 grep -q "^alice sees bob typing$" "$work/chat.out"
 grep -q '^bob got the live event cursor {"x": 3} from alice$' "$work/chat.out"
 grep -q "^bob got the queued messages in order: yes$" "$work/chat.out"
+grep -q "^bob got the batch in order: yes$" "$work/chat.out"
 grep -q "^bob blocked 1 user(s): alice$" "$work/chat.out"
 grep -q "^done$" "$work/chat.out"
 

@@ -171,6 +171,24 @@ static int rich(spark_client *alice, spark_client *bob, const char *chat_id, con
     spark_messages_free(first, 1);
     spark_messages_free(second, 1);
 
+    /* Three queued in one call: stored together, posted together, and bob gets them in order. */
+    const char *batch[] = {"batch one", "batch two", "batch three"};
+    spark_message *queued_many;
+    if (check("queue many", spark_queue_many(alice, chat_id, batch, 3, &queued_many))) return 1;
+    spark_event *last_of_batch = wait_for(bob, SPARK_EVENT_MESSAGE, queued_many[2].message_id, -1);
+    if (!last_of_batch) return fprintf(stderr, "c-chat: bob never got the batch\n"), 1;
+    spark_event_free(last_of_batch);
+    if (check("latest", spark_list_messages(bob, chat_id, 0, 3, &latest, &latest_count))) return 1;
+    int batch_in_order = latest_count == 3;
+    for (size_t index = 0; batch_in_order && index < 3; index++) {
+        batch_in_order = strcmp(latest[index].content, batch[index]) == 0 &&
+                         strcmp(latest[index].message_id, queued_many[index].message_id) == 0 &&
+                         (index == 0 || latest[index - 1].number < latest[index].number);
+    }
+    printf("bob got the batch in order: %s\n", batch_in_order ? "yes" : "no");
+    spark_messages_free(latest, latest_count);
+    spark_messages_free(queued_many, 3);
+
     /* Bob blocks alice, lists his blocks, and unblocks her. */
     if (check("block", spark_block(bob, "alice"))) return 1;
     char **blocked;

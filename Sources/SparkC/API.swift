@@ -336,6 +336,24 @@ public func sparkQueue(
     send(pointer, chatID, content, message) { access, body, chat in try await access.queueMessage(body, to: chat) }
 }
 
+/// `spark_queue_many`, declared and documented in `spark/spark.h`.
+@_cdecl("spark_queue_many")
+public func sparkQueueMany(
+    _ pointer: OpaquePointer?, _ chatID: UnsafePointer<CChar>?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?, _ count: Int,
+    _ messages: UnsafeMutablePointer<UnsafeMutablePointer<spark_message>?>?
+) -> spark_status {
+    call {
+        let client = try client(pointer)
+        let chat = try text(chatID, "chat_id")
+        guard let texts, (1...256).contains(count) else {
+            throw CArgumentError(message: "texts is NULL, or count is not 1 to 256")
+        }
+        let drafts = try (0..<count).map { NewMessage(try text(texts[$0], "texts[\($0)]")) }
+        let sent = try Client.wait { try await access(client).queueMessages(drafts, to: chat) }
+        messages?.pointee = CMessages.make(sent)
+    }
+}
+
 /// `spark_send` and `spark_queue`: the text sent to the chat by `how`, and the message as it
 /// returned in `*message`.
 private func send(

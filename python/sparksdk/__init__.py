@@ -235,6 +235,7 @@ def _load() -> ctypes.CDLL:
         "spark_start_chat": ([P, ctypes.POINTER(S), SZ, S, out_s], I),
         "spark_send": ([P, S, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
         "spark_queue": ([P, S, S, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
+        "spark_queue_many": ([P, S, ctypes.POINTER(S), SZ, ctypes.POINTER(ctypes.POINTER(_CMessage))], I),
         "spark_list_messages": ([P, S, I64, SZ, ctypes.POINTER(ctypes.POINTER(_CMessage)), ctypes.POINTER(SZ)], I),
         "spark_messages_free": ([ctypes.POINTER(_CMessage), SZ], None),
         "spark_mark_read": ([P, S], I), "spark_edit": ([P, S, S], I), "spark_safety_number": ([P, S, out_s], I),
@@ -417,6 +418,18 @@ class Client:
         the chat's messages are posted in order, several in one request, and each one's later
         states come as MESSAGE_STATE events."""
         return self._send(_library().spark_queue, chat_id, text)
+
+    def queue_many(self, chat_id: str, texts: Sequence[str]) -> List[Message]:
+        """Sends 1 to 256 texts at once, in their order, without waiting for the domain: all stored
+        in one transaction (or, when it fails, none) and posted together; returns them as stored."""
+        lib = _library()
+        array = (ctypes.c_char_p * len(texts))(*[text.encode() for text in texts])
+        sent = ctypes.POINTER(_CMessage)()
+        self._check(lib.spark_queue_many(self._handle, chat_id.encode(), array, len(texts), ctypes.byref(sent)))
+        try:
+            return [_message(sent[i]) for i in range(len(texts))]
+        finally:
+            lib.spark_messages_free(sent, len(texts))
 
     def _send(self, function, chat_id: str, text: str) -> Message:
         sent = ctypes.POINTER(_CMessage)()

@@ -82,6 +82,26 @@ def test_queued_messages_arrive_in_order(directory):
         assert refused.value.status == sparksdk.Status.NOT_FOUND
 
 
+def test_messages_queued_at_once_arrive_in_order(directory):
+    with device(directory, "alice") as alice, device(directory, "bob") as bob:
+        chat_id = alice.start_chat(["bob"])
+        texts = [f"batched {index}" for index in range(30)]
+        queued = alice.queue_many(chat_id, texts)
+        assert [message.content for message in queued] == texts
+        assert len({message.message_id for message in queued}) == 30
+        incoming = (e.message for e in bob.events(timeout=30) if e.kind == sparksdk.EventKind.MESSAGE)
+        arrived = list(itertools.islice(incoming, 30))
+        assert [m.content for m in arrived] == texts
+        assert [m.message_id for m in arrived] == [m.message_id for m in queued]
+        with pytest.raises(sparksdk.SparkError) as too_many:
+            alice.queue_many(chat_id, ["x"] * 257)
+        assert too_many.value.status == sparksdk.Status.INVALID_ARGUMENT
+        # One refused (too large) refuses the call: nothing of it is stored.
+        with pytest.raises(sparksdk.SparkError):
+            alice.queue_many(chat_id, ["stored?", "x" * 80_000])
+        assert "stored?" not in [m.content for m in alice.messages(chat_id)]
+
+
 def test_errors_carry_the_status(directory):
     with device(directory, "alice") as alice:
         with pytest.raises(sparksdk.SparkError) as refused:

@@ -97,6 +97,17 @@ public final class BBMAccess: Sendable {
         try await messenger.outbox.send(content, tag: tag, data: data, ref: ref, to: chatID, untilPosted: false)
     }
 
+    /// Sends several messages to a chat at once, in the order given, without waiting for the
+    /// domain: ``queueMessage(_:tag:data:ref:to:)`` for each, in one step. They are sealed and
+    /// stored on this device in one transaction (all of them, or, when it fails, none) and posted
+    /// together; returns them as stored (state `sending`, or `held`), in that order. For an app
+    /// that sends many at once (a bot, an import, a forward): the chat's group is written once,
+    /// not once a message. At most 256 messages a call.
+    @discardableResult
+    public func queueMessages(_ messages: [NewMessage], to chatID: String) async throws -> [ChatMessage] {
+        try await messenger.outbox.send(messages, to: chatID, untilPosted: false)
+    }
+
     /// Sends the file at `path` to a chat, with an optional caption and thumbnail: the file is
     /// encrypted on this device as it is read (AES-256-GCM in 64 KiB chunks, under a key drawn
     /// for it alone) and uploaded to the domain in parts, and then a message carrying the key goes

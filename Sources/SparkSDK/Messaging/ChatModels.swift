@@ -90,6 +90,27 @@ public struct ChatMessage: Sendable, Equatable, Identifiable {
     public var attachment: Attachment?
 }
 
+/// A message to send with ``BBMAccess/queueMessages(_:to:)``: what ``BBMAccess/queueMessage(_:tag:data:ref:to:)``
+/// takes for one.
+public struct NewMessage: Sendable, Equatable {
+    /// The text; with `data`, at most 70 KB.
+    public var content: String
+    /// The app's tag for it ("Text" unless the app says otherwise).
+    public var tag: String
+    /// Data the app attaches (JSON, say); with `content`, at most 70 KB.
+    public var data: String?
+    /// The number of the chat's message it refers to (a quote, a reply).
+    public var ref: Int64?
+
+    /// A message of `content`, with an optional tag, data and the number of a message it refers to.
+    public init(_ content: String, tag: String = "Text", data: String? = nil, ref: Int64? = nil) {
+        self.content = content
+        self.tag = tag
+        self.data = data
+        self.ref = ref
+    }
+}
+
 /// One emoji's reactions to a message: the users who added it, one each.
 public struct Reaction: Sendable, Equatable, Codable {
     /// The emoji (one grapheme cluster).

@@ -275,6 +275,13 @@ spark_status spark_send(spark_client *client, const char *chat_id, const char *t
  * `*message`, if not NULL, gets it as stored (free with spark_messages_free(m, 1)). */
 spark_status spark_queue(spark_client *client, const char *chat_id, const char *text, spark_message **message);
 
+/* Sends `count` texts (1 to 256, each at most 70 KB) to a chat at once, in their order, without
+ * waiting for the domain: spark_queue for each, in one step. They are sealed and stored on this
+ * device in one transaction (all of them or, when it fails, none) and posted together. `*messages`,
+ * if not NULL, gets them as stored, in that order (free with spark_messages_free(m, count)). */
+spark_status spark_queue_many(
+    spark_client *client, const char *chat_id, const char *const *texts, size_t count, spark_message **messages);
+
 /* Up to `limit` messages of a chat before `before_number` (0: the newest), oldest first. */
 spark_status spark_list_messages(
     spark_client *client, const char *chat_id, int64_t before_number, size_t limit, spark_message **messages,

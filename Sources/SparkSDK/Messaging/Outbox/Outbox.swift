@@ -49,103 +49,137 @@ actor Outbox: MessagingPart {
         _ content: String, tag: String, data: String?, ref: Int64?, attachment: AttachmentDescriptor? = nil, to chatID: String,
         untilPosted: Bool = true
     ) async throws -> ChatMessage {
-        guard content.utf8.count + (data?.utf8.count ?? 0) <= MessagingContext.maximumContentSize else {
+        let draft = NewMessage(content, tag: tag, data: data, ref: ref)
+        let sent = try await send([draft], attachment: attachment, to: chatID, untilPosted: untilPosted)
+        guard let message = sent.first else { throw MessagingError(.storageFailure, "the message was not stored") }
+        return message
+    }
+
+    /// The most messages one call of ``send(_:attachment:to:untilPosted:)`` takes (each at most
+    /// ``MessagingContext/maximumContentSize``: a transaction of at most about 18 MB).
+    static let mostAtOnce = 256
+
+    /// Sends `drafts` to the chat, in their order: all sealed and stored in one transaction (or
+    /// all held, or none stored when it fails), then posted by the chat's delivery run, several
+    /// in one request. Returns them as stored, or, with `untilPosted`, once the domain answered.
+    func send(
+        _ drafts: [NewMessage], attachment: AttachmentDescriptor? = nil, to chatID: String, untilPosted: Bool
+    ) async throws -> [ChatMessage] {
+        guard !drafts.isEmpty else { return [] }
+        guard drafts.count <= Self.mostAtOnce else {
+            throw MessagingError(.invalidArgument, "at most \(Self.mostAtOnce) messages are sent at once")
+        }
+        for draft in drafts where draft.content.utf8.count + (draft.data?.utf8.count ?? 0) > MessagingContext.maximumContentSize {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
         }
-        let id = newID()
         let now = clock.now()
-        let outgoing = OutgoingMessage(
-            id: id, chatID: chatID, sender: me, content: content, tag: tag, data: data, ref: ref, timestamp: now,
-            attachment: attachment)
+        let outgoing = drafts.map { draft in
+            OutgoingMessage(
+                id: newID(), chatID: chatID, sender: me, content: draft.content, tag: draft.tag, data: draft.data,
+                ref: draft.ref, timestamp: now, attachment: attachment)
+        }
+        let ids = outgoing.map(\.id)
         // The usual case in one transaction: nothing holds the chat and nothing waits held in it,
-        // so the message is sealed and stored at once, and what is to be posted read with it.
+        // so the messages are sealed and stored at once, and what is to be posted read with them.
         // What is pending is read with the send only for a run that will start at once (a run
         // behind another reads it when it starts).
         if let sent = try await sendAtOnce(outgoing, readingPending: deliveries[chatID] == nil) {
             if sent.expiring { await noteExpiring() }
-            await flows.showMessages([sent.message], in: chatID)
+            await flows.showMessages(sent.messages, in: chatID)
             guard untilPosted else {
                 startDelivery(in: chatID, pending: sent.pending)
-                return sent.message
+                return sent.messages
             }
             let accepted = await deliverPending(in: chatID, pending: sent.pending)
-            if let shown = accepted[id] { return shown }
-            return try await self.stored(id)
+            return try await stored(ids, accepted: accepted)
         }
-        // One read: the chat, the message referred to, what holds the chat, and whether messages
+        // One read: the chat, the messages referred to, what holds the chat, and whether messages
         // wait held in it.
-        let (payload, untrusted, waiting) = try await read { store -> (ChatPayload, [String], Bool) in
-            let (session, payload) = try self.prepare(outgoing, in: store)
-            return (payload, try session.untrustedUsers(), try !store.held(chatID: chatID).isEmpty)
+        let (payloads, untrusted, waiting) = try await read { store -> ([ChatPayload], [String], Bool) in
+            let session = try self.activeSession(chatID, in: store)
+            let payloads = try outgoing.map { try self.payload(of: $0, in: store) }
+            return (payloads, try session.untrustedUsers(), try !store.held(chatID: chatID).isEmpty)
         }
         // A contact that holds the chat is looked up again first (see `heldBy`).
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
         if holding.isEmpty, waiting { await releaseHeld(in: chatID) }
-        let message = try await write { store -> ChatMessage in
-            var sealed: Data?
-            if holding.isEmpty {
-                do {
-                    sealed = try self.sealNext(payload, chatID: chatID, localID: id, in: store)
-                } catch let error as MessagingError where error.code == .identityUnconfirmed {
-                    // The group changed while this waited: held after all.
-                    sealed = nil
+        let messages = try await write { store -> [ChatMessage] in
+            var session = holding.isEmpty ? try self.activeSession(chatID, in: store) : nil
+            var shown: [ChatMessage] = []
+            for (message, payload) in zip(outgoing, payloads) {
+                var sealed: Data?
+                if var open = session {
+                    do {
+                        sealed = try open.seal(payload, localID: message.id)
+                        session = open
+                    } catch let error as MessagingError where error.code == .identityUnconfirmed {
+                        // The group changed while this waited: held after all, with what follows.
+                        session = nil
+                    }
                 }
+                try store.insertOutgoing(message, sealed: sealed)
+                shown.append(message.shown(as: sealed == nil ? .held : .sending))
             }
-            try store.insertOutgoing(outgoing, sealed: sealed)
-            return outgoing.shown(as: sealed == nil ? .held : .sending)
+            return shown
         }
         await noteExpiring()
-        await flows.showMessages([message], in: chatID)
+        await flows.showMessages(messages, in: chatID)
         guard untilPosted else {
             startDelivery(in: chatID, pending: nil)
+            return messages
+        }
+        let accepted = await deliverPending(in: chatID)
+        return try await stored(ids, accepted: accepted)
+    }
+
+    /// The messages `ids` as the domain's answers left them (`accepted`), else as stored now.
+    private func stored(_ ids: [String], accepted: [String: ChatMessage]) async throws -> [ChatMessage] {
+        let missing = ids.filter { accepted[$0] == nil }
+        let found = missing.isEmpty ? [] : try await read { store in try missing.compactMap { try store.message($0) } }
+        let byID = accepted.merging(found.map { ($0.id, $0) }) { first, _ in first }
+        return try ids.map { id in
+            guard let message = byID[id] else { throw MessagingError(.unknownChat, "no message \(id)") }
             return message
         }
-        _ = await deliverPending(in: chatID)
-        return try await self.stored(id)
     }
 
-    /// The message `id` as stored now.
-    private func stored(_ id: String) async throws -> ChatMessage {
-        guard let message = try await read({ store in try store.message(id) }) else {
-            throw MessagingError(.unknownChat, "no message \(id)")
-        }
-        return message
-    }
-
-    /// A message sealed and stored in one transaction, with what is to be posted in its chat.
+    /// Messages sealed and stored in one transaction, with what is to be posted in their chat.
     struct SentAtOnce: Sendable {
-        var message: ChatMessage
+        var messages: [ChatMessage]
         var pending: [(id: String, sealed: Data)]?
         /// The chat has a disappearing-messages timer.
         var expiring: Bool
     }
 
-    /// Seals and stores `outgoing` in one transaction when nothing holds its chat and nothing
-    /// waits held in it; nil otherwise (then `send` looks the holders up first). With
-    /// `readingPending`, the chat's messages still sending come back with it, oldest first.
-    private func sendAtOnce(_ outgoing: OutgoingMessage, readingPending: Bool) async throws -> SentAtOnce? {
-        try await write { store -> SentAtOnce? in
-            let chatID = outgoing.chatID
-            var (session, payload) = try self.prepare(outgoing, in: store)
-            guard try session.untrustedUsers().isEmpty, try store.held(chatID: chatID).isEmpty else { return nil }
-            let sealed = try session.seal(payload, localID: outgoing.id)
-            try store.insertOutgoing(outgoing, sealed: sealed)
-            return SentAtOnce(
-                message: outgoing.shown(as: .sending), pending: readingPending ? try store.sending(chatID: chatID) : nil,
-                expiring: try store.timer(chatID: chatID) > 0)
+    /// Seals and stores `outgoing` (messages of one chat) in one transaction when nothing holds
+    /// their chat and nothing waits held in it; nil otherwise (then `send` looks the holders up
+    /// first). The chat's group is loaded once and written once, its ratchet moved by each. With
+    /// `readingPending`, the chat's messages still sending come back with them, oldest first.
+    private func sendAtOnce(_ outgoing: [OutgoingMessage], readingPending: Bool) async throws -> SentAtOnce? {
+        guard let chatID = outgoing.first?.chatID else { return nil }
+        let groups = self.groups
+        return try await write { store -> SentAtOnce? in
+            try groups.deferringSaves(store) {
+                var session = try self.activeSession(chatID, in: store)
+                guard try session.untrustedUsers().isEmpty, try store.held(chatID: chatID).isEmpty else { return nil }
+                var shown: [ChatMessage] = []
+                for message in outgoing {
+                    let sealed = try session.seal(try self.payload(of: message, in: store), localID: message.id)
+                    try store.insertOutgoing(message, sealed: sealed)
+                    shown.append(message.shown(as: .sending))
+                }
+                return SentAtOnce(
+                    messages: shown, pending: readingPending ? try store.sending(chatID: chatID) : nil,
+                    expiring: try store.timer(chatID: chatID) > 0)
+            }
         }
     }
 
-    /// The chat's group and the payload of `outgoing` (the message it refers to found by its
-    /// number), checked: what a send needs before it seals.
-    private nonisolated func prepare(
-        _ outgoing: OutgoingMessage, in store: any MessagingStore
-    ) throws -> (session: ChatSession, payload: ChatPayload) {
+    /// The payload of `outgoing`, the message it refers to found by its number, checked: what a
+    /// send needs before it seals.
+    private nonisolated func payload(of outgoing: OutgoingMessage, in store: any MessagingStore) throws -> ChatPayload {
         let chatID = outgoing.chatID
-        guard let session = try session(chatID, in: store) else {
-            throw MessagingError(.unknownChat, "this device is not in chat \(chatID)")
-        }
         let refID = try outgoing.ref.map { number in
             guard let id = try store.messageID(chatID: chatID, number: number) else {
                 throw MessagingError(.unknownChat, "no message #\(number) in chat \(chatID) to refer to")
@@ -156,7 +190,7 @@ actor Outbox: MessagingPart {
             kind: .text, id: outgoing.id, content: outgoing.content, tag: outgoing.tag, data: outgoing.data, ref: refID,
             attachment: outgoing.attachment)
         try payload.validate()
-        return (session, payload)
+        return payload
     }
 
     func requireActive(_ chatID: String) async throws {
