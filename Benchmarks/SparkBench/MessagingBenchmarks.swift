@@ -103,20 +103,25 @@ enum MessagingBenchmarks {
             // A profile (SPARK_PERF_CONTROL) holds the burst, both processes, and the first
             // paced messages, by which time the burst is in.
             Harness.profiling(true)
-            var last: ChatMessage?
-            for _ in 0..<burst { last = try await access.queueMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
-            // The same burst again once bob has it all (his receipt of the last is back), 100
-            // messages a call (`queueMessages`, for an app that sends many at once).
-            if let last {
+            // Each part starts once bob has all of the one before it (his receipt of its last
+            // message is back), so that none is measured behind another's tail.
+            let delivered = { @Sendable (last: ChatMessage?) async throws in
+                guard let last else { return }
                 for _ in 0..<3000 {
-                    if case .delivered = try await access.message(last.id).state { break }
+                    if case .delivered = try await access.message(last.id).state { return }
                     try await Task.sleep(for: .milliseconds(5))
                 }
             }
+            var last: ChatMessage?
+            for _ in 0..<burst { last = try await access.queueMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
+            try await delivered(last)
+            // The same burst again, 100 messages a call (`queueMessages`, for an app that sends
+            // many at once).
             for _ in 0..<(burst / batch) {
                 let drafts = (0..<batch).map { _ in NewMessage(String(wallNanoseconds()), tag: "batched") }
-                try await access.queueMessages(drafts, to: chat.chatID)
+                last = try await access.queueMessages(drafts, to: chat.chatID).last
             }
+            try await delivered(last)
             for index in 0..<paced {
                 if index == 10 { Harness.profiling(false) }
                 try await access.sendMessage(String(wallNanoseconds()), tag: "paced", to: chat.chatID)
