@@ -14,23 +14,35 @@ public final class DatabaseQueue: @unchecked Sendable {
     // @unchecked Sendable: `database` is only touched while `lock` is held.
     private let lock = NSLock()
     private let database: Database
+    /// Checkpoints the file's log beside its commits (nil in memory).
+    let checkpointer: Checkpointer?
     /// The database file path.
     public let path: String
 
-    /// Opens (creating if needed) the database at `path` in WAL mode with foreign keys on.
+    /// Opens (creating if needed) the database at `path` in WAL mode with foreign keys on. The
+    /// log is checkpointed on a thread of its own, never in a commit (see `Checkpointer`).
     ///
     /// A new file is created with mode 0600, and a missing parent directory with 0700;
     /// SQLite gives its `-wal` and `-shm` files the database file's mode.
     public init(path: String, busyTimeout: Duration = .seconds(10)) throws {
         if path != ":memory:" { try Self.prepareFile(at: path) }
         let database = try Database(path: path, busyTimeout: busyTimeout)
+        var checkpointer: Checkpointer?
         if path != ":memory:" {
             try Self.enableWAL(database, timeout: busyTimeout)
             try database.execute("PRAGMA synchronous=NORMAL")
+            let background = Checkpointer(path: path, busyTimeout: busyTimeout)
+            database.checkpoint(through: background)
+            checkpointer = background
         }
         try database.execute("PRAGMA foreign_keys=ON")
         self.path = path
         self.database = database
+        self.checkpointer = checkpointer
+    }
+
+    deinit {
+        checkpointer?.close()
     }
 
     /// An in-memory database, for tests and scratch work.

@@ -193,4 +193,22 @@ struct StoreTests {
         }
         #expect(try queue.read { db in try db.scalar("SELECT count(DISTINCT n) FROM c", as: Int.self) } == 800)
     }
+
+    /// The log is checkpointed beside the commits (SparkStore's `Checkpointer`), and it is
+    /// checkpointed: commits that put three times the threshold in the log (3,000 of a row of
+    /// 3 KB) leave the database file holding their pages, which in WAL mode only a checkpoint
+    /// writes there, while the connection stays open. Nothing here checkpoints by hand.
+    @Test func theLogIsCheckpointedWhileTheFileIsOpen() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("log.sqlite").path
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { db in try db.execute("CREATE TABLE t (b BLOB)") }
+            for _ in 0..<3000 {
+                try queue.write { db in try db.execute("INSERT INTO t VALUES (?)", [Data(repeating: 1, count: 3000)]) }
+            }
+            let size = { @Sendable in ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
+            #expect(await eventually { size() > 4_000_000 }, "the database file holds \(size()) bytes")
+            #expect(try queue.read { db in try db.scalar("SELECT count(*) FROM t", as: Int.self) } == 3000)
+        }
+    }
 }
