@@ -58,9 +58,14 @@ def linker_toolset(scratch):
 
 
 def can_bind_mount():
-    """Whether this process may make a mount namespace of its own (root, or a user namespace)."""
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "true"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    """Whether this process may bind a folder over the checkout in a mount namespace of its own
+    (as root): tried once, the checkout over itself, so a copy's lane never fails on it."""
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                               'mount --bind "$0" "$0"', root],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    except OSError:
+        return False
 
 
 def at_root(command, copy):
