@@ -225,7 +225,8 @@ enum MessagingBenchmarks {
             let batched = arrivals.values.filter { $0.tag == "batched" }
             let paced = arrivals.values.filter { $0.tag == "paced" }.map { Double($0.received - $0.sent) / 1e6 }.sorted()
             guard let firstSent = burst.map(\.sent).min(), let lastReceived = burst.map(\.received).max(), !paced.isEmpty else {
-                print("failed: received \(arrivals.count) of \(count)")
+                let tags = Dictionary(grouping: arrivals.values, by: \.tag).mapValues(\.count)
+                print("failed: received \(arrivals.count) of \(count) (by tag: \(tags.sorted { $0.key < $1.key }))")
                 return 1
             }
             let throughput = Double(burst.count) / (Double(lastReceived - firstSent) / 1e9)

@@ -231,6 +231,7 @@ enum PostgreSQLBenchmarks {
         let ours: MessagingBenchmarks.Measured
         do {
             defer { served.stop() }
+            try served.liftWriteLimits()
             ours = try MessagingBenchmarks.measureTwoProcesses(
                 plist: try served.plist(), open: { try served.client() })
         }
