@@ -5,7 +5,8 @@
 # that uses it compiles nothing again: `swift build $(bash scripts/lld-toolset.sh | sed 's/^/--toolset /')`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-folder="$(pwd)/${1:-.build}"
+folder="${1:-.build}"
+[[ "$folder" = /* ]] || folder="$(pwd)/$folder"
 lld="$(dirname "$(readlink -f "$(command -v swift)")")/ld.lld"
 [ -x "$lld" ] || exit 0
 mkdir -p "$folder"

@@ -43,18 +43,13 @@ environment = dict(os.environ, SPARK_TEST_PATIENCE="10")
 
 
 def linker_toolset(scratch):
-    """A SwiftPM toolset that links with the toolchain's lld instead of the system's gold, or None
-    if the toolchain has none. Only the link commands change (SwiftPM passes it as `-ld-path`), so
-    the tests' build is not compiled again; a mutant's build links nine products and lld takes
-    about a third of gold's time for each."""
-    swift = shutil.which("swift")
-    lld = os.path.join(os.path.dirname(os.path.realpath(swift)), "ld.lld") if swift else ""
-    if not os.path.exists(lld):
-        return None
-    path = os.path.join(scratch, "lld-toolset.json")
-    with open(path, "w") as out:
-        out.write('{"schemaVersion": "1.0", "linker": {"path": "%s"}}\n' % lld)
-    return path
+    """A SwiftPM toolset that links with the toolchain's lld instead of the system's gold
+    (scripts/lld-toolset.sh), or None if the toolchain has none. Only the link commands change
+    (SwiftPM passes it as `-ld-path`), so the tests' build is not compiled again; a mutant's build
+    links nine products and lld takes about a third of gold's time for each."""
+    made = subprocess.run(["bash", os.path.join(root, "scripts", "lld-toolset.sh"), scratch],
+                          capture_output=True, text=True)
+    return made.stdout.strip() or None
 
 
 def can_bind_mount():
