@@ -35,13 +35,6 @@ public func patience(_ seconds: Double) -> Double { min(seconds, patienceCap) }
 
 private let patienceCap = ProcessInfo.processInfo.environment["SPARK_TEST_PATIENCE"].flatMap(Double.init) ?? .infinity
 
-/// Under a cap (the mutation tests), a wait also ends after three times the cap in wall time,
-/// stalls included: a mutant that keeps both cooperative threads busy starves the poll too, and
-/// the wait, charged only for the time it could run, went on for most of a minute.
-private func wallDeadline() -> ContinuousClock.Instant? {
-    patienceCap.isFinite ? ContinuousClock.now + .seconds(patienceCap * 3) : nil
-}
-
 /// Polls `condition` until it holds or `seconds` of polling pass (``patience(_:)`` of them); returns whether it held. A
 /// wait, not a timing assertion: the generous limit only bounds a test that would otherwise hang.
 ///
@@ -53,8 +46,7 @@ private func wallDeadline() -> ContinuousClock.Instant? {
 public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) async -> Bool {
     var budget = patience(seconds)
     var last = Date()
-    let deadline = wallDeadline()
-    while budget > 0, deadline.map({ ContinuousClock.now < $0 }) ?? true {
+    while budget > 0 {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(1))
         let now = Date()
@@ -68,8 +60,7 @@ public func eventually(seconds: Double = 60, _ condition: @Sendable () -> Bool) 
 public func eventuallyAwaiting(seconds: Double = 60, _ condition: @Sendable () async -> Bool) async -> Bool {
     var budget = patience(seconds)
     var last = Date()
-    let deadline = wallDeadline()
-    while budget > 0, deadline.map({ ContinuousClock.now < $0 }) ?? true {
+    while budget > 0 {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
         let now = Date()
