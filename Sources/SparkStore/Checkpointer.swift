@@ -24,8 +24,6 @@ final class Checkpointer: @unchecked Sendable {
     /// The connection checkpoints run through; opened at the first, touched only on `queue`.
     private var connection: Database?
     private var closed = false
-    /// How many checkpoints ran (for tests).
-    private(set) var completed = 0
 
     init(path: String, busyTimeout: Duration) {
         self.path = path
@@ -47,11 +45,11 @@ final class Checkpointer: @unchecked Sendable {
         lock.withLock { queued = false }
         guard !closed else { return }
         do {
-            if connection == nil { connection = try Database(path: path, busyTimeout: busyTimeout) }
+            // Never a new file: one removed under its queue stays removed.
+            if connection == nil { connection = try Database(path: path, busyTimeout: busyTimeout, creating: false) }
             // Busy (another process checkpoints, or writes past its reader): the next commit
             // over the threshold asks again.
             try connection?.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            lock.withLock { completed += 1 }
         } catch {
             connection = nil
         }

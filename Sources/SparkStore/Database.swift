@@ -13,11 +13,12 @@ public final class Database {
     let busyTimeout: Duration
     private var statementCache: [String: Statement] = [:]
 
-    init(path: String, busyTimeout: Duration) throws {
+    /// Opens `path`; with `creating`, a missing file is made (an empty database).
+    init(path: String, busyTimeout: Duration, creating: Bool = true) throws {
         self.path = path
         self.busyTimeout = busyTimeout
         var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
+        let flags = SQLITE_OPEN_READWRITE | (creating ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
         let result = sqlite3_open_v2(path, &handle, flags, nil)
         guard result == SQLITE_OK, let handle else {
             // > Whether or not an error occurs when it is opened, resources associated with the
