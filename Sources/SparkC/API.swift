@@ -345,8 +345,8 @@ public func sparkQueueMany(
     call {
         let client = try client(pointer)
         let chat = try text(chatID, "chat_id")
-        guard let texts, (1...256).contains(count) else {
-            throw CArgumentError(message: "texts is NULL, or count is not 1 to 256")
+        guard let texts, (1...BBMAccess.mostQueuedAtOnce).contains(count) else {
+            throw CArgumentError(message: "texts is NULL, or count is not 1 to \(BBMAccess.mostQueuedAtOnce)")
         }
         let drafts = try (0..<count).map { NewMessage(try text(texts[$0], "texts[\($0)]")) }
         let sent = try Client.wait { try await access(client).queueMessages(drafts, to: chat) }

@@ -97,12 +97,16 @@ public final class BBMAccess: Sendable {
         try await messenger.outbox.send(content, tag: tag, data: data, ref: ref, to: chatID, untilPosted: false)
     }
 
+    /// The most messages one ``queueMessages(_:to:)`` call takes (each at most 70 KB: one
+    /// transaction of at most about 18 MB).
+    public static let mostQueuedAtOnce = 256
+
     /// Sends several messages to a chat at once, in the order given, without waiting for the
     /// domain: ``queueMessage(_:tag:data:ref:to:)`` for each, in one step. They are sealed and
     /// stored on this device in one transaction (all of them, or, when it fails, none) and posted
     /// together; returns them as stored (state `sending`, or `held`), in that order. For an app
     /// that sends many at once (a bot, an import, a forward): the chat's group is written once,
-    /// not once a message. At most 256 messages a call.
+    /// not once a message. At most ``mostQueuedAtOnce`` messages a call.
     @discardableResult
     public func queueMessages(_ messages: [NewMessage], to chatID: String) async throws -> [ChatMessage] {
         try await messenger.outbox.send(messages, to: chatID, untilPosted: false)

@@ -55,10 +55,6 @@ actor Outbox: MessagingPart {
         return message
     }
 
-    /// The most messages one call of ``send(_:attachment:to:untilPosted:)`` takes (each at most
-    /// ``MessagingContext/maximumContentSize``: a transaction of at most about 18 MB).
-    static let mostAtOnce = 256
-
     /// Sends `drafts` to the chat, in their order: all sealed and stored in one transaction (or
     /// all held, or none stored when it fails), then posted by the chat's delivery run, several
     /// in one request. Returns them as stored, or, with `untilPosted`, once the domain answered.
@@ -66,8 +62,8 @@ actor Outbox: MessagingPart {
         _ drafts: [NewMessage], attachment: AttachmentDescriptor? = nil, to chatID: String, untilPosted: Bool
     ) async throws -> [ChatMessage] {
         guard !drafts.isEmpty else { return [] }
-        guard drafts.count <= Self.mostAtOnce else {
-            throw MessagingError(.invalidArgument, "at most \(Self.mostAtOnce) messages are sent at once")
+        guard drafts.count <= BBMAccess.mostQueuedAtOnce else {
+            throw MessagingError(.invalidArgument, "at most \(BBMAccess.mostQueuedAtOnce) messages are sent at once")
         }
         for draft in drafts where draft.content.utf8.count + (draft.data?.utf8.count ?? 0) > MessagingContext.maximumContentSize {
             throw MessagingError(.tooLarge, "content and data together are limited to 70 KB")
