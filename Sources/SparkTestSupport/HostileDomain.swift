@@ -22,6 +22,10 @@ public final class HostileDomain: DomainService {
     /// head the reader holds and the true proof): a key the log does not hold, another head, a
     /// forked or rewritten log.
     public let proofRewrite = Locked<(@Sendable (String, String, UInt64?, IdentityProof) throws -> IdentityProof)?>(nil)
+    /// Awaited before each identity proof is asked of the real domain (given the reading
+    /// endpoint, the user read and the size of the head the reader holds): a test holds one
+    /// lookup's proof in flight while others run.
+    public let proofPause = Locked<(@Sendable (String, String, UInt64?) async -> Void)?>(nil)
     /// Rewrites each answer of tree heads (given the reading endpoint, the size asked about and
     /// the true heads).
     public let headsRewrite = Locked<(@Sendable (String, UInt64?, TransparencyHeads) throws -> TransparencyHeads)?>(nil)
@@ -229,6 +233,7 @@ public final class HostileDomain: DomainService {
     public func identityProof(token: String, endpointID: String, userID: String, since: UInt64?, auditor: Data?) async throws
         -> IdentityProof
     {
+        if let pause = proofPause.withLock({ $0 }) { await pause(endpointID, userID, since) }
         var proof = try await inner.identityProof(
             token: token, endpointID: endpointID, userID: userID, since: since, auditor: auditor)
         // A substituted identity is a key the log does not hold: passed off as the opened value.

@@ -170,6 +170,56 @@ struct KeyTransparencyTests {
         }
     }
 
+    /// Two lookups at once: while one's proof is in flight, another keeps a newer head. The
+    /// domain answers the first with a log forked right after the head that lookup started from
+    /// (so it extends that head, not the newer one), longer than the real log, and holding an
+    /// impostor's key for bob. The first lookup must not replace the newer head with the fork:
+    /// it asks again from the newer head, and the fork is caught as not extending it.
+    @Test(arguments: MessagingStoreKind.tested) func aLookupOvertakenByANewerHeadAsksAgain(messaging: MessagingStoreKind)
+        async throws
+    {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory, messaging: messaging)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            _ = try await alice.startChat(with: ["bob"])
+            let impostor = try HostileWorld.impostor(of: "bob")
+            let padding = (0..<4).map { (IdentityProof.label(of: "pad\($0)"), Data("p".utf8)) }
+            let forked = try ForgedLog(
+                world.real, rows: try await ForgedLog.rows(of: world.real),
+                appended: [(IdentityProof.label(of: "bob"), try IdentityProof.value(of: impostor.identity))] + padding)
+            world.domain.proofRewrite.withLock {
+                $0 = { _, user, since, proof in user == "bob" ? try forked.proof(of: user, since: since) : proof }
+            }
+            // The first lookup of bob is held until dave's lookup has kept a newer head.
+            let (parked, parking) = AsyncStream<Void>.makeStream()
+            let (released, release) = AsyncStream<Void>.makeStream()
+            let held = Locked(false)
+            world.domain.proofPause.withLock {
+                $0 = { _, user, _ in
+                    guard user == "bob", !held.withLock({ was in defer { was = true }; return was }) else { return }
+                    parking.yield()
+                    for await _ in released { break }
+                }
+            }
+            let lookup = Task { try await alice.checkTransparency() }
+            for await _ in parked { break }
+            _ = try await world.endpoint("dave", "dave-phone")
+            _ = try await alice.startChat(with: ["dave"])
+            let real = try ForgedLog(world.real, rows: try await ForgedLog.rows(of: world.real))
+            #expect(try forked.head().size > real.head().size, "the fork is longer than the real log")
+            release.yield()
+            _ = try await lookup.value
+            let contact = try await alice.contact("bob")
+            #expect(contact.verification == .changed)
+            #expect(contact.transparencyFailure?.contains("does not extend") == true, "\(contact.transparencyFailure ?? "none")")
+            // The head kept is still the real log's: dave's proof, honest, verifies against it.
+            world.domain.proofRewrite.withLock { $0 = nil }
+            _ = try await alice.checkTransparency()
+            #expect(try await alice.contact("dave").transparencyFailure == nil)
+        }
+    }
+
     /// A domain that says its log is empty to a device that has seen a head of it (to hide a
     /// change from its monitoring) is caught: the contact is held, and the owner's alarm raised.
     @Test func aLogSaidToBeEmptyAfterAHeadIsCaught() async throws {

@@ -16,9 +16,28 @@ extension Identities {
         var failure: String?
     }
 
+    /// How many times one lookup asks again when other lookups keep a newer head while its proof
+    /// is in flight (a proof extends the head it was asked from, which must still be the one kept).
+    static let lookupsPerHeadRace = 4
+
     /// `user`'s identity as the transparency log proves it; a failed proof is returned with the
     /// identity the domain claims (to show, never to trust), not thrown.
+    ///
+    /// Lookups run concurrently, so the head kept when a proof is asked for may not be the one
+    /// kept when it is verified: a proof is taken only if the head it was verified against is
+    /// still the one kept (else this asks again, from the newer head). A lookup that read an
+    /// older head can never replace a newer one with a head that does not extend it.
     func provenIdentity(of user: String) async throws -> Proven {
+        for _ in 0..<Self.lookupsPerHeadRace {
+            if let proven = try await provenIdentityOnce(of: user) { return proven }
+        }
+        throw MessagingError(
+            .refused, "the transparency log's head moved during each of \(Self.lookupsPerHeadRace) lookups of \(user)",
+            domainCode: .unavailable)
+    }
+
+    /// One lookup of `user`: nil when another lookup kept a newer head meanwhile.
+    private func provenIdentityOnce(of user: String) async throws -> Proven? {
         let state = try await read { store in try store.transparencyState() }
         let keys: TransparencyKeys
         if let pinned = state.keys { keys = pinned } else { keys = try await transparencyKeys() }
@@ -48,7 +67,7 @@ extension Identities {
             }
             return Proven(identity: claimed, failure: reason)
         }
-        try await keep(verified.head)
+        guard try await keep(verified.head, extending: previous) else { return nil }
         return Proven(identity: verified.identity, failure: nil)
     }
 
@@ -70,17 +89,27 @@ extension Identities {
         }
     }
 
-    /// Keeps `head` as the last accepted when it is further along than the one kept (it was
-    /// verified to extend the head kept when the proof was asked for), and gossips it from now on.
-    func keep(_ head: TreeHead) async throws {
-        let kept = try await write { store -> TreeHead in
+    /// Keeps `head`, verified to extend `previous`, as the last accepted (and gossips it from
+    /// now on), if `previous` is still the head kept; false when another lookup kept another head
+    /// meanwhile (the proof says nothing of how `head` relates to that one). A head already kept
+    /// is taken as it is.
+    func keep(_ head: TreeHead, extending previous: TreeHead?) async throws -> Bool {
+        let kept = try await write { store -> TreeHead? in
             var state = try store.transparencyState()
-            guard (state.head?.size ?? 0) < head.size else { return state.head ?? head }
+            if let current = state.head, Self.same(current, head) { return current }
+            guard Self.same(state.head, previous) else { return nil }
             state.head = head
             try store.setTransparencyState(state)
             return head
         }
+        guard let kept else { return false }
         context.gossipHead.withLock { $0 = TransparencyCodec.encode(kept) }
+        return true
+    }
+
+    /// Whether two heads are the same point of the log (their signatures may differ).
+    private static func same(_ a: TreeHead?, _ b: TreeHead?) -> Bool {
+        a?.size == b?.size && a?.root == b?.root
     }
 
     /// Gossips the head kept in the store (at start).
