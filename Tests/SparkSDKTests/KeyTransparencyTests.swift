@@ -197,7 +197,12 @@ struct KeyTransparencyTests {
             let held = Locked(false)
             world.domain.proofPause.withLock {
                 $0 = { _, user, _ in
-                    guard user == "bob", !held.withLock({ was in defer { was = true }; return was }) else { return }
+                    guard user == "bob" else { return }
+                    let first = held.withLock { wasHeld in
+                        defer { wasHeld = true }
+                        return !wasHeld
+                    }
+                    guard first else { return }
                     parking.yield()
                     for await _ in released { break }
                 }
