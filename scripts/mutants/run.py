@@ -78,10 +78,32 @@ def at_root(command, copy):
 lanes_share_the_build = False
 
 
-def run(command, cwd, log):
+def run(command, cwd, log, env=None):
     with open(log, "a") as out:
         return subprocess.run(at_root(command, cwd), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                              env=environment).returncode
+                              env=env or environment).returncode
+
+
+# Set in main(): every test's identifier (`Module.Suite/test()`), as `swift test list` names them.
+test_identifiers = []
+
+
+def test_modules(mutant):
+    """The test modules that hold the tests `mutant` names (its filter matched as `swift test
+    --filter` matches it), comma-separated and sorted; "" when none is found (then every module
+    is built). A mutant is built with only these (Package.swift reads SPARK_MUTANT_TEST_MODULES):
+    each other test module would be type-checked again after every mutant below it for nothing,
+    and that is most of a mutant's build (Swift Testing's macros, about 6 s for SparkSDKTests)."""
+    try:
+        pattern = re.compile(mutant["tests"])
+    except re.error:
+        return ""
+    return ",".join(sorted({identifier.split(".", 1)[0] for identifier in test_identifiers if pattern.search(identifier)}))
+
+
+def mutant_environment(mutant):
+    modules = test_modules(mutant)
+    return dict(environment, SPARK_MUTANT_TEST_MODULES=modules) if modules else environment
 
 
 # The first failure a test reports, as Swift Testing and XCTest print it the moment it happens.
@@ -113,13 +135,13 @@ def kill_session(session):
         time.sleep(0.1)
 
 
-def killed_by_tests(command, cwd, log):
+def killed_by_tests(command, cwd, log, env):
     """Runs the tests and answers whether they failed. A mutant is killed by its first failure:
     the run stops there (the tests and every process they started are in a session of their
     own) instead of waiting out every other test, some of which wait a minute for what the
     mutant stopped from happening."""
     with open(log, "a") as out:
-        tests = subprocess.Popen(at_root(command, cwd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environment,
+        tests = subprocess.Popen(at_root(command, cwd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                  start_new_session=True, text=True, errors="replace")
         try:
             for line in tests.stdout:
@@ -152,10 +174,11 @@ def apply_mutant(copy, log, mutant, active, lane):
     try:
         with open(log, "a") as out:
             out.write(f"\n===== {mutant['id']}\n")
-        if run(["swift", "build", "--build-tests"] + build_options, copy, log) != 0:
+        env = mutant_environment(mutant)
+        if run(["swift", "build", "--build-tests"] + build_options, copy, log, env) != 0:
             # A mutant must compile: one that does not proves nothing about the tests.
             return "BROKEN (does not compile: fix its replacement in mutants.tsv)"
-        if killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log):
+        if killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log, env):
             return "killed"
         return "SURVIVED"
     finally:
@@ -218,8 +241,17 @@ def main():
           + ("; the copies run on a copy of the checkout's build" if lanes_share_the_build else "")
           + (f"; linked by {toolset}" if toolset else ""), flush=True)
 
+    # Every test's identifier, from lane 0's build of the unmutated checkout, to find the test
+    # modules each mutant needs; the mutants are taken in groups that need the same ones, so a
+    # lane builds the test modules it left out again only when the group changes.
+    global test_identifiers
+    if run(["swift", "build", "--build-tests"] + build_options, copies[0], logs[0]) == 0:
+        listing = subprocess.run(at_root(["swift", "test", "--skip-build", "list"], copies[0]), cwd=copies[0],
+                                 capture_output=True, text=True, env=environment)
+        if listing.returncode == 0:
+            test_identifiers = [line.strip() for line in listing.stdout.splitlines() if "." in line.strip()]
     work = queue.Queue()
-    for mutant in selected:
+    for mutant in sorted(selected, key=test_modules):
         work.put(mutant)
     verdicts = {}
     active = {}
@@ -247,7 +279,8 @@ def main():
             verdict = apply_mutant(copies[lane], logs[lane], mutant, active, lane)
             verdicts[mutant["id"]] = verdict
             with printing:
-                print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} ({time.time() - start:.0f} s)", flush=True)
+                print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} in {test_modules(mutant) or 'every test module'}"
+                      f" ({time.time() - start:.0f} s)", flush=True)
 
     def stop(number, frame):
         # A stop (SIGTERM, as CI's timeout sends) restores every mutated file first.
