@@ -1,5 +1,6 @@
 // swift-tools-version:6.0
 // The Spark SDK core for Linux. See ARCHITECTURE in docs/ for the layers; dependencies point down only.
+import Foundation
 import PackageDescription
 
 /// Settings every Swift target shares: Swift 6 mode plus the upcoming features the project relies on.
@@ -259,9 +260,6 @@ let package = Package(
 // The mutation tests (scripts/mutants/run.py) build only the test modules that hold a mutant's
 // tests, named in SPARK_MUTANT_TEST_MODULES: every other test module would be type-checked
 // again after each mutant for nothing.
-#if canImport(Glibc)
-    import Glibc
-#endif
-if let wanted = getenv("SPARK_MUTANT_TEST_MODULES").map({ String(cString: $0).split(separator: ",").map(String.init) }) {
+if let wanted = ProcessInfo.processInfo.environment["SPARK_MUTANT_TEST_MODULES"]?.split(separator: ",").map(String.init) {
     package.targets.removeAll { $0.type == .test && !wanted.contains($0.name) }
 }
