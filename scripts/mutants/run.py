@@ -344,9 +344,16 @@ def main():
     for module in {identifier.split(".", 1)[0] for identifier in test_identifiers}:
         if os.path.isdir(os.path.join(root, "Tests", module)):
             test_sources[module] = TestSources(module)
+    # The work is groups of mutants that build the same test files, and a lane takes a whole
+    # group at a time: the first mutant of a group compiles its test files, the others do not
+    # (two lanes splitting a group would each compile them). Largest groups first, so that the
+    # lanes end close together.
+    groups = {}
+    for mutant in selected:
+        groups.setdefault(build_key(mutant), []).append(mutant)
     work = queue.Queue()
-    for mutant in sorted(selected, key=build_key):
-        work.put(mutant)
+    for group in sorted(groups.values(), key=len, reverse=True):
+        work.put(group)
     verdicts = {}
     active = {}
     printing = threading.Lock()
@@ -364,11 +371,14 @@ def main():
                 with printing:
                     print(f"mutants: lane {lane} could not build its copy (see {logs[lane]}); the others go on", flush=True)
             return
+        group = []
         while not failures:
-            try:
-                mutant = work.get_nowait()
-            except queue.Empty:
-                return
+            if not group:
+                try:
+                    group = list(work.get_nowait())
+                except queue.Empty:
+                    return
+            mutant = group.pop(0)
             start = time.time()
             verdict = apply_mutant(copies[lane], logs[lane], mutant, active, lane)
             verdicts[mutant["id"]] = verdict
