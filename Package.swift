@@ -259,14 +259,7 @@ let package = Package(
 
 // The mutation tests (scripts/mutants/run.py) build only the test modules that hold a mutant's
 // tests, named in SPARK_MUTANT_TEST_MODULES: every other test module would be type-checked
-// again after each mutant for nothing (Swift Testing's macros make that most of a build).
+// again after each mutant for nothing.
 if let wanted = ProcessInfo.processInfo.environment["SPARK_MUTANT_TEST_MODULES"]?.split(separator: ",").map(String.init) {
     package.targets.removeAll { $0.type == .test && !wanted.contains($0.name) }
-}
-// And only the files of them that hold the mutant's suites and what those use: the others,
-// `Module/path` in SPARK_MUTANT_TEST_EXCLUDED, are left out.
-if let excluded = ProcessInfo.processInfo.environment["SPARK_MUTANT_TEST_EXCLUDED"]?.split(separator: ",") {
-    for target in package.targets where target.type == .test {
-        target.exclude += excluded.filter { $0.hasPrefix(target.name + "/") }.map { String($0.dropFirst(target.name.count + 1)) }
-    }
 }

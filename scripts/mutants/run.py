@@ -88,107 +88,22 @@ def run(command, cwd, log, env=None):
 test_identifiers = []
 
 
-def matched_tests(mutant):
-    """The identifiers of the tests `mutant` names (its filter matched as `swift test --filter`
-    matches it)."""
+def test_modules(mutant):
+    """The test modules that hold the tests `mutant` names (its filter matched as `swift test
+    --filter` matches it), comma-separated and sorted; "" when none is found (then every module
+    is built). A mutant is built with only these (Package.swift reads SPARK_MUTANT_TEST_MODULES):
+    each other test module would be type-checked again after every mutant below it for nothing,
+    and that is most of a mutant's build (Swift Testing's macros, about 6 s for SparkSDKTests)."""
     try:
         pattern = re.compile(mutant["tests"])
     except re.error:
-        return []
-    return [identifier for identifier in test_identifiers if pattern.search(identifier)]
+        return ""
+    return ",".join(sorted({identifier.split(".", 1)[0] for identifier in test_identifiers if pattern.search(identifier)}))
 
 
-def test_modules(mutant):
-    """The test modules that hold the tests `mutant` names, comma-separated and sorted; "" when
-    none is found (then every module is built). A mutant is built with only these (Package.swift
-    reads SPARK_MUTANT_TEST_MODULES): each other test module would be type-checked again after
-    every mutant below it for nothing, and that is most of a mutant's build (Swift Testing's
-    macros, about 6 s for SparkSDKTests' 288 tests)."""
-    return ",".join(sorted({identifier.split(".", 1)[0] for identifier in matched_tests(mutant)}))
-
-
-# A top-level declaration of a test file: what other files of its module may use.
-top_level = re.compile(r"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:final|public|package|private|fileprivate|internal)\s+)*"
-                       r"(?:struct|class|enum|actor|protocol|typealias|func|let|var|extension)\s+([A-Za-z_]\w*)", re.M)
-words = re.compile(r"[A-Za-z_]\w*")
-
-
-class TestSources:
-    """The Swift files of one test module (`Tests/<module>`): what each declares at top level and
-    which names each uses, to find the files a set of suites needs."""
-
-    def __init__(self, module):
-        self.module = module
-        folder = os.path.join(root, "Tests", module)
-        self.files = sorted(os.path.relpath(os.path.join(where, name), folder)
-                            for where, _, names in os.walk(folder) for name in names if name.endswith(".swift"))
-        self.declaring = {}
-        self.used = {}
-        for file in self.files:
-            text = open(os.path.join(folder, file), encoding="utf-8").read()
-            for name in top_level.findall(text):
-                # An extension declares too: a file that names the type may use what it adds.
-                self.declaring.setdefault(name, set()).add(file)
-            self.used[file] = set(words.findall(text))
-
-    def needed(self, suites):
-        """The files that declare `suites` and everything they use (by name, so a comment that
-        names a type brings its file too: more than needed, never less), or None when a suite is
-        declared nowhere (a nested or generated name: then every file)."""
-        wanted = set()
-        for suite in suites:
-            if suite not in self.declaring:
-                return None
-            wanted |= self.declaring[suite]
-        pending = list(wanted)
-        while pending:
-            file = pending.pop()
-            for name in self.used[file]:
-                for other in self.declaring.get(name, ()):
-                    if other not in wanted:
-                        wanted.add(other)
-                        pending.append(other)
-        return wanted
-
-
-# Set in main(): each test module's sources, by module.
-test_sources = {}
-
-
-def excluded_test_files(mutant):
-    """The test files a mutant's build leaves out (`Module/path`, comma-separated, sorted):
-    every file of its test modules that neither holds its suites nor declares what they use.
-    Package.swift excludes them (SPARK_MUTANT_TEST_EXCLUDED), so the test module is type-checked
-    with a handful of tests instead of a few hundred."""
-    suites = {}
-    for identifier in matched_tests(mutant):
-        module, rest = identifier.split(".", 1)
-        suites.setdefault(module, set()).add(re.split(r"[/.]", rest, maxsplit=1)[0])
-    excluded = []
-    for module, names in sorted(suites.items()):
-        sources = test_sources.get(module)
-        needed = sources.needed(names) if sources else None
-        if needed is not None:
-            excluded += [f"{module}/{file}" for file in sources.files if file not in needed]
-    return ",".join(sorted(excluded))
-
-
-def mutant_environment(mutant, narrow=True):
-    """What a mutant's build and tests run with: only its test modules and, when `narrow`, only
-    the files of them its tests need."""
+def mutant_environment(mutant):
     modules = test_modules(mutant)
-    if not modules:
-        return environment
-    env = dict(environment, SPARK_MUTANT_TEST_MODULES=modules)
-    if narrow:
-        env["SPARK_MUTANT_TEST_EXCLUDED"] = excluded_test_files(mutant)
-    return env
-
-
-def build_key(mutant):
-    """Mutants with the same key build the same test files: taken one after another, a lane
-    compiles the test files again only when the key changes."""
-    return (test_modules(mutant), excluded_test_files(mutant))
+    return dict(environment, SPARK_MUTANT_TEST_MODULES=modules) if modules else environment
 
 
 # The first failure a test reports, as Swift Testing and XCTest print it the moment it happens.
@@ -261,14 +176,8 @@ def apply_mutant(copy, log, mutant, active, lane):
             out.write(f"\n===== {mutant['id']}\n")
         env = mutant_environment(mutant)
         if run(["swift", "build", "--build-tests"] + build_options, copy, log, env) != 0:
-            # The files left out may have held something the tests use that the name search
-            # missed: the whole test modules then, before the mutant is called broken.
-            with open(log, "a") as out:
-                out.write("mutants: the build with the test files narrowed failed; again with the whole test modules\n")
-            env = mutant_environment(mutant, narrow=False)
-            if run(["swift", "build", "--build-tests"] + build_options, copy, log, env) != 0:
-                # A mutant must compile: one that does not proves nothing about the tests.
-                return "BROKEN (does not compile: fix its replacement in mutants.tsv)"
+            # A mutant must compile: one that does not proves nothing about the tests.
+            return "BROKEN (does not compile: fix its replacement in mutants.tsv)"
         if killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log, env):
             return "killed"
         return "SURVIVED"
@@ -341,19 +250,9 @@ def main():
                                  capture_output=True, text=True, env=environment)
         if listing.returncode == 0:
             test_identifiers = [line.strip() for line in listing.stdout.splitlines() if "." in line.strip()]
-    for module in {identifier.split(".", 1)[0] for identifier in test_identifiers}:
-        if os.path.isdir(os.path.join(root, "Tests", module)):
-            test_sources[module] = TestSources(module)
-    # The work is groups of mutants that build the same test files, and a lane takes a whole
-    # group at a time: the first mutant of a group compiles its test files, the others do not
-    # (two lanes splitting a group would each compile them). Largest groups first, so that the
-    # lanes end close together.
-    groups = {}
-    for mutant in selected:
-        groups.setdefault(build_key(mutant), []).append(mutant)
     work = queue.Queue()
-    for group in sorted(groups.values(), key=len, reverse=True):
-        work.put(group)
+    for mutant in sorted(selected, key=test_modules):
+        work.put(mutant)
     verdicts = {}
     active = {}
     printing = threading.Lock()
@@ -371,20 +270,16 @@ def main():
                 with printing:
                     print(f"mutants: lane {lane} could not build its copy (see {logs[lane]}); the others go on", flush=True)
             return
-        group = []
         while not failures:
-            if not group:
-                try:
-                    group = list(work.get_nowait())
-                except queue.Empty:
-                    return
-            mutant = group.pop(0)
+            try:
+                mutant = work.get_nowait()
+            except queue.Empty:
+                return
             start = time.time()
             verdict = apply_mutant(copies[lane], logs[lane], mutant, active, lane)
             verdicts[mutant["id"]] = verdict
             with printing:
                 print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} in {test_modules(mutant) or 'every test module'}"
-                      f"{' (some files)' if excluded_test_files(mutant) else ''}"
                       f" ({time.time() - start:.0f} s)", flush=True)
 
     def stop(number, frame):
