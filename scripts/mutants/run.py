@@ -92,8 +92,9 @@ def test_modules(mutant):
     """The test modules that hold the tests `mutant` names (its filter matched as `swift test
     --filter` matches it), comma-separated and sorted; "" when none is found (then every module
     is built). A mutant is built with only these (Package.swift reads SPARK_MUTANT_TEST_MODULES):
-    each other test module would be type-checked again after every mutant below it for nothing,
-    and that is most of a mutant's build (Swift Testing's macros, about 6 s for SparkSDKTests)."""
+    every other test module below the mutated one would be type-checked again for nothing each
+    time the mutation changes an interface it imports, and then that is most of the build
+    (Swift Testing's macros: about 6 s for SparkSDKTests' 288 tests)."""
     try:
         pattern = re.compile(mutant["tests"])
     except re.error:
