@@ -99,7 +99,17 @@ def test_modules(mutant):
         pattern = re.compile(mutant["tests"])
     except re.error:
         return ""
-    return ",".join(sorted({identifier.split(".", 1)[0] for identifier in test_identifiers if pattern.search(identifier)}))
+    modules = {identifier.split(".", 1)[0] for identifier in test_identifiers if pattern.search(identifier)}
+    # Swift Testing matches a filter against each test's source location too (`Module/File.swift`),
+    # which `swift test list` does not print: a filter that names a file needs its module.
+    for module, files in test_files.items():
+        if any(pattern.search(f"{module}/{file}") for file in files):
+            modules.add(module)
+    return ",".join(sorted(modules))
+
+
+# Set in main(): the Swift files of each test module (`Tests/<module>`), by module.
+test_files = {}
 
 
 def mutant_environment(mutant):
@@ -251,6 +261,9 @@ def main():
                                  capture_output=True, text=True, env=environment)
         if listing.returncode == 0:
             test_identifiers = [line.strip() for line in listing.stdout.splitlines() if "." in line.strip()]
+    for module in {identifier.split(".", 1)[0] for identifier in test_identifiers}:
+        folder = os.path.join(root, "Tests", module)
+        test_files[module] = [name for _, _, names in os.walk(folder) for name in names if name.endswith(".swift")]
     work = queue.Queue()
     for mutant in sorted(selected, key=test_modules):
         work.put(mutant)
