@@ -28,7 +28,7 @@ public final class Box<Value: Sendable>: Sendable {
 }
 
 /// How long a test waits, in seconds, for what should come at once: `seconds`, or less where
-/// `SPARK_TEST_PATIENCE` caps it. The mutation tests (`scripts/mutants/run.py`) cap it at 5 s: a
+/// `SPARK_TEST_PATIENCE` caps it. The mutation tests (`scripts/mutants/run.py`) cap it at 10 s: a
 /// mutant that stops what a test waits for is then killed in seconds rather than a minute, and
 /// what these tests wait for comes in milliseconds when the code is right.
 public func patience(_ seconds: Double) -> Double { min(seconds, patienceCap) }
