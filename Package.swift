@@ -258,8 +258,8 @@ let package = Package(
 )
 
 // The mutation tests (scripts/mutants/run.py) build only the test modules that hold a mutant's
-// tests, named in SPARK_MUTANT_TEST_MODULES: every other test module would be type-checked
-// again after each mutant for nothing.
+// tests, named in SPARK_MUTANT_TEST_MODULES: another test module would be type-checked again,
+// for nothing, whenever a mutation changes an interface it imports.
 if let wanted = ProcessInfo.processInfo.environment["SPARK_MUTANT_TEST_MODULES"]?.split(separator: ",").map(String.init) {
     package.targets.removeAll { $0.type == .test && !wanted.contains($0.name) }
 }
