@@ -64,9 +64,7 @@ extension DomainConformance {
             recipient: nil, clientID: nil)
         try expect(receipt.messageNumber == nil, "an ephemeral post is not numbered: \(receipt)")
         var woken = try await waiting.value
-        var ephemeralPosts = 1
         if woken.isEmpty, ContinuousClock.now - posted > .seconds(Int(DomainEngine.ephemeralLifetime)) {
-            ephemeralPosts += 1
             // A machine so loaded that the wait outlived the entry's lifetime: post again and
             // read at once (what is checked is that a read gets it, not how fast the load is).
             _ = try await service.post(
@@ -92,20 +90,39 @@ extension DomainConformance {
                 token: mallory.token, endpointID: mallory.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([1]),
                 recipient: nil, clientID: nil)
         }
-        // 120 a minute (one or two are posted already), then refused with the wait; a message
-        // still goes.
-        for _ in ephemeralPosts..<120 {
+        // 120 a minute, then refused with the wait; a message still goes. Bob has posted nothing
+        // ephemeral, so his window opens with the first post here; the wait above may have taken
+        // long enough on a loaded machine for alice's window to have turned already.
+        let windowOpened = ContinuousClock.now
+        for _ in 0..<120 {
             _ = try await service.post(
-                token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([2]),
+                token: bob.token, endpointID: bob.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([2]),
                 recipient: nil, clientID: nil)
         }
-        try await expectRefused(.tooManyAttempts, "the 121st ephemeral post in a minute") {
-            try await service.post(
-                token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([3]),
-                recipient: nil, clientID: nil)
+        if ContinuousClock.now - windowOpened < .seconds(50) {
+            try await expectRefused(.tooManyAttempts, "the 121st ephemeral post in a minute") {
+                try await service.post(
+                    token: bob.token, endpointID: bob.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([3]),
+                    recipient: nil, clientID: nil)
+            }
+        } else {
+            // 120 posts took most of a minute (a machine starved of CPU): the window may turn
+            // while they are checked, so what holds is that a refusal comes within one more
+            // window's worth.
+            var refused = false
+            for _ in 0...120 where !refused {
+                do {
+                    _ = try await service.post(
+                        token: bob.token, endpointID: bob.endpoint, chatID: "c-live", kind: .ephemeral, payload: Data([3]),
+                        recipient: nil, clientID: nil)
+                } catch let error as DomainError where error.code == .tooManyAttempts {
+                    refused = true
+                }
+            }
+            try expect(refused, "no ephemeral post was refused in 241 within about two minutes")
         }
         let message = try await service.post(
-            token: alice.token, endpointID: alice.endpoint, chatID: "c-live", kind: .message, payload: Data("still".utf8),
+            token: bob.token, endpointID: bob.endpoint, chatID: "c-live", kind: .message, payload: Data("still".utf8),
             recipient: nil, clientID: nil)
         try expect(message.messageNumber == 1, "typing takes nothing from what a user may send: \(message)")
     }
