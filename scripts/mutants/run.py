@@ -70,8 +70,16 @@ def at_root(command, copy):
     on the tests' build instead of compiling everything again (about four minutes here)."""
     if copy == root or not lanes_share_the_build:
         return command
+    # SwiftPM locks a build directory with a file in the temporary directory named after its path
+    # (/tmp/_work_main_.build.lock for /work/main/.build), so every lane seen at the checkout's path
+    # would wait for the others' builds and tests; each copy gets a lock file of its own there.
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-            'mount --bind "$0" "$1" && cd "$1" && shift && exec "$@"', copy, root] + command
+            'mount --bind "$0" "$1" && touch "$2" "$3" && mount --bind "$3" "$2" && cd "$1" && shift 3 && exec "$@"',
+            copy, root, swiftpm_lock, os.path.join(copy, ".build", "lane.lock")] + command
+
+
+# The file SwiftPM locks the checkout's build directory with.
+swiftpm_lock = os.path.join(tempfile.gettempdir(), os.path.join(root, ".build").replace("/", "_") + ".lock")
 
 
 # Set in main(): whether the copies run at the checkout's path on a copy of its build.
@@ -261,6 +269,9 @@ def main():
                                  capture_output=True, text=True, env=environment)
         if listing.returncode == 0:
             test_identifiers = [line.strip() for line in listing.stdout.splitlines() if "." in line.strip()]
+    if lanes_share_the_build and not os.path.exists(swiftpm_lock):
+        print(f"mutants: SwiftPM's lock is not {swiftpm_lock} (a SwiftPM that names it otherwise?): the lanes may"
+              " wait for each other's builds and tests", flush=True)
     for module in {identifier.split(".", 1)[0] for identifier in test_identifiers}:
         folder = os.path.join(root, "Tests", module)
         test_files[module] = [name for _, _, names in os.walk(folder) for name in names if name.endswith(".swift")]
