@@ -234,6 +234,53 @@ struct KeyTransparencyTests {
         }
     }
 
+    /// Marks the lookups a test holds (the device's own lookups, made beside them, are not).
+    @TaskLocal static var held = false
+
+    /// A lookup overtaken by a newer head at each of its tries gives up as the domain being
+    /// unavailable (a transient error: nothing is kept, the next check asks again), rather than
+    /// take a proof verified against a head that is no longer the one kept.
+    @Test func aLookupOvertakenAtEveryTryGivesUpAsUnavailable() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            _ = try await world.endpoint("bob", "bob-phone")
+            _ = try await alice.startChat(with: ["bob"])
+            let parked = Counter()
+            let (released, release) = AsyncStream<Void>.makeStream()
+            world.domain.proofPause.withLock {
+                $0 = { _, user, _ in
+                    guard user == "bob", Self.held else { return }
+                    parked.increment()
+                    for await _ in released { break }
+                }
+            }
+            let lookup = Task { try await Self.$held.withValue(true) { try await alice.checkTransparency() } }
+            // At each try, while bob's proof is in flight, a new user publishes and the device
+            // keeps the head that holds them; then another publishes, so that the proof answered
+            // ends at a head the device has not kept either.
+            for index in 0..<Identities.lookupsPerHeadRace {
+                try #require(await eventually { parked.value == index + 1 }, "try \(index + 1) of bob's lookup")
+                _ = try await world.endpoint("p\(index)", "p\(index)-phone")
+                _ = try await alice.startChat(with: ["p\(index)"])
+                _ = try await world.endpoint("q\(index)", "q\(index)-phone")
+                release.yield()
+            }
+            await #expect {
+                _ = try await lookup.value
+            } throws: { error in
+                (error as? MessagingError)?.code == .refused && (error as? MessagingError)?.domainCode == .unavailable
+                    && "\(error)".contains("moved during each of \(Identities.lookupsPerHeadRace) lookups")
+            }
+            // Nothing was taken from the proofs given up: the next check, not overtaken, proves
+            // bob against the head kept.
+            world.domain.proofPause.withLock { $0 = nil }
+            #expect(try await alice.checkTransparency() == nil)
+            let contact = try await alice.contact("bob")
+            #expect(contact.transparencyFailure == nil && contact.verification != .changed)
+        }
+    }
+
     /// A domain that says its log is empty to a device that has seen a head of it (to hide a
     /// change from its monitoring) is caught: the contact is held, and the owner's alarm raised.
     @Test func aLogSaidToBeEmptyAfterAHeadIsCaught() async throws {

@@ -174,6 +174,9 @@ def killed_by_tests(command, cwd, log, env):
             tests.wait()
 
 
+# Each mutant's build and test times, in seconds (for the line that gives its verdict).
+timings = {}
+
 # Set in main(): what every build of a mutant adds to `swift build` (the linker's toolset).
 build_options = []
 
@@ -194,12 +197,14 @@ def apply_mutant(copy, log, mutant, active, lane):
         with open(log, "a") as out:
             out.write(f"\n===== {mutant['id']}\n")
         env = mutant_environment(mutant)
+        started = time.time()
         if run(["swift", "build", "--build-tests"] + build_options, copy, log, env) != 0:
             # A mutant must compile: one that does not proves nothing about the tests.
             return "BROKEN (does not compile: fix its replacement in mutants.tsv)"
-        if killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log, env):
-            return "killed"
-        return "SURVIVED"
+        built = time.time()
+        killed = killed_by_tests(["swift", "test", "--skip-build", "--filter", mutant["tests"]], copy, log, env)
+        timings[mutant["id"]] = (built - started, time.time() - built)
+        return "killed" if killed else "SURVIVED"
     finally:
         open(path, "w", encoding="utf-8").write(original)
         active.pop(lane, None)
@@ -304,8 +309,9 @@ def main():
             verdict = apply_mutant(copies[lane], logs[lane], mutant, active, lane)
             verdicts[mutant["id"]] = verdict
             with printing:
+                build, tests = timings.get(mutant["id"], (0, 0))
                 print(f"mutants: {mutant['id']}: {verdict} by {mutant['tests']} in {test_modules(mutant) or 'every test module'}"
-                      f" ({time.time() - start:.0f} s)", flush=True)
+                      f" ({time.time() - start:.0f} s: build {build:.0f}, tests {tests:.0f})", flush=True)
 
     def stop(number, frame):
         # A stop (SIGTERM, as CI's timeout sends) restores every mutated file first.
