@@ -43,6 +43,9 @@ enum MessagingBenchmarks {
         let batched: Double
         let p50: Double
         let p99: Double
+        /// The receiving process's CPU time from finding the chat to the burst's last message, and
+        /// then to the batched burst's last (s; nil from a reference that does not say).
+        let receiverCPU: (burst: Double, batched: Double)?
 
         /// From a `throughput=… p50=… p99=…` line (the receiving child's, or a reference's).
         init(report: String, from source: String) throws {
@@ -56,6 +59,7 @@ enum MessagingBenchmarks {
             }
             // A reference that sends one way only reports no batched rate.
             (throughput, batched, self.p50, self.p99) = (rate, values["batched"] ?? 0, p50, p99)
+            receiverCPU = values["burstcpu"].flatMap { burst in values["batchedcpu"].map { (burst, $0) } }
         }
     }
 
@@ -86,7 +90,7 @@ enum MessagingBenchmarks {
         let output = Pipe()
         child.standardOutput = output
         try child.run()
-        try SetupBenchmarks.blocking {
+        let sender = try SetupBenchmarks.blocking { () -> [(cpu: Double, wall: Double)] in
             let domain = try makeDomain()
             let access = try await setUp("alice", directory: directory, domain: domain)
             // Bob's child publishes his identity, then his device's KeyPackages, when it is set
@@ -113,8 +117,16 @@ enum MessagingBenchmarks {
                 }
             }
             var last: ChatMessage?
+            // This process's CPU and wall time for each burst.
+            var costs: [(cpu: Double, wall: Double)] = []
+            var (cpuBefore, wallBefore) = (cpuSeconds(), ContinuousClock.now)
+            let measuredPart = {
+                costs.append((cpuSeconds() - cpuBefore, (ContinuousClock.now - wallBefore).seconds))
+                (cpuBefore, wallBefore) = (cpuSeconds(), ContinuousClock.now)
+            }
             for _ in 0..<burst { last = try await access.queueMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
             try await delivered(last)
+            measuredPart()
             // The same burst again, 100 messages a call (`queueMessages`, for an app that sends
             // many at once).
             for _ in 0..<(burst / batch) {
@@ -122,15 +134,42 @@ enum MessagingBenchmarks {
                 last = try await access.queueMessages(drafts, to: chat.chatID).last
             }
             try await delivered(last)
+            measuredPart()
             for index in 0..<paced {
                 if index == 10 { Harness.profiling(false) }
                 try await access.sendMessage(String(wallNanoseconds()), tag: "paced", to: chat.chatID)
                 try await Task.sleep(for: .milliseconds(20))
             }
+            return costs
         }
         let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         child.waitUntilExit()
-        return try Measured(report: report, from: "the receiving process")
+        let measured = try Measured(report: report, from: "the receiving process")
+        // What bounds the burst: CPU time a message in each process (the sender's holds the
+        // embedded domain too), against the wall time a message (both share this machine's cores).
+        if let receiver = measured.receiverCPU, sender.count == 2 {
+            let label = plist == nil ? "message throughput" : "message throughput (served domain)"
+            let perMessage = { (seconds: Double) in String(format: "%.0f µs", seconds / Double(burst) * 1e6) }
+            for (name, sent, received) in [("burst", sender[0], receiver.burst), ("batched burst", sender[1], receiver.batched)] {
+                let cores = String(
+                    format: "%.2f of %d cores busy", (sent.cpu + received) / sent.wall,
+                    ProcessInfo.processInfo.activeProcessorCount)
+                FileHandle.standardError.write(
+                    Data(
+                        ("\(label): the \(name) took \(perMessage(sent.cpu + received)) of CPU a message (sender's "
+                            + "process \(perMessage(sent.cpu)), receiver's \(perMessage(received))) in \(perMessage(sent.wall)) "
+                            + "a message; \(cores)\n").utf8))
+            }
+        }
+        return measured
+    }
+
+    /// This process's CPU time so far (user and system), in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let seconds = { (time: timeval) in Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     /// Alice (this process) sends to bob (a child process) on one embedded domain.
@@ -208,12 +247,20 @@ enum MessagingBenchmarks {
             // that changed the flow, as an app's observer does (polling the flow would add half the
             // poll's interval to every latency).
             let received = Locked<[String: (sent: UInt64, received: UInt64, tag: String)]>([:])
+            // CPU time from here to the burst's last message (the burst comes first, alone), then to
+            // the batched burst's last.
+            let cpuAtStart = cpuSeconds()
+            let burstCPU = Locked<[Double]>([])
             let subscription = try await access.messages(in: chatID).subscribe { window in
                 let now = wallNanoseconds()
-                received.withLock { arrivals in
+                let count = received.withLock { arrivals in
                     for message in window where message.isIncoming && arrivals[message.id] == nil {
                         arrivals[message.id] = (UInt64(message.content) ?? 0, now, message.tag)
                     }
+                    return arrivals.count
+                }
+                burstCPU.withLock { marks in
+                    if count >= (marks.count + 1) * Self.burst, marks.count < 2 { marks.append(cpuSeconds() - cpuAtStart) }
                 }
             }
             while received.withLock({ $0.count }) < count, ContinuousClock.now < deadline {
@@ -246,7 +293,9 @@ enum MessagingBenchmarks {
                 Data("message latency: the slowest of \(inOrder.count) paced: \(slowest.joined(separator: ", "))\n".utf8))
             let p50 = paced[paced.count / 2]
             let p99 = paced[min(paced.count - 1, Int(Double(paced.count) * 0.99))]
-            print("throughput=\(throughput) batched=\(batchedRate) p50=\(p50) p99=\(p99)")
+            let marks = burstCPU.withLock { $0 }
+            let cpu = marks.count == 2 ? " burstcpu=\(marks[0]) batchedcpu=\(marks[1] - marks[0])" : ""
+            print("throughput=\(throughput) batched=\(batchedRate) p50=\(p50) p99=\(p99)\(cpu)")
             return 0
         } catch {
             print("failed: \(error)")
