@@ -121,8 +121,9 @@ enum MessagingBenchmarks {
             var costs: [(cpu: Double, wall: Double)] = []
             var (cpuBefore, wallBefore) = (cpuSeconds(), ContinuousClock.now)
             let measuredPart = {
-                costs.append((cpuSeconds() - cpuBefore, (ContinuousClock.now - wallBefore).seconds))
-                (cpuBefore, wallBefore) = (cpuSeconds(), ContinuousClock.now)
+                let (cpu, wall) = (cpuSeconds(), ContinuousClock.now)
+                costs.append((cpu - cpuBefore, (wall - wallBefore).seconds))
+                (cpuBefore, wallBefore) = (cpu, wall)
             }
             for _ in 0..<burst { last = try await access.queueMessage(String(wallNanoseconds()), tag: "burst", to: chat.chatID) }
             try await delivered(last)
