@@ -202,8 +202,8 @@ let package = Package(
         .testTarget(
             name: "SparkDomainTests",
             dependencies: [
-                "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkTestSupport", "domain-peer", "spark-domaind",
-                "spark-kt-auditor",
+                "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkStore", "SparkTestSupport", "domain-peer",
+                "spark-domaind", "spark-kt-auditor", "spark-admin",
             ],
             exclude: ["Python"],
             swiftSettings: swiftSettings

@@ -38,6 +38,14 @@ public protocol DomainAdministration: Sendable {
     func reports(limit: Int) async throws -> [Report]
     /// The trusted external issuers.
     func externalIssuers() async throws -> [ExternalIssuer]
+    /// The key-transparency auditors whose co-signatures the domain takes.
+    func transparencyAuditors() async throws -> [RegisteredAuditor]
+    /// Registers an auditor (its 64-byte P-256 key) under `name`; again for a registered key
+    /// renames it.
+    func addTransparencyAuditor(_ auditorKey: Data, name: String) async throws
+    /// Removes an auditor and its co-signature: devices that require it find no audited head
+    /// until it is registered and co-signs again.
+    func removeTransparencyAuditor(_ auditorKey: Data) async throws
     /// Trusts an external issuer's tokens, verified with the keys of `jwks` (a JWKS document).
     func trustIssuer(_ issuer: String, audience: String, jwks: Data) async throws
     /// Trusts an OpenID provider by discovery: the domain fetches `issuerURL`'s discovery

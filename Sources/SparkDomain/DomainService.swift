@@ -83,11 +83,15 @@ public protocol DomainService: Sendable {
     /// Reads one of the user's key blobs (useless without the passcode and an evaluation).
     func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch
     /// Writes a key blob if its current version is `expectedVersion` (nil: it must not exist
-    /// yet); returns the new version. A lost race is ``DomainError/Code/conflict``.
-    func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
+    /// yet); returns the new version. A lost race is ``DomainError/Code/conflict``. Once the user
+    /// has published an identity, `proof` (the identity key's signature over this write) is
+    /// required: without it, or with a bad one, ``DomainError/Code/invalidProof``.
+    func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?)
+        async throws -> Int
     /// Writes several key blobs at once, each with compare-and-swap: all or none (a passcode
-    /// change re-wraps both blobs). Returns the new versions in order.
-    func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int]
+    /// change re-wraps both blobs). Returns the new versions in order. `proof` as for
+    /// ``putKeyBlob(token:endpointID:name:data:expectedVersion:proof:)``, over all the writes.
+    func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws -> [Int]
     /// One passcode attempt: the domain's OPRF evaluations of the blinded, stretched passcode
     /// under the user's key `keyID` (nil: the current one) and, if that is not current, under the
     /// current key too. Attempts not followed by a proof are limited per user per hour.
@@ -216,6 +220,20 @@ public protocol DomainService: Sendable {
 }
 
 extension DomainService {
+    /// A key-blob write without a proof: what a user without a published identity (a first
+    /// device, before it publishes) may do.
+    public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws
+        -> Int
+    {
+        try await putKeyBlob(
+            token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion, proof: nil)
+    }
+
+    /// Several key-blob writes without a proof (see ``putKeyBlob(token:endpointID:name:data:expectedVersion:)``).
+    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
+        try await putKeyBlobs(token: token, endpointID: endpointID, writes: writes, proof: nil)
+    }
+
     /// Posts the messages one at a time, in order, until one is refused: the batch's answer for
     /// a domain that has no batch of its own.
     public func postMessages(token: String, endpointID: String, chatID: String, messages: [MessagePost]) async throws

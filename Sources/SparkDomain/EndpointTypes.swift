@@ -158,6 +158,51 @@ public struct KeyBlobWrite: Sendable, Codable, Equatable {
     }
 }
 
+/// The identity key's consent to a key-blob write: once a user has published an identity, the
+/// domain replaces or adds a blob only with this proof, so a stolen token (a thief's own
+/// endpoint) cannot overwrite the passcode backup the user's devices rely on.
+///
+/// `challenge` is the challenge of one of the endpoint's passcode attempts, at most ten minutes
+/// old (proven or not: the write's compare-and-swap makes a replay fail); `signature` is an
+/// Ed25519 signature by the published identity key over ``keyBlobWriteMessage(userID:endpointID:challenge:writes:)``.
+public struct KeyBlobProof: Sendable, Codable, Equatable {
+    /// The challenge of a recent passcode attempt of this endpoint, 32 bytes.
+    public var challenge: Data
+    /// The identity key's signature over ``keyBlobWriteMessage(userID:endpointID:challenge:writes:)``.
+    public var signature: Data
+
+    /// A proof.
+    public init(challenge: Data, signature: Data) {
+        self.challenge = challenge
+        self.signature = signature
+    }
+}
+
+/// What a ``KeyBlobProof`` signs (`docs/FORMATS.md`): `"spark-key-blobs-v1" ‖ 0x00 ‖ userID ‖
+/// 0x00 ‖ endpointID ‖ 0x00 ‖ challenge (32 bytes) ‖ count (u8)`, then for each write in order
+/// `len(name) (u8) ‖ name ‖ expectedVersion (u64 big-endian, 0 when the blob must not exist) ‖
+/// SHA-256(data)`. It names every blob, the version each replaces and the exact new bytes, so the
+/// proof is good for that write only.
+public func keyBlobWriteMessage(userID: String, endpointID: String, challenge: Data, writes: [KeyBlobWrite]) -> Data {
+    var message = Data("spark-key-blobs-v1".utf8)
+    message.append(0)
+    message.append(Data(userID.utf8))
+    message.append(0)
+    message.append(Data(endpointID.utf8))
+    message.append(0)
+    message.append(challenge)
+    message.append(UInt8(clamping: writes.count))
+    for write in writes {
+        let name = Data(write.name.utf8)
+        message.append(UInt8(clamping: name.count))
+        message.append(name)
+        var version = UInt64(max(0, write.expectedVersion ?? 0)).bigEndian
+        message.append(Data(bytes: &version, count: 8))
+        message.append(SHA256.hash(write.data))
+    }
+    return message
+}
+
 /// A key-blob fetch: the blob, or nil when the user has none yet.
 public struct BlobFetch: Sendable, Codable, Equatable {
     /// The blob, or nil when the user has none yet.

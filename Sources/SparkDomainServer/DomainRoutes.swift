@@ -132,8 +132,8 @@ extension DomainRouter {
 
         // Keys and identities.
         case .fetchKeyBlob: return .endpoint(Wire.BlobName.self) { domain, caller, body in try await domain.fetchKeyBlob(as: caller, name: body.name) }
-        case .putKeyBlob: return .endpoint(Wire.PutBlob.self) { domain, caller, body in Wire.Version(version: try await domain.putKeyBlob(as: caller, name: body.name, data: body.data, expectedVersion: body.expectedVersion)) }
-        case .putKeyBlobs: return .endpoint(Wire.PutBlobs.self) { domain, caller, body in Wire.Versions(versions: try await domain.putKeyBlobs(as: caller, writes: body.writes)) }
+        case .putKeyBlob: return .endpoint(Wire.PutBlob.self) { domain, caller, body in Wire.Version(version: try await domain.putKeyBlob(as: caller, name: body.name, data: body.data, expectedVersion: body.expectedVersion, proof: body.proof)) }
+        case .putKeyBlobs: return .endpoint(Wire.PutBlobs.self) { domain, caller, body in Wire.Versions(versions: try await domain.putKeyBlobs(as: caller, writes: body.writes, proof: body.proof)) }
         case .evaluatePasscode: return .endpoint(Wire.BlindedPasscode.self) { domain, caller, body in try await domain.evaluatePasscode(as: caller, blindedElement: body.blindedElement, keyID: body.keyID) }
         case .retirePasscodeKeys: return .endpoint(Wire.PasscodeRetirement.self) { domain, caller, body in try await domain.retirePasscodeKeys(as: caller, challenge: body.challenge, signature: body.signature, version: body.version); return done }
         case .proveUnlock: return .endpoint(Wire.UnlockProof.self) { domain, caller, body in try await domain.proveUnlock(as: caller, challenge: body.challenge, signature: body.signature); return done }
@@ -254,6 +254,9 @@ extension DomainRouter {
         case .adminDiscoverIssuer: return .operator(Wire.DiscoverIssuer.self) { domain, body in try await domain.discoverIssuer(body.issuer, audience: body.audience, userClaim: body.userClaim, caPEM: body.caPEM) }
         case .adminRemoveIssuer: return .operator(Wire.IssuerName.self) { domain, body in try domain.removeExternalIssuer(body.issuer); return done }
         case .adminIssuerKeys: return .operator(Wire.IssuerKind.self) { domain, query in try domain.issuerKeys(query.kind) }
+        case .adminAuditors: return .operator(Empty.self) { domain, _ in Wire.Auditors(auditors: try domain.transparencyAuditors()) }
+        case .adminAddAuditor: return .operator(Wire.AddAuditor.self) { domain, body in try domain.addTransparencyAuditor(body.auditorKey, name: body.name); return done }
+        case .adminRemoveAuditor: return .operator(Wire.AuditorKey.self) { domain, body in try domain.removeTransparencyAuditor(body.auditorKey); return done }
         case .adminTestToken: return .operator(Wire.UserID.self) { domain, body in try await domain.testToken(userID: body.userID) }
         }
     }

@@ -290,6 +290,45 @@ extension DomainConformance {
         // counted before the domain looks at it, so one past the limit costs it no OPRF work.
         try expect(
             third.attemptsLeft == repeated.attemptsLeft - 2, "a proven attempt no longer counts: \(third.attemptsLeft) left")
+
+        // With an identity published, a blob is written only with the identity key's proof over
+        // exactly that write: a token alone (a thief's endpoint) cannot replace the backup.
+        let current = try await service.fetchKeyBlob(token: alice.token, endpointID: alice.endpoint, name: "profile")
+        let zeroed = [KeyBlobWrite(name: "profile", data: Data(count: 64), expectedVersion: current.blob?.version)]
+        func proof(_ writes: [KeyBlobWrite], challenge: Data, key: Ed25519.PrivateKey) throws -> KeyBlobProof {
+            KeyBlobProof(
+                challenge: challenge,
+                signature: try key.signature(
+                    for: keyBlobWriteMessage(
+                        userID: "alice", endpointID: alice.endpoint, challenge: challenge, writes: writes)))
+        }
+        try await expectRefused(.invalidProof, "a blob write without the identity key's proof") {
+            try await service.putKeyBlobs(token: alice.token, endpointID: alice.endpoint, writes: zeroed)
+        }
+        try await expectRefused(.invalidProof, "a blob write proved by another key") {
+            try await service.putKeyBlobs(
+                token: alice.token, endpointID: alice.endpoint, writes: zeroed,
+                proof: try proof(zeroed, challenge: third.challenge, key: Ed25519.PrivateKey()))
+        }
+        try await expectRefused(.invalidProof, "a blob write proved with another user's challenge") {
+            try await service.putKeyBlobs(
+                token: alice.token, endpointID: alice.endpoint, writes: zeroed,
+                proof: try proof(zeroed, challenge: bobAttempt.challenge, key: signing))
+        }
+        let signedForOther = try proof(
+            [KeyBlobWrite(name: "profile", data: Data("v4".utf8), expectedVersion: current.blob?.version)],
+            challenge: third.challenge, key: signing)
+        try await expectRefused(.invalidProof, "a proof of other bytes") {
+            try await service.putKeyBlobs(
+                token: alice.token, endpointID: alice.endpoint, writes: zeroed, proof: signedForOther)
+        }
+        let unchanged = try await service.fetchKeyBlob(token: alice.token, endpointID: alice.endpoint, name: "profile")
+        try expect(unchanged == current, "refused writes changed nothing: \(String(describing: unchanged.blob))")
+        let good = [KeyBlobWrite(name: "profile", data: Data("v4".utf8), expectedVersion: current.blob?.version)]
+        let written = try await service.putKeyBlob(
+            token: alice.token, endpointID: alice.endpoint, name: "profile", data: Data("v4".utf8),
+            expectedVersion: current.blob?.version, proof: try proof(good, challenge: third.challenge, key: signing))
+        try expect(written == (current.blob?.version ?? 0) + 1, "a proved write is taken: version \(written)")
     }
 
     static func identities(_ domain: DomainUnderTest) async throws {

@@ -123,6 +123,19 @@ public final class DomainDaemon: Sendable {
         try RemoteAdministration(url: url, domainID: domainID, trust: trust, credential: try operatorCredential())
     }
 
+    /// Writes a `ConfigSettings.plist` naming it (test auth, its URL and CA) into `directory` and
+    /// returns its path: what `spark-admin --config` and the quick start read.
+    public func writeConfig(in directory: URL) throws -> String {
+        let plist: [String: Any] = [
+            "authProvider": "testAuth", "testAuth": ["domain": domainID, "environment": "sandbox"],
+            "domainURL": url.absoluteString, "domainCAFile": self.directory.appendingPathComponent("ca.pem").path,
+        ]
+        let path = directory.appendingPathComponent("daemon-\(url.port ?? 0).plist").path
+        try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0).write(
+            to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// The operator credential it was set up with (the file's line, without its newline).
     public func operatorCredential() throws -> String {
         try String(contentsOf: directory.appendingPathComponent("operator.credential"), encoding: .utf8)

@@ -144,13 +144,17 @@ public final class HostileDomain: DomainService {
         try await inner.fetchKeyBlob(token: token, endpointID: endpointID, name: name)
     }
     /// Forwarded, or rewritten as the test told it.
-    public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
-    {
-        try await inner.putKeyBlob(token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion)
+    public func putKeyBlob(
+        token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?
+    ) async throws -> Int {
+        try await inner.putKeyBlob(
+            token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion, proof: proof)
     }
     /// Forwarded, or rewritten as the test told it.
-    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
-        try await inner.putKeyBlobs(token: token, endpointID: endpointID, writes: writes)
+    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws
+        -> [Int]
+    {
+        try await inner.putKeyBlobs(token: token, endpointID: endpointID, writes: writes, proof: proof)
     }
     /// Forwarded, or rewritten as the test told it.
     public func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws

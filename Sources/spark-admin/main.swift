@@ -43,6 +43,13 @@ let usage = """
                                   document and keys itself, and again when they rotate
       issuer list                 list the trusted external issuers
       issuer remove ISSUER        stop trusting an external issuer
+      transparency auditor add KEY NAME
+                                  register a key-transparency auditor (KEY: base64, as
+                                  `spark-kt-auditor init` prints it); only registered auditors'
+                                  co-signatures are taken
+      transparency auditor list   list the registered auditors and the head each co-signed
+      transparency auditor remove KEY
+                                  remove an auditor and its co-signature
       jwks test|accounts          print the public keys of the domain's own issuer
       token USER_ID               issue a test token (sandbox domains only)
       help                        show this text
@@ -254,6 +261,43 @@ func run(_ words: [String]) async throws {
         let formatter = ISO8601DateFormatter()
         for message in mail {
             print("--- \(formatter.string(from: message.sentAt)) to \(message.to)\nsubject: \(message.subject)\n\(message.body)")
+        }
+    case "transparency":
+        let noun = try arguments.next("auditor")
+        guard noun == "auditor" else { throw Arguments.UsageError(message: "unknown transparency command '\(noun)'") }
+        func auditorKey() throws -> Data {
+            let text = try arguments.next("the auditor's key (base64)")
+            guard let key = Data(base64Encoded: text), key.count == 64 else {
+                throw Arguments.UsageError(message: "an auditor's key is 64 bytes in base64, as spark-kt-auditor init prints it")
+            }
+            return key
+        }
+        let verb = try arguments.next("add, list or remove")
+        switch verb {
+        case "add":
+            let key = try auditorKey()
+            let name = try arguments.next("the auditor's name")
+            try arguments.finish()
+            try await open().addTransparencyAuditor(key, name: name)
+            print("registered auditor \(name): \(key.base64EncodedString())")
+        case "list":
+            try arguments.finish()
+            let auditors = try await open().transparencyAuditors()
+            if auditors.isEmpty { print("no auditors registered") }
+            let formatter = ISO8601DateFormatter()
+            for auditor in auditors {
+                let cosigned = auditor.cosignedSize.map { "co-signed the head of \($0) entries" } ?? "has co-signed nothing yet"
+                print(
+                    "\(auditor.auditorKey.base64EncodedString())\t\(auditor.name)\tadded \(formatter.string(from: auditor.addedAt))\t\(cosigned)"
+                )
+            }
+        case "remove":
+            let key = try auditorKey()
+            try arguments.finish()
+            try await open().removeTransparencyAuditor(key)
+            print("removed auditor \(key.base64EncodedString())")
+        default:
+            throw Arguments.UsageError(message: "unknown transparency auditor command '\(verb)'")
         }
     case "issuer":
         let verb = try arguments.next("add, list or remove")

@@ -192,6 +192,7 @@ struct InstancesTests {
 
             let auditorKey = try P256.SigningKey()
             let auditor = TransparencyAuditor(source: clients[0], keys: keys, signer: auditorKey, lastSigned: nil)
+            try await first.administration().addTransparencyAuditor(auditor.publicKey, name: "second organisation")
             #expect(try await auditor.step()?.size == 10)
             let audited = try await clients[1].identityProof(
                 token: token, endpointID: "e0", userID: "user3", since: nil, auditor: auditor.publicKey)

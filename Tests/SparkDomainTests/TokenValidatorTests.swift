@@ -47,8 +47,37 @@ struct TokenValidatorTests {
         #expect(identity.userID == "alice" && identity.issuerKind == .external && identity.email == "a@example.com")
         #expect(identity.expiresAt == clock.now.addingTimeInterval(600))
         // An audience array that includes ours is fine too.
-        let multi = try Self.token(claims(["aud": ["other", "domain-1"]]), key: signer)
+        let multi = try Self.token(claims(["aud": ["other", "domain-1"], "azp": "domain-1"]), key: signer)
         #expect(try validator.validate(multi).userID == "alice")
+    }
+
+    /// Several audiences need `azp` naming this domain's client, as the device checks an ID
+    /// token: a token issued to another client that lists ours too is refused, as is any azp
+    /// that is not ours.
+    @Test func anAuthorizedPartyThatIsNotOursIsRefused() throws {
+        for changes: [String: Any] in [
+            ["aud": ["client-2", "domain-1"], "azp": "client-2"], ["aud": ["client-2", "domain-1"]],
+            ["aud": "domain-1", "azp": "client-2"],
+        ] {
+            #expect(throws: DomainError(.wrongAudience, ""), "\(changes)") {
+                try validator.validate(Self.token(claims(changes), key: signer))
+            }
+        }
+        #expect(try validator.validate(Self.token(claims(["azp": "domain-1"]), key: signer)).userID == "alice")
+    }
+
+    /// A user claim with characters that show nothing or reorder the text is refused, so two
+    /// ids that look the same are the same id; an ordinary one with a space and accents is not.
+    @Test func invisibleAndBidirectionalUserIDsAreRefused() throws {
+        for subject in [
+            "ali\u{200B}ce", "\u{202E}ecila", "alice\u{2066}", "a\u{FEFF}lice", "alice\u{3164}", "alice\u{00A0}x", " alice",
+            "ali\u{E000}ce",
+        ] {
+            #expect(throws: DomainError(.invalidToken, ""), "\(subject.unicodeScalars.map { $0.value })") {
+                try validator.validate(Self.token(claims(["sub": subject]), key: signer))
+            }
+        }
+        #expect(try validator.validate(Self.token(claims(["sub": "Zoë Ödegaard"]), key: signer)).userID == "Zoë Ödegaard")
     }
 
     @Test func onlyJWTsAndAccessTokensAreAcceptedByTheirTyp() throws {

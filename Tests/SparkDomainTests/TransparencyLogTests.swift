@@ -2,6 +2,7 @@ import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
+import SparkStore
 import SparkTestSupport
 import Testing
 
@@ -105,6 +106,107 @@ struct TransparencyLogTests {
         }
     }
 
+    /// A hostile operator edits a stopped domain's database: bob's latest log row and directory
+    /// row replaced by an identity whose keys the operator holds. The restarted domain rebuilds
+    /// its tree from the rows, finds they do not give the root of the head it signed, and neither
+    /// serves a proof nor signs a new head. Rolling the log back instead (the heads and rows
+    /// after alice's deleted, so the rows agree with the latest head left) is caught by the head
+    /// pinned beside the keys.
+    @Test func aDomainRefusesALogItsDatabaseRewrote() async throws {
+        for rollBack in [false, true] {
+            try await Fixtures.withTemporaryDirectory { directory in
+                let path = directory.appendingPathComponent("domain.sqlite").path
+                var domain: EmbeddedDomain? = try makeDomain(directory)
+                let (token, _) = try await Self.published(try #require(domain), "alice", endpoint: "a1")
+                _ = try await Self.published(try #require(domain), "bob", endpoint: "b1")
+                _ = try await domain?.identityProof(token: token, endpointID: "a1", userID: "bob", since: nil, auditor: nil)
+                domain = nil
+                let (forged, _) = try Fixtures.publishedIdentity("bob")
+                let document = try JSONEncoder().encode(forged)
+                let queue = try DatabaseQueue(path: path)
+                try queue.write { db in
+                    if rollBack {
+                        let first = try #require(try db.scalar("SELECT min(size) FROM kt_heads", as: Int64.self))
+                        _ = try db.execute("DELETE FROM kt_heads WHERE size > ?", [first])
+                        _ = try db.execute("DELETE FROM kt_log WHERE position >= ?", [first])
+                    } else {
+                        _ = try db.execute(
+                            "UPDATE kt_log SET value = ? WHERE label = ?", [document, IdentityProof.label(of: "bob")])
+                        // And no pin to compare with (an instance that never saw the latest
+                        // head): the signed head in the database is enough to catch it.
+                        try FileManager.default.removeItem(atPath: path + ".passcode-keys.kt-head")
+                    }
+                    _ = try db.execute("UPDATE identities SET document = ? WHERE user_id = 'bob'", [document])
+                }
+                let heads = try queue.read { db in try db.scalar("SELECT count(*) FROM kt_heads", as: Int.self) }
+                let restarted = try EmbeddedDomain.open(at: path, allowUnsafePasswordHashing: true)
+                let served = await #expect(throws: DomainError.self, "no proof over the edited log") {
+                    try await restarted.identityProof(token: token, endpointID: "a1", userID: "bob", since: nil, auditor: nil)
+                }
+                #expect(served?.code == .unavailable, "\(String(describing: served))")
+                await #expect(throws: DomainError.self, "no heads either") {
+                    try await restarted.transparencyHeads(token: token, endpointID: "a1", since: nil)
+                }
+                let carol = try await restarted.testToken(userID: "carol").token
+                _ = try await restarted.registerEndpoint(token: carol, registration: .init(endpointID: "c1", description: "x"))
+                await #expect(throws: DomainError.self, "no new head signed over it") {
+                    try await restarted.publishIdentity(
+                        token: carol, endpointID: "c1", identity: try Fixtures.publishedIdentity("carol").0)
+                }
+                #expect(
+                    try queue.read { db in try db.scalar("SELECT count(*) FROM kt_heads", as: Int.self) } == heads,
+                    "rollBack \(rollBack): nothing signed")
+            }
+        }
+    }
+
+    /// Anyone may post a co-signature, but only a registered auditor's is kept: seventeen
+    /// throwaway keys, each co-signing the public head, are all refused (before their signature
+    /// is checked) and the operator's auditor is still taken; removed, it is refused too and its
+    /// co-signature is gone. Registering checks the key.
+    @Test func onlyRegisteredAuditorsCosign() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let (token, _) = try await Self.published(domain, "alice", endpoint: "a1")
+            let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
+            let head = try #require(try await domain.transparencyUpdates(after: -1, limit: 10).head)
+            func cosign(_ signer: P256.SigningKey) async throws {
+                let key = signer.publicKey.x + signer.publicKey.y
+                try await domain.postAudit(
+                    size: head.size, auditorKey: key,
+                    signature: try signer.signature(for: TransparencyAudit.signedBytes(head, vrfKey: keys.vrfKey)))
+            }
+            for _ in 0..<17 {
+                let refused = await #expect(throws: DomainError.self) { try await cosign(try P256.SigningKey()) }
+                #expect(refused?.code == .forbidden, "\(String(describing: refused))")
+            }
+            let real = try P256.SigningKey()
+            try domain.addTransparencyAuditor((real.publicKey.x + real.publicKey.y), name: "Audit Org")
+            try await cosign(real)
+            let audited = try await domain.identityProof(
+                token: token, endpointID: "a1", userID: "alice", since: nil, auditor: (real.publicKey.x + real.publicKey.y))
+            #expect(
+                try audited.verify(userID: "alice", keys: keys, previous: nil, auditor: (real.publicKey.x + real.publicKey.y))
+                    .identity?.userID == "alice")
+            #expect(
+                try domain.transparencyAuditors().map { [$0.name: $0.cosignedSize] } == [["Audit Org": head.size]])
+
+            try domain.removeTransparencyAuditor((real.publicKey.x + real.publicKey.y))
+            #expect(try domain.transparencyAuditors().isEmpty)
+            await #expect(throws: DomainError.self, "its co-signature went with it") {
+                try await domain.identityProof(
+                    token: token, endpointID: "a1", userID: "alice", since: nil, auditor: (real.publicKey.x + real.publicKey.y))
+            }
+            await #expect(throws: DomainError.self) { try await cosign(real) }
+            #expect(throws: DomainError.self, "not a P-256 key") {
+                try domain.addTransparencyAuditor(Data(repeating: 7, count: 64), name: "junk")
+            }
+            #expect(throws: DomainError.self, "no name") {
+                try domain.addTransparencyAuditor((real.publicKey.x + real.publicKey.y), name: " ")
+            }
+        }
+    }
+
     /// Two instances on one database take turns at the epochs: every position is written once,
     /// each instance's replica catches up from the rows the other wrote, and both prove the same
     /// root.
@@ -164,8 +266,30 @@ struct AuditorCommandTests {
             let auditorKey = try #require(Data(base64Encoded: made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
             #expect(try await Fixtures.run(auditor, ["key", home]).stdout == made.stdout)
             let ca = daemon.directory.appendingPathComponent("ca.pem").path
+            // Not registered yet: its co-signature is refused, and it says so.
+            let unregistered = try await Fixtures.run(
+                auditor, ["run", home, "--domain", daemon.url.absoluteString, "--ca", ca, "--once"])
+            #expect(unregistered.status != 0 && unregistered.stderr.contains("not an auditor"), "\(unregistered.stderr)")
+            // The operator registers it with spark-admin, and lists it.
+            let config = try daemon.writeConfig(in: directory)
+            let admin = Fixtures.executable("spark-admin")
+            let credential = daemon.directory.appendingPathComponent("operator.credential").path
+            let added = try await Fixtures.run(
+                admin,
+                [
+                    "--config", config, "--operator", credential, "transparency", "auditor", "add",
+                    made.stdout
+                        .trimmingCharacters(in: .whitespacesAndNewlines), "Audit Org",
+                ])
+            #expect(added.status == 0, "\(added.stderr)")
             let run = try await Fixtures.run(auditor, ["run", home, "--domain", daemon.url.absoluteString, "--ca", ca, "--once"])
             #expect(run.status == 0 && run.stdout.contains("co-signed the head of 1 entries"), "\(run.stdout)\(run.stderr)")
+            let listed = try await Fixtures.run(
+                admin, ["--config", config, "--operator", credential, "transparency", "auditor", "list"])
+            #expect(
+                listed.status == 0 && listed.stdout.contains("Audit Org")
+                    && listed.stdout.contains("co-signed the head of 1 entries"),
+                "\(listed.stdout)\(listed.stderr)")
 
             let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
             let proof = try await domain.identityProof(

@@ -134,6 +134,35 @@ struct EnterpriseServiceTests {
         }
     }
 
+    /// A hostile operator replaces alice's identity in the directory and the log with one whose
+    /// keys it holds. Her laptop restarts: its keys are kept (not wiped because the domain serves
+    /// another identity), and her right passcode opens a backup holding those very keys, which
+    /// raises the transparency alarm instead of calling her backup corrupt.
+    @Test func aSubstitutedIdentityKeepsTheDevicesKeysAndRaisesTheAlarm() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let laptop = try await devices.service("laptop")
+            _ = try await devices.begin(laptop)
+            #expect(try await laptop.syncStart(passcode: "first-passcode", action: .new).setupState == .success)
+            let own = try #require(await laptop.keys).signing.publicKey
+            await laptop.stop()
+            try await devices.domain.logAsOperator(try Fixtures.publishedIdentity("alice", version: 2).0)
+
+            let restarted = try await devices.service("laptop")
+            let state = try await devices.begin(restarted)
+            #expect(state.setupState == .syncRequired && state.syncPasscodeState == .existing, "\(state)")
+            let kept = try EndpointStore(directory: directory.appendingPathComponent("laptop")).keys(userID: "alice")
+            #expect(kept?.signing.publicKey == own, "the device's keys were kept")
+            let alarm = await #expect(throws: SetupError.self) {
+                try await restarted.syncStart(passcode: "first-passcode", action: .existing)
+            }
+            #expect(
+                alarm?.code == .identitySubstituted && alarm?.reason.contains("ALARM") == true, "\(String(describing: alarm))")
+            let still = try EndpointStore(directory: directory.appendingPathComponent("laptop")).keys(userID: "alice")
+            #expect(still?.signing.publicKey == own, "and are kept after the passcode too")
+        }
+    }
+
     @Test func aDeviceSwitchSupersedesTheOldEndpoint() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let devices = try Devices(directory, policy: DomainPolicy(multipleActiveEndpoints: false, passwordIterations: 1000))

@@ -4,6 +4,7 @@ import SparkDomain
 import SparkDomainEngine
 import SparkLock
 import SparkSDK
+import SparkStore
 import SparkTestSupport
 import Testing
 
@@ -32,6 +33,17 @@ struct KeyHarness {
 
     func blob(_ name: String, endpoint: String) async throws -> KeyBlob {
         try #require(try await harness.domain.fetchKeyBlob(token: token, endpointID: endpoint, name: name).blob)
+    }
+
+    /// Replaces alice's blob `name` in the domain's file itself, one version on: what a hostile
+    /// or damaged storage serves (the domain's API takes no such write without the identity key).
+    func overwrite(_ name: String, with data: Data) throws {
+        let queue = try DatabaseQueue(path: harness.directory.appendingPathComponent("domain.sqlite").path)
+        let changed = try queue.write { db in
+            try db.execute(
+                "UPDATE key_blobs SET data = ?, version = version + 1 WHERE user_id = 'alice' AND name = ?", [data, name])
+        }
+        try #require(changed == 1)
     }
 }
 
@@ -190,25 +202,14 @@ struct KeyManagerTests {
             // A thief with a copy of the old blobs (put back where a device reads them) and the old
             // passcode, through the SDK as any device: nothing opens.
             let (thief, thiefCaller) = try await keys.device("thief")
-            _ = try await domain.putKeyBlobs(
-                token: keys.token, endpointID: "laptop",
-                writes: [
-                    KeyBlobWrite(name: KeyBlob.profileName, data: profileBefore.data, expectedVersion: profileAfter.version),
-                    KeyBlobWrite(
-                        name: KeyBlob.managementName, data: managementBefore.data, expectedVersion: managementAfter.version),
-                ])
+            try keys.overwrite(KeyBlob.profileName, with: profileBefore.data)
+            try keys.overwrite(KeyBlob.managementName, with: managementBefore.data)
             let stolen = await #expect(throws: KeyManagementError.self) {
                 try await thief.unlock(passcode: "first-passcode", caller: thiefCaller)
             }
             #expect(stolen?.domainCode == .notFound, "\(String(describing: stolen))")
-            let restored = try await keys.blob(KeyBlob.profileName, endpoint: "laptop").version
-            let restoredManagement = try await keys.blob(KeyBlob.managementName, endpoint: "laptop").version
-            _ = try await domain.putKeyBlobs(
-                token: keys.token, endpointID: "laptop",
-                writes: [
-                    KeyBlobWrite(name: KeyBlob.profileName, data: profileAfter.data, expectedVersion: restored),
-                    KeyBlobWrite(name: KeyBlob.managementName, data: managementAfter.data, expectedVersion: restoredManagement),
-                ])
+            try keys.overwrite(KeyBlob.profileName, with: profileAfter.data)
+            try keys.overwrite(KeyBlob.managementName, with: managementAfter.data)
 
             // A stolen token cannot retire a version: the identity key must sign it.
             let attempt = try await domain.evaluatePasscode(
@@ -273,10 +274,7 @@ struct KeyManagerTests {
             let original = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
 
             func replaceManagement(_ data: Data) async throws {
-                let current = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
-                _ = try await keys.harness.domain.putKeyBlob(
-                    token: keys.token, endpointID: "laptop", name: KeyBlob.managementName, data: data,
-                    expectedVersion: current.version)
+                try keys.overwrite(KeyBlob.managementName, with: data)
             }
             // A flipped tag bit reads as a wrong passcode (the domain cannot tell them apart either).
             var object = try JSONSerialization.jsonObject(with: original.data) as! [String: Any]
@@ -311,10 +309,7 @@ struct KeyManagerTests {
             var ciphertext = try Data(base64URLEncoded: tampered["ciphertext"] as! String)
             ciphertext[3] ^= 0x40
             tampered["ciphertext"] = ciphertext.base64URLEncodedString()
-            _ = try await keys.harness.domain.putKeyBlob(
-                token: keys.token, endpointID: "laptop", name: KeyBlob.profileName,
-                data: try JSONSerialization.data(withJSONObject: tampered),
-                expectedVersion: profile.version)
+            try keys.overwrite(KeyBlob.profileName, with: try JSONSerialization.data(withJSONObject: tampered))
             await #expect(throws: KeyManagementError(.corruptKeys, "")) {
                 try await second.unlock(passcode: "first-passcode", caller: caller)
             }
@@ -327,7 +322,9 @@ struct KeyManagerTests {
         func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch {
             BlobFetch(blob: blobs.withLock { $0[name] })
         }
-        func store(name: String, data: Data, expectedVersion: Int?, token: String, endpointID: String) async throws -> Int {
+        func store(
+            name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?, token: String, endpointID: String
+        ) async throws -> Int {
             try blobs.withLock { blobs in
                 guard blobs[name]?.version == expectedVersion else { throw DomainError(.conflict, "version moved") }
                 let next = (expectedVersion ?? 0) + 1
@@ -335,7 +332,7 @@ struct KeyManagerTests {
                 return next
             }
         }
-        func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws {
+        func store(_ writes: [KeyBlobWrite], proof: KeyBlobProof?, token: String, endpointID: String) async throws {
             try blobs.withLock { blobs in
                 guard writes.allSatisfy({ blobs[$0.name]?.version == $0.expectedVersion }) else {
                     throw DomainError(.conflict, "a version moved")
@@ -399,11 +396,14 @@ struct KeyManagerTests {
             if name == KeyBlob.profileName, let hook = takeHook() { try await hook() }
             return try await inner.fetch(name: name, token: token, endpointID: endpointID)
         }
-        func store(name: String, data: Data, expectedVersion: Int?, token: String, endpointID: String) async throws -> Int {
-            try await inner.store(name: name, data: data, expectedVersion: expectedVersion, token: token, endpointID: endpointID)
+        func store(
+            name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?, token: String, endpointID: String
+        ) async throws -> Int {
+            try await inner.store(
+                name: name, data: data, expectedVersion: expectedVersion, proof: proof, token: token, endpointID: endpointID)
         }
-        func store(_ writes: [KeyBlobWrite], token: String, endpointID: String) async throws {
-            try await inner.store(writes, token: token, endpointID: endpointID)
+        func store(_ writes: [KeyBlobWrite], proof: KeyBlobProof?, token: String, endpointID: String) async throws {
+            try await inner.store(writes, proof: proof, token: token, endpointID: endpointID)
         }
     }
 

@@ -368,6 +368,33 @@ struct KeyTransparencyTests {
         }
     }
 
+    /// A new user whose plist requires an auditor, checked before the auditor co-signed a head
+    /// holding her identity: not yet audited is no alarm. Once it co-signs, her check passes on
+    /// the audited head; and when the log's latest head holds an identity none of her devices
+    /// published, the alarm is raised as before, audited or not.
+    @Test func notYetAuditedIsNoAlarm() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let world = try HostileWorld(directory)
+            let auditor = TransparencyAuditor(
+                source: world.real, keys: world.real.transparency.keys, signer: try P256.SigningKey(), lastSigned: nil)
+            try world.real.addTransparencyAuditor(auditor.publicKey, name: "second organisation")
+            _ = try await world.endpoint("bob", "bob-phone")
+            #expect(try await auditor.step()?.size == 1)
+            let (_, dana) = try await world.endpoint("dana", "dana-laptop", auditor: auditor.publicKey)
+            #expect(try await dana.checkTransparency() == nil, "her identity is only newer than the audited head")
+            #expect(try await dana.transparencyAlarm() == nil)
+            // Erin's identity is replaced before any audit: the latest head does not hold hers.
+            let (_, erin) = try await world.endpoint("erin", "erin-laptop", auditor: auditor.publicKey)
+            try await world.logForged(try Fixtures.publishedIdentity("erin", version: 2).0)
+            #expect(try await erin.checkTransparency() != nil, "not awaiting an audit: the log holds another identity")
+            #expect(try await auditor.step()?.size == 4)
+            #expect(try await dana.checkTransparency() == nil)
+            try await world.logForged(try Fixtures.publishedIdentity("dana", version: 2).0)
+            #expect(try await auditor.step()?.size == 5)
+            #expect(try await dana.checkTransparency()?.contains("none of your devices published") == true)
+        }
+    }
+
     /// A device whose plist names an auditor accepts only heads that auditor co-signed; the
     /// auditor, rebuilding the log from its updates, co-signs it while it only grows, and stops
     /// at a log whose past was rewritten in the database.
@@ -377,6 +404,7 @@ struct KeyTransparencyTests {
             let auditorKey = try P256.SigningKey()
             let auditor = TransparencyAuditor(
                 source: world.real, keys: world.real.transparency.keys, signer: auditorKey, lastSigned: nil)
+            try world.real.addTransparencyAuditor(auditor.publicKey, name: "second organisation")
             let (_, alice) = try await world.endpoint("alice", "alice-laptop", auditor: auditor.publicKey)
             _ = try await world.endpoint("bob", "bob-phone")
             await #expect(throws: (any Error).self, "no head is co-signed yet") { try await alice.startChat(with: ["bob"]) }
@@ -398,7 +426,8 @@ struct KeyTransparencyTests {
             world.domain.proofRewrite.withLock { $0 = nil }
 
             // An operator rewrites bob's entry in the database; an instance started afterwards
-            // rebuilds its log from the rows and signs the next epoch over the rewritten past.
+            // rebuilds its log from the rows, finds they do not give its signed head's root, and
+            // signs nothing over the rewritten past: the auditor has no new head to co-sign.
             try await world.real.store.write { db in
                 try db.execute(
                     "UPDATE kt_log SET value = ? WHERE label = ?", [Data("forged".utf8), IdentityProof.label(of: "bob")])
@@ -407,9 +436,12 @@ struct KeyTransparencyTests {
                 at: directory.appendingPathComponent("domain.sqlite").path, allowUnsafePasswordHashing: true)
             let carol = try await restarted.testToken(userID: "carol").token
             _ = try await restarted.registerEndpoint(token: carol, registration: .init(endpointID: "c1", description: "test"))
-            try await restarted.publishIdentity(
-                token: carol, endpointID: "c1", identity: try Fixtures.publishedIdentity("carol").0)
-            await #expect(throws: CryptoError.self, "the auditor refuses to sign") { try await auditor.step() }
+            let refused = await #expect(throws: DomainError.self, "the restarted domain signs no head over it") {
+                try await restarted.publishIdentity(
+                    token: carol, endpointID: "c1", identity: try Fixtures.publishedIdentity("carol").0)
+            }
+            #expect(refused?.code == .unavailable, "\(String(describing: refused))")
+            #expect(try await auditor.step() == nil, "no new head to co-sign")
             #expect(await auditor.lastSigned == signed)
         }
     }

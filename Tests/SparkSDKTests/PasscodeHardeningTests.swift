@@ -30,6 +30,67 @@ struct PasscodeHardeningTests {
         return try JWK(json: JWE.decrypt(blob, keyEncryptionKey: kek).unsafeData()).symmetricKey()
     }
 
+    /// A thief with the user's token registers an endpoint (active at once under the default
+    /// policy) and overwrites the backup with its management key zeroed, which would make the
+    /// right passcode read as wrong everywhere: refused without the identity key's proof, and
+    /// refused with a proof by any other key. A backup damaged anyway (an app's storage that took
+    /// the write) is restored by a device that holds the keys: no reset, no new identity.
+    @Test func aStolenTokenCannotReplaceTheBackup() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let keys = try await KeyHarness(directory)
+            let domain = keys.harness.domain
+            let (laptop, laptopCaller) = try await keys.device("laptop")
+            let created = try await laptop.createKeys(passcode: "right passcode", caller: laptopCaller)
+            _ = try await domain.registerEndpoint(token: keys.token, registration: .init(endpointID: "thief", description: "x"))
+            let management = try await keys.blob(KeyBlob.managementName, endpoint: "thief")
+            var object = try JSONSerialization.jsonObject(with: management.data) as! [String: Any]
+            let encryptedKey = try Data(base64URLEncoded: object["encrypted_key"] as! String)
+            object["encrypted_key"] = Data(count: encryptedKey.count).base64URLEncodedString()
+            let zeroed = try JSONSerialization.data(withJSONObject: object)
+            let refused = await #expect(throws: DomainError.self) {
+                try await domain.putKeyBlob(
+                    token: keys.token, endpointID: "thief", name: KeyBlob.managementName, data: zeroed,
+                    expectedVersion: management.version)
+            }
+            #expect(refused?.code == .invalidProof, "\(String(describing: refused))")
+            // Signed by the thief's own key, with the challenge of the thief's own attempt.
+            let blinded = try OPRF.passcodeHardening.blind(SecureBytes(randomCount: 32))
+            let attempt = try await domain.evaluatePasscode(
+                token: keys.token, endpointID: "thief", blindedElement: blinded.element, keyID: nil)
+            let write = [KeyBlobWrite(name: KeyBlob.managementName, data: zeroed, expectedVersion: management.version)]
+            let forged = KeyBlobProof(
+                challenge: attempt.challenge,
+                signature: try Ed25519.PrivateKey().signature(
+                    for: keyBlobWriteMessage(userID: "alice", endpointID: "thief", challenge: attempt.challenge, writes: write)))
+            let alsoRefused = await #expect(throws: DomainError.self) {
+                try await domain.putKeyBlobs(token: keys.token, endpointID: "thief", writes: write, proof: forged)
+            }
+            #expect(alsoRefused?.code == .invalidProof)
+            #expect(try await keys.blob(KeyBlob.managementName, endpoint: "thief") == management, "nothing was written")
+            let (phone, phoneCaller) = try await keys.device("phone")
+            #expect(
+                try await phone.unlock(passcode: "right passcode", caller: phoneCaller).signing.publicKey
+                    == created.signing.publicKey)
+
+            // Damaged anyway: the right passcode reads as wrong until the laptop restores the backup.
+            try keys.overwrite(KeyBlob.managementName, with: zeroed)
+            let (tablet, tabletCaller) = try await keys.device("tablet")
+            await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
+                try await tablet.unlock(passcode: "right passcode", caller: tabletCaller)
+            }
+            try await laptop.restoreBackup(passcode: "right passcode", caller: laptopCaller)
+            #expect(
+                try await tablet.unlock(passcode: "right passcode", caller: tabletCaller).signing.publicKey
+                    == created.signing.publicKey)
+            #expect(try domain.publishedIdentity(of: "alice")?.keyVersion == 1, "no reset, no new identity")
+            // A device without the keys restores nothing.
+            try phone.wipeLocalKeys()
+            await #expect(throws: KeyManagementError(.noKeys, "")) {
+                try await phone.restoreBackup(passcode: "right passcode", caller: phoneCaller)
+            }
+        }
+    }
+
     @Test func aDatabaseCopyAndTheRightPasscodeOpenNothingWithoutTheSecret() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let keys = try await KeyHarness(directory)
@@ -192,10 +253,7 @@ struct PasscodeHardeningTests {
             let legacy = try JWE.encrypt(
                 try jwk.jsonData(), password: Data("rotate me please".utf8), unsafeUncheckedIterations: 1000,
                 contentType: "jwk+json")
-            let current = try await keys.blob(KeyBlob.managementName, endpoint: "tablet")
-            _ = try await retired.putKeyBlob(
-                token: keys.token, endpointID: "tablet", name: KeyBlob.managementName, data: legacy,
-                expectedVersion: current.version)
+            try keys.overwrite(KeyBlob.managementName, with: legacy)
             try tablet.wipeLocalKeys()
             #expect(try await tablet.unlock(passcode: "rotate me please", caller: tabletCaller).keyVersion == 1)
             let upgraded = try JWE.header(of: try await keys.blob(KeyBlob.managementName, endpoint: "tablet").data)
@@ -222,19 +280,13 @@ struct PasscodeHardeningTests {
                 hostile[field] = value
                 protected["spark-oprf"] = hostile
                 object["protected"] = try JSONSerialization.data(withJSONObject: protected).base64URLEncodedString()
-                let current = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
-                _ = try await keys.harness.domain.putKeyBlob(
-                    token: keys.token, endpointID: "laptop", name: KeyBlob.managementName,
-                    data: try JSONSerialization.data(withJSONObject: object), expectedVersion: current.version)
+                try keys.overwrite(KeyBlob.managementName, with: try JSONSerialization.data(withJSONObject: object))
                 await #expect(throws: KeyManagementError(.corruptKeys, ""), "\(field)") {
                     try await phone.unlock(passcode: "hostile params", caller: phoneCaller)
                 }
             }
             // None of those spent an attempt: the two allowed are still there.
-            let current = try await keys.blob(KeyBlob.managementName, endpoint: "laptop")
-            _ = try await keys.harness.domain.putKeyBlob(
-                token: keys.token, endpointID: "laptop", name: KeyBlob.managementName, data: original.data,
-                expectedVersion: current.version)
+            try keys.overwrite(KeyBlob.managementName, with: original.data)
             await #expect(throws: KeyManagementError(.incorrectPasscode, "")) {
                 try await phone.unlock(passcode: "not the passcode", caller: phoneCaller)
             }

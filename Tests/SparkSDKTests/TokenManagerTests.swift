@@ -70,11 +70,14 @@ final class CountingDomain: DomainService {
     func fetchKeyBlob(token: String, endpointID: String, name: String) async throws -> BlobFetch {
         try await inner.fetchKeyBlob(token: token, endpointID: endpointID, name: name)
     }
-    func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int {
-        try await inner.putKeyBlob(token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion)
+    func putKeyBlob(
+        token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?
+    ) async throws -> Int {
+        try await inner.putKeyBlob(
+            token: token, endpointID: endpointID, name: name, data: data, expectedVersion: expectedVersion, proof: proof)
     }
-    func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
-        try await inner.putKeyBlobs(token: token, endpointID: endpointID, writes: writes)
+    func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws -> [Int] {
+        try await inner.putKeyBlobs(token: token, endpointID: endpointID, writes: writes, proof: proof)
     }
     func evaluatePasscode(token: String, endpointID: String, blindedElement: Data, keyID: String?) async throws
         -> PasscodeEvaluation

@@ -123,6 +123,22 @@ public final class RemoteAdministration: DomainAdministration {
         let _: Wire.Empty = try await client.call(.adminRemoveIssuer, Wire.IssuerName(issuer: issuer))
     }
 
+    /// `GET /v1/admin/transparency/auditors`.
+    public func transparencyAuditors() async throws -> [RegisteredAuditor] {
+        let list: Wire.Auditors = try await client.call(.adminAuditors, Wire.Empty())
+        return list.auditors
+    }
+
+    /// `POST /v1/admin/transparency/auditors/add`.
+    public func addTransparencyAuditor(_ auditorKey: Data, name: String) async throws {
+        let _: Wire.Empty = try await client.call(.adminAddAuditor, Wire.AddAuditor(auditorKey: auditorKey, name: name))
+    }
+
+    /// `POST /v1/admin/transparency/auditors/remove`.
+    public func removeTransparencyAuditor(_ auditorKey: Data) async throws {
+        let _: Wire.Empty = try await client.call(.adminRemoveAuditor, Wire.AuditorKey(auditorKey: auditorKey))
+    }
+
     /// `GET /v1/admin/issuer-keys`.
     public func issuerKeys(_ kind: String) async throws -> JWKSet {
         try await client.call(.adminIssuerKeys, Wire.IssuerKind(kind: kind))

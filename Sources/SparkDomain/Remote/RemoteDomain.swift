@@ -162,18 +162,21 @@ public final class RemoteDomain: DomainService {
     }
 
     /// `POST /v1/key-blobs/put`: writes a key blob if its version is the expected one.
-    public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws -> Int
-    {
+    public func putKeyBlob(
+        token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?
+    ) async throws -> Int {
         let version: Wire.Version = try await client.call(
-            .putKeyBlob, Wire.PutBlob(name: name, data: data, expectedVersion: expectedVersion), token: token,
+            .putKeyBlob, Wire.PutBlob(name: name, data: data, expectedVersion: expectedVersion, proof: proof), token: token,
             endpoint: endpointID)
         return version.version
     }
 
     /// `POST /v1/key-blobs/put-all`: writes several key blobs at once.
-    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
+    public func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws
+        -> [Int]
+    {
         let versions: Wire.Versions = try await client.call(
-            .putKeyBlobs, Wire.PutBlobs(writes: writes), token: token, endpoint: endpointID)
+            .putKeyBlobs, Wire.PutBlobs(writes: writes, proof: proof), token: token, endpoint: endpointID)
         return versions.versions
     }
 

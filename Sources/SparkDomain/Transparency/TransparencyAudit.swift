@@ -183,3 +183,24 @@ public actor TransparencyAuditor {
         return head
     }
 }
+
+/// An auditor the domain's operator registered: only registered auditors' co-signatures are
+/// taken (`POST /v1/transparency/audits`), so no stranger can fill the domain's list.
+public struct RegisteredAuditor: Sendable, Codable, Equatable {
+    /// The auditor's P-256 public key, 64 bytes (x ‖ y), as `spark-kt-auditor init` prints it.
+    public var auditorKey: Data
+    /// The operator's name for it (who runs it).
+    public var name: String
+    /// When it was registered.
+    public var addedAt: Date
+    /// The size of the latest head it co-signed, if any.
+    public var cosignedSize: UInt64?
+
+    /// A registered auditor.
+    public init(auditorKey: Data, name: String, addedAt: Date, cosignedSize: UInt64?) {
+        self.auditorKey = auditorKey
+        self.name = name
+        self.addedAt = addedAt
+        self.cosignedSize = cosignedSize
+    }
+}

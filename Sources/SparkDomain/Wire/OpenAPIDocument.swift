@@ -170,6 +170,7 @@ package enum OpenAPIDocument {
         "KeyBlob": .object([("name", .string, true), ("data", .bytes, true), ("version", .integer, true)]),
         "BlobFetch": .object([("blob", .ref("KeyBlob"), false)]),
         "KeyBlobWrite": .object([("name", .string, true), ("data", .bytes, true), ("expectedVersion", .integer, false)]),
+        "KeyBlobProof": .object([("challenge", .bytes, true), ("signature", .bytes, true)]),
         "PasscodeKeyEvaluation": .object([
             ("keyID", .string, true), ("publicKey", .bytes, true), ("element", .bytes, true), ("proof", .bytes, true),
         ]),
@@ -215,6 +216,9 @@ package enum OpenAPIDocument {
             ("reason", .string, true), ("messages", .array(.ref("ReportedMessage")), true), ("createdAt", .time, true),
         ]),
         "Mail": .object([("to", .string, true), ("subject", .string, true), ("body", .string, true), ("sentAt", .time, true)]),
+        "RegisteredAuditor": .object([
+            ("auditorKey", .bytes, true), ("name", .string, true), ("addedAt", .time, true), ("cosignedSize", .integer, false),
+        ]),
         "ExternalIssuer": .object([
             ("issuer", .string, true), ("audience", .string, true), ("jwksPath", .string, true), ("userClaim", .string, false),
             ("jwksURI", .string, false), ("keysFreshUntil", .string, false), ("lastFetchError", .string, false),

@@ -168,11 +168,14 @@ package enum Wire {
         package var data: Data
         /// The version it replaces (absent: it must not exist yet).
         package var expectedVersion: Int?
+        /// The identity key's consent (required once the user has published an identity).
+        package var proof: KeyBlobProof?
         /// A write of blob `name`.
-        package init(name: String, data: Data, expectedVersion: Int?) {
+        package init(name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof? = nil) {
             self.name = name
             self.data = data
             self.expectedVersion = expectedVersion
+            self.proof = proof
         }
     }
 
@@ -188,8 +191,13 @@ package enum Wire {
     package struct PutBlobs: Codable, Sendable, Equatable {
         /// The writes, all or none.
         package var writes: [KeyBlobWrite]
+        /// The identity key's consent (required once the user has published an identity).
+        package var proof: KeyBlobProof?
         /// A request.
-        package init(writes: [KeyBlobWrite]) { self.writes = writes }
+        package init(writes: [KeyBlobWrite], proof: KeyBlobProof? = nil) {
+            self.writes = writes
+            self.proof = proof
+        }
     }
 
     /// The new versions of several blobs.
@@ -757,6 +765,35 @@ package enum Wire {
         package var issuer: String
         /// A body naming `issuer`.
         package init(issuer: String) { self.issuer = issuer }
+    }
+
+    /// The registered auditors.
+    package struct Auditors: Codable, Sendable, Equatable {
+        /// The auditors.
+        package var auditors: [RegisteredAuditor]
+        /// A list.
+        package init(auditors: [RegisteredAuditor]) { self.auditors = auditors }
+    }
+
+    /// An auditor to register.
+    package struct AddAuditor: Codable, Sendable, Equatable {
+        /// Its P-256 key, 64 bytes.
+        package var auditorKey: Data
+        /// The operator's name for it.
+        package var name: String
+        /// A body registering `auditorKey` as `name`.
+        package init(auditorKey: Data, name: String) {
+            self.auditorKey = auditorKey
+            self.name = name
+        }
+    }
+
+    /// An auditor's key.
+    package struct AuditorKey: Codable, Sendable, Equatable {
+        /// Its P-256 key, 64 bytes.
+        package var auditorKey: Data
+        /// A body naming `auditorKey`.
+        package init(auditorKey: Data) { self.auditorKey = auditorKey }
     }
 
     /// Which of the domain's own issuers.

@@ -224,17 +224,22 @@ extension DomainEngine {
 
     // MARK: Key store
 
-    /// Writes a key blob with compare-and-swap on its version.
-    package func putKeyBlob(as caller: Caller, name: String, data: Data, expectedVersion: Int?) async throws
-        -> Int
+    /// Writes a key blob with compare-and-swap on its version (see ``putKeyBlobs(as:writes:proof:)``).
+    package func putKeyBlob(as caller: Caller, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?)
+        async throws -> Int
     {
         try await putKeyBlobs(
-            as: caller, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)]
+            as: caller, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)], proof: proof
         )[0]
     }
 
     /// Writes several key blobs in one transaction, each with compare-and-swap: all or none.
-    package func putKeyBlobs(as caller: Caller, writes: [KeyBlobWrite]) async throws -> [Int] {
+    ///
+    /// Once the user has published an identity, the write needs `proof`: the identity key's
+    /// signature over exactly these writes (``keyBlobWriteMessage(userID:endpointID:challenge:writes:)``)
+    /// with the challenge of one of this endpoint's passcode attempts of the last ten minutes.
+    /// A token alone (a thief's newly registered endpoint) cannot replace the passcode backup.
+    package func putKeyBlobs(as caller: Caller, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws -> [Int] {
         let (user, endpointID) = (caller.userID, caller.endpointID)
         guard !writes.isEmpty, writes.count <= 8, Set(writes.map(\.name)).count == writes.count else {
             throw DomainError(.invalidRequest, "a write names 1 to 8 different blobs")
@@ -247,6 +252,7 @@ extension DomainEngine {
                 throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
             }
         }
+        let now = clock.now().timeIntervalSince1970
         return try await storage {
             try await store.write { db -> [Int] in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
@@ -260,7 +266,6 @@ extension DomainEngine {
                     return try row?.get(1, as: Data.self) == write.data
                 }
                 if repeated { return try rows.map { try $0.1?.get(0, as: Int.self) ?? 0 } }
-                var versions: [Int] = []
                 for (write, row) in rows {
                     let current = try row?.get(0, as: Int.self)
                     guard current == write.expectedVersion else {
@@ -269,7 +274,12 @@ extension DomainEngine {
                             "the \(write.name) blob is at version \(current.map(String.init) ?? "none"), not \(write.expectedVersion.map(String.init) ?? "none")"
                         )
                     }
-                    let next = (current ?? 0) + 1
+                }
+                // A stale write is told so (another device wrote first) before its proof is looked at.
+                try Self.requireKeyBlobConsent(db, user: user, endpointID: endpointID, writes: writes, proof: proof, now: now)
+                var versions: [Int] = []
+                for write in writes {
+                    let next = (write.expectedVersion ?? 0) + 1
                     try db.execute(
                         """
                         INSERT INTO key_blobs(user_id, name, data, version) VALUES (?, ?, ?, ?)
@@ -280,6 +290,31 @@ extension DomainEngine {
                 return versions
             }
         }
+    }
+
+    /// Refuses a key-blob write the identity key did not sign, once the user has one: the
+    /// proof's challenge must be one of this endpoint's passcode attempts, recent, and the
+    /// signature the published identity key's over these writes.
+    static func requireKeyBlobConsent(
+        _ db: any DomainStatements, user: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?,
+        now: Double
+    ) throws {
+        guard let identity = try identity(db, user: user) else { return }
+        guard let proof else {
+            throw DomainError(
+                .invalidProof,
+                "\(user) has published an identity: a key blob is written only with a proof by the identity key")
+        }
+        guard
+            let issuedAt = try db.scalar(
+                "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ?",
+                [proof.challenge, user, endpointID], as: Double.self), issuedAt > now - challengeLifetime
+        else { throw DomainError(.invalidProof, "the key blob proof's challenge is unknown or expired") }
+        guard let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
+            key.isValidSignature(
+                proof.signature,
+                for: keyBlobWriteMessage(userID: user, endpointID: endpointID, challenge: proof.challenge, writes: writes))
+        else { throw DomainError(.invalidProof, "the key blob proof does not verify with the user's identity key") }
     }
 
     // MARK: Identity directory

@@ -135,17 +135,20 @@ extension DomainEngine {
         try await checkIn(as: caller(token: token, endpointID: endpointID))
     }
 
-    /// ``DomainService/putKeyBlob(token:endpointID:name:data:expectedVersion:)``, for the caller the token and endpoint name.
-    package func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws
-        -> Int
-    {
+    /// ``DomainService/putKeyBlob(token:endpointID:name:data:expectedVersion:proof:)``, for the caller the token and endpoint name.
+    package func putKeyBlob(
+        token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?
+    ) async throws -> Int {
         try await putKeyBlob(
-            as: caller(token: token, endpointID: endpointID), name: name, data: data, expectedVersion: expectedVersion)
+            as: caller(token: token, endpointID: endpointID), name: name, data: data, expectedVersion: expectedVersion,
+            proof: proof)
     }
 
-    /// ``DomainService/putKeyBlobs(token:endpointID:writes:)``, for the caller the token and endpoint name.
-    package func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite]) async throws -> [Int] {
-        try await putKeyBlobs(as: caller(token: token, endpointID: endpointID), writes: writes)
+    /// ``DomainService/putKeyBlobs(token:endpointID:writes:proof:)``, for the caller the token and endpoint name.
+    package func putKeyBlobs(token: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws
+        -> [Int]
+    {
+        try await putKeyBlobs(as: caller(token: token, endpointID: endpointID), writes: writes, proof: proof)
     }
 
     /// ``DomainService/publishIdentity(token:endpointID:identity:)``, for the caller the token and endpoint name.

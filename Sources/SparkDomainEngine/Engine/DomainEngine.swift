@@ -90,7 +90,8 @@ package final class DomainEngine: DomainService {
                 "the passcode key file has no transparency keys: add them with `spark-domaind passcode-keys DIRECTORY transparency` and give every instance the file"
             )
         }
-        transparency = TransparencyLog(secrets: secrets)
+        transparency = TransparencyLog(
+            secrets: secrets, pin: TransparencyHeadPin(path: passcodeKeys.location.map { $0 + ".kt-head" }))
         self.store = store
         self.sharedWithOtherProcesses = sharedWithOtherProcesses
         self.settingsLifetime = sharedWithOtherProcesses ? nil : store.settingsLifetime
@@ -526,10 +527,8 @@ package final class DomainEngine: DomainService {
         guard !policy.userAuthenticationEnabled else {
             throw DomainError(.userAuthenticationRequired, "domain \(domainID) requires user authentication; test tokens are off")
         }
-        guard !userID.isEmpty, userID.count <= TokenValidator.maximumSubjectLength,
-            !userID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else {
-            throw DomainError(.invalidRequest, "a user id is 1 to \(TokenValidator.maximumSubjectLength) printable characters")
+        if let problem = UserIDs.problem(userID, maximumLength: TokenValidator.maximumSubjectLength) {
+            throw DomainError(.invalidRequest, problem)
         }
         // A name another issuer holds (a real account, an app's user) is not the sandbox's.
         if let holder = try await principalIssuer(of: userID), holder != testIssuer.issuer {

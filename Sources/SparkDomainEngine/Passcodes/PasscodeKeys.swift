@@ -31,6 +31,9 @@ package struct PasscodeKeys: Sendable {
     /// Users' keys derived lately (a derivation is a hash to a scalar and a multiplication of
     /// the generator, a twentieth of an evaluation's cost), for this set of seeds only.
     private let derived = DerivedKeys()
+    /// The file the set was read from, if any: the transparency log keeps its last signed head
+    /// beside it (``TransparencyHeadPin``), where an edit of the database cannot roll it back.
+    package private(set) var location: String?
 
     /// The ids of the keys held, sorted.
     package var keyIDs: [String] { seeds.keys.sorted() }
@@ -141,7 +144,9 @@ package struct PasscodeKeys: Sendable {
             else { throw DomainError(.unavailable, "\(path): the transparency keys are not two P-256 scalars") }
             transparency = secrets
         }
-        return PasscodeKeys(currentKeyID: file.current, seeds: seeds, transparency: transparency)
+        var keys = PasscodeKeys(currentKeyID: file.current, seeds: seeds, transparency: transparency)
+        keys.location = path
+        return keys
     }
 
     /// Writes the set to `path` with mode 0600, replacing the file atomically.
@@ -192,9 +197,10 @@ package struct PasscodeKeys: Sendable {
         }
         // link(2) fails if the name exists: of two processes creating it at once, one wins and
         // the other reads the winner's keys.
-        let keys = generate()
+        var keys = generate()
         let temporary = try keys.writeTemporary(beside: path)
         defer { unlink(temporary) }
+        keys.location = path
         return link(temporary, path) == 0 ? keys : try load(from: path)
     }
 }

@@ -431,6 +431,18 @@ package enum DomainMigrations {
                 ),
             ]
         ),
+        (
+            "v23-kt-auditors",
+            [
+                // The auditors the operator registered: only theirs are co-signatures the domain
+                // takes. Auditors that co-signed before are registered as such, for the operator
+                // to review (`spark-admin transparency auditor list`) and remove.
+                .both("CREATE TABLE kt_auditors (auditor_key BLOB PRIMARY KEY, name TEXT NOT NULL, added_at REAL NOT NULL)"),
+                .both(
+                    "INSERT INTO kt_auditors(auditor_key, name, added_at) SELECT auditor_key, 'co-signed before auditors were registered', 0 FROM kt_audits"
+                ),
+            ]
+        ),
     ]
 
     /// `statement` as `dialect` takes it; nil when it is for the other one.

@@ -161,10 +161,16 @@ package struct TokenValidator: Sendable {
         guard claims.audience.contains(issuer.audience) else {
             throw DomainError(.wrongAudience, "the token is for another audience, not \(issuer.audience)")
         }
-        guard let subject = claims.user(by: issuer.userClaim), subject.count <= Self.maximumSubjectLength,
-            !subject.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else {
+        // OpenID Connect: with several audiences (or any azp) the authorized party must be this
+        // domain's client, as the device checks an ID token.
+        if claims.audience.count > 1 || claims.authorizedParty != nil, claims.authorizedParty != issuer.audience {
+            throw DomainError(.wrongAudience, "the token's azp is not \(issuer.audience), the client this domain accepts")
+        }
+        guard let subject = claims.user(by: issuer.userClaim) else {
             throw DomainError(.invalidToken, "the token's \(issuer.userClaim) (user id) is missing or malformed")
+        }
+        if let problem = UserIDs.problem(subject, maximumLength: Self.maximumSubjectLength) {
+            throw DomainError(.invalidToken, "the token's \(issuer.userClaim) (user id) is not acceptable: \(problem)")
         }
         return VerifiedIdentity(
             userID: subject, issuer: issuer.issuer, issuerKind: issuer.kind,

@@ -26,16 +26,80 @@ package final class TransparencyLog: Sendable {
     package let keys: TransparencyKeys
     /// The tree as far as this instance read or wrote the rows.
     private let replica: Locked<CombinedTree>
+    /// The last head signed or checked, kept outside the database.
+    let pin: TransparencyHeadPin
+    /// The latest head checked against the rows and the pin (not checked again).
+    private let checked = Locked<TreeHead?>(nil)
+    /// Whether the operator was told of a log that does not match its heads (told once).
+    private let told = Locked(false)
     /// The most updates one epoch takes (the rest wait for the next).
     static let epochLimit = 10_000
     /// The lock that makes one writer at a time.
     static let lockName = "kt-epoch"
 
-    /// The log hidden and signed by `secrets`.
-    package init(secrets: TransparencySecrets) {
+    /// The log hidden and signed by `secrets`, its last head pinned by `pin`.
+    package init(secrets: TransparencySecrets, pin: TransparencyHeadPin = TransparencyHeadPin(path: nil)) {
         self.secrets = secrets
         keys = secrets.publicKeys
         replica = Locked(CombinedTree(vrf: secrets.vrf))
+        self.pin = pin
+    }
+
+    /// The tree up to the latest signed head, once checked (``check(_:head:)``), and that head.
+    func checkedTree(_ db: any DomainStatements) throws -> (tree: CombinedTree, head: TreeHead?) {
+        let head = try Self.latestHead(db)
+        let tree = try tree(db, size: head?.size ?? 0)
+        try check(tree, head: head)
+        return (tree, head)
+    }
+
+    /// Checks that the rows are the log this domain signed: the tree they make has the root of
+    /// the latest head in `kt_heads` (whose signature must be this domain's) and the root of the
+    /// head pinned outside the database, which the latest head may not be smaller than. Then
+    /// pins the latest head. A log that fails is refused (``DomainError/Code/unavailable``) and
+    /// the operator is told on standard error: the domain neither signs nor serves it.
+    func check(_ tree: CombinedTree, head: TreeHead?) throws {
+        if let head, checked.withLock({ $0 == head }) { return }
+        if let head {
+            let signed = TreeHead.signedBytes(size: head.size, root: head.root, timestamp: head.timestamp, vrfKey: keys.vrfKey)
+            guard tree.root(at: head.size) == head.root, secrets.head.publicKey.isValidSignature(head.signature, for: signed)
+            else {
+                throw refusal(
+                    "the rows of its transparency log do not give the root of its latest signed head (\(head.size) entries): the database was edited"
+                )
+            }
+        }
+        if let pinned = try pin.current() {
+            guard let head, head.size >= pinned.size else {
+                throw refusal(
+                    "its transparency log ends at \(head?.size ?? 0) signed entries, but this domain signed a head of \(pinned.size) (\(pin.path ?? "in memory")): the database was rolled back"
+                )
+            }
+            guard tree.root(at: pinned.size) == pinned.root else {
+                throw refusal(
+                    "the rows of its transparency log do not give the root of the head of \(pinned.size) entries it signed (\(pin.path ?? "in memory")): the log's past was rewritten in the database"
+                )
+            }
+        }
+        guard let head else { return }
+        try pin.advance(to: .init(size: head.size, root: head.root))
+        checked.withLock { $0 = head }
+    }
+
+    /// The refusal of a log that is not the one signed, told to the operator once.
+    private func refusal(_ reason: String) -> DomainError {
+        let first = told.withLock { told in
+            defer { told = true }
+            return !told
+        }
+        if first {
+            FileHandle.standardError.write(
+                Data(
+                    "spark-domain: TRANSPARENCY ALARM: \(reason). The domain signs and serves no transparency proof until the database is restored from a backup that holds every head it signed.\n"
+                        .utf8))
+        }
+        return DomainError(
+            .unavailable, "the domain's transparency log does not match the heads it signed; the operator was told")
     }
 
     /// The label of `userID`'s identity.
@@ -98,8 +162,7 @@ package final class TransparencyLog: Sendable {
     func writeEpoch(_ db: any DomainStatements, now: Date) throws -> CombinedTree? {
         let pending = try db.rows("SELECT seq, label, value FROM kt_pending ORDER BY seq LIMIT ?", [Self.epochLimit])
         guard !pending.isEmpty else { return nil }
-        let head = try Self.latestHead(db)
-        var tree = try tree(db, size: head?.size ?? 0)
+        var tree = try checkedTree(db).tree
         let logged = try tree.appendLogging(
             epoch: try pending.map { row in (label: try row.get(1, as: Data.self), value: try row.get(2, as: Data.self)) })
         for update in logged {
@@ -136,7 +199,8 @@ package final class TransparencyLog: Sendable {
     /// co-signed, with its signature), with the consistency proof from `since` (the size of the
     /// head the reader holds; none when nil, 0, or not smaller).
     func proof(_ db: any DomainStatements, userID: String, since: UInt64?, auditor: Data? = nil) throws -> IdentityProof {
-        guard let latest = try Self.latestHead(db) else {
+        let (tree, latestHead) = try checkedTree(db)
+        guard let latest = latestHead else {
             throw DomainError(.notFound, "the transparency log is empty: no user has published an identity yet")
         }
         var head = latest
@@ -148,7 +212,6 @@ package final class TransparencyLog: Sendable {
             head = audited
             cosignature = try row.get(1, as: Data.self)
         }
-        let tree = try tree(db, size: latest.size)
         let search = try tree.searchLatest(Self.label(userID), size: head.size, abridged: auditor != nil)
         var consistency: [Data] = []
         if let since, since > 0, since < head.size { consistency = tree.consistencyProof(from: since, to: head.size) ?? [] }
@@ -172,12 +235,14 @@ package final class TransparencyLog: Sendable {
         return (updates, try Self.latestHead(db))
     }
 
-    /// The most auditors whose co-signatures the domain keeps.
-    static let maximumAuditors = 16
-
     /// Keeps `auditorKey`'s co-signature of the head of `size` entries, once checked; an older
-    /// size than the one kept changes nothing.
+    /// size than the one kept changes nothing. Only a registered auditor's: anyone else's is
+    /// refused before its signature is checked (one indexed read).
     func recordAudit(_ db: any DomainStatements, size: UInt64, auditorKey: Data, signature: Data) throws {
+        guard try db.scalar("SELECT 1 FROM kt_auditors WHERE auditor_key = ?", [auditorKey], as: Int.self) != nil else {
+            throw DomainError(
+                .forbidden, "that key is not an auditor of this domain (the operator registers auditors)")
+        }
         guard let head = try Self.head(db, size: size) else {
             throw DomainError(.notFound, "no epoch of this log ended at \(size) entries")
         }
@@ -186,8 +251,6 @@ package final class TransparencyLog: Sendable {
         }
         if let kept = try db.scalar("SELECT size FROM kt_audits WHERE auditor_key = ?", [auditorKey], as: Int64.self) {
             guard kept < Int64(size) else { return }
-        } else if try db.scalar("SELECT count(*) FROM kt_audits", as: Int.self) ?? 0 >= Self.maximumAuditors {
-            throw DomainError(.tooLarge, "the domain keeps the co-signatures of \(Self.maximumAuditors) auditors at most")
         }
         try db.execute(
             """
@@ -199,11 +262,11 @@ package final class TransparencyLog: Sendable {
     /// The latest head with the consistency proof from `since`, and the head of `since` entries
     /// as the domain signed it (what a device compares with a head gossiped to it).
     func heads(_ db: any DomainStatements, since: UInt64?) throws -> (latest: TreeHead, consistency: [Data], at: TreeHead?) {
-        guard let head = try Self.latestHead(db) else {
+        let (tree, latest) = try checkedTree(db)
+        guard let head = latest else {
             throw DomainError(.notFound, "the transparency log is empty: no user has published an identity yet")
         }
         guard let since, since > 0, since <= head.size else { return (head, [], nil) }
-        let tree = try tree(db, size: head.size)
         return (
             head, since < head.size ? tree.consistencyProof(from: since, to: head.size) ?? [] : [], try Self.head(db, size: since)
         )
@@ -225,6 +288,8 @@ extension DomainEngine {
             }
             guard let written else { return }
             log.keep(written)
+            // Pinned once committed: a pin ahead of the rows would read as a rollback.
+            if let root = written.root { try log.pin.advance(to: .init(size: written.size, root: root)) }
         }
     }
 
@@ -264,8 +329,9 @@ extension DomainEngine {
     }
 
     /// Keeps an auditor's co-signature of the head of `size` entries (checked against the head
-    /// the domain signed). Open to anyone: a signature that is not the named key's over a head of
-    /// this log is refused, and the domain keeps at most 16 auditors.
+    /// the domain signed). Open to anyone, but only a registered auditor's key is taken
+    /// (``addTransparencyAuditor(_:name:)``), and a signature that is not that key's over a head
+    /// of this log is refused.
     package func recordAudit(size: UInt64, auditorKey: Data, signature: Data) async throws {
         let log = transparency
         try await storage {
@@ -306,5 +372,59 @@ extension DomainEngine {
             }
         }
         try await flushTransparency()
+    }
+}
+
+extension DomainEngine {
+    /// The registered auditors, oldest first, with the size each co-signed last.
+    package func transparencyAuditors() throws -> [RegisteredAuditor] {
+        try blockingStorage {
+            try store.blockingRead { db in
+                try db.rows(
+                    """
+                    SELECT a.auditor_key, a.name, a.added_at, s.size FROM kt_auditors a
+                    LEFT JOIN kt_audits s ON s.auditor_key = a.auditor_key ORDER BY a.added_at, a.auditor_key
+                    """
+                ).map { row in
+                    RegisteredAuditor(
+                        auditorKey: try row.get(0), name: try row.get(1),
+                        addedAt: Date(timeIntervalSince1970: try row.get(2)),
+                        cosignedSize: try row.get(3, as: Int64?.self).map { UInt64(max(0, $0)) })
+                }
+            }
+        }
+    }
+
+    /// Registers an auditor: a P-256 key (64 bytes, x ‖ y) and a name of 1 to 200 characters.
+    package func addTransparencyAuditor(_ auditorKey: Data, name: String) throws {
+        guard auditorKey.count == 64, (try? P256.PublicKey(x: auditorKey.prefix(32), y: auditorKey.suffix(32))) != nil else {
+            throw DomainError(.invalidRequest, "an auditor key is a P-256 public key, 64 bytes (x ‖ y)")
+        }
+        let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...200).contains(name.count), !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw DomainError(.invalidRequest, "an auditor's name is 1 to 200 characters, none a control") }
+        let now = clock.now().timeIntervalSince1970
+        try blockingStorage {
+            try store.blockingWrite { db in
+                try db.execute(
+                    """
+                    INSERT INTO kt_auditors(auditor_key, name, added_at) VALUES (?, ?, ?)
+                    ON CONFLICT(auditor_key) DO UPDATE SET name = excluded.name
+                    """, [auditorKey, name, now])
+            }
+        }
+    }
+
+    /// Removes a registered auditor and its co-signature.
+    ///
+    /// - Throws: ``DomainError/Code/notFound`` when the key is not registered.
+    package func removeTransparencyAuditor(_ auditorKey: Data) throws {
+        let removed = try blockingStorage {
+            try store.blockingWrite { db in
+                try db.execute("DELETE FROM kt_audits WHERE auditor_key = ?", [auditorKey])
+                return try db.execute("DELETE FROM kt_auditors WHERE auditor_key = ?", [auditorKey])
+            }
+        }
+        guard removed > 0 else { throw DomainError(.notFound, "no auditor with that key is registered") }
     }
 }

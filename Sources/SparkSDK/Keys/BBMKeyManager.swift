@@ -129,7 +129,7 @@ public final class BBMKeyManager: Sendable {
                 [
                     KeyBlobWrite(name: KeyBlob.profileName, data: profile, expectedVersion: nil),
                     KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: nil),
-                ], token: caller.token, endpointID: caller.endpointID)
+                ], proof: nil, token: caller.token, endpointID: caller.endpointID)
         } catch let error as DomainError where error.code == .conflict {
             throw KeyManagementError(.keysExist, "another device created this user's keys first; unlock them with the passcode")
         } catch let error as DomainError {
@@ -205,11 +205,13 @@ public final class BBMKeyManager: Sendable {
         }
         let profile = try Self.wrapProfile(opened.keys, under: managementKey)
         do {
+            let writes = [
+                KeyBlobWrite(name: KeyBlob.profileName, data: profile, expectedVersion: opened.profileVersion),
+                KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: opened.managementVersion),
+            ]
             try await storage.store(
-                [
-                    KeyBlobWrite(name: KeyBlob.profileName, data: profile, expectedVersion: opened.profileVersion),
-                    KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: opened.managementVersion),
-                ], token: caller.token, endpointID: caller.endpointID)
+                writes, proof: try Self.consent(to: writes, challenge: attempt.challenge, keys: opened.keys, caller: caller),
+                token: caller.token, endpointID: caller.endpointID)
         } catch let error as DomainError where error.code == .conflict {
             throw changedElsewhere
         } catch let error as DomainError {
@@ -228,6 +230,53 @@ public final class BBMKeyManager: Sendable {
                 "the passcode changed, but the backup made under the old one is not retired yet (\(error.reason)); the next passcode change retires it",
                 domainCode: error.domainCode)
         }
+    }
+
+    /// Writes the backup again from the keys kept on this endpoint, under `passcode` (the user's
+    /// current one or a new one): the repair for a backup that no longer opens (damaged, or
+    /// overwritten through a storage that took unsigned writes). Needs no old passcode and no
+    /// reset: this endpoint holds the identity keys the backup protects, and signs the write with
+    /// them. One counted attempt (the evaluation the new backup is made with), then proved.
+    ///
+    /// - Throws: ``KeyManagementError/Code/noKeys`` when this endpoint keeps no keys,
+    ///   ``KeyManagementError/Code/corruptKeys`` when they are not the user's published identity,
+    ///   ``KeyManagementError/Code/conflict`` when another device wrote the backup meanwhile.
+    public func restoreBackup(passcode: String, caller: Caller) async throws {
+        try Self.checkPasscode(passcode, userID: caller.userID)
+        guard let keys = try store.keys(userID: caller.userID) else {
+            throw KeyManagementError(.noKeys, "this endpoint keeps no keys to back up")
+        }
+        let identity = try await KeyManagementError.refusing {
+            try await domain.identity(token: caller.token, endpointID: caller.endpointID, userID: caller.userID)
+        }
+        guard let published = identity, keys.matches(published) else {
+            throw KeyManagementError(
+                .corruptKeys, "this endpoint's keys are not the user's published identity: they cannot restore its backup")
+        }
+        let managementKey = SymmetricKey(size: .bits256)
+        let (management, attempt) = try await protect(managementKey, passcode: passcode, caller: caller)
+        let profile = try Self.wrapProfile(keys, under: managementKey)
+        let profileVersion = try await KeyManagementError.refusing {
+            try await storage.fetch(name: KeyBlob.profileName, token: caller.token, endpointID: caller.endpointID).blob?.version
+        }
+        let managementVersion = try await KeyManagementError.refusing {
+            try await storage.fetch(name: KeyBlob.managementName, token: caller.token, endpointID: caller.endpointID).blob?
+                .version
+        }
+        let writes = [
+            KeyBlobWrite(name: KeyBlob.profileName, data: profile, expectedVersion: profileVersion),
+            KeyBlobWrite(name: KeyBlob.managementName, data: management, expectedVersion: managementVersion),
+        ]
+        do {
+            try await storage.store(
+                writes, proof: try Self.consent(to: writes, challenge: attempt.challenge, keys: keys, caller: caller),
+                token: caller.token, endpointID: caller.endpointID)
+        } catch let error as DomainError where error.code == .conflict {
+            throw KeyManagementError(.conflict, "another device wrote the backup meanwhile; try again")
+        } catch let error as DomainError {
+            throw KeyManagementError(.refused, error.reason, domainCode: error.code)
+        }
+        try await prove(attempt.challenge, with: keys, caller: caller)
     }
 
     /// A forgotten passcode: new identity keys under a new passcode. Without the current keys
@@ -318,17 +367,21 @@ public final class BBMKeyManager: Sendable {
     /// attempt already carries its evaluation) or, for a pre-OPRF blob, under the OPRF.
     private func upgrade(_ opened: Opened, passcode: String, caller: Caller) async throws {
         let blob: Data
+        var challenge = opened.attempt.challenge
         if opened.isLegacy {
             let (management, attempt) = try await protect(opened.managementKey, passcode: passcode, caller: caller)
             try await prove(attempt.challenge, with: opened.keys, caller: caller)
             blob = management
+            challenge = attempt.challenge
         } else if let current = opened.attempt.current {
             blob = try Self.wrapManagement(opened.managementKey, under: current.key, parameters: current.parameters)
         } else {
             return
         }
+        let write = KeyBlobWrite(name: KeyBlob.managementName, data: blob, expectedVersion: opened.managementVersion)
         _ = try await storage.store(
-            name: KeyBlob.managementName, data: blob, expectedVersion: opened.managementVersion, token: caller.token,
+            name: write.name, data: write.data, expectedVersion: write.expectedVersion,
+            proof: try Self.consent(to: [write], challenge: challenge, keys: opened.keys, caller: caller), token: caller.token,
             endpointID: caller.endpointID)
     }
 
@@ -405,6 +458,14 @@ public final class BBMKeyManager: Sendable {
             throw KeyManagementError(.corruptKeys, "the stored profile keys cannot be opened: \(error)")
         }
         guard let identity, keys.matches(identity) else {
+            // The backup holds the very keys this device keeps: the domain serves an identity
+            // none of the user's devices published (a substitution), not a damaged backup.
+            if let kept = try? store.keys(userID: caller.userID), kept.signing.publicKey == keys.signing.publicKey {
+                throw KeyManagementError(
+                    .identitySubstituted,
+                    "ALARM: the domain serves an identity for \(caller.userID) (key version \(identity?.keyVersion ?? 0)) that none of your devices published, while your backup and this device hold your keys; they are kept, and nothing is replaced"
+                )
+            }
             throw KeyManagementError(.corruptKeys, "the stored keys do not match the user's published identity")
         }
         return Opened(
@@ -451,6 +512,15 @@ public final class BBMKeyManager: Sendable {
                 token: caller.token, endpointID: caller.endpointID, challenge: challenge, signature: signature,
                 version: version)
         }
+    }
+
+    /// The identity key's consent to `writes` (``KeyBlobProof``), with a recent attempt's challenge.
+    private static func consent(to writes: [KeyBlobWrite], challenge: Data, keys: UnlockedKeys, caller: Caller) throws
+        -> KeyBlobProof
+    {
+        let message = keyBlobWriteMessage(
+            userID: caller.userID, endpointID: caller.endpointID, challenge: challenge, writes: writes)
+        return KeyBlobProof(challenge: challenge, signature: try keys.signing.signature(for: message))
     }
 
     /// Signs a passcode attempt's challenge and sends the proof.

@@ -29,6 +29,10 @@ public struct KeyManagementError: CodedError {
         public static let domainKeyMismatch = Code(name: "domainKeyMismatch")
         /// A reset without the current keys waits out the domain's delay; see the message.
         public static let resetPending = Code(name: "resetPending")
+        /// A transparency alarm: the backup opened with the passcode, holds the keys this device
+        /// keeps, and the domain serves another identity for the user, which no device of theirs
+        /// published. The keys are kept; nothing is replaced.
+        public static let identitySubstituted = Code(name: "identitySubstituted")
         /// The code's name.
         public var description: String { name }
     }

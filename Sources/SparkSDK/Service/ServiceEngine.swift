@@ -255,8 +255,11 @@ actor ServiceEngine {
                     keys = local
                     return machine.keysChecked(local: true, exist: true)
                 }
-                // Keys on the endpoint that no longer match the directory (reset elsewhere) go.
-                try keyManager.wipeLocalKeys()
+                // Keys on the endpoint that do not match the directory are kept: the domain may
+                // serve an identity no device of the user published (a substitution), and keys
+                // are never destroyed on the domain's word. The passcode decides: a backup that
+                // opens to the directory's keys (a reset on another device) replaces them; one
+                // that opens to these keys raises the alarm (`identitySubstituted`).
                 return machine.keysChecked(local: false, exist: try await keyManager.keysExist(caller))
             } catch {
                 return handle(error, retrying: action)
@@ -282,6 +285,9 @@ actor ServiceEngine {
                 case .keysExist:
                     pendingPasscode = nil
                     machine.keysAppeared(SetupError(.keysExist, error.reason))
+                case .identitySubstituted:
+                    pendingPasscode = nil
+                    machine.syncFailed(.failure, failure: SetupError(.identitySubstituted, error.reason))
                 case .refused where error.domainCode == .tokenExpired || error.domainCode == .invalidToken:
                     // The passcode is kept for the retry after a fresh token.
                     return machine.tokenNeeded(retrying: action)

@@ -34,6 +34,9 @@ public struct SetupError: CodedError {
         /// The app's ``SetupHandler`` gave no answer (no passcode, no device switch, no endpoint
         /// to remove), so setup stopped where it was.
         public static let declined = Code(name: "declined")
+        /// A transparency alarm at setup: the domain serves an identity for the user that this
+        /// device's keys did not publish. The device keeps its keys; see the reason.
+        public static let identitySubstituted = Code(name: "identitySubstituted")
         /// The code's name.
         public var description: String { name }
     }

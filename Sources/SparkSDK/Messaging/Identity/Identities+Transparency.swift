@@ -172,8 +172,18 @@ extension Identities {
     func monitorOwnIdentity() async throws -> String? {
         let proven = try await provenIdentity(of: me)
         let own = try keys.publishedIdentity()
+        // The auditor's latest co-signed head may predate this identity: not yet audited is no
+        // alarm, as long as the log's latest head (proved, not co-signed) holds it.
+        var awaitingAudit = false
+        if proven.failure == nil, context.transparencyAuditor != nil,
+            proven.identity.map({ $0.keyVersion < own.keyVersion }) ?? true
+        {
+            awaitingAudit = try await latestLogHolds(own)
+        }
         let alarm: String? =
-            if let failure = proven.failure {
+            if awaitingAudit {
+                nil
+            } else if let failure = proven.failure {
                 "the transparency log's proof of your own identity failed: \(failure)"
             } else if let logged = proven.identity {
                 ContactDirectory.sameKeys(logged, own)
@@ -191,6 +201,21 @@ extension Identities {
         }
         if raised, let alarm { eventSinks.yield(.transparencyAlarm(reason: alarm)) }
         return alarm
+    }
+
+    /// Whether the log's latest head, as the domain proves it without an auditor's co-signature,
+    /// holds `own` as this user's identity (checked against the pinned keys; the head is not
+    /// kept, since the device takes only co-signed heads).
+    private func latestLogHolds(_ own: PublishedIdentity) async throws -> Bool {
+        let keys = try await transparencyKeys()
+        let proof = try await domainCall {
+            try await domain.identityProof(
+                token: try await token(), endpointID: endpointID, userID: me, since: nil, auditor: nil)
+        }
+        guard let logged = try? proof.verify(userID: me, keys: keys, previous: nil, auditor: nil).identity else {
+            return false
+        }
+        return ContactDirectory.sameKeys(logged, own)
     }
 
     /// The alarm monitoring or gossip raised, if any (a fork first: it is never cleared).
