@@ -21,6 +21,8 @@ struct transfer {
     uint8_t *body;
     size_t length;
     size_t capacity;
+    /// The most bytes of body kept: reading stops at it (the transfer fails as too large).
+    size_t maximum;
     int overflow;
     char retry_after[32];
     int has_retry_after;
@@ -51,7 +53,7 @@ static void global_init(void) { global_ok = curl_global_init(CURL_GLOBAL_DEFAULT
 static size_t write_body(char *data, size_t size, size_t count, void *user) {
     struct transfer *transfer = user;
     size_t bytes = size * count;
-    if (transfer->length + bytes > MAXIMUM_RESPONSE) {
+    if (bytes > transfer->maximum || transfer->length > transfer->maximum - bytes) {
         transfer->overflow = 1;
         return 0;
     }
@@ -147,7 +149,9 @@ static void *run(void *argument) {
                 finish(transfer, status, NULL);
             } else {
                 const char *reason = transfer->error[0] ? transfer->error : curl_easy_strerror(message->data.result);
-                if (transfer->overflow) reason = "the response is larger than 64 MiB";
+                if (transfer->overflow || message->data.result == CURLE_FILESIZE_EXCEEDED) {
+                    reason = "the response is larger than the most this request takes";
+                }
                 // A failure's status is libcurl's code, negated (the caller tells "could not
                 // connect", when nothing was sent, from the rest).
                 finish(transfer, -(long)message->data.result, reason);
@@ -211,9 +215,10 @@ void spark_curl_client_free(spark_curl_client *client) {
 
 int spark_curl_request(
     spark_curl_client *client, const char *method, const char *url, const char *const *headers, size_t header_count,
-    const uint8_t *body, size_t length, long timeout_ms, spark_curl_done done, void *context) {
+    const uint8_t *body, size_t length, long timeout_ms, size_t maximum_response, spark_curl_done done, void *context) {
     struct transfer *transfer = calloc(1, sizeof *transfer);
     if (!transfer) return 0;
+    transfer->maximum = maximum_response && maximum_response < MAXIMUM_RESPONSE ? maximum_response : MAXIMUM_RESPONSE;
     transfer->done = done;
     transfer->context = context;
     transfer->easy = curl_easy_init();
@@ -235,6 +240,8 @@ int spark_curl_request(
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    // A declared length over the cap is refused before any of the body is read.
+    curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)transfer->maximum);
     if (!client->system_store) curl_easy_setopt(easy, CURLOPT_CAPATH, NULL);
     if (client->ca_file && strncmp(client->ca_file, "-----BEGIN", 10) == 0) {
         // The CA's PEM text itself (kept in a database, not in a file on this machine).

@@ -42,11 +42,20 @@ int spark_proxy_address(const char *text, struct in6_addr *out) {
     return inet_pton(AF_INET6, text, out) == 1;
 }
 
-/// The connection's address as text and as the key of the per-address counts.
+/// `address` cut to its first `bits` bits when it is IPv6 (an IPv4-mapped address is whole).
+void spark_http_limit_key(const struct in6_addr *address, unsigned bits, struct in6_addr *out) {
+    *out = *address;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    if (memcmp(address->s6_addr, mapped, sizeof mapped) == 0 || bits == 0 || bits >= 128) return;
+    for (unsigned bit = bits; bit < 128; bit++) out->s6_addr[bit / 8] &= (uint8_t)~(0x80u >> (bit % 8));
+}
+
+/// The connection's address as text, and the keys of the proxy check and the per-address counts.
 void spark_http_set_address(struct connection *connection, const struct sockaddr *address) {
     connection->address[0] = 0;
     memset(&connection->address_key, 0, sizeof connection->address_key);
     as_ipv6(address, &connection->address_key);
+    spark_http_limit_key(&connection->address_key, connection->worker->server->ipv6_prefix, &connection->limit_key);
     if (address->sa_family == AF_INET) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)address)->sin_addr, connection->address, sizeof connection->address);
     } else if (address->sa_family == AF_INET6) {
@@ -63,15 +72,15 @@ static size_t address_bucket(const struct in6_addr *address) {
 
 /// Counts the connection toward its address: 0 when that address is at its limit.
 int spark_http_count_address(struct spark_http_server *server, struct connection *connection) {
-    size_t bucket = address_bucket(&connection->address_key);
+    size_t bucket = address_bucket(&connection->limit_key);
     int admitted = 0;
     pthread_mutex_lock(&server->addresses_lock);
     struct address_count *entry = server->addresses[bucket];
-    while (entry && memcmp(&entry->address, &connection->address_key, sizeof entry->address) != 0) entry = entry->next;
+    while (entry && memcmp(&entry->address, &connection->limit_key, sizeof entry->address) != 0) entry = entry->next;
     if (!entry) {
         entry = calloc(1, sizeof *entry);
         if (entry) {
-            entry->address = connection->address_key;
+            entry->address = connection->limit_key;
             entry->next = server->addresses[bucket];
             server->addresses[bucket] = entry;
         }
@@ -87,10 +96,10 @@ int spark_http_count_address(struct spark_http_server *server, struct connection
 
 void spark_http_uncount_address(struct spark_http_server *server, struct connection *connection) {
     if (!connection->counted) return;
-    size_t bucket = address_bucket(&connection->address_key);
+    size_t bucket = address_bucket(&connection->limit_key);
     pthread_mutex_lock(&server->addresses_lock);
     struct address_count **link = &server->addresses[bucket];
-    while (*link && memcmp(&(*link)->address, &connection->address_key, sizeof (*link)->address) != 0) link = &(*link)->next;
+    while (*link && memcmp(&(*link)->address, &connection->limit_key, sizeof (*link)->address) != 0) link = &(*link)->next;
     if (*link && --(*link)->count == 0) {
         struct address_count *gone = *link;
         *link = gone->next;
@@ -107,12 +116,12 @@ int spark_http_charge(struct connection *connection, size_t capacity) {
     struct spark_http_server *server = connection->worker->server;
     size_t wanted = capacity > HTTP_HEAD_MAXIMUM ? capacity - HTTP_HEAD_MAXIMUM : 0;
     if (wanted == connection->charged) return 1;
-    size_t bucket = address_bucket(&connection->address_key);
+    size_t bucket = address_bucket(&connection->limit_key);
     pthread_mutex_lock(&server->addresses_lock);
     struct address_count *entry = NULL;
     if (connection->counted) {
         entry = server->addresses[bucket];
-        while (entry && memcmp(&entry->address, &connection->address_key, sizeof entry->address) != 0) entry = entry->next;
+        while (entry && memcmp(&entry->address, &connection->limit_key, sizeof entry->address) != 0) entry = entry->next;
     }
     int result = 1;
     if (wanted > connection->charged) {
@@ -328,6 +337,7 @@ spark_http_server *spark_http_start(
     server->maximum_body = options->maximum_body;
     server->connection_limit = options->connection_limit;
     server->per_address_limit = options->per_address_limit;
+    server->ipv6_prefix = options->ipv6_prefix && options->ipv6_prefix <= 128 ? options->ipv6_prefix : 64;
     server->idle_timeout = (long long)options->idle_timeout * 1000;
     server->listen_fd = -1;
     pthread_mutex_init(&server->addresses_lock, NULL);

@@ -115,7 +115,9 @@ struct connection {
     size_t drained;
     /// Whether it counts toward its address's limit (from the time its address is known).
     int counted;
-    struct in6_addr address_key;
+    /// The client's address (as IPv6, IPv4 mapped), and the key of its per-address counts: the
+    /// address itself for IPv4, its first `ipv6_prefix` bits for IPv6.
+    struct in6_addr address_key, limit_key;
     char address[64];
     struct connection *previous, *next;
 };
@@ -185,6 +187,8 @@ struct spark_http_server {
     atomic_size_t buffered;
     struct in6_addr *proxies;
     size_t proxy_count;
+    /// The bits of an IPv6 address the per-address limits key on (1 to 128).
+    unsigned ipv6_prefix;
     atomic_uint connections;
     atomic_int suspended;
     atomic_int closing;
@@ -230,6 +234,7 @@ long long spark_http_next_due(const struct worker *worker);
 
 // CSparkHTTP.c
 void spark_http_set_address(struct connection *connection, const struct sockaddr *address);
+void spark_http_limit_key(const struct in6_addr *address, unsigned bits, struct in6_addr *out);
 int spark_http_count_address(struct spark_http_server *server, struct connection *connection);
 void spark_http_uncount_address(struct spark_http_server *server, struct connection *connection);
 int spark_http_charge(struct connection *connection, size_t capacity);

@@ -126,6 +126,9 @@ package final class HTTPServer: Sendable {
         /// The threads requests run on (``RequestExecutor``): as many as the requests that may
         /// block in the store at once, so the store's pool of connections.
         package var requestThreads: Int
+        /// The bits of an IPv6 client address the per-address limits key on (1 to 128): 64, the
+        /// subnet any IPv6 host picks its addresses from, unless told otherwise.
+        package var ipv6Prefix: Int
 
         /// Options with production defaults: two threads, 20,000 connections (256 per address),
         /// 30 s idle, 10 s for a head, bodies of 1 MiB at 1 KiB/s or faster holding 256 MiB in all
@@ -134,7 +137,8 @@ package final class HTTPServer: Sendable {
             host: String, port: UInt16, certificatePEM: String? = nil, keyPEM: String? = nil, threads: Int = 2,
             connectionLimit: Int = 20_000, perAddressLimit: Int = 256, idleTimeout: Int = 30, maximumBody: Int = 1 << 20,
             headTimeout: Int = 10, minimumBodyRate: Int = 1024, bodyBudget: Int = 256 << 20,
-            perAddressBodyBudget: Int = 16 << 20, proxyAddresses: [String] = [], requestThreads: Int = 16
+            perAddressBodyBudget: Int = 16 << 20, proxyAddresses: [String] = [], requestThreads: Int = 16,
+            ipv6Prefix: Int = 64
         ) {
             self.host = host
             self.port = port
@@ -151,6 +155,7 @@ package final class HTTPServer: Sendable {
             self.perAddressBodyBudget = perAddressBodyBudget
             self.proxyAddresses = proxyAddresses
             self.requestThreads = requestThreads
+            self.ipv6Prefix = ipv6Prefix
         }
     }
 
@@ -206,7 +211,7 @@ package final class HTTPServer: Sendable {
                             minimum_body_rate: options.minimumBodyRate, body_budget: options.bodyBudget,
                             per_address_body_budget: options.perAddressBodyBudget,
                             head_check: headCheck == nil ? nil : serverHeadCheck, proxy_addresses: proxyList.baseAddress,
-                            proxy_address_count: proxyList.count)
+                            proxy_address_count: proxyList.count, ipv6_prefix: UInt32(clamping: options.ipv6Prefix))
                         return spark_http_start(&raw, serverHandler, context, &error, error.count)
                     }
                 }

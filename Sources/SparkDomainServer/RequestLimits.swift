@@ -2,6 +2,10 @@ import Foundation
 import SparkDomain
 import SparkLock
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Rate limits on the calls that guess or cost: logins, sign-ups, code checks, resends, and key
 /// fetches. Each call is counted against its client address and, where one is named, its
 /// account or user (a token bucket each, refilled continuously), so neither one address with
@@ -49,11 +53,31 @@ package final class RequestLimits: Sendable {
     private let policy: Policy
     private let buckets = Locked<[String: Bucket]>([:])
     private let now: @Sendable () -> Double
+    /// The bits of an IPv6 client address its calls are counted by.
+    private let ipv6Prefix: Int
 
-    /// Limits with `policy`, timed by `now` (seconds; monotonic by default).
-    package init(policy: Policy = .standard, now: (@Sendable () -> Double)? = nil) {
+    /// Limits with `policy`, timed by `now` (seconds; monotonic by default), counting an IPv6
+    /// client by its first `ipv6Prefix` bits (64: its subnet, which any IPv6 host can pick
+    /// addresses from) and an IPv4 client by its address.
+    package init(policy: Policy = .standard, ipv6Prefix: Int = 64, now: (@Sendable () -> Double)? = nil) {
         self.policy = policy
+        self.ipv6Prefix = min(128, max(1, ipv6Prefix))
         self.now = now ?? { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+    }
+
+    /// What `address` is counted as: an IPv6 address cut to its first `bits` bits, written
+    /// `PREFIX/bits`; anything else (IPv4, an IPv4-mapped address) as it is.
+    package static func limitKey(_ address: String, bits: Int) -> String {
+        var v6 = in6_addr()
+        guard bits < 128, inet_pton(AF_INET6, address, &v6) == 1 else { return address }
+        var bytes = withUnsafeBytes(of: v6) { Array($0) }
+        let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+        guard !mapped else { return address }
+        for bit in bits..<128 { bytes[bit / 8] &= ~(UInt8(0x80) >> (bit % 8)) }
+        bytes.withUnsafeBytes { raw in withUnsafeMutableBytes(of: &v6) { $0.copyMemory(from: raw) } }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, &v6, &text, socklen_t(text.count)) != nil else { return address }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/\(bits)"
     }
 
     /// The kind of call an operation is, for limiting; nil when it is not limited.
@@ -76,7 +100,7 @@ package final class RequestLimits: Sendable {
     func take(_ kind: String, address: String, name: String?) -> Int? {
         let time = now()
         return buckets.withLock { buckets -> Int? in
-            var keys = [("a|\(kind)|\(address)", policy.perAddress)]
+            var keys = [("a|\(kind)|\(Self.limitKey(address, bits: ipv6Prefix))", policy.perAddress)]
             if let name, !name.isEmpty { keys.append(("n|\(kind)|\(name.lowercased())", policy.perName)) }
             // Refill every bucket first; take from all only if all have a token.
             var wait = 0.0

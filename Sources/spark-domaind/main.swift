@@ -24,7 +24,8 @@ let usage = """
                 [--threads N] [--max-connections N] [--max-connections-per-address N]
                 [--max-body BYTES] [--idle-timeout S] [--head-timeout S] [--min-body-rate B]
                 [--body-buffer BYTES] [--body-buffer-per-address BYTES]
-                [--prune-interval S] [--proxy-from ADDR[,ADDR...]] [--rate-limits A,N] [--quiet]
+                [--prune-interval S] [--proxy-from ADDR[,ADDR...]] [--rate-limits A,N]
+                [--ipv6-prefix BITS] [--quiet]
                   serve the domain in DIR over HTTPS (default --listen 0.0.0.0:8443); prints
                   "listening on https://HOST:PORT" once ready; SIGTERM stops it gracefully.
                   Every --prune-interval seconds (600) it deletes mailbox entries older than
@@ -46,15 +47,21 @@ let usage = """
                   key fetches, passcode evaluations, test tokens) one client address (A) and
                   one account or user (N) may make a minute, each also its burst (default
                   30,10); raise A when many users share an address.
+                  Every per-address limit counts an IPv6 client by its first --ipv6-prefix bits
+                  (64: the subnet any IPv6 host picks its addresses from; 128 counts each
+                  address alone), IPv4 clients by their address.
                   --plain serves plain HTTP, allowed only on a loopback address. Any number of
                   instances may serve one PostgreSQL domain (copies of DIR).
-      passcode-keys DIR [list | rotate | retire KEY]
+      passcode-keys DIR [list | rotate | retire KEY | transparency]
                   the OPRF secrets that harden users' passcodes (DIR/passcode.keys, mode 0600,
                   never in the database): list their ids and which is current; rotate adds a
                   new current key (devices re-wrap under it at their next unlock; restart the
                   instances, each with a copy of the file); retire drops an old key, after which
                   backups still under it no longer open. rotate also makes the file when a
-                  directory from before it has none.
+                  directory from before it has none. transparency prints the key-transparency
+                  public keys (adding them to a file from before key transparency), for
+                  spark-kt-auditor init. Beside the file, DIR/passcode.keys.kt-head keeps the
+                  last transparency head the domain signed: copy it with the file, never back.
       openapi     print the OpenAPI document of the /v1 wire
       help        show this text
 
@@ -191,6 +198,7 @@ func serve(_ arguments: inout Arguments) async throws {
     let pruneInterval = try arguments.integer("--prune-interval", in: 1...86400) ?? 600
     let proxies = (try arguments.option("--proxy-from"))?.split(separator: ",").map(String.init) ?? []
     let rateLimits = try (try arguments.option("--rate-limits")).map(parseRateLimits) ?? .standard
+    let ipv6Prefix = try arguments.integer("--ipv6-prefix", in: 1...128) ?? 64
     try arguments.finish()
     if perAddressBodyBuffer < maximumBody || bodyBuffer < perAddressBodyBuffer {
         throw Arguments.UsageError(
@@ -234,12 +242,14 @@ func serve(_ arguments: inout Arguments) async throws {
     }
     let credential = try directory.operatorCredential()
     let router = DomainRouter(
-        domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits), log: quiet ? nil : log)
+        domain: domain, operatorCredential: credential, limits: RequestLimits(policy: rateLimits, ipv6Prefix: ipv6Prefix),
+        log: quiet ? nil : log)
     var options = HTTPServer.Options(
         host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: threads, connectionLimit: allowedConnections,
         perAddressLimit: min(perAddress ?? min(256, max(16, connections / 64)), allowedConnections), idleTimeout: idleTimeout,
         maximumBody: maximumBody, headTimeout: headTimeout, minimumBodyRate: minimumBodyRate, bodyBudget: bodyBuffer,
-        perAddressBodyBudget: perAddressBodyBuffer, proxyAddresses: proxies, requestThreads: storeConnections)
+        perAddressBodyBudget: perAddressBodyBuffer, proxyAddresses: proxies, requestThreads: storeConnections,
+        ipv6Prefix: ipv6Prefix)
     if !plain {
         // The certificate `init` made is renewed from the directory's CA before it ends.
         if certificateOption == nil, try directory.renewCertificateIfDue() {

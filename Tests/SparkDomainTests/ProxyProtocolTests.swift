@@ -72,6 +72,37 @@ struct ProxyProtocolTests {
         #expect(local.status == 200 && local.body == "127.0.0.1")
     }
 
+    /// Ten addresses of one IPv6 /64, as any IPv6 host has, named by the proxy's headers: they
+    /// share one client's connections (4 here), not ten clients' worth; another /64 and an IPv4
+    /// address are clients of their own; with a prefix of 128 each address is.
+    @Test func anIPv6SubnetSharesOneConnectionLimit() async throws {
+        for prefix in [64, 128] {
+            let server = try HTTPServer(
+                options: HTTPServer.Options(
+                    host: "127.0.0.1", port: 0, perAddressLimit: 4, idleTimeout: 60, headTimeout: 60,
+                    proxyAddresses: ["127.0.0.1"], ipv6Prefix: prefix),
+                handler: { request in
+                    HTTPResponse(status: 200, contentType: "text/plain", body: Data(request.clientAddress.utf8))
+                })
+            var held: [Int32] = []
+            var answered = 0
+            for index in 1...10 {
+                let socket = RawHTTP.connect(port: Int(server.port))
+                RawHTTP.write(socket, Self.header(source: "2001:db8:1:2::\(index)") + Self.get)
+                // Answered and kept open (HTTP/1.1): it stays counted.
+                if await RawHTTP.read(socket).status == 200 { answered += 1 }
+                held.append(socket)
+            }
+            #expect(answered == (prefix == 64 ? 4 : 10), "prefix \(prefix): \(answered) of 10 connections of one /64")
+            let other = await Self.ask(port: server.port, sending: [Self.header(source: "2001:db8:1:3::1") + Self.get])
+            #expect(other.status == 200 && other.body == "2001:db8:1:3::1", "another /64")
+            let v4 = await Self.ask(port: server.port, sending: [Self.header(source: "203.0.113.7") + Self.get])
+            #expect(v4.status == 200)
+            for socket in held { close(socket) }
+            await server.stop()
+        }
+    }
+
     @Test func onlyConfiguredProxiesAreBelievedAndThenAlways() async throws {
         let server = try Self.echoServer()
         defer { Task { await server.stop() } }

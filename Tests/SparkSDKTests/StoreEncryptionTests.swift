@@ -196,6 +196,24 @@ extension SecretServiceTests {
     }
 }
 
+@Suite("Endpoint store: where the keys go")
+struct StoreKeyDirectoryTests {
+    /// The store keys follow the XDG base directory rules, as the data follows `$HOME`: a
+    /// process run with another `$HOME` keeps its keys there, not in the passwd entry's home.
+    @Test func theKeysFollowXDGAndHome() {
+        #expect(
+            StoreKeyring.defaultKeyDirectory(environment: ["XDG_CONFIG_HOME": "/x/config", "HOME": "/h"]).path
+                == "/x/config/spark-sdk/store-keys")
+        #expect(StoreKeyring.defaultKeyDirectory(environment: ["HOME": "/h"]).path == "/h/.config/spark-sdk/store-keys")
+        #expect(
+            StoreKeyring.defaultKeyDirectory(environment: ["XDG_CONFIG_HOME": "relative", "HOME": "/h"]).path
+                == "/h/.config/spark-sdk/store-keys", "a relative XDG_CONFIG_HOME is ignored")
+        #expect(
+            StoreKeyring.defaultKeyDirectory(environment: [:]).path
+                == FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config/spark-sdk/store-keys").path)
+    }
+}
+
 /// The Secret Service path for real: a private D-Bus session with GNOME Keyring (installed by
 /// `scripts/bootstrap.sh`), and the `sdk-peer` helper opening a store in it.
 @Suite("Endpoint store: the key in the Secret Service")

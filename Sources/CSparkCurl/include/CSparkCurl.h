@@ -29,10 +29,11 @@ spark_curl_client *spark_curl_client_new(
 /// Stops the client's thread; requests still in flight complete with status 0.
 void spark_curl_client_free(spark_curl_client *client);
 /// Starts a request; `done` is called exactly once. `headers` holds `header_count` "Name: value"
-/// lines. `body` may be NULL for none. 0 when it could not even be queued (then `done` is not
-/// called).
+/// lines. `body` may be NULL for none. At most `maximum_response` bytes of the answer's body are
+/// read (0: 64 MiB, also the most there is): a larger one fails the request, its reading stopped
+/// at the cap. 0 when it could not even be queued (then `done` is not called).
 int spark_curl_request(
     spark_curl_client *client, const char *method, const char *url, const char *const *headers, size_t header_count,
-    const uint8_t *body, size_t length, long timeout_ms, spark_curl_done done, void *context);
+    const uint8_t *body, size_t length, long timeout_ms, size_t maximum_response, spark_curl_done done, void *context);
 
 #endif

@@ -62,6 +62,10 @@ typedef struct {
     /// any other address a header is not read (the bytes are taken as HTTP).
     const char *const *proxy_addresses;
     size_t proxy_address_count;
+    /// The per-address limits (connections, body budget) count an IPv6 client by its first
+    /// `ipv6_prefix` bits (1 to 128; 0: 64, the subnet any IPv6 host can pick addresses from).
+    /// IPv4 clients count by their whole address.
+    unsigned ipv6_prefix;
 } spark_http_options;
 
 /// Starts serving; NULL with a message in `error` when it cannot.

@@ -214,9 +214,17 @@ public final class OpenIDClient: Sendable {
         let response: HTTPTransport.Response
         do {
             response = try await transport.send(
-                method: method, url: url.absoluteString, headers: headers, body: body, timeout: timeout)
+                method: method, url: url.absoluteString, headers: headers, body: body, timeout: timeout,
+                maximumResponse: Self.maximumDocumentSize)
         } catch let failure as HTTPTransport.Failure {
-            throw DomainError(.unavailable, "\(what) at \(url.host ?? "") cannot be reached: \(failure.reason)")
+            // Said in general terms: the provider's URL is the operator's (or, by discovery, a
+            // document's), and libcurl's own text names hosts and ports, which turns these
+            // errors into a port scanner of the domain's network.
+            let told =
+                failure.reason.contains("larger than")
+                ? "is larger than \(Self.maximumDocumentSize) bytes"
+                : failure.nothingSent ? "cannot be reached" : "did not answer"
+            throw DomainError(.unavailable, "\(what) at \(url.host ?? "") \(told)")
         }
         guard response.body.count <= Self.maximumDocumentSize else {
             throw DomainError(.unavailable, "\(what) at \(url.host ?? "") is larger than \(Self.maximumDocumentSize) bytes")

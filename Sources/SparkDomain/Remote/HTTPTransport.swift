@@ -63,7 +63,10 @@ final class HTTPTransport: Sendable {
     deinit { spark_curl_client_free(client) }
 
     /// One request; throws ``Failure`` when no response came, `CancellationError` on cancel.
-    func send(method: String, url: String, headers: [String], body: Data?, timeout: Duration) async throws -> Response {
+    /// At most `maximumResponse` bytes of body are read (nil: 64 MiB); a larger answer fails.
+    func send(
+        method: String, url: String, headers: [String], body: Data?, timeout: Duration, maximumResponse: Int? = nil
+    ) async throws -> Response {
         let box = Pending()
         let timeoutMilliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         return try await withTaskCancellationHandler {
@@ -74,7 +77,7 @@ final class HTTPTransport: Sendable {
                     (body ?? Data()).withUnsafeBytes { bytes in
                         spark_curl_request(
                             client, method, url, lines, lines.count, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count,
-                            timeoutMilliseconds, transportDone, context)
+                            timeoutMilliseconds, maximumResponse ?? 0, transportDone, context)
                     }
                 }
                 if started == 0 {

@@ -163,10 +163,10 @@ public final class BBMOIDCTokenManager: BBMTokenManager {
         if let methods = metadata.codeChallengeMethodsSupported, !methods.contains("S256") {
             throw AuthError(.providerError, "the provider does not support PKCE with S256")
         }
-        let redirect = try LoopbackRedirect()
-        defer { redirect.close() }
         let verifier = SystemRandom.bytes(count: 32).base64URLEncodedString()
         let state = SystemRandom.bytes(count: 16).base64URLEncodedString()
+        let redirect = try LoopbackRedirect(state: state)
+        defer { redirect.close() }
         let nonce = SystemRandom.bytes(count: 16).base64URLEncodedString()
         let query: [(String, String)] = [
             ("response_type", "code"), ("client_id", configuration.clientID), ("redirect_uri", redirect.redirectURI),

@@ -1,4 +1,5 @@
 import Foundation
+import SparkDomain
 import SparkLock
 
 #if canImport(Glibc)
@@ -8,15 +9,31 @@ import SparkLock
 /// The loopback redirect of a native app's authorization request (RFC 8252 §7.3): a listener on
 /// `127.0.0.1` on a port the system picks, for the one request the browser makes to it after
 /// the user signed in. It runs on a thread of its own (its `accept` and `read` block), answers
-/// the browser with a short page, and hands over the query of the first request to its path.
+/// the browser with a short page, and hands over the query of the first request to its path
+/// that carries this sign-in's `state`.
+///
+/// Any local process can find the port (`/proc/net/tcp`) and connect: a request with another
+/// state (or none) is answered and ignored, and the listener keeps waiting until the sign-in's
+/// own deadline; each connection is read on a thread of its own within
+/// ``connectionDeadline``, at most ``maximumConnections`` at once, so a connection that trickles
+/// holds nothing but itself.
 final class LoopbackRedirect: Sendable {
     /// What the provider sent back: the query's parameters.
     typealias Answer = [String: String]
+
+    /// How long one connection has to send its request's head.
+    static let connectionDeadline: Duration = .seconds(2)
+    /// The most connections read at once (more are closed at once).
+    static let maximumConnections = 16
 
     /// The URI to register with the provider and send as `redirect_uri`.
     let redirectURI: String
     private let socket: Int32
     private let path: String
+    /// The state the answer must carry (nil: any, for tests of the listener itself).
+    private let expectedState: String?
+    /// The connections being read now.
+    private let reading = Locked(0)
     /// The waiting task, the outcome, and whether the listening socket is closed: the socket is
     /// shut down (to wake `accept`) and closed only under this lock, so neither happens to a
     /// descriptor number the process has since reused.
@@ -24,8 +41,9 @@ final class LoopbackRedirect: Sendable {
         (waiter: CheckedContinuation<Answer, any Error>?, result: Result<Answer, any Error>?, closed: Bool)
     >((nil, nil, false))
 
-    /// A listener on `127.0.0.1:port` (`0`: a free port), answering at `path`.
-    init(port: UInt16 = 0, path: String = "/callback") throws {
+    /// A listener on `127.0.0.1:port` (`0`: a free port), answering at `path` the request that
+    /// carries `state`.
+    init(port: UInt16 = 0, path: String = "/callback", state: String?) throws {
         let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw AuthError(.storageFailure, "cannot open a loopback socket: errno \(errno)") }
         var address = sockaddr_in()
@@ -47,6 +65,7 @@ final class LoopbackRedirect: Sendable {
         }
         socket = descriptor
         self.path = path
+        expectedState = state
         redirectURI = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))\(path)"
         let thread = Thread { [self] in serve() }
         thread.name = "spark-oidc-redirect"
@@ -97,24 +116,42 @@ final class LoopbackRedirect: Sendable {
         while !isFinished {
             let connection = accept(socket, nil, nil)
             if connection < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE { continue }
                 return
             }
-            if let query = handle(connection) {
-                finish(.success(query))
+            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+            let admitted = reading.withLock { count -> Bool in
+                guard count < Self.maximumConnections else { return false }
+                count += 1
+                return true
             }
-            Glibc.close(connection)
+            guard admitted else {
+                Glibc.close(connection)
+                continue
+            }
+            let thread = Thread { [self] in
+                if let query = handle(connection) { finish(.success(query)) }
+                Glibc.close(connection)
+                reading.withLock { $0 -= 1 }
+            }
+            thread.name = "spark-oidc-redirect-connection"
+            thread.start()
         }
     }
 
-    /// Reads one request's head (bounded, with a timeout), answers it, and returns the query of
-    /// a GET to the redirect path.
+    /// Reads one request's head (bounded, within ``connectionDeadline`` in all), answers it, and
+    /// returns the query of a GET to the redirect path that carries this sign-in's state.
     private func handle(_ connection: Int32) -> Answer? {
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let deadline = ContinuousClock.now + Self.connectionDeadline
         var head = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while head.count < 16 * 1024, !head.containsTerminator {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { break }
+            let (seconds, attoseconds) = left.components
+            var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+            if timeout.tv_sec == 0, timeout.tv_usec == 0 { timeout.tv_usec = 1 }
+            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             let count = read(connection, &buffer, buffer.count)
             guard count > 0 else { break }
             head += buffer[..<count]
@@ -129,6 +166,13 @@ final class LoopbackRedirect: Sendable {
         }
         var query: Answer = [:]
         for item in components.queryItems ?? [] where query[item.name] == nil { query[item.name] = item.value ?? "" }
+        if let expectedState {
+            // RFC 6749 §10.12: only this sign-in's answer ends it; another is told and ignored.
+            guard let state = query["state"], IDTokenCheck.constantTimeEqual(state, expectedState) else {
+                respond(connection, status: "400 Bad Request", "This is not the answer to this sign-in.")
+                return nil
+            }
+        }
         let signedIn = query["code"] != nil
         respond(
             connection, status: "200 OK",

@@ -110,13 +110,21 @@ struct StoreKeyring: Sendable {
         case .provided: return nil
         case .keyFile(let directory): return directory
         case .automatic(let directory?): return directory
-        case .automatic(nil):
-            let environment = ProcessInfo.processInfo.environment
-            let base =
-                environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
-                ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config")
-            return base.appendingPathComponent("spark-sdk/store-keys")
+        case .automatic(nil): return Self.defaultKeyDirectory(environment: ProcessInfo.processInfo.environment)
         }
+    }
+
+    /// The XDG Base Directory rule for the keys: `$XDG_CONFIG_HOME/spark-sdk/store-keys`, else
+    /// `$HOME/.config/spark-sdk/store-keys` (the data follows `$HOME`, so do its keys); a relative
+    /// path in either is ignored, as the specification says; the passwd entry's home last.
+    static func defaultKeyDirectory(environment: [String: String]) -> URL {
+        func absolute(_ name: String) -> URL? {
+            environment[name].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0, isDirectory: true) : nil }
+        }
+        let base =
+            absolute("XDG_CONFIG_HOME")
+            ?? (absolute("HOME") ?? FileManager.default.homeDirectoryForCurrentUser).appendingPathComponent(".config")
+        return base.appendingPathComponent("spark-sdk/store-keys")
     }
 
     var keyFile: URL? { keyDirectory?.appendingPathComponent("\(keyName).key") }
