@@ -1,4 +1,5 @@
 import Foundation
+import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
 
@@ -107,9 +108,31 @@ extension DomainRouter {
         case .requestPasswordReset: return .anyone(Wire.Email.self, limitedBy: \.email) { domain, body in try await domain.requestPasswordReset(email: body.email); return done }
         case .resetPassword: return .anyone(Wire.PasswordReset.self, limitedBy: \.email) { domain, body in try await domain.resetPassword(email: body.email, code: body.code, newPassword: body.newPassword); return done }
         case .transparencyUpdates:
-            return .anyone(Wire.UpdatesQuery.self) { domain, query in
-                let found = try await domain.transparencyUpdates(after: query.after, limit: query.limit)
-                return Wire.EncodedUpdates(updates: TransparencyAudit.encode(found.updates), head: found.head.map(TransparencyCodec.encode))
+            return Route(access: .anyone) { router, call in
+                let query = try call.input(Wire.UpdatesQuery.self)
+                if query.auditor != nil || query.at != nil || query.signature != nil {
+                    // A registered auditor pages freely; a request that claims to be one and is
+                    // not is counted as an anonymous one before it is refused.
+                    guard let auditor = query.auditor.flatMap({ try? Data(base64URLEncoded: $0) }), let at = query.at,
+                        let signature = query.signature.flatMap({ try? Data(base64URLEncoded: $0) })
+                    else {
+                        try call.limit(name: nil)
+                        throw DomainError(.invalidRequest, "an auditor's request has auditor, at and signature, in base64url")
+                    }
+                    do {
+                        try await router.domain.checkAuditorRequest(auditorKey: auditor, at: at, signature: signature, after: query.after, limit: query.limit)
+                    } catch let error as DomainError where error.code == .invalidProof {
+                        try call.limit(name: nil)
+                        throw error
+                    }
+                } else {
+                    try call.limit(name: nil)
+                    guard query.limit <= TransparencyAudit.anonymousPageLimit else {
+                        throw DomainError(.invalidRequest, "an anonymous request reads at most \(TransparencyAudit.anonymousPageLimit) updates; a registered auditor signs its requests for more")
+                    }
+                }
+                let found = try await router.domain.transparencyUpdates(after: query.after, limit: query.limit)
+                return .json(try WireCoder.encode(Wire.EncodedUpdates(updates: TransparencyAudit.encode(found.updates), head: found.head.map(TransparencyCodec.encode))))
             }
         case .postAudit:
             return .anyone(Wire.Audit.self) { domain, body in

@@ -92,6 +92,9 @@ package final class RequestLimits: Sendable {
         // evaluation, so the HTTP layer limits them per address and endpoint before that.
         case .evaluatePasscode: "passcode"
         case .testToken: "testToken"
+        // Anonymous reads of the transparency log (a page costs the domain CPU and bandwidth);
+        // a registered auditor's signed requests are not counted.
+        case .transparencyUpdates: "updates"
         default: nil
         }
     }

@@ -63,7 +63,7 @@ struct RequestLimitsTests {
         #expect(
             Set(limited) == [
                 .logIn, .signUp, .activate, .resetPassword, .resendActivationCode, .requestPasswordReset, .fetchKeyBlob,
-                .testToken, .evaluatePasscode,
+                .testToken, .evaluatePasscode, .transparencyUpdates,
             ])
     }
 }

@@ -190,6 +190,29 @@ struct TransparencyLogTests {
                     .identity?.userID == "alice")
             #expect(
                 try domain.transparencyAuditors().map { [$0.name: $0.cosignedSize] } == [["Audit Org": head.size]])
+            // Its signed requests for the updates check out; another key's signature, or an old
+            // one, does not.
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let realKey = real.publicKey.x + real.publicKey.y
+            let request = TransparencyAudit.updatesRequestBytes(after: -1, limit: 10, at: now)
+            try await domain.checkAuditorRequest(
+                auditorKey: realKey, at: now, signature: try real.signature(for: request), after: -1, limit: 10)
+            await #expect(throws: DomainError.self, "signed by another key") {
+                try await domain.checkAuditorRequest(
+                    auditorKey: realKey, at: now, signature: try P256.SigningKey().signature(for: request), after: -1,
+                    limit: 10)
+            }
+            await #expect(throws: DomainError.self, "signed for another page") {
+                try await domain.checkAuditorRequest(
+                    auditorKey: realKey, at: now, signature: try real.signature(for: request), after: -1, limit: 11)
+            }
+            let old = now - TransparencyAudit.requestSkew - 1_000
+            await #expect(throws: DomainError.self, "signed long ago") {
+                try await domain.checkAuditorRequest(
+                    auditorKey: realKey, at: old,
+                    signature: try real.signature(for: TransparencyAudit.updatesRequestBytes(after: -1, limit: 10, at: old)),
+                    after: -1, limit: 10)
+            }
 
             try domain.removeTransparencyAuditor((real.publicKey.x + real.publicKey.y))
             #expect(try domain.transparencyAuditors().isEmpty)
@@ -241,6 +264,48 @@ struct TransparencyLogTests {
 /// that requires the auditor read proofs.
 @Suite("spark-kt-auditor")
 struct AuditorCommandTests {
+    /// The log's updates are public, but not free: an anonymous request reads at most 1,000 and
+    /// is rate-limited by address (5 a minute here), while a registered auditor's signed requests
+    /// read 10,000 and are not counted. A key that is not registered, or a signature that is
+    /// not the key's, is refused and counted like an anonymous request.
+    @Test func anonymousReadsOfTheLogAreBoundedAndAuditorsPageFreely() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let daemon = try await DomainDaemon.start(in: directory, serveArguments: ["--rate-limits", "5,5"])
+            let domain = try daemon.client()
+            let token = try await domain.testToken(userID: "alice").token
+            _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "test"))
+            try await domain.publishIdentity(token: token, endpointID: "a1", identity: try Fixtures.publishedIdentity("alice").0)
+            let auditor = try P256.SigningKey()
+            try await daemon.administration().addTransparencyAuditor(
+                auditor.publicKey.x + auditor.publicKey.y, name: "Audit Org")
+
+            let tooMany = await #expect(throws: DomainError.self) {
+                try await domain.transparencyUpdates(after: -1, limit: 1_001)
+            }
+            #expect(tooMany?.code == .invalidRequest, "\(String(describing: tooMany))")
+            for _ in 0..<12 {
+                #expect(try await domain.transparencyUpdates(after: -1, limit: 10_000, auditor: auditor).updates.count == 1)
+            }
+            let stranger = await #expect(throws: DomainError.self) {
+                try await domain.transparencyUpdates(after: -1, limit: 10, auditor: try P256.SigningKey())
+            }
+            #expect(stranger?.code == .invalidProof && stranger?.reason.contains("not an auditor") == true)
+            var refused: DomainError?
+            for _ in 0..<6 where refused == nil {
+                do {
+                    _ = try await domain.transparencyUpdates(after: -1, limit: 10)
+                } catch let error as DomainError {
+                    refused = error
+                }
+            }
+            #expect(refused?.code == .tooManyAttempts, "the address's bucket runs out: \(String(describing: refused))")
+            #expect(
+                try await domain.transparencyUpdates(after: -1, limit: 10, auditor: auditor).updates.count == 1,
+                "the auditor still reads")
+            await daemon.stop()
+        }
+    }
+
     @Test func anAuditorFollowsAServedDomainAndCosignsItsHead() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let daemon = try await DomainDaemon.start(in: directory)

@@ -1,4 +1,5 @@
 public import Foundation
+public import SparkCrypto
 
 /// A domain served by `spark-domaind`, over HTTPS: the whole ``DomainService`` contract on the
 /// `/v1` wire (`docs/openapi.json`).
@@ -240,11 +241,19 @@ public final class RemoteDomain: DomainService {
 
     /// `GET /v1/transparency/updates`: the log's updates after `after` as an auditor sees them,
     /// and the latest signed head (no credential needed).
-    public func transparencyUpdates(after: Int64, limit: Int) async throws -> (
+    public func transparencyUpdates(after: Int64, limit: Int, auditor: P256.SigningKey? = nil) async throws -> (
         updates: [TransparencyAudit.Update], head: TreeHead?
     ) {
-        let found: Wire.EncodedUpdates = try await client.call(
-            .transparencyUpdates, Wire.UpdatesQuery(after: after, limit: limit), token: nil, endpoint: nil)
+        var query = Wire.UpdatesQuery(after: after, limit: limit)
+        if let auditor {
+            let at = Int64(Date().timeIntervalSince1970 * 1000)
+            query.auditor = (auditor.publicKey.x + auditor.publicKey.y).base64URLEncodedString()
+            query.at = at
+            query.signature = try auditor.signature(
+                for: TransparencyAudit.updatesRequestBytes(after: after, limit: limit, at: at)
+            ).base64URLEncodedString()
+        }
+        let found: Wire.EncodedUpdates = try await client.call(.transparencyUpdates, query, token: nil, endpoint: nil)
         do {
             return (try TransparencyAudit.decode(found.updates), try found.head.map(TransparencyCodec.decodeHead))
         } catch {

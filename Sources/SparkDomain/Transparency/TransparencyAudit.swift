@@ -109,8 +109,12 @@ public struct TransparencyAudit: Sendable {
 /// Where an auditor reads a domain's log and leaves its co-signatures: `spark-domaind` over
 /// HTTPS (``RemoteDomain``), or an embedded domain.
 public protocol TransparencyLogSource: Sendable {
-    /// The updates after position `after` (at most `limit`) and the latest signed head.
-    func transparencyUpdates(after: Int64, limit: Int) async throws -> (updates: [TransparencyAudit.Update], head: TreeHead?)
+    /// The updates after position `after` (at most `limit`) and the latest signed head, asked
+    /// as the registered auditor whose key `auditor` is (a served domain pages freely for one;
+    /// anonymous readers get at most 1,000 updates a request, rate-limited by address).
+    func transparencyUpdates(after: Int64, limit: Int, auditor: P256.SigningKey?) async throws -> (
+        updates: [TransparencyAudit.Update], head: TreeHead?
+    )
     /// Leaves the auditor's co-signature of the head of `size` entries.
     func postAudit(size: UInt64, auditorKey: Data, signature: Data) async throws
 }
@@ -151,7 +155,8 @@ public actor TransparencyAuditor {
     public func step() async throws -> TreeHead? {
         var head: TreeHead?
         while true {
-            let page = try await source.transparencyUpdates(after: Int64(audit.size) - 1, limit: Self.pageSize)
+            let page = try await source.transparencyUpdates(
+                after: Int64(audit.size) - 1, limit: Self.pageSize, auditor: signer)
             try audit.append(page.updates)
             head = page.head
             if page.updates.count < Self.pageSize, (head?.size ?? 0) <= audit.size { break }
@@ -181,6 +186,25 @@ public actor TransparencyAuditor {
         try await source.postAudit(size: head.size, auditorKey: publicKey, signature: signature)
         lastSigned = head
         return head
+    }
+}
+
+extension TransparencyAudit {
+    /// The most updates an anonymous request of `GET /v1/transparency/updates` returns.
+    public static let anonymousPageLimit = 1_000
+    /// How far a registered auditor's signed request may be from the domain's clock, in ms.
+    public static let requestSkew: Int64 = 300_000
+
+    /// What a registered auditor signs (P-256, the key it co-signs with) to read the updates
+    /// without the anonymous limits (`docs/FORMATS.md`): `"spark-kt-updates-v1" ‖ 0x00 ‖ after
+    /// (i64 big-endian) ‖ limit (u32 big-endian) ‖ at (u64 big-endian, ms since 1970)`.
+    public static func updatesRequestBytes(after: Int64, limit: Int, at: Int64) -> Data {
+        var data = Data("spark-kt-updates-v1".utf8)
+        data.append(0)
+        withUnsafeBytes(of: after.bigEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(clamping: limit).bigEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt64(clamping: at).bigEndian) { data.append(contentsOf: $0) }
+        return data
     }
 }
 

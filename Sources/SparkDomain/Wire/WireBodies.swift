@@ -393,12 +393,21 @@ package enum Wire {
     package struct UpdatesQuery: Codable, Sendable, Equatable {
         /// The last position already read (-1: none).
         package var after: Int64
-        /// The most updates to return (1 to 10,000).
+        /// The most updates to return (1 to 1,000 anonymously, to 10,000 for a registered auditor).
         package var limit: Int
+        /// A registered auditor's key (base64url of its 64 bytes), with ``at`` and ``signature``.
+        package var auditor: String?
+        /// When the auditor signed the request (ms since 1970).
+        package var at: Int64?
+        /// The auditor's signature over ``TransparencyAudit/updatesRequestBytes(after:limit:at:)`` (base64url).
+        package var signature: String?
         /// A query.
-        package init(after: Int64, limit: Int) {
+        package init(after: Int64, limit: Int, auditor: String? = nil, at: Int64? = nil, signature: String? = nil) {
             self.after = after
             self.limit = limit
+            self.auditor = auditor
+            self.at = at
+            self.signature = signature
         }
     }
 

@@ -1,5 +1,5 @@
 package import Foundation
-import SparkCrypto
+package import SparkCrypto
 package import SparkDomain
 import SparkLock
 import SparkStore
@@ -350,6 +350,34 @@ extension DomainEngine {
 }
 
 extension DomainEngine: TransparencyLogSource {
+    /// See ``transparencyUpdates(after:limit:)``: in process, every reader is the operator's.
+    package func transparencyUpdates(after: Int64, limit: Int, auditor: P256.SigningKey?) async throws -> (
+        updates: [TransparencyAudit.Update], head: TreeHead?
+    ) {
+        try await transparencyUpdates(after: after, limit: limit)
+    }
+
+    /// Checks a registered auditor's signed request for the updates: the key registered, the
+    /// time within ``TransparencyAudit/requestSkew`` of the domain's clock, the signature the
+    /// key's. Refused with ``DomainError/Code/invalidProof`` otherwise.
+    package func checkAuditorRequest(auditorKey: Data, at: Int64, signature: Data, after: Int64, limit: Int) async throws {
+        let now = Int64(clock.now().timeIntervalSince1970 * 1000)
+        guard abs(now - at) <= TransparencyAudit.requestSkew else {
+            throw DomainError(.invalidProof, "the auditor's request was signed too far from the domain's time")
+        }
+        let registered = try await storage {
+            try await store.read { db in
+                try db.scalar("SELECT 1 FROM kt_auditors WHERE auditor_key = ?", [auditorKey], as: Int.self) != nil
+            }
+        }
+        guard registered else {
+            throw DomainError(.invalidProof, "that key is not an auditor of this domain (the operator registers auditors)")
+        }
+        guard auditorKey.count == 64, let key = try? P256.PublicKey(x: auditorKey.prefix(32), y: auditorKey.suffix(32)),
+            key.isValidSignature(signature, for: TransparencyAudit.updatesRequestBytes(after: after, limit: limit, at: at))
+        else { throw DomainError(.invalidProof, "the auditor's request is not signed by its key") }
+    }
+
     /// See ``recordAudit(size:auditorKey:signature:)``.
     package func postAudit(size: UInt64, auditorKey: Data, signature: Data) async throws {
         try await recordAudit(size: size, auditorKey: auditorKey, signature: signature)
