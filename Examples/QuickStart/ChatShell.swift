@@ -332,8 +332,11 @@ final class ChatShell: @unchecked Sendable {
                         console.say("Compare it with \(user)'s (in person or on a call); if it matches: verify \(user) NUMBER")
                     }
                 case "keys":
+                    // An alarm this check raises is told once, by its event; one already standing
+                    // is told here.
+                    let standing = try await access.transparencyAlarm()
                     if let alarm = try await access.checkTransparency() {
-                        console.say("⚠ ALARM: \(alarm)")
+                        if alarm == standing { console.say("⚠ ALARM: \(alarm)") }
                     } else {
                         console.say("✔ the key log holds your key as your devices published it; your contacts' keys are checked")
                     }

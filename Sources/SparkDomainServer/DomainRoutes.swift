@@ -172,9 +172,12 @@ extension DomainRouter {
         case .identityProof:
             return .endpoint(Wire.IdentityProofQuery.self) { domain, caller, query in
                 var auditor: Data?
-                if let hex = query.auditor {
-                    guard let key = hexBytes(hex), key.count == 64 else {
-                        throw DomainError(.invalidRequest, "an auditor key is 64 bytes in hex (P-256 x ‖ y)")
+                if let text = query.auditor {
+                    // base64url, as every other key on the wire; hex as before.
+                    guard let key = (text.count == 128 ? hexBytes(text) : nil) ?? (try? Data(base64URLEncoded: text)),
+                        key.count == 64
+                    else {
+                        throw DomainError(.invalidRequest, "an auditor key is 64 bytes (P-256 x ‖ y) in base64url or hex")
                     }
                     auditor = key
                 }

@@ -163,6 +163,36 @@ struct EnterpriseServiceTests {
         }
     }
 
+    /// An app signs in with a provider the domain does not trust: setup stops with the domain's
+    /// reason (the untrusted issuer), not "sign in first", once the token manager has nothing
+    /// fresher to give.
+    @Test func aRefusedTokenKeepsTheDomainsReason() async throws {
+        final class OneToken: BBMTokenManager, @unchecked Sendable {
+            let fixed: BBMAuthenticatedAccount
+            weak var delegate: (any BBMTokenManagerDelegate)?
+            init(_ account: BBMAuthenticatedAccount) { fixed = account }
+            var account: BBMAuthenticatedAccount? { get async { fixed } }
+            func signIn() async throws -> BBMAuthenticatedAccount { fixed }
+            func signInSilently() async throws -> BBMAuthenticatedAccount? { fixed }
+            func signOut() async {}
+            func validAccount() async throws -> BBMAuthenticatedAccount { fixed }
+            func tokenRejected(_ token: String) async throws -> BBMAuthenticatedAccount { fixed }
+        }
+        try await Fixtures.withTemporaryDirectory { directory in
+            let devices = try Devices(directory)
+            let issuer = TokenIssuer(issuer: "https://untrusted.example", key: try Ed25519.PrivateKey(), keyID: "k1")
+            let issued = try issuer.issue(subject: "mallory", audience: "svc", lifetime: 600, now: Date())
+            let manager = OneToken(BBMAuthenticatedAccount(accountId: "mallory", idToken: issued.token, expiresAt: issued.expiresAt))
+            let service = try await devices.service("laptop")
+            await service.setTokenManager(manager)
+            await service.sendAuthToken(issued.token, userIdentifier: "mallory")
+            #expect(await eventually { service.authState.value.failure != nil })
+            let failure = service.authState.value.failure
+            #expect(failure?.code == .tokenRejected, "\(String(describing: failure))")
+            #expect(failure?.reason.contains("issuer is not trusted") == true, "\(String(describing: failure))")
+        }
+    }
+
     @Test func aDeviceSwitchSupersedesTheOldEndpoint() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let devices = try Devices(directory, policy: DomainPolicy(multipleActiveEndpoints: false, passwordIterations: 1000))

@@ -230,7 +230,7 @@ public final class RemoteDomain: DomainService {
             .identityProof,
             Wire.IdentityProofQuery(
                 userID: userID, since: since.map { Int64(clamping: $0) },
-                auditor: auditor.map { $0.map { String(format: "%02x", $0) }.joined() }), token: token,
+                auditor: auditor.map { $0.base64URLEncodedString() }), token: token,
             endpoint: endpointID)
         do {
             return try TransparencyCodec.decodeProof(found.proof)

@@ -19,6 +19,9 @@ actor ServiceEngine {
     private var userID: String?
     private var block: (@Sendable (ServiceAuthState) -> Void)?
     private var tokenManager: (any BBMTokenManager)?
+    /// Why the domain last refused a token as invalid (an untrusted issuer, a bad signature, an
+    /// unacceptable user id): told as the setup's failure when no fresh token comes after it.
+    private var tokenRefusal: SetupError?
     /// Held only between `syncStart` and the sync step that consumes it.
     private var pendingPasscode: String?
     /// The endpoints the domain listed with a device-switch or full answer.
@@ -132,6 +135,7 @@ actor ServiceEngine {
         let userID: String
         do {
             userID = try await domain.validate(token: token).userID
+            tokenRefusal = nil
         } catch {
             // Expired: the token manager is asked for a fresh one; refused: setup stops.
             self.token = token
@@ -193,6 +197,15 @@ actor ServiceEngine {
         }
     }
 
+    /// The token manager had no token fresher than the one the domain refused as invalid: setup
+    /// stops with the domain's reason (not "no token").
+    private func noFreshToken() {
+        guard let refusal = tokenRefusal, machine.authTokenState == .needed else { return }
+        tokenRefusal = nil
+        machine.tokenRejected(refusal)
+        publish()
+    }
+
     private func run(_ action: SetupStateMachine.Action) async -> SetupStateMachine.Action? {
         if action == .requestToken {
             // The one route for a fresh token: this service asks its token manager.
@@ -203,7 +216,10 @@ actor ServiceEngine {
                         if let stale { try? await tokenManager.tokenRejected(stale) } else {
                             try? await tokenManager.validAccount()
                         }
-                    guard let fresh else { return }
+                    guard let fresh, fresh.idToken != stale else {
+                        await self?.noFreshToken()
+                        return
+                    }
                     await self?.sendAuthToken(fresh.idToken, userID: fresh.accountId, block: nil)
                 }
             }
@@ -359,7 +375,11 @@ actor ServiceEngine {
             return nil
         }
         switch domainError.code {
-        case .tokenExpired, .invalidToken:
+        case .tokenExpired:
+            return machine.tokenNeeded(retrying: action)
+        case .invalidToken:
+            // Asked again once; if the token manager has nothing fresher, this is the reason.
+            tokenRefusal = SetupError(.tokenRejected, domainError.reason, domainCode: domainError.code)
             return machine.tokenNeeded(retrying: action)
         case .userAuthenticationRequired, .forbidden, .wrongAudience:
             machine.tokenRejected(SetupError(.refused, domainError.reason, domainCode: domainError.code))
