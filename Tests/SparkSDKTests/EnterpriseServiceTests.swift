@@ -182,7 +182,8 @@ struct EnterpriseServiceTests {
             let devices = try Devices(directory)
             let issuer = TokenIssuer(issuer: "https://untrusted.example", key: try Ed25519.PrivateKey(), keyID: "k1")
             let issued = try issuer.issue(subject: "mallory", audience: "svc", lifetime: 600, now: Date())
-            let manager = OneToken(BBMAuthenticatedAccount(accountId: "mallory", idToken: issued.token, expiresAt: issued.expiresAt))
+            let manager = OneToken(
+                BBMAuthenticatedAccount(accountId: "mallory", idToken: issued.token, expiresAt: issued.expiresAt))
             let service = try await devices.service("laptop")
             await service.setTokenManager(manager)
             await service.sendAuthToken(issued.token, userIdentifier: "mallory")
