@@ -266,6 +266,9 @@ struct EndpointAndKeyStoreTests {
             await #expect(throws: DomainError(.forbidden, "")) {
                 try await domain.publishIdentity(token: alice, endpointID: "a1", identity: bobs)
             }
+            // A blob written before the identity (the first device's order), which a reset clears.
+            _ = try await domain.putKeyBlob(
+                token: alice, endpointID: "a2", name: "profile", data: Data("x".utf8), expectedVersion: nil)
             try await domain.publishIdentity(token: alice, endpointID: "a1", identity: identity)
             try await domain.publishIdentity(token: alice, endpointID: "a1", identity: identity)  // idempotent
             let (replacement, _) = try Self.identity("alice")
@@ -276,8 +279,6 @@ struct EndpointAndKeyStoreTests {
             _ = try await domain.registerEndpoint(token: bob, registration: .init(endpointID: "b1", description: "bob's"))
             #expect(try await domain.identity(token: bob, endpointID: "b1", userID: "alice") == identity)
 
-            _ = try await domain.putKeyBlob(
-                token: alice, endpointID: "a2", name: "profile", data: Data("x".utf8), expectedVersion: nil)
             // Without the current key the reset waits out the delay, and a request before it
             // changes nothing; after it, the reset completes.
             let started = try await domain.resetIdentity(token: alice, endpointID: "a2", signature: nil)
