@@ -109,37 +109,83 @@ void spark_http_uncount_address(struct spark_http_server *server, struct connect
     connection->counted = 0;
 }
 
+/// Sets the key the connection's bodies are charged to besides its address (NULL: none). Only
+/// while it holds no body: a key changes between requests, never under a charge.
+void spark_http_set_charge_key(struct connection *connection, const char *key) {
+    if (connection->charged) return;
+    connection->has_charge_key = key != NULL;
+    if (!key) return;
+    uint64_t first = 14695981039346656037ull, second = 1099511628211ull ^ 0x9E3779B97F4A7C15ull;
+    for (const unsigned char *byte = (const unsigned char *)key; *byte; byte++) {
+        first = (first ^ *byte) * 1099511628211ull;
+        second = (second ^ *byte) * 0x100000001B3ull + 0x2545F4914F6CDD1Dull;
+    }
+    struct in6_addr digest;
+    memcpy(digest.s6_addr, &first, 8);
+    memcpy(digest.s6_addr + 8, &second, 8);
+    digest.s6_addr[0] = 0xFF;
+    digest.s6_addr[1] = 0x55;
+    connection->charge_key = digest;
+}
+
+/// The entry of `key` in the address table (the lock held), made when `create` and missing.
+static struct address_count *address_entry(struct spark_http_server *server, const struct in6_addr *key, int create) {
+    size_t bucket = address_bucket(key);
+    struct address_count *entry = server->addresses[bucket];
+    while (entry && memcmp(&entry->address, key, sizeof entry->address) != 0) entry = entry->next;
+    if (!entry && create) {
+        entry = calloc(1, sizeof *entry);
+        if (entry) {
+            entry->address = *key;
+            entry->next = server->addresses[bucket];
+            server->addresses[bucket] = entry;
+        }
+    }
+    return entry;
+}
+
+/// Drops the entry of a charge key once it holds nothing (the lock held).
+static void forget_if_empty(struct spark_http_server *server, const struct in6_addr *key) {
+    struct address_count **link = &server->addresses[address_bucket(key)];
+    while (*link && memcmp(&(*link)->address, key, sizeof (*link)->address) != 0) link = &(*link)->next;
+    if (*link && (*link)->count == 0 && (*link)->buffered == 0) {
+        struct address_count *gone = *link;
+        *link = gone->next;
+        free(gone);
+    }
+}
+
 /// Moves the connection's charge toward the body budgets to what an `in` of `capacity` bytes
-/// costs: 1 when done, 0 when the whole server would pass its budget, -1 when its address would.
-/// Shrinking always succeeds.
+/// costs: 1 when done, 0 when the whole server would pass its budget, -1 when its address (or
+/// its charge key: the token's user, from any address) would. Shrinking always succeeds.
 int spark_http_charge(struct connection *connection, size_t capacity) {
     struct spark_http_server *server = connection->worker->server;
     size_t wanted = capacity > HTTP_HEAD_MAXIMUM ? capacity - HTTP_HEAD_MAXIMUM : 0;
     if (wanted == connection->charged) return 1;
-    size_t bucket = address_bucket(&connection->limit_key);
     pthread_mutex_lock(&server->addresses_lock);
-    struct address_count *entry = NULL;
-    if (connection->counted) {
-        entry = server->addresses[bucket];
-        while (entry && memcmp(&entry->address, &connection->limit_key, sizeof entry->address) != 0) entry = entry->next;
-    }
+    struct address_count *entry = connection->counted ? address_entry(server, &connection->limit_key, 0) : NULL;
+    struct address_count *user = connection->has_charge_key ? address_entry(server, &connection->charge_key, 1) : NULL;
     int result = 1;
     if (wanted > connection->charged) {
         size_t more = wanted - connection->charged;
-        if (entry && entry->buffered + more > server->per_address_body_budget) {
+        if ((entry && entry->buffered + more > server->per_address_body_budget)
+            || (user && user->buffered + more > server->per_address_body_budget)) {
             result = -1;
         } else if (atomic_fetch_add(&server->buffered, more) + more > server->body_budget) {
             atomic_fetch_sub(&server->buffered, more);
             result = 0;
-        } else if (entry) {
-            entry->buffered += more;
+        } else {
+            if (entry) entry->buffered += more;
+            if (user) user->buffered += more;
         }
     } else {
         size_t less = connection->charged - wanted;
         atomic_fetch_sub(&server->buffered, less);
         if (entry) entry->buffered -= less < entry->buffered ? less : entry->buffered;
+        if (user) user->buffered -= less < user->buffered ? less : user->buffered;
     }
     if (result == 1) connection->charged = wanted;
+    if (user) forget_if_empty(server, &connection->charge_key);
     pthread_mutex_unlock(&server->addresses_lock);
     return result;
 }

@@ -360,10 +360,9 @@ static enum step admit_body(struct connection *connection) {
         unsigned status = server->head_check(server->context, request, body, sizeof body);
         free(request->block);
         free(request);
-        if (status) {
-            body[sizeof body - 1] = 0;
-            return answer_here(connection, status, body, 1);
-        }
+        body[sizeof body - 1] = 0;
+        if (status) return answer_here(connection, status, body, 1);
+        spark_http_set_charge_key(connection, body[0] ? body : NULL);
     }
     if (!connection->framing.chunked) {
         int reserved = reserve(connection, connection->framing.head_length + (size_t)connection->framing.content_length);

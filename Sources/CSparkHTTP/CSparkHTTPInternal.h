@@ -118,6 +118,11 @@ struct connection {
     /// The client's address (as IPv6, IPv4 mapped), and the key of its per-address counts: the
     /// address itself for IPv4, its first `ipv6_prefix` bits for IPv6.
     struct in6_addr address_key, limit_key;
+    /// The key the head check charged the body to as well (the token's user), if any: a
+    /// 16-byte digest in ff55::/16, a multicast prefix no client address has, so it shares the
+    /// address table without meeting an address.
+    struct in6_addr charge_key;
+    int has_charge_key;
     char address[64];
     struct connection *previous, *next;
 };
@@ -235,6 +240,7 @@ long long spark_http_next_due(const struct worker *worker);
 // CSparkHTTP.c
 void spark_http_set_address(struct connection *connection, const struct sockaddr *address);
 void spark_http_limit_key(const struct in6_addr *address, unsigned bits, struct in6_addr *out);
+void spark_http_set_charge_key(struct connection *connection, const char *key);
 int spark_http_count_address(struct spark_http_server *server, struct connection *connection);
 void spark_http_uncount_address(struct spark_http_server *server, struct connection *connection);
 int spark_http_charge(struct connection *connection, size_t capacity);

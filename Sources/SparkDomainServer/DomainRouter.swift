@@ -115,11 +115,22 @@ package final class DomainRouter: Sendable {
     /// head is not checked here (holding it costs nothing more); ``handle(_:)`` checks every
     /// request in full either way.
     package func admit(_ request: HTTPRequest) -> HTTPResponse? {
+        if case .refuse(let refusal) = verdict(request) { return refusal }
+        return nil
+    }
+
+    /// ``admit(_:)`` as the server takes it: a refusal, or the body admitted and charged to the
+    /// token's user as well as to the address (so one token sent from many addresses holds one
+    /// address's share of the body budget, not one per address).
+    package func verdict(_ request: HTTPRequest) -> HTTPServer.HeadVerdict {
         let refusal: HTTPResponse?
         var route = "unknown"
+        var user: String?
         if let operation = DomainOperation.matching(method: request.method, path: request.path) {
             route = operation.rawValue
-            refusal = admission(operation, request).map { Self.refusal($0) }
+            let admitted = admission(operation, request)
+            refusal = admitted.refusal.map { Self.refusal($0) }
+            user = admitted.user
         } else if ["/healthz", "/metrics", "/v1/openapi.json"].contains(request.path) && request.method == "GET" {
             refusal = Self.refusal(DomainError(.invalidRequest, "\(request.path) takes no body"))
         } else if DomainOperation.hasPath(request.path) {
@@ -131,33 +142,38 @@ package final class DomainRouter: Sendable {
         if let refusal {
             Finish(started: .now, method: request.method, address: request.clientAddress).record(
                 route: route, response: refusal, isLongPoll: false, isStoreError: false, router: self)
+            return .refuse(refusal)
         }
-        return refusal
+        return .admit(chargedTo: user)
     }
 
-    /// Why `operation` may not have its body read, if it may not.
-    private func admission(_ operation: DomainOperation, _ request: HTTPRequest) -> DomainError? {
+    /// Why `operation` may not have its body read, if it may not, and the token's user when one
+    /// passed.
+    private func admission(_ operation: DomainOperation, _ request: HTTPRequest) -> (refusal: DomainError?, user: String?) {
         switch operation.request {
-        case .none, .query: return DomainError(.invalidRequest, "\(operation.path) takes no body")
+        case .none, .query: return (DomainError(.invalidRequest, "\(operation.path) takes no body"), nil)
         case .body, .upload: break
         }
         do {
             switch operation.access {
             case .anyone:
                 if let length = request.headers["content-length"].flatMap({ Int($0) }), length > Self.anonymousBodyLimit {
-                    return DomainError(
-                        .tooLarge, "\(operation.path) takes at most \(Self.anonymousBodyLimit) bytes without a token")
+                    return (
+                        DomainError(
+                            .tooLarge, "\(operation.path) takes at most \(Self.anonymousBodyLimit) bytes without a token"),
+                        nil
+                    )
                 }
-                return nil
+                return (nil, nil)
             case .operator:
                 try requireOperator(request)
-                return nil
+                return (nil, nil)
             case .user, .endpoint:
                 let token = try Call(operation: operation, request: request, router: self).token()
-                return domain.precheck(token: token)
+                return domain.precheckUser(token: token)
             }
         } catch {
-            return error as? DomainError ?? DomainError(.invalidRequest, "\(error)")
+            return (error as? DomainError ?? DomainError(.invalidRequest, "\(error)"), nil)
         }
     }
 

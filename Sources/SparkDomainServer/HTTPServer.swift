@@ -160,10 +160,18 @@ package final class HTTPServer: Sendable {
     }
 
     typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
-    /// The check of a request's head before its body is read (``DomainRouter/admit(_:)``): nil
-    /// admits the body, an answer refuses the request. It runs on a server thread: it must not
-    /// block.
-    package typealias HeadCheck = @Sendable (HTTPRequest) -> HTTPResponse?
+    /// What a head check decides.
+    package enum HeadVerdict: Sendable {
+        /// Read the body, charged to its address's body budget and, when given, to the one of
+        /// `chargedTo` (the token's user: one user's bodies share a budget from any address).
+        case admit(chargedTo: String?)
+        /// Refuse the request with this answer; the body is never read.
+        case refuse(HTTPResponse)
+    }
+
+    /// The check of a request's head before its body is read (``DomainRouter/verdict(_:)``). It
+    /// runs on a server thread: it must not block.
+    package typealias HeadCheck = @Sendable (HTTPRequest) -> HeadVerdict
 
     /// What the C server's callback reaches through its context: the handler and the count of
     /// requests in flight. Retained by the C server until it stops.
@@ -266,13 +274,22 @@ private func serverHeadCheck(
 ) -> UInt32 {
     guard let request, let context, let body, size > 0 else { return 0 }
     let server = Unmanaged<HTTPServer.Core>.fromOpaque(context).takeUnretainedValue()
-    guard let check = server.headCheck, let refusal = check(incoming(request)) else { return 0 }
-    let bytes = refusal.body.prefix(size - 1)
+    guard let check = server.headCheck else { return 0 }
+    let written: Data
+    let status: UInt32
+    switch check(incoming(request)) {
+    case .admit(let chargedTo):
+        guard let chargedTo else { return 0 }
+        (written, status) = (Data(chargedTo.utf8.filter { $0 != 0 }), 0)
+    case .refuse(let refusal):
+        (written, status) = (refusal.body, UInt32(refusal.status))
+    }
+    let bytes = written.prefix(size - 1)
     bytes.withUnsafeBytes { raw in
         for (index, byte) in raw.enumerated() { body[index] = CChar(bitPattern: byte) }
     }
     body[bytes.count] = 0
-    return UInt32(refusal.status)
+    return status
 }
 
 /// The request the C server holds, copied out (valid during its callbacks only).

@@ -260,7 +260,7 @@ func serve(_ arguments: inout Arguments) async throws {
     }
     let fixed = options
     let server = try HTTPServer(
-        options: fixed, headCheck: { router.admit($0) },
+        options: fixed, headCheck: { router.verdict($0) },
         handler: { (request: HTTPRequest) async -> HTTPResponse in
             await router.handle(request)
         })

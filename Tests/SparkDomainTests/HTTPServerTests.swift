@@ -163,6 +163,57 @@ struct HTTPServerTests {
         await server.stop()
     }
 
+    /// One token sent from many addresses: each address has a budget of its own, but the head
+    /// check charges the body to the token's user too, so the user's bodies held at once stop at
+    /// one address's share (4 MiB here, 1 MiB each: four admitted, the fifth 429) wherever they
+    /// come from; another user, from another address, is admitted; and a body that ends gives
+    /// its room back.
+    @Test func oneUsersBodiesShareOneBudgetFromAnyAddress() async throws {
+        let server = try HTTPServer(
+            options: HTTPServer.Options(
+                host: "127.0.0.1", port: 0, idleTimeout: 600, maximumBody: 2 << 20, headTimeout: 600,
+                minimumBodyRate: 0, perAddressBodyBudget: 4 << 20, requestThreads: 2),
+            headCheck: { request in .admit(chargedTo: request.headers["authorization"]) },
+            handler: { request in HTTPResponse(status: 200, contentType: "text/plain", body: Data("\(request.body.count)".utf8)) }
+        )
+        func start(_ user: String, from address: String) async -> (socket: Int32, status: Int) {
+            let socket = RawHTTP.connect(port: Int(server.port), from: address)
+            RawHTTP.write(
+                socket,
+                Array(
+                    "PUT /u HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer \(user)\r\nExpect: 100-continue\r\nContent-Length: \(1 << 20)\r\n\r\n"
+                        .utf8))
+            return (socket, await RawHTTP.read(socket).status)
+        }
+        var held: [Int32] = []
+        var statuses: [Int] = []
+        for index in 1...5 {
+            let (socket, status) = await start("mallory", from: "127.0.0.\(10 + index)")
+            held.append(socket)
+            statuses.append(status)
+        }
+        #expect(statuses == [100, 100, 100, 100, 429], "one user from five addresses: \(statuses)")
+        let other = await start("alice", from: "127.0.0.20")
+        #expect(other.status == 100, "another user has a budget of her own")
+        held.append(other.socket)
+        // One of mallory's bodies ends: its room comes back.
+        RawHTTP.write(held[0], [UInt8](repeating: 0x61, count: 1 << 20))
+        #expect(await RawHTTP.read(held[0]).body == "\(1 << 20)")
+        let again = await start("mallory", from: "127.0.0.30")
+        #expect(again.status == 100, "room again once a body ended")
+        held.append(again.socket)
+        // And one address's budget holds whatever users it names.
+        var fromOne: [Int] = []
+        for index in 1...5 {
+            let (socket, status) = await start("user\(index)", from: "127.0.0.40")
+            held.append(socket)
+            fromOne.append(status)
+        }
+        #expect(fromOne == [100, 100, 100, 100, 429], "five users from one address: \(fromOne)")
+        for socket in held { close(socket) }
+        await server.stop()
+    }
+
     @Test func aClientGoneWhileItsRequestIsOutIsClosedAndItsAnswerDropped() async throws {
         let release = Locked<CheckedContinuation<Void, Never>?>(nil)
         let answered = Locked(0)

@@ -174,4 +174,34 @@ struct RouteTableTests {
             HTTPRequest(method: "GET", path: DomainOperation.adminAccounts.path, headers: ["authorization": "Bearer \(token)"]))
         #expect(admin.status == 403)
     }
+
+    /// The head check names the token's user for the server's per-user body budget (issuer and
+    /// user id), and nobody for a call without a token or a refused one.
+    @Test func theHeadCheckChargesABodyToItsTokensUser() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("verdict-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let domain = try EmbeddedDomain.create(at: directory.appendingPathComponent("d.sqlite").path, domainID: "routes")
+        let router = DomainRouter(domain: domain, operatorCredential: "operator")
+        let token = try await domain.testToken(userID: "mallory").token
+        _ = try await domain.registerEndpoint(
+            token: token, registration: EndpointRegistration(endpointID: "m-1", description: "m"))
+        func verdict(_ headers: [String: String], path: String = "/v1/chats/post") -> HTTPServer.HeadVerdict {
+            router.verdict(HTTPRequest(method: "POST", path: path, headers: headers.merging(["content-length": "100"]) { $1 }))
+        }
+        guard case .admit(let charged) = verdict(["authorization": "Bearer \(token)", "spark-endpoint": "m-1"]) else {
+            Issue.record("a good token's body was refused")
+            return
+        }
+        #expect(charged?.hasSuffix("\nmallory") == true, "\(String(describing: charged))")
+        guard case .admit(let anonymous) = verdict([:], path: "/v1/accounts/log-in") else {
+            Issue.record("a log-in's small body was refused")
+            return
+        }
+        #expect(anonymous == nil)
+        guard case .refuse = verdict(["authorization": "Bearer not-a-token", "spark-endpoint": "m-1"]) else {
+            Issue.record("a bad token's body was admitted")
+            return
+        }
+    }
 }

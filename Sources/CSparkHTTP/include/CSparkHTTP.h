@@ -22,7 +22,9 @@ typedef void (*spark_http_handler)(void *context, spark_http_request *request);
 /// body is empty). Returns 0 to read the body, or a status with its JSON body written into `body`
 /// (`body_size` bytes, NUL-terminated) to refuse the request: the refusal is sent at once
 /// (instead of `100 Continue` when the client asked for one) and the connection closed without
-/// the body being read. It must not block.
+/// the body being read. Returning 0, it may write into `body` a key (NUL-terminated, such as the
+/// token's user) whose requests share one per-address body budget wherever they come from: a
+/// body is admitted only while both its address and its key have room. It must not block.
 typedef unsigned (*spark_http_head_check)(
     void *context, const spark_http_request *request, char *body, size_t body_size);
 

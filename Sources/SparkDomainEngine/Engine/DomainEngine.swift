@@ -416,19 +416,23 @@ package final class DomainEngine: DomainService {
     /// could turn into an acceptance (an issuer not trusted yet, test tokens refused, an issuer's
     /// keys unavailable, another audience) is left to the full check; a token that is malformed,
     /// expired or not signed by its issuer's keys is refused whatever their age.
-    package func precheck(token: String) -> DomainError? {
+    package func precheck(token: String) -> DomainError? { precheckUser(token: token).refusal }
+
+    /// ``precheck(token:)`` with the token's user when it passed (`issuer` and user id, for the
+    /// server's per-user body budget); nil when it was left to the full check.
+    package func precheckUser(token: String) -> (refusal: DomainError?, user: String?) {
         let (validator, fresh) = settings.withLock { ($0.current?.validator, $0.fresh != nil) }
-        guard let validator else { return nil }
+        guard let validator else { return (nil, nil) }
         do {
-            _ = try validator.validate(token, cache: validatedTokens)
-            return nil
+            let identity = try validator.validate(token, cache: validatedTokens)
+            return (nil, identity.issuer + "\n" + identity.userID)
         } catch let error as DomainError {
             let settingsDecide =
                 [.userAuthenticationRequired, .unavailable, .wrongAudience].contains(error.code)
                 || error.reason == TokenValidator.untrustedIssuer || error.reason == TokenValidator.unknownKey
-            return fresh || !settingsDecide ? error : nil
+            return (fresh || !settingsDecide ? error : nil, nil)
         } catch {
-            return DomainError(.invalidToken, "the token is not valid")
+            return (DomainError(.invalidToken, "the token is not valid"), nil)
         }
     }
 

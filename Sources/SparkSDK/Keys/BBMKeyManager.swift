@@ -514,7 +514,7 @@ public final class BBMKeyManager: Sendable {
         }
     }
 
-    /// The identity key's consent to `writes` (``KeyBlobProof``), with a recent attempt's challenge.
+    /// The identity key's consent to `writes` (`KeyBlobProof`), with a recent attempt's challenge.
     private static func consent(to writes: [KeyBlobWrite], challenge: Data, keys: UnlockedKeys, caller: Caller) throws
         -> KeyBlobProof
     {

@@ -6,10 +6,10 @@ public import SparkDomain
 /// this (and sets `useBlackBerryKMS` to false). The blobs are JWEs: opaque to the storage.
 /// Passcode attempts are always the domain's (its OPRF evaluation), wherever the blobs are.
 ///
-/// Every write after the user's identity is published carries a ``KeyBlobProof``: the identity
+/// Every write after the user's identity is published carries a `KeyBlobProof`: the identity
 /// key's signature over exactly that write. The domain's store refuses a write without one, so a
 /// stolen token cannot replace the backup; an app's own storage should check it the same way
-/// (``keyBlobWriteMessage(userID:endpointID:challenge:writes:)`` against the published identity).
+/// (`keyBlobWriteMessage(userID:endpointID:challenge:writes:)` against the published identity).
 public protocol BBMKeyStorageProvider: Sendable {
     /// Reads a blob.
     func fetch(name: String, token: String, endpointID: String) async throws -> BlobFetch
