@@ -1,5 +1,6 @@
 import Foundation
 import SparkDomain
+import SparkLock
 import SparkTestSupport
 import Testing
 
@@ -149,6 +150,56 @@ struct MessageFlowDeltaTests {
             }
             let chats = chat.bob.chats.value
             #expect(chats.count == 1 && chats.first?.unreadCount == 0)
+        }
+    }
+
+    /// A message's state in a flow only moves forward (sending, sent, delivered, read), however
+    /// its sender's writes and the receipts that arrive interleave: every write's messages are
+    /// shown by the job of the write itself, in the storage's order, never later from another
+    /// actor. Alice queues messages as fast as she can while bob's device reads and marks them
+    /// read; every snapshot alice's flow goes through is recorded and each message's states are
+    /// checked in order.
+    @Test func aMessagesStateInAFlowNeverStepsBack() async throws {
+        @Sendable func rank(_ state: MessageState) -> Int {
+            switch state {
+            case .sending, .held: 0
+            case .sent: 1
+            case .delivered: 2
+            case .read: 3
+            case .failed: 4
+            }
+        }
+        try await Fixtures.withTemporaryDirectory { directory in
+            let chat = try await HostileDomainTests.chat(directory, messaging: .sqlite)
+            let aliceFlow = try await chat.alice.messages(in: chat.chatID)
+            let bobFlow = try await chat.bob.messages(in: chat.chatID)
+            let seen = Locked<[String: [Int]]>([:])
+            let subscription = aliceFlow.subscribe { messages in
+                seen.withLock { seen in
+                    for message in messages where !message.isIncoming {
+                        let rank = rank(message.state)
+                        if seen[message.id]?.last != rank { seen[message.id, default: []].append(rank) }
+                    }
+                }
+            }
+            let reader = Task {
+                while !Task.isCancelled {
+                    try? await chat.bob.markMessagesRead(in: chat.chatID)
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            for index in 0..<30 { _ = try await chat.alice.queueMessage("alice \(index)", to: chat.chatID) }
+            let arrived = await waitFor("bob has every message") { bobFlow.value.filter(\.isIncoming).count == 31 }
+            #expect(arrived, "bob has \(bobFlow.value.count): \(bobFlow.value.map(\.content))")
+            #expect(
+                await waitFor("alice sees every message read") {
+                    let mine = aliceFlow.value.filter { !$0.isIncoming }
+                    return mine.count == 31 && mine.allSatisfy { $0.state == .read }
+                })
+            reader.cancel()
+            subscription.cancel()
+            let stepsBack = seen.withLock { $0 }.filter { _, ranks in zip(ranks, ranks.dropFirst()).contains { $0 > $1 } }
+            #expect(stepsBack.isEmpty, "states that stepped back: \(stepsBack)")
         }
     }
 }

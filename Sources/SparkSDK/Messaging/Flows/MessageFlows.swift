@@ -103,11 +103,14 @@ actor MessageFlows {
         }
     }
 
-    /// Puts `messages`, as just written, in their places in the chat's flow, without reading them
-    /// back.
-    func showMessages(_ messages: [ChatMessage], in chatID: String) {
-        guard let owner = messageOwners.withLock({ $0[chatID] }), !messages.isEmpty else { return }
-        owner.update { window in Self.merge(messages, removing: [], into: &window, limit: Self.flowWindow) }
+    /// The update that puts `messages`, as just written, in their places in the chat's flow,
+    /// without reading them back. Run by the job of the write that wrote them, right after it
+    /// commits (`MessagingStorage.write(_:thenShowing:)`): so it comes before any later write's
+    /// update, and a message never shows an older state after a newer one (`sending` after
+    /// `delivered`, as when it was applied from another actor after the storage had moved on).
+    nonisolated func showingMessages(_ messages: [ChatMessage], in chatID: String) -> @Sendable () -> Void {
+        guard let owner = messageOwners.withLock({ $0[chatID] }), !messages.isEmpty else { return {} }
+        return { owner.update { window in Self.merge(messages, removing: [], into: &window, limit: Self.flowWindow) } }
     }
 
     /// `window` with `changed` in their places (replaced, or added where they sort) and

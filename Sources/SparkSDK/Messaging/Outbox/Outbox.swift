@@ -81,7 +81,6 @@ actor Outbox: MessagingPart {
         // behind another reads it when it starts).
         if let sent = try await sendAtOnce(outgoing, readingPending: deliveries[chatID] == nil) {
             if sent.expiring { await noteExpiring() }
-            await flows.showMessages(sent.messages, in: chatID)
             guard untilPosted else {
                 startDelivery(in: chatID, pending: sent.pending)
                 return sent.messages
@@ -100,6 +99,7 @@ actor Outbox: MessagingPart {
         let holding = untrusted.isEmpty ? [] : try await heldBy(chatID)
         // What was held goes first, in the order the user sent it.
         if holding.isEmpty, waiting { await releaseHeld(in: chatID) }
+        let flows = self.flows
         let messages = try await write { store -> [ChatMessage] in
             var session = holding.isEmpty ? try self.activeSession(chatID, in: store) : nil
             var shown: [ChatMessage] = []
@@ -118,9 +118,10 @@ actor Outbox: MessagingPart {
                 shown.append(message.shown(as: sealed == nil ? .held : .sending))
             }
             return shown
+        } thenShowing: { shown, _ in
+            flows.showingMessages(shown, in: chatID)
         }
         await noteExpiring()
-        await flows.showMessages(messages, in: chatID)
         guard untilPosted else {
             startDelivery(in: chatID, pending: nil)
             return messages
@@ -155,6 +156,7 @@ actor Outbox: MessagingPart {
     private func sendAtOnce(_ outgoing: [OutgoingMessage], readingPending: Bool) async throws -> SentAtOnce? {
         guard let chatID = outgoing.first?.chatID else { return nil }
         let groups = self.groups
+        let flows = self.flows
         return try await write { store -> SentAtOnce? in
             try groups.deferringSaves(store) {
                 var session = try self.activeSession(chatID, in: store)
@@ -169,6 +171,8 @@ actor Outbox: MessagingPart {
                     messages: shown, pending: readingPending ? try store.sending(chatID: chatID) : nil,
                     expiring: try store.timer(chatID: chatID) > 0)
             }
+        } thenShowing: { sent, _ in
+            sent.map { flows.showingMessages($0.messages, in: chatID) } ?? {}
         }
     }
 
@@ -357,6 +361,7 @@ actor Outbox: MessagingPart {
     /// same receipts).
     private func accept(_ receipts: [(id: String, receipt: PostReceipt)], in chatID: String) async -> [ChatMessage]? {
         guard let last = receipts.last?.receipt.postedAt else { return [] }
+        let flows = self.flows
         let accepted = try? await write { store -> (events: [MessageEvent], shown: [ChatMessage]) in
             var events: [MessageEvent] = []
             var shown: [ChatMessage] = []
@@ -366,9 +371,10 @@ actor Outbox: MessagingPart {
             }
             try store.touchChat(chatID, at: last)
             return (events, shown)
+        } thenShowing: { accepted, _ in
+            flows.showingMessages(accepted.shown, in: chatID)
         }
         guard let accepted else { return nil }
-        await flows.showMessages(accepted.shown, in: chatID)
         report(accepted.events)
         return accepted.shown
     }
