@@ -206,6 +206,12 @@ struct TransparencyLogTests {
                 try await domain.checkAuditorRequest(
                     auditorKey: realKey, at: now, signature: try real.signature(for: request), after: -1, limit: 11)
             }
+            for extreme in [Int64.min, Int64.min + 1, Int64.max] {
+                await #expect(throws: DomainError.self, "at \(extreme)") {
+                    try await domain.checkAuditorRequest(
+                        auditorKey: realKey, at: extreme, signature: Data(), after: Int64.min, limit: Int.min)
+                }
+            }
             let old = now - TransparencyAudit.requestSkew - 1_000
             await #expect(throws: DomainError.self, "signed long ago") {
                 try await domain.checkAuditorRequest(

@@ -362,7 +362,9 @@ extension DomainEngine: TransparencyLogSource {
     /// key's. Refused with ``DomainError/Code/invalidProof`` otherwise.
     package func checkAuditorRequest(auditorKey: Data, at: Int64, signature: Data, after: Int64, limit: Int) async throws {
         let now = Int64(clock.now().timeIntervalSince1970 * 1000)
-        guard abs(now - at) <= TransparencyAudit.requestSkew else {
+        // Any `at` a client sends: the difference computed without overflowing.
+        let (difference, overflow) = now.subtractingReportingOverflow(at)
+        guard !overflow, difference.magnitude <= UInt64(TransparencyAudit.requestSkew) else {
             throw DomainError(.invalidProof, "the auditor's request was signed too far from the domain's time")
         }
         let registered = try await storage {
