@@ -17,7 +17,10 @@ let usage = """
       init DIR --vrf-key BASE64 --head-key BASE64
                                   make the auditor's key in DIR (mode 0700) for the domain whose
                                   transparency keys these are (`spark-domaind passcode-keys DOMAIN_DIR
-                                  transparency` prints them); prints the auditor's public key
+                                  transparency` prints them); prints the auditor's public key,
+                                  which the domain's operator registers (`spark-admin
+                                  transparency auditor add KEY NAME`) before its co-signatures
+                                  are taken
       key DIR                     print the auditor's public key (for the devices' plist)
       run DIR --domain URL [--ca FILE] [--once] [--interval SECONDS]
                                   follow the log: check and co-sign every interval (10 s), or once;
