@@ -184,12 +184,7 @@ public struct KeyBlobProof: Sendable, Codable, Equatable {
 /// SHA-256(data)`. It names every blob, the version each replaces and the exact new bytes, so the
 /// proof is good for that write only.
 public func keyBlobWriteMessage(userID: String, endpointID: String, challenge: Data, writes: [KeyBlobWrite]) -> Data {
-    var message = Data("spark-key-blobs-v1".utf8)
-    message.append(0)
-    message.append(Data(userID.utf8))
-    message.append(0)
-    message.append(Data(endpointID.utf8))
-    message.append(0)
+    var message = endpointMessage("spark-key-blobs-v1", userID: userID, endpointID: endpointID)
     message.append(challenge)
     message.append(UInt8(clamping: writes.count))
     for write in writes {
@@ -298,7 +293,13 @@ public struct PublishedIdentity: Sendable, Codable, Equatable {
 /// What an unlock proof signs: `"spark-unlock-v1" ‖ 0 ‖ userID ‖ 0 ‖ endpointID ‖ 0 ‖ challenge`,
 /// so a proof cannot be replayed for another user, endpoint or challenge.
 public func unlockProofMessage(userID: String, endpointID: String, challenge: Data) -> Data {
-    Data("spark-unlock-v1".utf8) + [0] + Data(userID.utf8) + [0] + Data(endpointID.utf8) + [0] + challenge
+    endpointMessage("spark-unlock-v1", userID: userID, endpointID: endpointID) + challenge
+}
+
+/// What every signature an endpoint makes for the domain begins with: `tag ‖ 0x00 ‖ userID ‖ 0x00 ‖
+/// endpointID ‖ 0x00`, so no signature serves another purpose, user or endpoint.
+private func endpointMessage(_ tag: String, userID: String, endpointID: String) -> Data {
+    Data(tag.utf8) + [0] + Data(userID.utf8) + [0] + Data(endpointID.utf8) + [0]
 }
 
 /// What an Ed25519 signature by the identity key covers to make `version` the user's passcode
@@ -307,12 +308,7 @@ public func unlockProofMessage(userID: String, endpointID: String, challenge: Da
 /// evaluates passcodes under the user's older versions: backups made under them open nothing.
 public func passcodeRetireMessage(userID: String, endpointID: String, challenge: Data, version: Int) -> Data {
     var number = UInt64(max(0, version)).bigEndian
-    var message = Data("spark-passcode-retire-v1".utf8)
-    message.append(0)
-    message.append(Data(userID.utf8))
-    message.append(0)
-    message.append(Data(endpointID.utf8))
-    message.append(0)
+    var message = endpointMessage("spark-passcode-retire-v1", userID: userID, endpointID: endpointID)
     message.append(Data(bytes: &number, count: 8))
     message.append(challenge)
     return message
