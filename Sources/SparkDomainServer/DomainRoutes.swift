@@ -168,7 +168,8 @@ extension DomainRouter {
         case .identityKeyVersion: return .endpoint(Empty.self) { domain, caller, _ in Wire.Version(version: try await domain.identityKeyVersion(as: caller)) }
 
         // Key transparency.
-        case .transparencyKeys: return .endpoint(Empty.self) { domain, caller, _ in try await domain.transparencyKeys(as: caller) }
+        // Public: no account needed (an auditor, a verifier written from the docs).
+        case .transparencyKeys: return .anyone(Empty.self) { domain, _ in domain.transparency.keys }
         case .identityProof:
             return .endpoint(Wire.IdentityProofQuery.self) { domain, caller, query in
                 var auditor: Data?
@@ -185,8 +186,8 @@ extension DomainRouter {
                 return Wire.EncodedProof(proof: TransparencyCodec.encode(proof))
             }
         case .transparencyHeads:
-            return .endpoint(Wire.HeadsQuery.self) { domain, caller, query in
-                let heads = try await domain.transparencyHeads(as: caller, since: try logSize(query.since))
+            return .anyone(Wire.HeadsQuery.self) { domain, query in
+                let heads = try await domain.transparencyHeads(since: try logSize(query.since))
                 return Wire.EncodedHeads(
                     latest: TransparencyCodec.encode(heads.latest), consistency: TransparencyCodec.encode(nodes: heads.consistency),
                     at: heads.at.map(TransparencyCodec.encode))

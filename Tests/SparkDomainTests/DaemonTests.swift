@@ -238,7 +238,11 @@ struct DaemonTests {
                     port: port, method: operation.method, path: operation.path,
                     headers: operation.method == "POST" ? ["Content-Type": "application/json"] : [:],
                     body: operation.method == "POST" ? Data("{}".utf8) : Data())
-                #expect(answer.status != 404 && answer.status < 500, "\(operation.path) answered \(answer.status)")
+                // A 404 of the domain's own (an empty transparency log's heads) is routed; the
+                // router's "no route" is not.
+                #expect(
+                    !(answer.status == 404 && answer.body.contains("no route")) && answer.status < 500,
+                    "\(operation.path) answered \(answer.status) \(answer.body)")
             }
             await daemon.stop()
         }

@@ -276,7 +276,7 @@ struct AuditorCommandTests {
     /// not the key's, is refused and counted like an anonymous request.
     @Test func anonymousReadsOfTheLogAreBoundedAndAuditorsPageFreely() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let daemon = try await DomainDaemon.start(in: directory, serveArguments: ["--rate-limits", "5,5"])
+            let daemon = try await DomainDaemon.start(in: directory, plain: true, serveArguments: ["--rate-limits", "5,5"])
             let domain = try daemon.client()
             let token = try await domain.testToken(userID: "alice").token
             _ = try await domain.registerEndpoint(token: token, registration: .init(endpointID: "a1", description: "test"))
@@ -308,6 +308,14 @@ struct AuditorCommandTests {
             #expect(
                 try await domain.transparencyUpdates(after: -1, limit: 10, auditor: auditor).updates.count == 1,
                 "the auditor still reads")
+            // The keys and the heads are public too: no token, no endpoint.
+            let port = daemon.url.port ?? 0
+            let keys = await RawHTTP.request(port: port, method: "GET", path: "/v1/transparency/keys")
+            #expect(keys.status == 200 && keys.body.contains("vrfKey"), "\(keys.status) \(keys.body)")
+            let heads = await RawHTTP.request(port: port, method: "GET", path: "/v1/transparency/heads?since=1")
+            #expect(heads.status == 200 && heads.body.contains("latest"), "\(heads.status) \(heads.body)")
+            let proof = await RawHTTP.request(port: port, method: "GET", path: "/v1/transparency/identity?userID=alice")
+            #expect(proof.status == 401, "an identity proof names a user: it needs an account (\(proof.status))")
             await daemon.stop()
         }
     }

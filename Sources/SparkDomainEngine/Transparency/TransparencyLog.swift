@@ -343,6 +343,12 @@ extension DomainEngine {
     /// head as the domain signed it (nil when no epoch ended there).
     package func transparencyHeads(as caller: Caller, since: UInt64?) async throws -> TransparencyHeads {
         try await requireEndpoint(caller, unlocking: true)
+        return try await transparencyHeads(since: since)
+    }
+
+    /// ``transparencyHeads(as:since:)`` for anyone (`GET /v1/transparency/heads` needs no account:
+    /// the heads are public, and an auditor or a verifier written from the docs reads them).
+    package func transparencyHeads(since: UInt64?) async throws -> TransparencyHeads {
         let log = transparency
         let heads = try await storage { try await store.read { db in try log.heads(db, since: since) } }
         return TransparencyHeads(latest: heads.latest, consistency: heads.consistency, at: heads.at)
