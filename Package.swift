@@ -202,8 +202,7 @@ let package = Package(
         .testTarget(
             name: "SparkDomainTests",
             dependencies: [
-                "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkLock", "SparkStore", "SparkTestSupport",
-                "domain-peer",
+                "SparkDomain", "SparkDomainEngine", "SparkDomainServer", "SparkStore", "SparkTestSupport", "domain-peer",
                 "spark-domaind", "spark-kt-auditor", "spark-admin",
             ],
             exclude: ["Python"],

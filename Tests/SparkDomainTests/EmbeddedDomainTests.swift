@@ -2,7 +2,6 @@ import Foundation
 import SparkCrypto
 import SparkDomain
 import SparkDomainEngine
-import SparkLock
 import SparkTestSupport
 import Testing
 
@@ -375,79 +374,6 @@ struct AccountAssistantTests {
             let here = try await domain.testToken(userID: "erin")
             let validate = try await Fixtures.run(peer, [domain.path, "validate", here.token])
             #expect(validate.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "erin")
-        }
-    }
-}
-
-/// The embedded domain's transactions run on a thread of the store's own, never on Swift's
-/// cooperative pool: while another process holds the file's write lock, twice as many of the
-/// app's domain calls as the machine has cores wait in SQLite's busy handler, and the app's other
-/// tasks still run meanwhile (on the caller's thread, the calls held every thread of the pool,
-/// and nothing ran until they gave up).
-@Suite("Embedded domain: a file held by another process")
-struct HeldFileTests {
-    static let holder = """
-        import os, sqlite3, sys, time
-        connection = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
-        connection.execute("BEGIN IMMEDIATE")
-        open(sys.argv[2], "w").close()
-        while not os.path.exists(sys.argv[3]):
-            time.sleep(0.01)
-        connection.execute("COMMIT")
-        """
-
-    @Test func aHeldFileStallsNoOtherTask() async throws {
-        try await Fixtures.withTemporaryDirectory { directory in
-            let domain = try makeDomain(directory)
-            let token = try await domain.testToken(userID: "alice").token
-            let script = directory.appendingPathComponent("hold.py")
-            try Data(Self.holder.utf8).write(to: script)
-            let ready = directory.appendingPathComponent("ready").path
-            let release = directory.appendingPathComponent("release").path
-            let process = ChildProcess()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [
-                "python3", script.path, directory.appendingPathComponent("domain.sqlite").path, ready, release,
-            ]
-            try process.run()
-            defer {
-                _ = FileManager.default.createFile(atPath: release, contents: nil)
-                process.waitUntilExit()
-            }
-            for _ in 0..<3000 where !FileManager.default.fileExists(atPath: ready) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect(FileManager.default.fileExists(atPath: ready), "the other process holds the file")
-            let finished = Locked(0)
-            let calls = Task {
-                await withTaskGroup(of: Bool.self) { group in
-                    for index in 0..<(2 * ProcessInfo.processInfo.activeProcessorCount) {
-                        group.addTask {
-                            defer { finished.withLock { $0 += 1 } }
-                            return
-                                (try? await domain.registerEndpoint(
-                                    token: token, registration: .init(endpointID: "e\(index)", description: "x"))) != nil
-                        }
-                    }
-                    return await group.reduce(into: [Bool]()) { $0.append($1) }
-                }
-            }
-            // The app's other work: a few hundred small tasks on the pool, all done while the
-            // calls wait for the file.
-            let others = await withTaskGroup(of: Int.self) { group in
-                for index in 0..<400 {
-                    group.addTask {
-                        await Task.yield()
-                        return index
-                    }
-                }
-                return await group.reduce(0) { $0 + $1 }
-            }
-            #expect(others == 400 * 399 / 2)
-            #expect(finished.withLock { $0 } == 0, "the other tasks ran while every domain call waited for the file")
-            _ = FileManager.default.createFile(atPath: release, contents: nil)
-            let results = await calls.value
-            #expect(results.count == 2 * ProcessInfo.processInfo.activeProcessorCount && results.allSatisfy { $0 })
         }
     }
 }
