@@ -75,10 +75,15 @@ public struct TransparencyAudit: Sendable {
 
     /// Whether `signature` is `auditorKey`'s (P-256 `x ‖ y`) over `head`.
     public static func isCosigned(_ head: TreeHead, signature: Data, auditorKey: Data, vrfKey: Data) -> Bool {
-        guard auditorKey.count == 64, let key = try? P256.PublicKey(x: auditorKey.prefix(32), y: auditorKey.suffix(32)) else {
-            return false
-        }
+        guard let key = auditorPublicKey(auditorKey) else { return false }
         return key.isValidSignature(signature, for: signedBytes(head, vrfKey: vrfKey))
+    }
+
+    /// An auditor's key as the wire and the plist carry it, P-256 `x ‖ y` (64 bytes); nil when
+    /// it is not a point of the curve.
+    public static func auditorPublicKey(_ data: Data) -> P256.PublicKey? {
+        guard data.count == 64 else { return nil }
+        return try? P256.PublicKey(x: data.prefix(32), y: data.suffix(32))
     }
 
     /// Encodes updates: a count (u32), then each position (u64), VRF output and commitment.

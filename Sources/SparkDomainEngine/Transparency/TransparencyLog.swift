@@ -239,7 +239,7 @@ package final class TransparencyLog: Sendable {
     /// size than the one kept changes nothing. Only a registered auditor's: anyone else's is
     /// refused before its signature is checked (one indexed read).
     func recordAudit(_ db: any DomainStatements, size: UInt64, auditorKey: Data, signature: Data) throws {
-        guard try db.scalar("SELECT 1 FROM kt_auditors WHERE auditor_key = ?", [auditorKey], as: Int.self) != nil else {
+        guard try Self.isRegisteredAuditor(db, auditorKey) else {
             throw DomainError(
                 .forbidden, "that key is not an auditor of this domain (the operator registers auditors)")
         }
@@ -257,6 +257,11 @@ package final class TransparencyLog: Sendable {
             INSERT INTO kt_audits(auditor_key, size, signature) VALUES (?, ?, ?)
             ON CONFLICT(auditor_key) DO UPDATE SET size = excluded.size, signature = excluded.signature
             """, [auditorKey, Int64(size), signature])
+    }
+
+    /// Whether the operator registered `auditorKey` (``DomainEngine/addTransparencyAuditor(_:name:)``).
+    static func isRegisteredAuditor(_ db: any DomainStatements, _ auditorKey: Data) throws -> Bool {
+        try db.scalar("SELECT 1 FROM kt_auditors WHERE auditor_key = ?", [auditorKey], as: Int.self) != nil
     }
 
     /// The latest head with the consistency proof from `since`, and the head of `since` entries
@@ -374,14 +379,12 @@ extension DomainEngine: TransparencyLogSource {
             throw DomainError(.invalidProof, "the auditor's request was signed too far from the domain's time")
         }
         let registered = try await storage {
-            try await store.read { db in
-                try db.scalar("SELECT 1 FROM kt_auditors WHERE auditor_key = ?", [auditorKey], as: Int.self) != nil
-            }
+            try await store.read { db in try TransparencyLog.isRegisteredAuditor(db, auditorKey) }
         }
         guard registered else {
             throw DomainError(.invalidProof, "that key is not an auditor of this domain (the operator registers auditors)")
         }
-        guard auditorKey.count == 64, let key = try? P256.PublicKey(x: auditorKey.prefix(32), y: auditorKey.suffix(32)),
+        guard let key = TransparencyAudit.auditorPublicKey(auditorKey),
             key.isValidSignature(signature, for: TransparencyAudit.updatesRequestBytes(after: after, limit: limit, at: at))
         else { throw DomainError(.invalidProof, "the auditor's request is not signed by its key") }
     }
@@ -433,7 +436,7 @@ extension DomainEngine {
 
     /// Registers an auditor: a P-256 key (64 bytes, x ‖ y) and a name of 1 to 200 characters.
     package func addTransparencyAuditor(_ auditorKey: Data, name: String) throws {
-        guard auditorKey.count == 64, (try? P256.PublicKey(x: auditorKey.prefix(32), y: auditorKey.suffix(32))) != nil else {
+        guard TransparencyAudit.auditorPublicKey(auditorKey) != nil else {
             throw DomainError(.invalidRequest, "an auditor key is a P-256 public key, 64 bytes (x ‖ y)")
         }
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -30,8 +30,8 @@ final class LoopbackRedirect: Sendable {
     let redirectURI: String
     private let socket: Int32
     private let path: String
-    /// The state the answer must carry (nil: any, for tests of the listener itself).
-    private let expectedState: String?
+    /// The state the answer must carry.
+    private let expectedState: String
     /// The connections being read now.
     private let reading = Locked(0)
     /// The waiting task, the outcome, and whether the listening socket is closed: the socket is
@@ -43,7 +43,7 @@ final class LoopbackRedirect: Sendable {
 
     /// A listener on `127.0.0.1:port` (`0`: a free port), answering at `path` the request that
     /// carries `state`.
-    init(port: UInt16 = 0, path: String = "/callback", state: String?) throws {
+    init(port: UInt16 = 0, path: String = "/callback", state: String) throws {
         let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw AuthError(.storageFailure, "cannot open a loopback socket: errno \(errno)") }
         var address = sockaddr_in()
@@ -116,7 +116,7 @@ final class LoopbackRedirect: Sendable {
         while !isFinished {
             let connection = accept(socket, nil, nil)
             if connection < 0 {
-                if errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE { continue }
+                if errno == EINTR || errno == ECONNABORTED { continue }
                 return
             }
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
@@ -166,12 +166,10 @@ final class LoopbackRedirect: Sendable {
         }
         var query: Answer = [:]
         for item in components.queryItems ?? [] where query[item.name] == nil { query[item.name] = item.value ?? "" }
-        if let expectedState {
-            // RFC 6749 §10.12: only this sign-in's answer ends it; another is told and ignored.
-            guard let state = query["state"], IDTokenCheck.constantTimeEqual(state, expectedState) else {
-                respond(connection, status: "400 Bad Request", "This is not the answer to this sign-in.")
-                return nil
-            }
+        // RFC 6749 §10.12: only this sign-in's answer ends it; another is told and ignored.
+        guard let state = query["state"], IDTokenCheck.constantTimeEqual(state, expectedState) else {
+            respond(connection, status: "400 Bad Request", "This is not the answer to this sign-in.")
+            return nil
         }
         let signedIn = query["code"] != nil
         respond(
