@@ -1,5 +1,5 @@
 internal import CSQLite
-import Foundation
+public import Foundation
 
 /// One SQLite connection. Not thread-safe: it lives behind one owner, a ``DatabaseQueue``, which
 /// hands it to one closure at a time.
@@ -123,6 +123,39 @@ public final class Database {
         try statement.bind(arguments)
         defer { statement.reset() }
         while try statement.step() { try body(statement.row()) }
+    }
+
+    /// The database attached as `schema` as one SQLite file image (`sqlite3_serialize`): for
+    /// an in-memory database, what a file of it would hold. Outside a write to it.
+    public func serialize(schema: String) throws -> Data {
+        var size: sqlite3_int64 = 0
+        guard let bytes = sqlite3_serialize(handle, schema, &size, 0) else {
+            throw StoreError(.sqlite, message: "cannot serialize the database \(schema) (out of memory or no such database)")
+        }
+        return Data(
+            bytesNoCopy: bytes, count: Int(size),
+            deallocator: .custom { pointer, _ in sqlite3_free(pointer) })
+    }
+
+    /// Makes the in-memory database attached as `schema` the one `image` holds
+    /// (`sqlite3_deserialize`, resizable, its copy freed with the connection), in place of what
+    /// it held. Not inside a transaction. A damaged image is refused by the first statement that
+    /// reads it (``StoreError/Code/corrupt``), never trusted.
+    public func deserialize(schema: String, _ image: Data) throws {
+        guard !isInTransaction else { throw StoreError(.misuse, message: "cannot replace \(schema) inside a transaction") }
+        let size = max(image.count, 1)
+        guard let buffer = sqlite3_malloc64(sqlite3_uint64(size)) else {
+            throw StoreError(.sqlite, message: "out of memory for an image of \(image.count) bytes")
+        }
+        image.withUnsafeBytes { source in
+            if let base = source.baseAddress { buffer.copyMemory(from: base, byteCount: image.count) }
+        }
+        // SQLite owns the buffer from here, also when it refuses it.
+        let flags = UInt32(SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)
+        let result = sqlite3_deserialize(
+            handle, schema, buffer.assumingMemoryBound(to: UInt8.self), sqlite3_int64(image.count), sqlite3_int64(size), flags)
+        guard result == SQLITE_OK else { throw error(result, sql: nil) }
+        statementCache.removeAll()
     }
 
     /// The rowid of the last inserted row on this connection.

@@ -25,6 +25,9 @@ struct EndpointWipeTests {
         let alice: BBMAccess
         let bob: BBMEnterpriseService
         let bobDirectory: URL
+        /// Bob's store's connection (its search index is in memory there) and key before the wipe.
+        let queue: DatabaseQueue
+        let sealer: StoreSealer
         let secrets: [String: Data]
     }
 
@@ -49,8 +52,10 @@ struct EndpointWipeTests {
         // The search index's term for a word of it (its last 12 digits: see `SearchTests`).
         let searchKey = try await bobAccess.messenger.read { store in store.searchKey }
         try store.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        let sealer = try #require(try await bobAccess.messenger.read { ($0 as? SQLiteMessagingStore)?.sealer })
         return Prepared(
             world: world, alice: alice, bob: bob, bobDirectory: bobDirectory,
+            queue: try #require(bobAccess.messenger.storage.sqliteQueue), sealer: sealer,
             secrets: [
                 "a message": try #require(stored.1), "the identity key": try #require(stored.2),
                 "a chat's group state": try #require(stored.0),
@@ -66,6 +71,19 @@ struct EndpointWipeTests {
                 continue
             }
             for (name, secret) in prepared.secrets where bytes.range(of: secret) != nil { found.append("\(name) in \(file)") }
+        }
+        // The search index as the key holder reads it: in memory, and its image opened with the
+        // key the store had (a reset destroys it; a wipe that keeps it leaves an empty image).
+        let places = [
+            ("the index in memory", try prepared.queue.withConnection { try $0.serialize(schema: SearchIndexImage.schema) }),
+            (
+                "the index's image",
+                SearchIndexImage.opened(
+                    besides: prepared.bobDirectory.appendingPathComponent("endpoint.sqlite"), sealer: prepared.sealer) ?? Data()
+            ),
+        ]
+        for (place, bytes) in places {
+            for (name, secret) in prepared.secrets where bytes.range(of: secret) != nil { found.append("\(name) in \(place)") }
         }
         return found.sorted()
     }

@@ -200,12 +200,24 @@ struct SearchTests {
         return [Data(key.token(.word, word).suffix(12).utf8)]
     }
 
-    /// Whether any of `tokens` is in the endpoint's files (the store and its write-ahead log).
-    private static func inFiles(_ tokens: [Data], _ directory: URL, device: String) -> Bool {
-        ["endpoint.sqlite", "endpoint.sqlite-wal"].contains { file in
+    /// Whether any of `tokens` is in the endpoint's files as they are: the store, its
+    /// write-ahead log and the index's image (sealed).
+    static func inFiles(_ tokens: [Data], _ directory: URL, device: String) -> Bool {
+        ["endpoint.sqlite", "endpoint.sqlite-wal", SearchIndexImage.fileName].contains { file in
             let bytes = (try? Data(contentsOf: directory.appendingPathComponent(device).appendingPathComponent(file))) ?? Data()
             return tokens.contains { bytes.range(of: $0) != nil }
         }
+    }
+
+    /// Where `tokens` are in the index as the key holder reads it: its pages in memory, and its
+    /// image opened with the store key.
+    static func inIndex(_ tokens: [Data], of access: BBMAccess) async throws -> [String] {
+        let queue = try #require(access.messenger.storage.sqliteQueue)
+        let sealer = try #require(try await access.messenger.read { ($0 as? SQLiteMessagingStore)?.sealer })
+        let memory = try queue.withConnection { db in try db.serialize(schema: SearchIndexImage.schema) }
+        let image = SearchIndexImage.opened(besides: URL(fileURLWithPath: queue.path), sealer: sealer) ?? Data()
+        return [("memory", memory), ("image", image)].filter { _, bytes in tokens.contains { bytes.range(of: $0) != nil } }
+            .map(\.0)
     }
 
     @Test(arguments: MessagingStoreKind.tested)
@@ -225,7 +237,10 @@ struct SearchTests {
                 for word in words + ["sighting", "memo"] {
                     #expect(!Self.inFiles([Data(word.utf8)], directory, device: "bob-phone"), "\(word) in the clear")
                 }
-                #expect(Self.inFiles(try await Self.tokens(of: "quokka", in: bob), directory, device: "bob-phone"))
+                // Nor a token: they are in the index in memory, and in the files only sealed.
+                let quokka = try await Self.tokens(of: "quokka", in: bob)
+                #expect(!Self.inFiles(quokka, directory, device: "bob-phone"))
+                #expect(try await Self.inIndex(quokka, of: bob).contains("memory"))
             }
 
             // An edit: the old word is gone, the new one found.
@@ -241,9 +256,10 @@ struct SearchTests {
             #expect(try await Self.found(alice, SearchQuery("quokka")).isEmpty)
             if scanned {
                 for word in ["zanzibar", "quokka"] {
-                    #expect(!Self.inFiles(try await Self.tokens(of: word, in: bob), directory, device: "bob-phone"), "\(word)")
+                    #expect(try await Self.inIndex(try await Self.tokens(of: word, in: bob), of: bob) == [], "\(word)")
                 }
-                #expect(Self.inFiles(try await Self.tokens(of: "walrus", in: bob), directory, device: "bob-phone"))
+                // Taken out, the index's new image was written at once: the others are there.
+                #expect(try await Self.inIndex(try await Self.tokens(of: "walrus", in: bob), of: bob) == ["memory", "image"])
             }
             // Leaving: the messages stay to be read, search no longer finds them.
             try await bob.leaveChat(chatID)
@@ -252,7 +268,7 @@ struct SearchTests {
             #expect(try await bob.message(ids[2]).content == "meet at the walrus")
             if scanned {
                 for word in ["walrus", "ocelot", "madagascar"] {
-                    #expect(!Self.inFiles(try await Self.tokens(of: word, in: bob), directory, device: "bob-phone"), "\(word)")
+                    #expect(try await Self.inIndex(try await Self.tokens(of: word, in: bob), of: bob) == [], "\(word)")
                 }
             }
         }
@@ -309,8 +325,8 @@ struct SearchTests {
             // Not a token of the message rolled back in the file (results are checked against
             // the messages, so only the file shows one left behind).
             if kind == .sqlite {
-                #expect(!Self.inFiles(try await Self.tokens(of: "second", in: bob), directory, device: "bob-phone"))
-                #expect(Self.inFiles(try await Self.tokens(of: "third", in: bob), directory, device: "bob-phone"))
+                #expect(try await Self.inIndex(try await Self.tokens(of: "second", in: bob), of: bob) == [])
+                #expect(try await Self.inIndex(try await Self.tokens(of: "third", in: bob), of: bob).contains("memory"))
             }
         }
     }
@@ -332,8 +348,8 @@ struct SearchTests {
             #expect(await waitFor("alice's device removes it") { !aliceMessages.value.contains { $0.id == secret.id } })
             #expect(try await Self.found(alice, SearchQuery("armadillo")) == [kept.id])
             #expect(try await Self.found(alice, SearchQuery("password")).isEmpty)
-            #expect(!Self.inFiles(try await Self.tokens(of: "password", in: alice), directory, device: "alice-laptop"))
-            #expect(Self.inFiles(try await Self.tokens(of: "facts", in: alice), directory, device: "alice-laptop"))
+            #expect(try await Self.inIndex(try await Self.tokens(of: "password", in: alice), of: alice) == [])
+            #expect(try await Self.inIndex(try await Self.tokens(of: "facts", in: alice), of: alice) == ["memory", "image"])
             _ = bob
         }
     }
@@ -376,9 +392,9 @@ struct SearchTests {
             // An index of another version (an upgrade) is rebuilt when messaging starts.
             if let queue = bob.messenger.storage.sqliteQueue {
                 try queue.write { db in
-                    try db.execute("INSERT INTO message_search(message_search) VALUES ('delete-all')")
-                    try db.execute("UPDATE messages SET search_length = NULL")
-                    try db.execute("UPDATE search_index_state SET version = 1")
+                    try db.execute("INSERT INTO search.message_search(message_search) VALUES ('delete-all')")
+                    try db.execute("DELETE FROM search.lengths")
+                    try db.execute("UPDATE search.state SET version = 1")
                 }
                 #expect(try await bob.messenger.read { store in try store.searchIndexState().current } == false)
                 #expect(try await Self.found(bob, SearchQuery("ledger")).isEmpty)

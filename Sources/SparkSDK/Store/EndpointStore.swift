@@ -58,16 +58,22 @@ public final class EndpointStore: Sendable {
         let (sealer, wasSealed) = try Self.unlock(queue, keyring: keyring, directory: directory)
         currentSealer = Locked(sealer)
         do {
+            let indexInFile = try queue.read { db in
+                try db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'message_search'", as: Int.self) != nil
+            }
             try Self.migrator(sealer).migrate(queue)
-            if !wasSealed {
-                // Values sealed in place leave their plaintext in free pages and the WAL. The
-                // VACUUM may renumber messages' rowids, the search index's documents: rebuilt.
+            if !wasSealed || indexInFile {
+                // Values sealed in place leave their plaintext in free pages and the WAL, as the
+                // search index of the file (before `v20-sealed-search-index`) leaves its tokens.
+                // The VACUUM may renumber messages' rowids, the search index's documents: it comes
+                // before the index has an image, so the index is rebuilt.
                 try queue.withConnection { db in
                     try db.execute("VACUUM")
-                    try db.execute("UPDATE search_index_state SET version = 0")
                     try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 }
+                unlink(directory.appendingPathComponent(SearchIndexImage.fileName).path)
             }
+            try SearchIndexImage.attach(queue, sealer: sealer)
         } catch {
             throw AuthError(.storageFailure, "cannot open the endpoint store in \(directory.path): \(error)")
         }
@@ -465,6 +471,25 @@ public final class EndpointStore: Sendable {
                 END;
                 """)
         }
+        migrator.register("v20-sealed-search-index") { db in
+            // The search index leaves the file for memory and a sealed image
+            // (`SearchIndexImage`): the file keeps the journal that ties the image to the
+            // messages. The old index's pages are zeroed (`secure_delete`) and the file is
+            // vacuumed after the migration; the index is rebuilt.
+            try db.execute(
+                """
+                DROP TABLE message_search;
+                DROP TABLE search_index_state;
+                ALTER TABLE messages DROP COLUMN search_length;
+                CREATE TABLE search_index_state (
+                    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+                    seq INTEGER NOT NULL,
+                    image_through INTEGER NOT NULL
+                );
+                INSERT INTO search_index_state VALUES (1, 0, 0);
+                CREATE TABLE search_changes (row INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+                """)
+        }
         return migrator
     }
 
@@ -623,8 +648,7 @@ extension EndpointStore {
         do {
             try queue.write { db in
                 for table in Self.userDataTables { try db.execute("DELETE FROM \(table)") }
-                // The index is a contentless FTS5 table: emptied by its own command.
-                try db.execute("INSERT INTO message_search(message_search) VALUES ('delete-all')")
+                try SearchIndexImage.emptied(db, version: SQLiteMessagingStore.searchIndexVersion)
                 if !kept.contains(.registration) { try db.execute("DELETE FROM registration") }
                 if !kept.contains(.credentials) { try db.execute("DELETE FROM credentials") }
             }
@@ -643,6 +667,8 @@ extension EndpointStore {
                 }
                 currentSealer.withLock { $0 = fresh }
             }
+            // The empty index's image, under the key there is now (the old one's goes).
+            try SearchIndexImage.saveIfDue(queue, sealer: sealer)
             try queue.withConnection { db in
                 try db.execute("VACUUM")
                 try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

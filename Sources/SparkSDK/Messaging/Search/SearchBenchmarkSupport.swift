@@ -41,6 +41,12 @@ import SparkStore
     /// The SQLite file.
     public var path: String { store.directory.appendingPathComponent("endpoint.sqlite").path }
 
+    /// The search index's sealed image (written by ``close()``, and as messages come).
+    public var imagePath: String { store.directory.appendingPathComponent(SearchIndexImage.fileName).path }
+
+    /// Stops the store as messaging does: the index's image written, nothing written after.
+    public func close() async { await storage.close() }
+
     /// Stores (and indexes) `messages` in one transaction, as a mailbox page is applied.
     public func store(_ messages: [Message]) async throws {
         try await storage.write { store in

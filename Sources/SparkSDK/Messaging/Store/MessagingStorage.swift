@@ -130,6 +130,11 @@ final class MessagingStorage: Sendable {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             thread.async {
                 self.closed.withLock { $0 = true }
+                // The search index's changes since its image: in a new one, so that the next
+                // start indexes nothing again.
+                if case .sqlite(let queue, let sealer) = self.backend {
+                    try? SearchIndexImage.saveIfDue(queue, sealer: sealer, anyChange: true)
+                }
                 done.resume()
             }
         }
@@ -151,7 +156,15 @@ final class MessagingStorage: Sendable {
         do {
             switch backend {
             case .sqlite(let queue, let sealer):
-                guard writing else { return try queue.read { db in try body(SQLiteMessagingStore(db: db, sealer: sealer)) } }
+                guard writing else {
+                    return try SQLiteMessagingStore.catchingUp(queue, sealer: sealer) {
+                        try queue.read { db in
+                            let store = SQLiteMessagingStore(db: db, sealer: sealer)
+                            try store.synchronizeSearchIndex()
+                            return try body(store)
+                        }
+                    }
+                }
                 let purged = Locked(false)
                 let result = try SQLiteMessagingStore.write(queue, sealer: sealer, purged: purged) { store in try body(store) }
                 if purged.withLock({ $0 }) {

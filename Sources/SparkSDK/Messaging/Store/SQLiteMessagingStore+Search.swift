@@ -2,27 +2,36 @@ import Foundation
 import SparkLock
 import SparkStore
 
-/// The search index on SQLite: `message_search`, a contentless FTS5 table (`content = ''`,
-/// `detail = none`, `columnsize = 0`) whose documents are the keyed tokens of each message
-/// (``SearchDocument``), under the message's rowid; `messages.search_length` is a message's
-/// number of tokens (NULL: not indexed). This file alone reads and writes them and
-/// `search_index_state`.
+/// The search index on SQLite: `search.message_search`, a contentless FTS5 table
+/// (`content = ''`, `detail = none`, `columnsize = 0`) whose documents are the keyed tokens of
+/// each message (``SearchDocument``), under the message's rowid, and `search.lengths`, each
+/// indexed message's number of tokens. Both are in an in-memory database attached to the
+/// endpoint store's connection, written to the disk only as one sealed image
+/// (``SearchIndexImage``); the file holds the journal of the messages whose place in the index
+/// changed since that image (`search_changes`). This file alone reads and writes these tables.
 ///
-/// - **No text, no positions, no sizes**: FTS5 keeps only each token's documents, so a copy of
-///   the file without the key shows which messages share a token, never a word (see
-///   `docs/SEARCH.md`). Phrases, prefixes and substrings are checked on the message itself
-///   (`SearchMatch.matches`).
+/// - **No text, no positions, no sizes**: FTS5 keeps only each token's documents; phrases,
+///   prefixes and substrings are checked on the message itself (`SearchMatch.matches`).
 /// - **Taken out without a trace**: a contentless table forgets a document only when given the
 ///   same tokens again, so they are made again from the message as stored, before it changes;
 ///   the table is then merged into one segment (`optimize`), which leaves no old segment behind,
-///   `secure_delete` zeroes the pages that held it, and the storage truncates the log.
+///   `secure_delete` zeroes the pages that held it, and a new image is written at once.
+/// - **In step with the file**: each write transaction that changes the index journals its
+///   messages' rows under a new `seq`; a transaction first makes the index reflect the journal
+///   (``synchronizeSearchIndex()``: after a crash, or another process's writes).
 /// - A message's rowid is its document: every VACUUM this store runs either follows a wipe (the
-///   index emptied) or asks for a rebuild (`EndpointStore`).
+///   index emptied) or comes before any image (`EndpointStore`).
 extension SQLiteMessagingStore {
     /// The tokens' version: a store indexed by another is rebuilt (``resetSearchIndex()``).
     static let searchIndexVersion = 6
 
     var searchKey: SearchKey { sealer.searchKey }
+
+    /// The index is behind a journal that no longer reaches back to it (another connection wrote
+    /// a newer image and trimmed the journal): the transaction is rolled back before it does
+    /// anything, the image read again (``SearchIndexImage/reload(_:sealer:)``), and the
+    /// transaction run again.
+    struct SearchIndexBehind: Error {}
 
     /// The tokens `document` puts in the index, or nil when its chat is not live (a message
     /// stored in a chat this user left is not found).
@@ -38,10 +47,72 @@ extension SQLiteMessagingStore {
         return live ? document.tokens(sealer.searchKey) : nil
     }
 
-    /// Puts `tokens` in the index as the document of the message in row `row` (whose
-    /// `search_length` the caller sets).
+    /// Makes the index reflect every change the journal holds (once a transaction, before its
+    /// first use of the index): the rows changed by transactions it has not seen are made again
+    /// from the messages as stored.
+    ///
+    /// - Throws: ``SearchIndexBehind`` when the journal no longer reaches back to this index.
+    func synchronizeSearchIndex() throws {
+        guard !searchWrites.synchronized else { return }
+        let (seq, imageThrough) = try SearchIndexImage.journalState(db)
+        let through = try db.scalar("SELECT through FROM search.state", as: Int64.self) ?? 0
+        guard through < seq else {
+            (searchWrites.synchronized, searchWrites.seq) = (true, seq + 1)
+            return
+        }
+        guard through >= imageThrough else { throw SearchIndexBehind() }
+        let rows = try db.rows("SELECT row FROM main.search_changes WHERE seq > ?", [through]) { try $0.get(0, as: Int64.self) }
+        try reconcile(rows)
+        try db.execute("UPDATE search.state SET through = ?, changed = changed + ?", [seq, rows.count])
+        (searchWrites.synchronized, searchWrites.seq) = (true, seq + 1)
+    }
+
+    /// Makes the index's documents of `rows` what the messages stored there make now: each
+    /// one the index holds is taken out with the tokens it holds for it (read from FTS5's
+    /// `fts5vocab`, one pass over the index), then each that is live is indexed again.
+    private func reconcile(_ rows: [Int64]) throws {
+        let held = try rows.filter {
+            try db.scalar("SELECT 1 FROM search.lengths WHERE row = ?", [$0], as: Int.self) != nil
+        }
+        if !held.isEmpty {
+            let wanted = Set(held)
+            try db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_vocab USING fts5vocab(search, message_search, 'instance')")
+            var tokens: [Int64: [String]] = [:]
+            for (term, document) in try db.rows(
+                "SELECT term, doc FROM temp.search_vocab",
+                reading: {
+                    (try $0.get(0, as: String.self), try $0.get(1, as: Int64.self))
+                }) where wanted.contains(document)
+            {
+                tokens[document, default: []].append(term)
+            }
+            for row in held {
+                try db.execute(
+                    "INSERT INTO search.message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
+                    [row, (tokens[row] ?? []).joined(separator: " ")])
+                try db.execute("DELETE FROM search.lengths WHERE row = ?", [row])
+            }
+            try db.execute("INSERT INTO search.message_search(message_search) VALUES ('optimize')")
+            try db.execute("UPDATE search.state SET due = 1")
+        }
+        for row in rows {
+            guard
+                let id = try db.scalar(
+                    "SELECT m.local_id \(Self.indexable) AND m.rowid = ?", [row], as: String.self),
+                let (_, _, document) = try storedDocument(id), let tokens = try searchTokens(document)
+            else { continue }
+            try db.execute("INSERT INTO search.message_search(rowid, tokens) VALUES (?, ?)", [row, SearchToken.text(tokens)])
+            try db.execute("INSERT INTO search.lengths(row, length) VALUES (?, ?)", [row, tokens.count])
+        }
+    }
+
+    /// Puts `tokens` in the index as the document of the message in row `row`.
     func addToIndex(_ tokens: [SearchToken], row: Int64) throws {
-        writeSearchIndex("INSERT INTO message_search(rowid, tokens) VALUES (?, ?)", [row, SearchToken.text(tokens)])
+        try synchronizeSearchIndex()
+        writeSearchIndex("INSERT INTO search.message_search(rowid, tokens) VALUES (?, ?)", [row, SearchToken.text(tokens)])
+        try db.execute("INSERT INTO search.lengths(row, length) VALUES (?, ?)", [row, tokens.count])
+        searchWrites.rows.append(row)
     }
 
     /// Keeps a write of the index for the end of the transaction (see ``searchWrites``).
@@ -49,18 +120,31 @@ extension SQLiteMessagingStore {
         searchWrites.pending.append((sql, arguments))
     }
 
-    /// Makes the index's writes kept so far, in order.
+    /// Makes the index's writes kept so far, in order, and journals the rows they changed under
+    /// this transaction's `seq`.
     func flushSearchWrites() throws {
         let pending = searchWrites.pending
         searchWrites.pending = []
         for write in pending { try db.execute(write.sql, write.arguments) }
+        let rows = searchWrites.rows
+        searchWrites.rows = []
+        guard !rows.isEmpty || searchWrites.reset, let seq = searchWrites.seq else { return }
+        for row in rows {
+            try db.execute(
+                "INSERT INTO main.search_changes(row, seq) VALUES (?, ?) ON CONFLICT(row) DO UPDATE SET seq = excluded.seq",
+                [row, seq])
+        }
+        try db.execute("UPDATE main.search_index_state SET seq = ?", [seq])
+        try db.execute(
+            "UPDATE search.state SET through = ?, changed = changed + ?, due = due OR ?",
+            [seq, rows.count, searchWrites.takenOut])
+        searchWrites.reset = false
     }
 
     /// Indexes the message stored in row `row`, with what the caller holds of it, when its chat
     /// is live.
     func index(_ document: SearchDocument, row: Int64) throws {
         guard let tokens = try searchTokens(document) else { return }
-        try db.execute("UPDATE messages SET search_length = ? WHERE rowid = ?", [tokens.count, row])
         try addToIndex(tokens, row: row)
     }
 
@@ -69,11 +153,13 @@ extension SQLiteMessagingStore {
     /// there).
     @discardableResult
     func unindex(_ id: String) throws -> (row: Int64, document: SearchDocument)? {
+        try synchronizeSearchIndex()
         guard let (row, indexed, document) = try storedDocument(id), indexed else { return nil }
         writeSearchIndex(
-            "INSERT INTO message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
+            "INSERT INTO search.message_search(message_search, rowid, tokens) VALUES ('delete', ?, ?)",
             [row, SearchToken.text(document.tokens(sealer.searchKey))])
-        try db.execute("UPDATE messages SET search_length = NULL WHERE rowid = ?", [row])
+        try db.execute("DELETE FROM search.lengths WHERE row = ?", [row])
+        searchWrites.rows.append(row)
         return (row, document)
     }
 
@@ -87,7 +173,10 @@ extension SQLiteMessagingStore {
     private func storedDocument(_ id: String) throws -> (row: Int64, indexed: Bool, document: SearchDocument)? {
         guard
             let row = try db.row(
-                "SELECT rowid, search_length, chat_id, sender, content, attachment FROM messages WHERE local_id = ?", [id])
+                """
+                SELECT m.rowid, l.length, m.chat_id, m.sender, m.content, m.attachment
+                FROM messages m LEFT JOIN search.lengths l ON l.row = m.rowid WHERE m.local_id = ?
+                """, [id])
         else { return nil }
         let attachment = try row.get(5, as: Data?.self).map {
             try AttachmentDescriptor(encoded: try sealer.open($0, EndpointStore.Seal.attachment(id)))
@@ -99,15 +188,21 @@ extension SQLiteMessagingStore {
     }
 
     /// Merges the index into one segment: what was taken out is then in no page of it (the
-    /// pages it leaves are zeroed by `secure_delete`).
+    /// pages it leaves are zeroed by `secure_delete`), and an image without it is written after
+    /// the transaction.
     func purgeSearchIndex() throws {
-        writeSearchIndex("INSERT INTO message_search(message_search) VALUES ('optimize')")
+        writeSearchIndex("INSERT INTO search.message_search(message_search) VALUES ('optimize')")
+        searchWrites.takenOut = true
+        // What was taken out goes with a change of the message's row (its old text, sealed):
+        // the log's copy of that page goes too.
         purged?.withLock { $0 = true }
     }
 
     func unindexChat(_ chatID: String) throws {
-        let ids = try db.rows("SELECT local_id FROM messages WHERE chat_id = ? AND search_length IS NOT NULL", [chatID])
-            .map { try $0.get(0, as: String.self) }
+        try synchronizeSearchIndex()
+        let ids = try db.rows(
+            "SELECT m.local_id FROM messages m JOIN search.lengths l ON l.row = m.rowid WHERE m.chat_id = ?", [chatID]
+        ).map { try $0.get(0, as: String.self) }
         for id in ids { try unindex(id) }
         if !ids.isEmpty { try purgeSearchIndex() }
     }
@@ -117,6 +212,7 @@ extension SQLiteMessagingStore {
     /// message with fewer tokens ranks first, then the later stored. (FTS5's own `bm25()`
     /// needs positions, which would keep each message's tokens in order.)
     func searchCandidates(_ terms: [SearchMatch.Term], _ match: SearchMatch, offset: Int, limit: Int) throws -> [SearchHit] {
+        try synchronizeSearchIndex()
         try flushSearchWrites()
         var filters = ""
         // Terms are hex: nothing of the query's text is in the MATCH expression.
@@ -139,8 +235,9 @@ extension SQLiteMessagingStore {
         }
         let rows = try db.rows(
             """
-            SELECT m.rowid FROM message_search s JOIN messages m ON m.rowid = s.rowid
-            WHERE message_search MATCH ?\(filters) ORDER BY m.search_length, m.rowid DESC LIMIT ? OFFSET ?
+            SELECT m.rowid FROM search.message_search s JOIN search.lengths l ON l.row = s.rowid
+            JOIN messages m ON m.rowid = s.rowid
+            WHERE message_search MATCH ?\(filters) ORDER BY l.length, m.rowid DESC LIMIT ? OFFSET ?
             """, arguments + [limit, offset]
         ).map { try $0.get(0, as: Int64.self) }
         guard !rows.isEmpty else { return [] }
@@ -167,39 +264,51 @@ extension SQLiteMessagingStore {
     }
 
     func searchIndexState() throws -> SearchIndexState {
-        guard let row = try db.row("SELECT version, building FROM search_index_state") else {
+        try synchronizeSearchIndex()
+        guard let row = try db.row("SELECT version, building FROM search.state") else {
             return SearchIndexState(current: false, building: true)
         }
         return SearchIndexState(current: try row.get(0, as: Int.self) == Self.searchIndexVersion, building: try row.get(1))
     }
 
+    /// Empties the index for a rebuild, and writes an image of it after the transaction: a
+    /// new `seq` with no row journaled, so that every other connection reads it again.
     func resetSearchIndex() throws {
-        writeSearchIndex("INSERT INTO message_search(message_search) VALUES ('delete-all')")
-        try db.execute("UPDATE messages SET search_length = NULL WHERE search_length IS NOT NULL", [])
-        try db.execute(
-            """
-            INSERT INTO search_index_state VALUES (1, ?, 1)
-            ON CONFLICT(singleton) DO UPDATE SET version = excluded.version, building = 1
-            """, [Self.searchIndexVersion])
+        try synchronizeSearchIndex()
+        writeSearchIndex("INSERT INTO search.message_search(message_search) VALUES ('delete-all')")
+        try db.execute("DELETE FROM search.lengths")
+        try db.execute("UPDATE search.state SET version = ?, building = 1", [Self.searchIndexVersion])
+        (searchWrites.reset, searchWrites.takenOut) = (true, true)
     }
 
-    /// The messages a rebuild indexes: live, in a live chat, not yet in the index.
-    private static let unindexed = """
+    /// The messages the index holds when it is complete: live, in a live chat.
+    private static let indexable = """
         FROM messages m JOIN chats c ON c.chat_id = m.chat_id
-        WHERE m.search_length IS NULL AND m.expired = 0 AND m.recalled = 0 AND c.active = 1
+        WHERE m.expired = 0 AND m.recalled = 0 AND c.active = 1
+        """
+
+    /// The messages a rebuild indexes: those of ``indexable`` not yet in the index.
+    private static let unindexed = """
+        FROM messages m JOIN chats c ON c.chat_id = m.chat_id LEFT JOIN search.lengths l ON l.row = m.rowid
+        WHERE l.row IS NULL AND m.expired = 0 AND m.recalled = 0 AND c.active = 1
         """
 
     func indexUnindexed(after row: Int64, limit: Int) throws -> (indexed: Int, last: Int64?) {
+        try synchronizeSearchIndex()
         let found = try db.rows(
             "SELECT m.rowid, m.local_id \(Self.unindexed) AND m.rowid > ? ORDER BY m.rowid LIMIT ?", [row, limit]
         ).map { (row: try $0.get(0, as: Int64.self), id: try $0.get(1, as: String.self)) }
         for message in found { try reindex(message.id) }
         guard found.count == limit, let last = found.last else {
-            try db.execute("UPDATE search_index_state SET building = 0", [])
+            // The rebuild is over: an image of the whole index after the transaction.
+            try db.execute("UPDATE search.state SET building = 0, due = 1", [])
             return (found.count, nil)
         }
         return (found.count, last.row)
     }
 
-    func unindexedCount() throws -> Int { try db.scalar("SELECT count(*) \(Self.unindexed)", as: Int.self) ?? 0 }
+    func unindexedCount() throws -> Int {
+        try synchronizeSearchIndex()
+        return try db.scalar("SELECT count(*) \(Self.unindexed)", as: Int.self) ?? 0
+    }
 }

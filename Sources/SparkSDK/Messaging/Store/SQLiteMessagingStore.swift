@@ -21,9 +21,9 @@ import SparkStore
 struct SQLiteMessagingStore: MessagingStore {
     let db: Database
     let sealer: StoreSealer
-    /// Set when the transaction erased content (expired messages, or the search index merged after
-    /// messages were taken out of it): the storage then truncates the write-ahead log, which
-    /// holds the pages as they were.
+    /// Set when the transaction erased content (expired messages, or messages edited, recalled
+    /// or left that were taken out of the search index): the storage then truncates the
+    /// write-ahead log, which holds the pages as they were.
     var purged: Locked<Bool>? = nil
     /// What this transaction read of its chats' rows, for each of a page's messages (mostly of
     /// one chat): whether each chat is live (for the search index) and its disappearing-messages
@@ -47,20 +47,49 @@ struct SQLiteMessagingStore: MessagingStore {
     /// See ``searchWrites``: one transaction's, on its one thread.
     final class SearchWrites: @unchecked Sendable {
         var pending: [(sql: String, arguments: [any DatabaseValueConvertible])] = []
+        /// The rows whose place in the index changed, for the journal.
+        var rows: [Int64] = []
+        /// The index reflects the journal (``synchronizeSearchIndex()``), and this
+        /// transaction's `seq` if it changes the index.
+        var synchronized = false
+        var seq: Int64?
+        /// Something was taken out of the index: an image is due after the transaction.
+        var takenOut = false
+        /// The index was emptied: a new `seq` even with no row journaled.
+        var reset = false
     }
 
     /// Runs `body` in one write transaction of `queue` on a store over it, then makes the search
-    /// index's writes it left (``searchWrites``) before the transaction commits. The messenger's
-    /// writes (`MessagingStorage`) all go through here; a write made otherwise must flush them
-    /// itself (``flushSearchWrites()``) or they are lost.
+    /// index's writes it left (``searchWrites``) before the transaction commits, and writes the
+    /// index's image when one is due. The messenger's writes (`MessagingStorage`) all go through
+    /// here; a write made otherwise must flush them itself (``flushSearchWrites()``) or they are
+    /// lost.
     static func write<T: Sendable>(
         _ queue: DatabaseQueue, sealer: StoreSealer, purged: Locked<Bool>? = nil, _ body: (SQLiteMessagingStore) throws -> T
     ) throws -> T {
-        try queue.write { db in
-            let store = SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)
-            let result = try body(store)
-            try store.flushSearchWrites()
-            return result
+        let result = try catchingUp(queue, sealer: sealer) {
+            try queue.write { db in
+                let store = SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)
+                try store.synchronizeSearchIndex()
+                let result = try body(store)
+                try store.flushSearchWrites()
+                return result
+            }
+        }
+        // The write stands whatever becomes of the image: the journal holds its changes.
+        try? SearchIndexImage.saveIfDue(queue, sealer: sealer)
+        return result
+    }
+
+    /// Runs a transaction of `queue` (`transaction`, which synchronizes the search index before
+    /// anything else), reading the index's image again and running it once more when another
+    /// connection's image left this one behind (``SearchIndexBehind``).
+    static func catchingUp<T>(_ queue: DatabaseQueue, sealer: StoreSealer, _ transaction: () throws -> T) throws -> T {
+        do {
+            return try transaction()
+        } catch is SearchIndexBehind {
+            try SearchIndexImage.reload(queue, sealer: sealer)
+            return try transaction()
         }
     }
 
@@ -75,7 +104,9 @@ struct SQLiteMessagingStore: MessagingStore {
     }
 
     func savepoint<T>(_ body: () throws -> T) throws -> T {
-        let searchWritesBefore = searchWrites.pending.count
+        let (searchWritesBefore, searchRowsBefore, synchronizedBefore) = (
+            searchWrites.pending.count, searchWrites.rows.count, searchWrites.synchronized
+        )
         // Prepared once and kept (a page runs one savepoint an entry).
         try db.execute("SAVEPOINT entry", [])
         do {
@@ -85,6 +116,8 @@ struct SQLiteMessagingStore: MessagingStore {
         } catch {
             (chatsRead.live, chatsRead.timers) = ([:], [:])
             searchWrites.pending.removeSubrange(searchWritesBefore...)
+            searchWrites.rows.removeSubrange(searchRowsBefore...)
+            searchWrites.synchronized = synchronizedBefore
             try db.execute("ROLLBACK TO entry")
             try db.execute("RELEASE entry")
             if let failure = error as? StoreError, Self.dataConflicts.contains(failure.resultCode) {
@@ -210,15 +243,15 @@ struct SQLiteMessagingStore: MessagingStore {
             try db.execute(
                 """
                 INSERT INTO messages(local_id, chat_id, sender, incoming, content, tag, data, ref, state, timestamp, sealed,
-                    attachment, search_length, expire_after, expires_at)
-                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    attachment, expire_after, expires_at)
+                VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, message.chatID, message.sender, try sealer.seal(message.content, EndpointStore.Seal.content(id)),
                     message.tag,
                     try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     (sealed == nil ? MessageState.held : .sending).storedName, message.timestamp.timeIntervalSince1970,
-                    sealed, try sealedAttachment(message.attachment, id: id), tokens?.count,
+                    sealed, try sealedAttachment(message.attachment, id: id),
                 ] + (try expiry(chatID: message.chatID, sentAt: message.timestamp)))
         }
         if let tokens { try addToIndex(tokens, row: db.lastInsertedRowID) }
@@ -314,8 +347,8 @@ struct SQLiteMessagingStore: MessagingStore {
             inserted = try db.execute(
                 """
                 INSERT \(ignoringTaken ? "OR IGNORE " : "")INTO messages(local_id, chat_id, number, sender, incoming, content, tag,
-                    data, ref, state, failure, timestamp, attachment, search_length, expire_after, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    data, ref, state, failure, timestamp, attachment, expire_after, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     id, chatID, message.number, message.sender, incoming,
@@ -323,7 +356,6 @@ struct SQLiteMessagingStore: MessagingStore {
                     message.tag, try message.data.map { try sealer.seal($0, EndpointStore.Seal.data(id)) }, message.ref,
                     state.storedName,
                     failure, message.timestamp.timeIntervalSince1970, try sealedAttachment(message.attachment, id: id),
-                    tokens?.count,
                 ] + (try expiry(chatID: chatID, sentAt: incoming ? nil : message.timestamp)))
         }
         if inserted > 0, let tokens { try addToIndex(tokens, row: db.lastInsertedRowID) }
