@@ -487,7 +487,7 @@ public final class EndpointStore: Sendable {
                     image_through INTEGER NOT NULL
                 );
                 INSERT INTO search_index_state VALUES (1, 0, 0);
-                CREATE TABLE search_changes (row INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+                CREATE TABLE search_changes (seq INTEGER PRIMARY KEY, rows BLOB NOT NULL);
                 """)
         }
         return migrator

@@ -61,7 +61,11 @@ extension SQLiteMessagingStore {
             return
         }
         guard through >= imageThrough else { throw SearchIndexBehind() }
-        let rows = try db.rows("SELECT row FROM main.search_changes WHERE seq > ?", [through]) { try $0.get(0, as: Int64.self) }
+        var rows: [Int64] = []
+        var seen: Set<Int64> = []
+        for entry in try db.rows("SELECT rows FROM main.search_changes WHERE seq > ? ORDER BY seq", [through]) {
+            for row in Self.journaled(try entry.get(0, as: Data.self)) where seen.insert(row).inserted { rows.append(row) }
+        }
         try reconcile(rows)
         try db.execute("UPDATE search.state SET through = ?, changed = changed + ?", [seq, rows.count])
         (searchWrites.synchronized, searchWrites.seq) = (true, seq + 1)
@@ -107,6 +111,20 @@ extension SQLiteMessagingStore {
         }
     }
 
+    /// A journal entry's rows as stored: each an 8-byte little-endian integer.
+    static func journaled(_ rows: [Int64]) -> Data {
+        var data = Data(capacity: rows.count * 8)
+        for row in rows { withUnsafeBytes(of: row.littleEndian) { data.append(contentsOf: $0) } }
+        return data
+    }
+
+    /// The rows of a journal entry (a trailing part shorter than 8 bytes is ignored).
+    static func journaled(_ data: Data) -> [Int64] {
+        stride(from: 0, to: data.count - data.count % 8, by: 8).map { offset in
+            data.dropFirst(offset).prefix(8).enumerated().reduce(Int64(0)) { $0 | Int64($1.element) << (8 * $1.offset) }
+        }
+    }
+
     /// Puts `tokens` in the index as the document of the message in row `row`.
     func addToIndex(_ tokens: [SearchToken], row: Int64) throws {
         try synchronizeSearchIndex()
@@ -129,10 +147,14 @@ extension SQLiteMessagingStore {
         let rows = searchWrites.rows
         searchWrites.rows = []
         guard !rows.isEmpty || searchWrites.reset, let seq = searchWrites.seq else { return }
-        for row in rows {
+        if !rows.isEmpty {
+            // One journal row a transaction: its rows, 8 bytes each (little-endian), added to
+            // by a later flush of the same transaction.
             try db.execute(
-                "INSERT INTO main.search_changes(row, seq) VALUES (?, ?) ON CONFLICT(row) DO UPDATE SET seq = excluded.seq",
-                [row, seq])
+                """
+                INSERT INTO main.search_changes(seq, rows) VALUES (?, ?)
+                ON CONFLICT(seq) DO UPDATE SET rows = rows || excluded.rows
+                """, [seq, Self.journaled(rows)])
         }
         try db.execute("UPDATE main.search_index_state SET seq = ?", [seq])
         try db.execute(
@@ -233,11 +255,13 @@ extension SQLiteMessagingStore {
             filters += " AND m.timestamp < ?"
             arguments.append(until.timeIntervalSince1970)
         }
+        // The messages' rows only for a filter on them: the index holds rows of stored messages
+        // alone, and its lengths order the candidates (one lookup a candidate, in memory).
+        let messages = filters.isEmpty ? "" : "JOIN messages m ON m.rowid = s.rowid"
         let rows = try db.rows(
             """
-            SELECT m.rowid FROM search.message_search s JOIN search.lengths l ON l.row = s.rowid
-            JOIN messages m ON m.rowid = s.rowid
-            WHERE message_search MATCH ?\(filters) ORDER BY l.length, m.rowid DESC LIMIT ? OFFSET ?
+            SELECT l.row FROM search.message_search s JOIN search.lengths l ON l.row = s.rowid \(messages)
+            WHERE message_search MATCH ?\(filters) ORDER BY l.length, l.row DESC LIMIT ? OFFSET ?
             """, arguments + [limit, offset]
         ).map { try $0.get(0, as: Int64.self) }
         guard !rows.isEmpty else { return [] }

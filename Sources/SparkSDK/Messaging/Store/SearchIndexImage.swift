@@ -11,8 +11,8 @@ import SparkStore
 ///
 /// - `main.search_index_state(seq, image_through)`: `seq` numbers the write transactions that
 ///   changed the index (any process's), `image_through` the `seq` of the newest image written.
-/// - `main.search_changes(row, seq)`: each message whose place in the index changed since that
-///   image, with the last transaction that changed it (the journal; rows only, no token).
+/// - `main.search_changes(seq, rows)`: for each transaction since that image that changed the
+///   index, the rows of the messages it changed (the journal; rows only, no token).
 /// - `search.state(version, building, through, changed, documents, due)`: the tokens' version
 ///   and a rebuild under way, the `seq` this index reflects, its changes since its image, its
 ///   documents when the image was made, and whether an image is due at once (something was
@@ -34,7 +34,7 @@ enum SearchIndexImage {
     /// Changes since the image that make a new one due, at least (else an eighth of the
     /// documents): a crash then costs at most that many messages indexed again at the next
     /// start, and an image is written once for that many (`docs/SEARCH.md`).
-    static let changesPerImage = 2_000
+    static let changesPerImage = 5_000
 
     /// The image in the data directory of the store file `store`, opened with `sealer` (nil:
     /// none, or not this key's). For the tests that read what the key holder reads.
@@ -135,6 +135,7 @@ enum SearchIndexImage {
             guard due || changed >= max(changesPerImage, documents / 8) || (anyChange && changed > 0) else { return nil }
             let count = try db.scalar("SELECT count(*) FROM search.lengths", as: Int.self) ?? 0
             try db.execute("UPDATE search.state SET due = 0, changed = 0, documents = ?", [count])
+            if anyChange { try compact(db) }
             return (try db.serialize(schema: schema), try row.get(3))
         }
         guard let taken else { return }
@@ -147,6 +148,16 @@ enum SearchIndexImage {
             }
             throw error
         }
+    }
+
+    /// At a stop: the index merged into one segment (FTS5 otherwise keeps the levels of its
+    /// incremental merges: 1.7 times the merged size, measured with `index-size`), and the pages
+    /// that frees given back (`VACUUM`) when they are a quarter of the database.
+    private static func compact(_ db: Database) throws {
+        try db.execute("INSERT INTO search.message_search(message_search) VALUES ('optimize')")
+        let free = try db.scalar("PRAGMA search.freelist_count", as: Int.self) ?? 0
+        let pages = try db.scalar("PRAGMA search.page_count", as: Int.self) ?? 0
+        if free * 4 > pages { try db.execute("VACUUM search") }
     }
 
     private static func write(_ sealed: Data, through: Int64, _ queue: DatabaseQueue) throws {
