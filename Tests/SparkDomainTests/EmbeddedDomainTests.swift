@@ -377,3 +377,55 @@ struct AccountAssistantTests {
         }
     }
 }
+
+@Suite("Embedded domain: off the cooperative pool")
+struct EmbeddedDomainPoolTests {
+    /// Another process holds the domain's file (a write transaction in Python's sqlite3) while
+    /// the app makes twice as many calls into the embedded domain as the pool has threads: they
+    /// wait in SQLite's busy handler on the store's own thread, and the app's other tasks (400
+    /// of them) all run meanwhile. Only once they have does the test let the other process go;
+    /// the calls then go through. With the transactions on the callers' threads the waiting calls
+    /// hold every thread of the pool, the 400 tasks cannot run until the calls give up (busy,
+    /// after ten seconds), and the calls fail.
+    @Test func callsWaitingForTheFileLeaveThePoolToTheAppsOtherTasks() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            try await domain.signUp(AssistantAttackTests.alice)
+            let (held, release) = (directory.appendingPathComponent("held"), directory.appendingPathComponent("release"))
+            let script = """
+                import os, sqlite3, sys, time
+                path, held, release = sys.argv[1:4]
+                db = sqlite3.connect(path, isolation_level=None, timeout=0)
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("INSERT INTO outbox(recipient, subject, body, sent_at) VALUES ('x', 'x', 'x', 0)")
+                open(held, "w").close()
+                deadline = time.time() + 30
+                while not os.path.exists(release) and time.time() < deadline:
+                    time.sleep(0.005)
+                db.execute("ROLLBACK")
+                print("released" if os.path.exists(release) else "timed out")
+                """
+            let holder = Task {
+                try await Fixtures.run(
+                    URL(fileURLWithPath: "/usr/bin/env"),
+                    ["python3", "-c", script, directory.appendingPathComponent("domain.sqlite").path, held.path, release.path])
+            }
+            while !FileManager.default.fileExists(atPath: held.path) { try await Task.sleep(for: .milliseconds(5)) }
+            let threads = max(2, ProcessInfo.processInfo.activeProcessorCount)
+            let calls = (0..<(2 * threads)).map { _ in
+                Task { try await domain.requestPasswordReset(email: "alice@example.com") }
+            }
+            let ran = await withTaskGroup(of: Int.self) { group in
+                for task in 0..<400 { group.addTask { (0..<1_000).reduce(task, &+) } }
+                return await group.reduce(0) { count, _ in count + 1 }
+            }
+            // The other tasks ran while the file was held: only now does the holder let go.
+            #expect(ran == 400)
+            #expect(FileManager.default.createFile(atPath: release.path, contents: nil))
+            let outcome = try await holder.value
+            #expect(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "released", "\(outcome.stderr)")
+            for call in calls { try await call.value }
+            #expect(try domain.outbox(recipient: "alice@example.com").count == 1 + 2 * threads, "each call went through")
+        }
+    }
+}

@@ -9,18 +9,18 @@ package final class SQLiteDomainStore: DomainStore {
     /// The database file.
     package let path: String
     let queue: DatabaseQueue
-    /// None: a transaction runs on its caller's thread. The file has one connection, which
-    /// serializes its transactions anyway, and a hand-over to a thread of its own and back made
-    /// a transaction's time depend on the machine's load (the accounts assistant's known and
-    /// unknown callers, which must take the same time, differed by four password hashes under
-    /// the full suite).
+    /// One thread of its own (the file has one connection, which serializes its transactions
+    /// anyway): an app's call into the embedded domain never blocks a thread of Swift's
+    /// cooperative pool, also while another process holds the file and the transaction waits in
+    /// SQLite's busy handler. `spark-domaind`'s request threads may block
+    /// (`TransactionThreads.allowBlocking()`): its transactions run right there.
     package let threads: TransactionThreads
 
     /// Opens (creating if need be) the file at `path` and brings its schema up to date.
     package init(path: String) throws {
         self.path = path
         queue = try DomainEngine.blockingStorage { try DatabaseQueue(path: path) }
-        threads = TransactionThreads(count: 0, name: "spark domain store")
+        threads = TransactionThreads(count: 1, name: "spark domain store")
         try DomainEngine.blockingStorage { try DomainSchema.migrator.migrate(queue) }
     }
 
