@@ -68,6 +68,8 @@ let package = Package(
         .target(name: "SparkMLS", dependencies: ["SparkCrypto", "SparkLock", "SparkError"], swiftSettings: swiftSettings),
         .target(name: "SparkStore", dependencies: ["CSQLite", "SparkError"], swiftSettings: swiftSettings),
         .target(name: "CSparkThreadLocal"),
+        // The power-cut VFS of the durability tests (see the file); tests only.
+        .target(name: "CSparkPowerCut", dependencies: ["CSQLite"]),
         .target(name: "SparkObservable", dependencies: ["CSparkThreadLocal", "SparkLock"], swiftSettings: swiftSettings),
         // The domain client's HTTP transport: libcurl's multi interface (see the header).
         .target(name: "CSparkCurl", linkerSettings: [.linkedLibrary("curl")]),
@@ -122,7 +124,9 @@ let package = Package(
         ),
         .target(
             name: "SparkTestSupport",
-            dependencies: ["SparkCrypto", "SparkMLS", "SparkStore", "SparkDomain", "SparkDomainEngine", "SparkLock"],
+            dependencies: [
+                "SparkCrypto", "SparkMLS", "SparkStore", "SparkDomain", "SparkDomainEngine", "SparkLock", "CSparkPowerCut",
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -47,6 +47,27 @@ struct PostgreSQLTests {
         }
     }
 
+    /// A server (or database) whose default is `synchronous_commit = off` would answer a commit
+    /// before its log is on the disk: the store's connections wait for it all the same.
+    @Test func commitsWaitForTheLogEvenWhereTheServerWouldNot() async throws {
+        let conninfo = try await PostgresCluster.newDatabase()
+        let cluster = try PostgresCluster.shared
+        let database = try #require(conninfo.split(separator: " ").first { $0.hasPrefix("dbname=") }?.dropFirst(7))
+        _ = try await Fixtures.blocking {
+            try cluster.psql("ALTER DATABASE \"\(database)\" SET synchronous_commit = off", database: String(database))
+        }
+        let store = try await Fixtures.blocking { try PostgreSQLDomainStore(conninfo: conninfo) }
+        let mode = try await store.read { db in
+            try db.scalar("SELECT current_setting('synchronous_commit')", as: String.self)
+        }
+        #expect(mode == "on")
+        // The setting is the database's default: a plain session has it off.
+        let plain = try await Fixtures.blocking {
+            try cluster.psql("SELECT current_setting('synchronous_commit')", database: String(database))
+        }
+        #expect(plain.trimmingCharacters(in: .whitespacesAndNewlines) == "off")
+    }
+
     @Test func aConnectionStringsPasswordNeverShows() throws {
         let redacted = PostgreSQLDomainStore.redact("host=db1,db2 port=5432 user=spark password=hunter2 dbname=spark")
         #expect(!redacted.contains("hunter2") && redacted.contains("password=***") && redacted.contains("host=db1,db2"))

@@ -56,6 +56,12 @@ final class PostgreSQLConnection: @unchecked Sendable {
         self.connection = connection
         // Rows come back as text in UTC with every digit of a double.
         _ = try? simple("SET TIME ZONE 'UTC'; SET extra_float_digits = 3")
+        // A commit the domain answered is on the disk: a server whose default is
+        // `synchronous_commit = off` would answer before its log is flushed (a crash of the
+        // server's machine then loses it). `on`, `local` and the replication modes all wait.
+        if (try? run("SELECT current_setting('synchronous_commit')", []).rows.first?.get(0, as: String.self)) == "off" {
+            _ = try? simple("SET synchronous_commit = on")
+        }
     }
 
     deinit { PQfinish(connection) }

@@ -47,7 +47,11 @@ public final class EndpointStore: Sendable {
         keyring = StoreKeyring(source: key, directory: directory)
         let queue: DatabaseQueue
         do {
-            queue = try DatabaseQueue(path: directory.appendingPathComponent("endpoint.sqlite").path)
+            // Synced at every commit: what the API says is stored, and every secret of a group
+            // (epoch, leaf, generation) a message used, is on the disk before the call returns or
+            // the ciphertext leaves (docs/ARCHITECTURE.md, "Durability").
+            queue = try DatabaseQueue(
+                path: directory.appendingPathComponent("endpoint.sqlite").path, durability: .powerCut)
             try queue.withConnection { db in try db.execute("PRAGMA secure_delete = ON") }
         } catch {
             throw AuthError(.storageFailure, "cannot open the endpoint store in \(directory.path): \(error)")
