@@ -1,0 +1,71 @@
+import Foundation
+import SparkStore
+import SparkTestSupport
+import Testing
+
+@testable import SparkSDK
+
+/// A device through power cuts (`PowerCut`: a VFS that throws away what was not synced): what
+/// the API answered as stored is there after the cut, and no secret of a group (epoch, leaf,
+/// generation) serves two messages, so the receiver opens every one. Each round cuts the
+/// sender's store at a random write or sync while it sends, throwing away all the unsynced
+/// writes or a random half of them, then starts the device again on what the disk kept.
+@Suite("Power cuts: a device")
+struct DevicePowerCutTests {
+    @Test(arguments: 0..<6)
+    func whatTheSenderWasToldIsStoredSurvivesACutAndNoKeyServesTwice(_ round: Int) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let aliceDirectory = directory.appendingPathComponent("alice-laptop")
+            let prefix = try PowerCut.watch(aliceDirectory)
+            var random = SplitMix64(seed: 62_100 + UInt64(round))
+            let world = try ChatWorld(directory)
+            var aliceSide: (BBMEnterpriseService, BBMAccess)? = try await world.endpoint("alice", "alice-laptop")
+            let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            let events = EventRecorder(bob)
+            let alice = try #require(aliceSide?.1)
+            let chat = try await alice.startChat(with: ["bob"], subject: "cuts")
+            try await alice.sendMessage("before", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has the first") { bobMessages.value.count == 1 })
+            // What came before is on the disk (a checkpoint syncs it, whatever the durability),
+            // so that a cut tells only of what follows.
+            try DatabaseQueue(path: aliceDirectory.appendingPathComponent("endpoint.sqlite").path).withConnection { db in
+                try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+
+            PowerCut.arm(prefix, at: Int64(1 + random.below(240)), seed: random.next(), losingAll: random.below(2) == 0)
+            var answered: [String] = []
+            for index in 0..<200 {
+                let text = "m\(index)"
+                guard (try? await alice.sendMessage(text, to: chat.chatID)) != nil else { break }
+                answered.append(text)
+            }
+            #expect(PowerCut.cuts(prefix) == 1, "the cut came before the sender ran out")
+            if let (service, _) = aliceSide { await service.stop() }
+            aliceSide = nil
+
+            // The machine comes back: alice's device starts on what its disk kept.
+            let store = try EndpointStore(directory: aliceDirectory)
+            let restarted = BBMEnterpriseService(
+                store: store, endpointDescription: "alice-laptop", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted).setupState == .success)
+            let again = try await restarted.messaging()
+            let kept = try await again.messages(in: chat.chatID, before: nil, limit: 1_000).map(\.content)
+            #expect(Set(answered).isSubset(of: Set(kept)), "every message the API answered as stored is there")
+            for index in 0..<3 { try await again.sendMessage("after \(index)", to: chat.chatID) }
+            // Bob opens every one, each once and in order: a key used twice would not open.
+            let expected = ["before"] + answered + (0..<3).map { "after \($0)" }
+            #expect(
+                await eventuallyAwaiting(seconds: 60) {
+                    let contents = bobMessages.value.map(\.content)
+                    return Set(expected).isSubset(of: Set(contents)) && contents.last == "after 2"
+                }, "bob has \(bobMessages.value.map(\.content)), expected \(expected)")
+            let contents = bobMessages.value.map(\.content)
+            #expect(contents.count == Set(contents).count, "no message twice")
+            #expect(bobMessages.value.map(\.number) == (1...contents.count).map { Int64($0) })
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+            _ = restarted
+        }
+    }
+}
