@@ -254,7 +254,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkStoreTests",
-            dependencies: ["SparkStore", "SparkTestSupport", "store-writer"],
+            dependencies: ["SparkStore", "SparkTestSupport", "SparkLock", "store-writer"],
             swiftSettings: swiftSettings
         ),
     ],

@@ -100,8 +100,8 @@ public final class DatabaseQueue: @unchecked Sendable {
                     continue
                 }
                 groupLeading = true
-                let batch = groupWaiting
-                groupWaiting = []
+                let batch = Array(groupWaiting.prefix(Self.groupLimit))
+                groupWaiting.removeFirst(batch.count)
                 group.unlock()
                 let failure = commitGroup(batch)
                 group.lock()
@@ -115,6 +115,9 @@ public final class DatabaseQueue: @unchecked Sendable {
             return try result.get()
         }
     }
+
+    /// The most writes one group commits (a bound on how long a group holds the file).
+    static let groupLimit = 64
 
     /// One group's transaction: each write in its savepoint, then one commit. Returns the
     /// failure of the transaction as a whole (nothing of the group committed), or nil.

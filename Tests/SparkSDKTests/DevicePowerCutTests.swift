@@ -68,4 +68,51 @@ struct DevicePowerCutTests {
             _ = restarted
         }
     }
+
+    /// The receiver cut while it applies pages of its mailbox: started again, it has every
+    /// message once, in order, and opens each (none applied twice, none skipped).
+    @Test(arguments: 0..<4)
+    func aReceiverCutWhileApplyingPagesHasEveryMessageOnce(_ round: Int) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let bobDirectory = directory.appendingPathComponent("bob-phone")
+            let prefix = try PowerCut.watch(bobDirectory)
+            var random = SplitMix64(seed: 62_200 + UInt64(round))
+            let world = try ChatWorld(directory)
+            let (_, alice) = try await world.endpoint("alice", "alice-laptop")
+            var bobSide: (BBMEnterpriseService, BBMAccess)? = try await world.endpoint("bob", "bob-phone")
+            let chat = try await alice.startChat(with: ["bob"], subject: "cuts")
+            let bob = try #require(bobSide?.1)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            try await alice.sendMessage("m0", to: chat.chatID)
+            #expect(await waitFor("bob has the first") { bobMessages.value.count == 1 })
+            try DatabaseQueue(path: bobDirectory.appendingPathComponent("endpoint.sqlite").path).withConnection { db in
+                try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            PowerCut.arm(prefix, at: Int64(1 + random.below(200)), seed: random.next(), losingAll: random.below(2) == 0)
+            let count = 40
+            for index in 1..<count { try await alice.sendMessage("m\(index)", to: chat.chatID) }
+            #expect(
+                await eventuallyAwaiting(seconds: 60) { PowerCut.cuts(prefix) == 1 || bobMessages.value.count == count },
+                "bob received or was cut")
+            if PowerCut.cuts(prefix) == 0 { PowerCut.cut(prefix, seed: random.next(), losingAll: true) }
+            if let (service, _) = bobSide { await service.stop() }
+            bobSide = nil
+
+            let store = try EndpointStore(directory: bobDirectory)
+            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
+            try await restarted.start(domain: world.domain, environment: .sandbox)
+            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
+            let again = try await restarted.messaging()
+            let events = EventRecorder(again)
+            try await again.refresh()
+            let expected = (0..<count).map { "m\($0)" }
+            #expect(
+                await eventuallyAwaiting(seconds: 60) {
+                    (try? await again.messages(in: chat.chatID, before: nil, limit: 1_000).map(\.content)) == expected
+                }, "every message once, in order")
+            let numbers = try await again.messages(in: chat.chatID, before: nil, limit: 1_000).map(\.number)
+            #expect(numbers == (1...count).map { Int64($0) })
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
 }

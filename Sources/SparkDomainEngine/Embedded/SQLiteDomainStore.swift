@@ -20,13 +20,29 @@ package final class SQLiteDomainStore: DomainStore {
     /// Opens (creating if need be) the file at `path` and brings its schema up to date.
     package init(path: String) throws {
         self.path = path
-        queue = try DomainEngine.blockingStorage { try DatabaseQueue(path: path, durability: .powerCut) }
+        let queue = try DomainEngine.blockingStorage { try DatabaseQueue(path: path, durability: .powerCut) }
+        self.queue = queue
         threads = TransactionThreads(count: Self.threadCount, name: "spark domain store")
         try DomainEngine.blockingStorage { try DomainSchema.migrator.migrate(queue) }
+        readQueue = try DomainEngine.blockingStorage {
+            let reader = try DatabaseQueue(path: path)
+            try reader.withConnection { db in try db.execute("PRAGMA query_only = ON") }
+            return reader
+        }
     }
+
+    /// A connection of its own for reads: in WAL a reader never waits for a writer, this
+    /// process's (a group committing, a transaction waiting for another process in the busy
+    /// handler) or another's, so the engine's few synchronous reads (the policy, when its copy
+    /// is stale) never hold a caller's thread for longer than the read.
+    let readQueue: DatabaseQueue
 
     /// See ``threads``.
     static let threadCount = 4
+
+    /// One: SQLite has one writer (the engine's own group commit of posts runs one transaction
+    /// at a time, and queues the rest for the next).
+    package var writeLanes: Int { 1 }
 
     /// An immediate transaction, synced to the disk before it returns (`synchronous=FULL`: what
     /// the domain answered as stored survives a power cut), committed with the writes other
@@ -37,9 +53,9 @@ package final class SQLiteDomainStore: DomainStore {
         try queue.groupWrite { db in try body(db) }
     }
 
-    /// A deferred transaction.
+    /// A deferred transaction, on the connection for reads (``readQueue``).
     package func blockingRead<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
-        try queue.read { db in try body(db) }
+        try readQueue.read { db in try body(db) }
     }
 }
 

@@ -61,7 +61,7 @@ package actor GroupCommit {
         precondition(batchLimit > 0, "a transaction holds at least one write")
         self.store = store
         self.batchLimit = batchLimit
-        laneLimit = max(1, store.threads.count)
+        laneLimit = max(1, store.writeLanes)
         self.beforeCommit = beforeCommit
     }
 

@@ -18,6 +18,9 @@ package import SparkStore
 package protocol DomainStore: Sendable {
     /// The threads the store's transactions run on when the caller is async.
     var threads: TransactionThreads { get }
+    /// How many write transactions may run at once (`GroupCommit`'s lanes): a store's
+    /// connections (the default: its threads), one for SQLite, which has one writer.
+    var writeLanes: Int { get }
     /// Runs `body` in a write transaction: all of it commits when it returns, none of it when it
     /// throws. `scope` says how the transaction is kept apart from concurrent ones (SQLite
     /// serializes every write with `BEGIN IMMEDIATE` and needs no more); a store may run `body`
@@ -73,6 +76,8 @@ package enum Announcement: Sendable, Equatable {
 }
 
 extension DomainStore {
+    package var writeLanes: Int { threads.count }
+
     /// A serializable write transaction on the calling thread.
     @discardableResult
     package func blockingWrite<T: Sendable>(_ body: (any DomainStatements) throws -> T) throws -> T {
