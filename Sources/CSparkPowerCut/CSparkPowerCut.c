@@ -29,7 +29,7 @@ typedef struct Record {
 
 /// A watched prefix: its cuts so far (`epoch` counts them: a handle opened under an older one
 /// is dead), its operations, and an armed cut.
-typedef struct {
+typedef struct Watch {
     char *prefix;
     size_t length;
     int epoch;
@@ -37,6 +37,7 @@ typedef struct {
     int64_t countdown;
     uint64_t seed;
     int lose_all;
+    struct Watch *next;  // a list: handles keep pointers to their watch
 } Watch;
 
 typedef struct {
@@ -48,8 +49,7 @@ typedef struct {
 } File;
 
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
-static Watch watches[16];
-static int watch_count;
+static Watch *watches;
 static Record *records;
 static sqlite3_vfs *real_vfs;
 static sqlite3_vfs powercut_vfs;
@@ -58,17 +58,15 @@ static int dead(const File *file) { return file->watch && file->epoch != file->w
 
 static Watch *watch_for(const char *path) {
     Watch *best = NULL;
-    for (int i = 0; i < watch_count; i++) {
-        if (strncmp(path, watches[i].prefix, watches[i].length) == 0 && (!best || watches[i].length > best->length)) {
-            best = &watches[i];
-        }
+    for (Watch *watch = watches; watch; watch = watch->next) {
+        if (strncmp(path, watch->prefix, watch->length) == 0 && (!best || watch->length > best->length)) best = watch;
     }
     return best;
 }
 
 static Watch *watch_named(const char *prefix) {
-    for (int i = 0; i < watch_count; i++) {
-        if (strcmp(watches[i].prefix, prefix) == 0) return &watches[i];
+    for (Watch *watch = watches; watch; watch = watch->next) {
+        if (strcmp(watch->prefix, prefix) == 0) return watch;
     }
     return NULL;
 }
@@ -419,11 +417,14 @@ int spark_powercut_install(void) {
 
 void spark_powercut_watch(const char *prefix) {
     pthread_mutex_lock(&mutex);
-    if (!watch_named(prefix) && watch_count < (int)(sizeof(watches) / sizeof(watches[0]))) {
-        Watch *watch = &watches[watch_count++];
-        memset(watch, 0, sizeof(*watch));
-        watch->prefix = strdup(prefix);
-        watch->length = strlen(prefix);
+    if (!watch_named(prefix)) {
+        Watch *watch = calloc(1, sizeof(Watch));
+        if (watch) {
+            watch->prefix = strdup(prefix);
+            watch->length = strlen(prefix);
+            watch->next = watches;
+            watches = watch;
+        }
     }
     pthread_mutex_unlock(&mutex);
 }

@@ -182,6 +182,12 @@ public final class DatabaseQueue: @unchecked Sendable {
     }
 
     private static func prepareFile(at path: String) throws {
+        // An existing file is left alone: closing any descriptor of a file drops every POSIX
+        // lock this process holds on it, SQLite's too (another connection's shared lock on a
+        // WAL database, which keeps other processes from deleting its log and index while it
+        // reads them: a second queue on an open file, made this way, once let another process
+        // remove them under the first, which then read a database that no longer changed).
+        if FileManager.default.fileExists(atPath: path) { return }
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         if !FileManager.default.fileExists(atPath: directory) {

@@ -1,6 +1,7 @@
 import Foundation
 import SparkDomain
 import SparkDomainEngine
+import SparkLock
 import SparkStore
 import SparkTestSupport
 import Testing
@@ -37,26 +38,29 @@ struct DomainPowerCutTests {
             try DatabaseQueue(path: path).withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
             // The cut: somewhere in the first few dozen posts.
             PowerCut.arm(prefix, at: Int64(1 + random.below(160)), seed: random.next(), losingAll: random.below(2) == 0)
+            let failures = Locked<[String]>([])
             let answered = await withTaskGroup(of: [(String, Int64)].self) { group in
                 for writer in 0..<4 {
                     group.addTask {
                         var mine: [(String, Int64)] = []
-                        for index in 0..<200 {
+                        for index in 0..<2_000 {
                             let clientID = "w\(writer)-\(index)"
-                            guard
-                                let receipt = try? await engine.post(
+                            do {
+                                let receipt = try await engine.post(
                                     token: alice, endpointID: "a1", chatID: "c", kind: .message, payload: Data(clientID.utf8),
-                                    recipient: nil, clientID: clientID),
-                                let number = receipt.messageNumber
-                            else { break }
-                            mine.append((clientID, number))
+                                    recipient: nil, clientID: clientID)
+                                mine.append((clientID, try #require(receipt.messageNumber)))
+                            } catch {
+                                if PowerCut.cuts(prefix) == 0 { failures.withLock { $0.append("\(error)") } }
+                                break
+                            }
                         }
                         return mine
                     }
                 }
                 return await group.reduce(into: []) { $0 += $1 }
             }
-            #expect(PowerCut.cuts(prefix) == 1, "the cut came before the writers ran out")
+            #expect(PowerCut.cuts(prefix) == 1, "the cut came before the writers ran out: \(failures.withLock { $0 })")
             opened = nil
             _ = opened
 

@@ -35,12 +35,18 @@ struct DevicePowerCutTests {
 
             PowerCut.arm(prefix, at: Int64(1 + random.below(240)), seed: random.next(), losingAll: random.below(2) == 0)
             var answered: [String] = []
-            for index in 0..<200 {
+            var failure: (any Error)?
+            for index in 0..<2_000 {
                 let text = "m\(index)"
-                guard (try? await alice.sendMessage(text, to: chat.chatID)) != nil else { break }
+                do {
+                    try await alice.sendMessage(text, to: chat.chatID)
+                } catch {
+                    failure = error
+                    break
+                }
                 answered.append(text)
             }
-            #expect(PowerCut.cuts(prefix) == 1, "the cut came before the sender ran out")
+            #expect(PowerCut.cuts(prefix) == 1, "the cut came before the sender ran out (\(String(describing: failure)))")
             if let (service, _) = aliceSide { await service.stop() }
             aliceSide = nil
 

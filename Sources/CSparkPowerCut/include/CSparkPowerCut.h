@@ -13,8 +13,8 @@
 /// SQLite error code.
 int spark_powercut_install(void);
 
-/// Keeps apart the unsynced writes of the files whose path starts with `prefix` (at most 16
-/// prefixes; a prefix watched again is one).
+/// Keeps apart the unsynced writes of the files whose path starts with `prefix` (a prefix
+/// watched again is one; a prefix is kept for the life of the process).
 void spark_powercut_watch(const char *prefix);
 
 /// Cuts the power of the files under `prefix` now: their unsynced writes are thrown away (all
