@@ -76,6 +76,21 @@ public final class DatabaseQueue: @unchecked Sendable {
         try locked { try database.inTransaction(.immediate) { try body(database) } }
     }
 
+    /// ``write(_:)`` without syncing the log at its commit, on a queue that syncs every other:
+    /// for a transaction whose loss a power cut may cost because it is made again (a record of
+    /// an answer that asking again gets again). The log is synced in order, so the next synced
+    /// commit makes this one durable too; until then a power cut can take it back, alone or with
+    /// the unsynced ones after it, never one synced before it.
+    @discardableResult
+    public func writeWithoutSync<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
+        guard durability == .powerCut else { return try write(body) }
+        return try locked {
+            try database.execute("PRAGMA synchronous=NORMAL")
+            defer { _ = try? database.execute("PRAGMA synchronous=FULL") }
+            return try database.inTransaction(.immediate) { try body(database) }
+        }
+    }
+
     /// Runs `body` in a write transaction that commits together with those other threads bring
     /// meanwhile (group commit): the first caller runs what is waiting, each body in a savepoint
     /// of its own, under one `BEGIN IMMEDIATE … COMMIT` and so one sync of the log; the others wait

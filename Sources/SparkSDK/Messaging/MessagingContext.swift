@@ -177,11 +177,12 @@ extension MessagingPart {
     /// ``write(_:)``, and what it wrote shown in the flows in the same job of the storage's
     /// thread (see `MessagingStorage.write(_:thenShowing:)`).
     func write<T: Sendable>(
+        synced: Bool = true,
         _ body: @escaping @Sendable (any MessagingStore) throws -> T,
         thenShowing show: @escaping @Sendable (T, any MessagingStore) throws -> @Sendable () -> Void
     ) async throws -> T {
         try requireRunning()
-        return try await storage.write(body, thenShowing: show)
+        return try await storage.write(synced: synced, body, thenShowing: show)
     }
 
     /// Calls the domain, its refusals as the messenger's (`refused`, with the domain's code).

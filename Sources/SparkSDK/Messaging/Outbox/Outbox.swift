@@ -362,7 +362,9 @@ actor Outbox: MessagingPart {
     private func accept(_ receipts: [(id: String, receipt: PostReceipt)], in chatID: String) async -> [ChatMessage]? {
         guard let last = receipts.last?.receipt.postedAt else { return [] }
         let flows = self.flows
-        let accepted = try? await write { store -> (events: [MessageEvent], shown: [ChatMessage]) in
+        // Not synced: a power cut that takes it back leaves them sending, posted again and answered
+        // with the same receipts (docs/ARCHITECTURE.md, "Durability").
+        let accepted = try? await write(synced: false) { store -> (events: [MessageEvent], shown: [ChatMessage]) in
             var events: [MessageEvent] = []
             var shown: [ChatMessage] = []
             for (id, receipt) in receipts {

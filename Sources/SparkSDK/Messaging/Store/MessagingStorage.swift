@@ -107,13 +107,19 @@ final class MessagingStorage: Sendable {
     /// (a page of the mailbox, see `MailboxSync`). The update runs outside both transactions, in
     /// the order of the snapshots, as ``show(_:)``'s; a read that fails shows nothing (the
     /// write stands).
+    ///
+    /// With `synced` false the commit does not sync the log (`DatabaseQueue.writeWithoutSync`):
+    /// only for a write that a power cut may take back because it is made again (the record of
+    /// the domain's receipts for messages posted: they stay sending and are posted again, and
+    /// the domain answers with the same receipts); the next synced commit makes it durable.
     func write<T: Sendable>(
+        synced: Bool = true,
         _ body: @escaping @Sendable (any MessagingStore) throws -> T,
         thenShowing show: @escaping @Sendable (T, any MessagingStore) throws -> @Sendable () -> Void
     ) async throws -> T {
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
             thread.async {
-                let result = Result { try self.transaction(writing: true, body) }
+                let result = Result { try self.transaction(writing: true, synced: synced, body) }
                 if case .success(let written) = result,
                     let update = try? self.transaction(writing: false, { store in try show(written, store) })
                 {
@@ -149,7 +155,9 @@ final class MessagingStorage: Sendable {
     }
 
     /// One transaction, on the storage's thread.
-    private func transaction<T: Sendable>(writing: Bool, _ body: (any MessagingStore) throws -> T) throws -> T {
+    private func transaction<T: Sendable>(
+        writing: Bool, synced: Bool = true, _ body: (any MessagingStore) throws -> T
+    ) throws -> T {
         if writing, closed.withLock({ $0 }) {
             throw MessagingError(.notReady, "messaging has stopped (the service was stopped, reset or signed out)")
         }
@@ -166,7 +174,9 @@ final class MessagingStorage: Sendable {
                     }
                 }
                 let purged = Locked(false)
-                let result = try SQLiteMessagingStore.write(queue, sealer: sealer, purged: purged) { store in try body(store) }
+                let result = try SQLiteMessagingStore.write(queue, sealer: sealer, purged: purged, synced: synced) { store in
+                    try body(store)
+                }
                 if purged.withLock({ $0 }) {
                     // What was erased (expired content, the search index's old postings) is
                     // still in the log's old pages: truncate it.

@@ -65,16 +65,18 @@ struct SQLiteMessagingStore: MessagingStore {
     /// here; a write made otherwise must flush them itself (``flushSearchWrites()``) or they are
     /// lost.
     static func write<T: Sendable>(
-        _ queue: DatabaseQueue, sealer: StoreSealer, purged: Locked<Bool>? = nil, _ body: (SQLiteMessagingStore) throws -> T
+        _ queue: DatabaseQueue, sealer: StoreSealer, purged: Locked<Bool>? = nil, synced: Bool = true,
+        _ body: (SQLiteMessagingStore) throws -> T
     ) throws -> T {
         let result = try catchingUp(queue, sealer: sealer) {
-            try queue.write { db in
+            let transaction = { (db: Database) throws -> T in
                 let store = SQLiteMessagingStore(db: db, sealer: sealer, purged: purged)
                 try store.synchronizeSearchIndex()
                 let result = try body(store)
                 try store.flushSearchWrites()
                 return result
             }
+            return try synced ? queue.write(transaction) : queue.writeWithoutSync(transaction)
         }
         // The write stands whatever becomes of the image: the journal holds its changes.
         try? SearchIndexImage.saveIfDue(queue, sealer: sealer)
