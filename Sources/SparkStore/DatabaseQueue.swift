@@ -96,8 +96,10 @@ public final class DatabaseQueue: @unchecked Sendable {
     /// of its own, under one `BEGIN IMMEDIATE … COMMIT` and so one sync of the log; the others wait
     /// for that commit, and the next caller to find none running leads the next group. `body`'s
     /// changes are committed when this returns and none of them are when it throws (its own
-    /// savepoint rolled back; the others' stand), as with ``write(_:)``. `body` may run on
-    /// another caller's thread: it runs statements on `db` and nothing else.
+    /// savepoint rolled back; the others' stand), as with ``write(_:)``; a group whose
+    /// transaction fails as a whole is run again a write at a time. `body` may run on another
+    /// caller's thread, and more than once: it runs statements on `db` and nothing else (no write
+    /// to this queue).
     @discardableResult
     public func groupWrite<T>(_ body: (Database) throws -> T) throws -> T {
         try withoutActuallyEscaping(body) { body in
@@ -118,9 +120,15 @@ public final class DatabaseQueue: @unchecked Sendable {
                 let batch = Array(groupWaiting.prefix(Self.groupLimit))
                 groupWaiting.removeFirst(batch.count)
                 group.unlock()
-                let failure = commitGroup(batch)
+                // A group that failed as a whole (its commit, or a statement that ended its
+                // transaction) is tried again a write at a time, so that one write's failure is
+                // never another's: each body ran in a transaction that was rolled back.
+                var failures = [commitGroup(batch)]
+                if failures[0] != nil, batch.count > 1 { failures = batch.map { commitGroup([$0]) } }
                 group.lock()
-                for member in batch { (member.failure, member.done) = (failure, true) }
+                for (index, member) in batch.enumerated() {
+                    (member.failure, member.done) = (failures[failures.count == 1 ? 0 : index], true)
+                }
                 groupLeading = false
                 group.broadcast()
             }

@@ -66,4 +66,36 @@ struct GroupCommitTests {
             #expect(commits >= 1 && commits < threads * each, "\(threads * each) writes in \(commits) commits")
         }
     }
+
+    /// A write that ends the group's transaction itself (here a `ROLLBACK`; a full disk does the
+    /// same) fails alone: the group is run again a write at a time.
+    @Test func aWriteThatEndsTheGroupsTransactionFailsAlone() throws {
+        try Fixtures.withTemporaryDirectorySync { directory in
+            let queue = try DatabaseQueue(path: directory.appendingPathComponent("group.sqlite").path)
+            try queue.write { db in try db.execute("CREATE TABLE t (writer INTEGER, n INTEGER)") }
+            let failures = Locked<[String]>([])
+            let finished = DispatchGroup()
+            for writer in 0..<4 {
+                finished.enter()
+                Thread.detachNewThread {
+                    defer { finished.leave() }
+                    for n in 0..<6 {
+                        do {
+                            try queue.groupWrite { db in
+                                try db.execute("INSERT INTO t VALUES (?, ?)", [writer, n])
+                                usleep(300)
+                                if writer == 1, n == 2 { try db.execute("ROLLBACK") }
+                            }
+                        } catch {
+                            failures.withLock { $0.append("\(writer)-\(n)") }
+                        }
+                    }
+                }
+            }
+            finished.wait()
+            #expect(failures.withLock { $0 } == ["1-2"])
+            let count = try queue.read { db in try db.scalar("SELECT count(*) FROM t", as: Int.self) }
+            #expect(count == 4 * 6 - 1)
+        }
+    }
 }
