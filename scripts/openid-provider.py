@@ -113,13 +113,11 @@ def plugin_parameters(issuer, jwks, kid):
     }
 
 
-def start(d):
-    d = os.path.abspath(d)
-    os.makedirs(d, exist_ok=True)
-    make_certificates(d)
+def launch(d):
+    """Configures and starts glewlwyd on a free port; (port, base, process), process None when it
+    did not start (its log says why)."""
     port = free_port()
     base = f"https://127.0.0.1:{port}"
-    issuer = f"{base}/api/oidc"
     # The packaged web app's config.json is a symlink, which the static file server refuses: copy.
     shutil.copytree("/usr/share/glewlwyd/webapp", f"{d}/webapp", symlinks=False, dirs_exist_ok=True)
     shutil.rmtree(f"{d}/webapp/config.json", ignore_errors=True)
@@ -129,6 +127,8 @@ def start(d):
     webapp["lang"] = ["en"]
     with open(f"{d}/webapp/config.json", "w") as f:
         json.dump(webapp, f)
+    if os.path.exists(f"{d}/glewlwyd.db"):
+        os.remove(f"{d}/glewlwyd.db")
     with gzip.open("/usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz") as f:
         subprocess.run(["sqlite3", f"{d}/glewlwyd.db"], input=f.read(), check=True)
     shutil.copy("/etc/glewlwyd/glewlwyd.conf", f"{d}/glewlwyd.conf")
@@ -157,13 +157,37 @@ def start(d):
         f.write(str(process.pid))
     deadline = time.time() + 15
     while True:
+        if process.poll() is not None:
+            return port, base, None
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
+                pass
+            # Connected: to glewlwyd only if it is still running (not another process's port).
+            time.sleep(0.1)
+            if process.poll() is None:
+                return port, base, process
+            return port, base, None
         except OSError:
-            if process.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"glewlwyd did not start: {open(f'{d}/glewlwyd.log').read()[-2000:]}")
+            if time.time() > deadline:
+                process.kill()
+                process.wait()
+                return port, base, None
             time.sleep(0.05)
+
+
+def start(d):
+    d = os.path.abspath(d)
+    os.makedirs(d, exist_ok=True)
+    make_certificates(d)
+    # A port found free can be taken by another process before glewlwyd binds it (the test
+    # suites start servers in parallel): a launch that fails to bind is tried on another port.
+    for attempt in range(5):
+        port, base, process = launch(d)
+        if process is not None:
+            break
+    else:
+        raise SystemExit(f"glewlwyd did not start: {open(f'{d}/glewlwyd.log').read()[-2000:]}")
+    issuer = f"{base}/api/oidc"
     admin = Admin(base, f"{d}/ca.pem")
     admin.call("PUT", "/api/scope/openid", {"name": "openid", "display_name": "Open ID", "description": "OpenID",
                                             "password_required": True, "password_max_age": 0, "scheme": {}})
