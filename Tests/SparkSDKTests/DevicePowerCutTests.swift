@@ -51,12 +51,7 @@ struct DevicePowerCutTests {
             aliceSide = nil
 
             // The machine comes back: alice's device starts on what its disk kept.
-            let store = try EndpointStore(directory: aliceDirectory)
-            let restarted = BBMEnterpriseService(
-                store: store, endpointDescription: "alice-laptop", unsafePasscodeIterations: 1000)
-            try await restarted.start(domain: world.domain, environment: .sandbox)
-            #expect(try await world.devices.begin(restarted).setupState == .success)
-            let again = try await restarted.messaging()
+            let (restarted, again) = try await world.restart("alice-laptop", user: "alice")
             let kept = try await again.messages(in: chat.chatID, before: nil, limit: 1_000).map(\.content)
             #expect(Set(answered).isSubset(of: Set(kept)), "every message the API answered as stored is there")
             for index in 0..<3 { try await again.sendMessage("after \(index)", to: chat.chatID) }
@@ -104,11 +99,7 @@ struct DevicePowerCutTests {
             if let (service, _) = bobSide { await service.stop() }
             bobSide = nil
 
-            let store = try EndpointStore(directory: bobDirectory)
-            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
-            try await restarted.start(domain: world.domain, environment: .sandbox)
-            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
-            let again = try await restarted.messaging()
+            let (_, again) = try await world.restart("bob-phone", user: "bob")
             let events = EventRecorder(again)
             try await again.refresh()
             let expected = (0..<count).map { "m\($0)" }

@@ -33,6 +33,17 @@ struct ChatWorld {
         guard settled.setupState == .success else { throw MessagingError(.notReady, "setup of \(device) ended in \(settled)") }
         return (service, try await service.messaging())
     }
+
+    /// `user`'s endpoint `device` started again on what its data directory holds (after a
+    /// crash, a kill or a power cut): a new store and service, signed in silently.
+    func restart(_ device: String, user: String) async throws -> (BBMEnterpriseService, BBMAccess) {
+        let store = try EndpointStore(directory: devices.directory.appendingPathComponent(device))
+        let service = BBMEnterpriseService(store: store, endpointDescription: device, unsafePasscodeIterations: 1000)
+        try await service.start(domain: domain, environment: .sandbox)
+        let state = try await devices.begin(service, user: user).setupState
+        guard state == .success else { throw MessagingError(.notReady, "\(device) started again in \(state)") }
+        return (service, try await service.messaging())
+    }
 }
 
 func waitFor(_ what: String, _ condition: @Sendable () -> Bool) async -> Bool { await eventually(condition) }
@@ -667,11 +678,7 @@ struct KilledDeviceTests {
             #expect(kills == 10, "every round ended in the kill, not on its own")
             #expect(Set(cursors).count >= 2, "the killed processes applied pages between the kills: \(cursors)")
             // Bob comes back for good.
-            let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
-            let restarted = BBMEnterpriseService(store: store, endpointDescription: "bob-phone", unsafePasscodeIterations: 1000)
-            try await restarted.start(domain: world.domain, environment: .sandbox)
-            #expect(try await world.devices.begin(restarted, user: "bob").setupState == .success)
-            let again = try await restarted.messaging()
+            let (_, again) = try await world.restart("bob-phone", user: "bob")
             let events = EventRecorder(again)
             try await again.refresh()
             try #require(
