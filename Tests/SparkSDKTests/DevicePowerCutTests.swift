@@ -112,4 +112,62 @@ struct DevicePowerCutTests {
             #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
         }
     }
+
+    /// Sender and receiver cut in one round, each at its own random point, then both started
+    /// again: every message the sender was told is stored reaches the receiver once, in order,
+    /// and opens.
+    @Test(arguments: 0..<3)
+    func senderAndReceiverCutInOneRoundLoseNothingAnswered(_ round: Int) async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let (aliceDirectory, bobDirectory) = (
+                directory.appendingPathComponent("alice-laptop"), directory.appendingPathComponent("bob-phone")
+            )
+            let (alicePrefix, bobPrefix) = (try PowerCut.watch(aliceDirectory), try PowerCut.watch(bobDirectory))
+            var random = SplitMix64(seed: 62_300 + UInt64(round))
+            let world = try ChatWorld(directory)
+            var sides: [(BBMEnterpriseService, BBMAccess)] = [
+                try await world.endpoint("alice", "alice-laptop"), try await world.endpoint("bob", "bob-phone"),
+            ]
+            let (alice, bob) = (sides[0].1, sides[1].1)
+            let chat = try await alice.startChat(with: ["bob"], subject: "cuts")
+            try await alice.sendMessage("before", to: chat.chatID)
+            let bobMessages = try await bob.messages(in: chat.chatID)
+            #expect(await waitFor("bob has the first") { bobMessages.value.count == 1 })
+            for device in [aliceDirectory, bobDirectory] {
+                try DatabaseQueue(path: device.appendingPathComponent("endpoint.sqlite").path).withConnection { db in
+                    try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                }
+            }
+            PowerCut.arm(alicePrefix, at: Int64(20 + random.below(400)), seed: random.next(), losingAll: random.below(2) == 0)
+            PowerCut.arm(bobPrefix, at: Int64(1 + random.below(200)), seed: random.next(), losingAll: random.below(2) == 0)
+            var answered: [String] = []
+            for index in 0..<2_000 {
+                guard (try? await alice.sendMessage("m\(index)", to: chat.chatID)) != nil else { break }
+                answered.append("m\(index)")
+            }
+            #expect(PowerCut.cuts(alicePrefix) == 1)
+            // Bob is cut by now, or is cut here (his pages may all have come before his point).
+            if PowerCut.cuts(bobPrefix) == 0 { PowerCut.cut(bobPrefix, seed: random.next(), losingAll: true) }
+            for (service, _) in sides { await service.stop() }
+            sides = []
+
+            let (_, aliceAgain) = try await world.restart("alice-laptop", user: "alice")
+            let (_, bobAgain) = try await world.restart("bob-phone", user: "bob")
+            let events = EventRecorder(bobAgain)
+            let kept = try await aliceAgain.messages(in: chat.chatID, before: nil, limit: 1_000).map(\.content)
+            #expect(Set(answered).isSubset(of: Set(kept)), "every message the API answered as stored is there")
+            try await aliceAgain.sendMessage("after", to: chat.chatID)
+            try await bobAgain.refresh()
+            let expected = ["before"] + answered + ["after"]
+            #expect(
+                await eventuallyAwaiting(seconds: 60) {
+                    let contents = (try? await bobAgain.messages(in: chat.chatID, before: nil, limit: 1_000).map(\.content)) ?? []
+                    return Set(expected).isSubset(of: Set(contents)) && contents.last == "after"
+                }, "bob has every message")
+            let received = try await bobAgain.messages(in: chat.chatID, before: nil, limit: 1_000)
+            #expect(received.count == Set(received.map(\.content)).count, "no message twice")
+            #expect(received.map(\.number) == (1...received.count).map { Int64($0) })
+            #expect(events.value.isEmpty, "nothing was dropped: \(events.value)")
+        }
+    }
 }
