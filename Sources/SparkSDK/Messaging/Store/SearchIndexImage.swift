@@ -164,8 +164,9 @@ enum SearchIndexImage {
         let final = URL(fileURLWithPath: queue.path).deletingLastPathComponent().appendingPathComponent(fileName)
         let temporary = final.deletingLastPathComponent().appendingPathComponent(
             ".\(fileName).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp")
-        try writeSynced(sealed, to: temporary)
+        // Gone whatever happens: renamed into place, or removed (a write that failed half-way).
         defer { unlink(temporary.path) }
+        try writeSynced(sealed, to: temporary)
         try queue.write { db in
             guard try journalState(db).imageThrough <= through else { return }
             guard rename(temporary.path, final.path) == 0 else {
