@@ -87,12 +87,16 @@ struct SQLiteMessagingStore: MessagingStore {
     /// anything else), reading the index's image again and running it once more when another
     /// connection's image left this one behind (``SearchIndexBehind``).
     static func catchingUp<T>(_ queue: DatabaseQueue, sealer: StoreSealer, _ transaction: () throws -> T) throws -> T {
-        do {
-            return try transaction()
-        } catch is SearchIndexBehind {
-            try SearchIndexImage.reload(queue, sealer: sealer)
-            return try transaction()
+        // Another connection may write yet another image between the reading and the retry: a
+        // few tries, then the index is read again once more and the failure said.
+        for _ in 0..<3 {
+            do {
+                return try transaction()
+            } catch is SearchIndexBehind {
+                try SearchIndexImage.reload(queue, sealer: sealer)
+            }
         }
+        return try transaction()
     }
 
     /// The labels of the group's sealed values (a message's and a chat's are the endpoint
