@@ -6,7 +6,7 @@ import SparkLock
 /// slow query on one of them would stall every other request and every long-poll wake-up of
 /// the process. A PostgreSQL store has as many threads as it has pooled connections, so its
 /// concurrency is its own and not the core count; transactions wait their turn in the order they
-/// came. The SQLite store has one (its file has one connection).
+/// came. The SQLite store has four, whose writes commit in groups (`DatabaseQueue.groupWrite`).
 package final class TransactionThreads: Sendable {
     /// The transactions waiting for a thread.
     private struct Work {

@@ -1,6 +1,7 @@
 package import Foundation
 import SparkDomain
 import SparkLock
+import SparkStore
 
 #if canImport(Glibc)
     import Glibc
@@ -63,20 +64,12 @@ package final class TransparencyHeadPin: Sendable {
             return
         }
         let temporary = "\(path).\(getpid()).new"
-        let bytes = Array(try JSONEncoder().encode(head))
-        let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw DomainError(.storageFailure, "cannot write \(temporary)") }
-        let written = bytes.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
-        let synced = fsync(file)
-        close(file)
-        guard written == bytes.count, synced == 0, rename(temporary, path) == 0 else {
+        do {
+            try DurableFile.writeSynced(try JSONEncoder().encode(head), to: temporary)
+            try DurableFile.replace(path, with: temporary)
+        } catch {
             unlink(temporary)
             throw DomainError(.storageFailure, "cannot replace \(path)")
-        }
-        let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            _ = fsync(directory)
-            close(directory)
         }
     }
 }

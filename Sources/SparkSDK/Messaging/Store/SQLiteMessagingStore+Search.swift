@@ -120,8 +120,10 @@ extension SQLiteMessagingStore {
 
     /// The rows of a journal entry (a trailing part shorter than 8 bytes is ignored).
     static func journaled(_ data: Data) -> [Int64] {
-        stride(from: 0, to: data.count - data.count % 8, by: 8).map { offset in
-            data.dropFirst(offset).prefix(8).enumerated().reduce(Int64(0)) { $0 | Int64($1.element) << (8 * $1.offset) }
+        data.withUnsafeBytes { bytes in
+            stride(from: 0, to: bytes.count - bytes.count % 8, by: 8).map {
+                Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: $0, as: Int64.self))
+            }
         }
     }
 
@@ -305,16 +307,16 @@ extension SQLiteMessagingStore {
         (searchWrites.reset, searchWrites.takenOut) = (true, true)
     }
 
-    /// The messages the index holds when it is complete: live, in a live chat.
-    private static let indexable = """
-        FROM messages m JOIN chats c ON c.chat_id = m.chat_id
-        WHERE m.expired = 0 AND m.recalled = 0 AND c.active = 1
-        """
+    /// What makes a message one the index holds when it is complete: live, in a live chat.
+    private static let live = "m.expired = 0 AND m.recalled = 0 AND c.active = 1"
+
+    /// The messages the index holds when it is complete.
+    private static let indexable = "FROM messages m JOIN chats c ON c.chat_id = m.chat_id WHERE \(live)"
 
     /// The messages a rebuild indexes: those of ``indexable`` not yet in the index.
     private static let unindexed = """
         FROM messages m JOIN chats c ON c.chat_id = m.chat_id LEFT JOIN search.lengths l ON l.row = m.rowid
-        WHERE l.row IS NULL AND m.expired = 0 AND m.recalled = 0 AND c.active = 1
+        WHERE l.row IS NULL AND \(live)
         """
 
     func indexUnindexed(after row: Int64, limit: Int) throws -> (indexed: Int, last: Int64?) {

@@ -39,15 +39,13 @@ enum SearchIndexImage {
     /// The image in the data directory of the store file `store`, opened with `sealer` (nil:
     /// none, or not this key's). For the tests that read what the key holder reads.
     static func opened(besides store: URL, sealer: StoreSealer) -> Data? {
-        guard let sealed = try? Data(contentsOf: store.deletingLastPathComponent().appendingPathComponent(fileName)) else {
-            return nil
-        }
+        guard let sealed = FileManager.default.contents(atPath: path(besides: store.path)) else { return nil }
         return try? sealer.open(sealed, context)
     }
 
-    /// The image's file beside `db`'s file.
-    static func url(besides db: Database) -> URL {
-        URL(fileURLWithPath: db.path).deletingLastPathComponent().appendingPathComponent(fileName)
+    /// The image's file in the directory of the store file `store`.
+    private static func path(besides store: String) -> String {
+        URL(fileURLWithPath: store).deletingLastPathComponent().appendingPathComponent(fileName).path
     }
 
     /// The in-memory index's tables (`search`): see `SQLiteMessagingStore+Search.swift`.
@@ -161,53 +159,17 @@ enum SearchIndexImage {
     }
 
     private static func write(_ sealed: Data, through: Int64, _ queue: DatabaseQueue) throws {
-        let final = URL(fileURLWithPath: queue.path).deletingLastPathComponent().appendingPathComponent(fileName)
-        let temporary = final.deletingLastPathComponent().appendingPathComponent(
-            ".\(fileName).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp")
+        let final = path(besides: queue.path)
+        let temporary = "\(final).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         // Gone whatever happens: renamed into place, or removed (a write that failed half-way).
-        defer { unlink(temporary.path) }
-        try writeSynced(sealed, to: temporary)
+        defer { unlink(temporary) }
+        try DurableFile.writeSynced(sealed, to: temporary)
         try queue.write { db in
             guard try journalState(db).imageThrough <= through else { return }
-            guard rename(temporary.path, final.path) == 0 else {
-                throw StoreError(
-                    .fileAccess, message: "cannot put the search index's image in place: \(String(cString: strerror(errno)))")
-            }
-            syncDirectory(final.deletingLastPathComponent())
+            try DurableFile.replace(final, with: temporary)
             try db.execute("UPDATE main.search_index_state SET image_through = ?", [through])
             try db.execute("DELETE FROM main.search_changes WHERE seq <= ?", [through])
         }
-    }
-
-    /// Writes `data` to a new file at `url` (0600) and syncs it to the disk.
-    private static func writeSynced(_ data: Data, to url: URL) throws {
-        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else {
-            throw StoreError(.fileAccess, message: "cannot write the search index's image: \(String(cString: strerror(errno)))")
-        }
-        defer { close(descriptor) }
-        try data.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Foundation.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0, errno == EINTR { continue }
-                guard written > 0 else {
-                    throw StoreError(
-                        .fileAccess, message: "cannot write the search index's image: \(String(cString: strerror(errno)))")
-                }
-                offset += written
-            }
-        }
-        guard fsync(descriptor) == 0 else {
-            throw StoreError(.fileAccess, message: "cannot sync the search index's image: \(String(cString: strerror(errno)))")
-        }
-    }
-
-    private static func syncDirectory(_ directory: URL) {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
     }
 
     /// Empties the index with the rest of a wipe (in the wipe's transaction): no document,
