@@ -16,18 +16,23 @@ struct UserProviderTests {
             #expect(plain.userState.value == .initial)
             await plain.refresh()
             #expect(plain.userState.value == .valid)
-            try world.domain.timeOut("alice", for: 3, reason: "cool down")
+            // An hour at the domain, whose clock is the machine's: a loaded machine cannot end it
+            // before the provider reads it.
+            try world.domain.timeOut("alice", for: 3_600, reason: "cool down")
             // The countdown ticks every second; its values come from this clock, which the test
             // moves, so a slow machine changes when a value shows, never which values show.
             let clock = TestClock(Date())
             let users = UserProvider(service: service, clock: clock.wallClock)
             await users.refresh()
-            #expect(users.userState.value == .timeout(remainingSeconds: 3))
             guard case .timeout(let until, let reason)? = users.restriction.value else {
                 Issue.record("the timeout is not reported as a restriction")
                 return
             }
             #expect(reason == "cool down" && until > clock.now)
+            // Two and a half seconds before the end: the provider shows three, rounding up.
+            clock.advance(by: until.timeIntervalSince(clock.now) - 2.5)
+            await users.refresh()
+            #expect(users.userState.value == .timeout(remainingSeconds: 3))
             #expect(plain.restriction.value == nil, "read before the timeout")
             clock.advance(by: 1)
             #expect(await eventually { users.userState.value == .timeout(remainingSeconds: 2) })
