@@ -128,6 +128,23 @@ struct WireJSONTests {
                     epoch: Bool.random(using: &generator) ? Int64.random(in: 0...99, using: &generator) : nil)
             }
             try expectSame(Wire.Entries(entries: entries))
+
+            // One post's copies in several mailboxes share one encoding: each answer still
+            // says exactly what the encoder writes for it, its own sequence included, and a
+            // copy changed after it was shared is written afresh, not from the shared bytes.
+            guard let post = entries.first else { continue }
+            let shared = SharedEntryEncoding()
+            var copies = (0..<3).map { index in
+                var copy = post
+                copy.sequence = Int64(index) * 7 + 1
+                copy.shared = shared
+                return copy
+            }
+            try expectSame(Wire.Entries(entries: copies))
+            copies[1].payload = Self.bytes(&generator) + Data([1])
+            copies[2].sender += "x"
+            try expectSame(Wire.Entries(entries: copies))
+            try expectSame(Wire.Entries(entries: copies.reversed()))
         }
     }
 }

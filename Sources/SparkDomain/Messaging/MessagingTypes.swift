@@ -145,6 +145,21 @@ public struct MailboxEntry: Sendable, Codable, Equatable {
     public var postedAt: Date
     /// For commits and Welcomes: the epoch the commit was accepted for.
     public var epoch: Int64?
+    /// The wire form this entry shares with the other mailboxes' copies of the same post (set
+    /// by the domain as it routes a post; see ``SharedEntryEncoding``). Not part of the entry's
+    /// value: it is neither encoded nor compared.
+    package var shared: SharedEntryEncoding?
+
+    private enum CodingKeys: String, CodingKey {
+        case sequence, chatID, sender, kind, messageNumber, payload, members, postedAt, epoch
+    }
+
+    /// Whether two entries are the same (what they share with other copies aside).
+    public static func == (lhs: MailboxEntry, rhs: MailboxEntry) -> Bool {
+        lhs.sequence == rhs.sequence && lhs.chatID == rhs.chatID && lhs.sender == rhs.sender && lhs.kind == rhs.kind
+            && lhs.messageNumber == rhs.messageNumber && lhs.payload == rhs.payload && lhs.members == rhs.members
+            && lhs.postedAt == rhs.postedAt && lhs.epoch == rhs.epoch
+    }
 
     /// An entry (the domain makes them; tests and hostile domains forge them).
     public init(

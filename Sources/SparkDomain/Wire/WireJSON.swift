@@ -1,4 +1,5 @@
 package import Foundation
+import SparkLock
 
 /// The wire's JSON written straight to bytes, for the answers the daemon sends most (a
 /// check-in's endpoint, a mailbox page, a passcode evaluation): byte for byte what
@@ -34,6 +35,27 @@ package struct WireJSON {
         body(&self)
         bytes.append(UInt8(ascii: "}"))
         separated = true
+    }
+
+    /// Opens an object whose fields follow; ``close()`` ends it.
+    package mutating func open() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        separated = false
+    }
+
+    /// Ends the object ``open()`` began.
+    package mutating func close() {
+        bytes.append(UInt8(ascii: "}"))
+        separated = true
+    }
+
+    /// Bytes written before by another ``WireJSON`` that end after a key (``SharedEntryEncoding``):
+    /// a value follows.
+    package mutating func splice(_ written: [UInt8]) {
+        separate()
+        bytes.append(contentsOf: written)
+        separated = false
     }
 
     /// An array of `items`, each written by `element`.
@@ -173,42 +195,80 @@ extension PasscodeEvaluation: WireWritable {
     }
 }
 
+/// One post's entry as the wire writes it, up to its `sequence` (the only field that differs
+/// between the mailboxes a post reaches), written once and spliced into every answer that
+/// carries a copy: a post to a chat of 500 wakes up to 500 long-polls, which then share one
+/// encoding of its payload instead of making 500.
+///
+/// A copy is written from the bytes only when it still holds what they were written from (an
+/// entry changed after the domain routed it is written afresh), so sharing never changes what
+/// an answer says.
+package final class SharedEntryEncoding: Sendable {
+    /// The entry written (its sequence aside) and its JSON from `{` to `"sequence":`.
+    private let written = Locked<(entry: MailboxEntry, bytes: [UInt8])?>(nil)
+
+    /// None written yet: the first copy to be answered writes it.
+    package init() {}
+
+    /// The JSON of `entry` up to its sequence, written now or shared.
+    fileprivate func prefix(of entry: MailboxEntry) -> [UInt8] {
+        var unsequenced = entry
+        unsequenced.sequence = 0
+        unsequenced.shared = nil
+        if let written = written.withLock({ $0 }), written.entry == unsequenced { return written.bytes }
+        var json = WireJSON()
+        entry.writeFields(to: &json)
+        written.withLock { $0 = (unsequenced, json.bytes) }
+        return json.bytes
+    }
+}
+
 extension MailboxEntry: WireWritable {
     /// Writes the entry as its synthesized encoding does.
     package func write(to json: inout WireJSON) {
-        json.object { json in
-            json.key("chatID")
-            json.string(chatID)
-            if let epoch {
-                json.key("epoch")
-                json.integer(epoch)
-            }
-            json.key("kind")
-            json.string(kind.rawValue)
-            if let members {
-                json.key("members")
-                json.array(members) { json, member in
-                    json.object { json in
-                        json.key("isAdmin")
-                        json.bool(member.isAdmin)
-                        json.key("userID")
-                        json.string(member.userID)
-                    }
+        if let shared {
+            json.splice(shared.prefix(of: self))
+        } else {
+            writeFields(to: &json)
+        }
+        json.integer(sequence)
+        json.close()
+    }
+
+    /// `{`, then every field in the encoder's order up to `"sequence":`; the caller writes its
+    /// value and closes the object.
+    fileprivate func writeFields(to json: inout WireJSON) {
+        json.open()
+        json.key("chatID")
+        json.string(chatID)
+        if let epoch {
+            json.key("epoch")
+            json.integer(epoch)
+        }
+        json.key("kind")
+        json.string(kind.rawValue)
+        if let members {
+            json.key("members")
+            json.array(members) { json, member in
+                json.object { json in
+                    json.key("isAdmin")
+                    json.bool(member.isAdmin)
+                    json.key("userID")
+                    json.string(member.userID)
                 }
             }
-            if let messageNumber {
-                json.key("messageNumber")
-                json.integer(messageNumber)
-            }
-            json.key("payload")
-            json.data(payload)
-            json.key("postedAt")
-            json.time(postedAt)
-            json.key("sender")
-            json.string(sender)
-            json.key("sequence")
-            json.integer(sequence)
         }
+        if let messageNumber {
+            json.key("messageNumber")
+            json.integer(messageNumber)
+        }
+        json.key("payload")
+        json.data(payload)
+        json.key("postedAt")
+        json.time(postedAt)
+        json.key("sender")
+        json.string(sender)
+        json.key("sequence")
     }
 }
 

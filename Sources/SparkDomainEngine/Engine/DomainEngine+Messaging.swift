@@ -478,6 +478,9 @@ extension DomainEngine {
     ) throws -> AppendedEntries {
         var appended = AppendedEntries()
         let membersJSON = try members.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        // Every mailbox's copy differs only in its sequence: the long-polls it wakes share one
+        // wire encoding of it.
+        let shared = SharedEntryEncoding()
         // In one order for every transaction, so two that route to the same users never wait
         // on each other's mailbox heads; each head moves in one atomic statement. The users go
         // in batches, two statements a batch (the heads, then the entries) instead of two a
@@ -499,11 +502,11 @@ extension DomainEngine {
                     throw DomainError(.storageFailure, "the mailbox head of \(user) did not move")
                 }
                 arguments += [user, sequence, chatID, sender, kind.rawValue, messageNumber, payload, membersJSON, now, epoch]
-                appended.add(
-                    MailboxEntry(
-                        sequence: sequence, chatID: chatID, sender: sender, kind: kind, messageNumber: messageNumber,
-                        payload: payload, members: members, postedAt: Date(timeIntervalSince1970: now), epoch: epoch),
-                    for: user)
+                var entry = MailboxEntry(
+                    sequence: sequence, chatID: chatID, sender: sender, kind: kind, messageNumber: messageNumber,
+                    payload: payload, members: members, postedAt: Date(timeIntervalSince1970: now), epoch: epoch)
+                entry.shared = shared
+                appended.add(entry, for: user)
             }
             try db.execute(
                 """

@@ -443,6 +443,28 @@ package enum DomainMigrations {
                 ),
             ]
         ),
+        (
+            "v24-posted-clustered",
+            [
+                // On SQLite the posts' ids are clustered on their key: a post writes one b-tree
+                // for them, not two (a page fewer in every synced post). PostgreSQL's tables are
+                // heaps with their key's index either way.
+                .sqlite(
+                    """
+                    CREATE TABLE posted_clustered (
+                        chat_id TEXT NOT NULL,
+                        sender TEXT NOT NULL,
+                        client_id TEXT NOT NULL,
+                        message_number INTEGER,
+                        posted_at REAL NOT NULL,
+                        PRIMARY KEY (chat_id, sender, client_id)
+                    ) WITHOUT ROWID;
+                    INSERT INTO posted_clustered SELECT chat_id, sender, client_id, message_number, posted_at FROM posted;
+                    DROP TABLE posted;
+                    ALTER TABLE posted_clustered RENAME TO posted
+                    """)
+            ]
+        ),
     ]
 
     /// `statement` as `dialect` takes it; nil when it is for the other one.

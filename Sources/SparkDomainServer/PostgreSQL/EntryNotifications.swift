@@ -130,13 +130,15 @@ enum EntryNotifications {
         var appended = AppendedEntries()
         for group in groups {
             guard group.users.count == group.sequences.count, let kind = MailboxKind(rawValue: group.kind) else { return nil }
+            // One post's copies: the long-polls they wake share one wire encoding.
+            let shared = SharedEntryEncoding()
             for (user, sequence) in zip(group.users, group.sequences) {
-                appended.add(
-                    MailboxEntry(
-                        sequence: sequence, chatID: group.chatID, sender: group.sender, kind: kind, messageNumber: group.number,
-                        payload: group.payload, members: group.members, postedAt: Date(timeIntervalSince1970: group.postedAt),
-                        epoch: group.epoch),
-                    for: user)
+                var entry = MailboxEntry(
+                    sequence: sequence, chatID: group.chatID, sender: group.sender, kind: kind, messageNumber: group.number,
+                    payload: group.payload, members: group.members, postedAt: Date(timeIntervalSince1970: group.postedAt),
+                    epoch: group.epoch)
+                entry.shared = shared
+                appended.add(entry, for: user)
             }
         }
         return appended

@@ -32,7 +32,8 @@ enum PostgreSQLSchema {
         for migration in migrations where !applied.contains(migration.identifier) {
             try connection.simple("BEGIN")
             do {
-                try connection.simple(migration.sql)
+                // A migration for SQLite alone is recorded here with nothing to run.
+                if !migration.sql.isEmpty { try connection.simple(migration.sql) }
                 _ = try connection.run(
                     "INSERT INTO spark_migrations(identifier, applied_at) VALUES ($1, extract(epoch from now()))",
                     [.text(migration.identifier)])

@@ -129,7 +129,7 @@ actor Messenger: MessagingPart {
                 }
                 if Task.isCancelled { return }
                 await self.onMailbox(reached)
-                await self.afterSync(force: false)
+                await self.afterSync(force: false, settled: received <= 0)
                 if received > 0 || full {
                     idle = false
                     if !full { try? await clock.sleep(until: started + interval) }
@@ -150,6 +150,7 @@ actor Messenger: MessagingPart {
     /// message stays `sending` here, and the next messenger on this store resends the same bytes
     /// under the same id, which the domain answers with the number it already gave.
     func stop() async {
+        await flushWaitingReceipts()
         context.stopped.withLock { $0 = true }
         let loop = syncTask
         syncTask = nil
@@ -167,15 +168,45 @@ actor Messenger: MessagingPart {
         changeSinks.finish()
     }
 
-    /// After each mailbox read: delivery receipts, the chats that need a look, and what is
-    /// left sending.
-    func afterSync(force: Bool) async {
-        await outbox.flushReceipts(await mailbox.takeReceiptsDue())
+    /// The delivery receipts a burst left waiting (at most ``MailboxSync/receiptDelay``) go
+    /// before a stop, given a second: a domain that does not answer by then loses them, as a
+    /// crash would (their messages stay `sent` at their senders).
+    private func flushWaitingReceipts() async {
+        let due = await mailbox.takeReceiptsDue(all: true)
+        guard !due.isEmpty else { return }
+        let outbox = self.outbox
+        let sent = Task { @Sendable in await outbox.flushReceipts(due) }
+        let done = Locked(false)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resume = { @Sendable in
+                if done.withLock({ was in
+                    defer { was = true }
+                    return !was
+                }) {
+                    continuation.resume()
+                }
+            }
+            Task {
+                await sent.value
+                resume()
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(1))
+                resume()
+            }
+        }
+    }
+
+    /// After each mailbox read: delivery receipts (all that are due when the read brought
+    /// nothing new or `force`, else those that waited long enough), the chats that need a look,
+    /// and what is left sending.
+    func afterSync(force: Bool, settled: Bool = true) async {
+        await outbox.flushReceipts(await mailbox.takeReceiptsDue(all: force || settled))
         await chats.reconcile(force: force)
         await outbox.resendPending()
     }
 
-    /// Reads the mailbox now, then does what follows a read (see ``afterSync(force:)``), looking
+    /// Reads the mailbox now, then does what follows a read (see ``afterSync(force:settled:)``), looking
     /// at every chat.
     func refresh() async throws {
         _ = try await mailbox.syncOnce()

@@ -174,6 +174,19 @@ public final class EndpointStore: Sendable {
             try db.execute(SQLiteMessagingStore.sessionsSchema)
             try db.execute(ContactDirectory.versionSchema)
         }
+        migrator.register("v21-sent-posts-by-digest") { db in
+            // With `v21-fewer-pages-a-message`: the digests of this device's posts clustered on
+            // the digest (one b-tree a row, not two).
+            try db.execute(
+                """
+                CREATE TABLE sent_posts_by_digest (
+                    digest BLOB PRIMARY KEY, chat_id TEXT NOT NULL, local_id TEXT
+                ) WITHOUT ROWID;
+                INSERT INTO sent_posts_by_digest SELECT digest, chat_id, local_id FROM sent_posts;
+                DROP TABLE sent_posts;
+                ALTER TABLE sent_posts_by_digest RENAME TO sent_posts;
+                """)
+        }
         return migrator
     }
 
@@ -492,6 +505,26 @@ public final class EndpointStore: Sendable {
                 );
                 INSERT INTO search_index_state VALUES (1, 0, 0);
                 CREATE TABLE search_changes (seq INTEGER PRIMARY KEY, rows BLOB NOT NULL);
+                """)
+        }
+        migrator.register("v21-fewer-pages-a-message") { db in
+            // A message sealed and stored wrote 13 pages to the log, each synced: fewer now.
+            // The unread index holds incoming messages only (every query of it names
+            // `incoming = 1`; an outgoing message's steps no longer rewrite it), and the tables
+            // looked up by their key alone are clustered on it (no second b-tree a row).
+            try db.execute(
+                """
+                DROP INDEX messages_unread;
+                CREATE INDEX messages_unread ON messages(chat_id, state) WHERE incoming = 1;
+                CREATE TABLE sent_sequences_by_id (
+                    local_id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+                    withdrawn INTEGER NOT NULL DEFAULT 0
+                ) WITHOUT ROWID;
+                INSERT INTO sent_sequences_by_id SELECT local_id, chat_id, sequence, withdrawn FROM sent_sequences;
+                DROP TABLE sent_sequences;
+                ALTER TABLE sent_sequences_by_id RENAME TO sent_sequences;
+                CREATE INDEX sent_sequences_by_chat ON sent_sequences(chat_id, sequence);
+                CREATE INDEX sent_sequences_withdrawn ON sent_sequences(chat_id, sequence) WHERE withdrawn = 1;
                 """)
         }
         return migrator

@@ -20,7 +20,7 @@ import SparkStore
 ///
 /// It calls no part but the contacts (to look up the identities an entry brings): what follows a
 /// read (receipts, resends, group changes) the messenger's loop does, with what the sync hands it
-/// (``takeReceiptsDue()``).
+/// (``takeReceiptsDue(all:)``).
 actor MailboxSync: MessagingPart {
     nonisolated let context: MessagingContext
     /// The contacts: identities an entry brings are looked up before it is checked.
@@ -30,8 +30,9 @@ actor MailboxSync: MessagingPart {
     /// The long-poll in flight, if the latest read is one.
     private var longPoll: Task<Read, any Error>?
     /// Delivery receipts due, per chat, for the messages the reads brought (see
-    /// ``takeReceiptsDue()``).
+    /// ``takeReceiptsDue(all:)``), and since when the oldest of them waits.
     private var receiptsDue: [String: [CoveredMessage]] = [:]
+    private var receiptsDueSince: ContinuousClock.Instant?
     /// The ephemeral messages seen lately, by nonce, and in the order they came.
     var seenEphemeral: Set<Data> = []
     var seenEphemeralOrder: [Data] = []
@@ -41,10 +42,17 @@ actor MailboxSync: MessagingPart {
         self.identities = identities
     }
 
-    /// The delivery receipts the reads since the last call found due, per chat; taken, so each
-    /// goes once.
-    func takeReceiptsDue() -> [String: [CoveredMessage]] {
-        defer { receiptsDue = [:] }
+    /// The longest a delivery receipt waits for the reads after it while messages keep coming:
+    /// a burst is acknowledged by a receipt every tenth of a second, not one a read (each
+    /// receipt is a message sealed, stored, posted and applied by every device of the chat).
+    static let receiptDelay: Duration = .milliseconds(100)
+
+    /// The delivery receipts the reads since the last call found due, per chat, once the oldest
+    /// has waited ``receiptDelay`` or with `all` (the mailbox is settled: the latest read brought
+    /// nothing new); taken, so each goes once.
+    func takeReceiptsDue(all: Bool) -> [String: [CoveredMessage]] {
+        guard let since = receiptsDueSince, all || ContinuousClock.now - since >= Self.receiptDelay else { return [:] }
+        defer { (receiptsDue, receiptsDueSince) = ([:], nil) }
         return receiptsDue
     }
 
@@ -310,7 +318,10 @@ actor MailboxSync: MessagingPart {
         for message in effects.arrived { arrivalSinks.yield(message) }
         if effects.expiring { await noteExpiring() }
         for gossip in effects.gossip { await identities.heard(gossip.head, from: gossip.user) }
-        if !effects.delivered.isEmpty { receiptsDue[entry.chatID, default: []] += effects.delivered }
+        if !effects.delivered.isEmpty {
+            receiptsDue[entry.chatID, default: []] += effects.delivered
+            if receiptsDueSince == nil { receiptsDueSince = .now }
+        }
         if effects.reconcile { needsReconcile.withLock { _ = $0.insert(entry.chatID) } }
         if effects.reconcileAll {
             context.devicesChanged.withLock { $0 = true }

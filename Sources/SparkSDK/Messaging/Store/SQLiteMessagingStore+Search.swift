@@ -157,8 +157,11 @@ extension SQLiteMessagingStore {
                 INSERT INTO main.search_changes(seq, rows) VALUES (?, ?)
                 ON CONFLICT(seq) DO UPDATE SET rows = rows || excluded.rows
                 """, [seq, Self.journaled(rows)])
+        } else {
+            // A journal row says its `seq` (see `SearchIndexImage.journalState`); a reset with no
+            // row says it in the state's row.
+            try db.execute("UPDATE main.search_index_state SET seq = ?", [seq])
         }
-        try db.execute("UPDATE main.search_index_state SET seq = ?", [seq])
         try db.execute(
             "UPDATE search.state SET through = ?, changed = changed + ?, due = due OR ?",
             [seq, rows.count, searchWrites.takenOut])

@@ -10,7 +10,9 @@ import SparkStore
 /// What ties the index to the messages, which are in the file:
 ///
 /// - `main.search_index_state(seq, image_through)`: `seq` numbers the write transactions that
-///   changed the index (any process's), `image_through` the `seq` of the newest image written.
+///   changed the index (any process's; the latest is the journal's newest row when that is
+///   later, so a transaction writes its row alone), `image_through` the `seq` of the newest
+///   image written.
 /// - `main.search_changes(seq, rows)`: for each transaction since that image that changed the
 ///   index, the rows of the messages it changed (the journal; rows only, no token).
 /// - `search.state(version, building, through, changed, documents, due)`: the tokens' version
@@ -110,9 +112,17 @@ enum SearchIndexImage {
         try db.execute("INSERT INTO search.state VALUES (1, 0, 1, ?, 0, 0, 0)", [through])
     }
 
-    /// The journal's `seq` and `image_through`.
+    /// The journal's `seq` (the latest journal row's, or the state's when that is later: a reset,
+    /// or rows trimmed by an image; one page fewer a transaction than keeping it in the state)
+    /// and `image_through`.
     static func journalState(_ db: Database) throws -> (seq: Int64, imageThrough: Int64) {
-        guard let row = try db.row("SELECT seq, image_through FROM main.search_index_state") else { return (0, 0) }
+        guard
+            let row = try db.row(
+                """
+                SELECT max(seq, coalesce((SELECT max(seq) FROM main.search_changes), 0)), image_through
+                FROM main.search_index_state
+                """)
+        else { return (0, 0) }
         return (try row.get(0), try row.get(1))
     }
 
@@ -167,7 +177,12 @@ enum SearchIndexImage {
         try queue.write { db in
             guard try journalState(db).imageThrough <= through else { return }
             try DurableFile.replace(final, with: temporary)
-            try db.execute("UPDATE main.search_index_state SET image_through = ?", [through])
+            // The journal's `seq` kept where trimming its rows would take it back.
+            try db.execute(
+                """
+                UPDATE main.search_index_state
+                SET image_through = ?, seq = max(seq, coalesce((SELECT max(seq) FROM main.search_changes), 0))
+                """, [through])
             try db.execute("DELETE FROM main.search_changes WHERE seq <= ?", [through])
         }
     }
