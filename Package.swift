@@ -61,8 +61,12 @@ let package = Package(
         .target(name: "SparkLock", swiftSettings: swiftSettings),
         // The one shape of the project's errors (`CodedError`): a code, a reason.
         .target(name: "SparkError", swiftSettings: swiftSettings),
+        // ML-KEM-768 and X-Wing, written from FIPS 203 and the X-Wing draft (the one primitive of
+        // our own: Debian 12 has none); Keccak is OpenSSL's, X25519 libsodium's.
+        .target(name: "CSparkKEM", linkerSettings: [.linkedLibrary("crypto"), .linkedLibrary("sodium")]),
         .target(
-            name: "SparkCrypto", dependencies: ["COpenSSL", "COpenSSLRuntime", "CSodium", "SparkLock", "SparkError"],
+            name: "SparkCrypto",
+            dependencies: ["COpenSSL", "COpenSSLRuntime", "CSodium", "CSparkKEM", "SparkLock", "SparkError"],
             swiftSettings: swiftSettings),
         // Messaging Layer Security (RFC 9420): sans-I/O group state over SparkCrypto (and the one lock).
         .target(name: "SparkMLS", dependencies: ["SparkCrypto", "SparkLock", "SparkError"], swiftSettings: swiftSettings),
@@ -193,7 +197,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SparkCryptoTests",
-            dependencies: ["SparkCrypto", "SparkTestSupport", "crypto-exit"],
+            dependencies: ["SparkCrypto", "CSparkKEM", "SparkTestSupport", "crypto-exit"],
             exclude: ["Python", "Vectors"],
             swiftSettings: swiftSettings
         ),

@@ -16,7 +16,7 @@ packages=(libssl-dev libsodium-dev libsqlite3-dev libcurl4-openssl-dev libpq-dev
     pkg-config iproute2 python3-venv haproxy
     gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke selenium)
-python_packages=(cryptography jwcrypto pyjwt vodozemac voprf pyhpke selenium)
+python_packages=("cryptography>=47" jwcrypto pyjwt vodozemac voprf pyhpke selenium)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -47,6 +47,8 @@ need_pip=0
 for module in "${python_modules[@]}"; do
     python3 -c "import $module" 2>/dev/null || need_pip=1
 done
+# ML-KEM and HPKE with X-Wing came in cryptography 47 (its wheel carries OpenSSL with them).
+python3 -c "from cryptography.hazmat.primitives import hpke; hpke.KEM.MLKEM768_X25519" 2>/dev/null || need_pip=1
 if [ "$need_pip" -eq 1 ]; then
     echo "bootstrap: installing Python packages ${python_packages[*]}"
     python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq; apt-get install -y -qq python3-pip >/dev/null; }

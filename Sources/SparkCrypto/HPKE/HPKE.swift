@@ -2,15 +2,24 @@ public import Foundation
 
 /// Hybrid Public Key Encryption (RFC 9180), base mode, for the suites MLS's cipher suites 1 and 3
 /// use: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256 and AES-128-GCM or ChaCha20-Poly1305 (or
-/// AES-256-GCM), with the exporter.
+/// AES-256-GCM), with the exporter; and with the post-quantum KEM X-Wing (`kem_id` 0x647A,
+/// ``XWing``) in place of DHKEM, as the X-Wing draft's "Use in HPKE" defines it.
 ///
 /// OpenSSL 3.0 has no HPKE, so this builds it from OpenSSL's X25519, HMAC and AES-GCM. A
 /// ``Sender`` encapsulates to a recipient's public key and seals; a ``Recipient`` decapsulates
 /// and opens. Sequence numbers advance with each message, so one context seals or opens a
 /// stream of messages in order.
 public enum HPKE {
-    /// The HPKE algorithms: the KEM is always DHKEM(X25519, HKDF-SHA256), the KDF HKDF-SHA256.
+    /// The HPKE algorithms: the KEM DHKEM(X25519, HKDF-SHA256) or X-Wing, the KDF HKDF-SHA256.
     public struct Suite: Sendable, Hashable {
+        /// The KEMs this implementation offers.
+        public enum KEM: UInt16, Sendable {
+            /// DHKEM(X25519, HKDF-SHA256), `kem_id` 0x0020.
+            case x25519 = 0x0020
+            /// X-Wing (ML-KEM-768 and X25519), `kem_id` 0x647A.
+            case xWing = 0x647A
+        }
+
         /// The AEAD algorithms this implementation offers.
         public enum AEAD: UInt16, Sendable {
             /// AES-128-GCM, `aead_id` 0x0001.
@@ -27,24 +36,35 @@ public enum HPKE {
         }
 
         /// `kem_id` 0x0020, DHKEM(X25519, HKDF-SHA256).
-        public static let kemID: UInt16 = 0x0020
+        public static let kemID: UInt16 = KEM.x25519.rawValue
         /// `kdf_id` 0x0001, HKDF-SHA256.
         public static let kdfID: UInt16 = 0x0001
+        /// The KEM.
+        public let kem: KEM
         /// The AEAD.
         public let aead: AEAD
 
-        /// A suite of DHKEM(X25519, HKDF-SHA256), HKDF-SHA256 and `aead`.
-        public init(aead: AEAD) { self.aead = aead }
+        /// A suite of `kem` (DHKEM(X25519, HKDF-SHA256) unless said), HKDF-SHA256 and `aead`.
+        public init(kem: KEM = .x25519, aead: AEAD) {
+            self.kem = kem
+            self.aead = aead
+        }
 
         /// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM: the suite of MLS's suite 1.
         public static let x25519SHA256AES128GCM = Suite(aead: .aes128GCM)
         /// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305: the suite of MLS's suite 3.
         public static let x25519SHA256ChaChaPoly = Suite(aead: .chaCha20Poly1305)
 
-        var kemSuiteID: [UInt8] { Array("KEM".utf8) + Suite.bigEndian(Suite.kemID) }
+        var kemSuiteID: [UInt8] { Array("KEM".utf8) + Suite.bigEndian(kem.rawValue) }
         var suiteID: [UInt8] {
-            Array("HPKE".utf8) + Suite.bigEndian(Suite.kemID) + Suite.bigEndian(Suite.kdfID)
+            Array("HPKE".utf8) + Suite.bigEndian(kem.rawValue) + Suite.bigEndian(Suite.kdfID)
                 + Suite.bigEndian(aead.rawValue)
+        }
+
+        func require(_ expected: KEM) throws {
+            guard kem == expected else {
+                throw CryptoError(.invalidParameter, "an HPKE suite of KEM \(kem) takes keys of that KEM")
+            }
         }
         static func bigEndian(_ value: UInt16) -> [UInt8] { [UInt8(value >> 8), UInt8(value & 0xff)] }
     }
@@ -65,9 +85,27 @@ public enum HPKE {
         public init(
             suite: Suite, recipient: X25519.PublicKey, info: some ContiguousBytes, unsafeEphemeral ephemeral: X25519.PrivateKey
         ) throws {
+            try suite.require(.x25519)
             let enc = ephemeral.publicKey.rawRepresentation
             let dh = try ephemeral.sharedSecret(with: recipient)
             let shared = try KEM.extractAndExpand(suite: suite, dh: dh, kemContext: enc + recipient.rawRepresentation)
+            encapsulatedKey = enc
+            context = try Context(suite: suite, sharedSecret: shared, info: info)
+        }
+
+        /// Encapsulates a fresh secret to an X-Wing `recipient` (`Encap()` is X-Wing's
+        /// Encapsulate, whose secret is the shared secret) and sets up the context for `info`.
+        public init(suite: Suite, recipient: XWing.PublicKey, info: some ContiguousBytes) throws {
+            try self.init(suite: suite, recipient: recipient, info: info, unsafeRandomness: SecureBytes(randomCount: 64))
+        }
+
+        /// Like ``init(suite:recipient:info:)-(_,XWing.PublicKey,_)`` with X-Wing's 64 bytes of
+        /// randomness given: for test vectors only.
+        public init(
+            suite: Suite, recipient: XWing.PublicKey, info: some ContiguousBytes, unsafeRandomness eseed: SecureBytes
+        ) throws {
+            try suite.require(.xWing)
+            let (shared, enc) = try recipient.encapsulate(unsafeRandomness: eseed)
             encapsulatedKey = enc
             context = try Context(suite: suite, sharedSecret: shared, info: info)
         }
@@ -94,11 +132,23 @@ public enum HPKE {
         public init(
             suite: Suite, privateKey: X25519.PrivateKey, encapsulatedKey: some ContiguousBytes, info: some ContiguousBytes
         ) throws {
+            try suite.require(.x25519)
             let enc = encapsulatedKey.withUnsafeBytes { Data($0) }
             let ephemeral = try X25519.PublicKey(rawRepresentation: enc)
             let dh = try privateKey.sharedSecret(with: ephemeral)
             let shared = try KEM.extractAndExpand(
                 suite: suite, dh: dh, kemContext: enc + privateKey.publicKey.rawRepresentation)
+            context = try Context(suite: suite, sharedSecret: shared, info: info)
+        }
+
+        /// Decapsulates `encapsulatedKey` (1,120 bytes) with an X-Wing `privateKey` and sets up
+        /// the context for `info`. A ciphertext not made for the key gives an unrelated secret
+        /// (ML-KEM's implicit rejection), so the first `open` fails as `authenticationFailure`.
+        public init(
+            suite: Suite, privateKey: XWing.PrivateKey, encapsulatedKey: some ContiguousBytes, info: some ContiguousBytes
+        ) throws {
+            try suite.require(.xWing)
+            let shared = try privateKey.decapsulate(encapsulatedKey)
             context = try Context(suite: suite, sharedSecret: shared, info: info)
         }
 
@@ -116,8 +166,32 @@ public enum HPKE {
         }
     }
 
+    /// `DeriveKeyPair(ikm)` of X-Wing: the key of the seed SHAKE256(ikm, 32).
+    public static func deriveXWingKeyPair(inputKeyMaterial ikm: some ContiguousBytes) throws -> XWing.PrivateKey {
+        try XWing.PrivateKey(seed: SHAKE.hash(.shake256, ikm, count: XWing.privateKeyByteCount))
+    }
+
+    /// One-shot `SealBase` to an X-Wing key: returns `enc` and ciphertext ‖ tag.
+    public static func sealBase(
+        suite: Suite, recipient: XWing.PublicKey, info: some ContiguousBytes, authenticating aad: some ContiguousBytes,
+        plaintext: some ContiguousBytes
+    ) throws -> (encapsulatedKey: Data, ciphertext: Data) {
+        var sender = try Sender(suite: suite, recipient: recipient, info: info)
+        return (sender.encapsulatedKey, try sender.seal(plaintext, authenticating: aad))
+    }
+
+    /// One-shot `OpenBase` with an X-Wing key.
+    public static func openBase(
+        suite: Suite, privateKey: XWing.PrivateKey, encapsulatedKey: some ContiguousBytes, info: some ContiguousBytes,
+        authenticating aad: some ContiguousBytes, ciphertext: some ContiguousBytes
+    ) throws -> SecureBytes {
+        var recipient = try Recipient(suite: suite, privateKey: privateKey, encapsulatedKey: encapsulatedKey, info: info)
+        return try recipient.open(ciphertext, authenticating: aad)
+    }
+
     /// `DeriveKeyPair(ikm)` of DHKEM(X25519, HKDF-SHA256) (RFC 9180 §7.1.3).
     public static func deriveKeyPair(suite: Suite, inputKeyMaterial ikm: some ContiguousBytes) throws -> X25519.PrivateKey {
+        try suite.require(.x25519)
         let prk = labeledExtract(suite.kemSuiteID, salt: [], label: "dkp_prk", ikm: ikm)
         let scalar = try labeledExpand(suite.kemSuiteID, prk: prk, label: "sk", info: [], length: 32)
         return try X25519.PrivateKey(rawRepresentation: scalar)
