@@ -3,7 +3,8 @@
 # the C libraries it links (OpenSSL 3, SQLite 3, libcurl for
 # the domain client, libpq for spark-domaind on PostgreSQL), PostgreSQL itself (the tests start
 # throwaway clusters of it), the openssl CLI the benchmark and tests use, curl and python3-venv for
-# the schemathesis run, iproute2 for the two-host test's network namespaces, haproxy for the
+# the schemathesis run, valgrind and gcc for the constant-time check of ML-KEM
+# (scripts/check-kem-ct.sh), iproute2 for the two-host test's network namespaces, haproxy for the
 # PROXY protocol test, a Secret Service for the tests (GNOME Keyring, D-Bus, libsecret: SparkSDK loads
 # libsecret at run time and works without it), and the Python peers the interop tests talk
 # to, and a real OpenID provider for the sign-in tests (Glewlwyd, with rnbyc for its keys and
@@ -13,7 +14,7 @@ set -euo pipefail
 
 # gnome-keyring, dbus and libsecret: a Secret Service for the test of the store key's keyring.
 packages=(libssl-dev libsodium-dev libsqlite3-dev libcurl4-openssl-dev libpq-dev postgresql postgresql-client openssl curl
-    pkg-config iproute2 python3-venv haproxy
+    pkg-config iproute2 python3-venv haproxy valgrind gcc libc6-dev
     gnome-keyring dbus libsecret-1-0)
 python_modules=(cryptography jwcrypto jwt vodozemac voprf pyhpke selenium)
 python_packages=("cryptography>=47" jwcrypto pyjwt vodozemac voprf pyhpke selenium)

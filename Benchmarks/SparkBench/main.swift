@@ -26,7 +26,7 @@ let benchmarks =
     CryptoBenchmarks.all + ObservationBenchmarks.all + AuthBenchmarks.all + SetupBenchmarks.all + MessagingBenchmarks.all
     + DomainServerBenchmarks.all + PostgreSQLBenchmarks.all + MLSBenchmarks.all + ChatScaleBenchmarks.all
     + AttachmentBenchmarks.all + CAPIBenchmarks.all + CatchUpBenchmarks.all + SearchBenchmarks.all
-    + TransparencyBenchmarks.all
+    + TransparencyBenchmarks.all + KEMBenchmarks.all
 
 var jsonPath: String?
 var filters: [String] = []

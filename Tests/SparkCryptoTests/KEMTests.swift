@@ -317,6 +317,19 @@ struct KEMTests {
         #expect(throws: CryptoError.self) { try xwing.decapsulate(xCiphertext.dropLast()) }
     }
 
+    // MARK: Constant time
+
+    /// `scripts/check-kem-ct.sh`: the library built at -O1, -O2 and -O3 and run under valgrind
+    /// with every secret undefined (key generation, encapsulation, decapsulation of a real and
+    /// of a changed ciphertext, X-Wing's three) takes no branch and reads no address that
+    /// depends on a secret, and no division or remainder by q is in its source.
+    @Test func noBranchAddressOrDivisionDependsOnASecret() async throws {
+        let script = Fixtures.repositoryRoot.appendingPathComponent("scripts/check-kem-ct.sh").path
+        let result = try await Fixtures.run(URL(fileURLWithPath: "/usr/bin/env"), ["bash", script])
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.components(separatedBy: "no secret-dependent branch or address").count == 4)
+    }
+
     // MARK: Against OpenSSL's ML-KEM (pyca/cryptography)
 
     /// Random keys both ways: pyca's key from our seed is ours; pyca encapsulates to our key and

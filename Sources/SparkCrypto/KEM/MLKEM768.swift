@@ -7,7 +7,7 @@ public import Foundation
 /// The implementation is the project's own C (`Sources/CSparkKEM`), written from the standard,
 /// constant time by construction and checked under valgrind with its secrets undefined
 /// (`scripts/check-kem-ct.sh`), and held to NIST's, Wycheproof's and C2SP's vectors and to
-/// OpenSSL's ML-KEM through pyca/cryptography (docs/CRYPTOGRAPHY.md, "ML-KEM and X-Wing").
+/// OpenSSL's ML-KEM through pyca/cryptography (docs/CRYPTO.md, "ML-KEM-768 and X-Wing, and what proves them").
 public enum MLKEM768 {
     /// An encapsulation key's length.
     public static let publicKeyByteCount = Int(SPARK_MLKEM768_EK_BYTES)

@@ -148,8 +148,35 @@ enum Served {
     }
 }
 
+/// The keys the `kem` harness decapsulates with (fixed seeds: a run replays exactly).
+enum KEMFixture {
+    static let mlkem = try! MLKEM768.PrivateKey(seed: SecureBytes(Data(repeating: 7, count: 64)))
+    static let xwing = try! XWing.PrivateKey(seed: SecureBytes(Data(repeating: 9, count: 32)))
+
+    /// The input's first byte chooses what its rest is: an ML-KEM encapsulation key (checked,
+    /// then encapsulated to), an ML-KEM ciphertext, an expanded ML-KEM private key (checked,
+    /// then decapsulating its own ciphertext), an X-Wing public key, an X-Wing ciphertext.
+    static func run(_ data: Data) {
+        guard let selector = data.first else { return }
+        let rest = data.dropFirst()
+        switch selector % 5 {
+        case 0: _ = try? MLKEM768.PublicKey(rawRepresentation: rest).encapsulate()
+        case 1: _ = try? mlkem.decapsulate(rest)
+        case 2:
+            if let key = try? MLKEM768.PrivateKey(expandedRepresentation: rest),
+                let (_, ciphertext) = try? key.publicKey.encapsulate()
+            {
+                _ = try? key.decapsulate(ciphertext)
+            }
+        case 3: _ = try? XWing.PublicKey(rawRepresentation: rest).encapsulate()
+        default: _ = try? xwing.decapsulate(rest)
+        }
+    }
+}
+
 /// Each harness feeds one input to one decoder and everything it leads to.
 let harnesses: [String: @Sendable (Data) -> Void] = [
+    "kem": { data in KEMFixture.run(data) },
     "base64url": { data in
         _ = try? Data(base64URLEncoded: data.text)
         _ = try? SecureBytes(base64URLEncoded: data.text)
@@ -372,7 +399,14 @@ func seeds() throws -> [String: [Data]] {
         </dict></plist>
         """
     let mls = MLSFixture.messages()
+    let (_, mlkemCiphertext) = try KEMFixture.mlkem.publicKey.encapsulate()
+    let (_, xwingCiphertext) = try KEMFixture.xwing.publicKey.encapsulate()
     return [
+        "kem": [
+            Data([0]) + KEMFixture.mlkem.publicKey.rawRepresentation, Data([1]) + mlkemCiphertext,
+            Data([2]) + KEMFixture.mlkem.expandedRepresentation.unsafeData(),
+            Data([3]) + KEMFixture.xwing.publicKey.rawRepresentation, Data([4]) + xwingCiphertext,
+        ],
         "mls-message": [mls.application, mls.proposal, mls.commit],
         "mls-welcome": [mls.welcome, MLSFixture.welcome],
         "mls-group-info": [mls.groupInfo],
