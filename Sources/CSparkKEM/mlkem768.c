@@ -31,39 +31,54 @@ typedef struct {
     poly p[K];
 } polyvec;
 
-// ζ^BitRev7(i) mod q, i = 0..127 (§4.3).
+// Montgomery arithmetic with R = 2^16: mont(a) = a·R⁻¹ mod q for |a| < q·2^15, in (−q, q).
+// Polynomials are kept in [0, q) between the steps below; inside the NTTs and products values
+// grow lazily (their bounds are in the comments) and are reduced at the end.
+#define QINV (-3327)  // q⁻¹ mod 2^16
+#define R2 1353       // R² mod q
+
+// ζ^BitRev7(i)·R mod q, i = 0..127 (§4.3's ζ in Montgomery form, centred).
 static const int16_t zetas[128] = {
-    1,    1729, 2580, 3289, 2642, 630,  1897, 848,  1062, 1919, 193,  797,  2786, 3260, 569,  1746, 296,  2447, 1339,
-    1476, 3046, 56,   2240, 1333, 1426, 2094, 535,  2882, 2393, 2879, 1974, 821,  289,  331,  3253, 1756, 1197, 2304,
-    2277, 2055, 650,  1977, 2513, 632,  2865, 33,   1320, 1915, 2319, 1435, 807,  452,  1438, 2868, 1534, 2402, 2647,
-    2617, 1481, 648,  2474, 3110, 1227, 910,  17,   2761, 583,  2649, 1637, 723,  2288, 1100, 1409, 2662, 3281, 233,
-    756,  2156, 3015, 3050, 1703, 1651, 2789, 1789, 1847, 952,  1461, 2687, 939,  2308, 2437, 2388, 733,  2337, 268,
-    641,  1584, 2298, 2037, 3220, 375,  2549, 2090, 1645, 1063, 319,  2773, 757,  2099, 561,  2466, 2594, 2804, 1092,
-    403,  1026, 1143, 2150, 2775, 886,  1722, 1212, 1874, 1029, 2110, 2935, 885,  2154,
+    -1044, -758,  -359,  -1517, 1493,  1422,  287,   202,   -171,  622,   1577,  182,   962,   -1202, -1474, 1468,
+    573,   -1325, 264,   383,   -829,  1458,  -1602, -130,  -681,  1017,  732,   608,   -1542, 411,   -205,  -1571,
+    1223,  652,   -552,  1015,  -1293, 1491,  -282,  -1544, 516,   -8,    -320,  -666,  -1618, -1162, 126,   1469,
+    -853,  -90,   -271,  830,   107,   -1421, -247,  -951,  -398,  961,   -1508, -725,  448,   -1065, 677,   -1275,
+    -1103, 430,   555,   843,   -1251, 871,   1550,  105,   422,   587,   177,   -235,  -291,  -460,  1574,  1653,
+    -246,  778,   1159,  -147,  -777,  1483,  -602,  1119,  -1590, 644,   -872,  349,   418,   329,   -156,  -75,
+    817,   1097,  603,   610,   1322,  -1285, -1465, 384,   -1215, -136,  1218,  -1335, -874,  220,   -1187, -1659,
+    -1185, -1530, -1278, 794,   -1510, -854,  -870,  478,   -108,  -308,  996,   991,   958,   -1460, 1522,  1628,
 };
 
-// ζ^(2·BitRev7(i)+1) mod q, i = 0..127 (the γ of Algorithm 11).
+// ζ^(2·BitRev7(i)+1)·R mod q, i = 0..127 (the γ of Algorithm 11, in Montgomery form).
 static const int16_t gammas[128] = {
-    17,   3312, 2761, 568,  583,  2746, 2649, 680,  1637, 1692, 723,  2606, 2288, 1041, 1100, 2229, 1409, 1920, 2662,
-    667,  3281, 48,   233,  3096, 756,  2573, 2156, 1173, 3015, 314,  3050, 279,  1703, 1626, 1651, 1678, 2789, 540,
-    1789, 1540, 1847, 1482, 952,  2377, 1461, 1868, 2687, 642,  939,  2390, 2308, 1021, 2437, 892,  2388, 941,  733,
-    2596, 2337, 992,  268,  3061, 641,  2688, 1584, 1745, 2298, 1031, 2037, 1292, 3220, 109,  375,  2954, 2549, 780,
-    2090, 1239, 1645, 1684, 1063, 2266, 319,  3010, 2773, 556,  757,  2572, 2099, 1230, 561,  2768, 2466, 863,  2594,
-    735,  2804, 525,  1092, 2237, 403,  2926, 1026, 2303, 1143, 2186, 2150, 1179, 2775, 554,  886,  2443, 1722, 1607,
-    1212, 2117, 1874, 1455, 1029, 2300, 2110, 1219, 2935, 394,  885,  2444, 2154, 1175,
+    -1103, 1103,  430,   -430,  555,   -555,  843,   -843,  -1251, 1251,  871,   -871,  1550,  -1550, 105,   -105,
+    422,   -422,  587,   -587,  177,   -177,  -235,  235,   -291,  291,   -460,  460,   1574,  -1574, 1653,  -1653,
+    -246,  246,   778,   -778,  1159,  -1159, -147,  147,   -777,  777,   1483,  -1483, -602,  602,   1119,  -1119,
+    -1590, 1590,  644,   -644,  -872,  872,   349,   -349,  418,   -418,  329,   -329,  -156,  156,   -75,   75,
+    817,   -817,  1097,  -1097, 603,   -603,  610,   -610,  1322,  -1322, -1285, 1285,  -1465, 1465,  384,   -384,
+    -1215, 1215,  -136,  136,   1218,  -1218, -1335, 1335,  -874,  874,   220,   -220,  -1187, 1187,  -1659, 1659,
+    -1185, 1185,  -1530, 1530,  -1278, 1278,  794,   -794,  -1510, 1510,  -854,  854,   -870,  870,   478,   -478,
+    -108,  108,   -308,  308,   996,   -996,  991,   -991,  958,   -958,  -1460, 1460,  1522,  -1522, 1628,  -1628,
 };
 
 // MARK: Arithmetic modulo q
 
-// x mod q for x < 2^27: Barrett with m = floor(2^36 / q) leaves [0, 2q), then one masked subtraction.
-static inline int16_t reduce(uint32_t x) {
-    uint32_t quotient = (uint32_t)(((uint64_t)x * 20642678u) >> 36);
-    int32_t r = (int32_t)(x - quotient * Q) - Q;
-    r += (r >> 31) & Q;
-    return (int16_t)r;
+static inline int16_t mont(int32_t a) {
+    int16_t t = (int16_t)((int16_t)a * QINV);
+    return (int16_t)((a - (int32_t)t * Q) >> 16);
 }
 
-static inline int16_t mul(int16_t a, int16_t b) { return reduce((uint32_t)a * (uint32_t)b); }
+// A centred representative of a (any int16_t), in [−(q−1)/2, (q−1)/2]: Barrett with ⌊(2^26+q/2)/q⌋.
+static inline int16_t barrett(int16_t a) {
+    int16_t t = (int16_t)(((int32_t)20159 * a + (1 << 25)) >> 26);
+    return (int16_t)(a - t * Q);
+}
+
+// a mod q in [0, q), for any int16_t a (the sign bit as a mask).
+static inline int16_t canonical(int16_t a) {
+    int16_t r = barrett(a);
+    return (int16_t)(r + ((r >> 15) & Q));
+}
 
 static inline int16_t add(int16_t a, int16_t b) {
     int32_t r = (int32_t)a + b - Q;
@@ -79,44 +94,66 @@ static inline int16_t sub(int16_t a, int16_t b) {
 
 // MARK: NTT (Algorithms 9 to 12)
 
+// NTT of f in [0, q) (or |f| < q): after layer k every |value| < (k+1)q (8q < 2^15 after the
+// seventh), then reduced to [0, q).
 static void ntt(poly *f) {
     size_t i = 1;
     for (size_t len = 128; len >= 2; len >>= 1) {
         for (size_t start = 0; start < N; start += 2 * len) {
-            int16_t zeta = zetas[i++];
+            int32_t zeta = zetas[i++];
             for (size_t j = start; j < start + len; j++) {
-                int16_t t = mul(zeta, f->c[j + len]);
-                f->c[j + len] = sub(f->c[j], t);
-                f->c[j] = add(f->c[j], t);
+                int16_t t = mont(zeta * f->c[j + len]);
+                f->c[j + len] = (int16_t)(f->c[j] - t);
+                f->c[j] = (int16_t)(f->c[j] + t);
             }
         }
     }
+    for (size_t j = 0; j < N; j++) f->c[j] = canonical(f->c[j]);
 }
 
+// The inverse NTT of f (any |value| ≤ 6q), times 128⁻¹, in [0, q).
 static void ntt_inverse(poly *f) {
+    for (size_t j = 0; j < N; j++) f->c[j] = barrett(f->c[j]);
     size_t i = 127;
     for (size_t len = 2; len <= 128; len <<= 1) {
         for (size_t start = 0; start < N; start += 2 * len) {
-            int16_t zeta = zetas[i--];
+            int32_t zeta = zetas[i--];
             for (size_t j = start; j < start + len; j++) {
                 int16_t t = f->c[j];
-                f->c[j] = add(t, f->c[j + len]);
-                f->c[j + len] = mul(zeta, sub(f->c[j + len], t));
+                f->c[j] = barrett((int16_t)(t + f->c[j + len]));
+                f->c[j + len] = mont(zeta * (int16_t)(f->c[j + len] - t));
             }
         }
     }
-    for (size_t j = 0; j < N; j++) f->c[j] = mul(f->c[j], 3303);  // 128^-1 mod q
+    // 128⁻¹ = 3303, as 3303·R mod q = 512 in Montgomery form.
+    for (size_t j = 0; j < N; j++) f->c[j] = canonical(mont((int32_t)512 * f->c[j]));
 }
 
-// h += f × g in the NTT domain (Algorithms 11 and 12).
+// h += f̂ × ĝ in the NTT domain (Algorithms 11 and 12), f̂ in Montgomery form (f·R), ĝ plain
+// (both |value| < q): each product term is below 2q, so three accumulated stay below 6q.
 static void multiply_add(poly *h, const poly *f, const poly *g) {
     for (size_t i = 0; i < 128; i++) {
-        int16_t a0 = f->c[2 * i], a1 = f->c[2 * i + 1], b0 = g->c[2 * i], b1 = g->c[2 * i + 1];
-        int16_t c0 = reduce((uint32_t)a0 * (uint32_t)b0 + (uint32_t)mul(mul(a1, b1), gammas[i]));
-        int16_t c1 = reduce((uint32_t)a0 * (uint32_t)b1 + (uint32_t)a1 * (uint32_t)b0);
-        h->c[2 * i] = add(h->c[2 * i], c0);
-        h->c[2 * i + 1] = add(h->c[2 * i + 1], c1);
+        int32_t a0 = f->c[2 * i], a1 = f->c[2 * i + 1], b0 = g->c[2 * i], b1 = g->c[2 * i + 1];
+        int16_t c0 = (int16_t)(mont(a0 * b0) + mont((int32_t)mont(a1 * b1) * gammas[i]));
+        int16_t c1 = mont(a0 * b1 + a1 * b0);
+        h->c[2 * i] = (int16_t)(h->c[2 * i] + c0);
+        h->c[2 * i + 1] = (int16_t)(h->c[2 * i + 1] + c1);
     }
+}
+
+// f·R mod q in (−q, q): a polynomial's Montgomery form, for the left operand of multiply_add.
+static void to_montgomery(poly *f) {
+    for (size_t j = 0; j < N; j++) f->c[j] = mont((int32_t)R2 * f->c[j]);
+}
+
+// f from its Montgomery form, in [0, q).
+static void from_montgomery(poly *f) {
+    for (size_t j = 0; j < N; j++) f->c[j] = canonical(mont(f->c[j]));
+}
+
+// Every coefficient to [0, q).
+static void poly_canonical(poly *f) {
+    for (size_t j = 0; j < N; j++) f->c[j] = canonical(f->c[j]);
 }
 
 static void poly_add(poly *r, const poly *a) {
@@ -249,22 +286,58 @@ static int sample_cbd2(poly *a, const uint8_t seed[32], uint8_t nonce) {
     return status;
 }
 
-// Â[i][j] = SampleNTT(ρ ‖ j ‖ i), or its transpose.
-static int sample_matrix(polyvec a[K], const uint8_t rho[32], int transposed) {
+// Â[i][j] = SampleNTT(ρ ‖ j ‖ i), in Montgomery form.
+static int sample_matrix(polyvec a[K], const uint8_t rho[32]) {
     for (uint8_t i = 0; i < K; i++) {
         for (uint8_t j = 0; j < K; j++) {
-            int status = transposed ? sample_ntt(&a[i].p[j], rho, i, j) : sample_ntt(&a[i].p[j], rho, j, i);
+            int status = sample_ntt(&a[i].p[j], rho, j, i);
             if (status != 0) return status;
+            to_montgomery(&a[i].p[j]);
         }
     }
     return 0;
 }
 
+// MARK: Expanded keys
+
+// An encapsulation key with what every encapsulation to it would compute again: Â (sampled
+// from ρ), t̂ decoded (both in Montgomery form, the left operands of their products), and
+// H(ek). Public.
+struct spark_mlkem768_public {
+    polyvec a[K];  // a[i].p[j] = Â[i][j]·R
+    polyvec t;     // t̂·R
+    uint8_t ek[SPARK_MLKEM768_EK_BYTES];
+    uint8_t h[32];
+};
+
+// A decapsulation key: its public part, ŝ decoded (in Montgomery form), and z.
+struct spark_mlkem768_private {
+    struct spark_mlkem768_public public_key;
+    polyvec s;  // ŝ·R
+    uint8_t z[32];
+};
+
+_Static_assert(sizeof(struct spark_mlkem768_public) == SPARK_MLKEM768_PUBLIC_STATE_BYTES, "public state size");
+_Static_assert(sizeof(struct spark_mlkem768_private) == SPARK_MLKEM768_PRIVATE_STATE_BYTES, "private state size");
+
+// Fills `key` from a checked `ek` (ρ is the key's last 32 bytes, public).
+static int expand_public(struct spark_mlkem768_public *key, const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
+    memcpy(key->ek, ek, SPARK_MLKEM768_EK_BYTES);
+    for (size_t i = 0; i < K; i++) {
+        decode12(&key->t.p[i], ek + i * POLY_BYTES);
+        to_montgomery(&key->t.p[i]);
+    }
+    int status = sample_matrix(key->a, ek + K * POLY_BYTES);
+    if (status == 0) status = spark_kem_sha3_256(key->h, ek, SPARK_MLKEM768_EK_BYTES, NULL, 0);
+    return status;
+}
+
 // MARK: K-PKE (§5)
 
-// K-PKE.KeyGen (Algorithm 13): (ρ, σ) = G(d ‖ k); without `separated`, G(d) as FIPS 203's
-// draft had it (for vectors made before the final standard only).
-static int pke_keygen(uint8_t ek[EK_PKE_BYTES], uint8_t dk[K * POLY_BYTES], const uint8_t d[32], int separated) {
+// K-PKE.KeyGen (Algorithm 13) into `key` (its public part, ŝ), with ek and the encoded ŝ:
+// (ρ, σ) = G(d ‖ k); without `separated`, G(d) as FIPS 203's draft had it (for vectors made
+// before the final standard only).
+static int pke_keygen(struct spark_mlkem768_private *key, const uint8_t d[32], int separated) {
     uint8_t input[33], expanded[64];
     memcpy(input, d, 32);
     input[32] = K;
@@ -272,39 +345,46 @@ static int pke_keygen(uint8_t ek[EK_PKE_BYTES], uint8_t dk[K * POLY_BYTES], cons
     const uint8_t *rho = expanded, *sigma = expanded + 32;
     // ρ is the encapsulation key's: public from here on.
     SPARK_KEM_DECLASSIFY(rho, 32);
-    polyvec a[K], s, e;
-    memset(&s, 0, sizeof s);
+    struct spark_mlkem768_public *pub = &key->public_key;
+    polyvec e;
     memset(&e, 0, sizeof e);
-    if (status == 0) status = sample_matrix(a, rho, 0);
+    if (status == 0) status = sample_matrix(pub->a, rho);
     uint8_t nonce = 0;
-    for (size_t i = 0; status == 0 && i < K; i++) status = sample_cbd2(&s.p[i], sigma, nonce++);
+    for (size_t i = 0; status == 0 && i < K; i++) status = sample_cbd2(&key->s.p[i], sigma, nonce++);
     for (size_t i = 0; status == 0 && i < K; i++) status = sample_cbd2(&e.p[i], sigma, nonce++);
     if (status == 0) {
         for (size_t i = 0; i < K; i++) {
-            ntt(&s.p[i]);
+            ntt(&key->s.p[i]);
             ntt(&e.p[i]);
         }
         for (size_t i = 0; i < K; i++) {
-            poly t = e.p[i];
-            for (size_t j = 0; j < K; j++) multiply_add(&t, &a[i].p[j], &s.p[j]);
-            encode(ek + i * POLY_BYTES, &t, 12);
-            encode(dk + i * POLY_BYTES, &s.p[i], 12);
+            // t̂ = ê + Â ŝ: below 7q before its reduction.
+            pub->t.p[i] = e.p[i];
+            for (size_t j = 0; j < K; j++) multiply_add(&pub->t.p[i], &pub->a[i].p[j], &key->s.p[j]);
+            poly_canonical(&pub->t.p[i]);
+            encode(pub->ek + i * POLY_BYTES, &pub->t.p[i], 12);
         }
-        memcpy(ek + K * POLY_BYTES, rho, 32);
+        for (size_t i = 0; i < K; i++) {
+            to_montgomery(&pub->t.p[i]);
+            to_montgomery(&key->s.p[i]);
+        }
+        memcpy(pub->ek + K * POLY_BYTES, rho, 32);
+        // The encapsulation key is published.
+        SPARK_KEM_DECLASSIFY(pub->ek, SPARK_MLKEM768_EK_BYTES);
+        status = spark_kem_sha3_256(pub->h, pub->ek, SPARK_MLKEM768_EK_BYTES, NULL, 0);
     }
     spark_kem_wipe(input, sizeof input);
     spark_kem_wipe(expanded, sizeof expanded);
-    spark_kem_wipe(&s, sizeof s);
     spark_kem_wipe(&e, sizeof e);
     return status;
 }
 
-// K-PKE.Encrypt (Algorithm 14), with t̂ decoded and checked by the caller.
-static int pke_encrypt(uint8_t c[SPARK_MLKEM768_CT_BYTES], const polyvec *t, const uint8_t rho[32], const uint8_t m[32],
+// K-PKE.Encrypt (Algorithm 14) to an expanded key: u = NTT⁻¹(Âᵀ ŷ) + e₁, v = NTT⁻¹(t̂ᵀ ŷ) + e₂ + μ.
+static int pke_encrypt(uint8_t c[SPARK_MLKEM768_CT_BYTES], const struct spark_mlkem768_public *key, const uint8_t m[32],
                        const uint8_t r[32]) {
-    polyvec at[K], y, e1;
+    polyvec y, e1;
     poly e2, v, mu;
-    int status = sample_matrix(at, rho, 1);
+    int status = 0;
     uint8_t nonce = 0;
     for (size_t i = 0; status == 0 && i < K; i++) status = sample_cbd2(&y.p[i], r, nonce++);
     for (size_t i = 0; status == 0 && i < K; i++) status = sample_cbd2(&e1.p[i], r, nonce++);
@@ -314,14 +394,14 @@ static int pke_encrypt(uint8_t c[SPARK_MLKEM768_CT_BYTES], const polyvec *t, con
         for (size_t i = 0; i < K; i++) {
             poly u;
             memset(&u, 0, sizeof u);
-            for (size_t j = 0; j < K; j++) multiply_add(&u, &at[i].p[j], &y.p[j]);
+            for (size_t j = 0; j < K; j++) multiply_add(&u, &key->a[j].p[i], &y.p[j]);
             ntt_inverse(&u);
             poly_add(&u, &e1.p[i]);
             poly_compress(c + i * (32 * DU), &u, DU);
             spark_kem_wipe(&u, sizeof u);
         }
         memset(&v, 0, sizeof v);
-        for (size_t j = 0; j < K; j++) multiply_add(&v, &t->p[j], &y.p[j]);
+        for (size_t j = 0; j < K; j++) multiply_add(&v, &key->t.p[j], &y.p[j]);
         ntt_inverse(&v);
         poly_add(&v, &e2);
         // μ = Decompress_1(ByteDecode_1(m)): each bit times round(q/2) = 1665, by a mask.
@@ -340,52 +420,35 @@ static int pke_encrypt(uint8_t c[SPARK_MLKEM768_CT_BYTES], const polyvec *t, con
     return status;
 }
 
-// K-PKE.Decrypt (Algorithm 15).
-static void pke_decrypt(uint8_t m[32], const uint8_t dk[K * POLY_BYTES], const uint8_t c[SPARK_MLKEM768_CT_BYTES]) {
-    polyvec u, s;
+// K-PKE.Decrypt (Algorithm 15): w = v − NTT⁻¹(ŝᵀ NTT(u)), m = ByteEncode_1(Compress_1(w)).
+static void pke_decrypt(uint8_t m[32], const polyvec *s, const uint8_t c[SPARK_MLKEM768_CT_BYTES]) {
+    polyvec u;
     poly v, w;
     for (size_t i = 0; i < K; i++) {
         poly_decompress(&u.p[i], c + i * (32 * DU), DU);
         ntt(&u.p[i]);
-        decode12(&s.p[i], dk + i * POLY_BYTES);
     }
     poly_decompress(&v, c + C1_BYTES, DV);
     memset(&w, 0, sizeof w);
-    for (size_t i = 0; i < K; i++) multiply_add(&w, &s.p[i], &u.p[i]);
+    for (size_t i = 0; i < K; i++) multiply_add(&w, &s->p[i], &u.p[i]);
     ntt_inverse(&w);
     poly_sub(&v, &w);
     memset(m, 0, 32);
     for (size_t i = 0; i < N; i++) m[i / 8] |= (uint8_t)(compress(v.c[i], 1) << (i % 8));
-    spark_kem_wipe(&s, sizeof s);
     spark_kem_wipe(&v, sizeof v);
     spark_kem_wipe(&w, sizeof w);
 }
 
-// MARK: ML-KEM (§6, §7)
+// MARK: ML-KEM (§6, §7) on expanded keys
 
-static int keygen(uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES], const uint8_t d[32],
-                  const uint8_t z[32], int separated) {
-    int status = pke_keygen(ek, dk, d, separated);
-    if (status != 0) return status;
-    memcpy(dk + K * POLY_BYTES, ek, SPARK_MLKEM768_EK_BYTES);
-    status = spark_kem_sha3_256(dk + K * POLY_BYTES + SPARK_MLKEM768_EK_BYTES, ek, SPARK_MLKEM768_EK_BYTES, NULL, 0);
-    memcpy(dk + K * POLY_BYTES + SPARK_MLKEM768_EK_BYTES + 32, z, 32);
+static int keygen(struct spark_mlkem768_private *key, const uint8_t d[32], const uint8_t z[32], int separated) {
+    int status = pke_keygen(key, d, separated);
+    memcpy(key->z, z, 32);
     return status;
 }
 
-int spark_mlkem768_keygen_derand(uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES],
-                                 const uint8_t d[32], const uint8_t z[32]) {
-    return keygen(ek, dk, d, z, 1);
-}
-
-int spark_mlkem768_keygen_derand_draft(uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES],
-                                       const uint8_t d[32], const uint8_t z[32]) {
-    return keygen(ek, dk, d, z, 0);
-}
-
-// t̂ = ByteDecode_12 of the encapsulation key (public).
-static void decode_ek(polyvec *t, const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
-    for (size_t i = 0; i < K; i++) decode12(&t->p[i], ek + i * POLY_BYTES);
+int spark_mlkem768_private_from_seed(struct spark_mlkem768_private *key, const uint8_t d[32], const uint8_t z[32]) {
+    return keygen(key, d, z, 1);
 }
 
 // The modulus check (§7.2): ByteEncode_12(ByteDecode_12(ek)) = ek, i.e. every 12-bit value is
@@ -400,6 +463,11 @@ int spark_mlkem768_check_ek(const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
     return over ? SPARK_KEM_INVALID : 0;
 }
 
+int spark_mlkem768_public_from_bytes(struct spark_mlkem768_public *key, const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
+    int status = spark_mlkem768_check_ek(ek);
+    return status != 0 ? status : expand_public(key, ek);
+}
+
 int spark_mlkem768_check_dk(const uint8_t dk[SPARK_MLKEM768_DK_BYTES]) {
     const uint8_t *ek = dk + K * POLY_BYTES;
     uint8_t hash[32];
@@ -412,38 +480,57 @@ int spark_mlkem768_check_dk(const uint8_t dk[SPARK_MLKEM768_DK_BYTES]) {
     return difference == 0 ? 0 : SPARK_KEM_INVALID;
 }
 
-int spark_mlkem768_encaps_derand(uint8_t ct[SPARK_MLKEM768_CT_BYTES], uint8_t ss[SPARK_MLKEM_SS_BYTES],
-                                 const uint8_t ek[SPARK_MLKEM768_EK_BYTES], const uint8_t m[32]) {
-    int status = spark_mlkem768_check_ek(ek);
-    if (status != 0) return status;
-    polyvec t;
-    decode_ek(&t, ek);
-    uint8_t input[64], kr[64];
-    memcpy(input, m, 32);
-    status = spark_kem_sha3_256(input + 32, ek, SPARK_MLKEM768_EK_BYTES, NULL, 0);
-    if (status == 0) status = spark_kem_sha3_512(kr, input, sizeof input, NULL, 0);
-    if (status == 0) status = pke_encrypt(ct, &t, ek + K * POLY_BYTES, m, kr + 32);
+int spark_mlkem768_private_from_bytes(struct spark_mlkem768_private *key, const uint8_t dk[SPARK_MLKEM768_DK_BYTES]) {
+    const uint8_t *ek = dk + K * POLY_BYTES;
+    // The key's encapsulation key and its hash are public (they are the public key's).
+    SPARK_KEM_DECLASSIFY(ek, SPARK_MLKEM768_EK_BYTES + 32);
+    int status = spark_mlkem768_check_dk(dk);
+    if (status == 0) status = expand_public(&key->public_key, ek);
+    for (size_t i = 0; status == 0 && i < K; i++) {
+        decode12(&key->s.p[i], dk + i * POLY_BYTES);
+        to_montgomery(&key->s.p[i]);
+    }
+    memcpy(key->z, ek + SPARK_MLKEM768_EK_BYTES + 32, 32);
+    return status;
+}
+
+void spark_mlkem768_private_to_bytes(uint8_t dk[SPARK_MLKEM768_DK_BYTES], const struct spark_mlkem768_private *key) {
+    for (size_t i = 0; i < K; i++) {
+        poly s = key->s.p[i];
+        from_montgomery(&s);
+        encode(dk + i * POLY_BYTES, &s, 12);
+        spark_kem_wipe(&s, sizeof s);
+    }
+    memcpy(dk + K * POLY_BYTES, key->public_key.ek, SPARK_MLKEM768_EK_BYTES);
+    memcpy(dk + K * POLY_BYTES + SPARK_MLKEM768_EK_BYTES, key->public_key.h, 32);
+    memcpy(dk + K * POLY_BYTES + SPARK_MLKEM768_EK_BYTES + 32, key->z, 32);
+}
+
+const uint8_t *spark_mlkem768_public_bytes(const struct spark_mlkem768_public *key) { return key->ek; }
+
+const struct spark_mlkem768_public *spark_mlkem768_private_public(const struct spark_mlkem768_private *key) {
+    return &key->public_key;
+}
+
+// ML-KEM.Encaps_internal (Algorithm 17): (K, r) = G(m ‖ H(ek)), c = K-PKE.Encrypt(ek, m, r).
+int spark_mlkem768_encaps_expanded(uint8_t ct[SPARK_MLKEM768_CT_BYTES], uint8_t ss[SPARK_MLKEM_SS_BYTES],
+                                   const struct spark_mlkem768_public *key, const uint8_t m[32]) {
+    uint8_t kr[64];
+    int status = spark_kem_sha3_512(kr, m, 32, key->h, 32);
+    if (status == 0) status = pke_encrypt(ct, key, m, kr + 32);
     if (status == 0) memcpy(ss, kr, 32);
-    spark_kem_wipe(input, sizeof input);
     spark_kem_wipe(kr, sizeof kr);
     return status;
 }
 
-int spark_mlkem768_decaps(uint8_t ss[SPARK_MLKEM_SS_BYTES], const uint8_t ct[SPARK_MLKEM768_CT_BYTES],
-                          const uint8_t dk[SPARK_MLKEM768_DK_BYTES]) {
-    const uint8_t *dk_pke = dk, *ek = dk + K * POLY_BYTES, *h = ek + SPARK_MLKEM768_EK_BYTES, *z = h + 32;
-    // The key's encapsulation key and its hash are public (they are the public key's).
-    SPARK_KEM_DECLASSIFY(ek, SPARK_MLKEM768_EK_BYTES + 32);
-    int status = spark_mlkem768_check_dk(dk);
-    if (status != 0) return status;
-    polyvec t;
-    decode_ek(&t, ek);
-    uint8_t input[64], kr[64], rejected[32], again[SPARK_MLKEM768_CT_BYTES];
-    pke_decrypt(input, dk_pke, ct);
-    memcpy(input + 32, h, 32);
-    status = spark_kem_sha3_512(kr, input, sizeof input, NULL, 0);
-    if (status == 0) status = spark_kem_shake256(rejected, sizeof rejected, z, 32, ct, SPARK_MLKEM768_CT_BYTES);
-    if (status == 0) status = pke_encrypt(again, &t, ek + K * POLY_BYTES, input, kr + 32);
+// ML-KEM.Decaps_internal (Algorithm 18) with implicit rejection.
+int spark_mlkem768_decaps_expanded(uint8_t ss[SPARK_MLKEM_SS_BYTES], const uint8_t ct[SPARK_MLKEM768_CT_BYTES],
+                                   const struct spark_mlkem768_private *key) {
+    uint8_t message[32], kr[64], rejected[32], again[SPARK_MLKEM768_CT_BYTES];
+    pke_decrypt(message, &key->s, ct);
+    int status = spark_kem_sha3_512(kr, message, 32, key->public_key.h, 32);
+    if (status == 0) status = spark_kem_shake256(rejected, sizeof rejected, key->z, 32, ct, SPARK_MLKEM768_CT_BYTES);
+    if (status == 0) status = pke_encrypt(again, &key->public_key, message, kr + 32);
     if (status == 0) {
         // Implicit rejection: K' when c re-encrypts to itself, J(z ‖ c) otherwise, chosen by a
         // mask that the compiler cannot see through (no branch, no early exit, no strcmp).
@@ -452,9 +539,54 @@ int spark_mlkem768_decaps(uint8_t ss[SPARK_MLKEM_SS_BYTES], const uint8_t ct[SPA
         uint8_t keep = spark_kem_barrier_u8((uint8_t)(((uint32_t)difference + 0xff) >> 8) - 1);
         for (size_t i = 0; i < 32; i++) ss[i] = (uint8_t)((kr[i] & keep) | (rejected[i] & (uint8_t)~keep));
     }
-    spark_kem_wipe(input, sizeof input);
+    spark_kem_wipe(message, sizeof message);
     spark_kem_wipe(kr, sizeof kr);
     spark_kem_wipe(rejected, sizeof rejected);
     spark_kem_wipe(again, sizeof again);
+    return status;
+}
+
+// MARK: ML-KEM on encoded keys (FIPS 203's interfaces, for vectors and one-off use)
+
+static int keygen_bytes(uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES], const uint8_t d[32],
+                        const uint8_t z[32], int separated) {
+    struct spark_mlkem768_private *key = OPENSSL_malloc(sizeof *key);
+    if (key == NULL) return SPARK_KEM_FAILED;
+    int status = keygen(key, d, z, separated);
+    if (status == 0) {
+        memcpy(ek, key->public_key.ek, SPARK_MLKEM768_EK_BYTES);
+        spark_mlkem768_private_to_bytes(dk, key);
+    }
+    OPENSSL_clear_free(key, sizeof *key);
+    return status;
+}
+
+int spark_mlkem768_keygen_derand(uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES],
+                                 const uint8_t d[32], const uint8_t z[32]) {
+    return keygen_bytes(ek, dk, d, z, 1);
+}
+
+int spark_mlkem768_keygen_derand_draft(uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES],
+                                       const uint8_t d[32], const uint8_t z[32]) {
+    return keygen_bytes(ek, dk, d, z, 0);
+}
+
+int spark_mlkem768_encaps_derand(uint8_t ct[SPARK_MLKEM768_CT_BYTES], uint8_t ss[SPARK_MLKEM_SS_BYTES],
+                                 const uint8_t ek[SPARK_MLKEM768_EK_BYTES], const uint8_t m[32]) {
+    struct spark_mlkem768_public *key = OPENSSL_malloc(sizeof *key);
+    if (key == NULL) return SPARK_KEM_FAILED;
+    int status = spark_mlkem768_public_from_bytes(key, ek);
+    if (status == 0) status = spark_mlkem768_encaps_expanded(ct, ss, key, m);
+    OPENSSL_free(key);
+    return status;
+}
+
+int spark_mlkem768_decaps(uint8_t ss[SPARK_MLKEM_SS_BYTES], const uint8_t ct[SPARK_MLKEM768_CT_BYTES],
+                          const uint8_t dk[SPARK_MLKEM768_DK_BYTES]) {
+    struct spark_mlkem768_private *key = OPENSSL_malloc(sizeof *key);
+    if (key == NULL) return SPARK_KEM_FAILED;
+    int status = spark_mlkem768_private_from_bytes(key, dk);
+    if (status == 0) status = spark_mlkem768_decaps_expanded(ss, ct, key);
+    OPENSSL_clear_free(key, sizeof *key);
     return status;
 }

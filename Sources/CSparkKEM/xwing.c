@@ -27,31 +27,29 @@ static int combine(uint8_t ss[32], const uint8_t ss_m[32], const uint8_t ss_x[32
     return status;
 }
 
-int spark_xwing_keygen_derand(uint8_t pk[SPARK_XWING_PK_BYTES], uint8_t dk_m[SPARK_MLKEM768_DK_BYTES],
-                              uint8_t sk_x[32], const uint8_t seed[SPARK_XWING_SK_BYTES]) {
-    uint8_t expanded[96], ek[SPARK_MLKEM768_EK_BYTES], dk[SPARK_MLKEM768_DK_BYTES], pk_x[32];
+int spark_xwing_private_from_seed(struct spark_mlkem768_private *mlkem, uint8_t sk_x[32],
+                                  uint8_t pk[SPARK_XWING_PK_BYTES], const uint8_t seed[SPARK_XWING_SK_BYTES]) {
+    uint8_t expanded[96];
     int status = spark_kem_shake256(expanded, sizeof expanded, seed, SPARK_XWING_SK_BYTES, NULL, 0);
-    if (status == 0) status = spark_mlkem768_keygen_derand(ek, dk, expanded, expanded + 32);
-    if (status == 0 && crypto_scalarmult_curve25519_base(pk_x, expanded + 64) != 0) status = SPARK_KEM_FAILED;
+    if (status == 0) status = spark_mlkem768_private_from_seed(mlkem, expanded, expanded + 32);
+    if (status == 0 && crypto_scalarmult_curve25519_base(pk + SPARK_MLKEM768_EK_BYTES, expanded + 64) != 0) {
+        status = SPARK_KEM_FAILED;
+    }
     if (status == 0) {
-        SPARK_KEM_DECLASSIFY(pk_x, sizeof pk_x);
-        if (pk != NULL) {
-            memcpy(pk, ek, SPARK_MLKEM768_EK_BYTES);
-            memcpy(pk + SPARK_MLKEM768_EK_BYTES, pk_x, 32);
-        }
-        if (dk_m != NULL) memcpy(dk_m, dk, sizeof dk);
-        if (sk_x != NULL) memcpy(sk_x, expanded + 64, 32);
+        SPARK_KEM_DECLASSIFY(pk + SPARK_MLKEM768_EK_BYTES, 32);
+        memcpy(pk, spark_mlkem768_public_bytes(spark_mlkem768_private_public(mlkem)), SPARK_MLKEM768_EK_BYTES);
+        memcpy(sk_x, expanded + 64, 32);
     }
     spark_kem_wipe(expanded, sizeof expanded);
-    spark_kem_wipe(dk, sizeof dk);
     return status;
 }
 
-int spark_xwing_encaps_derand(uint8_t ct[SPARK_XWING_CT_BYTES], uint8_t ss[SPARK_XWING_SS_BYTES],
-                              const uint8_t pk[SPARK_XWING_PK_BYTES], const uint8_t eseed[SPARK_XWING_ESEED_BYTES]) {
-    const uint8_t *pk_m = pk, *pk_x = pk + SPARK_MLKEM768_EK_BYTES, *ek_x = eseed + 32;
+int spark_xwing_encaps_expanded(uint8_t ct[SPARK_XWING_CT_BYTES], uint8_t ss[SPARK_XWING_SS_BYTES],
+                                const struct spark_mlkem768_public *mlkem, const uint8_t pk_x[32],
+                                const uint8_t eseed[SPARK_XWING_ESEED_BYTES]) {
+    const uint8_t *ek_x = eseed + 32;
     uint8_t ss_m[32], ss_x[32], ct_x[32];
-    int status = spark_mlkem768_encaps_derand(ct, ss_m, pk_m, eseed);
+    int status = spark_mlkem768_encaps_expanded(ct, ss_m, mlkem, eseed);
     if (status == 0 && crypto_scalarmult_curve25519_base(ct_x, ek_x) != 0) status = SPARK_KEM_FAILED;
     if (status == 0) {
         int low_order = crypto_scalarmult_curve25519(ss_x, ek_x, pk_x);
@@ -64,12 +62,11 @@ int spark_xwing_encaps_derand(uint8_t ct[SPARK_XWING_CT_BYTES], uint8_t ss[SPARK
     return status;
 }
 
-int spark_xwing_decaps_expanded(uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t ct[SPARK_XWING_CT_BYTES],
-                                const uint8_t dk_m[SPARK_MLKEM768_DK_BYTES], const uint8_t sk_x[32],
-                                const uint8_t pk[SPARK_XWING_PK_BYTES]) {
-    const uint8_t *ct_x = ct + SPARK_MLKEM768_CT_BYTES, *pk_x = pk + SPARK_MLKEM768_EK_BYTES;
+int spark_xwing_decaps_state(uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t ct[SPARK_XWING_CT_BYTES],
+                             const struct spark_mlkem768_private *mlkem, const uint8_t sk_x[32], const uint8_t pk_x[32]) {
+    const uint8_t *ct_x = ct + SPARK_MLKEM768_CT_BYTES;
     uint8_t ss_m[32], ss_x[32];
-    int status = spark_mlkem768_decaps(ss_m, ct, dk_m);
+    int status = spark_mlkem768_decaps_expanded(ss_m, ct, mlkem);
     if (status == 0) {
         int low_order = crypto_scalarmult_curve25519(ss_x, sk_x, ct_x);
         (void)low_order;
@@ -80,12 +77,53 @@ int spark_xwing_decaps_expanded(uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t 
     return status;
 }
 
+// MARK: On encoded keys (the draft's interfaces, for vectors and one-off use)
+
+int spark_xwing_keygen_derand(uint8_t pk[SPARK_XWING_PK_BYTES], uint8_t dk_m[SPARK_MLKEM768_DK_BYTES],
+                              uint8_t sk_x[32], const uint8_t seed[SPARK_XWING_SK_BYTES]) {
+    struct spark_mlkem768_private *mlkem = OPENSSL_malloc(SPARK_MLKEM768_PRIVATE_STATE_BYTES);
+    if (mlkem == NULL) return SPARK_KEM_FAILED;
+    uint8_t public_key[SPARK_XWING_PK_BYTES], scalar[32];
+    int status = spark_xwing_private_from_seed(mlkem, scalar, public_key, seed);
+    if (status == 0) {
+        if (pk != NULL) memcpy(pk, public_key, sizeof public_key);
+        if (dk_m != NULL) spark_mlkem768_private_to_bytes(dk_m, mlkem);
+        if (sk_x != NULL) memcpy(sk_x, scalar, 32);
+    }
+    spark_kem_wipe(scalar, sizeof scalar);
+    OPENSSL_clear_free(mlkem, SPARK_MLKEM768_PRIVATE_STATE_BYTES);
+    return status;
+}
+
+int spark_xwing_encaps_derand(uint8_t ct[SPARK_XWING_CT_BYTES], uint8_t ss[SPARK_XWING_SS_BYTES],
+                              const uint8_t pk[SPARK_XWING_PK_BYTES], const uint8_t eseed[SPARK_XWING_ESEED_BYTES]) {
+    struct spark_mlkem768_public *mlkem = OPENSSL_malloc(SPARK_MLKEM768_PUBLIC_STATE_BYTES);
+    if (mlkem == NULL) return SPARK_KEM_FAILED;
+    int status = spark_mlkem768_public_from_bytes(mlkem, pk);
+    if (status == 0) status = spark_xwing_encaps_expanded(ct, ss, mlkem, pk + SPARK_MLKEM768_EK_BYTES, eseed);
+    OPENSSL_free(mlkem);
+    return status;
+}
+
+int spark_xwing_decaps_expanded(uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t ct[SPARK_XWING_CT_BYTES],
+                                const uint8_t dk_m[SPARK_MLKEM768_DK_BYTES], const uint8_t sk_x[32],
+                                const uint8_t pk[SPARK_XWING_PK_BYTES]) {
+    struct spark_mlkem768_private *mlkem = OPENSSL_malloc(SPARK_MLKEM768_PRIVATE_STATE_BYTES);
+    if (mlkem == NULL) return SPARK_KEM_FAILED;
+    int status = spark_mlkem768_private_from_bytes(mlkem, dk_m);
+    if (status == 0) status = spark_xwing_decaps_state(ss, ct, mlkem, sk_x, pk + SPARK_MLKEM768_EK_BYTES);
+    OPENSSL_clear_free(mlkem, SPARK_MLKEM768_PRIVATE_STATE_BYTES);
+    return status;
+}
+
 int spark_xwing_decaps(uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t ct[SPARK_XWING_CT_BYTES],
                        const uint8_t sk[SPARK_XWING_SK_BYTES]) {
-    uint8_t pk[SPARK_XWING_PK_BYTES], dk_m[SPARK_MLKEM768_DK_BYTES], sk_x[32];
-    int status = spark_xwing_keygen_derand(pk, dk_m, sk_x, sk);
-    if (status == 0) status = spark_xwing_decaps_expanded(ss, ct, dk_m, sk_x, pk);
-    spark_kem_wipe(dk_m, sizeof dk_m);
+    struct spark_mlkem768_private *mlkem = OPENSSL_malloc(SPARK_MLKEM768_PRIVATE_STATE_BYTES);
+    if (mlkem == NULL) return SPARK_KEM_FAILED;
+    uint8_t pk[SPARK_XWING_PK_BYTES], sk_x[32];
+    int status = spark_xwing_private_from_seed(mlkem, sk_x, pk, sk);
+    if (status == 0) status = spark_xwing_decaps_state(ss, ct, mlkem, sk_x, pk + SPARK_MLKEM768_EK_BYTES);
     spark_kem_wipe(sk_x, sizeof sk_x);
+    OPENSSL_clear_free(mlkem, SPARK_MLKEM768_PRIVATE_STATE_BYTES);
     return status;
 }

@@ -34,6 +34,37 @@
 #define SPARK_XWING_SS_BYTES 32
 #define SPARK_XWING_ESEED_BYTES 64
 
+/// The bytes of the expanded key states below (the structures are opaque: allocate this many
+/// bytes, 2-byte aligned).
+#define SPARK_MLKEM768_PUBLIC_STATE_BYTES 7360
+#define SPARK_MLKEM768_PRIVATE_STATE_BYTES 8928
+
+/// An encapsulation key with what every encapsulation would otherwise compute again: the matrix
+/// Â sampled from ρ, t̂ decoded, H(ek) (as OpenSSL's key objects keep them). Public.
+struct spark_mlkem768_public;
+/// A decapsulation key: its public part, ŝ decoded, and z. Secret: keep it in wiped memory.
+struct spark_mlkem768_private;
+
+/// The key of the seed (d, z) (Algorithm 16), expanded.
+int spark_mlkem768_private_from_seed(struct spark_mlkem768_private *key, const uint8_t d[32], const uint8_t z[32]);
+/// The key of FIPS 203's 2,400-byte form, after the hash check (§7.3).
+int spark_mlkem768_private_from_bytes(struct spark_mlkem768_private *key, const uint8_t dk[SPARK_MLKEM768_DK_BYTES]);
+/// FIPS 203's 2,400-byte form of a key.
+void spark_mlkem768_private_to_bytes(uint8_t dk[SPARK_MLKEM768_DK_BYTES], const struct spark_mlkem768_private *key);
+/// A private key's public part.
+const struct spark_mlkem768_public *spark_mlkem768_private_public(const struct spark_mlkem768_private *key);
+/// An encapsulation key after the modulus check (§7.2), expanded.
+int spark_mlkem768_public_from_bytes(struct spark_mlkem768_public *key, const uint8_t ek[SPARK_MLKEM768_EK_BYTES]);
+/// The 1,184 bytes of an expanded encapsulation key.
+const uint8_t *spark_mlkem768_public_bytes(const struct spark_mlkem768_public *key);
+/// ML-KEM.Encaps_internal (Algorithm 17) to an expanded key.
+int spark_mlkem768_encaps_expanded(
+    uint8_t ct[SPARK_MLKEM768_CT_BYTES], uint8_t ss[SPARK_MLKEM_SS_BYTES], const struct spark_mlkem768_public *key,
+    const uint8_t m[32]);
+/// ML-KEM.Decaps_internal (Algorithm 18) with an expanded key, implicit rejection included.
+int spark_mlkem768_decaps_expanded(
+    uint8_t ss[SPARK_MLKEM_SS_BYTES], const uint8_t ct[SPARK_MLKEM768_CT_BYTES], const struct spark_mlkem768_private *key);
+
 /// ML-KEM.KeyGen_internal(d, z) (FIPS 203 Algorithm 16).
 int spark_mlkem768_keygen_derand(
     uint8_t ek[SPARK_MLKEM768_EK_BYTES], uint8_t dk[SPARK_MLKEM768_DK_BYTES], const uint8_t d[32], const uint8_t z[32]);
@@ -79,6 +110,21 @@ int spark_xwing_encaps_derand(
 int spark_xwing_decaps_expanded(
     uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t ct[SPARK_XWING_CT_BYTES], const uint8_t dk_m[SPARK_MLKEM768_DK_BYTES],
     const uint8_t sk_x[32], const uint8_t pk[SPARK_XWING_PK_BYTES]);
+
+/// X-Wing's key of `seed`, expanded: ML-KEM's part, X25519's scalar and the public key.
+int spark_xwing_private_from_seed(
+    struct spark_mlkem768_private *mlkem, uint8_t sk_x[32], uint8_t pk[SPARK_XWING_PK_BYTES],
+    const uint8_t seed[SPARK_XWING_SK_BYTES]);
+
+/// X-Wing's Encapsulate to an expanded ML-KEM key and X25519's public key.
+int spark_xwing_encaps_expanded(
+    uint8_t ct[SPARK_XWING_CT_BYTES], uint8_t ss[SPARK_XWING_SS_BYTES], const struct spark_mlkem768_public *mlkem,
+    const uint8_t pk_x[32], const uint8_t eseed[SPARK_XWING_ESEED_BYTES]);
+
+/// X-Wing's Decapsulate with an expanded key.
+int spark_xwing_decaps_state(
+    uint8_t ss[SPARK_XWING_SS_BYTES], const uint8_t ct[SPARK_XWING_CT_BYTES], const struct spark_mlkem768_private *mlkem,
+    const uint8_t sk_x[32], const uint8_t pk_x[32]);
 
 /// X-Wing's Decapsulate from the 32-byte seed (expands it first).
 int spark_xwing_decaps(

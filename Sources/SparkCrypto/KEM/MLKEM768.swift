@@ -20,12 +20,13 @@ public enum MLKEM768 {
     /// A private key's seed length (`d ‖ z`).
     public static let seedByteCount = 64
 
-    /// A decapsulation key, kept as its 64-byte seed `d ‖ z` and the expanded key, both in wiped
-    /// memory.
+    /// A decapsulation key, kept as its 64-byte seed `d ‖ z` and expanded (ŝ decoded, with the
+    /// public key's matrix and hash, as OpenSSL's key objects keep them), both in wiped memory.
     public struct PrivateKey: Sendable, CustomStringConvertible {
-        /// `d ‖ z`.
+        /// `d ‖ z` (empty for a key imported in its expanded form).
         public let seed: SecureBytes
-        let expanded: SecureBytes
+        /// The C library's expanded key (`struct spark_mlkem768_private`).
+        let state: SecureBytes
         /// The matching encapsulation key.
         public let publicKey: PublicKey
 
@@ -37,19 +38,16 @@ public enum MLKEM768 {
             guard seed.count == MLKEM768.seedByteCount else {
                 throw CryptoError(.invalidKey, "an ML-KEM-768 seed is 64 bytes (d ‖ z), got \(seed.count)")
             }
-            var encapsulationKey = Data(count: MLKEM768.publicKeyByteCount)
-            let expanded = try SecureBytes(count: MLKEM768.expandedPrivateKeyByteCount) { dk in
+            let state = try SecureBytes(count: Int(SPARK_MLKEM768_PRIVATE_STATE_BYTES)) { key in
                 let status = seed.withUnsafeBytes { seed in
-                    encapsulationKey.withUnsafeMutableBytes { ek in
-                        spark_mlkem768_keygen_derand(
-                            ek.mutableBytePointer, dk.mutableBytePointer, seed.bytePointer, seed.bytePointer + 32)
-                    }
+                    spark_mlkem768_private_from_seed(
+                        OpaquePointer(key.baseAddress!), seed.bytePointer, seed.bytePointer + 32)
                 }
                 try MLKEM768.check(status, "key generation")
             }
             self.seed = seed
-            self.expanded = expanded
-            publicKey = try PublicKey(rawRepresentation: encapsulationKey)
+            self.state = state
+            publicKey = PublicKey(privateState: state)
         }
 
         /// A key in FIPS 203's expanded form (2,400 bytes), after its hash check (§7.3). Its seed
@@ -59,14 +57,25 @@ public enum MLKEM768 {
             guard key.count == MLKEM768.expandedPrivateKeyByteCount else {
                 throw CryptoError(.invalidKey, "an expanded ML-KEM-768 key is 2,400 bytes, got \(key.count)")
             }
-            try MLKEM768.check(key.withUnsafeBytes { spark_mlkem768_check_dk($0.bytePointer) }, "the key's hash check")
+            let state = try SecureBytes(count: Int(SPARK_MLKEM768_PRIVATE_STATE_BYTES)) { state in
+                let status = key.withUnsafeBytes { dk in
+                    spark_mlkem768_private_from_bytes(OpaquePointer(state.baseAddress!), dk.bytePointer)
+                }
+                try MLKEM768.check(status, "the key's hash check")
+            }
             seed = SecureBytes(zeroes: 0)
-            expanded = key
-            publicKey = try PublicKey(rawRepresentation: key.withUnsafeBytes { Data($0[1152..<(1152 + 1184)]) })
+            self.state = state
+            publicKey = PublicKey(privateState: state)
         }
 
-        /// The expanded key (2,400 bytes), in wiped memory.
-        public var expandedRepresentation: SecureBytes { expanded }
+        /// The expanded key in FIPS 203's form (2,400 bytes), in wiped memory.
+        public var expandedRepresentation: SecureBytes {
+            SecureBytes(count: MLKEM768.expandedPrivateKeyByteCount) { dk in
+                state.withUnsafeBytes { state in
+                    spark_mlkem768_private_to_bytes(dk.mutableBytePointer, OpaquePointer(state.baseAddress!))
+                }
+            }
+        }
 
         /// The shared secret `ciphertext` carries; a ciphertext that was not made for this key
         /// gives an unrelated secret (implicit rejection), never an error.
@@ -77,8 +86,9 @@ public enum MLKEM768 {
             }
             return try SecureBytes(count: MLKEM768.sharedSecretByteCount) { shared in
                 let status = ciphertext.withUnsafeBytes { ct in
-                    expanded.withUnsafeBytes { dk in
-                        spark_mlkem768_decaps(shared.mutableBytePointer, ct.bytePointer, dk.bytePointer)
+                    state.withUnsafeBytes { key in
+                        spark_mlkem768_decaps_expanded(
+                            shared.mutableBytePointer, ct.bytePointer, OpaquePointer(key.baseAddress!))
                     }
                 }
                 try MLKEM768.check(status, "decapsulation")
@@ -89,10 +99,13 @@ public enum MLKEM768 {
         public var description: String { "MLKEM768.PrivateKey" }
     }
 
-    /// An encapsulation key, checked as FIPS 203 §7.2 asks (every coefficient below q).
+    /// An encapsulation key, checked as FIPS 203 §7.2 asks (every coefficient below q), and
+    /// expanded once (its matrix sampled, its hash taken) for every encapsulation to it.
     public struct PublicKey: Sendable, Hashable {
         /// The 1,184 bytes.
         public let rawRepresentation: Data
+        /// The C library's expanded key (`struct spark_mlkem768_public`).
+        let state: Data
 
         /// The key from its bytes.
         ///
@@ -102,11 +115,31 @@ public enum MLKEM768 {
             guard bytes.count == MLKEM768.publicKeyByteCount else {
                 throw CryptoError(.invalidKey, "an ML-KEM-768 encapsulation key is 1,184 bytes, got \(bytes.count)")
             }
-            guard bytes.withUnsafeBytes({ spark_mlkem768_check_ek($0.bytePointer) }) == 0 else {
+            var state = Data(count: Int(SPARK_MLKEM768_PUBLIC_STATE_BYTES))
+            let status = state.withUnsafeMutableBytes { key in
+                bytes.withUnsafeBytes { ek in spark_mlkem768_public_from_bytes(OpaquePointer(key.baseAddress!), ek.bytePointer) }
+            }
+            guard status != SPARK_KEM_INVALID else {
                 throw CryptoError(.invalidKey, "an ML-KEM-768 encapsulation key holds a coefficient not below q")
             }
+            try MLKEM768.check(status, "the encapsulation key's expansion")
             self.rawRepresentation = bytes
+            self.state = state
         }
+
+        /// The public part of an expanded private key (its first bytes).
+        init(privateState: SecureBytes) {
+            state = privateState.withUnsafeBytes { Data($0.prefix(Int(SPARK_MLKEM768_PUBLIC_STATE_BYTES))) }
+            rawRepresentation = state.withUnsafeBytes { key in
+                Data(bytes: spark_mlkem768_public_bytes(OpaquePointer(key.baseAddress!)), count: MLKEM768.publicKeyByteCount)
+            }
+        }
+
+        /// Keys are equal when their bytes are.
+        public static func == (lhs: PublicKey, rhs: PublicKey) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }
+
+        /// Hashes the key's bytes.
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
         /// A fresh shared secret and the ciphertext that carries it to the key's holder.
         public func encapsulate() throws -> (sharedSecret: SecureBytes, ciphertext: Data) {
@@ -120,10 +153,11 @@ public enum MLKEM768 {
             var ciphertext = Data(count: MLKEM768.ciphertextByteCount)
             let shared = try SecureBytes(count: MLKEM768.sharedSecretByteCount) { shared in
                 let status = ciphertext.withUnsafeMutableBytes { ct in
-                    rawRepresentation.withUnsafeBytes { ek in
+                    state.withUnsafeBytes { key in
                         m.withUnsafeBytes { m in
-                            spark_mlkem768_encaps_derand(
-                                ct.mutableBytePointer, shared.mutableBytePointer, ek.bytePointer, m.bytePointer)
+                            spark_mlkem768_encaps_expanded(
+                                ct.mutableBytePointer, shared.mutableBytePointer, OpaquePointer(key.baseAddress!),
+                                m.bytePointer)
                         }
                     }
                 }

@@ -20,6 +20,7 @@ public enum XWing {
     public struct PrivateKey: Sendable, CustomStringConvertible {
         /// The 32-byte seed, X-Wing's private key.
         public let seed: SecureBytes
+        /// ML-KEM's expanded key (`struct spark_mlkem768_private`).
         let mlkem: SecureBytes
         let x25519: SecureBytes
         /// The matching public key.
@@ -35,12 +36,12 @@ public enum XWing {
             }
             var publicBytes = Data(count: XWing.publicKeyByteCount)
             var scalar = SecureBytes(zeroes: 32)
-            let mlkem = try SecureBytes(count: MLKEM768.expandedPrivateKeyByteCount) { dk in
+            let mlkem = try SecureBytes(count: Int(SPARK_MLKEM768_PRIVATE_STATE_BYTES)) { key in
                 let status = publicBytes.withUnsafeMutableBytes { pk in
                     scalar.withUnsafeMutableBytes { sk in
                         seed.withUnsafeBytes { seed in
-                            spark_xwing_keygen_derand(
-                                pk.mutableBytePointer, dk.mutableBytePointer, sk.mutableBytePointer, seed.bytePointer)
+                            spark_xwing_private_from_seed(
+                                OpaquePointer(key.baseAddress!), sk.mutableBytePointer, pk.mutableBytePointer, seed.bytePointer)
                         }
                     }
                 }
@@ -49,7 +50,7 @@ public enum XWing {
             self.seed = seed
             self.mlkem = mlkem
             x25519 = scalar
-            publicKey = try PublicKey(rawRepresentation: publicBytes)
+            publicKey = PublicKey(rawRepresentation: publicBytes, mlkem: MLKEM768.PublicKey(privateState: mlkem))
         }
 
         /// The shared secret `ciphertext` carries (ML-KEM's implicit rejection: a ciphertext not
@@ -61,12 +62,12 @@ public enum XWing {
             }
             return try SecureBytes(count: XWing.sharedSecretByteCount) { shared in
                 let status = ciphertext.withUnsafeBytes { ct in
-                    mlkem.withUnsafeBytes { dk in
+                    mlkem.withUnsafeBytes { key in
                         x25519.withUnsafeBytes { sk in
-                            publicKey.rawRepresentation.withUnsafeBytes { pk in
-                                spark_xwing_decaps_expanded(
-                                    shared.mutableBytePointer, ct.bytePointer, dk.bytePointer, sk.bytePointer,
-                                    pk.bytePointer)
+                            publicKey.x25519.withUnsafeBytes { pk in
+                                spark_xwing_decaps_state(
+                                    shared.mutableBytePointer, ct.bytePointer, OpaquePointer(key.baseAddress!),
+                                    sk.bytePointer, pk.bytePointer)
                             }
                         }
                     }
@@ -79,10 +80,12 @@ public enum XWing {
         public var description: String { "XWing.PrivateKey" }
     }
 
-    /// A public key, its ML-KEM half checked as FIPS 203 §7.2 asks.
+    /// A public key, its ML-KEM half checked as FIPS 203 §7.2 asks (and expanded once).
     public struct PublicKey: Sendable, Hashable {
         /// The 1,216 bytes: ML-KEM-768's encapsulation key, then X25519's public key.
         public let rawRepresentation: Data
+        let mlkem: MLKEM768.PublicKey
+        var x25519: Data { rawRepresentation.suffix(32) }
 
         /// The key from its bytes.
         ///
@@ -93,9 +96,20 @@ public enum XWing {
             guard bytes.count == XWing.publicKeyByteCount else {
                 throw CryptoError(.invalidKey, "an X-Wing public key is 1,216 bytes, got \(bytes.count)")
             }
-            _ = try MLKEM768.PublicKey(rawRepresentation: bytes.prefix(MLKEM768.publicKeyByteCount))
+            mlkem = try MLKEM768.PublicKey(rawRepresentation: bytes.prefix(MLKEM768.publicKeyByteCount))
             self.rawRepresentation = bytes
         }
+
+        init(rawRepresentation: Data, mlkem: MLKEM768.PublicKey) {
+            self.rawRepresentation = rawRepresentation
+            self.mlkem = mlkem
+        }
+
+        /// Keys are equal when their bytes are.
+        public static func == (lhs: PublicKey, rhs: PublicKey) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }
+
+        /// Hashes the key's bytes.
+        public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
         /// A fresh shared secret and the ciphertext that carries it.
         public func encapsulate() throws -> (sharedSecret: SecureBytes, ciphertext: Data) {
@@ -110,10 +124,13 @@ public enum XWing {
             var ciphertext = Data(count: XWing.ciphertextByteCount)
             let shared = try SecureBytes(count: XWing.sharedSecretByteCount) { shared in
                 let status = ciphertext.withUnsafeMutableBytes { ct in
-                    rawRepresentation.withUnsafeBytes { pk in
-                        eseed.withUnsafeBytes { eseed in
-                            spark_xwing_encaps_derand(
-                                ct.mutableBytePointer, shared.mutableBytePointer, pk.bytePointer, eseed.bytePointer)
+                    mlkem.state.withUnsafeBytes { key in
+                        x25519.withUnsafeBytes { pk in
+                            eseed.withUnsafeBytes { eseed in
+                                spark_xwing_encaps_expanded(
+                                    ct.mutableBytePointer, shared.mutableBytePointer, OpaquePointer(key.baseAddress!),
+                                    pk.bytePointer, eseed.bytePointer)
+                            }
                         }
                     }
                 }
