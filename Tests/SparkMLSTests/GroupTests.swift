@@ -242,6 +242,72 @@ struct GroupTests {
         }
     }
 
+    /// The post-quantum suite (KEM X-Wing) through the same steps: adds by Welcome, an update
+    /// path sealed to X-Wing keys, an Update proposal, removes and re-adds, messages, a restart
+    /// from the stored state and an external join; a KeyPackage whose init key holds an ML-KEM
+    /// coefficient not below q, and a suite-1 KeyPackage, are refused.
+    @Test func postQuantumSuite() throws {
+        let suite = MLSCipherSuite.xWingAES128GCMSHA256Ed25519
+        #expect(suite.isPostQuantum && suite.rawValue == 0xF768 && !MLSCipherSuite.x25519AES128GCMSHA256Ed25519.isPostQuantum)
+        #expect(try MLSCipherSuite(rawValue: 0xF768) == suite)
+        var simulation = try Simulation(seed: "x-wing", suite: suite)
+        try simulation.commit(by: 0, adding: 6)
+        try simulation.send(from: 3, "sealed under X-Wing")
+        try simulation.commit(by: 4)
+        let proposal = try simulation.members[2]!.proposeUpdate(random: &simulation.random)
+        _ = try simulation.everyone(except: 2) { group in try group.process(proposal) }
+        try simulation.commit(by: 5)
+        try simulation.commit(by: 0, removing: [1, 6])
+        try simulation.commit(by: 3, adding: 2, path: false)
+        #expect(simulation.members[0]!.cipherSuite.description == "MLS_128_MLKEM768X25519_AES128GCM_SHA256_Ed25519")
+        // The stored state comes back and keeps following.
+        let restored = try MLSGroup(serialized: simulation.members[2]!.serialized())
+        simulation.members[2] = restored
+        try simulation.commit(by: 0)
+        try simulation.send(from: 2, "after a restart")
+        // An external join from the GroupInfo (its external_pub an X-Wing key).
+        let info = try simulation.members[0]!.groupInfo()
+        let outsider = try Simulation.signer("outsider", &simulation.random)
+        let (commit, joined) = try MLSGroup.joinExternally(groupInfo: info, signer: outsider, random: &simulation.random)
+        guard case .commit = try simulation.members[0]!.process(commit) else {
+            Issue.record("the external commit was not applied")
+            return
+        }
+        #expect(simulation.members[0]!.epochAuthenticator == joined.epochAuthenticator)
+
+        var random = MLSSeededRandom(seed: "hostile packages")
+        let good = try MLSKeyPackageBundle(
+            signer: try Simulation.signer("carol", &random), suite: suite, now: simulation.now, random: &random)
+        #expect(good.keyPackage.count > 2 * XWing.publicKeyByteCount, "two X-Wing keys: its init and leaf keys")
+        // The init key's first coefficient set to 4095 (not below q), the package signed again.
+        var package = good.package
+        package.initKey[0] = 0xff
+        package.initKey[1] |= 0x0f
+        package.signature = try suite.signWithLabel(good.signer.key, "KeyPackageTBS", package.signedContent)
+        let hostile = MLSMessageBody.keyPackage(package).tlsEncoded
+        let member = simulation.members[0]!
+        #expect(throws: MLSError(.invalid, "")) {
+            _ = try member.commit(adding: [hostile], now: simulation.now, random: &random)
+        }
+        // The leaf's encryption key broken the same way (it would be used only by a later
+        // commit's path): refused when the package is checked, at the add.
+        var leafPackage = good.package
+        leafPackage.leafNode.encryptionKey[0] = 0xff
+        leafPackage.leafNode.encryptionKey[1] |= 0x0f
+        try leafPackage.leafNode.sign(suite: suite, key: good.signer.key, groupID: Data(), leafIndex: 0)
+        leafPackage.signature = try suite.signWithLabel(good.signer.key, "KeyPackageTBS", leafPackage.signedContent)
+        #expect(throws: MLSError(.invalid, "")) {
+            _ = try member.commit(
+                adding: [MLSMessageBody.keyPackage(leafPackage).tlsEncoded], now: simulation.now, random: &random)
+        }
+        let classic = try MLSKeyPackageBundle(
+            signer: try Simulation.signer("dave", &random), now: simulation.now, random: &random)
+        #expect(throws: MLSError(.invalid, "")) {
+            _ = try member.commit(adding: [classic.keyPackage], now: simulation.now, random: &random)
+        }
+        _ = try member.commit(adding: [good.keyPackage], now: simulation.now, random: &random)
+    }
+
     @Test func stateSurvivesSerialization() throws {
         var simulation = try Simulation(seed: "storage")
         try simulation.commit(by: 0, adding: 3)

@@ -111,6 +111,13 @@ public enum XWing {
         /// Hashes the key's bytes.
         public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 
+        /// Whether `raw` is a public key's bytes (the length, and the ML-KEM half's coefficients
+        /// below q), without expanding it: for checking many keys that may never be used.
+        public static func isWellFormed(_ raw: Data) -> Bool {
+            raw.count == XWing.publicKeyByteCount
+                && raw.withUnsafeBytes { spark_mlkem768_check_ek($0.bytePointer) } == 0
+        }
+
         /// A fresh shared secret and the ciphertext that carries it.
         public func encapsulate() throws -> (sharedSecret: SecureBytes, ciphertext: Data) {
             try encapsulate(unsafeRandomness: SecureBytes(randomCount: 64))

@@ -214,8 +214,7 @@ extension MLSGroup {
         var reader = TLSReader(externalPubData)
         let externalPub = try suite.hpkePublicKey(try reader.opaque("external_pub"))
         try reader.finish("ExternalPub")
-        let ephemeral = try X25519.PrivateKey(rawRepresentation: random.secret(count: 32))
-        let sender = try HPKE.Sender(suite: suite.hpke, recipient: externalPub, info: Data(), unsafeEphemeral: ephemeral)
+        let sender = try suite.hpkeSender(to: externalPub, info: Data(), random: &random)
         let initSecret = try sender.export(context: Array("MLS 1.0 external init secret".utf8), length: suite.hashLength)
         var group = probe(suite: suite, context: info.groupContext, tree: tree, validator: validator)
         group.signer = signer

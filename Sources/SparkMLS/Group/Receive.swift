@@ -204,8 +204,8 @@ extension MLSGroup {
             let externalKey = suite.deriveKeyPair(secrets.external)
             let recipient: HPKE.Recipient
             do {
-                recipient = try HPKE.Recipient(
-                    suite: suite.hpke, privateKey: externalKey, encapsulatedKey: provisional.externalInit ?? Data(), info: Data())
+                recipient = try suite.hpkeRecipient(
+                    externalKey, encapsulatedKey: provisional.externalInit ?? Data(), info: Data())
             } catch { throw MLSError(.invalid, "the ExternalInit's KEM output does not decapsulate") }
             initSecret = try recipient.export(context: Array("MLS 1.0 external init secret".utf8), length: suite.hashLength)
         }
