@@ -13,6 +13,8 @@ enum MLSBenchmarks {
         Benchmark(name: "mls-welcome-1000", run: welcome),
         Benchmark(name: "group-add-100", run: groupAdd),
         Benchmark(name: "mls-add-one-to-1000", run: addOneTo1000),
+        Benchmark(name: "mls-add-one-to-1000-pq", run: addOneTo1000PostQuantum),
+        Benchmark(name: "mls-welcome-1000-pq", run: welcomePostQuantum),
     ]
 
     static let now = Date()
@@ -27,15 +29,16 @@ enum MLSBenchmarks {
     /// the newest member are kept, so building costs one join per member, not a commit processed
     /// by everyone. (Right after a bulk add the parents are blank, and the first commits encrypt
     /// to every leaf below them: linear, as RFC 9420 §7.4 has it.)
-    static func group(size: Int) throws -> (
+    static func group(size: Int, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519) throws -> (
         creator: MLSGroup, member: MLSGroup, welcomeFor: () throws -> Data,
         lastBundle: MLSKeyPackageBundle
     ) {
         var random = MLSSystemRandom()
-        var creator = try MLSGroup.create(groupID: Data("bench \(size)".utf8), signer: try signer("creator"), random: &random)
+        var creator = try MLSGroup.create(
+            groupID: Data("bench \(size)".utf8), signer: try signer("creator"), suite: suite, random: &random)
         var member = creator
         for index in 1..<size - 1 {
-            let bundle = try MLSKeyPackageBundle(signer: try signer("member \(index)"), now: now, random: &random)
+            let bundle = try MLSKeyPackageBundle(signer: try signer("member \(index)"), suite: suite, now: now, random: &random)
             let added = try creator.commit(adding: [bundle.keyPackage], updatingPath: false, now: now, random: &random)
             creator = added.group
             member = try MLSGroup.join(welcome: added.welcome!, bundle: bundle)
@@ -43,7 +46,7 @@ enum MLSBenchmarks {
             member = update.group
             _ = try creator.process(update.commit)
         }
-        let last = try MLSKeyPackageBundle(signer: try signer("member \(size - 1)"), now: now, random: &random)
+        let last = try MLSKeyPackageBundle(signer: try signer("member \(size - 1)"), suite: suite, now: now, random: &random)
         let frozen = creator
         let welcomeFor = {
             var random = MLSSystemRandom()
@@ -144,9 +147,15 @@ enum MLSBenchmarks {
     }
 
     /// Milliseconds for a new member to join from a Welcome (the whole tree checked, cold).
-    static func welcomeMilliseconds(size: Int) throws -> Double {
-        let (_, _, welcomeFor, bundle) = try group(size: size)
+    static func welcomeMilliseconds(size: Int, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519, printing: Bool = false)
+        throws -> Double
+    {
+        let (_, _, welcomeFor, bundle) = try group(size: size, suite: suite)
         let welcome = try welcomeFor()
+        if printing {
+            FileHandle.standardError.write(
+                Data("mls-welcome with \(size) members, \(suite): the Welcome is \(welcome.count) bytes\n".utf8))
+        }
         return try Harness.bestTime(repeats: 5) {
             MLSGroup.forgetVerifiedLeaves()
             _ = try MLSGroup.join(welcome: welcome, bundle: bundle)
@@ -312,5 +321,64 @@ enum MLSBenchmarks {
         return Harness.result(
             "mls-add-one-to-1000", unit: "ms", ours: best, reference: theirs, higherIsBetter: false,
             referenceName: "mls-rs (PyPI agentvault-mls-rs-uniffi), the same add and apply; goal ≤ 1.0x")
+    }
+
+    // MARK: The post-quantum suite (X-Wing) against suite 1
+
+    /// One member added to a 1,000-member group of the X-Wing suite and the commit applied by
+    /// another member, as `mls-add-one-to-1000` measures it (an add-only commit), against the
+    /// same in suite 1 in the same run (goal ≤ 1.5x); the same with a path (what chats commit),
+    /// and the KeyPackage sizes, printed beside.
+    static func addOneTo1000PostQuantum() throws -> BenchmarkResult {
+        func milliseconds(_ suite: MLSCipherSuite) throws -> (addOnly: Double, withPath: Double, size: Int) {
+            var random = MLSSystemRandom()
+            var creator = try MLSGroup.create(
+                groupID: Data("add one \(suite.rawValue)".utf8), signer: try signer("creator"), suite: suite, random: &random)
+            let bundles = try (1..<1000).map { index in
+                try MLSKeyPackageBundle(signer: try signer("member \(index)"), suite: suite, now: now, random: &random)
+            }
+            let added = try creator.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
+            creator = added.group
+            let receiver = try MLSGroup.join(welcome: added.welcome!, bundle: bundles[bundles.count - 1])
+            var size = 0
+            func best(updatingPath: Bool) throws -> Double {
+                var best = Double.infinity
+                for round in 0..<5 {
+                    let package = try MLSKeyPackageBundle(
+                        signer: try signer("new \(round)"), suite: suite, now: now, random: &random
+                    ).keyPackage
+                    size = package.count
+                    let started = ContinuousClock.now
+                    let commit = try creator.commit(adding: [package], updatingPath: updatingPath, now: now, random: &random)
+                    var applying = receiver
+                    _ = try applying.process(commit.commit)
+                    let elapsed = ContinuousClock.now - started
+                    best = min(best, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+                }
+                return best
+            }
+            let withPath = try best(updatingPath: true)
+            return (try best(updatingPath: false), withPath, size)
+        }
+        let classic = try milliseconds(.x25519AES128GCMSHA256Ed25519)
+        let quantum = try milliseconds(.xWingAES128GCMSHA256Ed25519)
+        FileHandle.standardError.write(
+            Data(
+                ("mls-add-one-to-1000-pq: \(format(quantum.addOnly)) ms against \(format(classic.addOnly)) ms in suite 1; "
+                    + "with a path \(format(quantum.withPath)) ms against \(format(classic.withPath)) ms; a KeyPackage is "
+                    + "\(quantum.size) bytes against \(classic.size)\n").utf8))
+        return Harness.result(
+            "mls-add-one-to-1000-pq", unit: "ms", ours: quantum.addOnly, reference: classic.addOnly, higherIsBetter: false,
+            referenceName: "the same add-only commit and apply in suite 1 (mls-add-one-to-1000's measure); goal ≤ 1.5x")
+    }
+
+    /// A new member joining a 1,000-member group of the X-Wing suite from its Welcome, against
+    /// suite 1 in the same run (goal ≤ 1.5x); the Welcome sizes printed.
+    static func welcomePostQuantum() throws -> BenchmarkResult {
+        let classic = try welcomeMilliseconds(size: 1000, printing: true)
+        let quantum = try welcomeMilliseconds(size: 1000, suite: .xWingAES128GCMSHA256Ed25519, printing: true)
+        return Harness.result(
+            "mls-welcome-1000-pq", unit: "ms", ours: quantum, reference: classic, higherIsBetter: false,
+            referenceName: "the same join in suite 1; goal ≤ 1.5x")
     }
 }

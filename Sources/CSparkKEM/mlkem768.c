@@ -240,17 +240,18 @@ static void poly_decompress(poly *a, const uint8_t *in, unsigned d) {
 // MARK: Sampling (§4.2.2)
 
 // SampleNTT (Algorithm 7) from ρ ‖ j ‖ i: SHAKE128 read three bytes at a time. OpenSSL 3.0
-// squeezes a XOF once, so the stream is read whole, five blocks first (enough but for about
-// 2^-38 of seeds), then twice as much until it suffices; a longer read repeats the shorter
-// one's bytes, so the result is the algorithm's.
+// squeezes a XOF once, so the stream is read whole: three blocks first (enough for about 99% of
+// polynomials), then twice as much until it suffices (five blocks are short for about 2^-38 of
+// seeds: C2SP's unlucky vectors); a longer read repeats the shorter one's bytes, so the result
+// is the algorithm's. The seed is public, so the retries reveal nothing.
 static int sample_ntt(poly *a, const uint8_t rho[32], uint8_t j, uint8_t i) {
     uint8_t seed[34];
     memcpy(seed, rho, 32);
     seed[32] = j;
     seed[33] = i;
-    uint8_t stack[168 * 5];
-    for (size_t length = sizeof stack; length <= 168 * 80; length *= 2) {
-        uint8_t *stream = length == sizeof stack ? stack : OPENSSL_malloc(length);
+    uint8_t stack[168 * 6];
+    for (size_t length = 168 * 3; length <= 168 * 96; length *= 2) {
+        uint8_t *stream = length <= sizeof stack ? stack : OPENSSL_malloc(length);
         if (stream == NULL) return SPARK_KEM_FAILED;
         int status = spark_kem_shake128(stream, length, seed, sizeof seed);
         size_t count = 0;
