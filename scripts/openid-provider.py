@@ -119,7 +119,10 @@ def launch(d):
     port = free_port()
     base = f"https://127.0.0.1:{port}"
     # The packaged web app's config.json is a symlink, which the static file server refuses: copy.
-    shutil.copytree("/usr/share/glewlwyd/webapp", f"{d}/webapp", symlinks=False, dirs_exist_ok=True)
+    # A second launch (another port, after the first lost its bind) starts from a fresh copy: the
+    # first one's config.json, a file of our own by then, is in the way of copying the link.
+    shutil.rmtree(f"{d}/webapp", ignore_errors=True)
+    shutil.copytree("/usr/share/glewlwyd/webapp", f"{d}/webapp", symlinks=False)
     shutil.rmtree(f"{d}/webapp/config.json", ignore_errors=True)
     with open("/usr/share/glewlwyd/templates/config.json") as f:
         webapp = json.load(f)
