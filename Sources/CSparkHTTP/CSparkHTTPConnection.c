@@ -5,6 +5,8 @@
 // the earliest alone and never walks every connection. Only its worker's thread touches it.
 #include "CSparkHTTPInternal.h"
 
+#include <stdarg.h>
+
 static void timers_remove(struct spark_http_timers *timers, struct connection *connection);
 
 // MARK: - Answers
@@ -59,7 +61,22 @@ static const char *date_now(void) {
 #define ALWAYS_HEADERS "X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n"
 #define TLS_HEADERS "Strict-Transport-Security: max-age=31536000\r\n"
 
-/// A whole answer's bytes (head and body), malloc'd; NULL when out of memory.
+/// Appends a formatted piece at `*at` of a buffer of `capacity` bytes; 0 when it did not fit
+/// whole (nothing past the buffer is written, and `*at` does not move).
+__attribute__((format(printf, 4, 5))) static int append_formatted(
+    uint8_t *buffer, size_t capacity, size_t *at, const char *format, ...) {
+    if (*at >= capacity) return 0;
+    va_list arguments;
+    va_start(arguments, format);
+    int written = vsnprintf((char *)buffer + *at, capacity - *at, format, arguments);
+    va_end(arguments);
+    if (written < 0 || (size_t)written >= capacity - *at) return 0;
+    *at += (size_t)written;
+    return 1;
+}
+
+/// A whole answer's bytes (head and body), malloc'd; NULL when out of memory (or, which the
+/// capacity rules out, when the head would not fit: never a truncated or overrun answer).
 uint8_t *spark_http_make_answer(
     unsigned status, const char *content_type, const uint8_t *body, size_t length, const char *const *names,
     const char *const *values, size_t count, int keep_alive, int head_only, int tls, size_t *size) {
@@ -67,13 +84,15 @@ uint8_t *spark_http_make_answer(
     for (size_t i = 0; i < count; i++) capacity += strlen(names[i]) + strlen(values[i]) + 4;
     uint8_t *answer = malloc(capacity);
     if (!answer) return NULL;
-    int written = snprintf(
-        (char *)answer, capacity, "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Length: %zu\r\n%s%s%s", status % 1000,
+    size_t at = 0;
+    int fits = append_formatted(
+        answer, capacity, &at, "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Length: %zu\r\n%s%s%s", status % 1000,
         reason(status), date_now(), length, keep_alive ? "" : "Connection: close\r\n", ALWAYS_HEADERS, tls ? TLS_HEADERS : "");
-    size_t at = written > 0 ? (size_t)written : 0;
-    if (content_type) at += (size_t)snprintf((char *)answer + at, capacity - at, "Content-Type: %s\r\n", content_type);
-    for (size_t i = 0; i < count; i++) {
-        at += (size_t)snprintf((char *)answer + at, capacity - at, "%s: %s\r\n", names[i], values[i]);
+    if (fits && content_type) fits = append_formatted(answer, capacity, &at, "Content-Type: %s\r\n", content_type);
+    for (size_t i = 0; fits && i < count; i++) fits = append_formatted(answer, capacity, &at, "%s: %s\r\n", names[i], values[i]);
+    if (!fits || capacity - at < 2 + (head_only ? 0 : length)) {
+        free(answer);
+        return NULL;
     }
     memcpy(answer + at, "\r\n", 2);
     at += 2;

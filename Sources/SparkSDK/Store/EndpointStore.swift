@@ -174,7 +174,7 @@ public final class EndpointStore: Sendable {
             try db.execute(SQLiteMessagingStore.sessionsSchema)
             try db.execute(ContactDirectory.versionSchema)
         }
-        migrator.register("v21-sent-posts-by-digest") { db in
+        migrator.register("v22-sent-posts-by-digest") { db in
             // With `v21-fewer-pages-a-message`: the digests of this device's posts clustered on
             // the digest (one b-tree a row, not two).
             try db.execute(
