@@ -386,7 +386,7 @@ struct EmbeddedDomainPoolTests {
     /// of them) all run meanwhile. Only once they have does the test let the other process go;
     /// the calls then go through. With the transactions on the callers' threads the waiting calls
     /// hold every thread of the pool, the 400 tasks cannot run until the calls give up (busy,
-    /// after ten seconds), and the calls fail. The holder lets go on its own after a minute at
+    /// after ten seconds), and the calls fail. The holder lets go on its own after thirty seconds at
     /// most, a safety net only: the 400 tasks share the pool with every other test of the run,
     /// and under AddressSanitizer in a loaded full run twelve seconds were once not enough.
     @Test func callsWaitingForTheFileLeaveThePoolToTheAppsOtherTasks() async throws {
@@ -401,7 +401,7 @@ struct EmbeddedDomainPoolTests {
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("INSERT INTO outbox(recipient, subject, body, sent_at) VALUES ('x', 'x', 'x', 0)")
                 open(held, "w").close()
-                deadline = time.time() + 60
+                deadline = time.time() + 30
                 while not os.path.exists(release) and time.time() < deadline:
                     time.sleep(0.005)
                 db.execute("ROLLBACK")
