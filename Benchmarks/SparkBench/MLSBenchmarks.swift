@@ -285,32 +285,7 @@ enum MLSBenchmarks {
     /// member, ours against mls-rs's, each group made alike: its creator adds 999 members in one
     /// commit and the newest joins from the Welcome. Best of five each.
     static func addOneTo1000() throws -> BenchmarkResult {
-        var random = MLSSystemRandom()
-        var creator = try MLSGroup.create(groupID: Data("add one".utf8), signer: try signer("creator"), random: &random)
-        let bundles = try (1..<1000).map { index in
-            try MLSKeyPackageBundle(signer: try signer("member \(index)"), now: now, random: &random)
-        }
-        let added = try creator.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
-        creator = added.group
-        let receiver = try MLSGroup.join(welcome: added.welcome!, bundle: bundles[bundles.count - 1])
-        // An add-only commit without a path, as mls-rs makes one by default (RFC 9420 §12.4 lets
-        // it leave the path out); with one (what chats commit, for post-compromise security) it
-        // is printed beside it.
-        func best(updatingPath: Bool) throws -> Double {
-            var best = Double.infinity
-            for round in 0..<5 {
-                let package = try MLSKeyPackageBundle(signer: try signer("new \(round)"), now: now, random: &random).keyPackage
-                let started = ContinuousClock.now
-                let commit = try creator.commit(adding: [package], updatingPath: updatingPath, now: now, random: &random)
-                var applying = receiver
-                _ = try applying.process(commit.commit)
-                let elapsed = ContinuousClock.now - started
-                best = min(best, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
-            }
-            return best
-        }
-        let withPath = try best(updatingPath: true)
-        let best = try best(updatingPath: false)
+        let (best, withPath, _) = try addOneMilliseconds(suite: .x25519AES128GCMSHA256Ed25519)
         let output = try Harness.run(try mlsRsPython(), [mlsRsScript.path]).output
         guard let field = output.split(whereSeparator: \.isWhitespace).first(where: { $0.hasPrefix("total=") }),
             let theirs = Double(field.dropFirst(6))
@@ -323,6 +298,42 @@ enum MLSBenchmarks {
             referenceName: "mls-rs (PyPI agentvault-mls-rs-uniffi), the same add and apply; goal ≤ 1.0x")
     }
 
+    /// One member added to a 1,000-member group of `suite` (its creator added 999 in one commit,
+    /// the newest joined from the Welcome) and the commit applied by another member, best of five:
+    /// as an add-only commit without a path, as mls-rs makes one by default (RFC 9420 §12.4 lets
+    /// it leave the path out), and with one (what chats commit, for post-compromise security);
+    /// and the size of the KeyPackage added.
+    static func addOneMilliseconds(suite: MLSCipherSuite) throws -> (addOnly: Double, withPath: Double, size: Int) {
+        var random = MLSSystemRandom()
+        var creator = try MLSGroup.create(
+            groupID: Data("add one \(suite.rawValue)".utf8), signer: try signer("creator"), suite: suite, random: &random)
+        let bundles = try (1..<1000).map { index in
+            try MLSKeyPackageBundle(signer: try signer("member \(index)"), suite: suite, now: now, random: &random)
+        }
+        let added = try creator.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
+        creator = added.group
+        let receiver = try MLSGroup.join(welcome: added.welcome!, bundle: bundles[bundles.count - 1])
+        var size = 0
+        func best(updatingPath: Bool) throws -> Double {
+            var best = Double.infinity
+            for round in 0..<5 {
+                let package = try MLSKeyPackageBundle(
+                    signer: try signer("new \(round)"), suite: suite, now: now, random: &random
+                ).keyPackage
+                size = package.count
+                let started = ContinuousClock.now
+                let commit = try creator.commit(adding: [package], updatingPath: updatingPath, now: now, random: &random)
+                var applying = receiver
+                _ = try applying.process(commit.commit)
+                let elapsed = ContinuousClock.now - started
+                best = min(best, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+            }
+            return best
+        }
+        let withPath = try best(updatingPath: true)
+        return (try best(updatingPath: false), withPath, size)
+    }
+
     // MARK: The post-quantum suite (X-Wing) against suite 1
 
     /// One member added to a 1,000-member group of the X-Wing suite and the commit applied by
@@ -330,38 +341,8 @@ enum MLSBenchmarks {
     /// same in suite 1 in the same run (goal ≤ 1.5x); the same with a path (what chats commit),
     /// and the KeyPackage sizes, printed beside.
     static func addOneTo1000PostQuantum() throws -> BenchmarkResult {
-        func milliseconds(_ suite: MLSCipherSuite) throws -> (addOnly: Double, withPath: Double, size: Int) {
-            var random = MLSSystemRandom()
-            var creator = try MLSGroup.create(
-                groupID: Data("add one \(suite.rawValue)".utf8), signer: try signer("creator"), suite: suite, random: &random)
-            let bundles = try (1..<1000).map { index in
-                try MLSKeyPackageBundle(signer: try signer("member \(index)"), suite: suite, now: now, random: &random)
-            }
-            let added = try creator.commit(adding: bundles.map(\.keyPackage), now: now, random: &random)
-            creator = added.group
-            let receiver = try MLSGroup.join(welcome: added.welcome!, bundle: bundles[bundles.count - 1])
-            var size = 0
-            func best(updatingPath: Bool) throws -> Double {
-                var best = Double.infinity
-                for round in 0..<5 {
-                    let package = try MLSKeyPackageBundle(
-                        signer: try signer("new \(round)"), suite: suite, now: now, random: &random
-                    ).keyPackage
-                    size = package.count
-                    let started = ContinuousClock.now
-                    let commit = try creator.commit(adding: [package], updatingPath: updatingPath, now: now, random: &random)
-                    var applying = receiver
-                    _ = try applying.process(commit.commit)
-                    let elapsed = ContinuousClock.now - started
-                    best = min(best, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
-                }
-                return best
-            }
-            let withPath = try best(updatingPath: true)
-            return (try best(updatingPath: false), withPath, size)
-        }
-        let classic = try milliseconds(.x25519AES128GCMSHA256Ed25519)
-        let quantum = try milliseconds(.xWingAES128GCMSHA256Ed25519)
+        let classic = try addOneMilliseconds(suite: .x25519AES128GCMSHA256Ed25519)
+        let quantum = try addOneMilliseconds(suite: .xWingAES128GCMSHA256Ed25519)
         FileHandle.standardError.write(
             Data(
                 ("mls-add-one-to-1000-pq: \(format(quantum.addOnly)) ms against \(format(classic.addOnly)) ms in suite 1; "
