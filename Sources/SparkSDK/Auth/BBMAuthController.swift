@@ -1,6 +1,5 @@
 public import Foundation
 public import SparkDomain
-import SparkDomainEngine
 import SparkLock
 public import SparkObservable
 
@@ -108,17 +107,8 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     ) throws -> BBMAuthController {
         let settings = try ConfigSettings.load(from: url)
         let store = try EndpointStore(directory: dataDirectory ?? settings.dataDirectory, key: storeKey)
-        let domain = try settings.openDomain()
-        // A sandbox accepts a test token for any name: real accounts or an app's own tokens on
-        // it would be no authentication at all. (A remote domain's policy is its operator's.)
-        if settings.authProvider != .testAuth, let embedded = domain as? EmbeddedDomain,
-            try !embedded.storedPolicy().userAuthenticationEnabled
-        {
-            throw ConfigError(
-                .domainMismatch, file: url.path, keyPath: "authProvider",
-                "is '\(settings.authProvider.rawValue)', but the domain at \(settings.embeddedDomainPath.path) is a sandbox: its policy has user authentication off, so it signs a test token for any user name. Turn it on with `spark-admin policy set --user-auth on`, or use authProvider testAuth"
-            )
-        }
+        // An embedded sandbox is refused for real accounts (see `openDomain(configFile:)`).
+        let domain = try settings.openDomain(configFile: url.path)
         let leeway = TimeInterval(settings.tokenLeeway)
         let manager: any BBMTokenManager
         switch settings.authProvider {

@@ -105,13 +105,26 @@ public struct ConfigSettings: Sendable, Equatable {
 
     /// The domain this configuration names: a `RemoteDomain` at `domainURL`, or else the
     /// embedded file at `embeddedDomainPath` (created on first use, a sandbox for `testAuth`).
-    public func openDomain() throws -> any DomainService {
+    public func openDomain() throws -> any DomainService { try openDomain(configFile: nil) }
+
+    /// ``openDomain()``; with the `configFile` it was read from, an embedded domain that is a
+    /// sandbox (its policy has user authentication off, so it signs a test token for any name)
+    /// is refused for any provider but `testAuth`: real accounts or an app's own tokens on it
+    /// would be no authentication at all. (A remote domain's policy is its operator's.)
+    func openDomain(configFile: String?) throws -> any DomainService {
         if !domainURLs.isEmpty, let domainTrust {
             return try RemoteDomain(urls: domainURLs, domainID: domain, trust: domainTrust)
         }
-        return try EmbeddedDomain.openOrCreate(
+        let embedded = try EmbeddedDomain.openOrCreate(
             at: embeddedDomainPath.path, domainID: domain,
             policy: DomainPolicy(userAuthenticationEnabled: authProvider != .testAuth))
+        if let configFile, authProvider != .testAuth, try !embedded.storedPolicy().userAuthenticationEnabled {
+            throw ConfigError(
+                .domainMismatch, file: configFile, keyPath: "authProvider",
+                "is '\(authProvider.rawValue)', but the domain at \(embeddedDomainPath.path) is a sandbox: its policy has user authentication off, so it signs a test token for any user name. Turn it on with `spark-admin policy set --user-auth on`, or use authProvider testAuth"
+            )
+        }
+        return embedded
     }
 
     /// Reads and checks a plist file.
