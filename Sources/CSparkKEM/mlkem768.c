@@ -1,10 +1,13 @@
 // ML-KEM-768, written from FIPS 203 (August 2024). Section and algorithm numbers are FIPS 203's.
 //
-// Coefficients are int16_t in [0, q) everywhere, in the normal and the NTT domain alike. Every
-// reduction is arithmetic: a Barrett reduction by multiplication and shift, and a conditional
-// subtraction done with the sign bit as a mask. The compressions divide by q with a multiplication
-// by ceil(2^29 / q) and a shift (exact for every input, checked exhaustively in the tests), never
-// with `/` (KyberSlash). Rejection sampling (SampleNTT) reads only the public seed ρ.
+// Coefficients are int16_t in [0, q) between the steps, in the normal and the NTT domain alike;
+// inside the NTTs and products they grow lazily within stated bounds. Every reduction is
+// arithmetic: Montgomery's (R = 2^16) for products, Barrett's by multiplication and shift, and a
+// conditional subtraction done with the sign bit as a mask. The compressions divide by q with a
+// multiplication by ceil(2^29 / q) and a shift (exact for every input, checked exhaustively when
+// the constant was chosen), never with `/` (KyberSlash; scripts/check-kem-ct.sh refuses one).
+// Rejection sampling (SampleNTT) reads only the public seed ρ. Keys are expanded once (the
+// matrix, t̂ and ŝ in Montgomery form, H(ek)): `struct spark_mlkem768_public` and `_private`.
 
 #include "kem_internal.h"
 
