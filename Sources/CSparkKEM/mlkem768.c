@@ -324,15 +324,17 @@ struct spark_mlkem768_private {
 _Static_assert(sizeof(struct spark_mlkem768_public) == SPARK_MLKEM768_PUBLIC_STATE_BYTES, "public state size");
 _Static_assert(sizeof(struct spark_mlkem768_private) == SPARK_MLKEM768_PRIVATE_STATE_BYTES, "private state size");
 
-// Fills `key` from a checked `ek` (ρ is the key's last 32 bytes, public).
-static int expand_public(struct spark_mlkem768_public *key, const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
+// Fills `key` from a checked `ek` (ρ is the key's last 32 bytes, public); `h` is H(ek) when the
+// caller has it already (a private key's, checked against its ek), else NULL.
+static int expand_public(struct spark_mlkem768_public *key, const uint8_t ek[SPARK_MLKEM768_EK_BYTES], const uint8_t *h) {
     memcpy(key->ek, ek, SPARK_MLKEM768_EK_BYTES);
     for (size_t i = 0; i < K; i++) {
         decode12(&key->t.p[i], ek + i * POLY_BYTES);
         to_montgomery(&key->t.p[i]);
     }
     int status = sample_matrix(key->a, ek + K * POLY_BYTES);
-    if (status == 0) status = spark_kem_sha3_256(key->h, ek, SPARK_MLKEM768_EK_BYTES, NULL, 0);
+    if (status == 0 && h != NULL) memcpy(key->h, h, 32);
+    if (status == 0 && h == NULL) status = spark_kem_sha3_256(key->h, ek, SPARK_MLKEM768_EK_BYTES, NULL, 0);
     return status;
 }
 
@@ -469,7 +471,7 @@ int spark_mlkem768_check_ek(const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
 
 int spark_mlkem768_public_from_bytes(struct spark_mlkem768_public *key, const uint8_t ek[SPARK_MLKEM768_EK_BYTES]) {
     int status = spark_mlkem768_check_ek(ek);
-    return status != 0 ? status : expand_public(key, ek);
+    return status != 0 ? status : expand_public(key, ek, NULL);
 }
 
 int spark_mlkem768_check_dk(const uint8_t dk[SPARK_MLKEM768_DK_BYTES]) {
@@ -489,7 +491,8 @@ int spark_mlkem768_private_from_bytes(struct spark_mlkem768_private *key, const 
     // The key's encapsulation key and its hash are public (they are the public key's).
     SPARK_KEM_DECLASSIFY(ek, SPARK_MLKEM768_EK_BYTES + 32);
     int status = spark_mlkem768_check_dk(dk);
-    if (status == 0) status = expand_public(&key->public_key, ek);
+    // The hash check just compared H(ek) with the hash the key holds: that one is used.
+    if (status == 0) status = expand_public(&key->public_key, ek, ek + SPARK_MLKEM768_EK_BYTES);
     for (size_t i = 0; status == 0 && i < K; i++) {
         decode12(&key->s.p[i], dk + i * POLY_BYTES);
         to_montgomery(&key->s.p[i]);
