@@ -178,8 +178,9 @@ final class MessagingStorage: Sendable {
                     try body(store)
                 }
                 if purged.withLock({ $0 }) {
-                    // What was erased (expired content, the search index's old postings) is
-                    // still in the log's old pages: truncate it.
+                    // What was erased (expired content; a message taken out of the search index,
+                    // whose row changed: its old sealed text) is still in the log's old pages:
+                    // truncate it. (The index's postings never reach the file: it is in memory.)
                     _ = try? queue.withConnection { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
                 }
                 return result
