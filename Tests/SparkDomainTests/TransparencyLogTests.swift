@@ -160,6 +160,46 @@ struct TransparencyLogTests {
         }
     }
 
+    /// An auditor served the domain's own signed head over updates of which one was changed
+    /// (by a source that rewrote an entry, or on the way) co-signs nothing: the head is not the
+    /// root of the updates as served. The same updates as they are get co-signed.
+    @Test func anAuditorRefusesAHeadThatIsNotTheRootOfTheUpdatesServed() async throws {
+        struct RewritingSource: TransparencyLogSource {
+            let domain: EmbeddedDomain
+            func transparencyUpdates(after: Int64, limit: Int, auditor: P256.SigningKey?) async throws -> (
+                updates: [TransparencyAudit.Update], head: TreeHead?
+            ) {
+                var page = try await domain.transparencyUpdates(after: after, limit: limit, auditor: auditor)
+                if var last = page.updates.popLast() {
+                    var commitment = [UInt8](last.commitment)
+                    commitment[0] ^= 1
+                    last.commitment = Data(commitment)
+                    page.updates.append(last)
+                }
+                return page
+            }
+            func postAudit(size: UInt64, auditorKey: Data, signature: Data) async throws {
+                try await domain.postAudit(size: size, auditorKey: auditorKey, signature: signature)
+            }
+        }
+        try await Fixtures.withTemporaryDirectory { directory in
+            let domain = try makeDomain(directory)
+            let (token, _) = try await Self.published(domain, "alice", endpoint: "a1")
+            _ = try await Self.published(domain, "bob", endpoint: "b1")
+            let keys = try await domain.transparencyKeys(token: token, endpointID: "a1")
+            let signer = try P256.SigningKey()
+            try domain.addTransparencyAuditor(signer.publicKey.x + signer.publicKey.y, name: "Audit Org")
+            let fooled = TransparencyAuditor(source: RewritingSource(domain: domain), keys: keys, signer: signer, lastSigned: nil)
+            let refused = await #expect(throws: CryptoError.self) { try await fooled.step() }
+            #expect(refused?.reason.contains("not the root") == true, "\(String(describing: refused))")
+            #expect(await fooled.lastSigned == nil)
+            #expect(try domain.transparencyAuditors().map(\.cosignedSize) == [nil], "nothing co-signed")
+            let honest = TransparencyAuditor(source: domain, keys: keys, signer: signer, lastSigned: nil)
+            let signed = try #require(try await honest.step())
+            #expect(try domain.transparencyAuditors().map(\.cosignedSize) == [signed.size])
+        }
+    }
+
     /// Anyone may post a co-signature, but only a registered auditor's is kept: seventeen
     /// throwaway keys, each co-signing the public head, are all refused (before their signature
     /// is checked) and the operator's auditor is still taken; removed, it is refused too and its
