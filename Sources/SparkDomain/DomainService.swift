@@ -125,11 +125,15 @@ public protocol DomainService: Sendable {
     /// not kept twice) and, when given, a last-resort one that replaces the previous. Returns
     /// how many one-time ones the endpoint has now.
     func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int
-    /// One KeyPackage for each registered endpoint of `userID` that has one: a one-time one,
-    /// which is then gone, or else the last-resort one.
-    func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage]
-    /// How many one-time KeyPackages the caller's endpoint has left (it publishes more when low).
-    func keyPackageCount(token: String, endpointID: String) async throws -> Int
+    /// One KeyPackage for each registered endpoint of `userID` that has one: of MLS cipher suite
+    /// `suite` where the endpoint has one, else of suite 1 (none of suite 1 under
+    /// ``DomainPolicy/requirePostQuantum``); a one-time one, which is then gone, or else the
+    /// last-resort one.
+    func claimKeyPackages(token: String, endpointID: String, userID: String, suite: UInt16) async throws
+        -> [ClaimedKeyPackage]
+    /// How many one-time KeyPackages of MLS cipher suite `suite` the caller's endpoint has left (it
+    /// publishes more when low).
+    func keyPackageCount(token: String, endpointID: String, suite: UInt16) async throws -> Int
     /// The highest identity key version the user ever published (0 if none); a new identity
     /// must be published with a higher one.
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int
@@ -220,6 +224,16 @@ public protocol DomainService: Sendable {
 }
 
 extension DomainService {
+    /// One KeyPackage for each registered endpoint of `userID`, of suite 1.
+    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+        try await claimKeyPackages(token: token, endpointID: endpointID, userID: userID, suite: 1)
+    }
+
+    /// How many one-time KeyPackages of suite 1 the caller's endpoint has left.
+    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
+        try await keyPackageCount(token: token, endpointID: endpointID, suite: 1)
+    }
+
     /// A key-blob write without a proof: what a user without a published identity (a first
     /// device, before it publishes) may do.
     public func putKeyBlob(token: String, endpointID: String, name: String, data: Data, expectedVersion: Int?) async throws
@@ -380,6 +394,11 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
     public var maximumAttachmentSize: Int
     /// The bytes of attachments' blobs one user may keep in the domain at once (1 GiB).
     public var attachmentQuota: Int64
+    /// Whether only post-quantum MLS is taken (false by default): KeyPackages of the X-Wing suite
+    /// only are published and handed out, and a Welcome into a group of another suite is refused.
+    /// Set it once every device of the deployment runs post-quantum chats; classic chats then add
+    /// no one until they move.
+    public var requirePostQuantum: Bool
 
     /// The defaults: sandbox auth, 5 endpoints, several active, OWASP password hashing, one-hour
     /// tokens, 30-day refresh tokens, one-day activation and one-hour reset codes with 5 tries,
@@ -392,7 +411,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         identityResetDelay: Int = 7 * 86400, codeAttemptsPerHour: Int = 10, mailboxRetention: Int = 30 * 86400,
         postsPerMinute: Int = 600, postedBytesPerMinute: Int = 64 << 20, unreadBytesPerSender: Int = 32 << 20,
         commitsPerMinute: Int = 120, chatsPerHour: Int = 100,
-        maximumAttachmentSize: Int = 100 << 20, attachmentQuota: Int64 = 1 << 30
+        maximumAttachmentSize: Int = 100 << 20, attachmentQuota: Int64 = 1 << 30, requirePostQuantum: Bool = false
     ) {
         self.userAuthenticationEnabled = userAuthenticationEnabled
         self.maximumEndpoints = maximumEndpoints
@@ -415,6 +434,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         self.chatsPerHour = chatsPerHour
         self.maximumAttachmentSize = maximumAttachmentSize
         self.attachmentQuota = attachmentQuota
+        self.requirePostQuantum = requirePostQuantum
     }
 
     /// Decodes a stored policy; settings added after it was stored take their defaults.
@@ -445,6 +465,7 @@ public struct DomainPolicy: Sendable, Codable, Equatable {
         chatsPerHour = try value(.chatsPerHour, defaults.chatsPerHour)
         maximumAttachmentSize = try value(.maximumAttachmentSize, defaults.maximumAttachmentSize)
         attachmentQuota = try value(.attachmentQuota, defaults.attachmentQuota)
+        requirePostQuantum = try value(.requirePostQuantum, defaults.requirePostQuantum)
     }
 
     /// Checks the ranges; `allowUnsafePasswordHashing` permits fewer than OWASP's iterations

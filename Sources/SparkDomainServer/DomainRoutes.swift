@@ -195,8 +195,8 @@ extension DomainRouter {
 
         // KeyPackages and chats.
         case .publishKeyPackages: return .endpoint(Wire.PublishKeyPackages.self) { domain, caller, body in Wire.Count(count: try await domain.publishKeyPackages(as: caller, keyPackages: body.keyPackages, lastResort: body.lastResort)) }
-        case .claimKeyPackages: return .endpoint(Wire.UserID.self) { domain, caller, body in Wire.ClaimedKeyPackages(keyPackages: try await domain.claimKeyPackages(as: caller, userID: body.userID)) }
-        case .keyPackageCount: return .endpoint(Empty.self) { domain, caller, _ in Wire.Count(count: try await domain.keyPackageCount(as: caller)) }
+        case .claimKeyPackages: return .endpoint(Wire.KeyPackageClaim.self) { domain, caller, body in Wire.ClaimedKeyPackages(keyPackages: try await domain.claimKeyPackages(as: caller, userID: body.userID, suite: body.suite ?? DomainEngine.classicSuite)) }
+        case .keyPackageCount: return .endpoint(Wire.KeyPackageSuite.self) { domain, caller, body in Wire.Count(count: try await domain.keyPackageCount(as: caller, suite: body.suite ?? DomainEngine.classicSuite)) }
         case .postMessages: return .endpoint(Wire.PostMessages.self) { domain, caller, body in try await domain.postMessages(as: caller, chatID: body.chatID, messages: body.messages) }
         case .postCommit:
             return .endpoint(Wire.PostCommit.self) { domain, caller, body in

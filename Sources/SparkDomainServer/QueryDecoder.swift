@@ -91,8 +91,19 @@ struct QueryDecoder: Decoder {
             guard case .string(let text) = value else { throw mismatch(type) }
             return text
         }
+        // Every integer width has its own witness: the generic one below would call the type's
+        // `init(from:)`, which asks this container again, without end.
         func decode(_ type: Int.Type) throws -> Int { try integer(type) }
+        func decode(_ type: Int8.Type) throws -> Int8 { try integer(type) }
+        func decode(_ type: Int16.Type) throws -> Int16 { try integer(type) }
+        func decode(_ type: Int32.Type) throws -> Int32 { try integer(type) }
         func decode(_ type: Int64.Type) throws -> Int64 { try integer(type) }
+        func decode(_ type: UInt.Type) throws -> UInt { try integer(type) }
+        func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type) }
+        func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type) }
+        func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type) }
+        func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type) }
+        func decode(_ type: Float.Type) throws -> Float { throw mismatch(type) }
         func decode(_ type: Bool.Type) throws -> Bool { throw mismatch(type) }
         func decode(_ type: Double.Type) throws -> Double { throw mismatch(type) }
         func decode<T: Decodable>(_ type: T.Type) throws -> T { try T(from: self) }

@@ -368,30 +368,38 @@ public enum DomainConformance {
         _ = try await service.checkIn(token: other.token, endpointID: other.endpoint)
     }
 
+    /// Bytes that start as an MLS KeyPackage of `suite` does (what the domain reads of one),
+    /// then `tag`.
+    static func keyPackage(_ tag: String, suite: UInt16 = 1) -> Data {
+        Data([0, 1, 0, 5, 0, 1, UInt8(suite >> 8), UInt8(suite & 0xFF)]) + Data(tag.utf8)
+    }
+
     /// One-time KeyPackages are handed out once each, oldest first, then the last-resort one;
     /// only registered endpoints' are; sizes and counts are bounded; a repeat is kept once.
+    /// Each suite's are apart: a claim of the post-quantum suite gets a device's KeyPackage of it
+    /// where there is one, else its classic one; counts and last-resort ones are per suite.
     static func keyPackages(_ domain: DomainUnderTest) async throws {
         let service = domain.service
         let alice = try await user(domain, "alice")
         let laptop = try await user(domain, "bob")
         let phone = try await user(domain, "bob", endpoint: "bob-2")
-        let first = Data("kp-1".utf8)
-        let second = Data("kp-2".utf8)
+        let first = keyPackage("kp-1")
+        let second = keyPackage("kp-2")
         var count = try await service.publishKeyPackages(
-            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [first, second], lastResort: Data("kp-last".utf8))
-        try expect(count == 2, "two one-time KeyPackages kept, not \(count)")
+            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [first], lastResort: keyPackage("kp-last"))
+        try expect(count == 1, "a one-time KeyPackage kept, not \(count)")
         // A retried publication keeps nothing twice.
         count = try await service.publishKeyPackages(
-            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [first], lastResort: nil)
+            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [first, second], lastResort: nil)
         try expect(count == 2, "a repeated KeyPackage is kept once: \(count)")
         _ = try await service.publishKeyPackages(
-            token: phone.token, endpointID: phone.endpoint, keyPackages: [Data("phone-1".utf8)], lastResort: nil)
+            token: phone.token, endpointID: phone.endpoint, keyPackages: [keyPackage("phone-1")], lastResort: nil)
 
         var claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
         try expect(
             claimed == [
                 ClaimedKeyPackage(endpointID: "bob-1", keyPackage: first, lastResort: false),
-                ClaimedKeyPackage(endpointID: "bob-2", keyPackage: Data("phone-1".utf8), lastResort: false),
+                ClaimedKeyPackage(endpointID: "bob-2", keyPackage: keyPackage("phone-1"), lastResort: false),
             ], "one per device, the oldest one-time one: \(claimed)")
         claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
         try expect(
@@ -400,7 +408,7 @@ public enum DomainConformance {
         for _ in 0..<2 {
             claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
             try expect(
-                claimed == [ClaimedKeyPackage(endpointID: "bob-1", keyPackage: Data("kp-last".utf8), lastResort: true)],
+                claimed == [ClaimedKeyPackage(endpointID: "bob-1", keyPackage: keyPackage("kp-last"), lastResort: true)],
                 "then the last-resort one, again and again: \(claimed)")
         }
         let left = try await service.keyPackageCount(token: laptop.token, endpointID: laptop.endpoint)
@@ -409,12 +417,12 @@ public enum DomainConformance {
         // A removed device's KeyPackages are handed out no more.
         try await service.deregisterEndpoint(token: phone.token, endpointID: phone.endpoint, target: phone.endpoint)
         _ = try await service.publishKeyPackages(
-            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [Data("kp-3".utf8)], lastResort: nil)
+            token: laptop.token, endpointID: laptop.endpoint, keyPackages: [keyPackage("kp-3")], lastResort: nil)
         claimed = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob")
         try expect(claimed.map(\.endpointID) == ["bob-1"], "only registered devices: \(claimed)")
         try await expectRefused(.endpointRemoved, "publishKeyPackages from a removed endpoint") {
             try await service.publishKeyPackages(
-                token: phone.token, endpointID: phone.endpoint, keyPackages: [Data("late".utf8)], lastResort: nil)
+                token: phone.token, endpointID: phone.endpoint, keyPackages: [keyPackage("late")], lastResort: nil)
         }
         try expect(
             try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "nobody").isEmpty,
@@ -424,19 +432,19 @@ public enum DomainConformance {
         try await expectRefused(.invalidRequest, "an oversized KeyPackage") {
             try await service.publishKeyPackages(
                 token: alice.token, endpointID: alice.endpoint,
-                keyPackages: [Data(count: DomainEngine.maximumKeyPackageSize + 1)], lastResort: nil)
+                keyPackages: [keyPackage(String(repeating: "x", count: DomainEngine.maximumKeyPackageSize))], lastResort: nil)
         }
         try await expectRefused(.invalidRequest, "an empty KeyPackage") {
             try await service.publishKeyPackages(
                 token: alice.token, endpointID: alice.endpoint, keyPackages: [], lastResort: Data())
         }
-        let many = (0..<DomainEngine.maximumKeyPackages).map { Data("many-\($0)".utf8) }
+        let many = (0..<DomainEngine.maximumKeyPackages).map { keyPackage("many-\($0)") }
         count = try await service.publishKeyPackages(
             token: alice.token, endpointID: alice.endpoint, keyPackages: many, lastResort: nil)
         try expect(count == DomainEngine.maximumKeyPackages, "a full store: \(count)")
         try await expectRefused(.invalidRequest, "one KeyPackage past the limit") {
             try await service.publishKeyPackages(
-                token: alice.token, endpointID: alice.endpoint, keyPackages: [Data("one more".utf8)], lastResort: nil)
+                token: alice.token, endpointID: alice.endpoint, keyPackages: [keyPackage("one more")], lastResort: nil)
         }
         try expect(
             try await service.keyPackageCount(token: alice.token, endpointID: alice.endpoint) == DomainEngine.maximumKeyPackages,
@@ -444,6 +452,56 @@ public enum DomainConformance {
         try await expectRefused(.invalidRequest, "an empty user id") {
             try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "")
         }
+        try await expectRefused(.invalidRequest, "bytes that are no KeyPackage") {
+            try await service.publishKeyPackages(
+                token: alice.token, endpointID: alice.endpoint, keyPackages: [], lastResort: Data("kp-x".utf8))
+        }
+        try await expectRefused(.invalidRequest, "a KeyPackage of a suite the domain does not keep") {
+            try await service.publishKeyPackages(
+                token: alice.token, endpointID: alice.endpoint, keyPackages: [], lastResort: keyPackage("kp-3", suite: 3))
+        }
+        try await expectRefused(.invalidRequest, "a claim of a suite the domain does not keep") {
+            try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "bob", suite: 3)
+        }
+
+        // The post-quantum suite beside the classic one.
+        let carol = try await user(domain, "carol")
+        let carolPhone = try await user(domain, "carol", endpoint: "carol-2")
+        let pq = (0..<3).map { keyPackage("pq-\($0)", suite: 0xF768) }
+        count = try await service.publishKeyPackages(
+            token: carol.token, endpointID: carol.endpoint, keyPackages: Array(pq[0..<2]), lastResort: pq[2])
+        try expect(count == 2, "two post-quantum one-time KeyPackages: \(count)")
+        count = try await service.publishKeyPackages(
+            token: carol.token, endpointID: carol.endpoint, keyPackages: [keyPackage("c-1")], lastResort: keyPackage("c-last"))
+        try expect(count == 1, "the classic ones are counted apart: \(count)")
+        _ = try await service.publishKeyPackages(
+            token: carolPhone.token, endpointID: carolPhone.endpoint, keyPackages: [], lastResort: keyPackage("phone-last"))
+        try await expectRefused(.invalidRequest, "one publication of two suites") {
+            try await service.publishKeyPackages(
+                token: carol.token, endpointID: carol.endpoint, keyPackages: [keyPackage("c-2"), keyPackage("pq-4", suite: 0xF768)],
+                lastResort: nil)
+        }
+        var handedOut: [Data] = []
+        for _ in 0..<4 {
+            let got = try await service.claimKeyPackages(
+                token: alice.token, endpointID: alice.endpoint, userID: "carol", suite: 0xF768)
+            try expect(
+                got.map(\.endpointID) == ["carol-1", "carol-2"] && got[1].keyPackage == keyPackage("phone-last")
+                    && got[0].lastResort == (got[0].keyPackage == pq[2]),
+                "the post-quantum ones of the device that has them, the classic one of the other: \(got)")
+            handedOut.append(got[0].keyPackage)
+        }
+        try expect(
+            Set(handedOut[0..<2]) == Set(pq[0..<2]) && handedOut[2...] == [pq[2], pq[2]],
+            "each post-quantum one-time KeyPackage once, then the post-quantum last-resort one")
+        let carolLeft = (
+            try await service.keyPackageCount(token: carol.token, endpointID: carol.endpoint, suite: 0xF768),
+            try await service.keyPackageCount(token: carol.token, endpointID: carol.endpoint)
+        )
+        try expect(carolLeft == (0, 1), "the post-quantum one-time ones are gone, the classic one is left: \(carolLeft)")
+        let classic = try await service.claimKeyPackages(token: alice.token, endpointID: alice.endpoint, userID: "carol")
+        try expect(
+            classic.map(\.keyPackage) == [keyPackage("c-1"), keyPackage("phone-last")], "a classic claim: \(classic)")
     }
 
 }

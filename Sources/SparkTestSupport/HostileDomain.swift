@@ -15,6 +15,9 @@ public final class HostileDomain: DomainService {
     /// KeyPackages handed out instead of the published ones, by user id (the attacker's own
     /// devices, passed off as the user's).
     public let substitutedKeyPackages = Locked<[String: [ClaimedKeyPackage]]>([:])
+    /// Users whose post-quantum KeyPackages the domain withholds, handing out their classic
+    /// ones instead (a downgrade of their chats to classic MLS).
+    public let withheldPostQuantum = Locked<Set<String>>([])
     /// How many of the next commits the domain takes and then loses the answer of (the caller
     /// sees the domain as unavailable, as when the connection drops after the commit).
     public let loseCommitAnswers = Locked(0)
@@ -221,13 +224,17 @@ public final class HostileDomain: DomainService {
         try await inner.publishKeyPackages(token: token, endpointID: endpointID, keyPackages: keyPackages, lastResort: lastResort)
     }
     /// Forwarded, or rewritten as the test told it.
-    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+    public func claimKeyPackages(token: String, endpointID: String, userID: String, suite: UInt16) async throws
+        -> [ClaimedKeyPackage]
+    {
         if let substitute = substitutedKeyPackages.withLock({ $0[userID] }) { return substitute }
-        return try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID)
+        // A domain that withholds post-quantum KeyPackages hands out the classic ones instead.
+        let asked = withheldPostQuantum.withLock { $0.contains(userID) } ? 1 : suite
+        return try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID, suite: asked)
     }
     /// Forwarded, or rewritten as the test told it.
-    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
-        try await inner.keyPackageCount(token: token, endpointID: endpointID)
+    public func keyPackageCount(token: String, endpointID: String, suite: UInt16) async throws -> Int {
+        try await inner.keyPackageCount(token: token, endpointID: endpointID, suite: suite)
     }
     /// Forwarded.
     public func transparencyKeys(token: String, endpointID: String) async throws -> TransparencyKeys {

@@ -109,6 +109,12 @@ struct QueryDecoderTests {
                 == Wire.MailboxQuery(after: 5, limit: 10, wait: 30))
         let outbox = try QueryDecoder.decode(Wire.OutboxQuery.self, from: ["limit": .integer(3)])
         #expect(outbox.recipient == nil && outbox.limit == 3)
+        // Every integer width decodes (a UInt16 once recursed without end), in its range only.
+        #expect(try QueryDecoder.decode(Wire.KeyPackageSuite.self, from: ["suite": .integer(0xF768)]).suite == 0xF768)
+        #expect(try QueryDecoder.decode(Wire.KeyPackageSuite.self, from: [:]).suite == nil)
+        #expect(throws: DecodingError.self) {
+            try QueryDecoder.decode(Wire.KeyPackageSuite.self, from: ["suite": .integer(70_000)])
+        }
         #expect(
             try QueryDecoder.decode(Wire.OutboxQuery.self, from: ["limit": .integer(3), "recipient": .string("a@b")])
                 .recipient == "a@b")

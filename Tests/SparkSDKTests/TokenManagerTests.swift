@@ -119,11 +119,13 @@ final class CountingDomain: DomainService {
     func publishKeyPackages(token: String, endpointID: String, keyPackages: [Data], lastResort: Data?) async throws -> Int {
         try await inner.publishKeyPackages(token: token, endpointID: endpointID, keyPackages: keyPackages, lastResort: lastResort)
     }
-    func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
-        try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID)
+    func claimKeyPackages(token: String, endpointID: String, userID: String, suite: UInt16) async throws
+        -> [ClaimedKeyPackage]
+    {
+        try await inner.claimKeyPackages(token: token, endpointID: endpointID, userID: userID, suite: suite)
     }
-    func keyPackageCount(token: String, endpointID: String) async throws -> Int {
-        try await inner.keyPackageCount(token: token, endpointID: endpointID)
+    func keyPackageCount(token: String, endpointID: String, suite: UInt16) async throws -> Int {
+        try await inner.keyPackageCount(token: token, endpointID: endpointID, suite: suite)
     }
     func identityKeyVersion(token: String, endpointID: String) async throws -> Int {
         try await inner.identityKeyVersion(token: token, endpointID: endpointID)

@@ -323,16 +323,20 @@ public final class RemoteDomain: DomainService {
         return answer.count
     }
 
-    /// `POST /v1/key-packages/claim`: one KeyPackage per endpoint of a user.
-    public func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
+    /// `POST /v1/key-packages/claim`: one KeyPackage per endpoint of a user, of `suite` or else
+    /// of suite 1.
+    public func claimKeyPackages(token: String, endpointID: String, userID: String, suite: UInt16) async throws
+        -> [ClaimedKeyPackage]
+    {
         let answer: Wire.ClaimedKeyPackages = try await client.call(
-            .claimKeyPackages, Wire.UserID(userID: userID), token: token, endpoint: endpointID)
+            .claimKeyPackages, Wire.KeyPackageClaim(userID: userID, suite: suite), token: token, endpoint: endpointID)
         return answer.keyPackages
     }
 
-    /// `GET /v1/key-packages/count`: how many one-time KeyPackages this endpoint has left.
-    public func keyPackageCount(token: String, endpointID: String) async throws -> Int {
-        let answer: Wire.Count = try await client.call(.keyPackageCount, Wire.Empty(), token: token, endpoint: endpointID)
+    /// `GET /v1/key-packages/count`: how many one-time KeyPackages of `suite` this endpoint has left.
+    public func keyPackageCount(token: String, endpointID: String, suite: UInt16) async throws -> Int {
+        let answer: Wire.Count = try await client.call(
+            .keyPackageCount, Wire.KeyPackageSuite(suite: suite), token: token, endpoint: endpointID)
         return answer.count
     }
 

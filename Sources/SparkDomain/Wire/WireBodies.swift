@@ -23,6 +23,24 @@ package enum Wire {
         package init(userID: String) { self.userID = userID }
     }
 
+    /// A claim of a user's KeyPackages of an MLS cipher suite (1 when absent).
+    package struct KeyPackageClaim: Codable, Sendable, Equatable {
+        /// The user whose devices' KeyPackages are claimed.
+        package var userID: String
+        /// The suite asked for.
+        package var suite: UInt16?
+        /// A claim of `userID`'s KeyPackages of `suite`.
+        package init(userID: String, suite: UInt16?) { (self.userID, self.suite) = (userID, suite) }
+    }
+
+    /// An MLS cipher suite (1 when absent).
+    package struct KeyPackageSuite: Codable, Sendable, Equatable {
+        /// The suite.
+        package var suite: UInt16?
+        /// A body naming `suite`.
+        package init(suite: UInt16?) { self.suite = suite }
+    }
+
     /// An account's user name.
     package struct UserName: Codable, Sendable, Equatable {
         /// The user name.

@@ -57,6 +57,10 @@ extension DomainEngine {
             guard (1...Self.maximumWelcomeSize).contains(welcome.count) else {
                 throw DomainError(.tooLarge, "a Welcome is 1 to \(Self.maximumWelcomeSize) bytes")
             }
+            // Under requirePostQuantum no device joins a group of a classic suite.
+            guard !policy.requirePostQuantum || Self.welcomeSuite(welcome) == Self.postQuantumSuite else {
+                throw DomainError(.forbidden, "this domain takes post-quantum groups only (suite 0xF768)")
+            }
         }
         guard epoch >= 0, add.count <= Self.maximumChatMembers, remove.count <= Self.maximumChatMembers,
             Set(add).isDisjoint(with: remove), !add.contains("")

@@ -173,14 +173,16 @@ extension DomainEngine {
             as: caller(token: token, endpointID: endpointID), keyPackages: keyPackages, lastResort: lastResort)
     }
 
-    /// ``DomainService/claimKeyPackages(token:endpointID:userID:)``, for the caller the token and endpoint name.
-    package func claimKeyPackages(token: String, endpointID: String, userID: String) async throws -> [ClaimedKeyPackage] {
-        try await claimKeyPackages(as: caller(token: token, endpointID: endpointID), userID: userID)
+    /// ``DomainService/claimKeyPackages(token:endpointID:userID:suite:)``, for the caller the token and endpoint name.
+    package func claimKeyPackages(token: String, endpointID: String, userID: String, suite: UInt16) async throws
+        -> [ClaimedKeyPackage]
+    {
+        try await claimKeyPackages(as: caller(token: token, endpointID: endpointID), userID: userID, suite: suite)
     }
 
-    /// ``DomainService/keyPackageCount(token:endpointID:)``, for the caller the token and endpoint name.
-    package func keyPackageCount(token: String, endpointID: String) async throws -> Int {
-        try await keyPackageCount(as: caller(token: token, endpointID: endpointID))
+    /// ``DomainService/keyPackageCount(token:endpointID:suite:)``, for the caller the token and endpoint name.
+    package func keyPackageCount(token: String, endpointID: String, suite: UInt16) async throws -> Int {
+        try await keyPackageCount(as: caller(token: token, endpointID: endpointID), suite: suite)
     }
 
     /// ``DomainService/evaluatePasscode(token:endpointID:blindedElement:keyID:)``, for the caller the token and endpoint name.

@@ -465,6 +465,15 @@ package enum DomainMigrations {
                     """)
             ]
         ),
+        (
+            "v25-key-package-suites",
+            [
+                // Each KeyPackage's MLS cipher suite (read from its bytes when published): a
+                // device keeps one-time and last-resort KeyPackages of each suite it runs, and a
+                // claim asks for a suite. Those published before are all of suite 1.
+                .both("ALTER TABLE key_packages ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
+            ]
+        ),
     ]
 
     /// `statement` as `dialect` takes it; nil when it is for the other one.

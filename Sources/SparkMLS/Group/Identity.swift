@@ -96,17 +96,24 @@ public struct MLSKeyPackageBundle: Sendable {
     let encryptionKey: SecureBytes
     let signer: MLSSigner
 
-    /// Makes a KeyPackage for `signer`, valid from `now` for `lifetime` seconds.
+    /// Makes a KeyPackage of `suite` for `signer`, valid from `now` for `lifetime` seconds. Its
+    /// leaf's capabilities list `suite` and `alsoSupported` (the other suites this client has
+    /// KeyPackages of): signed, so a group creator can tell a client that has them from one that
+    /// has not, whatever a Delivery Service hands out.
     public init(
-        signer: MLSSigner, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519, now: Date, lifetime: TimeInterval = 90 * 86400,
-        random: inout some MLSRandomSource
+        signer: MLSSigner, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519, alsoSupported: [MLSCipherSuite] = [],
+        now: Date, lifetime: TimeInterval = 90 * 86400, random: inout some MLSRandomSource
     ) throws {
+        var capabilities = Capabilities.spark(suite)
+        for other in alsoSupported where !capabilities.cipherSuites.contains(other.rawValue) {
+            capabilities.cipherSuites.append(other.rawValue)
+        }
         let initPrivate = suite.deriveKeyPair(random.secret(count: 32))
         let encryptionPrivate = suite.deriveKeyPair(random.secret(count: 32))
         let start = UInt64(max(0, now.timeIntervalSince1970 - 3600))
         var leaf = LeafNode(
             encryptionKey: encryptionPrivate.publicKey.rawRepresentation, signatureKey: signer.signatureKey,
-            credential: signer.credential.wire, capabilities: .spark(suite),
+            credential: signer.credential.wire, capabilities: capabilities,
             source: .keyPackage(Lifetime(notBefore: start, notAfter: start + 3600 + UInt64(max(0, lifetime)))), extensions: [])
         try leaf.sign(suite: suite, key: signer.key, groupID: Data(), leafIndex: 0)
         var package = KeyPackage(

@@ -11,6 +11,11 @@ public struct MLSKeyPackageSummary: Sendable, Equatable {
     public let signatureKey: Data
     /// The end of its lifetime.
     public let notAfter: Date
+    /// Its cipher suite.
+    public let suite: MLSCipherSuite
+    /// The code points of the suites its leaf's capabilities list (its own among them), as its
+    /// owner signed them.
+    public let capableSuites: [UInt16]
 
     /// Reads a KeyPackage (an `MLSMessage`) and checks its own two signatures (the KeyPackage's
     /// and its leaf's); everything else of §10.1 is checked by the group that adds it.
@@ -29,6 +34,8 @@ public struct MLSKeyPackageSummary: Sendable, Equatable {
         credential = try MLSCredential(package.leafNode.credential)
         signatureKey = package.leafNode.signatureKey
         notAfter = Date(timeIntervalSince1970: TimeInterval(min(lifetime.notAfter, UInt64(Int64.max / 2))))
+        self.suite = suite
+        capableSuites = package.leafNode.capabilities.cipherSuites
     }
 }
 
