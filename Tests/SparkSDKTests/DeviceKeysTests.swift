@@ -105,7 +105,7 @@ struct DeviceKeysTests {
             _ = try await alice.messenger.identities.deviceSigner()
             let store = try EndpointStore(directory: directory.appendingPathComponent("alice-laptop"))
             let rows = try store.queue.read { db in try db.scalar("SELECT count(*) FROM key_package_bundles", as: Int.self) }
-            #expect(rows == DeviceKeys.oneTimeTarget + 1)
+            #expect(rows == (DeviceKeys.oneTimeTarget + 1) * 2, "one-time and last-resort ones of both suites")
             await aliceService.signOut(wipeKeys: true)
             let left = try store.queue.read { db in
                 (
@@ -129,10 +129,14 @@ struct DeviceKeysTests {
             let (aliceService, alice) = try await world.endpoint("alice", "alice-laptop")
             let (bobService, bob) = try await world.endpoint("bob", "bob-phone")
             let store = try EndpointStore(directory: directory.appendingPathComponent("bob-phone"))
-            let firstLastResort = try store.queue.read { db in
-                try SQLiteMessagingStore(db: db, sealer: store.sealer).lastResortMadeAt()
+            func lastResorts() throws -> [Date?] {
+                try store.queue.read { db in
+                    let store = SQLiteMessagingStore(db: db, sealer: store.sealer)
+                    return [try store.lastResortMadeAt(suite: 1), try store.lastResortMadeAt(suite: 0xF768)]
+                }
             }
-            #expect(firstLastResort != nil, "a last-resort KeyPackage from the start")
+            let firstLastResort = try lastResorts()
+            #expect(!firstLastResort.contains(nil), "a last-resort KeyPackage of each suite from the start")
             func pass(_ days: Double) async throws {
                 clock.advance(by: days * 86400)
                 for (service, user) in [(aliceService, "alice"), (bobService, "bob")] {
@@ -143,12 +147,17 @@ struct DeviceKeysTests {
             }
             // A week on, the last-resort KeyPackage is replaced (before it could expire).
             try await pass(8)
-            let rotated = try store.queue.read { db in try SQLiteMessagingStore(db: db, sealer: store.sealer).lastResortMadeAt() }
-            #expect(rotated != nil && rotated != firstLastResort, "the last-resort KeyPackage was replaced")
+            let rotated = try lastResorts()
+            #expect(
+                !rotated.contains(nil) && zip(rotated, firstLastResort).allSatisfy { $0 != $1 },
+                "the last-resort KeyPackage of each suite was replaced")
             try await pass(23)
             let bobToken = try await world.domain.testToken(userID: "bob").token
-            let fresh = try await world.domain.keyPackageCount(token: bobToken, endpointID: try await bobService.endpointID)
-            #expect(fresh == DeviceKeys.oneTimeTarget, "the one-time ones were topped up with fresh ones")
+            let bobEndpoint = try await bobService.endpointID
+            for suite: UInt16 in [1, 0xF768] {
+                let fresh = try await world.domain.keyPackageCount(token: bobToken, endpointID: bobEndpoint, suite: suite)
+                #expect(fresh == DeviceKeys.oneTimeTarget, "the one-time ones of suite \(suite) were topped up with fresh ones")
+            }
             let chat = try await alice.startChat(with: ["bob"], subject: "A month later")
             #expect(await waitFor("bob is in it") { bob.chats.value.map(\.chatID) == [chat.chatID] })
         }

@@ -60,12 +60,12 @@ struct Devices {
             allowUnsafePasswordHashing: true)
     }
 
-    func service(_ name: String) async throws -> BBMEnterpriseService {
+    func service(_ name: String, postQuantumChats: Bool = true) async throws -> BBMEnterpriseService {
         let store = try EndpointStore(directory: directory.appendingPathComponent(name))
         messaging.apply(to: store, device: name, stores: memoryStores)
         let service = BBMEnterpriseService(
             store: store, endpointDescription: name, unsafePasscodeIterations: 1000, checkInInterval: .milliseconds(50),
-            clock: clock)
+            clock: clock, postQuantumChats: postQuantumChats)
         try await service.start(domain: domain, environment: .sandbox)
         return service
     }

@@ -25,8 +25,10 @@ struct ChatWorld {
     var domain: EmbeddedDomain { devices.domain }
 
     /// A set-up endpoint of `user` named `device`; the first endpoint of a user creates keys.
-    func endpoint(_ user: String, _ device: String) async throws -> (BBMEnterpriseService, BBMAccess) {
-        let service = try await devices.service(device)
+    func endpoint(_ user: String, _ device: String, postQuantumChats: Bool = true) async throws -> (
+        BBMEnterpriseService, BBMAccess
+    ) {
+        let service = try await devices.service(device, postQuantumChats: postQuantumChats)
         let state = try await devices.begin(service, user: user)
         try await service.syncStart(passcode: "\(user)-passcode", action: state.syncPasscodeState == .new ? .new : .existing)
         let settled = await service.waitForSettledState()

@@ -134,7 +134,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
             store: store, endpointDescription: settings.endpointDescription,
             keyStorage: settings.useBlackBerryKMS ? nil : keyStorage,
             passcodeIterations: settings.passcodeIterations, ownDeviceApproval: settings.ownDeviceApproval,
-            transparencyAuditorKey: settings.transparencyAuditorKey)
+            transparencyAuditorKey: settings.transparencyAuditorKey, postQuantumChats: settings.postQuantumChats)
         return BBMAuthController(
             tokenManager: manager, domain: domain, environment: settings.provider.environment, service: service,
             settings: settings)

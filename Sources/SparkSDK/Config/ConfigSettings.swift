@@ -89,6 +89,11 @@ public struct ConfigSettings: Sendable, Equatable {
     /// base64, as `spark-kt-auditor init` prints it); the device then accepts only transparency
     /// heads that auditor co-signed. Absent: none required.
     public var transparencyAuditorKey: Data?
+    /// `postQuantumChats`: whether this device runs post-quantum chats (true, the default): it
+    /// publishes KeyPackages of the X-Wing MLS suite beside the classic ones, and its new chats
+    /// are post-quantum when every member device can be. False: classic MLS only, as a device of
+    /// an earlier release (docs/SECURITY.md, "Post-quantum chats").
+    public var postQuantumChats = true
 
     /// The selected provider's dictionary.
     public var provider: Provider {
@@ -187,6 +192,7 @@ public struct ConfigSettings: Sendable, Equatable {
         "endpointDescription": "a string",
         "ownDeviceApproval": "a string: required or automatic",
         "transparencyAuditorKey": "a string: the auditor's public key, 64 bytes in base64 (spark-kt-auditor init prints it)",
+        "postQuantumChats": "a boolean",
     ]
     static let knownProviderKeys: [String: String] = [
         "clientId": "a string", "domain": "a string: the domain id", "environment": "a string: sandbox or production",
@@ -248,6 +254,7 @@ private struct RawSettings: Decodable {
     var endpointDescription: String?
     var ownDeviceApproval: String?
     var transparencyAuditorKey: String?
+    var postQuantumChats: Bool?
 
     func settings(file: String, baseDirectory: URL, environment: [String: String]) throws -> ConfigSettings {
         guard let provider = ConfigSettings.AuthProvider(rawValue: authProvider) else {
@@ -350,6 +357,7 @@ private struct RawSettings: Decodable {
             }
             settings.transparencyAuditorKey = key
         }
+        settings.postQuantumChats = postQuantumChats ?? true
         return settings
     }
 

@@ -49,17 +49,21 @@ struct DeviceKeys {
         return MLSSigner(credential: credential.mlsCredential, key: key)
     }
 
-    /// New KeyPackages of `signer`, kept (sealed) in the store; the last-resort one, when asked
-    /// for, replaces the previous.
+    /// New KeyPackages of `signer` of MLS cipher suite `suite`, kept (sealed) in the store; the
+    /// last-resort one, when asked for, replaces the previous one of the suite. Each lists
+    /// `alsoSupported` in its leaf's capabilities: the other suites this device has KeyPackages
+    /// of, signed, so that a domain handing out this suite's instead of another's is caught.
     static func makeBundles(
-        _ store: some MessagingStore, signer: MLSSigner, count: Int, lastResort: Bool, now: Date
+        _ store: some MessagingStore, signer: MLSSigner, suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519,
+        alsoSupported: [MLSCipherSuite] = [], count: Int, lastResort: Bool, now: Date
     ) throws -> (oneTime: [Data], lastResort: Data?) {
         var random = MLSSystemRandom()
         func make(_ isLastResort: Bool) throws -> Data {
-            let bundle = try MLSKeyPackageBundle(signer: signer, now: now, lifetime: lifetime, random: &random)
+            let bundle = try MLSKeyPackageBundle(
+                signer: signer, suite: suite, alsoSupported: alsoSupported, now: now, lifetime: lifetime, random: &random)
             try store.addKeyPackageBundle(
-                reference: bundle.reference, bundle: bundle.serialized().unsafeData(), lastResort: isLastResort,
-                createdAt: now)
+                reference: bundle.reference, bundle: bundle.serialized().unsafeData(), suite: suite.rawValue,
+                lastResort: isLastResort, createdAt: now)
             return bundle.keyPackage
         }
         let oneTime = try (0..<count).map { _ in try make(false) }
@@ -67,7 +71,7 @@ struct DeviceKeys {
         if lastResort {
             // The previous last-resort one may be in a Welcome on its way: it is kept, as a
             // one-time bundle, until used or expired.
-            try store.demoteLastResortBundle()
+            try store.demoteLastResortBundle(suite: suite.rawValue)
             last = try make(true)
         }
         return (oneTime, last)

@@ -193,6 +193,12 @@ public struct Chat: Sendable, Equatable, Identifiable {
     /// sent from now on disappears from every device this long after it was sent (on the
     /// sender's devices) or read (on each recipient's); nil when off.
     public var disappearingTimer: Duration?
+    /// Whether the chat is post-quantum: its MLS group runs the X-Wing suite
+    /// (`MLS_128_MLKEM768X25519_AES128GCM_SHA256_Ed25519`), so a recording of it cannot be
+    /// opened later by a quantum computer. False for a chat with a device that does not run
+    /// post-quantum chats (an earlier release, or ``ConfigSettings/postQuantumChats`` off).
+    /// Signatures are Ed25519 either way (docs/SECURITY.md, "Post-quantum chats").
+    public var postQuantum: Bool = false
     /// The chat id.
     public var id: String { chatID }
     /// Whether any participant's identity key changed.

@@ -45,6 +45,10 @@ final class MessagingContext: Sendable {
     /// The auditor whose co-signature every tree head must carry (P-256 `x ‖ y`, from the
     /// plist's `transparencyAuditorKey`); nil: none required.
     let transparencyAuditor: Data?
+    /// The MLS cipher suites this device runs, the preferred first: the post-quantum suite and
+    /// suite 1 (``ConfigSettings/postQuantumChats``), or suite 1 alone. It publishes KeyPackages
+    /// of each, and a new chat takes the first that every member device has.
+    let suites: [MLSCipherSuite]
     /// Set by `Messenger.stop()`: from then on nothing is written (see `write`).
     let stopped = Locked(false)
     /// Every `events` stream handed out; each event goes to all of them.
@@ -92,9 +96,11 @@ final class MessagingContext: Sendable {
     init(
         domain: any DomainService, storage: MessagingStorage, keys: UnlockedKeys, endpointID: String,
         token: @escaping @Sendable () async throws -> String, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
-        transparencyAuditor: Data? = nil
+        transparencyAuditor: Data? = nil, postQuantumChats: Bool = true
     ) {
         self.transparencyAuditor = transparencyAuditor
+        suites =
+            postQuantumChats ? [.xWingAES128GCMSHA256Ed25519, .x25519AES128GCMSHA256Ed25519] : [.x25519AES128GCMSHA256Ed25519]
         self.domain = domain
         self.storage = storage
         self.keys = keys
@@ -139,6 +145,7 @@ extension MessagingPart {
     var validators: CredentialValidators { context.validators }
     var ownDevices: OwnDevices { context.ownDevices }
     var clock: WallClock { context.clock }
+    var suites: [MLSCipherSuite] { context.suites }
     var keys: UnlockedKeys { context.keys }
     var endpointID: String { context.endpointID }
     var token: @Sendable () async throws -> String { context.token }

@@ -50,11 +50,12 @@ actor Messenger: MessagingPart {
         domain: any DomainService, storage: MessagingStorage, keys: UnlockedKeys, endpointID: String,
         token: @escaping @Sendable () async throws -> String, pollInterval: Duration,
         ownDeviceApproval: OwnDeviceApproval = .required, clock: WallClock = .system, transparencyAuditor: Data? = nil,
-        onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
+        postQuantumChats: Bool = true, onMailbox: @escaping @Sendable (Bool) async -> Void = { _ in }
     ) {
         let context = MessagingContext(
             domain: domain, storage: storage, keys: keys, endpointID: endpointID, token: token,
-            ownDeviceApproval: ownDeviceApproval, clock: clock, transparencyAuditor: transparencyAuditor)
+            ownDeviceApproval: ownDeviceApproval, clock: clock, transparencyAuditor: transparencyAuditor,
+            postQuantumChats: postQuantumChats)
         self.context = context
         identities = Identities(context: context)
         attachments = AttachmentTransfers(context: context)

@@ -83,11 +83,13 @@ public final class BBMEnterpriseService: Sendable {
     ///   - clock: the wall clock this device's KeyPackages are made and rotated by.
     ///   - transparencyAuditorKey: a third-party auditor's P-256 key (`x ‖ y`): the device then
     ///     accepts only transparency heads it co-signed (``ConfigSettings/transparencyAuditorKey``).
+    ///   - postQuantumChats: whether the device runs post-quantum chats
+    ///     (``ConfigSettings/postQuantumChats``, true by default).
     public convenience init(
         store: EndpointStore, endpointDescription: String, keyStorage: (any BBMKeyStorageProvider)? = nil,
         passcodeIterations: Int = ConfigSettings.passcodeIterationsFloor, checkInInterval: Duration = .seconds(5),
         pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required,
-        clock: WallClock = .system, transparencyAuditorKey: Data? = nil
+        clock: WallClock = .system, transparencyAuditorKey: Data? = nil, postQuantumChats: Bool = true
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
@@ -95,7 +97,7 @@ public final class BBMEnterpriseService: Sendable {
                 BBMKeyManager(domain: domain, store: store, storage: keyStorage, passcodeIterations: passcodeIterations)
             },
             checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
-            transparencyAuditorKey: transparencyAuditorKey)
+            transparencyAuditorKey: transparencyAuditorKey, postQuantumChats: postQuantumChats)
     }
 
     /// A service whose passcode blobs use a low PBKDF2 count, for tests.
@@ -104,7 +106,7 @@ public final class BBMEnterpriseService: Sendable {
     public convenience init(
         store: EndpointStore, endpointDescription: String, unsafePasscodeIterations: Int, checkInInterval: Duration = .seconds(5),
         pollInterval: Duration = .milliseconds(10), ownDeviceApproval: OwnDeviceApproval = .required,
-        clock: WallClock = .system, transparencyAuditorKey: Data? = nil
+        clock: WallClock = .system, transparencyAuditorKey: Data? = nil, postQuantumChats: Bool = true
     ) {
         self.init(
             store: store, endpointDescription: endpointDescription,
@@ -112,13 +114,13 @@ public final class BBMEnterpriseService: Sendable {
                 BBMKeyManager(domain: domain, store: store, unsafePasscodeIterations: unsafePasscodeIterations)
             },
             checkInInterval: checkInInterval, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
-            transparencyAuditorKey: transparencyAuditorKey)
+            transparencyAuditorKey: transparencyAuditorKey, postQuantumChats: postQuantumChats)
     }
 
     private init(
         store: EndpointStore, endpointDescription: String, keyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
         checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
-        transparencyAuditorKey: Data?
+        transparencyAuditorKey: Data?, postQuantumChats: Bool
     ) {
         let auth = authOwner
         let connected = connectedOwner
@@ -126,7 +128,7 @@ public final class BBMEnterpriseService: Sendable {
         engine = ServiceEngine(
             store: store, endpointDescription: endpointDescription, makeKeyManager: keyManager, checkInInterval: checkInInterval,
             pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval, clock: clock,
-            transparencyAuditorKey: transparencyAuditorKey,
+            transparencyAuditorKey: transparencyAuditorKey, postQuantumChats: postQuantumChats,
             publish: { state in auth.value = state },
             setConnected: { value in connected.value = value },
             setStarted: { value in started.value = value })

@@ -41,6 +41,7 @@ actor ServiceEngine {
     private let pollInterval: Duration
     private let ownDeviceApproval: OwnDeviceApproval
     private let transparencyAuditorKey: Data?
+    private let postQuantumChats: Bool
     private let clock: WallClock
 
     private struct WeakListener { weak var listener: (any BBMConnectivityListener)? }
@@ -49,7 +50,7 @@ actor ServiceEngine {
         store: EndpointStore, endpointDescription: String,
         makeKeyManager: @escaping @Sendable (any DomainService) -> BBMKeyManager,
         checkInInterval: Duration, pollInterval: Duration, ownDeviceApproval: OwnDeviceApproval, clock: WallClock,
-        transparencyAuditorKey: Data? = nil,
+        transparencyAuditorKey: Data? = nil, postQuantumChats: Bool = true,
         publish: @escaping @Sendable (ServiceAuthState) -> Void, setConnected: @escaping @Sendable (Bool) -> Void,
         setStarted: @escaping @Sendable (Bool) -> Void
     ) {
@@ -60,6 +61,7 @@ actor ServiceEngine {
         self.pollInterval = pollInterval
         self.ownDeviceApproval = ownDeviceApproval
         self.transparencyAuditorKey = transparencyAuditorKey
+        self.postQuantumChats = postQuantumChats
         self.clock = clock
         self.publishState = publish
         self.setConnected = setConnected
@@ -342,7 +344,7 @@ actor ServiceEngine {
                         guard let self else { throw SetupError(.notStarted, "the service is gone") }
                         return try await self.currentToken()
                     }, pollInterval: pollInterval, ownDeviceApproval: ownDeviceApproval,
-                    clock: clock, transparencyAuditor: transparencyAuditorKey,
+                    clock: clock, transparencyAuditor: transparencyAuditorKey, postQuantumChats: postQuantumChats,
                     onMailbox: { [weak self] reached in await self?.mailboxReached(reached) })
                 self.messenger = messenger
                 await messenger.start()

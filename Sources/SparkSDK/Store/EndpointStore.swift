@@ -187,6 +187,13 @@ public final class EndpointStore: Sendable {
                 ALTER TABLE sent_posts_by_digest RENAME TO sent_posts;
                 """)
         }
+        migrator.register("v23-key-package-suites") { db in
+            // A device keeps KeyPackages of each MLS cipher suite it runs, a last-resort one of
+            // each: the bundles made before are all of suite 1.
+            try db.execute("ALTER TABLE key_package_bundles ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
+            // And each chat's group's suite, shown as `Chat.postQuantum`.
+            try db.execute("ALTER TABLE chats ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
+        }
         return migrator
     }
 

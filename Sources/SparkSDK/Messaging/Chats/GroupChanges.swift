@@ -43,9 +43,8 @@ actor GroupChanges: MessagingPart {
         let chatID = SystemRandom.bytes(count: 12).base64URLEncodedString()
         // Every device of every member, and this user's other devices that this device trusts.
         let approved = try await identities.ownDeviceView().approvedIDs
-        let devices = try await claimDevices(of: others + [me]).filter {
-            $0.device.user != me || approved.contains($0.device.device)
-        }
+        let (claim, suite) = try await claimForNewChat(of: others + [me])
+        let devices = claim.devices.filter { $0.device.user != me || approved.contains($0.device.device) }
         let missing = others.filter { user in !devices.contains { $0.device.user == user } }
         guard missing.isEmpty else {
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
@@ -54,8 +53,7 @@ actor GroupChanges: MessagingPart {
         // The subject is in the group context: every member has it from the moment they join.
         let (created, commit, welcome, next) = try ChatSession.newGroup(
             chatID: chatID, signer: signer, validator: try await read { store in try self.validators.current(store).group },
-            subject: subject,
-            keyPackages: devices.map(\.keyPackage))
+            subject: subject, suite: suite, keyPackages: devices.map(\.keyPackage))
         let groups = self.groups
         try await write { store in
             try groups.save(
@@ -94,9 +92,17 @@ actor GroupChanges: MessagingPart {
         // chat changed, as a send is held.
         let current = try await flows.chat(chatID).participants.map(\.userID).filter { $0 != me }
         try await requireTrusted(Array(Set(added + current)).sorted())
-        let devices = try await claimDevices(of: added)
+        let suite = try await read { store in try self.activeSession(chatID, in: store).stored.group.group.cipherSuite }
+        let claim = try await claimDevices(of: added, suite: suite)
+        let devices = claim.devices
         let missing = added.filter { user in !devices.contains { $0.device.user == user } }
         guard missing.isEmpty else {
+            let unable = missing.filter { user in claim.withoutSuite.contains { $0.user == user } }
+            if !unable.isEmpty {
+                throw MessagingError(
+                    .refused,
+                    "\(unable.joined(separator: ", ")) has no device that runs this post-quantum chat's suite (an earlier release)")
+            }
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
         }
         try await change(chatID, domainAdd: added) { group in
@@ -176,17 +182,33 @@ actor GroupChanges: MessagingPart {
         var keyPackage: Data
     }
 
-    /// One KeyPackage of each device of `users` (not this one), each checked before it is used:
-    /// its signatures, its lifetime, and a credential for the device the domain names, signed by
-    /// the identity key this device trusts for the user. A KeyPackage that fails is left out, so
-    /// a domain that substitutes one adds no one.
-    func claimDevices(of users: [String], only: Set<ChatGroup.Device>? = nil) async throws -> [ClaimedDevice] {
+    /// What a claim of KeyPackages of one suite found.
+    struct Claim: Sendable {
+        /// The devices with a KeyPackage of the suite, each checked.
+        var devices: [ClaimedDevice] = []
+        /// The devices that do not run the suite: the domain handed out their KeyPackage of
+        /// suite 1, whose capabilities (signed by the device) do not list the suite.
+        var withoutSuite: [ChatGroup.Device] = []
+    }
+
+    /// One KeyPackage of MLS cipher suite `suite` of each device of `users` (not this one), each
+    /// checked before it is used: its signatures, its lifetime, and a credential for the device
+    /// the domain names, signed by the identity key this device trusts for the user. A KeyPackage
+    /// that fails is left out, so a domain that substitutes one adds no one. So is one of another
+    /// suite whose capabilities list `suite`: its device runs the suite and the domain withheld
+    /// its KeyPackages of it (a downgrade); one whose capabilities do not is a device that does
+    /// not run the suite (``Claim/withoutSuite``).
+    func claimDevices(
+        of users: [String], only: Set<ChatGroup.Device>? = nil,
+        suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519
+    ) async throws -> Claim {
         let validator = try await read { store in try self.trustedValidator(store) }
-        var claimed: [ClaimedDevice] = []
+        var claim = Claim()
         let now = Date()
         for user in users {
             let packages = try await domainCall {
-                try await domain.claimKeyPackages(token: try await token(), endpointID: endpointID, userID: user)
+                try await domain.claimKeyPackages(
+                    token: try await token(), endpointID: endpointID, userID: user, suite: suite.rawValue)
             }
             for package in packages where !(user == me && package.endpointID == endpointID) {
                 guard let summary = try? MLSKeyPackageSummary(package.keyPackage), summary.notAfter > now,
@@ -196,10 +218,27 @@ actor GroupChanges: MessagingPart {
                 else { continue }
                 let device = ChatGroup.Device(user: user, device: package.endpointID)
                 if let only, !only.contains(device) { continue }
-                claimed.append(ClaimedDevice(device: device, keyPackage: package.keyPackage))
+                guard summary.suite == suite else {
+                    if !summary.capableSuites.contains(suite.rawValue) { claim.withoutSuite.append(device) }
+                    continue
+                }
+                claim.devices.append(ClaimedDevice(device: device, keyPackage: package.keyPackage))
             }
         }
-        return claimed
+        return claim
+    }
+
+    /// The KeyPackages a new chat of `users` starts with, and its suite: the first of this
+    /// device's suites that every device claimed runs (the post-quantum suite unless a device
+    /// does not), so a chat is classic only because of a device that signed that it cannot do
+    /// better, never because the domain said so.
+    func claimForNewChat(of users: [String]) async throws -> (Claim, MLSCipherSuite) {
+        var claim = Claim()
+        for suite in suites {
+            claim = try await claimDevices(of: users, suite: suite)
+            if claim.withoutSuite.isEmpty { return (claim, suite) }
+        }
+        return (claim, suites.last ?? .x25519AES128GCMSHA256Ed25519)
     }
 
     // MARK: Commits
@@ -346,7 +385,7 @@ actor GroupChanges: MessagingPart {
     /// this user's devices (`mine`, as the domain lists them), only the `approved` are added.
     func reconcile(_ chatID: String, devices mine: Set<String>, approved: Set<String>) async throws {
         guard
-            let (found, noted) = try await read({ store -> (MessagingCore.GroupReview, Bool)? in
+            let (found, noted, suite) = try await read({ store -> (MessagingCore.GroupReview, Bool, MLSCipherSuite)? in
                 guard let stored = try self.session(chatID, in: store)?.stored, stored.group.group.isActive else { return nil }
                 let group = stored.group
                 let refusedCommit = try store.refusedCommit(chatID: chatID)
@@ -357,7 +396,7 @@ actor GroupChanges: MessagingPart {
                     trusted: Set(try store.trustedContactKeys().keys), sentSinceUpdate: stored.sentSinceUpdate,
                     updatedAt: stored.updatedAt,
                     refusedCommitBy: refusedCommit.flatMap { $0.epoch == group.group.epoch ? $0.sender : nil })
-                return (review, refusedCommit != nil)
+                return (review, refusedCommit != nil, group.group.cipherSuite)
             })
         else { return }
         var review = found
@@ -370,9 +409,9 @@ actor GroupChanges: MessagingPart {
         let plan = core.plan(review, now: Date())
         let present = Set(review.devices).subtracting(plan.remove)
         var wanted: [ClaimedDevice] = []
-        if !plan.addMine.isEmpty { wanted += try await claimDevices(of: [me], only: plan.addMine) }
+        if !plan.addMine.isEmpty { wanted += try await claimDevices(of: [me], only: plan.addMine, suite: suite).devices }
         if !plan.replace.isEmpty {
-            wanted += try await claimDevices(of: plan.replace).filter { !present.contains($0.device) }
+            wanted += try await claimDevices(of: plan.replace, suite: suite).devices.filter { !present.contains($0.device) }
         }
         // A refused commit is noted until a pass looks at it: then it is stale (the group moved
         // on), left to an admin, or replaced below.

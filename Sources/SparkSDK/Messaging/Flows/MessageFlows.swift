@@ -1,5 +1,6 @@
 import Foundation
 import SparkLock
+import SparkMLS
 import SparkObservable
 
 /// The app's view of the store: the chat list's flow and each chat's message flow, changed by
@@ -239,7 +240,8 @@ actor MessageFlows {
                 }, unreadCount: chat.unreadCount,
                 missingMessageCount: try store.missingTexts(chatID: chat.chatID).values.reduce(0, +),
                 lastActivity: chat.lastActivity, isActive: chat.isActive,
-                disappearingTimer: chat.timer > 0 ? .seconds(chat.timer) : nil)
+                disappearingTimer: chat.timer > 0 ? .seconds(chat.timer) : nil,
+                postQuantum: chat.suite == MLSCipherSuite.xWingPrivateUseCodePoint)
         }
     }
 }

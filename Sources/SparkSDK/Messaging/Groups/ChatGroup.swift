@@ -139,16 +139,16 @@ struct ChatGroup: Sendable {
         }
     }
 
-    /// A new group of this device alone, its user the chat's admin.
+    /// A new group of this device alone, of MLS cipher suite `suite`, its user the chat's admin.
     static func create(
         chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, subject: String = "",
-        random: inout some MLSRandomSource
+        suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519, random: inout some MLSRandomSource
     ) throws -> ChatGroup {
         let creator = try DeviceCredential(encoded: signer.credential.identity).userID
         return ChatGroup(
             chatID: chatID,
             group: try MLSGroup.create(
-                groupID: groupID(chatID), signer: signer, validator: validator,
+                groupID: groupID(chatID), signer: signer, suite: suite, validator: validator,
                 extensions: [adminsExtension([creator]), subjectExtension(subject)], random: &random))
     }
 

@@ -131,11 +131,12 @@ struct ChatSession {
 
     /// A new chat's group and the commit that adds its first devices.
     static func newGroup(
-        chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, subject: String, keyPackages: [Data]
+        chatID: String, signer: MLSSigner, validator: any MLSCredentialValidator, subject: String,
+        suite: MLSCipherSuite = .x25519AES128GCMSHA256Ed25519, keyPackages: [Data]
     ) throws -> (created: ChatGroup, commit: Data, welcome: Data?, next: ChatGroup) {
         var random = MLSSystemRandom()
         let created = try ChatGroup.create(
-            chatID: chatID, signer: signer, validator: validator, subject: subject, random: &random)
+            chatID: chatID, signer: signer, validator: validator, subject: subject, suite: suite, random: &random)
         let (commit, welcome, next) = try created.commit(
             adding: keyPackages, removing: Set<ChatGroup.Device>(), now: Date(), random: &random)
         return (created, commit, welcome, next)
@@ -151,6 +152,7 @@ struct ChatSession {
         try store.setMembership(
             chatID: group.chatID, participants: users.map { ChatMember(userID: $0, isAdmin: admins.contains($0)) },
             active: group.group.isActive, at: now)
+        try store.setSuite(group.group.cipherSuite.rawValue, chatID: group.chatID)
     }
 
     /// Shows the group's subject when it changed, and applies its timer.

@@ -207,21 +207,32 @@ actor Identities: MessagingPart {
         let now = clock.now()
         lastKeyPackageCheck = ContinuousClock.now
         let token = try await token()
-        let left = try await domainCall { try await domain.keyPackageCount(token: token, endpointID: endpointID) }
-        let needsLastResort = try await write { store -> Bool in
-            try DeviceKeys.forgetExpired(store, now: now)
-            guard let made = try store.lastResortMadeAt() else { return true }
-            return now.timeIntervalSince(made) >= DeviceKeys.lastResortRotation
-        }
-        guard left < DeviceKeys.lowWater || needsLastResort else { return }
-        let signer = try await deviceSigner()
-        let count = left < DeviceKeys.lowWater ? DeviceKeys.oneTimeTarget - left : 0
-        let made = try await write { store in
-            try DeviceKeys.makeBundles(store, signer: signer, count: count, lastResort: needsLastResort, now: now)
-        }
-        _ = try await domainCall {
-            try await domain.publishKeyPackages(
-                token: token, endpointID: endpointID, keyPackages: made.oneTime, lastResort: made.lastResort)
+        // Under the domain's requirePostQuantum, classic KeyPackages would be refused.
+        let requirePostQuantum = try await domainCall { try await domain.policy().requirePostQuantum }
+        // The post-quantum suite first: a classic KeyPackage that lists it in its capabilities
+        // is never out while this device has no post-quantum one out.
+        for suite in suites where suite.isPostQuantum || !requirePostQuantum {
+            let left = try await domainCall {
+                try await domain.keyPackageCount(token: token, endpointID: endpointID, suite: suite.rawValue)
+            }
+            let needsLastResort = try await write { store -> Bool in
+                try DeviceKeys.forgetExpired(store, now: now)
+                guard let made = try store.lastResortMadeAt(suite: suite.rawValue) else { return true }
+                return now.timeIntervalSince(made) >= DeviceKeys.lastResortRotation
+            }
+            guard left < DeviceKeys.lowWater || needsLastResort else { continue }
+            let signer = try await deviceSigner()
+            let count = left < DeviceKeys.lowWater ? DeviceKeys.oneTimeTarget - left : 0
+            let others = suites.filter { $0 != suite }
+            let made = try await write { store in
+                try DeviceKeys.makeBundles(
+                    store, signer: signer, suite: suite, alsoSupported: others, count: count, lastResort: needsLastResort,
+                    now: now)
+            }
+            _ = try await domainCall {
+                try await domain.publishKeyPackages(
+                    token: token, endpointID: endpointID, keyPackages: made.oneTime, lastResort: made.lastResort)
+            }
         }
     }
 

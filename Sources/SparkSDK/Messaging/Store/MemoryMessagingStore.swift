@@ -27,6 +27,7 @@ final class MemoryMessagingStore: Sendable {
         }
         struct Chat: Sendable {
             var timer = 0
+            var suite: UInt16 = 1
             var subject = ""
             var isActive = true
             var lastActivity: Date
@@ -56,7 +57,7 @@ final class MemoryMessagingStore: Sendable {
         var contactsVersion = SystemRandom.bytes(count: 16)
         var identityPolicy = IdentityTrustPolicy.trustOnFirstUse
         var signer: StoredSigner?
-        var bundles: [Data: (bundle: Data, lastResort: Bool, createdAt: Date)] = [:]
+        var bundles: [Data: (bundle: Data, suite: UInt16, lastResort: Bool, createdAt: Date)] = [:]
         var ownDevices: Set<OwnDevices.Trusted> = []
         var nextSearchDoc: Int64 = 1
         var searchIndexBuilding = false
@@ -188,6 +189,8 @@ final class MemoryMessagingStore: Sendable {
         func timer(chatID: String) throws -> Int { state.chats[chatID]?.timer ?? 0 }
 
         func setTimer(_ seconds: Int, chatID: String) throws { state.chats[chatID]?.timer = seconds }
+
+        func setSuite(_ suite: UInt16, chatID: String) throws { state.chats[chatID]?.suite = suite }
 
         private func insert(
             _ message: ChatMessage, sealed: Data?, ignoringTaken: Bool, sentAt: Date?, attachment: AttachmentDescriptor?
@@ -344,7 +347,8 @@ final class MemoryMessagingStore: Sendable {
                 let chat = state.chats[id]!
                 return StoredChat(
                     chatID: id, subject: chat.subject, isActive: chat.isActive, lastActivity: chat.lastActivity,
-                    participants: chat.participants, unreadCount: try unreadCount(chatID: id), timer: chat.timer)
+                    participants: chat.participants, unreadCount: try unreadCount(chatID: id), timer: chat.timer,
+                    suite: chat.suite)
             }.sorted { $0.lastActivity != $1.lastActivity ? $0.lastActivity > $1.lastActivity : $0.chatID < $1.chatID }
         }
 
@@ -620,18 +624,22 @@ final class MemoryMessagingStore: Sendable {
             state.bundles = [:]
         }
 
-        func addKeyPackageBundle(reference: Data, bundle: Data, lastResort: Bool, createdAt: Date) throws {
+        func addKeyPackageBundle(reference: Data, bundle: Data, suite: UInt16, lastResort: Bool, createdAt: Date) throws {
             guard state.bundles[reference] == nil else {
                 throw MessagingError(.conflict, "a KeyPackage bundle of that reference is kept already")
             }
-            state.bundles[reference] = (bundle, lastResort, createdAt)
+            state.bundles[reference] = (bundle, suite, lastResort, createdAt)
         }
 
-        func demoteLastResortBundle() throws {
-            for (reference, kept) in state.bundles where kept.lastResort { state.bundles[reference]?.lastResort = false }
+        func demoteLastResortBundle(suite: UInt16) throws {
+            for (reference, kept) in state.bundles where kept.lastResort && kept.suite == suite {
+                state.bundles[reference]?.lastResort = false
+            }
         }
 
-        func lastResortMadeAt() throws -> Date? { state.bundles.values.filter(\.lastResort).map(\.createdAt).max() }
+        func lastResortMadeAt(suite: UInt16) throws -> Date? {
+            state.bundles.values.filter { $0.lastResort && $0.suite == suite }.map(\.createdAt).max()
+        }
 
         func forgetKeyPackageBundles(madeBefore date: Date) throws {
             state.bundles = state.bundles.filter { $0.value.createdAt >= date }

@@ -100,6 +100,8 @@ protocol MessagingStore {
     func timer(chatID: String) throws -> Int
     /// Applies the group's timer.
     func setTimer(_ seconds: Int, chatID: String) throws
+    /// Records the MLS cipher suite of the chat's group.
+    func setSuite(_ suite: UInt16, chatID: String) throws
     /// The sender recalled the message: its content, data and reactions go, and it shows as
     /// recalled.
     func recall(_ id: String) throws
@@ -263,12 +265,13 @@ protocol MessagingStore {
     func deviceSigner(user: String) throws -> StoredSigner?
     /// Replaces this device's signer; every KeyPackage bundle goes with the previous one.
     func replaceDeviceSigner(_ signer: StoredSigner) throws
-    /// Keeps the private bundle of a KeyPackage this device publishes.
-    func addKeyPackageBundle(reference: Data, bundle: Data, lastResort: Bool, createdAt: Date) throws
-    /// The last-resort bundle kept now becomes a one-time one (a new last-resort one follows).
-    func demoteLastResortBundle() throws
-    /// When the last-resort bundle kept now was made (nil: none).
-    func lastResortMadeAt() throws -> Date?
+    /// Keeps the private bundle of a KeyPackage of MLS cipher suite `suite` this device publishes.
+    func addKeyPackageBundle(reference: Data, bundle: Data, suite: UInt16, lastResort: Bool, createdAt: Date) throws
+    /// The last-resort bundle of `suite` kept now becomes a one-time one (a new last-resort one
+    /// follows).
+    func demoteLastResortBundle(suite: UInt16) throws
+    /// When the last-resort bundle of `suite` kept now was made (nil: none).
+    func lastResortMadeAt(suite: UInt16) throws -> Date?
     /// Forgets the bundles made before `date`.
     func forgetKeyPackageBundles(madeBefore date: Date) throws
     /// The private bundle of the KeyPackage `reference` (serialized), if this device has it.
@@ -342,6 +345,8 @@ struct StoredChat: Sendable, Equatable {
     var unreadCount: Int
     /// The disappearing-messages timer in seconds (0: off).
     var timer: Int = 0
+    /// The MLS cipher suite of the chat's group (1 until one was recorded).
+    var suite: UInt16 = 1
 }
 
 /// A chat's group row, without its epoch state.

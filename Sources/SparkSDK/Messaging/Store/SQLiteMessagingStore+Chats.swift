@@ -12,7 +12,7 @@ extension SQLiteMessagingStore {
 
     func chats(only chatID: String?) throws -> [StoredChat] {
         // `unread` is kept by the store's triggers (`EndpointStore`, v19): no count of messages.
-        let columns = "SELECT chat_id, subject, active, last_activity, timer, unread FROM chats"
+        let columns = "SELECT chat_id, subject, active, last_activity, timer, unread, suite FROM chats"
         let rows =
             if let chatID {
                 try db.rows("\(columns) WHERE chat_id = ?", [chatID])
@@ -26,7 +26,7 @@ extension SQLiteMessagingStore {
             return StoredChat(
                 chatID: id, subject: try subject(row.values[1], chatID: id), isActive: try row.get(2),
                 lastActivity: Date(timeIntervalSince1970: try row.get(3)), participants: participants,
-                unreadCount: try row.get(5), timer: try row.get(4))
+                unreadCount: try row.get(5), timer: try row.get(4), suite: UInt16(clamping: try row.get(6, as: Int64.self)))
         }
     }
 

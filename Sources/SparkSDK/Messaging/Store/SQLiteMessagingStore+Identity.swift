@@ -156,22 +156,25 @@ extension SQLiteMessagingStore {
             ])
     }
 
-    func addKeyPackageBundle(reference: Data, bundle: Data, lastResort: Bool, createdAt: Date) throws {
+    func addKeyPackageBundle(reference: Data, bundle: Data, suite: UInt16, lastResort: Bool, createdAt: Date) throws {
         try db.execute(
-            "INSERT INTO key_package_bundles(reference, bundle, last_resort, created_at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO key_package_bundles(reference, bundle, last_resort, created_at, suite) VALUES (?, ?, ?, ?, ?)",
             [
                 reference, try sealer.seal(bundle, DeviceKeys.Seal.bundle(reference)), lastResort,
-                createdAt.timeIntervalSince1970,
+                createdAt.timeIntervalSince1970, Int64(suite),
             ])
     }
 
-    func demoteLastResortBundle() throws {
-        try db.execute("UPDATE key_package_bundles SET last_resort = 0 WHERE last_resort = 1")
+    func demoteLastResortBundle(suite: UInt16) throws {
+        try db.execute("UPDATE key_package_bundles SET last_resort = 0 WHERE last_resort = 1 AND suite = ?", [Int64(suite)])
     }
 
-    func lastResortMadeAt() throws -> Date? {
-        try db.scalar("SELECT max(created_at) FROM key_package_bundles WHERE last_resort = 1", as: Double?.self)
-            .flatMap { $0 }.map(Date.init(timeIntervalSince1970:))
+    func lastResortMadeAt(suite: UInt16) throws -> Date? {
+        try db.scalar(
+            "SELECT max(created_at) FROM key_package_bundles WHERE last_resort = 1 AND suite = ?", [Int64(suite)],
+            as: Double?.self
+        )
+        .flatMap { $0 }.map(Date.init(timeIntervalSince1970:))
     }
 
     func forgetKeyPackageBundles(madeBefore date: Date) throws {

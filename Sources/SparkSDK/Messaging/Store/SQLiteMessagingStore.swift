@@ -474,6 +474,10 @@ struct SQLiteMessagingStore: MessagingStore {
         try db.execute("UPDATE chats SET timer = ? WHERE chat_id = ?", [seconds, chatID])
     }
 
+    func setSuite(_ suite: UInt16, chatID: String) throws {
+        try db.execute("UPDATE chats SET suite = ? WHERE chat_id = ? AND suite <> ?", [Int64(suite), chatID, Int64(suite)])
+    }
+
     func readReceived(chatID: String, upTo number: Int64) throws {
         try step(.read, where: "chat_id = ? AND incoming = 1 AND number <= ?", [chatID, number])
     }
