@@ -478,7 +478,8 @@ public enum DomainConformance {
             token: carolPhone.token, endpointID: carolPhone.endpoint, keyPackages: [], lastResort: keyPackage("phone-last"))
         try await expectRefused(.invalidRequest, "one publication of two suites") {
             try await service.publishKeyPackages(
-                token: carol.token, endpointID: carol.endpoint, keyPackages: [keyPackage("c-2"), keyPackage("pq-4", suite: 0xF768)],
+                token: carol.token, endpointID: carol.endpoint,
+                keyPackages: [keyPackage("c-2"), keyPackage("pq-4", suite: 0xF768)],
                 lastResort: nil)
         }
         var handedOut: [Data] = []

@@ -176,7 +176,8 @@ extension DomainEngine {
                     // The suite asked for, if the device has a KeyPackage of it; else suite 1.
                     guard
                         let suite = try db.scalar(
-                            "SELECT suite FROM key_packages WHERE endpoint_id = ? AND suite = ? LIMIT 1", [device, Int64(requested)],
+                            "SELECT suite FROM key_packages WHERE endpoint_id = ? AND suite = ? LIMIT 1",
+                            [device, Int64(requested)],
                             as: Int64.self) ?? fallback
                     else { continue }
                     let oneTime = byClaimer < Self.oneTimeClaimsPerHour && ofUser < Self.oneTimeClaimsPerUserPerHour
@@ -196,7 +197,8 @@ extension DomainEngine {
                         byClaimer += 1
                         ofUser += 1
                     } else if let package = try db.scalar(
-                        "SELECT package FROM key_packages WHERE endpoint_id = ? AND last_resort = 1 AND suite = ?", [device, suite],
+                        "SELECT package FROM key_packages WHERE endpoint_id = ? AND last_resort = 1 AND suite = ?",
+                        [device, suite],
                         as: Data.self)
                     {
                         claimed.append(ClaimedKeyPackage(endpointID: device, keyPackage: package, lastResort: true))

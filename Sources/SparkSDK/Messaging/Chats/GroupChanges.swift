@@ -101,7 +101,8 @@ actor GroupChanges: MessagingPart {
             if !unable.isEmpty {
                 throw MessagingError(
                     .refused,
-                    "\(unable.joined(separator: ", ")) has no device that runs this post-quantum chat's suite (an earlier release)")
+                    "\(unable.joined(separator: ", ")) has no device that runs this post-quantum chat's suite (an earlier release)"
+                )
             }
             throw MessagingError(.unknownUser, "\(missing.joined(separator: ", ")) has no device set up yet")
         }
