@@ -236,7 +236,8 @@ int main(int argc, char **argv) {
     spark_chat *chats;
     size_t count;
     if (check("list chats", spark_list_chats(bob, &chats, &count))) return 1;
-    printf("bob has %zu chat(s): %s with %s\n", count, chats[0].subject, chats[0].participants);
+    printf("bob has %zu chat(s): %s with %s, %s\n", count, chats[0].subject, chats[0].participants,
+           chats[0].post_quantum ? "post-quantum" : "classic");
     spark_chats_free(chats, count);
 
     char *number;

@@ -443,7 +443,8 @@ enum CMessages {
                 to: spark_chat(
                     chat_id: strdup(chat.chatID), subject: strdup(chat.subject),
                     participants: strdup(chat.participants.map(\.userID).joined(separator: ",")),
-                    unread_count: Int64(chat.unreadCount), is_active: chat.isActive ? 1 : 0))
+                    unread_count: Int64(chat.unreadCount), is_active: chat.isActive ? 1 : 0,
+                    post_quantum: chat.postQuantum ? 1 : 0))
         }
         return pointer
     }

@@ -70,8 +70,10 @@ struct HostileWorld {
             userID: user, deviceID: "\(user)-impostor", signatureKey: device.publicKey.rawRepresentation, identityKeyVersion: 1,
             identityKey: keys.signing)
         var random = MLSSystemRandom()
+        // Of the post-quantum suite, as the chats it tries to get into are.
         let bundle = try MLSKeyPackageBundle(
-            signer: MLSSigner(credential: credential.mlsCredential, key: device), now: Date(), random: &random)
+            signer: MLSSigner(credential: credential.mlsCredential, key: device), suite: .xWingAES128GCMSHA256Ed25519,
+            alsoSupported: [.x25519AES128GCMSHA256Ed25519], now: Date(), random: &random)
         return Impostor(keys: keys, identity: try keys.publishedIdentity(), bundle: bundle)
     }
 

@@ -540,13 +540,20 @@ struct GroupMessagingTests {
                 let credential = try DeviceCredential.issue(
                     userID: user, deviceID: "e-\(user)", signatureKey: device.publicKey.rawRepresentation, identityKeyVersion: 1,
                     identityKey: keys.signing)
-                let bundle = try MLSKeyPackageBundle(
-                    signer: MLSSigner(credential: credential.mlsCredential, key: device), now: Date(), random: &random)
-                _ = try await world.domain.publishKeyPackages(
-                    token: token, endpointID: "e-\(user)", keyPackages: [], lastResort: bundle.keyPackage)
+                // Each device runs both suites (as this release does).
+                let signer = MLSSigner(credential: credential.mlsCredential, key: device)
+                for (suite, other) in [(MLSCipherSuite.xWingAES128GCMSHA256Ed25519, MLSCipherSuite.x25519AES128GCMSHA256Ed25519)]
+                    + [(.x25519AES128GCMSHA256Ed25519, .xWingAES128GCMSHA256Ed25519)]
+                {
+                    let bundle = try MLSKeyPackageBundle(
+                        signer: signer, suite: suite, alsoSupported: [other], now: Date(), random: &random)
+                    _ = try await world.domain.publishKeyPackages(
+                        token: token, endpointID: "e-\(user)", keyPackages: [], lastResort: bundle.keyPackage)
+                }
             }
             let group = try await alice.startChat(with: ["bob"] + others, subject: "Everyone")
             #expect(group.participants.count == 250)
+            #expect(!group.postQuantum, "past \(GroupChanges.postQuantumDeviceLimit) devices a new chat is classic")
             try await alice.sendMessage("hello, all 250", to: group.chatID)
             let bobMessages = try await bob.messages(in: group.chatID)
             #expect(await waitFor("bob reads it") { bobMessages.value.first?.content == "hello, all 250" })

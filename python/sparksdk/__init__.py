@@ -136,6 +136,8 @@ class Chat:
     participants: List[str]
     unread_count: int
     is_active: bool
+    # Whether the chat is post-quantum (its MLS group runs the X-Wing suite).
+    post_quantum: bool
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class _CMessage(ctypes.Structure):
 class _CChat(ctypes.Structure):
     _fields_ = [
         ("chat_id", ctypes.c_char_p), ("subject", ctypes.c_char_p), ("participants", ctypes.c_char_p),
-        ("unread_count", ctypes.c_int64), ("is_active", ctypes.c_int),
+        ("unread_count", ctypes.c_int64), ("is_active", ctypes.c_int), ("post_quantum", ctypes.c_int),
     ]
 
 
@@ -399,7 +401,7 @@ class Client:
         self._check(lib.spark_list_chats(self._handle, ctypes.byref(array), ctypes.byref(count)))
         try:
             return [Chat(_text(c.chat_id), _text(c.subject), _text(c.participants).split(","), c.unread_count,
-                         bool(c.is_active)) for c in array[: count.value]]
+                         bool(c.is_active), bool(c.post_quantum)) for c in array[: count.value]]
         finally:
             lib.spark_chats_free(array, count)
 

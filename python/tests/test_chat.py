@@ -46,8 +46,24 @@ def test_two_users_chat_and_see_the_receipt(directory):
                     if e.kind == sparksdk.EventKind.MESSAGE_STATE and e.state == sparksdk.MessageState.READ)
         assert read.message_id == sent.message_id
         assert [c.subject for c in bob.chats()] == ["Lunch"]
+        assert [c.post_quantum for c in bob.chats()] == [True]
         assert [m.content for m in bob.messages(chat_id)] == ["12:30?"]
         assert alice.safety_number("bob") == bob.safety_number("alice")
+
+
+def test_a_device_without_post_quantum_chats_keeps_its_chats_classic(directory):
+    with open(os.path.join(directory, "Classic.plist"), "w") as plist:
+        plist.write(PLIST.replace("</dict></plist>", "  <key>postQuantumChats</key><false/>\n</dict></plist>"))
+    old = sparksdk.Client(os.path.join(directory, "Classic.plist"), os.path.join(directory, "carol"))
+    old.sign_in_test("carol")
+    old.complete_setup(passcode="carol-passcode-2026")
+    with device(directory, "alice") as alice, device(directory, "bob") as bob, old:
+        modern = alice.start_chat(["bob"], "Modern")
+        mixed = alice.start_chat(["bob", "carol"], "Mixed")
+        assert {c.chat_id: c.post_quantum for c in alice.chats()} == {modern: True, mixed: False}
+        alice.send(mixed, "classic for now")
+        arrived = next(e for e in old.events(timeout=30) if e.kind == sparksdk.EventKind.MESSAGE)
+        assert arrived.message.content == "classic for now"
 
 
 def test_events_as_an_asyncio_iterator(directory):

@@ -198,6 +198,8 @@ typedef struct {
     char *participants;
     int64_t unread_count;
     int is_active;
+    /* 1 when the chat is post-quantum (its MLS group runs the X-Wing suite), 0 when classic. */
+    int post_quantum;
 } spark_chat;
 
 typedef enum {

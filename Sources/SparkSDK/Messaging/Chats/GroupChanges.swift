@@ -233,14 +233,23 @@ actor GroupChanges: MessagingPart {
     /// device's suites that every device claimed runs (the post-quantum suite unless a device
     /// does not), so a chat is classic only because of a device that signed that it cannot do
     /// better, never because the domain said so.
+    ///
+    /// A chat of more than ``postQuantumDeviceLimit`` devices is made classic: its first commit
+    /// carries every KeyPackage and its Welcome the tree and a secret for every device, and at
+    /// 2.6 KB a device (X-Wing keys and ciphertexts) they would pass the domain's bounds.
     func claimForNewChat(of users: [String]) async throws -> (Claim, MLSCipherSuite) {
         var claim = Claim()
         for suite in suites {
             claim = try await claimDevices(of: users, suite: suite)
-            if claim.withoutSuite.isEmpty { return (claim, suite) }
+            if claim.withoutSuite.isEmpty, !suite.isPostQuantum || claim.devices.count < Self.postQuantumDeviceLimit {
+                return (claim, suite)
+            }
         }
         return (claim, suites.last ?? .x25519AES128GCMSHA256Ed25519)
     }
+
+    /// The most devices a new post-quantum chat starts with (its creator's included).
+    static let postQuantumDeviceLimit = 120
 
     // MARK: Commits
 
