@@ -104,19 +104,25 @@ struct PostQuantumChatTests {
         }
     }
 
-    /// Under `requirePostQuantum` the domain takes no classic KeyPackage and no Welcome into a
-    /// classic group: devices publish post-quantum KeyPackages only and their chats are
-    /// post-quantum; a device that runs classic MLS only can be in no chat.
+    /// Under `requirePostQuantum` (set once alice and bob published KeyPackages of both suites)
+    /// the domain hands out no classic KeyPackage, even those it kept, and takes no classic
+    /// KeyPackage and no Welcome into a classic group: a device set up then publishes
+    /// post-quantum KeyPackages only, chats are post-quantum, and a device that runs classic MLS
+    /// only can be in no chat.
     @Test func aDomainThatRequiresPostQuantumTakesNothingClassic() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
-            let world = try ChatWorld(directory, policy: DomainPolicy(passwordIterations: 1000, requirePostQuantum: true))
+            let world = try ChatWorld(directory)
             let (_, alice) = try await world.endpoint("alice", "alice-laptop")
             let (_, bob) = try await world.endpoint("bob", "bob-phone")
+            try world.domain.setPolicy(DomainPolicy(passwordIterations: 1000, requirePostQuantum: true))
             let aliceToken = try await world.domain.testToken(userID: "alice").token
             let aliceEndpoint = try #require(try await alice.devices().first { $0.approval == .thisDevice }).endpointID
-            #expect(try await world.domain.keyPackageCount(token: aliceToken, endpointID: aliceEndpoint, suite: 1) == 0)
+            let (_, dave) = try await world.endpoint("dave", "dave-laptop")
+            let daveToken = try await world.domain.testToken(userID: "dave").token
+            let daveEndpoint = try #require(try await dave.devices().first { $0.approval == .thisDevice }).endpointID
+            #expect(try await world.domain.keyPackageCount(token: daveToken, endpointID: daveEndpoint, suite: 1) == 0)
             #expect(
-                try await world.domain.keyPackageCount(token: aliceToken, endpointID: aliceEndpoint, suite: 0xF768)
+                try await world.domain.keyPackageCount(token: daveToken, endpointID: daveEndpoint, suite: 0xF768)
                     == DeviceKeys.oneTimeTarget)
             let chat = try await alice.startChat(with: ["bob"], subject: "Required")
             #expect(chat.postQuantum)
@@ -133,7 +139,7 @@ struct PostQuantumChatTests {
             #expect(published?.code == .forbidden)
             #expect(
                 try await world.domain.claimKeyPackages(token: aliceToken, endpointID: aliceEndpoint, userID: "bob", suite: 1)
-                    .isEmpty, "no classic KeyPackage is handed out")
+                    .isEmpty, "no classic KeyPackage is handed out, not even one bob published before")
             func stranger(_ name: String) throws -> MLSSigner {
                 MLSSigner(credential: MLSCredential(identity: Data(name.utf8)), key: try Ed25519.PrivateKey())
             }

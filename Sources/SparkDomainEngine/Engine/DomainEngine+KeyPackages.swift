@@ -144,9 +144,13 @@ extension DomainEngine {
         guard Self.keyPackageSuites.contains(requested) else {
             throw DomainError(.invalidRequest, "KeyPackages are of suite 1 or 0xF768")
         }
-        // Under requirePostQuantum no classic KeyPackage is handed out (those published before
-        // the policy was set stay unused).
-        let fallback: Int64? = try requestPolicy().requirePostQuantum ? nil : Int64(Self.classicSuite)
+        // The suites handed out, in order: the one asked for, else suite 1. Under
+        // requirePostQuantum no classic KeyPackage is handed out (those published before the
+        // policy was set stay unused).
+        let requirePostQuantum = try requestPolicy().requirePostQuantum
+        let candidates = [Int64(requested), Int64(Self.classicSuite)].enumerated().filter { index, suite in
+            (index == 0 || suite != Int64(requested)) && !(requirePostQuantum && suite == Int64(Self.classicSuite))
+        }.map(\.element)
         let now = clock.now().timeIntervalSince1970
         return try await storage {
             try await store.write { db -> [ClaimedKeyPackage] in
@@ -174,12 +178,13 @@ extension DomainEngine {
                 var claimed: [ClaimedKeyPackage] = []
                 for device in endpoints {
                     // The suite asked for, if the device has a KeyPackage of it; else suite 1.
-                    guard
-                        let suite = try db.scalar(
-                            "SELECT suite FROM key_packages WHERE endpoint_id = ? AND suite = ? LIMIT 1",
-                            [device, Int64(requested)],
-                            as: Int64.self) ?? fallback
-                    else { continue }
+                    var chosen: Int64?
+                    for candidate in candidates where chosen == nil {
+                        chosen = try db.scalar(
+                            "SELECT suite FROM key_packages WHERE endpoint_id = ? AND suite = ? LIMIT 1", [device, candidate],
+                            as: Int64.self)
+                    }
+                    guard let suite = chosen else { continue }
                     let oneTime = byClaimer < Self.oneTimeClaimsPerHour && ofUser < Self.oneTimeClaimsPerUserPerHour
                     if oneTime,
                         let package = try db.scalar(
