@@ -215,6 +215,19 @@ struct DaemonTests {
         }
     }
 
+    /// The document's `DomainPolicy` names every field the policy is encoded with, and no other
+    /// (a field added to the policy without it made `GET /v1/policy` break its own schema).
+    @Test func theDocumentsPolicyIsThePolicysFields() throws {
+        let document =
+            try JSONSerialization.jsonObject(
+                with: try Data(contentsOf: Self.repository.appendingPathComponent("docs/openapi.json"))) as? [String: Any]
+        let schemas = (document?["components"] as? [String: Any])?["schemas"] as? [String: Any]
+        let policy = try #require((schemas?["DomainPolicy"] as? [String: Any])?["properties"] as? [String: Any])
+        let encoded = try #require(
+            try JSONSerialization.jsonObject(with: try JSONEncoder().encode(DomainPolicy())) as? [String: Any])
+        #expect(Set(policy.keys) == Set(encoded.keys))
+    }
+
     @Test func theDocumentAndTheRoutesListTheSameOperations() async throws {
         let document =
             try JSONSerialization.jsonObject(

@@ -139,7 +139,7 @@ package enum OpenAPIDocument {
         "Error": .object([("code", .string, true), ("message", .string, true), ("retryAfter", .integer, false)]),
         "DomainPolicy": .object(
             [
-                "userAuthenticationEnabled", "multipleActiveEndpoints",
+                "userAuthenticationEnabled", "multipleActiveEndpoints", "requirePostQuantum",
             ].map { ($0, WireSchema.boolean, false) }
                 + [
                     "maximumEndpoints", "passwordIterations", "tokenLifetime", "refreshTokenLifetime", "activationCodeLifetime",
