@@ -614,7 +614,17 @@ struct CrossProcessMessagingTests {
                 if !bobReady { try await Task.sleep(for: .milliseconds(10)) }
             }
             #expect(bobReady, "bob's process set up its keys")
-            let chat = try await alice.startChat(with: ["bob"], subject: "live")
+            // Its KeyPackages follow its identity (under ThreadSanitizer, by seconds): a chat
+            // with bob waits for them.
+            var started: Chat?
+            for _ in 0..<1200 where started == nil {
+                do {
+                    started = try await alice.startChat(with: ["bob"], subject: "live")
+                } catch let error as MessagingError where error.code == .unknownUser {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            let chat = try #require(started, "bob's process published KeyPackages")
             for n in 1...3 { try await alice.sendMessage("ping \(n)", to: chat.chatID) }
             let messages = try await alice.messages(in: chat.chatID)
             #expect(await waitFor("three answers, live") { messages.value.filter(\.isIncoming).count == 3 })
