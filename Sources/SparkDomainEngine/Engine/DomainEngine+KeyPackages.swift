@@ -1,6 +1,7 @@
 package import Foundation
 import SparkCrypto
 package import SparkDomain
+import SparkMLS
 import SparkStore
 
 /// MLS KeyPackages: the domain as MLS's Delivery Service keeps each device's KeyPackages so that
@@ -35,9 +36,9 @@ extension DomainEngine {
     /// suite (X-Wing, private-use code point 0xF768).
     package static let keyPackageSuites: Set<UInt16> = [classicSuite, postQuantumSuite]
     /// `MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519`.
-    package static let classicSuite: UInt16 = 1
+    package static let classicSuite = MLSCipherSuite.x25519AES128GCMSHA256Ed25519.rawValue
     /// `MLS_128_MLKEM768X25519_AES128GCM_SHA256_Ed25519` at its private-use code point.
-    package static let postQuantumSuite: UInt16 = 0xF768
+    package static let postQuantumSuite = MLSCipherSuite.xWingPrivateUseCodePoint
 
     /// The cipher suite a published KeyPackage names in the clear: an `MLSMessage` (`version`
     /// 1, `wire_format` 5, key_package) whose KeyPackage starts with `version` 1 and the
@@ -148,9 +149,8 @@ extension DomainEngine {
         // requirePostQuantum no classic KeyPackage is handed out (those published before the
         // policy was set stay unused).
         let requirePostQuantum = try requestPolicy().requirePostQuantum
-        let candidates = [Int64(requested), Int64(Self.classicSuite)].enumerated().filter { index, suite in
-            (index == 0 || suite != Int64(requested)) && !(requirePostQuantum && suite == Int64(Self.classicSuite))
-        }.map(\.element)
+        let candidates = (requested == Self.classicSuite ? [requested] : [requested, Self.classicSuite])
+            .filter { !(requirePostQuantum && $0 == Self.classicSuite) }.map { Int64($0) }
         let now = clock.now().timeIntervalSince1970
         return try await storage {
             try await store.write { db -> [ClaimedKeyPackage] in

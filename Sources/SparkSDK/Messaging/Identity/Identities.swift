@@ -209,29 +209,36 @@ actor Identities: MessagingPart {
         let token = try await token()
         // Under the domain's requirePostQuantum, classic KeyPackages would be refused.
         let requirePostQuantum = try await domainCall { try await domain.policy().requirePostQuantum }
-        // The post-quantum suite first: a classic KeyPackage that lists it in its capabilities
-        // is never out while this device has no post-quantum one out.
-        for suite in suites where suite.isPostQuantum || !requirePostQuantum {
-            let left = try await domainCall {
-                try await domain.keyPackageCount(token: token, endpointID: endpointID, suite: suite.rawValue)
-            }
-            let needsLastResort = try await write { store -> Bool in
-                try DeviceKeys.forgetExpired(store, now: now)
+        let publishing = suites.filter { $0.isPostQuantum || !requirePostQuantum }
+        let lastResortDue = try await write { store -> [MLSCipherSuite] in
+            try DeviceKeys.forgetExpired(store, now: now)
+            return try publishing.filter { suite in
                 guard let made = try store.lastResortMadeAt(suite: suite.rawValue) else { return true }
                 return now.timeIntervalSince(made) >= DeviceKeys.lastResortRotation
             }
+        }
+        var signerRead: MLSSigner?  // read once, and only when something is published
+        // The post-quantum suite first: a classic KeyPackage that lists it in its capabilities
+        // is never out while this device has no post-quantum one out.
+        for suite in publishing {
+            let left = try await domainCall {
+                try await domain.keyPackageCount(token: token, endpointID: endpointID, suite: suite.rawValue)
+            }
+            let needsLastResort = lastResortDue.contains(suite)
             guard left < DeviceKeys.lowWater || needsLastResort else { continue }
-            let signer = try await deviceSigner()
+            let signer: MLSSigner
+            if let signerRead { signer = signerRead } else { signer = try await deviceSigner() }
+            signerRead = signer
             let count = left < DeviceKeys.lowWater ? DeviceKeys.oneTimeTarget - left : 0
             let others = suites.filter { $0 != suite }
-            let made = try await write { store in
+            let bundles = try await write { store in
                 try DeviceKeys.makeBundles(
                     store, signer: signer, suite: suite, alsoSupported: others, count: count, lastResort: needsLastResort,
                     now: now)
             }
             _ = try await domainCall {
                 try await domain.publishKeyPackages(
-                    token: token, endpointID: endpointID, keyPackages: made.oneTime, lastResort: made.lastResort)
+                    token: token, endpointID: endpointID, keyPackages: bundles.oneTime, lastResort: bundles.lastResort)
             }
         }
     }
