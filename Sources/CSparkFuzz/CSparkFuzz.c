@@ -52,7 +52,11 @@ static int replay(const char *path, int (*callback)(const uint8_t *, size_t), in
         size_t length = strlen(path) + strlen(entry->d_name) + 2;
         char *child = malloc(length);
         if (child == NULL) { failures++; continue; }
-        snprintf(child, length, "%s/%s", path, entry->d_name);
+        if (snprintf(child, length, "%s/%s", path, entry->d_name) != (int)length - 1) {
+            failures++;
+            free(child);
+            continue;
+        }
         failures += replay(child, callback, count);
         free(child);
     }

@@ -235,9 +235,8 @@ static long receive(struct connection *connection, enum step *wait) {
 static struct spark_http_request *make_request(
     struct connection *connection, const uint8_t *body, size_t body_length, int *malformed) {
     const uint8_t *bytes = connection->in;
-    struct http_head parsed;
-    spark_http_parse_head(bytes, connection->framing.head_length, &parsed);
-    const struct http_head *head = &parsed;
+    // The head framing parsed (once, as its bytes came): only its spans are read here.
+    const struct http_head *head = &connection->framing.head;
     size_t arguments = 0;
     if (head->has_query) {
         for (size_t i = 0; i < head->query.length; i++) arguments += bytes[head->query.start + i] == '&';

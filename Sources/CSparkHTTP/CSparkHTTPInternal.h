@@ -1,14 +1,16 @@
 // The parts of the HTTP/1.1 server (CSparkHTTP.h) shared by its files, by role:
 // - CSparkHTTPTransport.c: how bytes travel, in the clear or through OpenSSL (one interface);
 // - CSparkHTTPConnection.c: a connection's state machine, its answers and its timers;
-// - CSparkHTTP.c: the workers (epoll, accepting, Swift's answers), the per-address accounting and
-//   the server's lifecycle;
+// - CSparkHTTP.c: the workers (epoll, accepting, Swift's answers) and the server's lifecycle;
+// - CSparkHTTPAddresses.c: the per-address accounting (connection counts, body budgets), which
+//   calls into no other file;
 // - CSparkHTTPParse.c: the framing, pure functions over bytes (the fuzzer's too).
 // Every function one file gives another carries the spark_http_ prefix.
 #ifndef C_SPARK_HTTP_INTERNAL_H
 #define C_SPARK_HTTP_INTERNAL_H
 #define _GNU_SOURCE
 #include "CSparkHTTP.h"
+#include "CSparkHTTPError.h"
 #include "CSparkHTTPParse.h"
 #include "CSparkProxy.h"
 #include <arpa/inet.h>
@@ -93,8 +95,8 @@ struct connection {
     size_t out_length, out_sent;
     /// After the answer is written: close (1) or read the next request (0).
     int close_after;
-    /// The request being read: its head's length (0 until it is whole), its body's framing, and
-    /// a chunked body's state. (The head itself is parsed again when the request is whole.)
+    /// The request being read: its head's length (0 until it is whole) and parsed head, its body's
+    /// framing, and a chunked body's state.
     struct spark_http_framing framing;
     int continue_sent;
     /// The request handed out and not yet answered.
@@ -237,7 +239,8 @@ void spark_http_expire(struct worker *worker, long long now);
 /// When the worker's next timer fires (-1: none).
 long long spark_http_next_due(const struct worker *worker);
 
-// CSparkHTTP.c
+// CSparkHTTPAddresses.c
+int spark_http_from_proxy(const struct spark_http_server *server, const struct in6_addr *address);
 void spark_http_set_address(struct connection *connection, const struct sockaddr *address);
 void spark_http_limit_key(const struct in6_addr *address, unsigned bits, struct in6_addr *out);
 void spark_http_set_charge_key(struct connection *connection, const char *key);

@@ -109,17 +109,17 @@ static int parse_request_line(const uint8_t *bytes, size_t end, struct http_head
     size_t i = 0;
     while (i < end && is_token(bytes[i])) i++;
     if (i == 0 || i >= end || bytes[i] != ' ') return -HTTP_MALFORMED;
-    head->method = (struct http_span){0, (uint32_t)i};
+    head->method = (struct http_span){0, (uint16_t)i};
     size_t target = ++i;
     while (i < end && bytes[i] > 0x20 && bytes[i] < 0x7F) i++;
     if (i == target || i >= end || bytes[i] != ' ' || bytes[target] != '/') return -HTTP_MALFORMED;
     size_t target_end = i++;
     const uint8_t *question = memchr(bytes + target, '?', target_end - target);
     size_t path_end = question ? (size_t)(question - bytes) : target_end;
-    head->path = (struct http_span){(uint32_t)target, (uint32_t)(path_end - target)};
+    head->path = (struct http_span){(uint16_t)target, (uint16_t)(path_end - target)};
     head->has_query = question != NULL;
-    head->query = question ? (struct http_span){(uint32_t)(path_end + 1), (uint32_t)(target_end - path_end - 1)}
-                           : (struct http_span){(uint32_t)target_end, 0};
+    head->query = question ? (struct http_span){(uint16_t)(path_end + 1), (uint16_t)(target_end - path_end - 1)}
+                           : (struct http_span){(uint16_t)target_end, 0};
     if (end - i != 8 || memcmp(bytes + i, "HTTP/", 5) != 0) return -HTTP_MALFORMED;
     uint8_t major = bytes[i + 5], dot = bytes[i + 6], minor = bytes[i + 7];
     if (major < '0' || major > '9' || dot != '.' || minor < '0' || minor > '9') return -HTTP_MALFORMED;
@@ -172,14 +172,20 @@ static int interpret_fields(const uint8_t *bytes, struct http_head *head) {
 }
 
 int spark_http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head) {
-    memset(head, 0, sizeof *head);
     size_t window = length < HTTP_HEAD_MAXIMUM ? length : HTTP_HEAD_MAXIMUM;
-    long end = line_end(bytes, window, 0);
-    if (end < 0) return -HTTP_MALFORMED;
-    if ((size_t)end == window) return window == HTTP_HEAD_MAXIMUM ? -HTTP_LINE_TOO_LONG : 0;
-    int result = parse_request_line(bytes, (size_t)end, head);
-    if (result < 0) return result;
-    size_t at = (size_t)end + 2;
+    long end;
+    if (head->parsed == 0) {
+        // The request line first; once it is whole, the reads that follow resume after it.
+        end = line_end(bytes, window, 0);
+        if (end < 0) return -HTTP_MALFORMED;
+        if ((size_t)end == window) return window == HTTP_HEAD_MAXIMUM ? -HTTP_LINE_TOO_LONG : 0;
+        int result = parse_request_line(bytes, (size_t)end, head);
+        if (result < 0) return result;
+        head->parsed = (size_t)end + 2;
+    }
+    // Each whole header line is parsed once: `parsed` moves past it, and a line not yet whole is
+    // read again when more bytes come (as picohttpparser's `last_len` spares a rescan).
+    size_t at = head->parsed;
     for (;;) {
         end = line_end(bytes, window, at);
         if (end < 0) return -HTTP_MALFORMED;
@@ -192,7 +198,7 @@ int spark_http_parse_head(const uint8_t *bytes, size_t length, struct http_head 
         while (i < stop && is_token(bytes[i])) i++;
         // No name, whitespace before the colon, or a folded line (starting with whitespace).
         if (i == line || i == stop || bytes[i] != ':') return -HTTP_MALFORMED;
-        struct http_span name = {(uint32_t)line, (uint32_t)(i - line)};
+        struct http_span name = {(uint16_t)line, (uint16_t)(i - line)};
         i++;
         while (i < stop && (bytes[i] == ' ' || bytes[i] == '\t')) i++;
         size_t value_end = stop;
@@ -201,8 +207,9 @@ int spark_http_parse_head(const uint8_t *bytes, size_t length, struct http_head 
             if (!is_value(bytes[v])) return -HTTP_MALFORMED;
         }
         head->names[head->header_count] = name;
-        head->values[head->header_count] = (struct http_span){(uint32_t)i, (uint32_t)(value_end - i)};
+        head->values[head->header_count] = (struct http_span){(uint16_t)i, (uint16_t)(value_end - i)};
         head->header_count++;
+        head->parsed = at;
     }
     head->length = at;
     return interpret_fields(bytes, head);
@@ -317,14 +324,14 @@ int spark_http_frame(
     struct spark_http_framing *framing, uint8_t *bytes, size_t *length, size_t maximum_body, size_t *body_length,
     size_t *consumed) {
     if (!framing->head_length) {
-        struct http_head head;
-        int parsed = spark_http_parse_head(bytes, *length, &head);
+        struct http_head *head = &framing->head;
+        int parsed = spark_http_parse_head(bytes, *length, head);
         if (parsed <= 0) return parsed;
-        if (!head.chunked && head.content_length > maximum_body) return -HTTP_BODY_TOO_LARGE;
-        framing->head_length = head.length;
-        framing->content_length = head.content_length;
-        framing->chunked = (uint8_t)head.chunked;
-        framing->expect_continue = (uint8_t)head.expect_continue;
+        if (!head->chunked && head->content_length > maximum_body) return -HTTP_BODY_TOO_LARGE;
+        framing->head_length = head->length;
+        framing->content_length = head->content_length;
+        framing->chunked = (uint8_t)head->chunked;
+        framing->expect_continue = (uint8_t)head->expect_continue;
     }
     size_t head = framing->head_length;
     if (framing->chunked) {
@@ -355,7 +362,7 @@ int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, s
         *consumed = taken + (length - copy_length);
         *body_length = body;
         // The path and the arguments decode (or are refused) as the server decodes them.
-        struct http_head head;
+        struct http_head head = {0};
         char *text = malloc(length + 1);
         if (text && spark_http_parse_head(bytes, length, &head) == 1) {
             if (spark_http_unescape((const char *)bytes + head.path.start, head.path.length, text, 0) < 0) result = -400;
@@ -365,4 +372,30 @@ int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, s
     }
     free(copy);
     return result;
+}
+
+int spark_http_parse_in_pieces(
+    const uint8_t *bytes, size_t length, size_t maximum_body, size_t piece, size_t *consumed, size_t *body_length) {
+    if (piece == 0) piece = 1;
+    uint8_t *buffer = malloc(length ? length : 1);
+    if (!buffer) return 0;
+    // As the server reads: each piece appended after what is kept (a chunked body shrinks as it is
+    // decoded), and the framing resumed with it.
+    struct spark_http_framing framing = {0};
+    size_t fed = 0, kept = 0, taken = 0, body = 0;
+    int framed = 0;
+    while (framed == 0 && fed < length) {
+        size_t n = length - fed < piece ? length - fed : piece;
+        memcpy(buffer + kept, bytes + fed, n);
+        fed += n;
+        kept += n;
+        framed = spark_http_frame(&framing, buffer, &kept, maximum_body, &body, &taken);
+    }
+    free(buffer);
+    if (framed < 0) return -(int)spark_http_refusal_status((enum http_refusal)-framed);
+    if (framed == 1) {
+        *consumed = taken + (fed - kept);
+        *body_length = body;
+    }
+    return framed;
 }

@@ -41,14 +41,16 @@ const char *spark_http_refusal_body(enum http_refusal refusal);
 
 /// Where a part of the head lies in its bytes.
 struct http_span {
-    uint32_t start;
-    uint32_t length;
+    uint16_t start;
+    uint16_t length;
 };
 
-/// A parsed head. Spans index the bytes it was parsed from.
+/// A parsed head. Spans index the bytes it was parsed from (at most HTTP_HEAD_MAXIMUM of them).
 struct http_head {
     /// Bytes through the blank line that ends the head.
     size_t length;
+    /// Bytes of whole lines parsed so far (0 before the request line): a later call resumes there.
+    size_t parsed;
     struct http_span method;
     /// The target's path (before any '?'), still percent-encoded.
     struct http_span path;
@@ -70,7 +72,9 @@ struct http_head {
 };
 
 /// Parses the head at the start of `bytes`: 0 when more bytes are needed, 1 when it is whole
-/// (`head` filled), or -refusal. Never reads past `length`.
+/// (`head` filled), or -refusal. Never reads past `length`. `head` is zeroed before a request's
+/// first call; after a 0, a call with more bytes (the same ones first) resumes where the last
+/// stopped, so each line of a head that arrives in pieces is parsed once.
 int spark_http_parse_head(const uint8_t *bytes, size_t length, struct http_head *head);
 
 /// Percent-decodes `length` bytes of `text` into `out` (room for `length` + 1), '+' as a space
@@ -103,6 +107,9 @@ struct spark_http_framing {
     uint8_t chunked, expect_continue;
     /// A chunked body's state (decoded in place).
     struct http_chunks chunks;
+    /// The head as parsed, whole once `head_length` is set: the request is made from it, never
+    /// parsed again.
+    struct http_head head;
 };
 
 /// Frames the request at the start of `bytes` (`*length` of them; a chunked body is decoded in

@@ -1,5 +1,6 @@
 // The private CA and server certificate `spark-domaind init` makes, with OpenSSL.
 #include "CSparkHTTP.h"
+#include "CSparkHTTPError.h"
 
 #include <arpa/inet.h>
 #include <openssl/bio.h>
@@ -88,7 +89,12 @@ int spark_tls_make_certificates(
     X509 *authority = NULL, *server = NULL;
     char *alternatives = NULL;
     char authority_name[300];
-    snprintf(authority_name, sizeof authority_name, "%s private CA", common_name);
+    int named = snprintf(authority_name, sizeof authority_name, "%s private CA", common_name);
+    if (named < 0 || (size_t)named >= sizeof authority_name) {
+        // Never a CA named by a cut name: the caller's name is refused.
+        spark_set_error(error, error_size, "the common name is longer than %zu bytes", sizeof authority_name - 12);
+        goto done_quietly;
+    }
     if (!authority_key || !key) goto done;
 
     authority = make_certificate(authority_key, authority_name, ca_days);
@@ -124,8 +130,9 @@ int spark_tls_make_certificates(
 done:
     if (!ok) {
         unsigned long code = ERR_get_error();
-        snprintf(error, error_size, "making the certificates failed: %s", code ? ERR_reason_error_string(code) : "a name is invalid");
+        spark_set_error(error, error_size, "making the certificates failed: %s", code ? ERR_reason_error_string(code) : "a name is invalid");
     }
+done_quietly:
     free(alternatives);
     X509_free(authority);
     X509_free(server);
@@ -147,7 +154,7 @@ int spark_tls_renew_certificate(
     EVP_PKEY *key = NULL;
     X509_EXTENSION *names = NULL;
     if (!authority || !authority_key || !old || X509_check_private_key(authority, authority_key) != 1) {
-        snprintf(error, error_size, "the CA, its key or the certificate is not readable PEM, or the key is not the CA's");
+        spark_set_error(error, error_size, "the CA, its key or the certificate is not readable PEM, or the key is not the CA's");
         goto done;
     }
     // Only a certificate this CA issued is renewed (one the operator gave stays as it is), and
@@ -170,7 +177,7 @@ int spark_tls_renew_certificate(
     if (index >= 0) names = X509_EXTENSION_dup(X509_get_ext(old, index));
     if (!server || !X509_set_issuer_name(server, X509_get_subject_name(authority)) || (index >= 0 && !names)
         || (names && !X509_add_ext(server, names, -1)) || !finish_server(server, authority, authority_key, NULL)) {
-        snprintf(error, error_size, "renewing the certificate failed");
+        spark_set_error(error, error_size, "renewing the certificate failed");
         goto done;
     }
     *server_certificate = pem_certificate(server);
@@ -179,7 +186,7 @@ int spark_tls_renew_certificate(
         free(*server_certificate);
         free(*server_key);
         *server_certificate = *server_key = NULL;
-        snprintf(error, error_size, "out of memory");
+        spark_set_error(error, error_size, "out of memory");
         goto done;
     }
     result = 1;

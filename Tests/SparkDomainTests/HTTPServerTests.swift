@@ -22,6 +22,34 @@ struct HTTPServerTests {
         return (result, consumed, body)
     }
 
+    /// Frames `text` as the server does when it arrives `piece` bytes at a time.
+    static func frameInPieces(_ text: String, piece: Int, maximumBody: Int = 1 << 20) -> [Int] {
+        let bytes = Array(text.utf8)
+        var consumed = 0
+        var body = 0
+        let result = spark_http_parse_in_pieces(bytes, bytes.count, maximumBody, min(piece, bytes.count + 1), &consumed, &body)
+        return [Int(result), consumed, body]
+    }
+
+    /// A C error message is checked as it is formatted: a name that would be cut is refused with
+    /// a message saying so (never a CA named by a cut name), and the message fits its buffer.
+    @Test func aCertificateNameTooLongIsRefusedNotCut() {
+        var error = [CChar](repeating: 0x7F, count: 40)
+        var ca: UnsafeMutablePointer<CChar>?
+        var caKey: UnsafeMutablePointer<CChar>?
+        var server: UnsafeMutablePointer<CChar>?
+        var serverKey: UnsafeMutablePointer<CChar>?
+        let name = String(repeating: "a", count: 400)
+        let ok = name.withCString { common in
+            spark_tls_make_certificates(common, [], 0, 10, 10, &ca, &caKey, &server, &serverKey, &error, 39)
+        }
+        #expect(ok == 0)
+        #expect(ca == nil && caKey == nil && server == nil && serverKey == nil)
+        let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        #expect(message.hasPrefix("the common name is longer") && message.hasSuffix("..."), "\(message)")
+        #expect(message.utf8.count == 38 && error[39] == 0x7F, "within its 39 bytes")
+    }
+
     @Test func framingRefusesWhatTwoParsersCouldReadTwoWays() {
         let host = "Host: x\r\n"
         let cases: [(String, Int32)] = [
@@ -60,6 +88,12 @@ struct HTTPServerTests {
         ]
         for (request, expected) in cases {
             #expect(Self.frame(request).result == expected, "\(request.debugDescription)")
+            // Read a few bytes at a time, the framing resumed at each read, the answer is the same.
+            let whole = Self.frameInPieces(request, piece: Int.max)
+            for piece in [1, 2, 3, 7, 64] {
+                let pieces = Self.frameInPieces(request, piece: piece)
+                #expect(pieces == whole, "\(request.debugDescription) in pieces of \(piece)")
+            }
         }
         // A sized body is framed by its length, and what follows is the next request's.
         let two = "POST / HTTP/1.1\r\n\(host)Content-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n"
@@ -72,6 +106,9 @@ struct HTTPServerTests {
             "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n,\r\nA\r\n0123456789\r\n0\r\nTrailer: t\r\n\r\n"
         let whole = Self.frame(request + "GET")
         #expect(whole.result == 1 && whole.body == 16 && whole.consumed == request.utf8.count, "\(whole)")
+        for piece in [1, 2, 5, 13, 200] {
+            #expect(Self.frameInPieces(request + "GET", piece: piece) == [1, request.utf8.count, 16], "pieces of \(piece)")
+        }
         // Every prefix is "more needed", never a refusal nor a request.
         let bytes = Array(request.utf8)
         for cut in 0..<bytes.count {

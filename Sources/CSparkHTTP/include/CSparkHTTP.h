@@ -114,6 +114,13 @@ void spark_http_respond(
 /// 431; never a 5xx). For the fuzzer and the tests.
 int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, size_t *consumed, size_t *body_length);
 
+/// Frames the request at the start of `bytes` as the server does when they arrive `piece` bytes
+/// at a time (each read resuming the framing where the last stopped, the head parsed once): the
+/// same answers as spark_http_parse's framing, without its path and query decoding. Stops at the
+/// first read that makes the request whole or refused. For the fuzzer and the tests.
+int spark_http_parse_in_pieces(
+    const uint8_t *bytes, size_t length, size_t maximum_body, size_t piece, size_t *consumed, size_t *body_length);
+
 /// Parses a PROXY protocol v2 header (haproxy's PROXY protocol, section 2.2) at the start of
 /// `bytes`. Returns 1 when it is whole: `*consumed` is its length and `address` (at least 64
 /// bytes) the client's address as text, or empty for a LOCAL command (a proxy's own health

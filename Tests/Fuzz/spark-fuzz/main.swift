@@ -363,6 +363,15 @@ let harnesses: [String: @Sendable (Data) -> Void] = [
         if framed == 1 {
             precondition(consumed <= bytes.count && length <= 64, "a request longer than its input or the cap")
         }
+        // The same bytes arriving in pieces (the framing resumed at each read, the head parsed
+        // once) frame the same way as all at once.
+        if let first = bytes.first {
+            var whole = (consumed: 0, length: 0)
+            var pieces = (consumed: 0, length: 0)
+            let all = spark_http_parse_in_pieces(bytes, bytes.count, 64, bytes.count, &whole.consumed, &whole.length)
+            let split = spark_http_parse_in_pieces(bytes, bytes.count, 64, 1 + Int(first % 16), &pieces.consumed, &pieces.length)
+            precondition(all == split && (all != 1 || whole == pieces), "a request framed differently when it arrives in pieces")
+        }
     },
     "proxy-header": { data in
         // The PROXY protocol v2 header spark-domaind reads from its proxies.
