@@ -107,7 +107,7 @@ do {
     try await QuickStart(options: options, console: console).run()
     exit(0)
 } catch let error as ConfigError {
-    fail(error.description)
+    fail(error.reason)
 } catch let error as QuickStartExit {
     fail(error.message)
 } catch {

@@ -28,7 +28,7 @@ func status(for error: any Error) -> spark_status {
             }
         case let error as AuthError: (SPARK_ERR_AUTH, error.reason)
         case let error as SetupError: (SPARK_ERR_SETUP, error.reason)
-        case let error as ConfigError: (SPARK_ERR_CONFIG, "\(error)")
+        case let error as ConfigError: (SPARK_ERR_CONFIG, error.reason)
         case let error as DomainError:
             error.code == .unavailable || error.code == .storageFailure
                 ? (SPARK_ERR_UNAVAILABLE, error.reason) : (SPARK_ERR_REFUSED, error.reason)

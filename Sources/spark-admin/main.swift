@@ -76,7 +76,7 @@ func target(_ arguments: inout Arguments) throws -> Target {
     do {
         settings = try ConfigSettings.load(from: URL(fileURLWithPath: config))
     } catch let error as ConfigError {
-        throw AdminFailure.failed(error.description)
+        throw AdminFailure.failed(error.reason)
     }
     guard let url = settings.domainURL, let trust = settings.domainTrust else {
         if credentialFile != nil {

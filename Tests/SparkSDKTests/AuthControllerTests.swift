@@ -104,6 +104,44 @@ struct AuthControllerTests {
         }
     }
 
+    /// An opener of the app's that records what it was asked and says what the domain is.
+    final class RecordingOpener: EmbeddedDomainOpener {
+        let asked = Locked<[String]>([])
+        let sandbox: Bool
+        init(sandbox: Bool) { self.sandbox = sandbox }
+        func open(at path: String, domainID: String, sandbox: Bool) throws -> (domain: any DomainService, isSandbox: Bool) {
+            asked.withLock { $0.append("\((path as NSString).lastPathComponent) \(domainID) sandbox=\(sandbox)") }
+            return (try EmbeddedDomainFile().open(at: path, domainID: domainID, sandbox: sandbox).domain, self.sandbox)
+        }
+    }
+
+    /// The configuration and auth code choose the embedded mode through an opener the app can
+    /// replace; only SparkSDK's `Embedded` folder reaches the domain engine.
+    @Test func theEmbeddedDomainIsOpenedByTheAppsOpener() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let opener = RecordingOpener(sandbox: false)
+            _ = try BBMAuthController.fromConfigFile(try Self.plist(directory, provider: "accounts"), embeddedDomain: opener)
+            #expect(opener.asked.withLock { $0 } == ["domain.sqlite ctl sandbox=false"])
+            // What the opener says of the domain is what the sandbox check reads.
+            let lying = RecordingOpener(sandbox: true)
+            #expect(throws: ConfigError(.domainMismatch, file: "", keyPath: "authProvider", "")) {
+                try BBMAuthController.fromConfigFile(try Self.plist(directory, provider: "accounts"), embeddedDomain: lying)
+            }
+            _ = try BBMAuthController.fromConfigFile(try Self.plist(directory), embeddedDomain: lying)
+            #expect(lying.asked.withLock { $0 } == ["domain.sqlite ctl sandbox=false", "domain.sqlite ctl sandbox=true"])
+        }
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/SparkSDK")
+            .standardizedFileURL
+        let files = try #require(FileManager.default.enumerator(atPath: sources.path)).compactMap { $0 as? String }
+            .filter { $0.hasSuffix(".swift") }
+        #expect(files.count > 50)
+        let reaching = try files.filter { file in
+            try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8).split(separator: "\n")
+                .contains { $0.hasSuffix("import SparkDomainEngine") }
+        }
+        #expect(reaching == ["Embedded/EmbeddedDomainFile.swift"])
+    }
+
     @Test func realAccountsOnASandboxDomainAreRefusedWithTheFix() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             // The domain was made a sandbox (by a testAuth app, or spark-admin create).

@@ -143,7 +143,7 @@ struct ConfigTests {
             ))
         #expect(missingDomain.code == .missingKey && missingDomain.keyPath == "testAuth.domain")
         #expect(
-            missingDomain.description
+            missingDomain.reason
                 == "ConfigSettings.plist: key 'testAuth.domain' is missing (expected a string: the domain id)")
 
         let missingProvider = try #require(Self.error(Self.testAuth))

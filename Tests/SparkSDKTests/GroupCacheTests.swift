@@ -241,7 +241,7 @@ struct ChatSessionTests {
             var fixture = try Fixture(directory)
             let (groups, sealer) = (fixture.first.groups, fixture.sealer)
             let validator = fixture.validator
-            // The row as a store from before `v9-chat-sessions` held it: the whole state, no ratchets.
+            // The row as a store from before `v24-chat-sessions` held it: the whole state, no ratchets.
             try fixture.first.queue.write { db in
                 let stored = try #require(
                     try groups.load(SQLiteMessagingStore(db: db, sealer: sealer), chatID: "c1", validator: validator))

@@ -119,13 +119,52 @@ struct StoreEncryptionTests {
         }
     }
 
+    /// The migration list names each version once; five migrations that shipped under names
+    /// repeating a number were renamed, and a store that recorded the old names opens with its
+    /// data, nothing applied twice.
+    @Test func aStoreThatRecordedTheOldMigrationNamesOpens() throws {
+        let names = EndpointStore.migrator(StoreSealer(key: SymmetricKey(size: .bits256))).migrations.map(\.identifier)
+        #expect(names.map { $0.split(separator: "-")[0] } == (1...names.count).map { "v\($0)" })
+        try Fixtures.withTemporaryDirectorySync { directory in
+            let data = directory.appendingPathComponent("device")
+            let keys = directory.appendingPathComponent("keys")
+            do {
+                let store = try EndpointStore(directory: data, key: .keyFile(directory: keys))
+                try store.queue.write { db in
+                    try db.execute("INSERT INTO chats(chat_id, subject, last_activity) VALUES ('c1', x'00', 0)")
+                    // As the last release recorded them.
+                    for (old, new) in [
+                        ("v6-encrypted-values", "v22-encrypted-values"), ("v8-mls-chats", "v23-mls-chats"),
+                        ("v9-chat-sessions", "v24-chat-sessions"), ("v22-sent-posts-by-digest", "v25-sent-posts-by-digest"),
+                        ("v23-key-package-suites", "v26-key-package-suites"),
+                    ] {
+                        try db.execute("UPDATE spark_migrations SET identifier = ? WHERE identifier = ?", [old, new])
+                    }
+                }
+            }
+            // Applied again, v26 would fail (its column exists); v22 would add a second check row.
+            let store = try EndpointStore(directory: data, key: .keyFile(directory: keys))
+            let (chats, checks, recorded) = try store.queue.read { db in
+                (
+                    try db.scalar("SELECT count(*) FROM chats", as: Int.self),
+                    try db.scalar("SELECT count(*) FROM store_key_check", as: Int.self),
+                    try db.rows("SELECT identifier FROM spark_migrations ORDER BY identifier")
+                        .map { try $0.get(0, as: String.self) }
+                )
+            }
+            #expect(chats == 1 && checks == 1)
+            #expect(recorded == names.sorted())
+        }
+    }
+
     @Test func aStoreFromBeforeEncryptionIsSealedInPlace() throws {
         try Fixtures.withTemporaryDirectorySync { directory in
             let data = directory.appendingPathComponent("device")
             try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
             // The store as the previous version left it: the schema, plaintext values.
             let queue = try DatabaseQueue(path: data.appendingPathComponent("endpoint.sqlite").path)
-            try EndpointStore.schemaMigrator.migrate(queue)
+            try EndpointStore.migrator(StoreSealer(key: SymmetricKey(size: .bits256)))
+                .prefix(through: "v21-fewer-pages-a-message").migrate(queue)
             let old = try UnlockedKeys.generate(userID: "alice", keyVersion: 1)
             try queue.write { db in
                 try db.execute(

@@ -131,6 +131,29 @@ struct StoreTests {
         }
     }
 
+    @Test func aRenamedMigrationIsNotAppliedAgainNorTakenForANewerOne() async throws {
+        try await Fixtures.withTemporaryDirectory { directory in
+            let queue = try DatabaseQueue(path: directory.appendingPathComponent("r.sqlite").path)
+            var shipped = DatabaseMigrator()
+            shipped.register("v1-a") { db in try db.execute("CREATE TABLE a (x INTEGER)") }
+            shipped.register("v1-b") { db in try db.execute("CREATE TABLE b (x INTEGER)") }
+            try shipped.migrate(queue)
+            // The next version numbers them in order: `v1-b` is `v2-b` now, and `v3-c` is new.
+            var unaware = DatabaseMigrator()
+            unaware.register("v1-a") { db in try db.execute("CREATE TABLE a (x INTEGER)") }
+            unaware.register("v2-b") { db in try db.execute("CREATE TABLE b (x INTEGER)") }
+            unaware.register("v3-c") { db in try db.execute("CREATE TABLE c (x INTEGER)") }
+            var renamed = unaware
+            renamed.rename("v1-b", to: "v2-b")
+            // Without the rename the store is refused as newer; with it, `b` is not made again.
+            #expect(throws: StoreError(.schemaTooNew, message: "")) { try unaware.migrate(queue) }
+            try renamed.migrate(queue)
+            #expect(try renamed.appliedIdentifiers(queue) == ["v1-a", "v2-b", "v3-c"])
+            try renamed.migrate(queue)
+            #expect(renamed.prefix(through: "v2-b").migrations.map(\.identifier) == ["v1-a", "v2-b"])
+        }
+    }
+
     @Test func filesAreCreatedPrivateInWALMode() async throws {
         try await Fixtures.withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("nested/dir/db.sqlite").path

@@ -100,15 +100,17 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
     ///   - keyStorage: required when `useBlackBerryKMS` is false.
     ///   - storeKey: where the key that encrypts this device's store comes from (the Secret
     ///     Service, else a key file, by default).
+    ///   - embeddedDomain: what opens the domain when the plist names no `domainURL` (the
+    ///     embedded domain's file by default).
     public static func fromConfigFile(
         _ url: URL, dataDirectory: URL? = nil, customTokenRefresh: BBMCustomTokenManager.Refresh? = nil,
         oidcPresenter: BBMOIDCTokenManager.Presenter? = nil, keyStorage: (any BBMKeyStorageProvider)? = nil,
-        storeKey: StoreKeySource = .automatic
+        storeKey: StoreKeySource = .automatic, embeddedDomain: any EmbeddedDomainOpener = EmbeddedDomainFile()
     ) throws -> BBMAuthController {
         let settings = try ConfigSettings.load(from: url)
         let store = try EndpointStore(directory: dataDirectory ?? settings.dataDirectory, key: storeKey)
-        // An embedded sandbox is refused for real accounts (see `openDomain(configFile:)`).
-        let domain = try settings.openDomain(configFile: url.path)
+        // An embedded sandbox is refused for real accounts (see `openDomain(configFile:embedded:)`).
+        let domain = try settings.openDomain(configFile: url.path, embedded: embeddedDomain)
         let leeway = TimeInterval(settings.tokenLeeway)
         let manager: any BBMTokenManager
         switch settings.authProvider {

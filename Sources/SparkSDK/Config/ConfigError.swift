@@ -1,6 +1,6 @@
-/// A problem with `ConfigSettings.plist`: it names the file and the key path and says what is
-/// expected, for example `ConfigSettings.plist: key 'testAuth.domain' is missing (expected a
-/// string: the domain id)`.
+/// A problem with `ConfigSettings.plist`: its ``reason`` names the file and the key path and says
+/// what is expected, for example `ConfigSettings.plist: key 'testAuth.domain' is missing (expected
+/// a string: the domain id)`.
 public struct ConfigError: CodedError {
     /// What kind of problem. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -43,19 +43,10 @@ public struct ConfigError: CodedError {
         self.message = message
     }
 
-    /// The message, as every coded error names it.
-    public var reason: String { message }
+    /// What a person reads: `<file>: key '<path>' <message>`, or `<file>: <message>` for the file
+    /// as a whole.
+    public var reason: String { keyPath.isEmpty ? "\(file): \(message)" : "\(file): key '\(keyPath)' \(message)" }
 
-    /// Errors are equal when their codes and key paths are.
-    public static func == (lhs: ConfigError, rhs: ConfigError) -> Bool { lhs.code == rhs.code && lhs.keyPath == rhs.keyPath }
-    /// Hashes the code and key path.
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(keyPath)
-    }
-
-    /// `<file>: key '<path>' <message>` or `<file>: <message>`.
-    public var description: String {
-        keyPath.isEmpty ? "\(file): \(message)" : "\(file): key '\(keyPath)' \(message)"
-    }
+    /// The key path: errors of one code are equal when their key paths are.
+    public var qualifier: String? { keyPath.isEmpty ? nil : keyPath }
 }

@@ -1,6 +1,5 @@
 public import Foundation
 public import SparkDomain
-import SparkDomainEngine
 
 /// The SDK's configuration, read from `ConfigSettings.plist` (Spark's file and keys, plus what
 /// this SDK adds). Every key and its default is listed in the README.
@@ -108,22 +107,25 @@ public struct ConfigSettings: Sendable, Equatable {
     /// The domain id of the selected provider.
     public var domain: String { provider.domain }
 
-    /// The domain this configuration names: a `RemoteDomain` at `domainURL`, or else the
-    /// embedded file at `embeddedDomainPath` (created on first use, a sandbox for `testAuth`).
-    public func openDomain() throws -> any DomainService { try openDomain(configFile: nil) }
+    /// The domain this configuration names: a `RemoteDomain` at `domainURL`, or else what
+    /// `embedded` opens at `embeddedDomainPath` (by default the embedded domain's file, created
+    /// on first use, a sandbox for `testAuth`).
+    public func openDomain(embedded: any EmbeddedDomainOpener = EmbeddedDomainFile()) throws -> any DomainService {
+        try openDomain(configFile: nil, embedded: embedded)
+    }
 
-    /// ``openDomain()``; with the `configFile` it was read from, an embedded domain that is a
-    /// sandbox (its policy has user authentication off, so it signs a test token for any name)
-    /// is refused for any provider but `testAuth`: real accounts or an app's own tokens on it
-    /// would be no authentication at all. (A remote domain's policy is its operator's.)
-    func openDomain(configFile: String?) throws -> any DomainService {
+    /// ``openDomain(embedded:)``; with the `configFile` it was read from, an embedded domain
+    /// that is a sandbox (its policy has user authentication off, so it signs a test token for
+    /// any name) is refused for any provider but `testAuth`: real accounts or an app's own
+    /// tokens on it would be no authentication at all. (A remote domain's policy is its
+    /// operator's.)
+    func openDomain(configFile: String?, embedded opener: any EmbeddedDomainOpener) throws -> any DomainService {
         if !domainURLs.isEmpty, let domainTrust {
             return try RemoteDomain(urls: domainURLs, domainID: domain, trust: domainTrust)
         }
-        let embedded = try EmbeddedDomain.openOrCreate(
-            at: embeddedDomainPath.path, domainID: domain,
-            policy: DomainPolicy(userAuthenticationEnabled: authProvider != .testAuth))
-        if let configFile, authProvider != .testAuth, try !embedded.storedPolicy().userAuthenticationEnabled {
+        let (embedded, isSandbox) = try opener.open(
+            at: embeddedDomainPath.path, domainID: domain, sandbox: authProvider == .testAuth)
+        if let configFile, authProvider != .testAuth, isSandbox {
             throw ConfigError(
                 .domainMismatch, file: configFile, keyPath: "authProvider",
                 "is '\(authProvider.rawValue)', but the domain at \(embeddedDomainPath.path) is a sandbox: its policy has user authentication off, so it signs a test token for any user name. Turn it on with `spark-admin policy set --user-auth on`, or use authProvider testAuth"

@@ -132,7 +132,7 @@ struct ContactDirectory {
     // MARK: Decisions on the stored contacts
 
     /// The table of ``MessagingStore/contactsVersion()``, added by the endpoint store's migration
-    /// `v9-chat-sessions`.
+    /// `v24-chat-sessions`.
     static let versionSchema = """
         CREATE TABLE contacts_version (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), version BLOB NOT NULL);
         INSERT INTO contacts_version(singleton, version) VALUES (1, randomblob(16));

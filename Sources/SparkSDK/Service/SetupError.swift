@@ -63,14 +63,7 @@ public struct SetupError: CodedError {
         self.retryAfter = retryAfter
     }
 
-    /// Errors are equal when their codes and domain codes are.
-    public static func == (lhs: SetupError, rhs: SetupError) -> Bool { lhs.code == rhs.code && lhs.domainCode == rhs.domainCode }
-    /// Hashes the codes.
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(domainCode)
-    }
-
-    /// `SetupError.<code>: <reason>`.
-    public var description: String { "SetupError.\(code)" + (domainCode.map { "(\($0))" } ?? "") + ": \(reason)" }
+    /// The domain's code, when the domain refused: errors of one code are equal when their domain
+    /// codes are, and read `SetupError.refused(<domain code>): <reason>`.
+    public var qualifier: String? { domainCode?.rawValue }
 }

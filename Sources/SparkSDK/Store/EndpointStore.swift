@@ -110,100 +110,13 @@ public final class EndpointStore: Sendable {
         return (sealer, true)
     }
 
-    /// The schema, then the migration that needs the key: values stored before encryption are
-    /// sealed in place.
-    static func migrator(_ sealer: StoreSealer) -> DatabaseMigrator {
-        var migrator = schemaMigrator
-        migrator.register("v6-encrypted-values") { db in
-            try db.execute(
-                "CREATE TABLE store_key_check (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), value BLOB NOT NULL)")
-            try db.execute(
-                "INSERT INTO store_key_check(singleton, value) VALUES (1, ?)",
-                [try sealer.seal(StoreSealer.checkValue, StoreSealer.checkContext)])
-            for row in try db.rows("SELECT provider, credential FROM credentials") {
-                let provider = try row.get(0, as: String.self)
-                try db.execute(
-                    "UPDATE credentials SET credential = ? WHERE provider = ?",
-                    [try sealer.seal(try row.get(1, as: Data.self), Seal.credential(provider)), provider])
-            }
-            for row in try db.rows("SELECT user_id, signing_key, encryption_key FROM local_keys") {
-                let user = try row.get(0, as: String.self)
-                try db.execute(
-                    "UPDATE local_keys SET signing_key = ?, encryption_key = ? WHERE user_id = ?",
-                    [
-                        try sealer.seal(try row.get(1, as: Data.self), Seal.signingKey(user)),
-                        try sealer.seal(try row.get(2, as: Data.self), Seal.encryptionKey(user)), user,
-                    ])
-            }
-            for row in try db.rows("SELECT chat_id, sender, device, epoch, key FROM sender_keys") {
-                let (chat, sender, device, epoch) = (
-                    try row.get(0, as: String.self), try row.get(1, as: String.self), try row.get(2, as: String.self),
-                    try row.get(3, as: Int.self)
-                )
-                try db.execute(
-                    "UPDATE sender_keys SET key = ? WHERE chat_id = ? AND sender = ? AND device = ? AND epoch = ?",
-                    [
-                        try sealer.seal(try row.get(4, as: Data.self), Seal.chatKey(chat, sender, device, epoch)), chat, sender,
-                        device, epoch,
-                    ])
-            }
-            for row in try db.rows("SELECT local_id, content, data FROM messages") {
-                let id = try row.get(0, as: String.self)
-                let data = try row.get(2, as: String?.self)
-                try db.execute(
-                    "UPDATE messages SET content = ?, data = ? WHERE local_id = ?",
-                    [
-                        try sealer.seal(try row.get(1, as: String.self), Seal.content(id)),
-                        try data.map { try sealer.seal($0, Seal.data(id)) }, id,
-                    ])
-            }
-            for row in try db.rows("SELECT chat_id, subject FROM chats") {
-                let chat = try row.get(0, as: String.self)
-                try db.execute(
-                    "UPDATE chats SET subject = ? WHERE chat_id = ?",
-                    [try sealer.seal(try row.get(1, as: String.self), Seal.subject(chat)), chat])
-            }
-        }
-        migrator.register("v8-mls-chats") { db in
-            // Chats are MLS groups (SQLiteMessagingStore); the sender keys they replace go, with what
-            // they were sealed under.
-            try db.execute(SQLiteMessagingStore.groupsSchema)
-        }
-        migrator.register("v9-chat-sessions") { db in
-            // A chat's group in two parts (epoch state, ratchets) and a version for live sessions.
-            try db.execute(SQLiteMessagingStore.sessionsSchema)
-            try db.execute(ContactDirectory.versionSchema)
-        }
-        migrator.register("v22-sent-posts-by-digest") { db in
-            // With `v21-fewer-pages-a-message`: the digests of this device's posts clustered on
-            // the digest (one b-tree a row, not two).
-            try db.execute(
-                """
-                CREATE TABLE sent_posts_by_digest (
-                    digest BLOB PRIMARY KEY, chat_id TEXT NOT NULL, local_id TEXT
-                ) WITHOUT ROWID;
-                INSERT INTO sent_posts_by_digest SELECT digest, chat_id, local_id FROM sent_posts;
-                DROP TABLE sent_posts;
-                ALTER TABLE sent_posts_by_digest RENAME TO sent_posts;
-                """)
-        }
-        migrator.register("v23-key-package-suites") { db in
-            // A device keeps KeyPackages of each MLS cipher suite it runs, a last-resort one of
-            // each: the bundles made before are all of suite 1.
-            try db.execute("ALTER TABLE key_package_bundles ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
-            // And each chat's group's suite, shown as `Chat.postQuantum`.
-            try db.execute("ALTER TABLE chats ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
-        }
-        return migrator
-    }
-
     /// The bound context of each sealed column: the table, the column and the row's key.
     enum Seal {
         static func credential(_ provider: String) -> String { "credentials.credential/\(provider)" }
         static func signingKey(_ user: String) -> String { "local_keys.signing_key/\(user)" }
         static func encryptionKey(_ user: String) -> String { "local_keys.encryption_key/\(user)" }
-        /// The sender keys of stores from before chats were MLS groups (sealed by `v6-encrypted-values`,
-        /// dropped by `v8-mls-chats`).
+        /// The sender keys of stores from before chats were MLS groups (sealed by `v22-encrypted-values`,
+        /// dropped by `v23-mls-chats`).
         static func chatKey(_ chat: String, _ sender: String, _ device: String, _ epoch: Int) -> String {
             "sender_keys.key/\(chat)/\(sender)/\(device)/\(epoch)"
         }
@@ -214,7 +127,11 @@ public final class EndpointStore: Sendable {
         static func attachment(_ id: String) -> String { "messages.attachment/\(id)" }
     }
 
-    static var schemaMigrator: DatabaseMigrator {
+    /// The endpoint store's one migration list, in the order a new store applies it, each name
+    /// once (`v<n>-<what>`, n counting up). Five shipped under names that repeated a number
+    /// (registered after the schema's, in a second list); they are renamed here, so stores that
+    /// recorded the old names open as they are.
+    static func migrator(_ sealer: StoreSealer) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.register("v1-credentials") { db in
             try db.execute(
@@ -534,6 +451,91 @@ public final class EndpointStore: Sendable {
                 CREATE INDEX sent_sequences_withdrawn ON sent_sequences(chat_id, sequence) WHERE withdrawn = 1;
                 """)
         }
+        migrator.register("v22-encrypted-values") { db in
+            try db.execute(
+                "CREATE TABLE store_key_check (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), value BLOB NOT NULL)")
+            try db.execute(
+                "INSERT INTO store_key_check(singleton, value) VALUES (1, ?)",
+                [try sealer.seal(StoreSealer.checkValue, StoreSealer.checkContext)])
+            for row in try db.rows("SELECT provider, credential FROM credentials") {
+                let provider = try row.get(0, as: String.self)
+                try db.execute(
+                    "UPDATE credentials SET credential = ? WHERE provider = ?",
+                    [try sealer.seal(try row.get(1, as: Data.self), Seal.credential(provider)), provider])
+            }
+            for row in try db.rows("SELECT user_id, signing_key, encryption_key FROM local_keys") {
+                let user = try row.get(0, as: String.self)
+                try db.execute(
+                    "UPDATE local_keys SET signing_key = ?, encryption_key = ? WHERE user_id = ?",
+                    [
+                        try sealer.seal(try row.get(1, as: Data.self), Seal.signingKey(user)),
+                        try sealer.seal(try row.get(2, as: Data.self), Seal.encryptionKey(user)), user,
+                    ])
+            }
+            for row in try db.rows("SELECT chat_id, sender, device, epoch, key FROM sender_keys") {
+                let (chat, sender, device, epoch) = (
+                    try row.get(0, as: String.self), try row.get(1, as: String.self), try row.get(2, as: String.self),
+                    try row.get(3, as: Int.self)
+                )
+                try db.execute(
+                    "UPDATE sender_keys SET key = ? WHERE chat_id = ? AND sender = ? AND device = ? AND epoch = ?",
+                    [
+                        try sealer.seal(try row.get(4, as: Data.self), Seal.chatKey(chat, sender, device, epoch)), chat, sender,
+                        device, epoch,
+                    ])
+            }
+            for row in try db.rows("SELECT local_id, content, data FROM messages") {
+                let id = try row.get(0, as: String.self)
+                let data = try row.get(2, as: String?.self)
+                try db.execute(
+                    "UPDATE messages SET content = ?, data = ? WHERE local_id = ?",
+                    [
+                        try sealer.seal(try row.get(1, as: String.self), Seal.content(id)),
+                        try data.map { try sealer.seal($0, Seal.data(id)) }, id,
+                    ])
+            }
+            for row in try db.rows("SELECT chat_id, subject FROM chats") {
+                let chat = try row.get(0, as: String.self)
+                try db.execute(
+                    "UPDATE chats SET subject = ? WHERE chat_id = ?",
+                    [try sealer.seal(try row.get(1, as: String.self), Seal.subject(chat)), chat])
+            }
+        }
+        migrator.register("v23-mls-chats") { db in
+            // Chats are MLS groups (SQLiteMessagingStore); the sender keys they replace go, with what
+            // they were sealed under.
+            try db.execute(SQLiteMessagingStore.groupsSchema)
+        }
+        migrator.register("v24-chat-sessions") { db in
+            // A chat's group in two parts (epoch state, ratchets) and a version for live sessions.
+            try db.execute(SQLiteMessagingStore.sessionsSchema)
+            try db.execute(ContactDirectory.versionSchema)
+        }
+        migrator.register("v25-sent-posts-by-digest") { db in
+            // With `v21-fewer-pages-a-message`: the digests of this device's posts clustered on
+            // the digest (one b-tree a row, not two).
+            try db.execute(
+                """
+                CREATE TABLE sent_posts_by_digest (
+                    digest BLOB PRIMARY KEY, chat_id TEXT NOT NULL, local_id TEXT
+                ) WITHOUT ROWID;
+                INSERT INTO sent_posts_by_digest SELECT digest, chat_id, local_id FROM sent_posts;
+                DROP TABLE sent_posts;
+                ALTER TABLE sent_posts_by_digest RENAME TO sent_posts;
+                """)
+        }
+        migrator.register("v26-key-package-suites") { db in
+            // A device keeps KeyPackages of each MLS cipher suite it runs, a last-resort one of
+            // each: the bundles made before are all of suite 1.
+            try db.execute("ALTER TABLE key_package_bundles ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
+            // And each chat's group's suite, shown as `Chat.postQuantum`.
+            try db.execute("ALTER TABLE chats ADD COLUMN suite INTEGER NOT NULL DEFAULT 1")
+        }
+        migrator.rename("v6-encrypted-values", to: "v22-encrypted-values")
+        migrator.rename("v8-mls-chats", to: "v23-mls-chats")
+        migrator.rename("v9-chat-sessions", to: "v24-chat-sessions")
+        migrator.rename("v22-sent-posts-by-digest", to: "v25-sent-posts-by-digest")
+        migrator.rename("v23-key-package-suites", to: "v26-key-package-suites")
         return migrator
     }
 

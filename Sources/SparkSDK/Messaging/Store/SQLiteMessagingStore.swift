@@ -528,7 +528,7 @@ struct SQLiteMessagingStore: MessagingStore {
     // MARK: Schema
 
     /// The group's state in two parts (the epoch state in a table of its own) and the row's
-    /// version (see ``GroupCache``), added by the endpoint store's migration `v9-chat-sessions`.
+    /// version (see ``GroupCache``), added by the endpoint store's migration `v24-chat-sessions`.
     /// A row from before keeps its whole state in `chat_groups.state`, with no ratchets, until
     /// it is next saved.
     static let sessionsSchema = """
@@ -541,7 +541,7 @@ struct SQLiteMessagingStore: MessagingStore {
         UPDATE chat_groups SET version = randomblob(16);
         """
 
-    /// The tables, created by the endpoint store's migration `v8-mls-chats` (which also drops
+    /// The tables, created by the endpoint store's migration `v23-mls-chats` (which also drops
     /// the sender-key tables this replaces).
     static let groupsSchema = """
         CREATE TABLE chat_groups (
