@@ -49,10 +49,7 @@ extension DomainEngine {
         let created = try await storage {
             try await store.write { db -> Bool in
                 if try db.scalar("SELECT 1 FROM accounts WHERE user_name = ?", [request.userName], as: Int.self) != nil
-                    || db.scalar(
-                        "SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?",
-                        [request.userName, self.accountsIssuer.issuer],
-                        as: Int.self) != nil
+                    || Self.principalHeld(db, request.userName, byOtherThan: self.accountsIssuer.issuer)
                 {
                     // Also a name another issuer's user holds: the account would not be that user.
                     throw DomainError(.nameTaken, "the user name '\(request.userName)' is taken")
@@ -389,5 +386,22 @@ extension DomainEngine {
         Mail(
             to: email, subject: "Activate your \(domain) account",
             body: "Welcome, \(user).\nYour activation code is \(code).\nEnter it to activate your account.", sentAt: now)
+    }
+}
+
+// MARK: The operator's calls (DomainAdministration)
+
+extension DomainEngine {
+    /// The accounts of the sign-up assistant.
+    package func accounts() throws -> [AccountSummary] {
+        try blockingStorage {
+            try store.blockingRead { db in
+                try db.rows("SELECT user_name, email, country, age, activated FROM accounts ORDER BY user_name").map {
+                    AccountSummary(
+                        userName: try $0.get(0), email: try $0.get(1), country: try $0.get(2), age: try $0.get(3),
+                        activated: try $0.get(4))
+                }
+            }
+        }
     }
 }

@@ -191,12 +191,6 @@ extension DomainEngine {
         }
     }
 
-    private static func requireMember(_ db: any DomainStatements, user: String, chatID: String) throws {
-        guard
-            try db.scalar("SELECT 1 FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, user], as: Int64.self) != nil
-        else { throw DomainError(.notAMember, "only the members of chat \(chatID) use its attachments") }
-    }
-
     private static func blob(_ db: any DomainStatements, _ blobID: String) throws -> (owner: String, status: BlobStatus)? {
         try db.row("SELECT owner, chat_id, size, received FROM blobs WHERE blob_id = ?", [blobID]).map { row in
             (

@@ -179,3 +179,72 @@ extension DomainEngine {
         }
     }
 }
+
+// MARK: The operator's calls (DomainAdministration)
+
+extension DomainEngine {
+    /// Trusts an external issuer; its JWKS file must hold at least one signature key now.
+    package func addExternalIssuer(_ external: ExternalIssuer) throws {
+        try checkExternal(issuer: external.issuer, audience: external.audience)
+        _ = try jwksCache.keys(at: external.jwksPath)
+        try blockingStorage {
+            try store.blockingWrite { db in
+                try db.execute(
+                    """
+                    INSERT INTO external_issuers(issuer, audience, jwks_path) VALUES (?, ?, ?)
+                    ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = excluded.jwks_path, jwks = NULL
+                    """, [external.issuer, external.audience, external.jwksPath])
+                try db.announceSettingsChange()
+            }
+        }
+        settingsChanged()
+    }
+
+    func checkExternal(issuer: String, audience: String) throws {
+        guard !issuer.isEmpty, !audience.isEmpty else {
+            throw DomainError(.invalidRequest, "an external issuer needs an issuer id and an audience")
+        }
+        guard issuer != testIssuerName, issuer != accountsIssuerName else {
+            throw DomainError(.conflict, "\(issuer) is one of the domain's own issuers")
+        }
+    }
+
+    /// Stops trusting an external issuer.
+    package func removeExternalIssuer(_ issuer: String) throws {
+        let removed = try blockingStorage {
+            try store.blockingWrite { db in
+                let removed = try db.execute("DELETE FROM external_issuers WHERE issuer = ?", [issuer])
+                try db.announceSettingsChange()
+                return removed
+            }
+        }
+        settingsChanged()
+        if removed == 0 { throw DomainError(.notFound, "no external issuer \(issuer)") }
+    }
+
+    /// The configured external issuers.
+    package func externalIssuers() throws -> [ExternalIssuer] {
+        try blockingStorage { try store.blockingRead { db in try Self.issuerRows(db).map(\.issuer) } }
+    }
+
+    /// Trusts an external issuer with these keys, kept in the domain's database (so every
+    /// instance serving the domain has them); its ``ExternalIssuer/jwksPath`` is then empty.
+    package func trustIssuer(_ issuer: String, audience: String, jwks: Data) throws {
+        guard jwks.count <= JWKSet.maximumEncodedSize else {
+            throw DomainError(.invalidRequest, "the JWKS for \(issuer) is larger than \(JWKSet.maximumEncodedSize) bytes")
+        }
+        _ = try JWKSCache.parse(jwks, source: "the JWKS for \(issuer)")
+        try checkExternal(issuer: issuer, audience: audience)
+        try blockingStorage {
+            try store.blockingWrite { db in
+                try db.execute(
+                    """
+                    INSERT INTO external_issuers(issuer, audience, jwks_path, jwks) VALUES (?, ?, '', ?)
+                    ON CONFLICT(issuer) DO UPDATE SET audience = excluded.audience, jwks_path = '', jwks = excluded.jwks
+                    """, [issuer, audience, jwks])
+                try db.announceSettingsChange()
+            }
+        }
+        settingsChanged()
+    }
+}

@@ -222,101 +222,6 @@ extension DomainEngine {
     /// How stale ``EndpointInfo/lastSeen`` may be: a minute.
     static let lastSeenResolution: TimeInterval = 60
 
-    // MARK: Key store
-
-    /// Writes a key blob with compare-and-swap on its version (see ``putKeyBlobs(as:writes:proof:)``).
-    package func putKeyBlob(as caller: Caller, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?)
-        async throws -> Int
-    {
-        try await putKeyBlobs(
-            as: caller, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)], proof: proof
-        )[0]
-    }
-
-    /// Writes several key blobs in one transaction, each with compare-and-swap: all or none.
-    ///
-    /// Once the user has published an identity, the write needs `proof`: the identity key's
-    /// signature over exactly these writes (``keyBlobWriteMessage(userID:endpointID:challenge:writes:)``)
-    /// with the challenge of one of this endpoint's passcode attempts of the last ten minutes.
-    /// A token alone (a thief's newly registered endpoint) cannot replace the passcode backup.
-    package func putKeyBlobs(as caller: Caller, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws -> [Int] {
-        let (user, endpointID) = (caller.userID, caller.endpointID)
-        guard !writes.isEmpty, writes.count <= 8, Set(writes.map(\.name)).count == writes.count else {
-            throw DomainError(.invalidRequest, "a write names 1 to 8 different blobs")
-        }
-        for write in writes {
-            guard Self.isValidIdentifier(write.name, maximum: 64) else {
-                throw DomainError(.invalidRequest, "a blob name is 1 to 64 of a-z, 0-9, '-', '_'")
-            }
-            guard !write.data.isEmpty, write.data.count <= Self.maximumBlobSize else {
-                throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
-            }
-        }
-        let now = clock.now().timeIntervalSince1970
-        return try await storage {
-            try await store.write { db -> [Int] in
-                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                let rows = try writes.map { write in
-                    (write, try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, write.name]))
-                }
-                // A retry after a lost answer finds its own writes: the same bytes, one version on.
-                let repeated = try rows.allSatisfy { write, row in
-                    let current = try row?.get(0, as: Int.self)
-                    guard let current, current == (write.expectedVersion ?? 0) + 1 else { return false }
-                    return try row?.get(1, as: Data.self) == write.data
-                }
-                if repeated { return try rows.map { try $0.1?.get(0, as: Int.self) ?? 0 } }
-                for (write, row) in rows {
-                    let current = try row?.get(0, as: Int.self)
-                    guard current == write.expectedVersion else {
-                        throw DomainError(
-                            .conflict,
-                            "the \(write.name) blob is at version \(current.map(String.init) ?? "none"), not \(write.expectedVersion.map(String.init) ?? "none")"
-                        )
-                    }
-                }
-                // A stale write is told so (another device wrote first) before its proof is looked at.
-                try Self.requireKeyBlobConsent(db, user: user, endpointID: endpointID, writes: writes, proof: proof, now: now)
-                var versions: [Int] = []
-                for write in writes {
-                    let next = (write.expectedVersion ?? 0) + 1
-                    try db.execute(
-                        """
-                        INSERT INTO key_blobs(user_id, name, data, version) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(user_id, name) DO UPDATE SET data = excluded.data, version = excluded.version
-                        """, [user, write.name, write.data, next])
-                    versions.append(next)
-                }
-                return versions
-            }
-        }
-    }
-
-    /// Refuses a key-blob write the identity key did not sign, once the user has one: the
-    /// proof's challenge must be one of this endpoint's passcode attempts, recent, and the
-    /// signature the published identity key's over these writes.
-    static func requireKeyBlobConsent(
-        _ db: any DomainStatements, user: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?,
-        now: Double
-    ) throws {
-        guard let identity = try identity(db, user: user) else { return }
-        guard let proof else {
-            throw DomainError(
-                .invalidProof,
-                "\(user) has published an identity: a key blob is written only with a proof by the identity key")
-        }
-        guard
-            let issuedAt = try db.scalar(
-                "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ?",
-                [proof.challenge, user, endpointID], as: Double.self), issuedAt > now - challengeLifetime
-        else { throw DomainError(.invalidProof, "the key blob proof's challenge is unknown or expired") }
-        guard let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
-            key.isValidSignature(
-                proof.signature,
-                for: keyBlobWriteMessage(userID: user, endpointID: endpointID, challenge: proof.challenge, writes: writes))
-        else { throw DomainError(.invalidProof, "the key blob proof does not verify with the user's identity key") }
-    }
-
     // MARK: Identity directory
 
     /// Publishes the caller's identity; it must be self-signed, and a new version must be higher
@@ -513,5 +418,139 @@ extension DomainEngine {
             !document.isEmpty
         else { return nil }
         return try? JSONDecoder().decode(PublishedIdentity.self, from: document)
+    }
+}
+
+// MARK: What the other areas ask of endpoints
+
+extension DomainEngine {
+    /// A condition for another area's statement (the mailbox read, one statement when it has
+    /// entries): the endpoint (the first argument) of the user (the second) is registered and not
+    /// taking the user's profile over, as ``requireEndpoint(_:user:endpointID:unlocking:)`` checks.
+    static let endpointMayReadCondition =
+        "EXISTS (SELECT 1 FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL AND takeover_pending = 0)"
+
+    /// An expression for another area's statement: the mailbox position every registered
+    /// endpoint of the user (the one argument) has read up to, as last recorded (0 for none).
+    static let mailboxReadByAllExpression =
+        "(SELECT COALESCE(min(mailbox_cursor), 0) FROM endpoints WHERE user_id = ? AND removed_reason IS NULL)"
+
+    /// The position every registered endpoint of `user` has read its mailbox up to (0 for none).
+    static func mailboxReadByAll(_ db: any DomainStatements, user: String) throws -> Int64 {
+        try db.scalar("SELECT \(mailboxReadByAllExpression)", [user], as: Int64.self) ?? 0
+    }
+
+    /// Records that `endpointID` read its mailbox up to `cursor` (a cursor never moves back).
+    static func recordMailboxCursor(_ db: any DomainStatements, endpointID: String, _ cursor: Int64) throws {
+        try db.execute(
+            "UPDATE endpoints SET mailbox_cursor = ? WHERE endpoint_id = ? AND mailbox_cursor < ?", [cursor, endpointID, cursor])
+    }
+
+    /// Whether `endpointID` registered to take its user's profile over and has not proven it yet.
+    static func isTakingOver(_ db: any DomainStatements, endpointID: String) throws -> Bool {
+        try db.scalar("SELECT takeover_pending FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Int.self) == 1
+    }
+
+    /// Makes `endpointID` its user's one active endpoint: the others registered are removed
+    /// with `reason` (only the active ones when `activeOnly`), and it is active and done taking
+    /// the profile over.
+    static func makeSoleEndpoint(
+        _ db: any DomainStatements, _ endpointID: String, of user: String, removing reason: String, activeOnly: Bool
+    ) throws {
+        try db.execute(
+            "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL"
+                + (activeOnly ? " AND active = 1" : ""), [reason, user, endpointID])
+        try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
+    }
+
+    /// The highest identity key version `user` published (0 for none).
+    static func identityKeyVersion(_ db: any DomainStatements, user: String) throws -> Int {
+        try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
+    }
+
+    /// Forgets `user`'s published identity (a reset), keeping its version: the next must be newer.
+    static func forgetIdentity(_ db: any DomainStatements, user: String) throws {
+        try db.execute("UPDATE identities SET document = ? WHERE user_id = ?", [Data(), user])
+    }
+
+    /// Replaces `identity`'s user's row in the directory with it (the operator's substitution
+    /// of the demo and the hostile-domain tests; see ``logAsOperator(_:)``).
+    static func replaceIdentity(_ db: any DomainStatements, with identity: PublishedIdentity, document: Data) throws {
+        try db.execute(
+            "UPDATE identities SET document = ?, key_version = ? WHERE user_id = ?",
+            [document, identity.keyVersion, identity.userID])
+    }
+
+    /// A subquery for another area's statement: the ids of the removed endpoints of the user (the
+    /// one argument).
+    static let removedEndpointsOfUser = "(SELECT endpoint_id FROM endpoints WHERE user_id = ? AND removed_reason IS NOT NULL)"
+
+    /// The ids of `user`'s registered, active endpoints, in order.
+    static func activeEndpointIDs(_ db: any DomainStatements, user: String) throws -> [String] {
+        try db.rows(
+            "SELECT endpoint_id FROM endpoints WHERE user_id = ? AND removed_reason IS NULL AND active = 1 ORDER BY endpoint_id",
+            [user]
+        ).map { try $0.get(0, as: String.self) }
+    }
+
+    /// Whether `user` ever registered an endpoint here (removed ones count).
+    static func everRegistered(_ db: any DomainStatements, user: String) throws -> Bool {
+        try db.scalar("SELECT 1 FROM endpoints WHERE user_id = ? LIMIT 1", [user], as: Int.self) != nil
+    }
+
+    /// Those of `waiting` that may read their user's mailbox now.
+    static func usable(_ waiting: [MailboxWaiters.Endpoint], _ db: any DomainStatements) throws -> Set<MailboxWaiters.Endpoint> {
+        guard !waiting.isEmpty else { return [] }
+        let wanted = Set(waiting)
+        var usable: Set<MailboxWaiters.Endpoint> = []
+        try Self.inBatches(waiting.map(\.endpointID)) { batch in
+            let rows = try db.rows(
+                """
+                SELECT endpoint_id, user_id FROM endpoints WHERE endpoint_id IN (\(Array(repeating: "?", count: batch.count).joined(separator: ", ")))
+                AND removed_reason IS NULL AND takeover_pending = 0
+                """, Array(batch))
+            for row in rows {
+                let endpoint = MailboxWaiters.Endpoint(user: try row.get(1), endpointID: try row.get(0))
+                if wanted.contains(endpoint) { usable.insert(endpoint) }
+            }
+        }
+        return usable
+    }
+}
+
+// MARK: The operator's calls (DomainAdministration)
+
+extension DomainEngine {
+    /// A user's registered endpoints (the operator's view).
+    package func endpoints(of user: String) throws -> [EndpointInfo] {
+        try blockingStorage { try store.blockingRead { db in try Self.endpoints(db, user: user) } }
+    }
+
+    /// A user's published identity (the operator's view).
+    package func publishedIdentity(of user: String) throws -> PublishedIdentity? {
+        try blockingStorage { try store.blockingRead { db in try Self.identity(db, user: user) } }
+    }
+
+    /// Every user that has registered an endpoint, with their endpoint counts.
+    package func endpointUsers() throws -> [EndpointUser] {
+        try blockingStorage {
+            try store.blockingRead { db in
+                try db.rows(
+                    "SELECT user_id, count(*) FROM endpoints WHERE removed_reason IS NULL GROUP BY user_id ORDER BY user_id"
+                ).map { EndpointUser(userID: try $0.get(0, as: String.self), endpoints: try $0.get(1, as: Int.self)) }
+            }
+        }
+    }
+
+    /// Removes an endpoint (the operator's action); it learns on its next call.
+    package func deregisterEndpoint(_ endpointID: String) throws {
+        let changed = try blockingStorage {
+            try store.blockingWrite { db in
+                try db.execute(
+                    "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE endpoint_id = ? AND removed_reason IS NULL",
+                    ["removed by the domain's operator", endpointID])
+            }
+        }
+        if changed == 0 { throw DomainError(.notFound, "no registered endpoint \(endpointID)") }
     }
 }

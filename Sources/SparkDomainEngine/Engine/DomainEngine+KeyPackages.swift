@@ -158,8 +158,7 @@ extension DomainEngine {
                 // The KeyPackages of removed endpoints are of no use to anyone: they go.
                 try db.execute(
                     """
-                    DELETE FROM key_packages WHERE endpoint_id IN
-                        (SELECT endpoint_id FROM endpoints WHERE user_id = ? AND removed_reason IS NOT NULL)
+                    DELETE FROM key_packages WHERE endpoint_id IN \(Self.removedEndpointsOfUser)
                     """, [userID])
                 // What this claimer took in the last hour decides whether it gets one-time ones.
                 try db.execute("DELETE FROM key_package_claims WHERE claimed_at < ?", [now - 3600])
@@ -171,10 +170,7 @@ extension DomainEngine {
                         as: Int.self
                     )
                     ?? 0
-                let endpoints = try db.rows(
-                    "SELECT endpoint_id FROM endpoints WHERE user_id = ? AND removed_reason IS NULL AND active = 1 ORDER BY endpoint_id",
-                    [userID]
-                ).map { try $0.get(0, as: String.self) }
+                let endpoints = try Self.activeEndpointIDs(db, user: userID)
                 var claimed: [ClaimedKeyPackage] = []
                 for device in endpoints {
                     // The suite asked for, if the device has a KeyPackage of it; else suite 1.

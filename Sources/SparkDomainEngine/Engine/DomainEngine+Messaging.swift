@@ -232,13 +232,8 @@ extension DomainEngine {
         try await storage {
             try await store.write { db in
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID)
-                try db.execute(
-                    "UPDATE endpoints SET mailbox_cursor = ? WHERE endpoint_id = ? AND mailbox_cursor < ?",
-                    [cursor, endpointID, cursor])
-                let readByAll =
-                    try db.scalar(
-                        "SELECT min(mailbox_cursor) FROM endpoints WHERE user_id = ? AND removed_reason IS NULL", [user],
-                        as: Int64.self) ?? 0
+                try Self.recordMailboxCursor(db, endpointID: endpointID, cursor)
+                let readByAll = try Self.mailboxReadByAll(db, user: user)
                 try db.execute(
                     "DELETE FROM mailbox WHERE user_id = ? AND ((sequence <= ? AND posted_at < ?) OR posted_at < ?)",
                     [user, readByAll, now - Self.readEntriesKeptFor, now - retention])
@@ -303,7 +298,7 @@ extension DomainEngine {
                     """
                     SELECT sequence, chat_id, sender, kind, message_number, payload, members, posted_at, epoch FROM mailbox
                     WHERE user_id = ? AND sequence > ? AND (kind != 'ephemeral' OR posted_at >= ?)
-                    AND EXISTS (SELECT 1 FROM endpoints WHERE endpoint_id = ? AND user_id = ? AND removed_reason IS NULL AND takeover_pending = 0)
+                    AND \(Self.endpointMayReadCondition)
                     ORDER BY sequence LIMIT ?
                     """,
                     [user, cursor, self.clock.now().timeIntervalSince1970 - Self.ephemeralLifetime, endpointID, user, limit])
@@ -343,7 +338,7 @@ extension DomainEngine {
     /// into 999 mailboxes no one reads).
     static func requireRegistered(_ db: any DomainStatements, _ users: [String]) throws {
         var unknown: [String] = []
-        for user in users where try db.scalar("SELECT 1 FROM endpoints WHERE user_id = ? LIMIT 1", [user], as: Int.self) == nil {
+        for user in users where try !Self.everRegistered(db, user: user) {
             unknown.append(user)
             if unknown.count == 3 { break }
         }
@@ -404,28 +399,24 @@ extension DomainEngine {
     /// The lock a chat's writes take (see `WriteScope.locking`).
     static func chatLocks(_ chatID: String) -> [String] { ["chat:" + chatID] }
 
-    static func standing(_ db: any DomainStatements, user: String, now: Date) throws -> UserStatus.State {
+    /// Throws unless `user` is a member of `chatID` (what the other areas ask of a chat).
+    static func requireMember(_ db: any DomainStatements, user: String, chatID: String) throws {
         guard
-            let row = try db.row("SELECT banned_reason, timeout_until, timeout_reason FROM moderation WHERE user_id = ?", [user])
-        else {
-            return .valid
-        }
-        if let reason = try row.get(0, as: String?.self) { return .banned(reason: reason) }
-        if let until = try row.get(1, as: Double?.self), until > now.timeIntervalSince1970 {
-            return .timeout(until: Date(timeIntervalSince1970: until), reason: try row.get(2, as: String?.self) ?? "")
-        }
-        return .valid
+            try db.scalar("SELECT 1 FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, user], as: Int64.self) != nil
+        else { throw DomainError(.notAMember, "only the members of chat \(chatID) use its attachments") }
     }
 
-    static func requireGoodStanding(_ db: any DomainStatements, user: String, now: Date) throws {
-        switch try standing(db, user: user, now: now) {
-        case .valid: return
-        case .banned(let reason): throw DomainError(.moderated, "the user is banned: \(reason)")
-        case .timeout(let until, let reason):
-            throw DomainError(
-                .moderated, "the user is timed out for \(Int(until.timeIntervalSince(now).rounded(.up))) more seconds: \(reason)",
-                retryAfter: Int(until.timeIntervalSince(now).rounded(.up)))
-        }
+    /// The users who share a chat with `user` (`user` too, when in any chat).
+    static func chatPeers(_ db: any DomainStatements, of user: String) throws -> [String] {
+        try db.rows(
+            "SELECT DISTINCT b.user_id FROM chat_members a JOIN chat_members b ON a.chat_id = b.chat_id WHERE a.user_id = ?",
+            [user]
+        ).map { try $0.get(0, as: String.self) }
+    }
+
+    /// The number the chat's next message will take (1 for a chat with none, or none at all).
+    static func nextMessageNumber(_ db: any DomainStatements, chatID: String) throws -> Int64 {
+        try db.scalar("SELECT next_message_number FROM chats WHERE chat_id = ?", [chatID], as: Int64.self) ?? 1
     }
 
     static func chatInfo(_ db: any DomainStatements, _ chatID: String) throws -> ChatInfo {
@@ -560,7 +551,7 @@ extension DomainEngine {
                     try db.scalar(
                         """
                         SELECT COALESCE(SUM(length(payload)), 0) FROM mailbox WHERE user_id = ? AND sender = ? AND kind <> 'ephemeral'
-                        AND sequence > (SELECT COALESCE(min(mailbox_cursor), 0) FROM endpoints WHERE user_id = ? AND removed_reason IS NULL)
+                        AND sequence > \(Self.mailboxReadByAllExpression)
                         """, [recipient, sender, recipient], as: Int64.self) ?? 0
                 guard held + Int64(bytes) <= Int64(cap) else {
                     throw DomainError(

@@ -69,8 +69,7 @@ extension DomainEngine {
                     throw DomainError(.notAMember, "the reporter and the reported user must both be members of the chat")
                 }
                 // A message is cited by a number the chat gave out (1 up to its last), or by none.
-                let next =
-                    try db.scalar("SELECT next_message_number FROM chats WHERE chat_id = ?", [chatID], as: Int64.self) ?? 1
+                let next = try Self.nextMessageNumber(db, chatID: chatID)
                 if let number = messages.compactMap(\.number).first(where: { !(1..<next).contains($0) }) {
                     throw DomainError(
                         .invalidRequest, "the chat never had a message numbered \(number) (its numbers run 1 to \(next - 1))")
@@ -156,6 +155,36 @@ extension DomainEngine {
     package func unban(_ user: String) throws {
         try blockingStorage {
             try store.blockingWrite { db in try db.execute("DELETE FROM moderation WHERE user_id = ?", [user]) }
+        }
+    }
+}
+
+// MARK: A user's standing, as the other areas ask it
+
+extension DomainEngine {
+    /// Whether `user` may act: valid, banned, or timed out until a time.
+    static func standing(_ db: any DomainStatements, user: String, now: Date) throws -> UserStatus.State {
+        guard
+            let row = try db.row("SELECT banned_reason, timeout_until, timeout_reason FROM moderation WHERE user_id = ?", [user])
+        else {
+            return .valid
+        }
+        if let reason = try row.get(0, as: String?.self) { return .banned(reason: reason) }
+        if let until = try row.get(1, as: Double?.self), until > now.timeIntervalSince1970 {
+            return .timeout(until: Date(timeIntervalSince1970: until), reason: try row.get(2, as: String?.self) ?? "")
+        }
+        return .valid
+    }
+
+    /// Throws ``DomainError/Code/moderated`` unless `user` is in good standing.
+    static func requireGoodStanding(_ db: any DomainStatements, user: String, now: Date) throws {
+        switch try standing(db, user: user, now: now) {
+        case .valid: return
+        case .banned(let reason): throw DomainError(.moderated, "the user is banned: \(reason)")
+        case .timeout(let until, let reason):
+            throw DomainError(
+                .moderated, "the user is timed out for \(Int(until.timeIntervalSince(now).rounded(.up))) more seconds: \(reason)",
+                retryAfter: Int(until.timeIntervalSince(now).rounded(.up)))
         }
     }
 }

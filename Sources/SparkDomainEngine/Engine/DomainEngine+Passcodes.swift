@@ -155,12 +155,9 @@ extension DomainEngine {
             key.isValidSignature(signature, for: message)
         else { throw DomainError(.invalidProof, "the unlock proof does not verify with the user's identity key") }
         try db.execute("UPDATE unlock_challenges SET proven = 1 WHERE challenge = ?", [challenge])
-        let pending = try db.scalar("SELECT takeover_pending FROM endpoints WHERE endpoint_id = ?", [endpointID], as: Int.self)
-        if pending == 1 {
-            try db.execute(
-                "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL AND active = 1",
-                ["superseded: another device took the profile over", user, endpointID])
-            try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
+        if try Self.isTakingOver(db, endpointID: endpointID) {
+            try Self.makeSoleEndpoint(
+                db, endpointID, of: user, removing: "superseded: another device took the profile over", activeOnly: true)
         }
     }
 
@@ -176,6 +173,101 @@ extension DomainEngine {
                 return BlobFetch(blob: KeyBlob(name: name, data: try row.get(0), version: try row.get(1)))
             }
         }
+    }
+
+    // MARK: Key store
+
+    /// Writes a key blob with compare-and-swap on its version (see ``putKeyBlobs(as:writes:proof:)``).
+    package func putKeyBlob(as caller: Caller, name: String, data: Data, expectedVersion: Int?, proof: KeyBlobProof?)
+        async throws -> Int
+    {
+        try await putKeyBlobs(
+            as: caller, writes: [KeyBlobWrite(name: name, data: data, expectedVersion: expectedVersion)], proof: proof
+        )[0]
+    }
+
+    /// Writes several key blobs in one transaction, each with compare-and-swap: all or none.
+    ///
+    /// Once the user has published an identity, the write needs `proof`: the identity key's
+    /// signature over exactly these writes (``keyBlobWriteMessage(userID:endpointID:challenge:writes:)``)
+    /// with the challenge of one of this endpoint's passcode attempts of the last ten minutes.
+    /// A token alone (a thief's newly registered endpoint) cannot replace the passcode backup.
+    package func putKeyBlobs(as caller: Caller, writes: [KeyBlobWrite], proof: KeyBlobProof?) async throws -> [Int] {
+        let (user, endpointID) = (caller.userID, caller.endpointID)
+        guard !writes.isEmpty, writes.count <= 8, Set(writes.map(\.name)).count == writes.count else {
+            throw DomainError(.invalidRequest, "a write names 1 to 8 different blobs")
+        }
+        for write in writes {
+            guard Self.isValidIdentifier(write.name, maximum: 64) else {
+                throw DomainError(.invalidRequest, "a blob name is 1 to 64 of a-z, 0-9, '-', '_'")
+            }
+            guard !write.data.isEmpty, write.data.count <= Self.maximumBlobSize else {
+                throw DomainError(.invalidRequest, "a key blob is 1 to \(Self.maximumBlobSize) bytes")
+            }
+        }
+        let now = clock.now().timeIntervalSince1970
+        return try await storage {
+            try await store.write { db -> [Int] in
+                try Self.requireEndpoint(db, user: user, endpointID: endpointID)
+                let rows = try writes.map { write in
+                    (write, try db.row("SELECT version, data FROM key_blobs WHERE user_id = ? AND name = ?", [user, write.name]))
+                }
+                // A retry after a lost answer finds its own writes: the same bytes, one version on.
+                let repeated = try rows.allSatisfy { write, row in
+                    let current = try row?.get(0, as: Int.self)
+                    guard let current, current == (write.expectedVersion ?? 0) + 1 else { return false }
+                    return try row?.get(1, as: Data.self) == write.data
+                }
+                if repeated { return try rows.map { try $0.1?.get(0, as: Int.self) ?? 0 } }
+                for (write, row) in rows {
+                    let current = try row?.get(0, as: Int.self)
+                    guard current == write.expectedVersion else {
+                        throw DomainError(
+                            .conflict,
+                            "the \(write.name) blob is at version \(current.map(String.init) ?? "none"), not \(write.expectedVersion.map(String.init) ?? "none")"
+                        )
+                    }
+                }
+                // A stale write is told so (another device wrote first) before its proof is looked at.
+                try Self.requireKeyBlobConsent(db, user: user, endpointID: endpointID, writes: writes, proof: proof, now: now)
+                var versions: [Int] = []
+                for write in writes {
+                    let next = (write.expectedVersion ?? 0) + 1
+                    try db.execute(
+                        """
+                        INSERT INTO key_blobs(user_id, name, data, version) VALUES (?, ?, ?, ?)
+                        ON CONFLICT(user_id, name) DO UPDATE SET data = excluded.data, version = excluded.version
+                        """, [user, write.name, write.data, next])
+                    versions.append(next)
+                }
+                return versions
+            }
+        }
+    }
+
+    /// Refuses a key-blob write the identity key did not sign, once the user has one: the
+    /// proof's challenge must be one of this endpoint's passcode attempts, recent, and the
+    /// signature the published identity key's over these writes.
+    static func requireKeyBlobConsent(
+        _ db: any DomainStatements, user: String, endpointID: String, writes: [KeyBlobWrite], proof: KeyBlobProof?,
+        now: Double
+    ) throws {
+        guard let identity = try identity(db, user: user) else { return }
+        guard let proof else {
+            throw DomainError(
+                .invalidProof,
+                "\(user) has published an identity: a key blob is written only with a proof by the identity key")
+        }
+        guard
+            let issuedAt = try db.scalar(
+                "SELECT issued_at FROM unlock_challenges WHERE challenge = ? AND user_id = ? AND endpoint_id = ?",
+                [proof.challenge, user, endpointID], as: Double.self), issuedAt > now - challengeLifetime
+        else { throw DomainError(.invalidProof, "the key blob proof's challenge is unknown or expired") }
+        guard let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
+            key.isValidSignature(
+                proof.signature,
+                for: keyBlobWriteMessage(userID: user, endpointID: endpointID, challenge: proof.challenge, writes: writes))
+        else { throw DomainError(.invalidProof, "the key blob proof does not verify with the user's identity key") }
     }
 
     // MARK: Identity resets
@@ -197,7 +289,7 @@ extension DomainEngine {
                 try Self.requireEndpoint(db, user: user, endpointID: endpointID, unlocking: true)
                 let identity = try Self.identity(db, user: user)
                 if let signature {
-                    let version = try db.scalar("SELECT key_version FROM identities WHERE user_id = ?", [user], as: Int.self) ?? 0
+                    let version = try Self.identityKeyVersion(db, user: user)
                     guard let identity, let key = try? Ed25519.PublicKey(rawRepresentation: identity.signingKey),
                         key.isValidSignature(
                             signature, for: identityResetMessage(userID: user, endpointID: endpointID, keyVersion: version))
@@ -223,13 +315,12 @@ extension DomainEngine {
                 }
                 try db.execute("DELETE FROM identity_resets WHERE user_id = ?", [user])
                 try db.execute("DELETE FROM key_blobs WHERE user_id = ?", [user])
-                try db.execute("UPDATE identities SET document = ? WHERE user_id = ?", [Data(), user])
+                try Self.forgetIdentity(db, user: user)
                 // The log records that the user has no identity now (the empty value).
                 if identity != nil { try TransparencyLog.queue(db, user: user, document: Data()) }
-                try db.execute(
-                    "UPDATE endpoints SET removed_reason = ?, active = 0 WHERE user_id = ? AND endpoint_id != ? AND removed_reason IS NULL",
-                    ["the user reset their keys (forgotten passcode) on another device", user, endpointID])
-                try db.execute("UPDATE endpoints SET active = 1, takeover_pending = 0 WHERE endpoint_id = ?", [endpointID])
+                try Self.makeSoleEndpoint(
+                    db, endpointID, of: user, removing: "the user reset their keys (forgotten passcode) on another device",
+                    activeOnly: false)
                 return (.completed, [])
             }
         }
@@ -261,10 +352,7 @@ extension DomainEngine {
     static func tell(_ db: any DomainStatements, about user: String, _ notice: IdentityResetNotice, now: TimeInterval) throws
         -> [String]
     {
-        let contacts = try db.rows(
-            "SELECT DISTINCT b.user_id FROM chat_members a JOIN chat_members b ON a.chat_id = b.chat_id WHERE a.user_id = ?",
-            [user]
-        ).map { try $0.get(0, as: String.self) }
+        let contacts = try chatPeers(db, of: user)
         let audience = Array(Set(contacts + [user])).sorted()
         try append(
             db, to: audience, chatID: "", sender: user, kind: .identityReset, messageNumber: nil,

@@ -195,25 +195,6 @@ package final class DomainEngine: DomainService {
         try Self.usable(mailboxWaiters.waitingEndpoints(of: users), db)
     }
 
-    /// Those of `waiting` that may read their user's mailbox now.
-    static func usable(_ waiting: [MailboxWaiters.Endpoint], _ db: any DomainStatements) throws -> Set<MailboxWaiters.Endpoint> {
-        guard !waiting.isEmpty else { return [] }
-        let wanted = Set(waiting)
-        var usable: Set<MailboxWaiters.Endpoint> = []
-        try Self.inBatches(waiting.map(\.endpointID)) { batch in
-            let rows = try db.rows(
-                """
-                SELECT endpoint_id, user_id FROM endpoints WHERE endpoint_id IN (\(Array(repeating: "?", count: batch.count).joined(separator: ", ")))
-                AND removed_reason IS NULL AND takeover_pending = 0
-                """, Array(batch))
-            for row in rows {
-                let endpoint = MailboxWaiters.Endpoint(user: try row.get(1), endpointID: try row.get(0))
-                if wanted.contains(endpoint) { usable.insert(endpoint) }
-            }
-        }
-        return usable
-    }
-
     /// Tells the other processes that share the embedded file that it changed.
     private func pokeOtherProcesses() {
         guard sharedWithOtherProcesses else { return }
@@ -455,6 +436,11 @@ package final class DomainEngine: DomainService {
                 .forbidden, "the user id '\(userID)' belongs to another issuer on this domain (\(holder)), not to \(issuer)")
         }
         knownPrincipals.withLock { $0[userID] = issuer }
+    }
+
+    /// Whether an issuer other than `issuer` holds the user id `userID` (in the transaction).
+    static func principalHeld(_ db: any DomainStatements, _ userID: String, byOtherThan issuer: String) throws -> Bool {
+        try db.scalar("SELECT 1 FROM principals WHERE user_id = ? AND issuer != ?", [userID, issuer], as: Int.self) != nil
     }
 
     /// The issuer a user id is bound to, if any.

@@ -404,9 +404,7 @@ extension DomainEngine {
         let document = try JSONEncoder().encode(identity)
         try await storage {
             try await store.write { db in
-                try db.execute(
-                    "UPDATE identities SET document = ?, key_version = ? WHERE user_id = ?",
-                    [document, identity.keyVersion, identity.userID])
+                try Self.replaceIdentity(db, with: identity, document: document)
                 try TransparencyLog.queue(db, user: identity.userID, document: document)
             }
         }
