@@ -19,14 +19,18 @@ import SparkDomain
 /// - a message's state moves only by a ``MessageStep``, from the step's sources;
 /// - a group's row changes its `version` at every write (see ``GroupCache``), and its
 ///   ratchets are replaced alone only while the row is at the version and epoch the caller names.
-protocol MessagingStore {
+protocol MessagingStore: MessageStatements, SearchStatements, ChatStatements, GroupStatements, PendingWorkStatements,
+    IdentityStatements
+{
     /// Runs `body` in a savepoint of the transaction: what it changed is undone, alone, when it
     /// throws (the rest of the transaction stays). A constraint it breaks is thrown as
     /// `MessagingError(.conflict)`.
     func savepoint<T>(_ body: () throws -> T) throws -> T
+}
 
-    // MARK: Messages
-
+/// The statements on messages: insert, read, page, and move by a ``MessageStep``; reactions,
+/// recalls, expiry and read state. Part of ``MessagingStore``.
+protocol MessageStatements {
     /// The message `id`, or nil.
     func message(_ id: String) throws -> ChatMessage?
     /// The chat's messages of these ids (those that exist and have not expired: an expired row
@@ -115,8 +119,11 @@ protocol MessagingStore {
     /// The chat's received messages numbered up to `number` not yet read, oldest first.
     func unreadReceived(chatID: String, upTo number: Int64) throws -> [CoveredMessage]
 
-    // MARK: Search (see `MessageSearch`; the message statements above keep the index in step)
+}
 
+/// The statements of the sealed search index (see `MessageSearch`; the message statements keep the
+/// index in step). Part of ``MessagingStore``.
+protocol SearchStatements {
     /// The key of the index's tokens.
     var searchKey: SearchKey { get }
     /// The messages that hold every one of `terms` and pass `match`'s row filters (chat, sender,
@@ -134,8 +141,10 @@ protocol MessagingStore {
     /// How many messages the index lacks (a rebuild's total).
     func unindexedCount() throws -> Int
 
-    // MARK: Chats
+}
 
+/// The statements on chats: their rows, subjects, members and activity. Part of ``MessagingStore``.
+protocol ChatStatements {
     /// The chat `chatID`, or every chat, most recent activity first.
     func chats(only chatID: String?) throws -> [StoredChat]
     /// The chat's participants' user ids, in the order they are shown.
@@ -155,8 +164,11 @@ protocol MessagingStore {
     /// The epoch of the group this device last left the chat at (nil: never left one).
     func leftEpoch(chatID: String) throws -> UInt64?
 
-    // MARK: Groups
+}
 
+/// The statements on each chat's MLS group: its row (state, ratchets, version) and this device's
+/// pending commits. Part of ``MessagingStore``.
+protocol GroupStatements {
     /// The chats this device has a group of.
     func groupChats() throws -> [String]
     /// The users this user blocked, as last listed.
@@ -183,8 +195,11 @@ protocol MessagingStore {
     /// Forgets one pending commit (the domain refused it: another won the epoch).
     func clearPendingCommit(chatID: String, digest: Data) throws
 
-    // MARK: Pending work
+}
 
+/// The statements on work left for later: entries waiting for a commit, posts to send and their
+/// receipts, the mailbox cursor. Part of ``MessagingStore``.
+protocol PendingWorkStatements {
     /// Keeps an entry that came before the commit it needs.
     func deferEntry(_ entry: MailboxEntry) throws
     /// The chat's waiting entries, oldest first.
@@ -231,8 +246,11 @@ protocol MessagingStore {
     /// Moves the mailbox cursor.
     func setMailboxCursor(_ sequence: Int64) throws
 
-    // MARK: Identities (see `ContactDirectory`, `DeviceKeys`, `OwnDevices`)
+}
 
+/// The statements on identities (see `ContactDirectory`, `DeviceKeys`, `OwnDevices`): contacts,
+/// this device's MLS keys, the user's devices this one trusts. Part of ``MessagingStore``.
+protocol IdentityStatements {
     /// The contact `user`, as last stored.
     func contact(_ user: String) throws -> ContactDirectory.Record?
     /// Every stored contact's user id, sorted.
@@ -409,7 +427,7 @@ struct SearchHit: Sendable {
     var document: SearchDocument
 }
 
-/// The search index's state (``MessagingStore/searchIndexState()``).
+/// The search index's state (``SearchStatements/searchIndexState()``).
 struct SearchIndexState: Sendable, Equatable {
     /// Its tokens are of the current version.
     var current: Bool
