@@ -120,6 +120,7 @@ void spark_http_close_connection(struct connection *connection) {
     if (connection->next) connection->next->previous = connection->previous;
     free(connection->in);
     free(connection->out);
+    spark_http_framing_reset(&connection->framing);
     connection->in = connection->out = NULL;
     connection->pending = NULL;
     connection->state = GONE;
@@ -236,7 +237,7 @@ static struct spark_http_request *make_request(
     struct connection *connection, const uint8_t *body, size_t body_length, int *malformed) {
     const uint8_t *bytes = connection->in;
     // The head framing parsed (once, as its bytes came): only its spans are read here.
-    const struct http_head *head = &connection->framing.head;
+    const struct http_head *head = connection->framing.head;
     size_t arguments = 0;
     if (head->has_query) {
         for (size_t i = 0; i < head->query.length; i++) arguments += bytes[head->query.start + i] == '&';
@@ -329,7 +330,7 @@ malformed:
 static void take_input(struct connection *connection, size_t consumed) {
     memmove(connection->in, connection->in + consumed, connection->in_length - consumed);
     connection->in_length -= consumed;
-    connection->framing = (struct spark_http_framing){0};
+    spark_http_framing_reset(&connection->framing);
     connection->continue_sent = 0;
     connection->body_started = 0;
     connection->request_started = now_ms();

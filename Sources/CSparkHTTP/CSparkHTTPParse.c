@@ -320,11 +320,17 @@ int spark_http_decode_chunks(
     return result;
 }
 
+void spark_http_framing_reset(struct spark_http_framing *framing) {
+    free(framing->head);
+    *framing = (struct spark_http_framing){0};
+}
+
 int spark_http_frame(
     struct spark_http_framing *framing, uint8_t *bytes, size_t *length, size_t maximum_body, size_t *body_length,
     size_t *consumed) {
     if (!framing->head_length) {
-        struct http_head *head = &framing->head;
+        if (!framing->head && !(framing->head = calloc(1, sizeof *framing->head))) return -HTTP_SERVER_BUSY;
+        struct http_head *head = framing->head;
         int parsed = spark_http_parse_head(bytes, *length, head);
         if (parsed <= 0) return parsed;
         if (!head->chunked && head->content_length > maximum_body) return -HTTP_BODY_TOO_LARGE;
@@ -355,6 +361,7 @@ int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, s
     struct spark_http_framing framing = {0};
     size_t copy_length = length, taken = 0, body = 0;
     int framed = spark_http_frame(&framing, copy, &copy_length, maximum_body, &body, &taken);
+    spark_http_framing_reset(&framing);
     int result = framed < 0 ? -(int)spark_http_refusal_status((enum http_refusal)-framed) : framed;
     if (framed == 1) {
         // Decoding a chunked body in place dropped its framing: what was taken of the input is
@@ -391,6 +398,7 @@ int spark_http_parse_in_pieces(
         kept += n;
         framed = spark_http_frame(&framing, buffer, &kept, maximum_body, &body, &taken);
     }
+    spark_http_framing_reset(&framing);
     free(buffer);
     if (framed < 0) return -(int)spark_http_refusal_status((enum http_refusal)-framed);
     if (framed == 1) {

@@ -108,15 +108,20 @@ struct spark_http_framing {
     /// A chunked body's state (decoded in place).
     struct http_chunks chunks;
     /// The head as parsed, whole once `head_length` is set: the request is made from it, never
-    /// parsed again.
-    struct http_head head;
+    /// parsed again. Made at the request's first read and freed by spark_http_framing_reset, so
+    /// a connection between requests (or waiting for its answer) holds none.
+    struct http_head *head;
 };
+
+/// Frees what `framing` holds and zeroes it for the next request.
+void spark_http_framing_reset(struct spark_http_framing *framing);
 
 /// Frames the request at the start of `bytes` (`*length` of them; a chunked body is decoded in
 /// place, which shortens `*length`), the one framing the server and the fuzzer use: 1 when it is
 /// whole (its body `*body_length` bytes after the head, `*consumed` bytes of `bytes` taken), 0
 /// when more bytes are needed (`framing->head_length` is set once the head is whole), or
-/// -refusal. A body over `maximum_body` is refused from its head.
+/// -refusal. A body over `maximum_body` is refused from its head; no memory for the head is
+/// -HTTP_SERVER_BUSY.
 int spark_http_frame(
     struct spark_http_framing *framing, uint8_t *bytes, size_t *length, size_t maximum_body, size_t *body_length,
     size_t *consumed);
