@@ -188,7 +188,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
 
     /// The app's own JWTs (`authProvider` = `custom`): signs in with `jwtToken` and hands it to
     /// the service. Later tokens come from the refresh closure given to
-    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:oidcPresenter:keyStorage:storeKey:)``.
+    /// ``fromConfigFile(_:dataDirectory:customTokenRefresh:oidcPresenter:keyStorage:storeKey:embeddedDomain:)``.
     ///
     /// - Throws: ``AuthError/Code/wrongProvider`` for another provider; ``AuthError/Code/malformedToken``.
     @discardableResult
@@ -201,7 +201,7 @@ public final class BBMAuthController: BBMTokenManagerDelegate, Sendable {
 
     /// The organisation's OpenID provider (`authProvider` = `oidc`): signs in with the plist's
     /// flow (`oidc.flow`: the browser, or a device code), showing the URL or code through the
-    /// presenter given to ``fromConfigFile(_:dataDirectory:customTokenRefresh:oidcPresenter:keyStorage:storeKey:)``,
+    /// presenter given to ``fromConfigFile(_:dataDirectory:customTokenRefresh:oidcPresenter:keyStorage:storeKey:embeddedDomain:)``,
     /// and hands the ID token to the service.
     ///
     /// - Throws: ``AuthError/Code/wrongProvider`` for another provider;
