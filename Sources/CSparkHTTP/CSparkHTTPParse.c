@@ -361,22 +361,23 @@ int spark_http_parse(const uint8_t *bytes, size_t length, size_t maximum_body, s
     struct spark_http_framing framing = {0};
     size_t copy_length = length, taken = 0, body = 0;
     int framed = spark_http_frame(&framing, copy, &copy_length, maximum_body, &body, &taken);
-    spark_http_framing_reset(&framing);
     int result = framed < 0 ? -(int)spark_http_refusal_status((enum http_refusal)-framed) : framed;
     if (framed == 1) {
         // Decoding a chunked body in place dropped its framing: what was taken of the input is
         // longer by as much.
         *consumed = taken + (length - copy_length);
         *body_length = body;
-        // The path and the arguments decode (or are refused) as the server decodes them.
-        struct http_head head = {0};
+        // The path and the arguments decode (or are refused) as the server decodes them, from
+        // the head the framing parsed (its spans index the head, which decoding left as it was).
+        const struct http_head *head = framing.head;
         char *text = malloc(length + 1);
-        if (text && spark_http_parse_head(bytes, length, &head) == 1) {
-            if (spark_http_unescape((const char *)bytes + head.path.start, head.path.length, text, 0) < 0) result = -400;
-            if (spark_http_unescape((const char *)bytes + head.query.start, head.query.length, text, 1) < 0) result = -400;
+        if (text) {
+            if (spark_http_unescape((const char *)bytes + head->path.start, head->path.length, text, 0) < 0) result = -400;
+            if (spark_http_unescape((const char *)bytes + head->query.start, head->query.length, text, 1) < 0) result = -400;
         }
         free(text);
     }
+    spark_http_framing_reset(&framing);
     free(copy);
     return result;
 }

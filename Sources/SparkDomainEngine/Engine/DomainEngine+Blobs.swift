@@ -191,6 +191,12 @@ extension DomainEngine {
         }
     }
 
+    private static func requireMember(_ db: any DomainStatements, user: String, chatID: String) throws {
+        guard try isMember(db, user: user, chatID: chatID) else {
+            throw DomainError(.notAMember, "only the members of chat \(chatID) use its attachments")
+        }
+    }
+
     private static func blob(_ db: any DomainStatements, _ blobID: String) throws -> (owner: String, status: BlobStatus)? {
         try db.row("SELECT owner, chat_id, size, received FROM blobs WHERE blob_id = ?", [blobID]).map { row in
             (

@@ -399,11 +399,9 @@ extension DomainEngine {
     /// The lock a chat's writes take (see `WriteScope.locking`).
     static func chatLocks(_ chatID: String) -> [String] { ["chat:" + chatID] }
 
-    /// Throws unless `user` is a member of `chatID` (what the other areas ask of a chat).
-    static func requireMember(_ db: any DomainStatements, user: String, chatID: String) throws {
-        guard
-            try db.scalar("SELECT 1 FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, user], as: Int64.self) != nil
-        else { throw DomainError(.notAMember, "only the members of chat \(chatID) use its attachments") }
+    /// Whether `user` is a member of `chatID` (what the other areas ask of a chat).
+    static func isMember(_ db: any DomainStatements, user: String, chatID: String) throws -> Bool {
+        try db.scalar("SELECT 1 FROM chat_members WHERE chat_id = ? AND user_id = ?", [chatID, user], as: Int64.self) != nil
     }
 
     /// The users who share a chat with `user` (`user` too, when in any chat).
